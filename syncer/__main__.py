@@ -1,0 +1,3 @@
+from syncer.app.cli import main
+
+raise SystemExit(main())

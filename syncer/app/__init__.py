@@ -1,0 +1,1 @@
+"""app layer (see ARCHITECTURE in docs/architecture.md)."""

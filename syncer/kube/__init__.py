@@ -1,0 +1,1 @@
+"""kube layer (see ARCHITECTURE in docs/architecture.md)."""

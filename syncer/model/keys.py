@@ -1,0 +1,29 @@
+"""Every annotation, label, condition and finalizer key the syncer reads or writes."""
+
+from typing import Final
+
+ANNOTATION_PREFIX: Final = "slurm-syncer.dev/"
+
+
+class Keys:
+    """Names from the sync contract (docs/contract.md); one place so they never drift apart."""
+
+    NODE_NAME_LABEL: Final = ANNOTATION_PREFIX + "node-name"
+    CORDON_REASON: Final = ANNOTATION_PREFIX + "cordon-reason"
+    DRAIN_REQUEST: Final = ANNOTATION_PREFIX + "drain"
+    STATE: Final = ANNOTATION_PREFIX + "state"
+    REASON: Final = ANNOTATION_PREFIX + "reason"
+    REASON_BY: Final = ANNOTATION_PREFIX + "reason-by"
+    REASON_AT: Final = ANNOTATION_PREFIX + "reason-at"
+    CORDONED_BY: Final = ANNOTATION_PREFIX + "cordoned-by"
+    NODESET_LABEL: Final = ANNOTATION_PREFIX + "nodeset"
+    BUSY_LABEL: Final = ANNOTATION_PREFIX + "busy"
+    TEMPLATE_HASH_LABEL: Final = ANNOTATION_PREFIX + "template-hash"
+    FINALIZER: Final = ANNOTATION_PREFIX + "slurm-node"
+    CONDITION_DRAINED: Final = "SlurmNodeDrained"
+    CONDITION_HEALTHY: Final = "SlurmNodeHealthy"
+    LEASE_NAME: Final = "slurm-syncer"
+    CRD_GROUP: Final = "slurm-syncer.dev"
+    CRD_VERSION: Final = "v1alpha1"
+    CRD_KIND: Final = "NodeSet"
+    CRD_PLURAL: Final = "nodesets"

@@ -1,0 +1,58 @@
+"""Compact views of Kubernetes objects: only what the syncer reads, decoded from raw JSON."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class Condition(msgspec.Struct, frozen=True, kw_only=True):
+    type: str
+    status: str  # "True" | "False" | "Unknown"
+    reason: str = ""
+    message: str = ""
+    last_transition_time: float = 0.0  # epoch seconds; 0 when absent
+
+
+class KubeNode(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    unschedulable: bool = False
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+    annotations: dict[str, str] = msgspec.field(default_factory=dict)
+    conditions: tuple[Condition, ...] = ()
+
+    def condition(self, type_: str) -> Condition | None:
+        for cond in self.conditions:
+            if cond.type == type_:
+                return cond
+        return None
+
+
+class KubePod(msgspec.Struct, frozen=True, kw_only=True):
+    namespace: str
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    node_name: str = ""  # spec.nodeName; empty while unscheduled
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+    annotations: dict[str, str] = msgspec.field(default_factory=dict)
+    deletion_timestamp: float | None = None  # epoch seconds
+    phase: str = ""
+    conditions: tuple[Condition, ...] = ()
+    owner_kind: str = ""
+    owner_name: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminating(self) -> bool:
+        return self.deletion_timestamp is not None
+
+    def condition(self, type_: str) -> Condition | None:
+        for cond in self.conditions:
+            if cond.type == type_:
+                return cond
+        return None

@@ -1,0 +1,69 @@
+"""A Slurm node as the syncer sees it: only the fields it reads, decoded once."""
+
+from __future__ import annotations
+
+import msgspec
+
+# Base states are mutually exclusive; everything else in Slurm's state list is a flag.
+BASE_STATES: frozenset[str] = frozenset({"IDLE", "ALLOCATED", "MIXED", "DOWN", "ERROR", "FUTURE", "UNKNOWN"})
+DRAIN_FLAGS: frozenset[str] = frozenset({"DRAIN", "DRAINING", "DRAINED"})
+UNHEALTHY_FLAGS: frozenset[str] = frozenset({"DOWN", "FAIL", "NOT_RESPONDING"})
+
+
+class SlurmNode(msgspec.Struct, frozen=True, kw_only=True):
+    """One Slurm node. `state` holds upper-case flags exactly as slurmrestd lists them."""
+
+    name: str
+    state: frozenset[str]
+    reason: str = ""
+    reason_set_by: str = ""
+    reason_changed_at: int = 0  # epoch seconds; 0 when Slurm has none
+    comment: str = ""
+    features: tuple[str, ...] = ()
+    active_features: tuple[str, ...] = ()
+    partitions: tuple[str, ...] = ()
+    cpus: int = 0
+    alloc_cpus: int = 0
+    real_memory_mb: int = 0
+    alloc_memory_mb: int = 0
+    gres: str = ""
+    gres_used: str = ""
+    boot_time: int = 0
+    last_busy: int = 0
+
+    @property
+    def base_state(self) -> str:
+        for flag in ("DOWN", "ERROR", "FUTURE", "ALLOCATED", "MIXED", "IDLE", "UNKNOWN"):
+            if flag in self.state:
+                return flag
+        return "UNKNOWN"
+
+    @property
+    def drain_flag(self) -> bool:
+        """True while the DRAIN flag is set (draining or drained)."""
+        return "DRAIN" in self.state
+
+    @property
+    def drained(self) -> bool:
+        """Drain complete: DRAIN set and nothing allocated or completing on the node."""
+        return (
+            self.drain_flag
+            and self.base_state not in ("ALLOCATED", "MIXED")
+            and ("COMPLETING" not in self.state)
+        )
+
+    @property
+    def unhealthy(self) -> bool:
+        return bool(self.state & UNHEALTHY_FLAGS)
+
+    @property
+    def busy(self) -> bool:
+        """Runs or finishes jobs: must not be removed."""
+        return self.base_state in ("ALLOCATED", "MIXED") or "COMPLETING" in self.state
+
+    @property
+    def state_text(self) -> str:
+        """`IDLE+DRAIN` style text, base state first, flags sorted: stable for annotations."""
+        base = self.base_state
+        flags = sorted(self.state - {base})
+        return "+".join([base, *flags])

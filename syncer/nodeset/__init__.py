@@ -1,0 +1,1 @@
+"""nodeset layer (see ARCHITECTURE in docs/architecture.md)."""

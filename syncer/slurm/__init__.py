@@ -1,0 +1,1 @@
+"""slurm layer (see ARCHITECTURE in docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""sync layer (see ARCHITECTURE in docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""testing layer (see ARCHITECTURE in docs/architecture.md)."""
