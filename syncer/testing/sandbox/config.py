@@ -1,0 +1,107 @@
+"""Per-instance Slurm configuration: slurm.conf, cgroup.conf and keys, all under one directory."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+# The instance directory is bind-mounted here inside the shared root file system.
+INNER = "/sbx"
+REAL_NODE = "sbx-real"
+SIM_CPUS = 64
+SIM_MEMORY_MB = 512000
+SLURM_UID = 64030  # user `slurm` as Debian's package creates it
+
+
+@dataclass(frozen=True)
+class Ports:
+    slurmctld: int
+    slurmd: int
+    rest: int
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def sim_node_names(count: int) -> list[str]:
+    return [f"node{i:05d}" for i in range(1, count + 1)]
+
+
+def slurm_conf(nodes: int, ports: Ports, max_dynamic: int) -> str:
+    host = socket.gethostname()
+    lines = [
+        "ClusterName=sandbox",
+        f"SlurmctldHost={host}(127.0.0.1)",
+        f"SlurmctldPort={ports.slurmctld}",
+        f"SlurmdPort={ports.slurmd}",
+        "SlurmUser=slurm",
+        "AuthType=auth/slurm",
+        "CredType=cred/slurm",
+        "AuthAltTypes=auth/jwt",
+        f"AuthAltParameters=jwt_key={INNER}/etc/jwt.key",
+        "AuthInfo=use_client_ids",
+        f"StateSaveLocation={INNER}/state",
+        f"SlurmdSpoolDir={INNER}/spool/%n",
+        f"SlurmctldPidFile={INNER}/run/slurmctld.pid",
+        f"SlurmdPidFile={INNER}/run/slurmd-%n.pid",
+        f"SlurmctldLogFile={INNER}/log/slurmctld.log",
+        f"SlurmdLogFile={INNER}/log/slurmd-%n.log",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "MpiDefault=none",
+        "ReturnToService=2",
+        "SelectType=select/cons_tres",
+        "SchedulerParameters=defer_batch",
+        "SlurmctldTimeout=30",
+        "SlurmdTimeout=60",
+        "InactiveLimit=0",
+        "MinJobAge=30",
+        "KillWait=5",
+        f"MaxNodeCount={nodes + 1 + max_dynamic}",
+        "SuspendProgram=/bin/true",
+        "ResumeProgram=/bin/true",
+        "SuspendTime=600",
+        "ResumeTimeout=600",
+        f"NodeName={REAL_NODE} NodeHostname={host} NodeAddr=127.0.0.1 CPUs=2 RealMemory=1000 State=UNKNOWN",
+    ]
+    if nodes:
+        lines.append(f"NodeName=node[00001-{nodes:05d}] CPUs={SIM_CPUS} RealMemory={SIM_MEMORY_MB} State=CLOUD")
+    lines.append("PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+    return "\n".join(lines) + "\n"
+
+
+def write_instance(directory: Path, nodes: int, ports: Ports, max_dynamic: int) -> None:
+    """Write a fresh configuration; keys are made once and kept across restarts."""
+    for sub in ("etc", "state", "spool", "run", "log"):
+        (directory / sub).mkdir(parents=True, exist_ok=True)
+    etc = directory / "etc"
+    (etc / "slurm.conf").write_text(slurm_conf(nodes, ports, max_dynamic))
+    (etc / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
+    for key in ("slurm.key", "jwt.key"):
+        path = etc / key
+        if not path.exists():
+            path.write_bytes(secrets.token_bytes(32))
+        os.chmod(path, 0o600)
+        os.chown(path, SLURM_UID, SLURM_UID)
+    os.chmod(directory, 0o755)
+    for sub in ("etc", "state", "spool", "run", "log"):
+        os.chmod(directory / sub, 0o755)
+    for sub in ("state", "log", "run"):
+        os.chown(directory / sub, SLURM_UID, SLURM_UID)
+    os.chmod(directory / "log", 0o777)  # slurmd (root) and slurmctld (slurm) both log here
