@@ -14,6 +14,7 @@ mounted there only), so mounts vanish with the process and several sandboxes can
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -138,12 +139,17 @@ class Sandbox:
         return mint_token(self.jwt_key_path.read_bytes(), user, lifespan_s)
 
     # --- daemons ------------------------------------------------------------------------
-    def _spawn(self, name: str, argv: list[str], user: str | None = None, env: dict[str, str] | None = None) -> int:
+    def _spawn(
+        self, name: str, argv: list[str], user: str | None = None, env: dict[str, str] | None = None
+    ) -> int:
         with open(self.log_path(name), "ab") as log:
             proc = subprocess.Popen(
                 self._argv(argv, user=user, env=env),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-            )  # fmt: skip
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
         self.pids[name] = proc.pid
         self._save()
         return proc.pid
@@ -184,9 +190,11 @@ class Sandbox:
     def start_slurmctld(self) -> None:
         self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", f"{INNER}/etc/slurm.conf"])
         wait_until(
-            lambda: self.running("slurmctld") and self._ping_ctld(), 60, "slurmctld start",
+            lambda: self.running("slurmctld") and self._ping_ctld(),
+            60,
+            "slurmctld start",
             lambda: self._log_tail("slurmctld"),
-        )  # fmt: skip
+        )
 
     def restart_slurmctld(self) -> None:
         self._stop("slurmctld")
@@ -206,10 +214,15 @@ class Sandbox:
         name = f"slurmd:{node}"
         self._spawn(name, argv)
         wait_until(
-            lambda: self.running(name) and self.node_state(node).split("+")[0].rstrip("*~#!%$@^-")
-            in ("idle", "mixed", "allocated", "drained", "draining", "completing"),
-            60, f"slurmd {node} registration", lambda: self._log_tail(name),
-        )  # fmt: skip
+            lambda: (
+                self.running(name)
+                and self.node_state(node).split("+")[0].rstrip("*~#!%$@^-")
+                in ("idle", "mixed", "allocated", "drained", "draining", "completing")
+            ),
+            60,
+            f"slurmd {node} registration",
+            lambda: self._log_tail(name),
+        )
 
     def stop_slurmd(self, node: str) -> None:
         self._stop(f"slurmd:{node}")
@@ -232,12 +245,15 @@ class Sandbox:
         self._spawn(
             "slurmrestd",
             ["slurmrestd", "-s", "openapi/slurmctld", f"127.0.0.1:{self.ports.rest}"],
-            user=REST_USER, env={"SLURM_JWT": "daemon"},
-        )  # fmt: skip
+            user=REST_USER,
+            env={"SLURM_JWT": "daemon"},
+        )
         wait_until(
-            lambda: self.running("slurmrestd") and self._rest_ready(), 60, "slurmrestd start",
+            lambda: self.running("slurmrestd") and self._rest_ready(),
+            60,
+            "slurmrestd start",
             lambda: self._log_tail("slurmrestd"),
-        )  # fmt: skip
+        )
 
     def stop_slurmrestd(self) -> None:
         self._stop("slurmrestd")
@@ -253,19 +269,23 @@ class Sandbox:
     # --- persistence --------------------------------------------------------------------
     def _save(self) -> None:
         state = {
-            "rootfs": str(self.rootfs), "nodes": self.nodes, "pids": self.pids,
-            "ports": {"slurmctld": self.ports.slurmctld, "slurmd": self.ports.slurmd, "rest": self.ports.rest},
-        }  # fmt: skip
+            "rootfs": str(self.rootfs),
+            "nodes": self.nodes,
+            "pids": self.pids,
+            "ports": {
+                "slurmctld": self.ports.slurmctld,
+                "slurmd": self.ports.slurmd,
+                "rest": self.ports.rest,
+            },
+        }
         tmp = self.directory / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(state, indent=2))
         tmp.replace(self.directory / STATE_FILE)
 
 
 def _reap(pid: int) -> None:
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def load(directory: Path) -> Sandbox | None:
@@ -277,11 +297,16 @@ def load(directory: Path) -> Sandbox | None:
     try:
         state = json.loads(path.read_text())
         sandbox = Sandbox(
-            directory=directory, rootfs=Path(state["rootfs"]), nodes=int(state["nodes"]),
-            ports=Ports(**state["ports"]), pids={k: int(v) for k, v in state["pids"].items()},
-        )  # fmt: skip
+            directory=directory,
+            rootfs=Path(state["rootfs"]),
+            nodes=int(state["nodes"]),
+            ports=Ports(**state["ports"]),
+            pids={k: int(v) for k, v in state["pids"].items()},
+        )
     except (ValueError, KeyError, TypeError) as exc:
-        raise SandboxError(f"{path} is damaged ({exc}): remove {directory} and run 'sandbox up' again") from exc
+        raise SandboxError(
+            f"{path} is damaged ({exc}): remove {directory} and run 'sandbox up' again"
+        ) from exc
     for name in list(sandbox.pids):
         if not sandbox.running(name):
             sandbox.pids.pop(name)

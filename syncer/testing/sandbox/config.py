@@ -81,7 +81,9 @@ def slurm_conf(nodes: int, ports: Ports, max_dynamic: int) -> str:
         f"NodeName={REAL_NODE} NodeHostname={host} NodeAddr=127.0.0.1 CPUs=2 RealMemory=1000 State=UNKNOWN",
     ]
     if nodes:
-        lines.append(f"NodeName=node[00001-{nodes:05d}] CPUs={SIM_CPUS} RealMemory={SIM_MEMORY_MB} State=CLOUD")
+        lines.append(
+            f"NodeName=node[00001-{nodes:05d}] CPUs={SIM_CPUS} RealMemory={SIM_MEMORY_MB} State=CLOUD"
+        )
     lines.append("PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
     return "\n".join(lines) + "\n"
 

@@ -40,10 +40,17 @@ def _run(argv: list[str], what: str) -> None:
 
 def in_chroot_shell(root: Path, script: str) -> list[str]:
     """argv that runs `script` in `root` with /proc and /dev mounted in a private mount namespace."""
+    mounts = f'mount -t proc proc "{root}/proc" && mount --rbind /dev "{root}/dev"'
     return [
-        "unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-        f'mount -t proc proc "{root}/proc" && mount --rbind /dev "{root}/dev" && exec chroot "{root}" sh -c \'{script}\'',
-    ]  # fmt: skip
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "--",
+        "sh",
+        "-c",
+        f"{mounts} && exec chroot \"{root}\" sh -c '{script}'",
+    ]
 
 
 def _check_host() -> None:
