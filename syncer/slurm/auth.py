@@ -1,0 +1,126 @@
+"""Where the client's Slurm token comes from: static, a rotating file, minted from the JWT key, or none."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Protocol
+
+from syncer.slurm.errors import SlurmAuthError
+from syncer.slurm.jwt import mint_token, token_expiry
+
+
+class TokenSource(Protocol):
+    def headers(self) -> dict[str, str]:
+        """Headers that authenticate one request (empty for no-token auth)."""
+        ...
+
+    def invalidate(self) -> None:
+        """The server rejected the token: re-read or re-mint before the next request."""
+        ...
+
+
+def _token_headers(token: str, user: str | None) -> dict[str, str]:
+    headers = {"X-SLURM-USER-TOKEN": token}
+    if user:
+        headers["X-SLURM-USER-NAME"] = user
+    return headers
+
+
+class NoToken:
+    """rest_auth/local over a unix socket: slurmrestd trusts the socket's peer credentials."""
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+    def invalidate(self) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return "NoToken()"
+
+
+class StaticToken:
+    def __init__(self, token: str, user: str | None = None) -> None:
+        if not token.strip():
+            raise SlurmAuthError("the Slurm token is empty: pass a token, a token file or a JWT key")
+        self._token = token.strip()
+        self._user = user
+
+    def headers(self) -> dict[str, str]:
+        return _token_headers(self._token, self._user)
+
+    def invalidate(self) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return "StaticToken(<redacted>)"
+
+
+class TokenFile:
+    """A token in a file (a mounted Kubernetes Secret): re-read when the file changes or is rejected."""
+
+    def __init__(self, path: Path, user: str | None = None) -> None:
+        self._path = path
+        self._user = user
+        self._stamp: tuple[int, int, int] | None = None
+        self._token = ""
+
+    def _read(self) -> None:
+        try:
+            stat = os.stat(self._path)
+            stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+            if stamp == self._stamp and self._token:
+                return
+            token = self._path.read_text().strip()
+        except OSError as exc:
+            raise SlurmAuthError(
+                f"cannot read the Slurm token file {self._path}: {exc.strerror}; check the Secret mount"
+            ) from exc
+        if not token:
+            raise SlurmAuthError(f"the Slurm token file {self._path} is empty; check the Secret")
+        self._token, self._stamp = token, stamp
+
+    def headers(self) -> dict[str, str]:
+        self._read()
+        return _token_headers(self._token, self._user)
+
+    def invalidate(self) -> None:
+        self._stamp = None
+
+    def __repr__(self) -> str:
+        return f"TokenFile({self._path})"
+
+
+class JwtKeyToken:
+    """Mints short-lived HS256 tokens from Slurm's JWT key and renews them before they expire."""
+
+    def __init__(self, key_path: Path, user: str = "slurm", lifespan_s: int = 1800) -> None:
+        if lifespan_s < 60:
+            raise SlurmAuthError(f"token lifetime must be at least 60 s, got {lifespan_s}")
+        self._key_path = key_path
+        self._user = user
+        self._lifespan = lifespan_s
+        self._token = ""
+        self._expires = 0.0
+
+    def headers(self) -> dict[str, str]:
+        now = time.time()
+        # Renew when a fifth of the lifetime is left, so a slow request never carries a dying token.
+        if not self._token or now > self._expires - self._lifespan / 5:
+            try:
+                key = self._key_path.read_bytes()
+            except OSError as exc:
+                raise SlurmAuthError(
+                    f"cannot read the Slurm JWT key {self._key_path}: {exc.strerror}"
+                ) from exc
+            self._token = mint_token(key, self._user, self._lifespan, now)
+            self._expires = float(token_expiry(self._token) or now + self._lifespan)
+        return _token_headers(self._token, None)
+
+    def invalidate(self) -> None:
+        self._token = ""
+
+    def __repr__(self) -> str:
+        return f"JwtKeyToken({self._key_path}, user={self._user})"

@@ -1,0 +1,370 @@
+"""The async slurmrestd client: the only code in slurm-syncer that talks to Slurm.
+
+    client = SlurmClient("http://slurmrestd:6820", TokenFile(Path("/var/run/slurm/token")))
+    await client.start()              # negotiates the API version
+    listing = await client.list_nodes(update_time=last)   # None: nothing changed since `last`
+    await client.update_node("n1", state=["DRAIN"], reason="k8s: node cordoned")
+    await client.close()
+
+A unix socket works with `SlurmClient("unix:///run/slurmrestd.sock", NoToken())`.
+Idempotent calls are retried with exponential backoff and jitter, never past `deadline_s`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import aiohttp
+import msgspec
+import structlog
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, stop_after_delay
+from tenacity.wait import wait_exponential_jitter
+
+from syncer.model.slurm import SlurmNode
+from syncer.slurm.auth import TokenSource
+from syncer.slurm.errors import (
+    SlurmApiError,
+    SlurmAuthError,
+    SlurmConnectionError,
+    SlurmDecodeError,
+    SlurmError,
+    SlurmMessage,
+    SlurmNotFound,
+    SlurmTimeout,
+    SlurmVersionError,
+)
+from syncer.slurm.models import (
+    DiagResponse,
+    Envelope,
+    Job,
+    JobsResponse,
+    NodesResponse,
+    Partition,
+    PartitionsResponse,
+    PingResponse,
+    unwrap,
+)
+from syncer.slurm.versions import VERSIONS, ApiVersion, choose
+
+log = structlog.get_logger("syncer.slurm")
+T = TypeVar("T", bound=Envelope)
+AUTH_STATUSES = (401, 403, 511)  # 24.11 answers a bad token with 511
+RETRY_STATUSES = (502, 503, 504)
+
+
+@dataclass(frozen=True)
+class NodeListing:
+    nodes: tuple[SlurmNode, ...]
+    last_update: int
+    body_bytes: int
+    seconds: float
+
+
+@dataclass
+class RequestStats:
+    """Per endpoint and status: request counts, seconds and bytes (read by the metrics exporter)."""
+
+    requests: Counter[tuple[str, str]] = field(default_factory=Counter)
+    seconds: dict[str, float] = field(default_factory=dict)
+    body_bytes: Counter[str] = field(default_factory=Counter)
+
+
+class _Retryable(SlurmError):
+    """A 502/503/504: worth another try of an idempotent call."""
+
+
+def _messages(items: list[Any]) -> tuple[SlurmMessage, ...]:
+    return tuple(SlurmMessage(m.description, m.error_number, m.error, m.source) for m in items)
+
+
+class SlurmClient:
+    def __init__(
+        self,
+        url: str,
+        token: TokenSource,
+        *,
+        api_version: str | None = None,
+        timeout_s: float = 10.0,
+        deadline_s: float = 30.0,
+        attempts: int = 5,
+    ) -> None:
+        if api_version is not None and api_version not in VERSIONS:
+            raise SlurmVersionError(
+                f"unknown Slurm API version {api_version!r}; supported: {', '.join(VERSIONS)}"
+            )
+        self._unix_path: str | None = None
+        if url.startswith("unix://"):
+            self._unix_path = url[len("unix://") :]
+            self._base = "http://slurmrestd"
+        elif url.startswith(("http://", "https://")):
+            self._base = url.rstrip("/")
+        else:
+            raise SlurmError(f"Slurm URL {url!r} must start with http://, https:// or unix://")
+        self.url = url
+        self._token = token
+        self._pinned = api_version
+        self._timeout = timeout_s
+        self._deadline = deadline_s
+        self._attempts = attempts
+        self._session: aiohttp.ClientSession | None = None
+        self.version: ApiVersion | None = None
+        self.release = ""
+        self.stats = RequestStats()
+
+    # --- lifecycle ---------------------------------------------------------------------
+    async def start(self) -> ApiVersion:
+        """Open the session and pick the API version (the pinned one, else the newest both speak)."""
+        if self._session is None:
+            connector = (
+                aiohttp.UnixConnector(path=self._unix_path) if self._unix_path else aiohttp.TCPConnector()
+            )
+            self._session = aiohttp.ClientSession(connector=connector)
+        if self.version is None:
+            served = await self.served_versions()
+            chosen = choose(served, self._pinned)
+            if chosen is None:
+                wanted = self._pinned or ", ".join(VERSIONS)
+                raise SlurmVersionError(
+                    f"slurmrestd at {self.url} serves {', '.join(sorted(served)) or 'no known version'}, "
+                    f"but slurm-syncer needs {wanted}; pin a served one with --slurm-api-version"
+                )
+            self.version = chosen
+            if not chosen.verified_live:
+                log.warning("slurm_api_version_unverified", version=chosen.name)
+        return self.version
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> SlurmClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()
+
+    async def served_versions(self) -> set[str]:
+        status, body = await self._send("GET", "/openapi/v3", endpoint="openapi")
+        if status == 200:
+            try:
+                paths = msgspec.json.decode(body, type=dict[str, Any]).get("paths", {})
+            except msgspec.DecodeError as exc:
+                raise SlurmDecodeError(f"unreadable OpenAPI document: {exc}", endpoint="openapi") from exc
+            return {p.split("/")[2] for p in paths if p.startswith("/slurm/v") and p.endswith("/ping/")}
+        served = set()
+        for name in VERSIONS:  # older servers without /openapi/v3: probe each ping
+            probe, _ = await self._send("GET", f"/slurm/{name}/ping/", endpoint="ping")
+            if probe in (200, *AUTH_STATUSES):
+                served.add(name)
+        return served
+
+    # --- transport ------------------------------------------------------------------------
+    async def _send(
+        self, method: str, path: str, *, endpoint: str, params: dict[str, str] | None = None, body: Any = None
+    ) -> tuple[int, bytes]:
+        if self._session is None:
+            raise SlurmError("client not started: call start() first", endpoint=endpoint)
+        started = time.monotonic()
+        headers = {"Accept": "application/json", **self._token.headers()}
+        data = None
+        if body is not None:
+            data = msgspec.json.encode(body)
+            headers["Content-Type"] = "application/json"
+        try:
+            async with self._session.request(
+                method, self._base + path, params=params, data=data, headers=headers,
+                timeout=aiohttp.ClientTimeout(total=self._timeout),
+            ) as response:  # fmt: skip
+                payload = await response.read()
+                status = response.status
+        except TimeoutError as exc:
+            self.stats.requests[(endpoint, "timeout")] += 1
+            raise SlurmTimeout(
+                f"no answer from {self.url} within {self._timeout:.0f} s", endpoint=endpoint
+            ) from exc
+        except (aiohttp.ClientConnectionError, OSError) as exc:
+            self.stats.requests[(endpoint, "error")] += 1
+            raise SlurmConnectionError(
+                f"cannot reach slurmrestd at {self.url}: {exc}", endpoint=endpoint
+            ) from exc
+        self.stats.requests[(endpoint, str(status))] += 1
+        self.stats.seconds[endpoint] = self.stats.seconds.get(endpoint, 0.0) + time.monotonic() - started
+        self.stats.body_bytes[endpoint] += len(payload)
+        if status in AUTH_STATUSES:
+            self._token.invalidate()
+        return status, payload
+
+    def _prefix(self) -> str:
+        if self.version is None:
+            raise SlurmError("client not started: call start() first")
+        return self.version.prefix
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        shape: type[T],
+        *,
+        endpoint: str,
+        params: dict[str, str] | None = None,
+        body: Any = None,
+        idempotent: bool = True,
+        ok: tuple[int, ...] = (200,),
+    ) -> tuple[int, T | None, int]:
+        """One call with retries; returns (status, decoded body or None for 304, body bytes)."""
+
+        async def once() -> tuple[int, T | None, int]:
+            status, payload = await self._send(
+                method, self._prefix() + path, endpoint=endpoint, params=params, body=body
+            )
+            if status == 304 and 304 in ok:
+                return status, None, 0
+            if status in RETRY_STATUSES:
+                raise _Retryable(f"slurmrestd answered HTTP {status}", endpoint=endpoint)
+            decoded = self._decode(payload, shape, endpoint, status)
+            if status in AUTH_STATUSES:
+                raise SlurmAuthError(
+                    f"slurmrestd rejected the token (HTTP {status}): it may be expired or signed with "
+                    "another key, or its user may lack rights; check --slurm-token-file / --slurm-jwt-key "
+                    "and that the user is SlurmUser, root or a Slurm admin",
+                    endpoint=endpoint,
+                )
+            if status not in ok or (decoded is not None and decoded.errors and status != 200):
+                raise SlurmApiError(
+                    "slurmrestd reported an error", endpoint=endpoint, status=status,
+                    errors=_messages(decoded.errors if decoded else []),
+                    warnings=_messages(decoded.warnings if decoded else []),
+                )  # fmt: skip
+            return status, decoded, len(payload)
+
+        if not idempotent:
+            return await once()
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self._attempts) | stop_after_delay(self._deadline),
+            wait=wait_exponential_jitter(initial=0.1, max=2.0),
+            retry=retry_if_exception_type((SlurmConnectionError, SlurmTimeout, _Retryable)),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                return await once()
+        raise AssertionError("unreachable: tenacity reraises")
+
+    @staticmethod
+    def _decode(payload: bytes, shape: type[T], endpoint: str, status: int) -> T | None:
+        if not payload:
+            if status == 200:
+                raise SlurmDecodeError("empty body where JSON was expected", endpoint=endpoint)
+            return None
+        try:
+            return msgspec.json.decode(payload, type=shape)
+        except msgspec.DecodeError as exc:
+            if status != 200:
+                return None  # an error page that is not JSON: the status says enough
+            raise SlurmDecodeError(
+                f"response does not match the expected shape ({exc}); a proxy may have cut or altered it",
+                endpoint=endpoint,
+            ) from exc
+
+    # --- endpoints ----------------------------------------------------------------------
+    async def ping(self) -> bool:
+        _, decoded, _ = await self._call("GET", "/ping/", PingResponse, endpoint="ping")
+        return bool(decoded and decoded.pings and all(p.responding for p in decoded.pings))
+
+    async def list_nodes(self, update_time: int | None = None) -> NodeListing | None:
+        """All nodes, or None when `update_time` is given and nothing changed since (HTTP 304)."""
+        started = time.monotonic()
+        params = {"update_time": str(update_time)} if update_time is not None else None
+        ok = (200, 304) if update_time is not None else (200,)
+        status, decoded, size = await self._call(
+            "GET", "/nodes/", NodesResponse, endpoint="nodes", params=params, ok=ok
+        )
+        if status == 304 or decoded is None:
+            return None
+        nodes = tuple(raw.to_node() for raw in decoded.nodes)
+        return NodeListing(nodes, unwrap(decoded.last_update), size, time.monotonic() - started)
+
+    async def get_node(self, name: str) -> SlurmNode:
+        try:
+            _, decoded, _ = await self._call("GET", f"/node/{name}", NodesResponse, endpoint="node")
+        except SlurmApiError as exc:
+            if exc.has_error("Failure to query node") or exc.has_error("Invalid node name"):
+                raise SlurmNotFound(
+                    f"node {name} does not exist", endpoint="node", status=exc.status
+                ) from exc
+            raise
+        if decoded is None or not decoded.nodes:
+            raise SlurmNotFound(f"node {name} does not exist", endpoint="node", status=404)
+        return decoded.nodes[0].to_node()
+
+    async def update_node(
+        self,
+        name: str,
+        *,
+        state: list[str] | None = None,
+        reason: str | None = None,
+        comment: str | None = None,
+        features: list[str] | None = None,
+    ) -> None:
+        """Drain (`state=["DRAIN"], reason=...`), undrain (`state=["UNDRAIN"]`), comment, features."""
+        body: dict[str, Any] = {}
+        if state is not None:
+            body["state"] = state
+        if reason is not None:
+            body["reason"] = reason
+        if comment is not None:
+            body["comment"] = comment
+        if features is not None:
+            body["features"] = features
+        if not body:
+            raise ValueError("update_node needs at least one of state, reason, comment, features")
+        # Setting the same state and reason twice ends the same way, so a retry is safe.
+        await self._call("POST", f"/node/{name}", Envelope, endpoint="node_update", body=body)
+
+    async def delete_node(self, name: str) -> None:
+        try:
+            await self._call("DELETE", f"/node/{name}", Envelope, endpoint="node_delete")
+        except SlurmApiError as exc:
+            if exc.has_error("Invalid node name"):
+                raise SlurmNotFound(
+                    f"node {name} does not exist", endpoint="node_delete", status=exc.status
+                ) from exc
+            raise
+
+    async def list_partitions(self) -> list[Partition]:
+        _, decoded, _ = await self._call("GET", "/partitions/", PartitionsResponse, endpoint="partitions")
+        return [
+            Partition(p.name, p.nodes.configured, p.nodes.total, p.cpus.total)
+            for p in (decoded.partitions if decoded else [])
+        ]
+
+    async def list_jobs(self) -> list[Job]:
+        _, decoded, _ = await self._call("GET", "/jobs/", JobsResponse, endpoint="jobs")
+        jobs = []
+        for raw in decoded.jobs if decoded else []:
+            states = [raw.job_state] if isinstance(raw.job_state, str) else raw.job_state
+            jobs.append(Job(raw.job_id, raw.name, frozenset(states), raw.partition, raw.nodes, raw.user_name))
+        return jobs
+
+    async def diag(self) -> dict[str, object]:
+        _, decoded, _ = await self._call("GET", "/diag/", DiagResponse, endpoint="diag")
+        return dict(decoded.statistics) if decoded else {}
+
+
+async def wait_for_slurm(client: SlurmClient, timeout_s: float) -> None:
+    """Start the client, retrying until slurmrestd answers or the timeout passes."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            await client.start()
+            return
+        except (SlurmConnectionError, SlurmTimeout):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)

@@ -1,0 +1,156 @@
+"""msgspec shapes of slurmrestd responses, holding only the fields the syncer reads.
+
+The node shape is the same for v0.0.40 .. v0.0.42 (checked live) and per the spec for 43/44.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from syncer.model.slurm import SlurmNode
+
+
+class Number(msgspec.Struct):
+    """Slurm's wrapper for numbers that may be unset or infinite."""
+
+    set: bool = False
+    infinite: bool = False
+    number: int = 0
+
+
+MaybeNumber = Number | int | None
+
+
+def unwrap(value: MaybeNumber) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value
+    return value.number if value.set and not value.infinite else 0
+
+
+class Message(msgspec.Struct):
+    description: str = ""
+    error_number: int = 0
+    error: str = ""
+    source: str = ""
+
+
+class Envelope(msgspec.Struct):
+    errors: list[Message] = []
+    warnings: list[Message] = []
+
+
+class RawNode(msgspec.Struct):
+    name: str
+    state: list[str] = []
+    reason: str | None = None
+    reason_set_by_user: str | None = None
+    reason_changed_at: MaybeNumber = None
+    comment: str | None = None
+    features: list[str] | str = []
+    active_features: list[str] | str = []
+    partitions: list[str] = []
+    cpus: int = 0
+    alloc_cpus: int = 0
+    real_memory: int = 0
+    alloc_memory: int = 0
+    gres: str | None = None
+    gres_used: str | None = None
+    boot_time: MaybeNumber = None
+    last_busy: MaybeNumber = None
+
+    def to_node(self) -> SlurmNode:
+        return SlurmNode(
+            name=self.name,
+            state=frozenset(flag.upper() for flag in self.state),
+            reason=self.reason or "",
+            reason_set_by=self.reason_set_by_user or "",
+            reason_changed_at=unwrap(self.reason_changed_at),
+            comment=self.comment or "",
+            features=_names(self.features),
+            active_features=_names(self.active_features),
+            partitions=tuple(self.partitions),
+            cpus=self.cpus,
+            alloc_cpus=self.alloc_cpus,
+            real_memory_mb=self.real_memory,
+            alloc_memory_mb=self.alloc_memory,
+            gres=self.gres or "",
+            gres_used=self.gres_used or "",
+            boot_time=unwrap(self.boot_time),
+            last_busy=unwrap(self.last_busy),
+        )
+
+
+def _names(value: list[str] | str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return tuple(part for part in value.split(",") if part)
+    return tuple(value)
+
+
+class NodesResponse(Envelope):
+    nodes: list[RawNode] = []
+    last_update: MaybeNumber = None
+
+
+class PartitionNodes(msgspec.Struct, frozen=True):
+    configured: str = ""
+    total: int = 0
+
+
+class PartitionCpus(msgspec.Struct, frozen=True):
+    total: int = 0
+
+
+class RawPartition(msgspec.Struct):
+    name: str
+    nodes: PartitionNodes = PartitionNodes()
+    cpus: PartitionCpus = PartitionCpus()
+
+
+class PartitionsResponse(Envelope):
+    partitions: list[RawPartition] = []
+
+
+class Partition(msgspec.Struct, frozen=True):
+    name: str
+    node_list: str
+    total_nodes: int
+    total_cpus: int
+
+
+class RawJob(msgspec.Struct):
+    job_id: int = 0
+    name: str = ""
+    job_state: list[str] | str = []
+    partition: str = ""
+    nodes: str = ""
+    user_name: str = ""
+
+
+class JobsResponse(Envelope):
+    jobs: list[RawJob] = []
+
+
+class Job(msgspec.Struct, frozen=True):
+    job_id: int
+    name: str
+    states: frozenset[str]
+    partition: str
+    nodes: str
+    user: str
+
+
+class PingEntry(msgspec.Struct):
+    hostname: str = ""
+    pinged: str = ""
+    responding: bool = False
+    mode: str = ""
+
+
+class PingResponse(Envelope):
+    pings: list[PingEntry] = []
+
+
+class DiagResponse(Envelope):
+    statistics: dict[str, object] = {}
