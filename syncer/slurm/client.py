@@ -275,7 +275,7 @@ class SlurmClient:
     # --- endpoints ----------------------------------------------------------------------
     async def ping(self) -> bool:
         _, decoded, _ = await self._call("GET", "/ping/", PingResponse, endpoint="ping")
-        return bool(decoded and decoded.pings and all(p.responding for p in decoded.pings))
+        return bool(decoded and decoded.pings and all(p.up for p in decoded.pings))
 
     async def list_nodes(self, update_time: int | None = None) -> NodeListing | None:
         """All nodes, or None when `update_time` is given and nothing changed since (HTTP 304)."""
@@ -289,6 +289,12 @@ class SlurmClient:
             return None
         nodes = tuple(raw.to_node() for raw in decoded.nodes)
         return NodeListing(nodes, unwrap(decoded.last_update), size, time.monotonic() - started)
+
+    async def list_all_nodes(self) -> NodeListing:
+        listing = await self.list_nodes()
+        if listing is None:
+            raise SlurmDecodeError("an unconditional node list came back empty-handed", endpoint="nodes")
+        return listing
 
     async def get_node(self, name: str) -> SlurmNode:
         try:

@@ -144,8 +144,12 @@ class Job(msgspec.Struct, frozen=True):
 class PingEntry(msgspec.Struct):
     hostname: str = ""
     pinged: str = ""
-    responding: bool = False
+    responding: bool | None = None  # absent before v0.0.42: `pinged` says "UP" there
     mode: str = ""
+
+    @property
+    def up(self) -> bool:
+        return self.responding if self.responding is not None else self.pinged.upper() == "UP"
 
 
 class PingResponse(Envelope):
