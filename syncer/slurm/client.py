@@ -247,7 +247,7 @@ class SlurmClient:
             return await once()
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self._attempts) | stop_after_delay(self._deadline),
-            wait=wait_exponential_jitter(initial=0.1, max=2.0),
+            wait=wait_exponential_jitter(multiplier=0.1, max=2.0),
             retry=retry_if_exception_type((SlurmConnectionError, SlurmTimeout, _Retryable)),
             reraise=True,
         )

@@ -1,0 +1,172 @@
+"""The Slurm client against the real slurmrestd, for every API version 24.11 serves."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from syncer.slurm.auth import JwtKeyToken, NoToken, StaticToken, TokenFile
+from syncer.slurm.client import SlurmClient
+from syncer.slurm.errors import SlurmAuthError, SlurmConnectionError, SlurmNotFound, SlurmVersionError
+from syncer.slurm.jwt import mint_token
+from syncer.testing.sandbox import REAL_NODE, Sandbox
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.slurm
+VERSIONS = ["v0.0.40", "v0.0.41", "v0.0.42"]
+
+
+@pytest.fixture(params=VERSIONS)
+async def client(request: pytest.FixtureRequest, slurm_sandbox: Sandbox) -> AsyncIterator[SlurmClient]:
+    async with SlurmClient(
+        slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file), api_version=request.param
+    ) as c:
+        yield c
+
+
+def scontrol_field(sandbox: Sandbox, node: str, field: str) -> str:
+    text = sandbox.scontrol("show", "node", node)
+    for part in text.replace("\n", " ").split():
+        if part.startswith(field + "="):
+            return part.split("=", 1)[1]
+    return ""
+
+
+async def test_negotiates_the_newest_version(slurm_sandbox: Sandbox) -> None:
+    async with SlurmClient(slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file)) as c:
+        assert c.version is not None and c.version.name == "v0.0.42"
+        assert {"v0.0.40", "v0.0.41", "v0.0.42"} <= await c.served_versions()
+
+
+async def test_pinning_an_unserved_version_says_what_is_served(slurm_sandbox: Sandbox) -> None:
+    c = SlurmClient(slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file), api_version="v0.0.44")
+    try:
+        with pytest.raises(SlurmVersionError, match=r"serves v0\.0\.40, v0\.0\.41, v0\.0\.42"):
+            await c.start()
+    finally:
+        await c.close()
+
+
+async def test_ping_and_list_all_nodes(client: SlurmClient, slurm_sandbox: Sandbox) -> None:
+    assert await client.ping()
+    listing = await client.list_all_nodes()
+    names = {n.name for n in listing.nodes}
+    assert len(names) == slurm_sandbox.nodes + 1 >= 1000
+    assert REAL_NODE in names
+    cloud = next(n for n in listing.nodes if n.name == "node00001")
+    assert {"IDLE", "CLOUD"} <= cloud.state and cloud.cpus == 64 and cloud.partitions == ("main",)
+    assert listing.last_update > 0 and listing.body_bytes > 1_000_000
+
+
+async def test_drain_and_undrain_round_trip(client: SlurmClient, slurm_sandbox: Sandbox) -> None:
+    assert client.version is not None
+    node = f"node{10 + VERSIONS.index(client.version.name):05d}"
+    reason = f"k8s: test drain via {client.version.name}"
+    await client.update_node(node, state=["DRAIN"], reason=reason)
+    assert "DRAIN" in scontrol_field(slurm_sandbox, node, "State")
+    assert reason in slurm_sandbox.scontrol("show", "node", node)
+    seen = await client.get_node(node)
+    assert seen.drain_flag and seen.reason == reason and seen.reason_set_by == "slurm"
+    assert seen.reason_changed_at > 0
+    await client.update_node(node, state=["UNDRAIN"])
+    assert "DRAIN" not in scontrol_field(slurm_sandbox, node, "State")
+    assert not (await client.get_node(node)).drain_flag
+
+
+async def test_comment_and_features(client: SlurmClient) -> None:
+    assert client.version is not None
+    node = f"node{20 + VERSIONS.index(client.version.name):05d}"
+    await client.update_node(node, comment="rack 7", features=["gpu", "a100"])
+    seen = await client.get_node(node)
+    assert seen.comment == "rack 7"
+    assert set(seen.features) == {"gpu", "a100"}
+
+
+async def test_missing_node_is_not_found(client: SlurmClient) -> None:
+    with pytest.raises(SlurmNotFound, match="nosuchnode"):
+        await client.get_node("nosuchnode")
+
+
+async def test_delete_dynamic_node(client: SlurmClient, slurm_sandbox: Sandbox) -> None:
+    assert client.version is not None
+    name = f"dyndel{client.version.name[-2:]}"
+    slurm_sandbox.scontrol("create", f"nodename={name}", "state=cloud", "cpus=4", "realmemory=1000")
+    assert (await client.get_node(name)).cpus == 4
+    await client.delete_node(name)
+    with pytest.raises(SlurmNotFound):
+        await client.get_node(name)
+
+
+async def test_partitions_jobs_and_diag(client: SlurmClient, slurm_sandbox: Sandbox) -> None:
+    partitions = await client.list_partitions()
+    assert [p.name for p in partitions] == ["main"]
+    assert partitions[0].total_nodes == slurm_sandbox.nodes + 1
+    submitted = slurm_sandbox.run("sbatch", "-w", REAL_NODE, "-J", "probe", "--wrap", "sleep 30", check=True)
+    job_id = int(submitted.stdout.split()[-1])
+    try:
+        jobs = {j.job_id: j for j in await client.list_jobs()}
+        assert job_id in jobs and jobs[job_id].name == "probe" and jobs[job_id].partition == "main"
+        assert jobs[job_id].states & {"PENDING", "RUNNING", "CONFIGURING"}
+    finally:
+        slurm_sandbox.run("scancel", str(job_id))
+    stats = await client.diag()
+    assert isinstance(stats.get("server_thread_count"), int)
+
+
+async def test_wrong_and_expired_tokens_give_auth_errors(slurm_sandbox: Sandbox) -> None:
+    wrong = mint_token(b"x" * 32, "slurm", 600)
+    expired = mint_token(slurm_sandbox.jwt_key_path.read_bytes(), "slurm", 60, now=1_000_000)
+    for token in (wrong, expired):
+        async with SlurmClient(
+            slurm_sandbox.rest_url, StaticToken(token), api_version="v0.0.42", attempts=1
+        ) as c:
+            with pytest.raises(SlurmAuthError, match="rejected the token") as info:
+                await c.list_all_nodes()
+            assert token not in str(info.value)
+
+
+async def test_token_file_rotation_is_picked_up(slurm_sandbox: Sandbox, tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(mint_token(b"y" * 32, "slurm", 600))
+    async with SlurmClient(slurm_sandbox.rest_url, TokenFile(token_file), api_version="v0.0.42") as c:
+        with pytest.raises(SlurmAuthError):
+            await c.list_all_nodes()
+        token_file.write_text(slurm_sandbox.token(lifespan_s=600))  # the Secret was rotated
+        assert len((await c.list_all_nodes()).nodes) == slurm_sandbox.nodes + 1
+
+
+async def test_token_minted_from_the_jwt_key(slurm_sandbox: Sandbox) -> None:
+    async with SlurmClient(slurm_sandbox.rest_url, JwtKeyToken(slurm_sandbox.jwt_key_path)) as c:
+        assert (await c.get_node("node00001")).name == "node00001"
+
+
+async def test_unix_socket_transport(slurm_sandbox: Sandbox) -> None:
+    socket_path = slurm_sandbox.start_slurmrestd_unix()
+    try:
+        async with SlurmClient(f"unix://{socket_path}", NoToken()) as c:
+            assert len((await c.list_all_nodes()).nodes) == slurm_sandbox.nodes + 1
+    finally:
+        slurm_sandbox._stop("slurmrestd:unix")
+
+
+async def test_connection_refused_is_a_connection_error(tmp_path: Path) -> None:
+    c = SlurmClient("http://127.0.0.1:9", StaticToken("t"), attempts=2, deadline_s=2)
+    try:
+        with pytest.raises(SlurmConnectionError, match="cannot reach slurmrestd"):
+            await c.start()
+    finally:
+        await c.close()
+
+
+async def test_restart_of_slurmrestd_recovers_without_a_new_client(slurm_sandbox: Sandbox) -> None:
+    async with SlurmClient(slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file), attempts=1) as c:
+        assert await c.ping()
+        slurm_sandbox.stop_slurmrestd()
+        try:
+            with pytest.raises(SlurmConnectionError):
+                await c.ping()
+        finally:
+            slurm_sandbox.start_slurmrestd()
+        await wait_for(c.ping, deadline_s=30, what="ping after restart")
