@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from syncer.slurm.auth import JwtKeyToken, NoToken, StaticToken, TokenFile
+from syncer.slurm.auth import JwtKeyToken, StaticToken, TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmAuthError, SlurmConnectionError, SlurmNotFound, SlurmVersionError
 from syncer.slurm.jwt import mint_token
@@ -140,15 +140,6 @@ async def test_token_file_rotation_is_picked_up(slurm_sandbox: Sandbox, tmp_path
 async def test_token_minted_from_the_jwt_key(slurm_sandbox: Sandbox) -> None:
     async with SlurmClient(slurm_sandbox.rest_url, JwtKeyToken(slurm_sandbox.jwt_key_path)) as c:
         assert (await c.get_node("node00001")).name == "node00001"
-
-
-async def test_unix_socket_transport(slurm_sandbox: Sandbox) -> None:
-    socket_path = slurm_sandbox.start_slurmrestd_unix()
-    try:
-        async with SlurmClient(f"unix://{socket_path}", NoToken()) as c:
-            assert len((await c.list_all_nodes()).nodes) == slurm_sandbox.nodes + 1
-    finally:
-        slurm_sandbox._stop("slurmrestd:unix")
 
 
 async def test_connection_refused_is_a_connection_error(tmp_path: Path) -> None:
