@@ -1,116 +1,238 @@
-"""The real-Slurm sandbox: the CLI, idempotence, jobs, dynamic nodes, stale pids, failed starts."""
+"""The real-Slurm sandbox: CLI, idempotence, REST, real jobs, dynamic nodes, stale PIDs, failed starts."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
-import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from syncer.testing.sandbox import REAL_NODE, Sandbox, SandboxError, load, up
+from syncer.testing.sandbox import API_VERSION, REAL_NODE, Sandbox, SandboxError, load, up
+from syncer.testing.sandbox.processes import ProcessId, processes_in, start_time, wait_until
 
 pytestmark = pytest.mark.slurm
 
 
+def rest_get(sandbox: Sandbox, path: str, token: str) -> tuple[int, dict[str, object]]:
+    request = urllib.request.Request(f"{sandbox.rest_url}{path}", headers={"X-SLURM-USER-TOKEN": token})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return int(response.status), json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        body = error.read()
+        return error.code, json.loads(body) if body.startswith(b"{") else {}
+
+
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "syncer", *args], capture_output=True, text=True, timeout=180, check=False
+        [sys.executable, "-m", "syncer", "sandbox", *args], capture_output=True, text=True, timeout=300
     )
 
 
-def wait_for(check, timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+def exports(text: str) -> dict[str, str]:
+    return dict(re.findall(r"^export (\w+)=(.*)$", text, flags=re.MULTILINE))
 
 
-def test_rest_ping_with_the_token_file(slurm_sandbox: Sandbox) -> None:
+def started_pids(directory: Path) -> list[ProcessId]:
+    """Every daemon the sandbox in `directory` ever started, from its events log."""
+    text = (directory / "log" / "events.log").read_text()
+    return [ProcessId(int(p), int(s)) for p, s in re.findall(r"started \S+ pid=(\d+) start=(\d+)", text)]
+
+
+def test_rest_answers_with_the_token_and_lists_all_nodes(slurm_sandbox: Sandbox) -> None:
     token = slurm_sandbox.token_file.read_text().strip()
-    request = urllib.request.Request(
-        f"{slurm_sandbox.rest_url}/slurm/v0.0.42/ping", headers={"X-SLURM-USER-TOKEN": token}
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        body = json.load(response)
-    assert body["pings"][0]["responding"] is True
+    status, ping = rest_get(slurm_sandbox, f"/slurm/{API_VERSION}/ping", token)
+    assert status == 200, ping
+    status, body = rest_get(slurm_sandbox, f"/slurm/{API_VERSION}/nodes/", token)
+    assert status == 200, body.get("errors")
+    names = {node["name"] for node in body["nodes"]}  # type: ignore[attr-defined]
+    assert set(slurm_sandbox.node_names) <= names
+    assert len(slurm_sandbox.node_names) > 1000
 
 
-def test_lists_the_simulated_cloud_nodes_and_the_real_node(slurm_sandbox: Sandbox) -> None:
-    out = slurm_sandbox.run("sinfo", "-h", "-N", "-o", "%N %T", check=True).stdout.split("\n")
-    states = dict(line.split() for line in out if line.strip())
-    assert states[REAL_NODE] == "idle"
-    assert states["node00001"].startswith("idle")
-    assert len([n for n in states if n.startswith("node")]) == slurm_sandbox.nodes
+def test_rest_rejects_a_token_not_signed_with_the_key(slurm_sandbox: Sandbox) -> None:
+    good = slurm_sandbox.token_file.read_text().strip()
+    forged = good[: good.rindex(".") + 1] + "AAAA"
+    status, _ = rest_get(slurm_sandbox, f"/slurm/{API_VERSION}/node/{REAL_NODE}", forged)
+    assert status != 200
+
+
+def test_token_issued_by_slurmctld_works_for_another_user(slurm_sandbox: Sandbox) -> None:
+    token = slurm_sandbox.token(user="root", lifespan=120)
+    status, body = rest_get(slurm_sandbox, f"/slurm/{API_VERSION}/node/{REAL_NODE}", token)
+    assert status == 200, body.get("errors")
+
+
+def test_cloud_nodes_are_idle_and_powered_down(slurm_sandbox: Sandbox) -> None:
+    assert slurm_sandbox.node_state("node00001") >= {"IDLE", "CLOUD", "POWERED_DOWN"}
+    assert "IDLE" in slurm_sandbox.node_state(REAL_NODE)
 
 
 def test_a_real_job_runs_on_the_real_node(slurm_sandbox: Sandbox) -> None:
-    result = slurm_sandbox.run("srun", "-w", REAL_NODE, "-t", "1", "echo", "hello-from-slurm", timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert "hello-from-slurm" in result.stdout
+    step = slurm_sandbox.run("srun", "-w", REAL_NODE, "echo", "hello-from-srun", timeout=60)
+    assert step.returncode == 0, step.stderr
+    assert "hello-from-srun" in step.stdout
+    out = "/sbx/log/batch-%j.txt"  # /sbx inside is the instance directory outside
+    batch = slurm_sandbox.run(
+        "sbatch",
+        "--wait",
+        "-w",
+        REAL_NODE,
+        "-o",
+        out,
+        "--wrap",
+        "echo batch-ran-on $SLURMD_NODENAME",
+        timeout=120,
+    )
+    assert batch.returncode == 0, batch.stderr
+    job_id = re.search(r"Submitted batch job (\d+)", batch.stdout)
+    assert job_id, batch.stdout
+    text = (slurm_sandbox.directory / "log" / f"batch-{job_id.group(1)}.txt").read_text()
+    assert text.strip() == f"batch-ran-on {REAL_NODE}"
 
 
-def test_dynamic_node_registers_runs_a_job_and_can_be_removed(slurm_sandbox: Sandbox) -> None:
-    slurm_sandbox.start_slurmd("dyntest1")
-    assert "DYNAMIC_NORM" in slurm_sandbox.scontrol("show", "node", "dyntest1")
-    result = slurm_sandbox.run("srun", "-w", "dyntest1", "-t", "1", "true", timeout=60)
-    assert result.returncode == 0, result.stderr
-    slurm_sandbox.stop_slurmd("dyntest1")
-    slurm_sandbox.scontrol("delete", "nodename=dyntest1")
-    assert slurm_sandbox.run("scontrol", "show", "node", "dyntest1").returncode != 0
-
-
-def test_second_up_reuses_the_running_sandbox(slurm_sandbox: Sandbox) -> None:
-    again = up(slurm_sandbox.directory, nodes=slurm_sandbox.nodes)
-    assert again.pids == slurm_sandbox.pids
-    with pytest.raises(SandboxError, match="already runs"):
-        up(slurm_sandbox.directory, nodes=slurm_sandbox.nodes + 1)
-
-
-def test_stale_pid_is_detected(tmp_path: Path, slurm_sandbox: Sandbox) -> None:
-    state = json.loads((slurm_sandbox.directory / "sandbox.json").read_text())
-    state["pids"]["slurmrestd"] = os.getpid()  # a live pid that is not slurmrestd
-    copy = tmp_path / "copy"
-    copy.mkdir()
-    (copy / "sandbox.json").write_text(json.dumps(state))
-    loaded = load(copy)
-    assert loaded is not None
-    assert "slurmrestd" not in loaded.pids
-    assert "slurmctld" in loaded.pids  # the real one is still alive
-
-
-def test_cli_up_env_scontrol_down(tmp_path: Path) -> None:
-    directory = tmp_path / "sbx"
-    started = cli("sandbox", "up", "--nodes", "5", "--dir", str(directory))
-    assert started.returncode == 0, started.stderr
-    assert "export SLURM_SYNCER_SLURM_URL=http://127.0.0.1:" in started.stdout
+def test_dynamic_node_registers_runs_a_job_and_is_removed(slurm_sandbox: Sandbox) -> None:
+    slurm_sandbox.start_slurmd("dyn-test1", cpus=1, memory_mb=400)
     try:
-        env = cli("sandbox", "env", "--dir", str(directory))
-        assert env.stdout == started.stdout
-        shown = cli("sandbox", "scontrol", "--dir", str(directory), "show", "node", "node00005")
-        assert "NodeName=node00005" in shown.stdout
-        sandbox = load(directory)
-        assert sandbox is not None
-        pids = dict(sandbox.pids)
+        assert {"IDLE", "DYNAMIC_NORM"} <= slurm_sandbox.node_state("dyn-test1")
+        assert "dyn-test1" in slurm_sandbox.dynamic_nodes
+        token = slurm_sandbox.token_file.read_text().strip()
+        status, body = rest_get(slurm_sandbox, f"/slurm/{API_VERSION}/node/dyn-test1", token)
+        assert status == 200, body.get("errors")
+        step = slurm_sandbox.run("srun", "-w", "dyn-test1", "printenv", "SLURMD_NODENAME", timeout=60)
+        assert (step.returncode, step.stdout.strip()) == (0, "dyn-test1"), step.stderr
     finally:
-        stopped = cli("sandbox", "down", "--dir", str(directory))
+        slurm_sandbox.delete_node("dyn-test1")
+    assert slurm_sandbox.node_state("dyn-test1") == set()
+    assert "dyn-test1" not in slurm_sandbox.dynamic_nodes
+
+
+def test_stopping_a_slurmd_kills_its_running_job_processes(slurm_sandbox: Sandbox) -> None:
+    slurm_sandbox.start_slurmd("dyn-test2")
+    submitted = slurm_sandbox.run(
+        "sbatch", "--no-requeue", "-w", "dyn-test2", "--wrap", "sleep 600", check=True
+    ).stdout
+    job_id = submitted.split()[-1]
+    wait_until(
+        lambda: slurm_sandbox.run("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip() == "RUNNING",
+        60, "job running",
+    )  # fmt: skip
+    daemon = slurm_sandbox.daemons["slurmd:dyn-test2"]
+    namespace = os.readlink(f"/proc/{daemon.pid}/ns/mnt")
+    slurm_sandbox.stop_slurmd("dyn-test2")
+    assert processes_in(namespace) == []
+    # Slurm learns of the lost node only after SlurmdTimeout; marking it DOWN ends the job now.
+    slurm_sandbox.scontrol("update", "nodename=dyn-test2", "state=down", "reason=test")
+    wait_until(lambda: slurm_sandbox.run("squeue", "-h", "-j", job_id).stdout.strip() == "", 60, "job gone")
+    slurm_sandbox.delete_node("dyn-test2")
+
+
+def test_a_killed_daemon_is_seen_as_stale_and_dropped(slurm_sandbox: Sandbox) -> None:
+    slurm_sandbox.start_slurmd("dyn-test3")
+    victim = slurm_sandbox.daemons["slurmd:dyn-test3"]
+    os.kill(victim.pid, signal.SIGKILL)
+    wait_until(lambda: not victim.alive(), 10, "slurmd killed")
+    reloaded = load(slurm_sandbox.directory)
+    assert reloaded is not None
+    assert "slurmd:dyn-test3" not in reloaded.daemons
+    assert reloaded.healthy()
+    slurm_sandbox.delete_node("dyn-test3")
+
+
+def test_stale_pid_entries_are_dropped_when_the_pid_belongs_to_someone_else(tmp_path: Path) -> None:
+    me = os.getpid()
+    my_start = start_time(me)
+    assert my_start is not None
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    state = {
+        "rootfs": "/nonexistent", "nodes": 1, "ports": {"slurmctld": 1, "slurmd": 2, "rest": 3},
+        "daemons": {
+            "slurmctld": [me, my_start],  # a live PID, but running python, not slurmctld
+            "slurmrestd": [me, my_start + 1],  # a live PID with another start time: reused
+            "slurmd:sbx-real": [gone.pid, 1],  # no such process any more
+        },
+    }  # fmt: skip
+    (tmp_path / "sandbox.json").write_text(json.dumps(state))
+    sandbox = load(tmp_path)
+    assert sandbox is not None
+    assert sandbox.daemons == {}
+    assert json.loads((tmp_path / "sandbox.json").read_text())["daemons"] == {}
+
+
+def test_slurmrestd_and_slurmctld_restart(slurm_sandbox: Sandbox) -> None:
+    token = slurm_sandbox.token_file.read_text().strip()
+    slurm_sandbox.stop_slurmrestd()
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"{slurm_sandbox.rest_url}/slurm/{API_VERSION}/ping", timeout=5)
+    slurm_sandbox.start_slurmrestd()
+    assert rest_get(slurm_sandbox, f"/slurm/{API_VERSION}/ping", token)[0] == 200
+    slurm_sandbox.restart_slurmctld()
+    assert "UP" in slurm_sandbox.scontrol("ping")
+    wait_until(lambda: "IDLE" in slurm_sandbox.node_state(REAL_NODE), 60, "real node back")
+    assert rest_get(slurm_sandbox, f"/slurm/{API_VERSION}/node/node00001", token)[0] == 200
+    assert slurm_sandbox.healthy()
+
+
+def test_cli_up_is_idempotent_and_down_stops_what_it_started(tmp_path: Path, slurm_sandbox: Sandbox) -> None:
+    directory = tmp_path / "cli"
+    first = cli("up", "--nodes", "5", "--dir", str(directory))
+    assert first.returncode == 0, first.stderr
+    env = exports(first.stdout)
+    assert env["SLURM_SYNCER_SLURM_URL"].startswith("http://127.0.0.1:")
+    assert env["SLURM_SYNCER_SLURM_URL"] != slurm_sandbox.rest_url  # runs beside the session sandbox
+    assert Path(env["SLURM_SYNCER_SLURM_TOKEN_FILE"]).read_text().count(".") == 2
+    assert Path(env["SLURM_SYNCER_SLURM_JWT_KEY"]).stat().st_size == 32
+    pids = started_pids(directory)
+    assert len(pids) == 3 and all(p.alive() for p in pids)
+
+    again = cli("up", "--nodes", "5", "--dir", str(directory))
+    assert (again.returncode, again.stdout) == (0, first.stdout)
+    assert started_pids(directory) == pids  # reused, nothing new started
+
+    other = cli("up", "--nodes", "6", "--dir", str(directory))
+    assert other.returncode == 1
+    assert "already runs" in other.stderr and "sandbox down" in other.stderr
+
+    assert cli("env", "--dir", str(directory)).stdout == first.stdout
+    scontrol = cli("scontrol", "--dir", str(directory), "show", "node", "node00005")
+    assert scontrol.returncode == 0 and "State=IDLE+CLOUD+POWERED_DOWN" in scontrol.stdout, scontrol.stderr
+
+    stopped = cli("down", "--dir", str(directory))
     assert stopped.returncode == 0, stopped.stderr
-    for pid in pids.values():
-        assert not Path(f"/proc/{pid}").exists() or b"slurm" not in Path(f"/proc/{pid}/cmdline").read_bytes()
-    assert cli("sandbox", "env", "--dir", str(directory)).returncode == 1
+    assert not any(p.alive() for p in pids)
+    after = cli("env", "--dir", str(directory))
+    assert after.returncode == 1 and "no sandbox runs" in after.stderr
+    assert slurm_sandbox.healthy()  # the other sandbox was left alone
 
 
-def test_failed_start_tears_down_and_names_the_busy_port(tmp_path: Path) -> None:
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        with pytest.raises(SandboxError, match=f"127.0.0.1:{port} is already in use"):
-            up(tmp_path / "sbx", nodes=2, rest_port=port)
-    state = load(tmp_path / "sbx")
-    assert state is not None and state.pids == {}, "slurmctld and slurmd must be stopped again"
+def test_failed_start_tears_down_and_shows_the_daemon_log(tmp_path: Path) -> None:
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        port = blocker.getsockname()[1]
+        with pytest.raises(SandboxError) as failure:
+            up(tmp_path / "busy", nodes=2, rest_port=port)
+    message = str(failure.value)
+    assert f"port {port} is in use" in message
+    assert "slurmrestd" in message and "last lines of" in message
+    pids = started_pids(tmp_path / "busy")
+    assert len(pids) == 3  # slurmctld, slurmd, slurmrestd were started ...
+    assert not any(p.alive() for p in pids)  # ... and all stopped again
+    recorded = load(tmp_path / "busy")
+    assert recorded is not None and recorded.daemons == {}
+
+
+def test_bad_arguments_are_rejected_with_a_clear_message(tmp_path: Path) -> None:
+    with pytest.raises(SandboxError, match="--nodes must be between"):
+        up(tmp_path, nodes=-1)
+    with pytest.raises(SandboxError, match="--port must be between"):
+        up(tmp_path, nodes=1, rest_port=80)

@@ -11,9 +11,10 @@ from pathlib import Path
 # The instance directory is bind-mounted here inside the shared root file system.
 INNER = "/sbx"
 REAL_NODE = "sbx-real"
+PARTITION = "main"
 SIM_CPUS = 64
 SIM_MEMORY_MB = 512000
-SLURM_UID = 64030  # user `slurm` as Debian's package creates it
+MAX_SIM_NODES = 99999  # node names are node00001..node99999
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class Ports:
 
 
 def free_port() -> int:
+    """A port the kernel just found free on 127.0.0.1 (others may take it later; callers retry)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -56,6 +58,7 @@ def slurm_conf(nodes: int, ports: Ports, max_dynamic: int) -> str:
         f"AuthAltParameters=jwt_key={INNER}/etc/jwt.key",
         "AuthInfo=use_client_ids",
         f"StateSaveLocation={INNER}/state",
+        # %n: one spool, pid file and log per node, so several real slurmd can run side by side.
         f"SlurmdSpoolDir={INNER}/spool/%n",
         f"SlurmctldPidFile={INNER}/run/slurmctld.pid",
         f"SlurmdPidFile={INNER}/run/slurmd-%n.pid",
@@ -65,15 +68,16 @@ def slurm_conf(nodes: int, ports: Ports, max_dynamic: int) -> str:
         "TaskPlugin=task/none",
         "JobAcctGatherType=jobacct_gather/none",
         "MpiDefault=none",
+        "MailProg=/bin/true",
         "ReturnToService=2",
         "SelectType=select/cons_tres",
-        "SchedulerParameters=defer_batch",
         "SlurmctldTimeout=30",
         "SlurmdTimeout=60",
         "InactiveLimit=0",
         "MinJobAge=30",
         "KillWait=5",
         f"MaxNodeCount={nodes + 1 + max_dynamic}",
+        # Simulated CLOUD nodes "power up" instantly and never run anything.
         "SuspendProgram=/bin/true",
         "ResumeProgram=/bin/true",
         "SuspendTime=600",
@@ -84,14 +88,22 @@ def slurm_conf(nodes: int, ports: Ports, max_dynamic: int) -> str:
         lines.append(
             f"NodeName=node[00001-{nodes:05d}] CPUs={SIM_CPUS} RealMemory={SIM_MEMORY_MB} State=CLOUD"
         )
-    lines.append("PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+    lines.append(f"PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
     return "\n".join(lines) + "\n"
 
 
-def write_instance(directory: Path, nodes: int, ports: Ports, max_dynamic: int) -> None:
+def write_instance(
+    directory: Path, nodes: int, ports: Ports, max_dynamic: int, slurm_ids: tuple[int, int]
+) -> None:
     """Write a fresh configuration; keys are made once and kept across restarts."""
-    for sub in ("etc", "state", "spool", "run", "log"):
+    uid, gid = slurm_ids
+    os.chmod(directory, 0o755)
+    for sub in ("etc", "state", "spool", "run", "run/ctld", "log"):
         (directory / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(directory / sub, 0o755)
+    for sub in ("state", "run", "run/ctld"):
+        os.chown(directory / sub, uid, gid)
+    os.chmod(directory / "log", 0o777)  # slurmd (root) and slurmctld (slurm) both log here
     etc = directory / "etc"
     (etc / "slurm.conf").write_text(slurm_conf(nodes, ports, max_dynamic))
     (etc / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
@@ -100,10 +112,4 @@ def write_instance(directory: Path, nodes: int, ports: Ports, max_dynamic: int) 
         if not path.exists():
             path.write_bytes(secrets.token_bytes(32))
         os.chmod(path, 0o600)
-        os.chown(path, SLURM_UID, SLURM_UID)
-    os.chmod(directory, 0o755)
-    for sub in ("etc", "state", "spool", "run", "log"):
-        os.chmod(directory / sub, 0o755)
-    for sub in ("state", "log", "run"):
-        os.chown(directory / sub, SLURM_UID, SLURM_UID)
-    os.chmod(directory / "log", 0o777)  # slurmd (root) and slurmctld (slurm) both log here
+        os.chown(path, uid, gid)

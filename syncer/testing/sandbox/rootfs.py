@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 # Bump when the recipe changes so an older cached tree is rebuilt instead of reused.
@@ -27,8 +28,19 @@ def cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "slurm-syncer"
 
 
-def _progress(message: str) -> None:
+def progress(message: str) -> None:
     print(f"sandbox: {message}", file=sys.stderr, flush=True)
+
+
+def check_host(*tools: str) -> None:
+    """Fail with what to do when we are not root or a needed host tool is missing."""
+    if os.geteuid() != 0:
+        raise SandboxError(
+            "the Slurm sandbox needs root (chroot, mount namespaces): run it as root, e.g. with sudo"
+        )
+    for tool in ("unshare", "chroot", "mount", *tools):
+        if shutil.which(tool) is None:
+            raise SandboxError(f"'{tool}' is missing on this host: run scripts/bootstrap (as root) first")
 
 
 def _run(argv: list[str], what: str) -> None:
@@ -38,61 +50,79 @@ def _run(argv: list[str], what: str) -> None:
         raise SandboxError(f"{what} failed (exit {result.returncode}):\n{tail}")
 
 
-def in_chroot_shell(root: Path, script: str) -> list[str]:
-    """argv that runs `script` in `root` with /proc and /dev mounted in a private mount namespace."""
-    mounts = f'mount -t proc proc "{root}/proc" && mount --rbind /dev "{root}/dev"'
+def _in_chroot(root: Path, script: str) -> list[str]:
+    """argv running `script` in `root` with /proc and /dev mounted in a private mount namespace."""
     return [
-        "unshare",
-        "--mount",
-        "--propagation",
-        "private",
-        "--",
-        "sh",
-        "-c",
-        f"{mounts} && exec chroot \"{root}\" sh -c '{script}'",
-    ]
+        "unshare", "--mount", "--propagation", "private", "--", "sh", "-ec",
+        f'mount -t proc proc "{root}/proc"; mount --rbind /dev "{root}/dev"; '
+        f'exec chroot "{root}" sh -ec "$0"',
+        script,
+    ]  # fmt: skip
 
 
-def _check_host() -> None:
-    if os.geteuid() != 0:
-        raise SandboxError("the Slurm sandbox needs root (chroot, mount namespaces): run it as root")
-    for tool in ("debootstrap", "unshare", "chroot"):
-        if shutil.which(tool) is None:
-            raise SandboxError(f"'{tool}' is missing: run scripts/bootstrap (it installs debootstrap)")
+def _ready(target: Path) -> bool:
+    marker = target / MARKER
+    try:
+        return marker.read_text().strip() == ROOTFS_VERSION
+    except OSError:
+        return False
 
 
 def ensure_rootfs(base: Path | None = None) -> Path:
-    """The ready root file system, built on first use (about 30 s) and reused afterwards."""
+    """The ready root file system, built on first use (about 30 s) and reused afterwards.
+
+    Built in a temporary directory and renamed into place, under an flock, so a concurrent builder
+    waits and a half-built tree (no marker) is never used.
+    """
     base = base or cache_dir()
     target = base / "rootfs-trixie"
-    marker = target / MARKER
-    if marker.exists() and marker.read_text().strip() == ROOTFS_VERSION:
+    if _ready(target):
         return target
-    _check_host()
+    check_host("debootstrap")
     base.mkdir(parents=True, exist_ok=True)
     with open(base / "rootfs.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building the same tree
-        if marker.exists() and marker.read_text().strip() == ROOTFS_VERSION:
-            return target
-        build = Path(tempfile.mkdtemp(prefix="rootfs-build-", dir=base))
-        os.chmod(build, 0o755)  # mkdtemp makes 0700; daemons and apt users must traverse it
         try:
-            _progress(f"building a Debian trixie root file system in {build} (about 30 s, once)")
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(f"another process is building {target}; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if _ready(target):
+            return target
+        started = time.monotonic()
+        build = Path(tempfile.mkdtemp(prefix="rootfs-build-", dir=base))
+        os.chmod(build, 0o755)  # mkdtemp makes 0700; daemons running as other users must traverse it
+        try:
+            progress(f"building a Debian trixie root file system in {build} (once; about 30 s)")
             _run(["debootstrap", "--variant=minbase", "trixie", str(build), MIRROR], "debootstrap trixie")
-            _progress("installing Slurm 24.11 into it: " + " ".join(SLURM_PACKAGES))
+            progress("installing Slurm 24.11 into it: " + " ".join(SLURM_PACKAGES))
             install = (
-                "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
-                "--no-install-recommends " + " ".join(SLURM_PACKAGES) + " >/dev/null && apt-get clean"
-                f" && useradd --system --no-create-home --shell /usr/sbin/nologin {REST_USER}"
-                " && mkdir -p /sbx"
+                "apt-get update -qq\n"
+                "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
+                + " ".join(SLURM_PACKAGES)
+                + " >/dev/null\n"
+                "apt-get clean\n"
+                "rm -rf /var/lib/apt/lists/*\n"
+                f"useradd --system --no-create-home --shell /usr/sbin/nologin {REST_USER}\n"
+                "mkdir -p /sbx\n"
             )
-            _run(in_chroot_shell(build, install), "installing Slurm in the root file system")
+            _run(_in_chroot(build, install), "installing Slurm in the root file system")
             (build / MARKER).write_text(ROOTFS_VERSION + "\n")
             if target.exists():
-                shutil.rmtree(target)
+                old = base / f"rootfs-old-{os.getpid()}"
+                target.rename(old)  # running sandboxes keep their (now unlinked) tree
+                shutil.rmtree(old, ignore_errors=True)
             build.rename(target)
-            _progress(f"root file system ready at {target}")
+            progress(f"root file system ready at {target} ({time.monotonic() - started:.0f} s)")
         finally:
             if build.exists():
                 shutil.rmtree(build, ignore_errors=True)
     return target
+
+
+def user_ids(rootfs: Path, user: str) -> tuple[int, int]:
+    """uid and gid of `user` in the root file system's /etc/passwd."""
+    for line in (rootfs / "etc" / "passwd").read_text().splitlines():
+        fields = line.split(":")
+        if len(fields) > 3 and fields[0] == user:
+            return int(fields[2]), int(fields[3])
+    raise SandboxError(f"user {user!r} is missing in {rootfs}: remove that directory so it is rebuilt")

@@ -1,0 +1,458 @@
+"""One sandbox instance: its daemons, its state file, and commands run inside it."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import os
+import shlex
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from syncer.testing.sandbox.config import (
+    INNER,
+    MAX_SIM_NODES,
+    REAL_NODE,
+    Ports,
+    free_port,
+    port_is_free,
+    sim_node_names,
+    write_instance,
+)
+from syncer.testing.sandbox.processes import ProcessId, chroot_argv, terminate, wait_until
+from syncer.testing.sandbox.rootfs import (
+    REST_USER,
+    SandboxError,
+    check_host,
+    ensure_rootfs,
+    progress,
+    user_ids,
+)
+
+STATE_FILE = "sandbox.json"
+TOKEN_LIFESPAN_S = 30 * 24 * 3600
+DEFAULT_MAX_DYNAMIC = 256
+START_TIMEOUT_S = 90.0
+API_VERSION = "v0.0.42"
+READY_STATES = ("IDLE", "MIXED", "ALLOCATED", "COMPLETING")
+
+
+def _program(name: str) -> str:
+    """Daemon key ("slurmctld", "slurmrestd", "slurmd:<node>") -> program name."""
+    return name.split(":", 1)[0]
+
+
+@dataclass
+class Sandbox:
+    """A running (or recorded) sandbox; see the package docstring for the API."""
+
+    directory: Path
+    rootfs: Path
+    nodes: int
+    ports: Ports
+    max_dynamic: int = DEFAULT_MAX_DYNAMIC
+    daemons: dict[str, ProcessId] = field(default_factory=dict)
+    _children: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
+
+    # --- where things are -------------------------------------------------------------
+    @property
+    def rest_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.rest}"
+
+    @property
+    def token_file(self) -> Path:
+        return self.directory / "token"
+
+    @property
+    def jwt_key_path(self) -> Path:
+        return self.directory / "etc" / "jwt.key"
+
+    @property
+    def slurm_conf(self) -> Path:
+        return self.directory / "etc" / "slurm.conf"
+
+    @property
+    def real_node(self) -> str:
+        return REAL_NODE
+
+    @property
+    def node_names(self) -> list[str]:
+        """The nodes from slurm.conf: the real node first, then node00001..nodeN (CLOUD)."""
+        return [REAL_NODE, *sim_node_names(self.nodes)]
+
+    @property
+    def dynamic_nodes(self) -> list[str]:
+        """Nodes whose slurmd this sandbox started with start_slurmd (and that still run)."""
+        return [
+            n.split(":", 1)[1] for n in self.daemons if n.startswith("slurmd:") and n != f"slurmd:{REAL_NODE}"
+        ]
+
+    @property
+    def pids(self) -> dict[str, int]:
+        return {name: process.pid for name, process in self.daemons.items()}
+
+    def log_path(self, daemon: str) -> Path:
+        """stdout/stderr of a daemon ("slurmctld", "slurmrestd", "slurmd:<node>")."""
+        return self.directory / "log" / f"{daemon.replace(':', '-')}.out"
+
+    def exports(self) -> str:
+        return "\n".join(
+            [
+                f"export SLURM_SYNCER_SLURM_URL={self.rest_url}",
+                f"export SLURM_SYNCER_SLURM_TOKEN_FILE={shlex.quote(str(self.token_file))}",
+                f"export SLURM_SYNCER_SLURM_JWT_KEY={shlex.quote(str(self.jwt_key_path))}",
+                f"# slurm.conf: {self.slurm_conf} (inside the sandbox: {INNER}/etc/slurm.conf)",
+                f"# nodes: {REAL_NODE} (real slurmd) + {self.nodes} CLOUD nodes; REST API {API_VERSION}",
+                f"# scontrol: slurm-syncer sandbox scontrol --dir {self.directory} show nodes",
+            ]
+        )
+
+    # --- commands inside the sandbox ----------------------------------------------------
+    def run(
+        self, *argv: str, timeout: float = 60, check: bool = False, user: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a Slurm client command (sinfo, sbatch, srun, squeue, ...) inside the sandbox."""
+        if not argv:
+            raise ValueError("run() needs a command, e.g. run('sinfo')")
+        result = subprocess.run(
+            chroot_argv(self.rootfs, self.directory, argv, user=user),
+            capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
+        if check and result.returncode != 0:
+            raise SandboxError(
+                f"{' '.join(argv)} failed (exit {result.returncode}): "
+                f"{result.stderr.strip() or result.stdout.strip()}"
+            )
+        return result
+
+    def scontrol(self, *args: str, timeout: float = 60) -> str:
+        """stdout of `scontrol ARGS` inside the sandbox; SandboxError when it fails."""
+        return self.run("scontrol", *args, timeout=timeout, check=True).stdout
+
+    def token(self, user: str = "slurm", lifespan: int = 3600, *, lifespan_s: int | None = None) -> str:
+        """A JWT for `user` valid `lifespan` seconds, issued by slurmctld (`scontrol token`).
+
+        `lifespan_s` is an alias of `lifespan` kept for early callers.
+        """
+        lifespan = lifespan if lifespan_s is None else lifespan_s
+        if lifespan <= 0:
+            raise ValueError(f"token lifespan must be positive seconds, got {lifespan}")
+        out = self.scontrol("token", f"username={user}", f"lifespan={lifespan}")
+        for line in out.splitlines():
+            if line.startswith("SLURM_JWT="):
+                return line.split("=", 1)[1].strip()
+        raise SandboxError(f"scontrol token printed no SLURM_JWT line: {out.strip()!r}")
+
+    def node_state(self, node: str) -> set[str]:
+        """Slurm's state flags of a node, e.g. {"IDLE", "CLOUD", "POWERED_DOWN"}; empty if unknown."""
+        result = self.run("scontrol", "show", "node", "-o", node, timeout=20)
+        for part in result.stdout.split():
+            if part.startswith("State="):
+                return set(part.removeprefix("State=").split("+"))
+        return set()
+
+    # --- daemons ------------------------------------------------------------------------
+    def running(self, name: str) -> bool:
+        """True when the daemon `name` that this sandbox started still runs."""
+        process = self.daemons.get(name)
+        return process is not None and process.runs(_program(name))
+
+    def _spawn(
+        self, name: str, argv: list[str], user: str | None = None, ctld_socket: bool = True
+    ) -> ProcessId:
+        if self.running(name):
+            raise SandboxError(f"{name} already runs in {self.directory} (pid {self.daemons[name].pid})")
+        env = {"SLURM_JWT": "daemon"} if user == REST_USER else None
+        with open(self.log_path(name), "ab") as log:
+            child = subprocess.Popen(
+                chroot_argv(self.rootfs, self.directory, argv, user=user, env=env, ctld_socket=ctld_socket),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+            )  # fmt: skip
+        process = ProcessId.of(child.pid)
+        if process is None:  # died before we could look at it
+            child.wait()
+            raise SandboxError(f"{name} exited at once (exit {child.returncode})\n{self.log_tail(name)}")
+        self._children[child.pid] = child
+        self.daemons[name] = process
+        self._save()
+        self._record(f"started {name} pid={process.pid} start={process.start}")
+        return process
+
+    def _exited(self, name: str) -> str | None:
+        """Why the daemon is gone, or None while it lives (used to stop waiting early)."""
+        process = self.daemons.get(name)
+        if process is None:
+            return f"{name} is not running"
+        child = self._children.get(process.pid)
+        if child is not None and child.poll() is not None:
+            return f"{name} exited with status {child.returncode}"
+        return None if process.alive() else f"{name} is gone"
+
+    def _stop(self, name: str, timeout: float = 15) -> None:
+        process = self.daemons.pop(name, None)
+        self._save()
+        if process is not None:
+            terminate(process, timeout)
+            self._record(f"stopped {name} pid={process.pid} start={process.start}")
+            child = self._children.pop(process.pid, None)
+            if child is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(timeout=1)
+
+    def log_tail(self, name: str, lines: int = 20) -> str:
+        """The last lines of a daemon's output and of its Slurm log file."""
+        candidates = [self.log_path(name)]
+        if name == "slurmctld":
+            candidates.append(self.directory / "log" / "slurmctld.log")
+        elif name.startswith("slurmd:"):
+            candidates.append(self.directory / "log" / f"slurmd-{name.split(':', 1)[1]}.log")
+        texts = []
+        for path in candidates:
+            if path.exists():
+                tail = path.read_text(errors="replace").splitlines()[-lines:]
+                texts.append(f"--- last lines of {path}:\n" + "\n".join(tail))
+        return "\n".join(texts) or f"(no log written by {name})"
+
+    def _ctld_answers(self) -> bool:
+        result = self.run("scontrol", "ping", timeout=20)
+        return result.returncode == 0 and "UP" in result.stdout
+
+    def start_slurmctld(self) -> None:
+        self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", f"{INNER}/etc/slurm.conf"])
+        wait_until(
+            self._ctld_answers, START_TIMEOUT_S, "slurmctld start",
+            lambda: self.log_tail("slurmctld"), lambda: self._exited("slurmctld"),
+        )  # fmt: skip
+
+    def stop_slurmctld(self) -> None:
+        self._stop("slurmctld")
+
+    def restart_slurmctld(self) -> None:
+        """Stop slurmctld and start it again from its saved state (dynamic nodes survive)."""
+        self._stop("slurmctld")
+        self.start_slurmctld()
+
+    def _registered(self, node: str) -> bool:
+        flags = self.node_state(node)
+        return bool(flags & set(READY_STATES)) and "NOT_RESPONDING" not in flags
+
+    def start_slurmd(self, node: str = REAL_NODE, cpus: int = 1, memory_mb: int = 500) -> None:
+        """Start a real slurmd and wait until it is registered and idle.
+
+        For REAL_NODE it is the node from slurm.conf; any other name registers a dynamic node
+        (`slurmd -Z`) with `cpus` CPUs and `memory_mb` MB, which runs real jobs.
+        """
+        if not node or not node.replace("-", "").replace("_", "").isalnum():
+            raise SandboxError(f"bad node name {node!r}: use letters, digits, '-' and '_'")
+        if node != REAL_NODE and node in sim_node_names(self.nodes):
+            raise SandboxError(
+                f"{node} is a CLOUD node from slurm.conf: pick another name for a dynamic node"
+            )
+        argv = ["slurmd", "-D", "-f", f"{INNER}/etc/slurm.conf", "-N", node]
+        if node != REAL_NODE:
+            conf = f"CPUs={cpus} RealMemory={memory_mb} Port={free_port()} NodeAddr=127.0.0.1"
+            argv[1:1] = ["-Z", "--conf", conf]
+        spool = self.directory / "spool" / node
+        spool.mkdir(parents=True, exist_ok=True)
+        name = f"slurmd:{node}"
+        self._spawn(name, argv)
+        wait_until(
+            lambda: self._registered(node), START_TIMEOUT_S, f"slurmd {node} registration",
+            lambda: self.log_tail(name), lambda: self._exited(name),
+        )  # fmt: skip
+
+    def stop_slurmd(self, node: str) -> None:
+        """Stop a slurmd this sandbox started (its jobs' processes too). The node stays known."""
+        self._stop(f"slurmd:{node}")
+
+    def delete_node(self, node: str, timeout: float = 60) -> None:
+        """Stop a dynamic node's slurmd and remove the node from slurmctld.
+
+        Slurm refuses ("nodes are busy") while a job on it is still completing: retried until `timeout`.
+        """
+        self.stop_slurmd(node)
+        last = ""
+
+        def deleted() -> bool:
+            nonlocal last
+            result = self.run("scontrol", "delete", f"nodename={node}", timeout=20)
+            last = (result.stderr or result.stdout).strip()
+            return result.returncode == 0
+
+        def busy() -> str | None:
+            return None if "busy" in last else f"scontrol delete nodename={node} failed: {last}"
+
+        wait_until(deleted, timeout, f"delete node {node}", abort=busy)
+
+    def _rest_answers(self) -> bool:
+        # An authenticated read (ping answers 200 even to a bad token): proves token and slurmctld link.
+        token = self.token_file.read_text().strip()
+        request = urllib.request.Request(
+            f"{self.rest_url}/slurm/{API_VERSION}/node/{REAL_NODE}", headers={"X-SLURM-USER-TOKEN": token}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                return int(response.status) == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def start_slurmrestd(self) -> None:
+        self._spawn(
+            "slurmrestd", ["slurmrestd", "-s", "openapi/slurmctld", f"127.0.0.1:{self.ports.rest}"],
+            user=REST_USER, ctld_socket=False,
+        )  # fmt: skip
+
+        def why_not() -> str:
+            busy = (
+                ""
+                if port_is_free(self.ports.rest)
+                else f"port {self.ports.rest} is in use: pick another --port\n"
+            )
+            return busy + self.log_tail("slurmrestd")
+
+        wait_until(
+            self._rest_answers, START_TIMEOUT_S, f"slurmrestd start on 127.0.0.1:{self.ports.rest}",
+            why_not, lambda: self._exited("slurmrestd"),
+        )  # fmt: skip
+
+    def stop_slurmrestd(self) -> None:
+        self._stop("slurmrestd")
+
+    def healthy(self) -> bool:
+        return all(self.running(n) for n in ("slurmctld", "slurmrestd", f"slurmd:{REAL_NODE}"))
+
+    def down(self) -> None:
+        """Stop only what this sandbox started: slurmrestd and every slurmd first, slurmctld last."""
+        for name in sorted(self.daemons, key=lambda n: (n == "slurmctld", n)):
+            self._stop(name)
+
+    # --- persistence --------------------------------------------------------------------
+    @property
+    def events_log(self) -> Path:
+        """One line per daemon started or stopped, with PID and start time (for humans and tests)."""
+        return self.directory / "log" / "events.log"
+
+    def _record(self, event: str) -> None:
+        with open(self.events_log, "a") as log:
+            log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {event}\n")
+
+    def _save(self) -> None:
+        state = {
+            "rootfs": str(self.rootfs), "nodes": self.nodes, "max_dynamic": self.max_dynamic,
+            "ports": dataclasses.asdict(self.ports),
+            "daemons": {name: [p.pid, p.start] for name, p in self.daemons.items()},
+        }  # fmt: skip
+        tmp = self.directory / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(state, indent=2) + "\n")
+        tmp.replace(self.directory / STATE_FILE)
+
+
+def load(directory: Path) -> Sandbox | None:
+    """The sandbox recorded in `directory` (None if none), with stale entries dropped.
+
+    An entry is stale when its process is gone, or its PID now belongs to another process (other
+    start time) or another program (checked in /proc/PID/cmdline).
+    """
+    directory = directory.resolve()
+    path = directory / STATE_FILE
+    if not path.exists():
+        return None
+    try:
+        state = json.loads(path.read_text())
+        sandbox = Sandbox(
+            directory=directory, rootfs=Path(state["rootfs"]), nodes=int(state["nodes"]),
+            max_dynamic=int(state.get("max_dynamic", DEFAULT_MAX_DYNAMIC)), ports=Ports(**state["ports"]),
+            daemons={k: ProcessId(int(v[0]), int(v[1])) for k, v in state["daemons"].items()},
+        )  # fmt: skip
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise SandboxError(
+            f"{path} is damaged ({exc}): stop leftover daemons by hand if any, remove {directory}, "
+            "then run 'slurm-syncer sandbox up' again"
+        ) from exc
+    stale = [name for name in sandbox.daemons if not sandbox.running(name)]
+    for name in stale:
+        sandbox.daemons.pop(name)
+    if stale:
+        sandbox._save()
+    return sandbox
+
+
+@contextlib.contextmanager
+def _instance_lock(directory: Path) -> Iterator[None]:
+    """Serialise up/down of one instance directory across processes."""
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def up(
+    directory: Path, nodes: int = 100, rest_port: int | None = None, max_dynamic: int = DEFAULT_MAX_DYNAMIC
+) -> Sandbox:
+    """Start (or reuse) a sandbox: one real slurmd node plus `nodes` simulated CLOUD nodes.
+
+    Idempotent: a healthy sandbox with the same settings in `directory` is returned as it is; one with
+    other settings is an error saying what to do. A failed start stops what it started and raises
+    SandboxError with the failing daemon's last log lines.
+    """
+    if not 0 <= nodes <= MAX_SIM_NODES:
+        raise SandboxError(f"--nodes must be between 0 and {MAX_SIM_NODES}, got {nodes}")
+    if rest_port is not None and not 1024 <= rest_port <= 65535:
+        raise SandboxError(f"--port must be between 1024 and 65535, got {rest_port}")
+    check_host()
+    directory = directory.resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    with _instance_lock(directory):
+        existing = load(directory)
+        if existing is not None and existing.daemons:
+            if existing.healthy():
+                if existing.nodes == nodes and rest_port in (None, existing.ports.rest):
+                    return existing
+                raise SandboxError(
+                    f"a sandbox with {existing.nodes} nodes on port {existing.ports.rest} already runs in "
+                    f"{directory}: run 'slurm-syncer sandbox down --dir {directory}' first, "
+                    "or use another --dir"
+                )
+            progress(f"a sandbox in {directory} is only partly running; stopping it to start clean")
+            existing.down()
+        rootfs = ensure_rootfs()
+        ports = Ports(slurmctld=free_port(), slurmd=free_port(), rest=rest_port or free_port())
+        write_instance(directory, nodes, ports, max_dynamic, user_ids(rootfs, "slurm"))
+        sandbox = Sandbox(
+            directory=directory, rootfs=rootfs, nodes=nodes, ports=ports, max_dynamic=max_dynamic
+        )
+        sandbox._save()
+        try:
+            progress(f"starting slurmctld ({nodes} CLOUD nodes) in {directory}")
+            sandbox.start_slurmctld()
+            sandbox.token_file.write_text(sandbox.token(lifespan=TOKEN_LIFESPAN_S) + "\n")
+            os.chmod(sandbox.token_file, 0o600)
+            progress(f"starting slurmd for {REAL_NODE}")
+            sandbox.start_slurmd(REAL_NODE)
+            progress(f"starting slurmrestd on 127.0.0.1:{ports.rest}")
+            sandbox.start_slurmrestd()
+        except BaseException:
+            sandbox.down()
+            raise
+        progress("ready")
+        return sandbox
+
+
+def down(directory: Path) -> bool:
+    """Stop the sandbox recorded in `directory`; False when nothing was running there."""
+    directory = directory.resolve()
+    if not (directory / STATE_FILE).exists():
+        return False
+    with _instance_lock(directory):
+        sandbox = load(directory)
+        if sandbox is None:
+            return False
+        was_running = bool(sandbox.daemons)
+        sandbox.down()
+        return was_running
