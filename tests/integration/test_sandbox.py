@@ -182,6 +182,23 @@ def test_slurmrestd_and_slurmctld_restart(slurm_sandbox: Sandbox) -> None:
     assert slurm_sandbox.healthy()
 
 
+def test_unix_socket_slurmrestd_serves_without_a_token(slurm_sandbox: Sandbox) -> None:
+    path = slurm_sandbox.start_slurmrestd_unix()
+    try:
+        assert path == slurm_sandbox.rest_socket and path.is_socket()
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(30)
+            sock.connect(str(path))
+            sock.sendall(f"GET /slurm/{API_VERSION}/node/node00001 HTTP/1.0\r\n\r\n".encode())
+            answer = b"".join(iter(lambda: sock.recv(65536), b""))
+        assert answer.split(b" ", 2)[1] == b"200", answer[:200]
+        assert b'"name": "node00001"' in answer
+    finally:
+        slurm_sandbox.stop_slurmrestd_unix()
+    assert not path.exists()
+    assert slurm_sandbox.healthy()
+
+
 def test_cli_up_is_idempotent_and_down_stops_what_it_started(tmp_path: Path, slurm_sandbox: Sandbox) -> None:
     directory = tmp_path / "cli"
     first = cli("up", "--nodes", "5", "--dir", str(directory))

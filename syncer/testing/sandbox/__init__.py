@@ -24,6 +24,8 @@ API (stable; other parts depend on it)::
     sbx.node_state("node00001") -> {"IDLE", "CLOUD", "POWERED_DOWN"}
     sbx.token(user="slurm", lifespan=3600) -> str           # issued by `scontrol token`
     sbx.stop_slurmrestd(); sbx.start_slurmrestd()           # same port again
+    sbx.start_slurmrestd_unix() -> Path; sbx.stop_slurmrestd_unix()  # 2nd slurmrestd, unix socket,
+                        # rest_auth/local (no token; acts as an unprivileged user: reads only)
     sbx.stop_slurmctld(); sbx.start_slurmctld(); sbx.restart_slurmctld()
     sbx.start_slurmd("dyn1", cpus=1, memory_mb=500)         # real slurmd, dynamic node, waits idle
     sbx.stop_slurmd("dyn1"); sbx.delete_node("dyn1")        # stop; stop + `scontrol delete`

@@ -93,7 +93,12 @@ def slurm_conf(nodes: int, ports: Ports, max_dynamic: int) -> str:
 
 
 def write_instance(
-    directory: Path, nodes: int, ports: Ports, max_dynamic: int, slurm_ids: tuple[int, int]
+    directory: Path,
+    nodes: int,
+    ports: Ports,
+    max_dynamic: int,
+    slurm_ids: tuple[int, int],
+    rest_ids: tuple[int, int],
 ) -> None:
     """Write a fresh configuration; keys are made once and kept across restarts."""
     uid, gid = slurm_ids
@@ -103,6 +108,8 @@ def write_instance(
         os.chmod(directory / sub, 0o755)
     for sub in ("state", "run", "run/ctld"):
         os.chown(directory / sub, uid, gid)
+    (directory / "run" / "rest").mkdir(exist_ok=True)  # slurmrestd (unprivileged) makes its unix socket here
+    os.chown(directory / "run" / "rest", *rest_ids)
     os.chmod(directory / "log", 0o777)  # slurmd (root) and slurmctld (slurm) both log here
     etc = directory / "etc"
     (etc / "slurm.conf").write_text(slurm_conf(nodes, ports, max_dynamic))

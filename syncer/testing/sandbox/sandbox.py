@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import http.client
 import json
 import os
 import shlex
+import socket
 import subprocess
 import time
 import urllib.error
@@ -165,11 +167,11 @@ class Sandbox:
         return process is not None and process.runs(_program(name))
 
     def _spawn(
-        self, name: str, argv: list[str], user: str | None = None, ctld_socket: bool = True
+        self, name: str, argv: list[str], user: str | None = None, ctld_socket: bool = True, jwt: bool = False
     ) -> ProcessId:
         if self.running(name):
             raise SandboxError(f"{name} already runs in {self.directory} (pid {self.daemons[name].pid})")
-        env = {"SLURM_JWT": "daemon"} if user == REST_USER else None
+        env = {"SLURM_JWT": "daemon"} if jwt else None
         with open(self.log_path(name), "ab") as log:
             child = subprocess.Popen(
                 chroot_argv(self.rootfs, self.directory, argv, user=user, env=env, ctld_socket=ctld_socket),
@@ -306,7 +308,7 @@ class Sandbox:
     def start_slurmrestd(self) -> None:
         self._spawn(
             "slurmrestd", ["slurmrestd", "-s", "openapi/slurmctld", f"127.0.0.1:{self.ports.rest}"],
-            user=REST_USER, ctld_socket=False,
+            user=REST_USER, ctld_socket=False, jwt=True,
         )  # fmt: skip
 
         def why_not() -> str:
@@ -324,6 +326,46 @@ class Sandbox:
 
     def stop_slurmrestd(self) -> None:
         self._stop("slurmrestd")
+
+    @property
+    def rest_socket(self) -> Path:
+        """Host path of the unix socket served by start_slurmrestd_unix()."""
+        return self.directory / "run" / "rest" / "slurmrestd.sock"
+
+    def start_slurmrestd_unix(self) -> Path:
+        """A second slurmrestd on a unix socket with rest_auth/local (no token); returns the socket path.
+
+        It identifies callers by the socket's peer credentials and talks to slurmctld as its own
+        unprivileged user: reads work, node updates are refused (not an admin).
+        """
+        self.rest_socket.unlink(missing_ok=True)
+        name = "slurmrestd:unix"
+        inner = f"{INNER}/{self.rest_socket.relative_to(self.directory)}"
+        self._spawn(
+            name, ["slurmrestd", "-a", "rest_auth/local", "-s", "openapi/slurmctld", f"unix:{inner}"],
+            user=REST_USER,
+        )  # fmt: skip
+        wait_until(
+            self._unix_rest_answers, START_TIMEOUT_S, f"slurmrestd start on unix:{self.rest_socket}",
+            lambda: self.log_tail(name), lambda: self._exited(name),
+        )  # fmt: skip
+        return self.rest_socket
+
+    def stop_slurmrestd_unix(self) -> None:
+        self._stop("slurmrestd:unix")
+        self.rest_socket.unlink(missing_ok=True)
+
+    def _unix_rest_answers(self) -> bool:
+        if not self.rest_socket.exists():
+            return False
+        connection = _UnixHTTPConnection(self.rest_socket)
+        try:
+            connection.request("GET", f"/slurm/{API_VERSION}/node/{REAL_NODE}")
+            return connection.getresponse().status == 200
+        except OSError:
+            return False
+        finally:
+            connection.close()
 
     def healthy(self) -> bool:
         return all(self.running(n) for n in ("slurmctld", "slurmrestd", f"slurmd:{REAL_NODE}"))
@@ -352,6 +394,18 @@ class Sandbox:
         tmp = self.directory / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(state, indent=2) + "\n")
         tmp.replace(self.directory / STATE_FILE)
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path: Path) -> None:
+        super().__init__("localhost", timeout=5)
+        self.socket_path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(5)
+        sock.connect(str(self.socket_path))
+        self.sock = sock
 
 
 def load(directory: Path) -> Sandbox | None:
@@ -423,7 +477,9 @@ def up(
             existing.down()
         rootfs = ensure_rootfs()
         ports = Ports(slurmctld=free_port(), slurmd=free_port(), rest=rest_port or free_port())
-        write_instance(directory, nodes, ports, max_dynamic, user_ids(rootfs, "slurm"))
+        write_instance(
+            directory, nodes, ports, max_dynamic, user_ids(rootfs, "slurm"), user_ids(rootfs, REST_USER)
+        )
         sandbox = Sandbox(
             directory=directory, rootfs=rootfs, nodes=nodes, ports=ports, max_dynamic=max_dynamic
         )
