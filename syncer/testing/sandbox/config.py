@@ -44,8 +44,19 @@ def sim_node_names(count: int) -> list[str]:
     return [f"node{i:05d}" for i in range(1, count + 1)]
 
 
+def short_hostname() -> str:
+    """This machine's name as Slurm daemons compare it (the part before the first dot)."""
+    return socket.gethostname().split(".", 1)[0]
+
+
+def hosts_file() -> str:
+    """/etc/hosts for the chroot: the rootfs has none, and Slurm must resolve this host's name."""
+    names = sorted({short_hostname(), socket.gethostname(), "localhost"})
+    return f"127.0.0.1 {' '.join(names)}\n::1 localhost\n"
+
+
 def slurm_conf(nodes: int, ports: Ports, max_dynamic: int) -> str:
-    host = socket.gethostname()
+    host = short_hostname()
     lines = [
         "ClusterName=sandbox",
         f"SlurmctldHost={host}(127.0.0.1)",
@@ -114,6 +125,7 @@ def write_instance(
     etc = directory / "etc"
     (etc / "slurm.conf").write_text(slurm_conf(nodes, ports, max_dynamic))
     (etc / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
+    (etc / "hosts").write_text(hosts_file())
     for key in ("slurm.key", "jwt.key"):
         path = etc / key
         if not path.exists():

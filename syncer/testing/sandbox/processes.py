@@ -38,6 +38,7 @@ def chroot_argv(
     directory at /run/slurmctld, where client commands look for it.
     """
     root = shlex.quote(str(rootfs))
+    hosts = shlex.quote(str(instance / "etc" / "hosts"))
     environment = {"SLURM_CONF": f"{INNER}/etc/slurm.conf", "PATH": PATH, "HOME": "/root", **(env or {})}
     chroot = ["chroot", *([f"--userspec={user}:{user}"] if user else []), str(rootfs), *argv]
     steps = [
@@ -47,6 +48,9 @@ def chroot_argv(
         f"mount -t tmpfs -o mode=755 tmpfs {root}/run",
         f"mkdir -p {root}/run/slurmctld {root}/run/lock",
         f"mount --bind {shlex.quote(str(instance))} {root}{INNER}",
+        # The instance's hosts file over the rootfs one (made empty first if missing, as a mount point).
+        f"if [ -e {hosts} ]; then [ -e {root}/etc/hosts ] || : > {root}/etc/hosts; "
+        f"mount --bind {hosts} {root}/etc/hosts; fi",
     ]
     if ctld_socket:
         steps.append(f"mount --bind {shlex.quote(str(instance / 'run' / 'ctld'))} {root}/run/slurmctld")
