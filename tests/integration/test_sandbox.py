@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -253,3 +254,31 @@ def test_bad_arguments_are_rejected_with_a_clear_message(tmp_path: Path) -> None
         up(tmp_path, nodes=-1)
     with pytest.raises(SandboxError, match="--port must be between"):
         up(tmp_path, nodes=1, rest_port=80)
+
+
+def test_not_root_is_told_to_run_as_root(tmp_path: Path) -> None:
+    tmp_path.chmod(0o777)
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    result = subprocess.run(
+        [*as_nobody, sys.executable, "-m", "syncer", "sandbox", "up", "--dir", str(tmp_path / "x")],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**os.environ, "HOME": str(tmp_path), "PYTHONPATH": str(Path(__file__).parents[2])},
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "needs root" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_missing_debootstrap_is_reported_when_the_rootfs_must_be_built(tmp_path: Path) -> None:
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("unshare", "chroot", "mount"):
+        found = shutil.which(tool)
+        assert found is not None
+        (tools / tool).symlink_to(found)
+    env = {**os.environ, "PATH": str(tools), "SLURM_SYNCER_CACHE": str(tmp_path / "cache")}
+    result = subprocess.run(
+        [sys.executable, "-m", "syncer", "sandbox", "up", "--dir", str(tmp_path / "x")],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "'debootstrap' is missing" in result.stderr and "scripts/bootstrap" in result.stderr
