@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from syncer.slurm.auth import JwtKeyToken, StaticToken, TokenFile
+from syncer.slurm.auth import JwtKeyToken, NoToken, StaticToken, TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmAuthError, SlurmConnectionError, SlurmNotFound, SlurmVersionError
 from syncer.slurm.jwt import mint_token
@@ -161,3 +161,14 @@ async def test_restart_of_slurmrestd_recovers_without_a_new_client(slurm_sandbox
         finally:
             slurm_sandbox.start_slurmrestd()
         await wait_for(c.ping, deadline_s=30, what="ping after restart")
+
+
+async def test_unix_socket_transport_with_local_auth(slurm_sandbox: Sandbox) -> None:
+    socket_path = slurm_sandbox.start_slurmrestd_unix()
+    try:
+        async with SlurmClient(f"unix://{socket_path}", NoToken()) as c:
+            assert c.version is not None and c.version.name == "v0.0.42"
+            assert len((await c.list_all_nodes()).nodes) == slurm_sandbox.nodes + 1
+            assert (await c.get_node("node00001")).name == "node00001"
+    finally:
+        slurm_sandbox.stop_slurmrestd_unix()
