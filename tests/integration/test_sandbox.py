@@ -81,22 +81,14 @@ def test_a_real_job_runs_on_the_real_node(slurm_sandbox: Sandbox) -> None:
     step = slurm_sandbox.run("srun", "-w", REAL_NODE, "echo", "hello-from-srun", timeout=60)
     assert step.returncode == 0, step.stderr
     assert "hello-from-srun" in step.stdout
-    out = "/sbx/log/batch-%j.txt"  # /sbx inside is the instance directory outside
     batch = slurm_sandbox.run(
-        "sbatch",
-        "--wait",
-        "-w",
-        REAL_NODE,
-        "-o",
-        out,
-        "--wrap",
-        "echo batch-ran-on $SLURMD_NODENAME",
-        timeout=120,
-    )
+        "sbatch", "--wait", "-w", REAL_NODE, "--wrap", "echo batch-ran-on $SLURMD_NODENAME", timeout=120
+    )  # fmt: skip
     assert batch.returncode == 0, batch.stderr
     job_id = re.search(r"Submitted batch job (\d+)", batch.stdout)
     assert job_id, batch.stdout
-    text = (slurm_sandbox.directory / "log" / f"batch-{job_id.group(1)}.txt").read_text()
+    # The default output file lands in the instance's work directory, not in the shared rootfs.
+    text = (slurm_sandbox.directory / "work" / f"slurm-{job_id.group(1)}.out").read_text()
     assert text.strip() == f"batch-ran-on {REAL_NODE}"
 
 

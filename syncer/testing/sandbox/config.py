@@ -81,6 +81,8 @@ def slurm_conf(nodes: int, ports: Ports, max_dynamic: int) -> str:
         "MpiDefault=none",
         "MailProg=/bin/true",
         "ReturnToService=2",
+        # Nodes get exactly the configured CPUs/memory even on a smaller machine (else DRAIN "Low ...").
+        "SlurmdParameters=config_overrides",
         "SelectType=select/cons_tres",
         "SlurmctldTimeout=30",
         "SlurmdTimeout=60",
@@ -117,6 +119,8 @@ def write_instance(
     for sub in ("etc", "state", "spool", "run", "run/ctld", "log"):
         (directory / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(directory / sub, 0o755)
+    (directory / "work").mkdir(exist_ok=True)
+    os.chmod(directory / "work", 0o1777)  # the working directory of commands and jobs inside
     for sub in ("state", "run", "run/ctld"):
         os.chown(directory / sub, uid, gid)
     (directory / "run" / "rest").mkdir(exist_ok=True)  # slurmrestd (unprivileged) makes its unix socket here

@@ -20,6 +20,7 @@ from syncer.testing.sandbox.config import INNER
 from syncer.testing.sandbox.rootfs import SandboxError
 
 PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+WORK = f"{INNER}/work"
 
 
 def chroot_argv(
@@ -40,7 +41,10 @@ def chroot_argv(
     root = shlex.quote(str(rootfs))
     hosts = shlex.quote(str(instance / "etc" / "hosts"))
     environment = {"SLURM_CONF": f"{INNER}/etc/slurm.conf", "PATH": PATH, "HOME": "/root", **(env or {})}
-    chroot = ["chroot", *([f"--userspec={user}:{user}"] if user else []), str(rootfs), *argv]
+    # cd to the instance's work directory, so jobs (whose cwd is the submitter's) write their
+    # slurm-N.out there and not into the shared rootfs.
+    inside = ["/bin/sh", "-c", f'cd {WORK} 2>/dev/null || cd /; exec "$0" "$@"', *argv]
+    chroot = ["chroot", *([f"--userspec={user}:{user}"] if user else []), str(rootfs), *inside]
     steps = [
         f"mount -t proc proc {root}/proc",
         f"mount -t sysfs -o ro sysfs {root}/sys",

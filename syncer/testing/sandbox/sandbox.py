@@ -391,7 +391,7 @@ class Sandbox:
             "ports": dataclasses.asdict(self.ports),
             "daemons": {name: [p.pid, p.start] for name, p in self.daemons.items()},
         }  # fmt: skip
-        tmp = self.directory / (STATE_FILE + ".tmp")
+        tmp = self.directory / f"{STATE_FILE}.{os.getpid()}.tmp"  # unique: other processes may save too
         tmp.write_text(json.dumps(state, indent=2) + "\n")
         tmp.replace(self.directory / STATE_FILE)
 
