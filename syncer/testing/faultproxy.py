@@ -1,0 +1,71 @@
+"""A real HTTP proxy in front of slurmrestd that injects faults: errors, delays, truncated or
+corrupted bodies. Tests and the fault benchmarks use it instead of a hand-written imitation of Slurm.
+
+    async with FaultProxy(sandbox.rest_url) as proxy:
+        proxy.fail_next(2, status=503); proxy.truncate = True; proxy.delay_s = 3.0
+        client = SlurmClient(proxy.url, ...)
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+from aiohttp import web
+
+HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection"}
+
+
+class FaultProxy:
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.delay_s = 0.0
+        self.truncate = False
+        self.corrupt = False
+        self.requests = 0
+        self._fail: list[int] = []
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self.url = ""
+
+    def fail_next(self, count: int, status: int = 503) -> None:
+        self._fail.extend([status] * count)
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.requests += 1
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)  # the injected fault itself
+        if self._fail:
+            return web.json_response(
+                {"errors": [{"description": "injected fault"}]}, status=self._fail.pop(0)
+            )
+        assert self._session is not None
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
+        async with self._session.request(
+            request.method, self.upstream + request.path_qs, headers=headers, data=await request.read()
+        ) as upstream:
+            body = await upstream.read()
+            status = upstream.status
+        if body and self.truncate:
+            body = body[: len(body) // 2]
+        if body and self.corrupt:
+            body = body.replace(b'"name"', b'"name":{', 1)
+        return web.Response(body=body, status=status, content_type="application/json")
+
+    async def __aenter__(self) -> FaultProxy:
+        self._session = aiohttp.ClientSession()
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._session is not None:
+            await self._session.close()
