@@ -1,0 +1,72 @@
+import base64
+import hashlib
+import hmac
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from syncer.slurm.auth import JwtKeyToken, NoToken, StaticToken, TokenFile
+from syncer.slurm.errors import SlurmAuthError
+from syncer.slurm.jwt import mint_token, token_expiry
+from syncer.slurm.versions import VERSIONS, choose
+
+
+def test_minted_token_is_hs256_signed_with_the_claims_slurm_reads() -> None:
+    token = mint_token(b"k" * 32, "slurm", 600, now=1_000)
+    header, payload, signature = token.split(".")
+    expected = hmac.new(b"k" * 32, f"{header}.{payload}".encode(), hashlib.sha256).digest()
+    assert base64.urlsafe_b64decode(signature + "==") == expected
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=="))
+    assert claims == {"exp": 1_600, "iat": 1_000, "sun": "slurm"}
+    assert token_expiry(token) == 1_600
+    assert token_expiry("garbage") is None
+
+
+def test_token_file_is_reread_when_the_secret_rotates(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_text("first\n")
+    source = TokenFile(path)
+    assert source.headers()["X-SLURM-USER-TOKEN"] == "first"
+    path.write_text("second-and-longer\n")
+    os.utime(path, ns=(1, 2))
+    assert source.headers()["X-SLURM-USER-TOKEN"] == "second-and-longer"
+
+
+def test_token_file_errors_name_the_file_not_the_token(tmp_path: Path) -> None:
+    missing = TokenFile(tmp_path / "absent")
+    with pytest.raises(SlurmAuthError, match="absent"):
+        missing.headers()
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    with pytest.raises(SlurmAuthError, match="is empty"):
+        TokenFile(empty).headers()
+
+
+def test_jwt_key_token_renews_after_invalidate(tmp_path: Path) -> None:
+    key = tmp_path / "jwt.key"
+    key.write_bytes(b"z" * 32)
+    source = JwtKeyToken(key, user="slurm", lifespan_s=600)
+    first = source.headers()["X-SLURM-USER-TOKEN"]
+    assert source.headers()["X-SLURM-USER-TOKEN"] == first  # cached while fresh
+    expiry = token_expiry(first)
+    assert expiry is not None
+    source.invalidate()
+    assert token_expiry(source.headers()["X-SLURM-USER-TOKEN"]) is not None
+
+
+def test_reprs_never_show_secrets(tmp_path: Path) -> None:
+    assert "secret" not in repr(StaticToken("secret"))
+    assert NoToken().headers() == {}
+    with pytest.raises(SlurmAuthError, match="empty"):
+        StaticToken("  ")
+
+
+def test_version_choice_prefers_the_newest_and_honours_pins() -> None:
+    served = {"v0.0.40", "v0.0.41", "v0.0.42"}
+    assert choose(served) == VERSIONS["v0.0.42"]
+    assert choose(served, "v0.0.40") == VERSIONS["v0.0.40"]
+    assert choose(served, "v0.0.44") is None
+    assert choose({"v0.0.39"}) is None
+    assert not VERSIONS["v0.0.43"].verified_live and VERSIONS["v0.0.42"].verified_live
