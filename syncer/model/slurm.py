@@ -10,7 +10,7 @@ DRAIN_FLAGS: frozenset[str] = frozenset({"DRAIN", "DRAINING", "DRAINED"})
 UNHEALTHY_FLAGS: frozenset[str] = frozenset({"DOWN", "FAIL", "NOT_RESPONDING"})
 
 
-class SlurmNode(msgspec.Struct, frozen=True, kw_only=True):
+class SlurmNode(msgspec.Struct, frozen=True, kw_only=True, gc=False):  # no cycles: skip GC tracking
     """One Slurm node. `state` holds upper-case flags exactly as slurmrestd lists them."""
 
     name: str

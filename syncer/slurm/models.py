@@ -10,7 +10,7 @@ import msgspec
 from syncer.model.slurm import SlurmNode
 
 
-class Number(msgspec.Struct):
+class Number(msgspec.Struct, gc=False):
     """Slurm's wrapper for numbers that may be unset or infinite."""
 
     set: bool = False
@@ -41,7 +41,7 @@ class Envelope(msgspec.Struct):
     warnings: list[Message] = []
 
 
-class RawNode(msgspec.Struct):
+class RawNode(msgspec.Struct, gc=False):
     name: str
     state: list[str] = []
     reason: str | None = None
@@ -63,7 +63,7 @@ class RawNode(msgspec.Struct):
     def to_node(self) -> SlurmNode:
         return SlurmNode(
             name=self.name,
-            state=frozenset(flag.upper() for flag in self.state),
+            state=_flags(self.state),
             reason=self.reason or "",
             reason_set_by=self.reason_set_by_user or "",
             reason_changed_at=unwrap(self.reason_changed_at),
@@ -80,6 +80,20 @@ class RawNode(msgspec.Struct):
             boot_time=unwrap(self.boot_time),
             last_busy=unwrap(self.last_busy),
         )
+
+
+_FLAG_SETS: dict[tuple[str, ...], frozenset[str]] = {}
+
+
+def _flags(state: list[str]) -> frozenset[str]:
+    """Few distinct state lists exist in a cluster: share one frozenset per list."""
+    key = tuple(state)
+    flags = _FLAG_SETS.get(key)
+    if flags is None:
+        if len(_FLAG_SETS) > 4096:  # bounded: unusual clusters must not grow this forever
+            _FLAG_SETS.clear()
+        flags = _FLAG_SETS[key] = frozenset(flag.upper() for flag in state)
+    return flags
 
 
 def _names(value: list[str] | str) -> tuple[str, ...]:
