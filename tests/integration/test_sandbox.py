@@ -216,9 +216,26 @@ def test_cli_up_is_idempotent_and_down_stops_what_it_started(tmp_path: Path, slu
     scontrol = cli("scontrol", "--dir", str(directory), "show", "node", "node00005")
     assert scontrol.returncode == 0 and "State=IDLE+CLOUD+POWERED_DOWN" in scontrol.stdout, scontrol.stderr
 
+    # A partly running sandbox is reported, and the next `up` starts a fresh cluster on the same ports.
+    drained = cli(
+        "scontrol", "--dir", str(directory), "update", "nodename=node00001", "state=drain", "reason=x"
+    )
+    assert drained.returncode == 0, drained.stderr
+    rest = next(p for p in pids if p.runs("slurmrestd"))
+    os.kill(rest.pid, signal.SIGKILL)
+    wait_until(lambda: not rest.alive(), 10, "slurmrestd killed")
+    partly = cli("env", "--dir", str(directory))
+    assert partly.returncode == 1 and "only partly running" in partly.stderr
+    restarted = cli("up", "--nodes", "5", "--dir", str(directory))
+    assert (restarted.returncode, restarted.stdout) == (0, first.stdout), restarted.stderr
+    assert not any(p.alive() for p in pids)
+    shown = cli("scontrol", "--dir", str(directory), "show", "node", "node00001").stdout
+    assert "DRAIN" not in shown, "a fresh up must not restore the earlier run's node states"
+    pids = started_pids(directory)[3:]
+
     stopped = cli("down", "--dir", str(directory))
     assert stopped.returncode == 0, stopped.stderr
-    assert not any(p.alive() for p in pids)
+    assert len(pids) == 3 and not any(p.alive() for p in pids)
     after = cli("env", "--dir", str(directory))
     assert after.returncode == 1 and "no sandbox runs" in after.stderr
     assert slurm_sandbox.healthy()  # the other sandbox was left alone

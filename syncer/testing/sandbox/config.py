@@ -32,7 +32,9 @@ def free_port() -> int:
 
 
 def port_is_free(port: int) -> bool:
+    """Nobody listens on 127.0.0.1:port (TIME_WAIT leftovers do not count: daemons set SO_REUSEADDR)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:

@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import shlex
+import shutil
 import socket
 import subprocess
 import time
@@ -476,28 +477,60 @@ def up(
             progress(f"a sandbox in {directory} is only partly running; stopping it to start clean")
             existing.down()
         rootfs = ensure_rootfs()
-        ports = Ports(slurmctld=free_port(), slurmd=free_port(), rest=rest_port or free_port())
-        write_instance(
-            directory, nodes, ports, max_dynamic, user_ids(rootfs, "slurm"), user_ids(rootfs, REST_USER)
-        )
-        sandbox = Sandbox(
-            directory=directory, rootfs=rootfs, nodes=nodes, ports=ports, max_dynamic=max_dynamic
-        )
-        sandbox._save()
-        try:
-            progress(f"starting slurmctld ({nodes} CLOUD nodes) in {directory}")
-            sandbox.start_slurmctld()
-            sandbox.token_file.write_text(sandbox.token(lifespan=TOKEN_LIFESPAN_S) + "\n")
-            os.chmod(sandbox.token_file, 0o600)
-            progress(f"starting slurmd for {REAL_NODE}")
-            sandbox.start_slurmd(REAL_NODE)
-            progress(f"starting slurmrestd on 127.0.0.1:{ports.rest}")
-            sandbox.start_slurmrestd()
-        except BaseException:
-            sandbox.down()
-            raise
+        previous = existing.ports if existing is not None else None
+        for attempt in (1, 2):
+            ports = _choose_ports(previous, rest_port)
+            try:
+                sandbox = _start(directory, rootfs, nodes, ports, max_dynamic)
+                break
+            except SandboxError:
+                # Another program may have taken a port between our choice and the daemon's bind.
+                taken = [p for p in (ports.slurmctld, ports.slurmd) if not port_is_free(p)]
+                if attempt == 2 or not taken:
+                    raise
+                progress(f"port {taken[0]} was taken meanwhile; retrying with other ports")
+                previous = None
         progress("ready")
         return sandbox
+
+
+def _choose_ports(previous: Ports | None, rest_port: int | None) -> Ports:
+    """Free ports, keeping the previous run's where still free (so printed exports stay valid)."""
+
+    def keep(port: int | None) -> int:
+        return port if port is not None and port_is_free(port) else free_port()
+
+    if previous is None:
+        return Ports(slurmctld=free_port(), slurmd=free_port(), rest=rest_port or free_port())
+    return Ports(
+        slurmctld=keep(previous.slurmctld),
+        slurmd=keep(previous.slurmd),
+        rest=rest_port or keep(previous.rest),
+    )
+
+
+def _start(directory: Path, rootfs: Path, nodes: int, ports: Ports, max_dynamic: int) -> Sandbox:
+    """A fresh cluster (saved state and spools from an earlier run are removed; keys are kept)."""
+    for sub in ("state", "spool", "work"):
+        shutil.rmtree(directory / sub, ignore_errors=True)
+    write_instance(
+        directory, nodes, ports, max_dynamic, user_ids(rootfs, "slurm"), user_ids(rootfs, REST_USER)
+    )
+    sandbox = Sandbox(directory=directory, rootfs=rootfs, nodes=nodes, ports=ports, max_dynamic=max_dynamic)
+    sandbox._save()
+    try:
+        progress(f"starting slurmctld ({nodes} CLOUD nodes) in {directory}")
+        sandbox.start_slurmctld()
+        sandbox.token_file.write_text(sandbox.token(lifespan=TOKEN_LIFESPAN_S) + "\n")
+        os.chmod(sandbox.token_file, 0o600)
+        progress(f"starting slurmd for {REAL_NODE}")
+        sandbox.start_slurmd(REAL_NODE)
+        progress(f"starting slurmrestd on 127.0.0.1:{ports.rest}")
+        sandbox.start_slurmrestd()
+    except BaseException:
+        sandbox.down()
+        raise
+    return sandbox
 
 
 def down(directory: Path) -> bool:
