@@ -8,17 +8,23 @@ API (stable; other parts depend on it)::
 
     from syncer.testing.sandbox import Sandbox, SandboxError, REAL_NODE, up, down, load
 
-    sbx = up(Path(".sandbox/default"), nodes=1000, rest_port=None)  # idempotent, see up()
+    sbx = up(Path(".sandbox/default"), nodes=1000, rest_port=None, max_dynamic=256)
+        # Idempotent: a healthy sandbox with the same settings is returned as is; other settings ->
+        # SandboxError. Otherwise a FRESH cluster (earlier state/spool/work removed, keys kept, same
+        # ports if free). A failed start stops what it started; the error has the daemon's log tail.
     sbx.rest_url        # "http://127.0.0.1:<port>", serves /slurm/v0.0.40..v0.0.42
     sbx.token_file      # Path: a 30-day JWT for user `slurm` (SlurmUser, may update nodes)
     sbx.jwt_key_path    # Path: the HS256 key slurmctld/slurmrestd verify tokens with
-    sbx.directory       # Path: the instance directory (etc/, state/, spool/, log/, sandbox.json)
+    sbx.directory       # Path: the instance directory (etc/, state/, spool/, log/, work/, sandbox.json)
+                        # mounted at /sbx inside; commands and jobs run in /sbx/work (= directory/work)
+    sbx.events_log      # Path: one line per daemon started/stopped with PID and start time
     sbx.slurm_conf      # Path: its slurm.conf
     sbx.node_names      # [REAL_NODE, "node00001", ..., "node<N>"]; sbx.nodes == N
     sbx.real_node       # REAL_NODE == "sbx-real": the node with a real slurmd that runs jobs
     sbx.dynamic_nodes   # names of running slurmd started with start_slurmd()
     sbx.ports           # Ports(slurmctld, slurmd, rest)
     sbx.scontrol("show", "node", "node00001") -> str        # SandboxError when scontrol fails
+    sbx.rest_socket     # Path of the unix socket of start_slurmrestd_unix()
     sbx.run("sbatch", "-w", REAL_NODE, "--wrap", "sleep 5") -> CompletedProcess[str]
                         # any Slurm client inside the chroot; keywords: timeout, check, user
     sbx.node_state("node00001") -> {"IDLE", "CLOUD", "POWERED_DOWN"}
