@@ -291,3 +291,15 @@ def test_missing_debootstrap_is_reported_when_the_rootfs_must_be_built(tmp_path:
     )  # fmt: skip
     assert result.returncode == 1
     assert "'debootstrap' is missing" in result.stderr and "scripts/bootstrap" in result.stderr
+
+
+def test_an_early_state_file_with_bare_pids_is_adopted(tmp_path: Path, slurm_sandbox: Sandbox) -> None:
+    ctld = slurm_sandbox.daemons["slurmctld"]
+    state = {
+        "rootfs": str(slurm_sandbox.rootfs), "nodes": 1, "ports": {"slurmctld": 1, "slurmd": 2, "rest": 3},
+        "pids": {"slurmctld": ctld.pid, "slurmrestd": os.getpid()},  # the second runs python: stale
+    }  # fmt: skip
+    (tmp_path / "sandbox.json").write_text(json.dumps(state))
+    sandbox = load(tmp_path)
+    assert sandbox is not None
+    assert sandbox.daemons == {"slurmctld": ctld}

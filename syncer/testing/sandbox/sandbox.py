@@ -18,6 +18,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from syncer.testing.sandbox.config import (
     INNER,
@@ -409,6 +410,18 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
+def _recorded_daemons(state: dict[str, Any]) -> dict[str, ProcessId]:
+    if "daemons" in state:
+        return {name: ProcessId(int(v[0]), int(v[1])) for name, v in state["daemons"].items()}
+    # Early state files had bare PIDs: adopt those that still run the right program.
+    adopted = {}
+    for name, pid in state["pids"].items():
+        process = ProcessId.of(int(pid))
+        if process is not None and process.runs(_program(name)):
+            adopted[name] = process
+    return adopted
+
+
 def load(directory: Path) -> Sandbox | None:
     """The sandbox recorded in `directory` (None if none), with stale entries dropped.
 
@@ -424,7 +437,7 @@ def load(directory: Path) -> Sandbox | None:
         sandbox = Sandbox(
             directory=directory, rootfs=Path(state["rootfs"]), nodes=int(state["nodes"]),
             max_dynamic=int(state.get("max_dynamic", DEFAULT_MAX_DYNAMIC)), ports=Ports(**state["ports"]),
-            daemons={k: ProcessId(int(v[0]), int(v[1])) for k, v in state["daemons"].items()},
+            daemons=_recorded_daemons(state),
         )  # fmt: skip
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         raise SandboxError(
