@@ -127,7 +127,7 @@ class Sandbox:
             raise ValueError("run() needs a command, e.g. run('sinfo')")
         result = subprocess.run(
             chroot_argv(self.rootfs, self.directory, argv, user=user),
-            capture_output=True, text=True, timeout=timeout, check=False,
+            capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         if check and result.returncode != 0:
             raise SandboxError(
