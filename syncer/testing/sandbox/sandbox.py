@@ -239,9 +239,17 @@ class Sandbox:
         self._stop("slurmctld")
 
     def restart_slurmctld(self) -> None:
-        """Stop slurmctld and start it again from its saved state (dynamic nodes survive)."""
+        """Stop slurmctld and start it again from its saved state (dynamic nodes survive).
+
+        Returns once slurmctld answers and the real node (when its slurmd runs) is responding again.
+        """
         self._stop("slurmctld")
         self.start_slurmctld()
+        if self.running(f"slurmd:{REAL_NODE}"):
+            wait_until(
+                lambda: self._registered(REAL_NODE), START_TIMEOUT_S, f"{REAL_NODE} responding after restart",
+                lambda: self.log_tail("slurmctld"),
+            )  # fmt: skip
 
     def _registered(self, node: str) -> bool:
         flags = self.node_state(node)
