@@ -16,8 +16,9 @@ class ApiVersion:
     # v0.0.40/41 on 24.11 reject update_time ("Parsing of N for timestamp failed"), so the
     # cache cannot ask "changed since?" there and polls full lists under the duty limit instead.
     conditional_nodes: bool
-    # 24.11's v0.0.42 answers 500 "Unable to query partitions" instead of 200 when nodes changed.
-    changed_means_500: bool
+    # slurmrestd before 26.05 answers a changed `update_time` query with HTTP 500 "Unable to query
+    # partitions" (seen live on 24.11 v0.0.42); the bug is in the daemon, so every version reads it so.
+    changed_means_500: bool = True
 
     @property
     def prefix(self) -> str:
@@ -27,11 +28,11 @@ class ApiVersion:
 VERSIONS: dict[str, ApiVersion] = {
     v.name: v
     for v in (
-        ApiVersion("v0.0.44", verified_live=False, conditional_nodes=True, changed_means_500=False),
-        ApiVersion("v0.0.43", verified_live=False, conditional_nodes=True, changed_means_500=True),
-        ApiVersion("v0.0.42", verified_live=True, conditional_nodes=True, changed_means_500=True),
-        ApiVersion("v0.0.41", verified_live=True, conditional_nodes=False, changed_means_500=False),
-        ApiVersion("v0.0.40", verified_live=True, conditional_nodes=False, changed_means_500=False),
+        ApiVersion("v0.0.44", verified_live=False, conditional_nodes=True),
+        ApiVersion("v0.0.43", verified_live=False, conditional_nodes=True),
+        ApiVersion("v0.0.42", verified_live=True, conditional_nodes=True),
+        ApiVersion("v0.0.41", verified_live=True, conditional_nodes=False),
+        ApiVersion("v0.0.40", verified_live=True, conditional_nodes=False),
     )
 }
 PREFERENCE: tuple[str, ...] = tuple(VERSIONS)  # newest first
