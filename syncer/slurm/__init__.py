@@ -1,1 +1,16 @@
-"""slurm layer (see ARCHITECTURE in docs/architecture.md)."""
+"""The only code that talks to slurmrestd.
+
+- `client.SlurmClient(url, token_source, api_version=None, timeout_s=10, deadline_s=30, attempts=5)`:
+  `start()` negotiates the API version (newest of v0.0.44..v0.0.40 the server serves, or the pinned one);
+  `ping()`, `list_nodes(update_time=None) -> NodeListing | None` (None: HTTP 304, nothing changed),
+  `list_all_nodes()`, `get_node(name)`, `update_node(name, state=, reason=, comment=, features=)`,
+  `delete_node(name)`, `list_partitions()`, `list_jobs()`, `diag()`; `stats` counts requests, seconds and
+  bytes per endpoint. URLs: http://, https://, unix:///path.
+- `auth`: `StaticToken`, `TokenFile` (re-read on change or rejection), `JwtKeyToken` (minted HS256,
+  renewed before expiry), `NoToken` (rest_auth/local over a unix socket). Tokens never reach logs or errors.
+- `errors`: `SlurmError` > `SlurmConnectionError`, `SlurmTimeout`, `SlurmAuthError`, `SlurmDecodeError`,
+  `SlurmVersionError`, `SlurmApiError` (carries Slurm's errors and warnings) > `SlurmNotFound`.
+- `cache.NodeCache(client, poll_interval_s=1, strategy="conditional"|"full", max_duty=0.25, stale_after_s=)`:
+  `run()` polls; `subscribe(callback(list[NodeChange]))`; `nodes`, `synced`, `stale`, `age_s`, `nudge()`.
+- `versions`: what differs per API version (live-verified: v0.0.40, v0.0.41, v0.0.42).
+"""
