@@ -151,12 +151,12 @@ class NodeCache:
                     return
                 self._apply(listing)  # a server that answers 200 with the whole list
                 return
+            # slurmrestd answered "changed": fresh, the list follows when the duty allows.
+            self.last_success = self._clock()
         elif self.synced and not conditional:
-            self._changed_pending = True
+            self._changed_pending = True  # no cheap probe here: only a full list refreshes freshness
         if not self.synced or (self._changed_pending and self._full_allowed()):
             self._apply(await self._client.list_all_nodes())
-        elif self._changed_pending:
-            self.last_success = self._clock()  # slurmrestd answered; the list follows when the duty allows
 
     async def run(self) -> None:
         """Poll until cancelled; errors are logged, counted and retried, never fatal."""
