@@ -1,0 +1,305 @@
+"""The Kubernetes API emulator as one object: start it, seed it, break it, stop it."""
+
+from __future__ import annotations
+
+import copy
+import json
+import socket
+from dataclasses import dataclass
+from importlib import resources as package_files
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from syncer.testing.kubeapi.api import Api, rfc3339
+from syncer.testing.kubeapi.errors import ApiError
+from syncer.testing.kubeapi.faults import Faults
+from syncer.testing.kubeapi.kubelet import FakeKubelet
+from syncer.testing.kubeapi.server import KubeApiServer
+from syncer.testing.kubeapi.store import Store
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def bundled_crds() -> list[dict[str, Any]]:
+    """The project's CRDs as shipped in the package (deploy/crds holds the same files)."""
+    folder = package_files.files("syncer.model") / "crds"
+    return [
+        yaml.safe_load(entry.read_text())
+        for entry in sorted(folder.iterdir(), key=lambda e: e.name)
+        if entry.name.endswith(".yaml")
+    ]
+
+
+@dataclass
+class SeedOptions:
+    nodes: int = 0
+    node_prefix: str = "node-"
+    namespace: str = "slurm"
+    nodeset: str = ""  # create a NodeSet of this name with `nodes` replicas, one slurmd pod per Node
+    gpus_per_node: int = 8
+
+
+class KubeApiEmulator:
+    def __init__(
+        self,
+        *,
+        token: str | None = None,
+        bookmark_interval_s: float = 1.0,
+        history_limit: int = 200_000,
+        kubelet_termination_s: float = 0.5,
+        with_crds: bool = True,
+    ) -> None:
+        self.api = Api(Store(history_limit=history_limit))
+        self.faults = Faults()
+        self.server = KubeApiServer(self.api, self.faults, bookmark_interval_s=bookmark_interval_s)
+        self.kubelet = FakeKubelet(self.api, termination_s=kubelet_termination_s)
+        self.token = token
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+        for namespace in SYSTEM_NAMESPACES:
+            self.create("", "v1", "namespaces", {"metadata": {"name": namespace}})
+        if with_crds:
+            for crd in bundled_crds():
+                self.create("apiextensions.k8s.io", "v1", "customresourcedefinitions", crd)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        middlewares = (self._auth_middleware,) if self.token is not None else ()
+        app = self.server.app(middlewares, self._add_control_routes)
+        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
+        await self._runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))  # bound here so the port is known even when 0 was asked for
+        await web.SockSite(self._runner, sock).start()
+        bound = sock.getsockname()[1]
+        self.url = f"http://{host}:{bound}"
+        self.server.address = f"{host}:{bound}"
+        self.kubelet.start()
+        return self.url
+
+    async def stop(self) -> None:
+        await self.kubelet.stop()
+        self.api.store.drop_watches()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> KubeApiEmulator:
+        if not self.url:
+            await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @web.middleware
+    async def _auth_middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if (
+            request.path.startswith("/_emulator")
+            or request.headers.get("Authorization") == f"Bearer {self.token}"
+        ):
+            response: web.StreamResponse = await handler(request)
+            return response
+        error = ApiError(401, "Unauthorized", "Unauthorized")
+        return web.Response(body=json.dumps(error.status()), status=401, content_type="application/json")
+
+    def write_kubeconfig(self, path: Path | str, namespace: str = "default") -> Path:
+        """A kubeconfig that kubectl, kubernetes_asyncio and the syncer all accept."""
+        user: dict[str, Any] = (
+            {"token": self.token}
+            if self.token is not None
+            else {"username": "emulator", "password": "emulator"}
+        )
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "emulator", "cluster": {"server": self.url}}],
+            "users": [{"name": "emulator", "user": user}],
+            "contexts": [
+                {
+                    "name": "emulator",
+                    "context": {"cluster": "emulator", "user": "emulator", "namespace": namespace},
+                }
+            ],
+            "current-context": "emulator",
+        }
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(yaml.safe_dump(config, sort_keys=False))
+        tmp.replace(target)
+        return target
+
+    # -- direct access (tests, seeding) -----------------------------------------------------------
+    def create(
+        self, group: str, version: str, plural: str, body: dict[str, Any], namespace: str = ""
+    ) -> dict[str, Any]:
+        return self.api.create(self.api.resource(group, version, plural), namespace, body)
+
+    def get(
+        self, group: str, version: str, plural: str, name: str, namespace: str = ""
+    ) -> dict[str, Any] | None:
+        resource = self.api.resource(group, version, plural)
+        return self.api.store.get(resource.key, namespace if resource.namespaced else "", name)
+
+    def node(self, name: str) -> dict[str, Any] | None:
+        return self.get("", "v1", "nodes", name)
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.get("", "v1", "pods", name, namespace)
+
+    def patch(
+        self,
+        group: str,
+        version: str,
+        plural: str,
+        name: str,
+        body: Any,
+        *,
+        namespace: str = "",
+        subresource: str = "",
+        patch_type: str = "application/merge-patch+json",
+    ) -> dict[str, Any]:
+        resource = self.api.resource(group, version, plural)
+        return self.api.patch(resource, namespace, name, json.dumps(body).encode(), patch_type, subresource)
+
+    def set_node_condition(
+        self, name: str, type_: str, status: str, reason: str = "", message: str = ""
+    ) -> dict[str, Any]:
+        """What a kubelet or node-problem-detector does: set one condition on a Node's status."""
+        condition = {
+            "type": type_,
+            "status": status,
+            "reason": reason or type_,
+            "message": message,
+            "lastTransitionTime": rfc3339(self.api.clock()),
+            "lastHeartbeatTime": rfc3339(self.api.clock()),
+        }
+        node = self.node(name)
+        if node is not None:
+            for old in (node.get("status") or {}).get("conditions") or []:
+                if old.get("type") == type_ and old.get("status") == status:
+                    condition["lastTransitionTime"] = old.get(
+                        "lastTransitionTime", condition["lastTransitionTime"]
+                    )
+        return self.patch(
+            "",
+            "v1",
+            "nodes",
+            name,
+            {"status": {"conditions": [condition]}},
+            subresource="status",
+            patch_type="application/strategic-merge-patch+json",
+        )
+
+    def seed(self, options: SeedOptions) -> None:
+        if options.nodes and self.get("", "v1", "namespaces", options.namespace) is None:
+            self.create("", "v1", "namespaces", {"metadata": {"name": options.namespace}})
+        width = max(4, len(str(options.nodes)))
+        for index in range(options.nodes):
+            self.create(
+                "",
+                "v1",
+                "nodes",
+                node_manifest(f"{options.node_prefix}{index:0{width}d}", index, options.gpus_per_node),
+            )
+        if options.nodeset:
+            self.create(
+                "slurm-syncer.dev",
+                "v1alpha1",
+                "nodesets",
+                nodeset_manifest(options.nodeset, options.nodes),
+                namespace=options.namespace,
+            )
+
+    # -- faults -----------------------------------------------------------------------------------
+    def drop_watches(self) -> int:
+        return self.api.store.drop_watches()
+
+    def compact(self) -> None:
+        self.api.store.compact()
+
+    def _add_control_routes(self, app: web.Application) -> None:
+        async def faults(request: web.Request) -> web.Response:
+            body = await request.json() if request.can_read_body else {}
+            if "fail_next" in body:
+                self.faults.fail_next(
+                    int(body["fail_next"]), int(body.get("status", 500)), int(body.get("retry_after_s", 1))
+                )
+            if "latency_s" in body:
+                self.faults.latency_s = float(body["latency_s"])
+            if body.get("pause"):
+                self.faults.pause()
+            if body.get("resume"):
+                self.faults.resume()
+            if body.get("drop_watches"):
+                self.drop_watches()
+            if body.get("compact"):
+                self.compact()
+            return web.json_response(
+                {"ok": True, "requests_total": self.faults.requests_total, "rv": self.api.store.rv}
+            )
+
+        app.router.add_post("/_emulator/faults", faults)
+
+
+def node_manifest(name: str, index: int, gpus: int) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "node.kubernetes.io/instance-type": "gpu-8x",
+                "slurm-syncer.dev/pool": "gpu",
+            },
+        },
+        "spec": {"podCIDR": f"10.244.{index % 250}.0/24"},
+        "status": {
+            "capacity": {"cpu": "96", "memory": "1056000Mi", "nvidia.com/gpu": str(gpus), "pods": "110"},
+            "allocatable": {"cpu": "95", "memory": "1048000Mi", "nvidia.com/gpu": str(gpus), "pods": "110"},
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "kubelet is posting ready status",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+                }
+            ],
+            "addresses": [
+                {"type": "InternalIP", "address": f"10.0.{index // 250 % 250}.{index % 250 + 1}"},
+                {"type": "Hostname", "address": name},
+            ],
+            "nodeInfo": {
+                "kubeletVersion": "v1.33.0",
+                "osImage": "Debian GNU/Linux 12",
+                "architecture": "amd64",
+            },
+        },
+    }
+
+
+def nodeset_manifest(name: str, replicas: int) -> dict[str, Any]:
+    return copy.deepcopy(
+        {
+            "apiVersion": "slurm-syncer.dev/v1alpha1",
+            "kind": "NodeSet",
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": replicas,
+                "slurm": {"partition": "main", "features": ["gpu"]},
+                "template": {
+                    "spec": {
+                        "containers": [{"name": "slurmd", "image": "ghcr.io/example/slurmd:24.11"}],
+                        "nodeSelector": {"slurm-syncer.dev/pool": "gpu"},
+                    }
+                },
+            },
+        }
+    )

@@ -1,0 +1,95 @@
+"""API errors as kube-apiserver reports them: a `kind: Status` body with code and reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details or {}
+        self.headers: dict[str, str] = {}
+
+    def status(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details:
+            body["details"] = self.details
+        return body
+
+    @classmethod
+    def bad_request(cls, message: str) -> ApiError:
+        return cls(400, "BadRequest", message)
+
+    @classmethod
+    def not_found(cls, resource: str, name: str, group: str = "") -> ApiError:
+        qualified = f"{resource}.{group}" if group else resource
+        return cls(
+            404,
+            "NotFound",
+            f'{qualified} "{name}" not found',
+            {"name": name, "group": group, "kind": resource},
+        )
+
+    @classmethod
+    def conflict(cls, resource: str, name: str, group: str = "") -> ApiError:
+        qualified = f"{resource}.{group}" if group else resource
+        return cls(
+            409,
+            "Conflict",
+            f'Operation cannot be fulfilled on {qualified} "{name}": the object has been modified; '
+            "please apply your changes to the latest version and try again",
+            {"name": name, "group": group, "kind": resource},
+        )
+
+    @classmethod
+    def already_exists(cls, resource: str, name: str, group: str = "") -> ApiError:
+        qualified = f"{resource}.{group}" if group else resource
+        return cls(
+            409,
+            "AlreadyExists",
+            f'{qualified} "{name}" already exists',
+            {"name": name, "group": group, "kind": resource},
+        )
+
+    @classmethod
+    def invalid(cls, kind: str, name: str, causes: list[tuple[str, str]]) -> ApiError:
+        text = ", ".join(f"{field}: {msg}" for field, msg in causes)
+        return cls(
+            422,
+            "Invalid",
+            f'{kind} "{name}" is invalid: {text}',
+            {
+                "name": name,
+                "kind": kind,
+                "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in causes],
+            },
+        )
+
+    @classmethod
+    def gone(cls, message: str) -> ApiError:
+        return cls(410, "Expired", message)
+
+    @classmethod
+    def method_not_allowed(cls) -> ApiError:
+        return cls(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+
+    @classmethod
+    def unsupported_media_type(cls, content_type: str) -> ApiError:
+        return cls(
+            415,
+            "UnsupportedMediaType",
+            f"the body of the request was in an unknown format - accepted media types include: "
+            f"application/json-patch+json, application/merge-patch+json ({content_type} given)",
+        )

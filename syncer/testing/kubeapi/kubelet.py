@@ -1,0 +1,212 @@
+"""A fake scheduler and kubelet: pods get a Node, start, turn Ready, follow their Node's health and
+terminate, so what users see on a cordoned or NotReady Node matches a real cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from syncer.testing.kubeapi.api import Api, pod_ready, rfc3339
+from syncer.testing.kubeapi.errors import ApiError
+from syncer.testing.kubeapi.store import Change
+
+PODS = ("", "pods")
+NODES = ("", "nodes")
+
+
+def node_ready(node: dict[str, Any] | None) -> bool:
+    if node is None:
+        return False
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+class FakeKubelet:
+    def __init__(self, api: Api, termination_s: float = 0.5, start_delay_s: float = 0.0) -> None:
+        self.api = api
+        self.termination_s = termination_s
+        self.start_delay_s = start_delay_s
+        self._dirty: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._timers: set[asyncio.TimerHandle] = set()
+        self._ip_counter = 0
+
+    def start(self) -> None:
+        self.api.store.listeners.append(self._on_change)
+        for pod in self.api.store.objects_of(PODS):
+            self._mark(pod)
+        self._task = asyncio.create_task(self._run(), name="emulator-kubelet")
+
+    async def stop(self) -> None:
+        with contextlib.suppress(ValueError):
+            self.api.store.listeners.remove(self._on_change)
+        for timer in self._timers:
+            timer.cancel()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def _mark(self, pod: dict[str, Any]) -> None:
+        self._dirty.put_nowait((pod["metadata"]["namespace"], pod["metadata"]["name"]))
+
+    def _on_change(self, change: Change) -> None:
+        if change.resource == PODS and change.type != "DELETED":
+            self._mark(change.obj)
+        elif change.resource == NODES:
+            # A Node's health or schedulability changed: its pods, and pods waiting for a Node, follow.
+            name = change.obj["metadata"]["name"]
+            for pod in self.api.store.objects_of(PODS):
+                node_name = (pod.get("spec") or {}).get("nodeName")
+                if node_name == name or not node_name:
+                    self._mark(pod)
+
+    async def _run(self) -> None:
+        while True:
+            namespace, name = await self._dirty.get()
+            try:
+                self._reconcile(namespace, name)
+            except ApiError:
+                continue  # the pod changed or went away meanwhile; its next change marks it again
+
+    def _later(self, delay_s: float, namespace: str, name: str) -> None:
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(delay_s, self._dirty.put_nowait, (namespace, name))
+        self._timers.add(timer)
+
+    def _reconcile(self, namespace: str, name: str) -> None:
+        pods = self.api.resource("", "v1", "pods")
+        pod = self.api.store.get(PODS, namespace, name)
+        if pod is None:
+            return
+        spec = pod.get("spec") or {}
+        meta = pod["metadata"]
+        node_name = spec.get("nodeName")
+        if not node_name:
+            if not meta.get("deletionTimestamp"):
+                self._schedule(pod)
+            return
+        node = self.api.store.get(NODES, "", node_name)
+        if meta.get("deletionTimestamp"):
+            self._terminate(pod)
+            return
+        status = dict(pod.get("status") or {})
+        now = rfc3339(self.api.clock())
+        ready = node_ready(node)
+        if status.get("phase") == "Pending":
+            self._ip_counter += 1
+            status.update(
+                phase="Running",
+                podIP=f"10.244.{self._ip_counter // 250 % 250}.{self._ip_counter % 250 + 2}",
+                hostIP=_node_ip(node),
+                startTime=now,
+            )
+        container_ready = status.get("phase") == "Running"
+        conditions = {
+            "PodScheduled": "True",
+            "Initialized": "True",
+            "ContainersReady": "True" if container_ready else "False",
+            "Ready": "True" if container_ready and ready else "False",
+        }
+        old_conditions = {c["type"]: c for c in status.get("conditions") or []}
+        merged = []
+        for type_, value in conditions.items():
+            old = old_conditions.pop(type_, None)
+            if old is not None and old.get("status") == value:
+                merged.append(old)
+            else:
+                entry = {"type": type_, "status": value, "lastTransitionTime": now}
+                if type_ == "Ready" and value == "False" and not ready:
+                    entry.update(reason="NodeNotReady", message=f"Node {node_name} is not ready")
+                merged.append(entry)
+        merged.extend(old_conditions.values())  # conditions others set (e.g. the syncer's) are kept
+        status["conditions"] = merged
+        status["containerStatuses"] = [
+            {
+                "name": c.get("name", "main"),
+                "image": c.get("image", ""),
+                "ready": container_ready,
+                "restartCount": 0,
+                "started": container_ready,
+                "state": {"running": {"startedAt": status.get("startTime", now)}},
+            }
+            for c in spec.get("containers") or [{"name": "main"}]
+        ]
+        if status != pod.get("status"):
+            self.api.update(pods, namespace, name, {**pod, "status": status}, subresource="status")
+
+    def _terminate(self, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        grace = float(meta.get("deletionGracePeriodSeconds") or 0)
+        delay = min(grace, self.termination_s)
+        from syncer.testing.kubeapi.api import parse_rfc3339
+
+        due = parse_rfc3339(meta["deletionTimestamp"]) + delay
+        remaining = due - self.api.clock()
+        if remaining > 0:
+            self._later(remaining + 0.01, meta["namespace"], meta["name"])
+            return
+        if meta.get("finalizers"):
+            status = dict(pod.get("status") or {})
+            if status.get("phase") not in ("Succeeded", "Failed"):
+                status["phase"] = "Succeeded"
+                status["conditions"] = [
+                    {**c, "status": "False"} if c.get("type") in ("Ready", "ContainersReady") else c
+                    for c in status.get("conditions") or []
+                ]
+                pods = self.api.resource("", "v1", "pods")
+                self.api.update(
+                    pods, meta["namespace"], meta["name"], {**pod, "status": status}, subresource="status"
+                )
+            return  # the pod stays until whoever owns the finalizer removes it
+        self.api.store.remove(PODS, meta["namespace"], meta["name"])
+
+    def _schedule(self, pod: dict[str, Any]) -> None:
+        selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+        load: dict[str, int] = {}
+        for other in self.api.store.objects_of(PODS):
+            node_name = (other.get("spec") or {}).get("nodeName")
+            if node_name:
+                load[node_name] = load.get(node_name, 0) + 1
+        candidates = [
+            node
+            for node in self.api.store.objects_of(NODES)
+            if node_ready(node)
+            and not (node.get("spec") or {}).get("unschedulable")
+            and all((node["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())
+        ]
+        pods = self.api.resource("", "v1", "pods")
+        meta = pod["metadata"]
+        if not candidates:
+            status = dict(pod.get("status") or {})
+            wanted = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": f"0/{self.api.store.count(NODES)} nodes are available",
+            }
+            current = [c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"]
+            if current and all(current[0].get(k) == v for k, v in wanted.items()):
+                return
+            wanted["lastTransitionTime"] = rfc3339(self.api.clock())
+            status["conditions"] = [wanted]
+            self.api.update(
+                pods, meta["namespace"], meta["name"], {**pod, "status": status}, subresource="status"
+            )
+            return
+        chosen = min(candidates, key=lambda n: (load.get(n["metadata"]["name"], 0), n["metadata"]["name"]))
+        spec = {**pod["spec"], "nodeName": chosen["metadata"]["name"]}
+        self.api.update(pods, meta["namespace"], meta["name"], {**pod, "spec": spec})
+
+
+def _node_ip(node: dict[str, Any] | None) -> str:
+    for address in ((node or {}).get("status") or {}).get("addresses") or []:
+        if address.get("type") == "InternalIP":
+            return str(address.get("address", ""))
+    return ""
+
+
+__all__ = ["FakeKubelet", "node_ready", "pod_ready"]

@@ -1,0 +1,444 @@
+"""HTTP face of the emulator: the Kubernetes REST paths, watch streams, discovery and Table output."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import unquote
+
+import msgspec
+from aiohttp import web
+
+from syncer.testing.kubeapi.api import Api, Selection
+from syncer.testing.kubeapi.errors import ApiError
+from syncer.testing.kubeapi.faults import Faults
+from syncer.testing.kubeapi.resources import Resource
+from syncer.testing.kubeapi.store import Change
+from syncer.testing.kubeapi.tables import table
+
+KUBE_VERSION = {
+    "major": "1",
+    "minor": "33",
+    "gitVersion": "v1.33.0-slurm-syncer-emulator",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "go1.24",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+_encoder = msgspec.json.Encoder()
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _json(body: Any, status: int = 200) -> web.Response:
+    return web.Response(body=_encoder.encode(body), status=status, content_type="application/json")
+
+
+def _error(exc: ApiError) -> web.Response:
+    response = _json(exc.status(), exc.code)
+    response.headers.update(exc.headers)
+    return response
+
+
+def _wants_table(request: web.Request) -> bool:
+    return "as=Table" in request.headers.get("Accept", "")
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "").lower() in ("true", "1")
+
+
+class KubeApiServer:
+    """Routes every request path by hand: Kubernetes paths are too regular and too irregular for a router."""
+
+    def __init__(
+        self, api: Api, faults: Faults, bookmark_interval_s: float = 1.0, max_watch_s: float = 1800.0
+    ):
+        self.api = api
+        self.faults = faults
+        self.bookmark_interval_s = bookmark_interval_s
+        self.max_watch_s = max_watch_s
+        self.watch_tasks: set[asyncio.Task[Any]] = set()
+        self.requests: list[tuple[str, str]] = []  # (method, path+query) for tests that count calls
+        self.record_requests = False
+        self.address = ""
+
+    def app(
+        self,
+        middlewares: tuple[Any, ...] = (),
+        control_routes: Callable[[web.Application], None] | None = None,
+    ) -> web.Application:
+        app = web.Application(
+            middlewares=[*middlewares, self._faults_middleware], client_max_size=8 * 1024 * 1024
+        )
+        if control_routes is not None:
+            control_routes(app)  # before the catch-all, which would swallow them
+        app.router.add_route("*", "/{tail:.*}", self.dispatch)
+        return app
+
+    @web.middleware
+    async def _faults_middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path.startswith("/_emulator"):
+            return await handler(request)
+        await self.faults.wait_running()
+        self.faults.requests_total += 1
+        if self.record_requests:
+            self.requests.append((request.method, request.path_qs))
+        if self.faults.latency_s:
+            await asyncio.sleep(self.faults.latency_s)
+        if self.faults.fail_remaining > 0:
+            self.faults.fail_remaining -= 1
+            self.faults.requests_failed += 1
+            status = self.faults.fail_status
+            reason = "TooManyRequests" if status == 429 else "InternalError"
+            error = ApiError(status, reason, f"injected fault: {status}")
+            if status == 429:
+                error.headers["Retry-After"] = str(self.faults.retry_after_s)
+                error.details = {"retryAfterSeconds": self.faults.retry_after_s}
+            return _error(error)
+        return await handler(request)
+
+    async def dispatch(self, request: web.Request) -> web.StreamResponse:
+        try:
+            return await self._dispatch(request)
+        except ApiError as exc:
+            return _error(exc)
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        parts = [unquote(p) for p in request.path.strip("/").split("/") if p]
+        if not parts:
+            return _json({"paths": ["/api", "/api/v1", "/apis", "/version", "/healthz", "/readyz"]})
+        head = parts[0]
+        if head in ("healthz", "readyz", "livez"):
+            return web.Response(text="ok")
+        if head == "version":
+            return _json(KUBE_VERSION)
+        if head in ("openapi", "swagger.json"):
+            raise ApiError(404, "NotFound", "the emulator serves no OpenAPI document")
+        if head == "api":
+            if len(parts) == 1:
+                return _json(
+                    {
+                        "kind": "APIVersions",
+                        "versions": ["v1"],
+                        "serverAddressByClientCIDRs": [
+                            {"clientCIDR": "0.0.0.0/0", "serverAddress": self.address}
+                        ],
+                    }
+                )
+            return await self._resource_request(request, "", parts[1], parts[2:])
+        if head == "apis":
+            if len(parts) == 1:
+                return _json(
+                    {
+                        "kind": "APIGroupList",
+                        "apiVersion": "v1",
+                        "groups": [self._group(g) for g in self.api.registry.groups()],
+                    }
+                )
+            if len(parts) == 2:
+                if parts[1] not in self.api.registry.groups():
+                    raise ApiError(404, "NotFound", "the server could not find the requested resource")
+                return _json({"kind": "APIGroup", "apiVersion": "v1", **self._group(parts[1])})
+            return await self._resource_request(request, parts[1], parts[2], parts[3:])
+        raise ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    def _group(self, group: str) -> dict[str, Any]:
+        versions = [{"groupVersion": f"{group}/{v}", "version": v} for v in self.api.registry.versions(group)]
+        return {"name": group, "versions": versions, "preferredVersion": versions[-1]}
+
+    async def _resource_request(
+        self, request: web.Request, group: str, version: str, rest: list[str]
+    ) -> web.StreamResponse:
+        if not rest:
+            resources = self.api.registry.in_version(group, version)
+            if not resources:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            group_version = f"{group}/{version}" if group else version
+            listed = [entry for r in resources for entry in r.discovery()]
+            return _json(
+                {
+                    "kind": "APIResourceList",
+                    "apiVersion": "v1",
+                    "groupVersion": group_version,
+                    "resources": listed,
+                }
+            )
+        namespace: str | None = None
+        if (
+            rest[0] == "namespaces"
+            and len(rest) >= 3
+            and group == ""
+            and self._is_namespaced_plural(group, version, rest[2])
+        ) or (rest[0] == "namespaces" and len(rest) >= 3 and group != ""):
+            namespace, rest = rest[1], rest[2:]
+        resource = self.api.resource(group, version, rest[0])
+        if resource.namespaced and namespace is None and len(rest) > 1:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if not resource.namespaced and namespace is not None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        name = rest[1] if len(rest) > 1 else ""
+        subresource = rest[2] if len(rest) > 2 else ""
+        if not name:
+            return await self._collection(request, resource, namespace)
+        return await self._object(request, resource, namespace or "", name, subresource)
+
+    def _is_namespaced_plural(self, group: str, version: str, plural: str) -> bool:
+        found = self.api.registry.get(group, version, plural)
+        return found is not None and found.namespaced
+
+    async def _body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            try:
+                import yaml
+
+                return yaml.safe_load(raw)
+            except Exception:
+                raise ApiError.bad_request("the request body is neither JSON nor YAML") from None
+
+    async def _collection(
+        self, request: web.Request, resource: Resource, namespace: str | None
+    ) -> web.StreamResponse:
+        query = request.query
+        dry_run = query.get("dryRun") == "All"
+        if request.method == "GET":
+            selection = self.api.selection(
+                resource, query.get("labelSelector", ""), query.get("fieldSelector", "")
+            )
+            if _flag(request, "watch"):
+                return await self._watch(request, resource, namespace, selection)
+            listed = self.api.list_objects(
+                resource,
+                namespace,
+                selection,
+                limit=int(query.get("limit", "0") or 0),
+                continue_token=query.get("continue", ""),
+                resource_version=query.get("resourceVersion", ""),
+                resource_version_match=query.get("resourceVersionMatch", ""),
+            )
+            if _wants_table(request):
+                return _json(
+                    table(resource, listed.items, listed.resource_version, query.get("includeObject", ""))
+                )
+            meta: dict[str, Any] = {"resourceVersion": listed.resource_version}
+            if listed.continue_token:
+                meta["continue"] = listed.continue_token
+                meta["remainingItemCount"] = listed.remaining
+            return _json(
+                {
+                    "kind": f"{resource.kind}List",
+                    "apiVersion": resource.api_version,
+                    "metadata": meta,
+                    "items": listed.items,
+                }
+            )
+        if request.method == "POST":
+            body = await self._body(request)
+            if resource.key == ("authorization.k8s.io", "selfsubjectaccessreviews"):
+                return _json(self.api.access_review(body), 201)
+            created = self.api.create(resource, namespace or "", body, dry_run)
+            return _json(created, 201)
+        if request.method == "DELETE":
+            selection = self.api.selection(
+                resource, query.get("labelSelector", ""), query.get("fieldSelector", "")
+            )
+            deleted = self.api.delete_collection(resource, namespace, selection)
+            return _json(
+                {
+                    "kind": f"{resource.kind}List",
+                    "apiVersion": resource.api_version,
+                    "metadata": {},
+                    "items": deleted,
+                }
+            )
+        raise ApiError.method_not_allowed()
+
+    async def _object(
+        self, request: web.Request, resource: Resource, namespace: str, name: str, subresource: str
+    ) -> web.StreamResponse:
+        dry_run = request.query.get("dryRun") == "All"
+        method = request.method
+        if subresource not in ("", "status", "scale", "eviction"):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if subresource == "status" and not resource.status_subresource:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if subresource == "eviction":
+            if method != "POST" or resource.key != ("", "pods"):
+                raise ApiError.method_not_allowed()
+            return _json(self.api.evict(namespace, name, await self._body(request)), 201)
+        if subresource == "scale":
+            if method == "GET":
+                return _json(self.api.get_scale(resource, namespace, name))
+            if method == "PUT":
+                return _json(self.api.set_scale(resource, namespace, name, await self._body(request)))
+            if method == "PATCH":
+                return _json(
+                    self.api.patch_scale(
+                        resource, namespace, name, await request.read(), request.content_type
+                    )
+                )
+            raise ApiError.method_not_allowed()
+        if method == "GET":
+            obj = self.api.get(resource, namespace, name)
+            if _wants_table(request):
+                return _json(
+                    table(
+                        resource,
+                        [obj],
+                        obj["metadata"]["resourceVersion"],
+                        request.query.get("includeObject", ""),
+                    )
+                )
+            return _json(obj)
+        if method == "PUT":
+            return _json(
+                self.api.update(resource, namespace, name, await self._body(request), subresource, dry_run)
+            )
+        if method == "PATCH":
+            content_type = request.headers.get("Content-Type", "")
+            return _json(
+                self.api.patch(
+                    resource, namespace, name, await request.read(), content_type, subresource, dry_run
+                )
+            )
+        if method == "DELETE":
+            body = await self._body(request)
+            options = dict(body) if isinstance(body, dict) else {}
+            if "gracePeriodSeconds" in request.query:
+                options["gracePeriodSeconds"] = int(request.query["gracePeriodSeconds"])
+            return _json(self.api.delete(resource, namespace, name, options, dry_run))
+        raise ApiError.method_not_allowed()
+
+    async def _watch(
+        self, request: web.Request, resource: Resource, namespace: str | None, selection: Selection
+    ) -> web.StreamResponse:
+        query = request.query
+        store = self.api.store
+        queue = store.subscribe()  # before reading state, so nothing falls between the two
+        try:
+            timeout_s = min(
+                float(query.get("timeoutSeconds", self.max_watch_s) or self.max_watch_s), self.max_watch_s
+            )
+            start_rv = query.get("resourceVersion", "")
+            initial: list[dict[str, Any]] = []
+            replay: list[Change] = []
+            send_initial = _flag(request, "sendInitialEvents")
+            position = store.rv
+            if send_initial or start_rv in ("", "0"):
+                initial = [
+                    o
+                    for o in store.objects_of(resource.key, namespace if resource.namespaced else None)
+                    if selection.matches(o)
+                ]
+            else:
+                try:
+                    replay = store.changes_after(int(start_rv))
+                except ValueError:
+                    raise ApiError.bad_request(f"invalid resource version: {start_rv}") from None
+                except ApiError as gone:
+                    response = await self._open_stream(request)
+                    await self._send(response, {"type": "ERROR", "object": gone.status()})
+                    return response
+            response = await self._open_stream(request)
+            as_table = _wants_table(request)
+            for obj in initial:
+                await self._send(response, self._event("ADDED", resource, obj, as_table))
+            if send_initial:
+                await self._send(response, self._bookmark(resource, position, initial_end=True))
+            for change in replay:
+                event = self._filter(change, resource, namespace, selection)
+                if event is not None:
+                    await self._send(response, self._event(event[0], resource, event[1], as_table))
+                position = change.rv
+            position = max(position, replay[-1].rv if replay else position)
+            bookmarks = _flag(request, "allowWatchBookmarks")
+            deadline = time.monotonic() + timeout_s
+            next_bookmark = time.monotonic() + self.bookmark_interval_s
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    break
+                wait_s = min(deadline, next_bookmark) - now if bookmarks else deadline - now
+                try:
+                    change = await asyncio.wait_for(queue.get(), timeout=max(wait_s, 0.001))  # type: ignore[arg-type]
+                except TimeoutError:
+                    if bookmarks and time.monotonic() >= next_bookmark:
+                        await self._send(response, self._bookmark(resource, position))
+                        next_bookmark = time.monotonic() + self.bookmark_interval_s
+                    continue
+                if change is None:  # fault injection: drop the connection
+                    if request.transport is not None:
+                        request.transport.close()
+                    return response
+                if change.rv <= position:
+                    continue
+                position = change.rv
+                event = self._filter(change, resource, namespace, selection)
+                if event is not None:
+                    await self._send(response, self._event(event[0], resource, event[1], as_table))
+            await response.write_eof()
+            return response
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        finally:
+            store.unsubscribe(queue)
+
+    async def _open_stream(self, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        return response
+
+    async def _send(self, response: web.StreamResponse, event: dict[str, Any]) -> None:
+        await response.write(_encoder.encode(event) + b"\n")
+
+    def _event(self, type_: str, resource: Resource, obj: dict[str, Any], as_table: bool) -> dict[str, Any]:
+        if as_table:
+            return {"type": type_, "object": table(resource, [obj], obj["metadata"]["resourceVersion"], "")}
+        return {"type": type_, "object": obj}
+
+    def _bookmark(self, resource: Resource, rv: int, initial_end: bool = False) -> dict[str, Any]:
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if initial_end:
+            meta["annotations"] = {INITIAL_EVENTS_END: "true"}
+        return {
+            "type": "BOOKMARK",
+            "object": {"kind": resource.kind, "apiVersion": resource.api_version, "metadata": meta},
+        }
+
+    @staticmethod
+    def _filter(
+        change: Change, resource: Resource, namespace: str | None, selection: Selection
+    ) -> tuple[str, dict[str, Any]] | None:
+        """Translate a store change into what this watch sees, as the watch cache does for selectors."""
+        if change.resource != resource.key:
+            return None
+        if (
+            resource.namespaced
+            and namespace is not None
+            and change.obj["metadata"].get("namespace") != namespace
+        ):
+            return None
+        new_match = change.type != "DELETED" and selection.matches(change.obj)
+        old_match = change.old is not None and selection.matches(change.old)
+        if change.type == "DELETED":
+            return ("DELETED", change.obj) if old_match else None
+        if new_match and old_match:
+            return ("MODIFIED", change.obj)
+        if new_match:
+            return ("ADDED", change.obj)
+        if old_match:
+            return ("DELETED", change.obj)
+        return None
