@@ -33,6 +33,7 @@ class FakeKubelet:
         self._task: asyncio.Task[None] | None = None
         self._timers: set[asyncio.TimerHandle] = set()
         self._ip_counter = 0
+        self._terminating_since: dict[tuple[str, str, str], float] = {}
 
     def start(self) -> None:
         self.api.store.listeners.append(self._on_change)
@@ -128,6 +129,8 @@ class FakeKubelet:
             {
                 "name": c.get("name", "main"),
                 "image": c.get("image", ""),
+                "imageID": f"docker.io/library/{c.get('image', 'unknown')}@sha256:{'0' * 64}",
+                "containerID": f"containerd://{abs(hash((namespace, name, c.get('name')))):064x}"[:77],
                 "ready": container_ready,
                 "restartCount": 0,
                 "started": container_ready,
@@ -142,10 +145,10 @@ class FakeKubelet:
         meta = pod["metadata"]
         grace = float(meta.get("deletionGracePeriodSeconds") or 0)
         delay = min(grace, self.termination_s)
-        from syncer.testing.kubeapi.api import parse_rfc3339
-
-        due = parse_rfc3339(meta["deletionTimestamp"]) + delay
-        remaining = due - self.api.clock()
+        # deletionTimestamp has second resolution: time the grace period from when the kubelet saw it
+        key = (meta["namespace"], meta["name"], meta.get("uid", ""))
+        seen = self._terminating_since.setdefault(key, self.api.clock())
+        remaining = seen + delay - self.api.clock()
         if remaining > 0:
             self._later(remaining + 0.01, meta["namespace"], meta["name"])
             return
@@ -162,6 +165,7 @@ class FakeKubelet:
                     pods, meta["namespace"], meta["name"], {**pod, "status": status}, subresource="status"
                 )
             return  # the pod stays until whoever owns the finalizer removes it
+        self._terminating_since.pop(key, None)
         self.api.store.remove(PODS, meta["namespace"], meta["name"])
 
     def _schedule(self, pod: dict[str, Any]) -> None:

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import copy
 import re
+from contextvars import ContextVar
 from typing import Any
+
+# `fieldValidation=Strict` on the current request: unknown fields are errors instead of pruned.
+strict_fields: ContextVar[bool] = ContextVar("strict_fields", default=False)
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,),
@@ -89,6 +93,8 @@ def _apply_object(
             result[key] = apply_schema(item, additional, child, errors)
         elif preserve or additional is True:
             result[key] = item
+        elif strict_fields.get():
+            errors.append((child, "field not declared in schema"))
         # else: pruned, as kube-apiserver silently drops unknown fields of structural schemas
     for key, prop in properties.items():
         if key not in result and "default" in prop:

@@ -16,6 +16,7 @@ from syncer.testing.kubeapi.api import Api, Selection
 from syncer.testing.kubeapi.errors import ApiError
 from syncer.testing.kubeapi.faults import Faults
 from syncer.testing.kubeapi.resources import Resource
+from syncer.testing.kubeapi.schema import strict_fields
 from syncer.testing.kubeapi.store import Change
 from syncer.testing.kubeapi.tables import table
 
@@ -106,6 +107,7 @@ class KubeApiServer:
         return await handler(request)
 
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
+        strict_fields.set(request.query.get("fieldValidation") == "Strict")
         try:
             return await self._dispatch(request)
         except ApiError as exc:
@@ -120,8 +122,10 @@ class KubeApiServer:
             return web.Response(text="ok")
         if head == "version":
             return _json(KUBE_VERSION)
+        if head == "openapi" and len(parts) >= 2 and parts[1] == "v3":
+            return _json(self._openapi_v3("/".join(parts[2:])))
         if head in ("openapi", "swagger.json"):
-            raise ApiError(404, "NotFound", "the emulator serves no OpenAPI document")
+            raise ApiError(404, "NotFound", "the emulator serves no OpenAPI v2 document")
         if head == "api":
             if len(parts) == 1:
                 return _json(
@@ -149,6 +153,45 @@ class KubeApiServer:
                 return _json({"kind": "APIGroup", "apiVersion": "v1", **self._group(parts[1])})
             return await self._resource_request(request, parts[1], parts[2], parts[3:])
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    def _openapi_v3(self, group_version_path: str) -> dict[str, Any]:
+        """Just enough OpenAPI v3 for kubectl to see that the server validates fields itself
+        (`fieldValidation`), so `kubectl apply` does not need the full schema documents."""
+        registry = self.api.registry
+        gvs = sorted({(r.group, r.version) for r in registry.by_key.values()})
+        if not group_version_path:
+            listing: dict[str, Any] = {}
+            for group, version in gvs:
+                key = f"apis/{group}/{version}" if group else f"api/{version}"
+                listing[key] = {"serverRelativeURL": f"/openapi/v3/{key}?hash={self.api.store.rv}"}
+            return {"paths": listing}
+        head, _, rest = group_version_path.partition("/")
+        group, _, version = rest.rpartition("/") if head == "apis" else ("", "", rest)
+        resources = registry.in_version(group, version)
+        if not resources:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        param: dict[str, Any] = {
+            "name": "fieldValidation",
+            "in": "query",
+            "schema": {"type": "string", "uniqueItems": True},
+        }
+        paths: dict[str, Any] = {}
+        for resource in resources:
+            scope = "/namespaces/{namespace}" if resource.namespaced else ""
+            gvk = {"group": group, "version": version, "kind": resource.kind}
+            operation: dict[str, Any] = {
+                "x-kubernetes-group-version-kind": gvk,
+                "parameters": [param],
+                "responses": {},
+            }
+            paths[f"{prefix}{scope}/{resource.plural}/{{name}}"] = {"patch": operation, "put": operation}
+            paths[f"{prefix}{scope}/{resource.plural}"] = {"post": operation}
+        return {
+            "openapi": "3.0.0",
+            "info": {"title": "Kubernetes", "version": KUBE_VERSION["gitVersion"]},
+            "paths": paths,
+        }
 
     def _group(self, group: str) -> dict[str, Any]:
         versions = [{"groupVersion": f"{group}/{v}", "version": v} for v in self.api.registry.versions(group)]
@@ -195,6 +238,9 @@ class KubeApiServer:
         return found is not None and found.namespaced
 
     async def _body(self, request: web.Request) -> Any:
+        if request.content_type in ("application/vnd.kubernetes.protobuf", "application/cbor"):
+            # client-go falls back to JSON after a 415, as it does with API servers without CBOR
+            raise ApiError.unsupported_media_type(request.content_type)
         raw = await request.read()
         if not raw:
             return None
