@@ -1,0 +1,92 @@
+"""Kubernetes -> Slurm: why a bound Slurm node should be drained, recomputed from current state."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+from syncer.model import Condition, KubeNode, KubePod
+from syncer.model.keys import Keys
+from syncer.sync.options import SyncOptions
+from syncer.sync.reason import cap_utf8, sanitise
+
+CORDON: Final = "cordon"
+NOT_READY: Final = "not-ready"
+CONDITION: Final = "condition"
+DRAIN_ANNOTATION: Final = "drain-annotation"
+TERMINATING: Final = "terminating"
+SCALE_IN: Final = "scale-in"
+KINDS: Final = (CORDON, NOT_READY, CONDITION, DRAIN_ANNOTATION, TERMINATING, SCALE_IN)
+
+CORDONED_BY_SLURM: Final = "slurm"  # value of Keys.CORDONED_BY on a cordon the syncer made
+DEFAULT_DRAIN_TEXT: Final = "drain requested via annotation"
+# Stands in for a Node that reports no Ready condition at all: not ready since forever.
+MISSING_READY: Final = Condition(
+    type="Ready", status="Unknown", reason="NoReadyCondition", message="Node reports no Ready condition"
+)
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One reason to drain: `kind` is one of KINDS, `text` is sanitised and goes into the Slurm reason."""
+
+    kind: str
+    text: str
+
+
+def condition_text(cond: Condition) -> str:
+    """`(Type: Reason: Message)`; an empty reason shows the status, an empty message is left out."""
+    parts = [cond.type, cond.reason or cond.status]
+    if cond.message:
+        parts.append(cond.message)
+    return "(" + ": ".join(parts) + ")"
+
+
+def drain_causes(
+    pod: KubePod | None,
+    node: KubeNode | None,
+    *,
+    now: float,
+    opts: SyncOptions,
+    scale_in_of: str | None = None,
+) -> tuple[tuple[Cause, ...], float | None]:
+    """The drain causes in a stable order, and when a pending Ready grace period runs out (else None).
+
+    Order: cordon, not-ready, configured conditions (in option order), drain annotation on the pod, then
+    on the Node, terminating pod, scale-in. A text already present is not repeated.
+    """
+    found: list[Cause] = []
+    recheck_at: float | None = None
+
+    def add(kind: str, raw: str) -> None:
+        # Each text is capped too: a 1 MB annotation must not travel into logs or the Decision.
+        text = cap_utf8(sanitise(raw), opts.max_reason_bytes)
+        if text and all(other.text != text for other in found):  # the same text twice adds nothing
+            found.append(Cause(kind, text))
+
+    if node is not None:
+        # Our own echo of a Slurm drain is not a Kubernetes-side cause (no feedback loop).
+        if node.unschedulable and node.annotations.get(Keys.CORDONED_BY) != CORDONED_BY_SLURM:
+            note = sanitise(node.annotations.get(Keys.CORDON_REASON, ""))
+            add(CORDON, note or f"Node {node.name} cordoned")
+        ready = node.condition("Ready") or MISSING_READY
+        if ready.status != "True":
+            since = ready.last_transition_time if math.isfinite(ready.last_transition_time) else 0.0
+            due = since + opts.ready_grace_s
+            if now >= due:
+                add(NOT_READY, condition_text(ready))
+            else:
+                recheck_at = due
+        for type_, status in opts.drain_on_conditions:
+            cond = node.condition(type_)
+            if cond is not None and cond.status == status:
+                add(CONDITION, condition_text(cond))
+    for holder in (pod, node):
+        if holder is not None and Keys.DRAIN_REQUEST in holder.annotations:
+            add(DRAIN_ANNOTATION, sanitise(holder.annotations[Keys.DRAIN_REQUEST]) or DEFAULT_DRAIN_TEXT)
+    if pod is not None and pod.terminating:
+        add(TERMINATING, f"pod {pod.namespace}/{pod.name} terminating")
+    if scale_in_of is not None:
+        add(SCALE_IN, f"scale-in of NodeSet {scale_in_of}")
+    return tuple(found), recheck_at

@@ -1,0 +1,40 @@
+"""Knobs of the sync decisions (the CLI fills them in; defaults follow the contract)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from syncer.sync.reason import UNSAFE_CHARS
+
+
+@dataclass(frozen=True)
+class SyncOptions:
+    """How the syncer decides; see docs/contract.md.
+
+    - `owner_prefix`: drain reasons the syncer writes start with it; any other reason belongs to someone else.
+    - `ready_grace_s`: how long a Node's Ready may be other than True before that is a drain cause.
+    - `drain_on_conditions`: (condition type, status) pairs that are drain causes,
+      e.g. ("GpuUnhealthy", "True").
+    - `cordon_on_slurm_drain`: a drain that started in Slurm cordons the Kubernetes Node.
+    - `max_reason_bytes`: cap of a drain reason in UTF-8 bytes, prefix included.
+    """
+
+    owner_prefix: str = "k8s: "
+    ready_grace_s: float = 60.0
+    drain_on_conditions: tuple[tuple[str, str], ...] = ()
+    cordon_on_slurm_drain: bool = False
+    max_reason_bytes: int = 256
+
+    def __post_init__(self) -> None:
+        # An empty or control-laden prefix would make every reason (or none) look like ours.
+        if not self.owner_prefix.strip():
+            raise ValueError("owner_prefix must not be empty")
+        if UNSAFE_CHARS.search(self.owner_prefix):
+            raise ValueError("owner_prefix must not contain control characters")
+        if len(self.owner_prefix.encode()) >= self.max_reason_bytes:
+            raise ValueError("max_reason_bytes must leave room after owner_prefix")
+        if self.ready_grace_s < 0:
+            raise ValueError("ready_grace_s must not be negative")
+        for pair in self.drain_on_conditions:
+            if len(pair) != 2 or not pair[0] or not pair[1]:
+                raise ValueError(f"drain_on_conditions entries are (type, status) pairs, got {pair!r}")

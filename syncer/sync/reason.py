@@ -1,0 +1,48 @@
+"""Drain reason text: sanitised, owned by prefix, capped in UTF-8 bytes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from syncer.sync.causes import Cause
+    from syncer.sync.options import SyncOptions
+
+# C0/C1 controls (newlines and tabs too), line/paragraph separators, bidi overrides that could make a
+# reason read differently in `sinfo` than it is, and lone surrogates (not encodable in UTF-8).
+UNSAFE_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+SEPARATOR = "; "
+
+
+def sanitise(text: str) -> str:
+    """Control characters become spaces, runs of whitespace one space, ends stripped."""
+    return " ".join(UNSAFE_CHARS.sub(" ", text).split())
+
+
+def cap_utf8(text: str, max_bytes: int) -> str:
+    """The longest prefix of `text` that fits `max_bytes` in UTF-8, never splitting a character."""
+    if len(text) * 4 <= max_bytes:  # fast path: no character takes more than 4 bytes
+        return text
+    encoded = text.encode("utf-8", "surrogatepass")
+    if len(encoded) <= max_bytes:
+        return text
+    # A cut inside a multi-byte sequence leaves an incomplete tail; "ignore" drops exactly that tail.
+    return encoded[:max_bytes].decode("utf-8", "ignore")
+
+
+def compose_reason(causes: Iterable[Cause], opts: SyncOptions) -> str:
+    """`<owner_prefix><cause>; <cause>`, sanitised and capped at `opts.max_reason_bytes` (prefix included)."""
+    texts = [text for text in (sanitise(cause.text) for cause in causes) if text]
+    full = opts.owner_prefix + SEPARATOR.join(texts)
+    reason = cap_utf8(full, opts.max_reason_bytes)
+    if len(reason) == len(full):
+        return full
+    # A cut may end in a space or a dangling separator; drop it so the text reads cleanly.
+    return opts.owner_prefix + reason[len(opts.owner_prefix) :].rstrip(" ;")
+
+
+def is_ours(reason: str, opts: SyncOptions) -> bool:
+    """A reason the syncer wrote (and so may change or clear)."""
+    return reason.startswith(opts.owner_prefix)
