@@ -38,6 +38,10 @@ _encoder = msgspec.json.Encoder()
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+def response_or_empty(response: Any) -> web.StreamResponse:
+    return response if isinstance(response, web.StreamResponse) else web.Response(status=499)
+
+
 def _json(body: Any, status: int = 200) -> web.Response:
     return web.Response(body=_encoder.encode(body), status=status, content_type="application/json")
 
@@ -436,8 +440,8 @@ class KubeApiServer:
                     await self._send(response, self._event(event[0], resource, event[1], as_table))
             await response.write_eof()
             return response
-        except (ConnectionResetError, asyncio.CancelledError):
-            raise
+        except ConnectionResetError:
+            return response_or_empty(locals().get("response"))  # the client went away: nothing to tell it
         finally:
             store.unsubscribe(queue)
 

@@ -1,0 +1,185 @@
+"""Raw Kubernetes JSON straight into the compact structs of syncer.model.kube (msgspec, typed):
+only the fields the syncer reads are materialised, the rest of each object is skipped unparsed."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from syncer.model.kube import Condition, KubeNode, KubePod
+
+
+class _RawCondition(msgspec.Struct):
+    type: str = ""
+    status: str = "Unknown"
+    reason: str = ""
+    message: str = ""
+    lastTransitionTime: str | None = None
+
+
+class _RawOwner(msgspec.Struct):
+    kind: str = ""
+    name: str = ""
+    controller: bool = False
+
+
+class _RawMeta(msgspec.Struct):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resourceVersion: str = ""
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    deletionTimestamp: str | None = None
+    ownerReferences: list[_RawOwner] | None = None
+
+
+class _RawNodeSpec(msgspec.Struct):
+    unschedulable: bool = False
+
+
+class _RawPodSpec(msgspec.Struct):
+    nodeName: str = ""
+
+
+class _RawStatus(msgspec.Struct):
+    phase: str = ""
+    conditions: list[_RawCondition] | None = None
+
+
+class _RawObject(msgspec.Struct):
+    metadata: _RawMeta = msgspec.field(default_factory=_RawMeta)
+    status: _RawStatus = msgspec.field(default_factory=_RawStatus)
+
+
+class _RawNode(_RawObject):
+    spec: _RawNodeSpec = msgspec.field(default_factory=_RawNodeSpec)
+
+
+class _RawPod(_RawObject):
+    spec: _RawPodSpec = msgspec.field(default_factory=_RawPodSpec)
+
+
+class _ListMeta(msgspec.Struct):
+    resourceVersion: str = ""
+    # `continue` is a Python keyword: renamed on decode
+    continue_: str = msgspec.field(default="", name="continue")
+
+
+class _NodeList(msgspec.Struct):
+    metadata: _ListMeta
+    items: list[_RawNode] = msgspec.field(default_factory=list)
+
+
+class _PodList(msgspec.Struct):
+    metadata: _ListMeta
+    items: list[_RawPod] = msgspec.field(default_factory=list)
+
+
+class _StatusBody(msgspec.Struct):
+    code: int = 0
+    reason: str = ""
+    message: str = ""
+    metadata: _ListMeta | None = None
+
+
+class _NodeEvent(msgspec.Struct):
+    type: str
+    object: msgspec.Raw
+
+
+def epoch(text: str | None) -> float:
+    if not text:
+        return 0.0
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _conditions(raw: list[_RawCondition] | None) -> tuple[Condition, ...]:
+    if not raw:
+        return ()
+    return tuple(
+        Condition(
+            type=c.type,
+            status=c.status,
+            reason=c.reason,
+            message=c.message,
+            last_transition_time=epoch(c.lastTransitionTime),
+        )
+        for c in raw
+    )
+
+
+def _node(raw: _RawNode) -> KubeNode:
+    meta = raw.metadata
+    return KubeNode(
+        name=meta.name,
+        uid=meta.uid,
+        resource_version=meta.resourceVersion,
+        unschedulable=raw.spec.unschedulable,
+        labels=meta.labels or {},
+        annotations=meta.annotations or {},
+        conditions=_conditions(raw.status.conditions),
+    )
+
+
+def _pod(raw: _RawPod) -> KubePod:
+    meta = raw.metadata
+    owner = next((o for o in meta.ownerReferences or () if o.controller), None)
+    return KubePod(
+        namespace=meta.namespace,
+        name=meta.name,
+        uid=meta.uid,
+        resource_version=meta.resourceVersion,
+        node_name=raw.spec.nodeName,
+        labels=meta.labels or {},
+        annotations=meta.annotations or {},
+        deletion_timestamp=epoch(meta.deletionTimestamp) if meta.deletionTimestamp else None,
+        phase=raw.status.phase,
+        conditions=_conditions(raw.status.conditions),
+        owner_kind=owner.kind if owner else "",
+        owner_name=owner.name if owner else "",
+    )
+
+
+class Codec:
+    """Decoders for one kind: list bodies, single objects and watch events."""
+
+    def __init__(self, kind: str) -> None:
+        if kind == "Node":
+            self._list: msgspec.json.Decoder[Any] = msgspec.json.Decoder(_NodeList)
+            self._one: msgspec.json.Decoder[Any] = msgspec.json.Decoder(_RawNode)
+            self._convert: Any = _node
+        elif kind == "Pod":
+            self._list = msgspec.json.Decoder(_PodList)
+            self._one = msgspec.json.Decoder(_RawPod)
+            self._convert = _pod
+        else:
+            raise ValueError(f"no compact decoder for kind {kind!r}")
+        self._event = msgspec.json.Decoder(_NodeEvent)
+        self._status = msgspec.json.Decoder(_StatusBody)
+
+    def decode_list(self, raw: bytes) -> tuple[list[Any], str, str]:
+        """(objects, resourceVersion, continue token)."""
+        body = self._list.decode(raw)
+        return (
+            [self._convert(item) for item in body.items],
+            body.metadata.resourceVersion,
+            body.metadata.continue_,
+        )
+
+    def decode_object(self, raw: bytes) -> Any:
+        return self._convert(self._one.decode(raw))
+
+    def decode_event(self, line: bytes) -> tuple[str, Any]:
+        """(type, object): a compact struct, list metadata (BOOKMARK) or a Status (ERROR)."""
+        event = self._event.decode(line)
+        if event.type == "BOOKMARK":
+            return event.type, self._status.decode(event.object).metadata
+        if event.type == "ERROR":
+            return event.type, self._status.decode(event.object)
+        return event.type, self._convert(self._one.decode(event.object))

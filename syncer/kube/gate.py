@@ -1,0 +1,37 @@
+"""The one switch every write passes: open only while this process holds the lease (or runs alone),
+closed at once when leadership is lost or in doubt, and never open in dry-run mode."""
+
+from __future__ import annotations
+
+import time
+
+
+class NotLeader(Exception):
+    """A write was refused because this process is not (or no longer surely) the leader."""
+
+
+class WriteGate:
+    def __init__(self, *, dry_run: bool = False, always_leader: bool = False) -> None:
+        self.dry_run = dry_run
+        self._always = always_leader
+        self._valid_until = 0.0  # monotonic deadline of the current term
+        self.refused = 0
+
+    def grant(self, valid_for_s: float) -> None:
+        """Leadership confirmed now and safe for `valid_for_s` (less than the lease duration)."""
+        self._valid_until = time.monotonic() + valid_for_s
+
+    def revoke(self) -> None:
+        self._valid_until = 0.0
+
+    @property
+    def leading(self) -> bool:
+        return self._always or time.monotonic() < self._valid_until
+
+    def check(self) -> bool:
+        """True when a write may go out; False in dry-run (the caller logs what it would have done).
+        Raises NotLeader when not leading, so a stale leader cannot write even one request."""
+        if not self.leading:
+            self.refused += 1
+            raise NotLeader("not the leader: write refused")
+        return not self.dry_run

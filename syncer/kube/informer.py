@@ -1,0 +1,198 @@
+"""List, then watch from the list's resourceVersion, forever: the informer pattern of client-go.
+
+Bookmarks keep the resume point fresh; a 410 (history compacted) or an ERROR event means re-list;
+a silent stream is abandoned after `inactivity_timeout_s`; errors back off with jitter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+import msgspec
+import structlog
+
+from syncer.kube.client import KubeClient
+from syncer.kube.decode import Codec
+from syncer.kube.errors import KubeError
+
+log = structlog.get_logger("syncer.kube")
+
+
+class Keyed(Protocol):
+    @property
+    def resource_version(self) -> str: ...
+
+
+T = TypeVar("T", bound=Keyed)
+Handler = Callable[[Any, Any], None]  # (old or None, new or None)
+
+
+@dataclass
+class InformerStats:
+    lists: int = 0
+    relists_after_gone: int = 0
+    watch_restarts: int = 0
+    errors: int = 0
+    events: int = 0
+    bookmarks: int = 0
+    last_event_monotonic: float = 0.0
+
+
+class Informer(Generic[T]):
+    def __init__(
+        self,
+        client: KubeClient,
+        path: str,
+        kind: str,
+        key: Callable[[T], str],
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        page_size: int = 500,
+        watch_timeout_s: float = 300.0,
+        inactivity_timeout_s: float = 90.0,
+        max_backoff_s: float = 30.0,
+    ) -> None:
+        self.client = client
+        self.path = path
+        self.kind = kind
+        self.key = key
+        self.codec = Codec(kind)
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.page_size = page_size
+        self.watch_timeout_s = watch_timeout_s
+        self.inactivity_timeout_s = inactivity_timeout_s
+        self.max_backoff_s = max_backoff_s
+        self.items: dict[str, T] = {}
+        self.resource_version = ""
+        self.synced = asyncio.Event()
+        self.handlers: list[Handler] = []
+        self.stats = InformerStats()
+        self._progress = False
+
+    def subscribe(self, handler: Handler) -> None:
+        self.handlers.append(handler)
+
+    def _emit(self, old: T | None, new: T | None) -> None:
+        for handler in self.handlers:
+            try:
+                handler(old, new)
+            except Exception:
+                log.exception("informer handler failed", kind=self.kind)
+
+    def _params(self) -> dict[str, str]:
+        params: dict[str, str] = {}
+        if self.label_selector:
+            params["labelSelector"] = self.label_selector
+        if self.field_selector:
+            params["fieldSelector"] = self.field_selector
+        return params
+
+    async def list_once(self) -> None:
+        """A full (paged) list; replaces the store and emits the differences to the previous one."""
+        fresh: dict[str, T] = {}
+        token = ""
+        while True:
+            params = self._params()
+            params["limit"] = str(self.page_size)
+            if token:
+                params["continue"] = token
+            raw = await self.client.request_bytes("GET", self.path, params=params)
+            objects, rv, token = self.codec.decode_list(raw)
+            for obj in objects:
+                fresh[self.key(obj)] = obj
+            if not token:
+                break
+        self.stats.lists += 1
+        old_items, self.items = self.items, fresh
+        self.resource_version = rv
+        for key, obj in fresh.items():
+            previous = old_items.get(key)
+            if previous is None or previous.resource_version != obj.resource_version:
+                self._emit(previous, obj)
+        for key, previous in old_items.items():
+            if key not in fresh:
+                self._emit(previous, None)
+        self.synced.set()
+
+    async def watch_once(self) -> None:
+        """One watch stream from `resource_version`; returns when it ends normally."""
+        params = self._params()
+        params.update(
+            watch="1",
+            resourceVersion=self.resource_version,
+            allowWatchBookmarks="true",
+            timeoutSeconds=str(int(self.watch_timeout_s * random.uniform(1.0, 2.0))),  # spread reconnects
+        )
+        async for line in self.client.watch_lines(self.path, params, self.inactivity_timeout_s):
+            self.stats.last_event_monotonic = time.monotonic()
+            self._progress = True
+            try:
+                kind, obj = self.codec.decode_event(line)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                log.warning(
+                    "undecodable watch event skipped", kind=self.kind, error=str(exc), line=line[:200]
+                )
+                continue
+            if kind == "BOOKMARK":
+                self.stats.bookmarks += 1
+                if obj is not None and obj.resourceVersion:
+                    self.resource_version = obj.resourceVersion
+                continue
+            if kind == "ERROR":
+                raise KubeError(obj.code or 500, obj.reason or "Unknown", obj.message)
+            self.stats.events += 1
+            key = self.key(obj)
+            previous = self.items.get(key)
+            if kind == "DELETED":
+                self.items.pop(key, None)
+                self._emit(previous, None)
+            else:
+                self.items[key] = obj
+                self._emit(previous, obj)
+            self.resource_version = obj.resource_version
+
+    async def run(self) -> None:
+        backoff = 0.0
+        need_list = True
+        while True:
+            self._progress = False
+            try:
+                if need_list:
+                    await self.list_once()
+                    need_list = False
+                await self.watch_once()
+                self.stats.watch_restarts += 1
+                backoff = 0.0
+            except asyncio.CancelledError:
+                raise
+            except KubeError as exc:
+                self.stats.errors += 1
+                if exc.gone:
+                    self.stats.relists_after_gone += 1
+                    log.info("watch history expired, re-listing", kind=self.kind, rv=self.resource_version)
+                    need_list = True
+                    continue
+                backoff = min(self.max_backoff_s, max(0.2, backoff * 2))
+                delay = (
+                    exc.retry_after_s if exc.retry_after_s is not None else backoff * random.uniform(0.5, 1.0)
+                )
+                log.warning(
+                    "kubernetes watch failed, retrying",
+                    kind=self.kind,
+                    error=str(exc),
+                    delay_s=round(delay, 2),
+                )
+                await asyncio.sleep(delay)
+            except Exception as exc:  # a bug or an odd body must not stop the informer for good
+                self.stats.errors += 1
+                backoff = min(self.max_backoff_s, max(0.2, backoff * 2))
+                log.exception("informer error, re-listing", kind=self.kind, error=str(exc))
+                need_list = True
+                await asyncio.sleep(backoff * random.uniform(0.5, 1.0))

@@ -1,0 +1,31 @@
+"""Client-side rate limit (token bucket), like client-go's QPS and burst."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+
+class TokenBucket:
+    def __init__(self, qps: float, burst: int) -> None:
+        if qps <= 0 or burst < 1:
+            raise ValueError(f"rate limit needs qps > 0 and burst >= 1 (got qps={qps}, burst={burst})")
+        self.qps = qps
+        self.burst = burst
+        self._tokens = float(burst)
+        self._stamp = time.monotonic()
+        self._lock = asyncio.Lock()
+        self.waited_s = 0.0  # total time callers spent throttled: a metric
+
+    async def acquire(self) -> None:
+        async with self._lock:  # FIFO: waiters are served in order
+            now = time.monotonic()
+            self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
+            self._stamp = now
+            if self._tokens < 1:
+                delay = (1 - self._tokens) / self.qps
+                self.waited_s += delay
+                await asyncio.sleep(delay)
+                self._tokens = 1.0
+                self._stamp = time.monotonic()
+            self._tokens -= 1

@@ -1,0 +1,192 @@
+"""Writes to Kubernetes with optimistic concurrency: each patch is built from the object's current
+state and carries its resourceVersion; a 409 means someone else wrote first, so the object is
+fetched again and the patch rebuilt (or found unnecessary)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from syncer.kube.client import MERGE_PATCH, STRATEGIC_PATCH, KubeClient
+from syncer.kube.errors import KubeError
+from syncer.kube.gate import WriteGate
+from syncer.model.kube import Condition
+
+log = structlog.get_logger("syncer.kube")
+
+PatchBuilder = Callable[[dict[str, Any]], dict[str, Any] | None]  # current object -> patch, None = no-op
+
+
+@dataclass
+class WriteStats:
+    writes: int = 0
+    conflicts: int = 0
+    skipped_dry_run: int = 0
+    noops: int = 0
+
+
+def pod_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods/{name}"
+
+
+def node_path(name: str) -> str:
+    return f"/api/v1/nodes/{name}"
+
+
+def condition_body(condition: Condition, now_rfc3339: str) -> dict[str, Any]:
+    return {
+        "type": condition.type,
+        "status": condition.status,
+        "reason": condition.reason,
+        "message": condition.message,
+        "lastTransitionTime": now_rfc3339,
+    }
+
+
+class KubeWriter:
+    def __init__(self, client: KubeClient, gate: WriteGate, *, max_attempts: int = 5) -> None:
+        self.client = client
+        self.gate = gate
+        self.max_attempts = max_attempts
+        self.stats = WriteStats()
+
+    async def patch_from_current(
+        self,
+        path: str,
+        build: PatchBuilder,
+        *,
+        current: dict[str, Any] | None = None,
+        subresource: str = "",
+        content_type: str = MERGE_PATCH,
+        what: str = "",
+    ) -> dict[str, Any] | None:
+        """Build a patch from `current` (fetched when None), send it with a resourceVersion
+        precondition, and on 409 start over from a fresh read. Returns the written object, or None
+        when nothing needed writing (or dry-run)."""
+        for attempt in range(self.max_attempts):
+            if current is None:
+                current = await self.client.get(path)
+            patch = build(current)
+            if not patch:
+                self.stats.noops += 1
+                return None
+            rv = current.get("metadata", {}).get("resourceVersion")
+            body = {**patch, "metadata": {**patch.get("metadata", {}), "resourceVersion": rv}}
+            if not self.gate.check():
+                self.stats.skipped_dry_run += 1
+                log.info(
+                    "dry-run: would patch",
+                    path=path + (f"/{subresource}" if subresource else ""),
+                    patch=patch,
+                    what=what,
+                )
+                return None
+            try:
+                written = await self.client.patch(
+                    path + (f"/{subresource}" if subresource else ""), body, content_type
+                )
+                self.stats.writes += 1
+                return written
+            except KubeError as exc:
+                if not exc.conflict:
+                    raise
+                self.stats.conflicts += 1
+                log.debug("write conflict, retrying from fresh state", path=path, attempt=attempt + 1)
+                current = None
+        raise KubeError(409, "Conflict", f"{path}: still conflicting after {self.max_attempts} attempts")
+
+    async def set_annotations(
+        self,
+        path: str,
+        wanted: dict[str, str | None],
+        *,
+        current: dict[str, Any] | None = None,
+        what: str = "",
+    ) -> dict[str, Any] | None:
+        """Make the object's annotations match `wanted` (None removes a key); untouched keys stay."""
+
+        def build(obj: dict[str, Any]) -> dict[str, Any] | None:
+            have = obj.get("metadata", {}).get("annotations") or {}
+            delta = {
+                k: v for k, v in wanted.items() if have.get(k) != v and not (v is None and k not in have)
+            }
+            return {"metadata": {"annotations": delta}} if delta else None
+
+        return await self.patch_from_current(path, build, current=current, what=what)
+
+    async def set_labels(
+        self,
+        path: str,
+        wanted: dict[str, str | None],
+        *,
+        current: dict[str, Any] | None = None,
+        what: str = "",
+    ) -> dict[str, Any] | None:
+        def build(obj: dict[str, Any]) -> dict[str, Any] | None:
+            have = obj.get("metadata", {}).get("labels") or {}
+            delta = {
+                k: v for k, v in wanted.items() if have.get(k) != v and not (v is None and k not in have)
+            }
+            return {"metadata": {"labels": delta}} if delta else None
+
+        return await self.patch_from_current(path, build, current=current, what=what)
+
+    async def set_conditions(
+        self, path: str, conditions: list[Condition], now_rfc3339: str, *, what: str = ""
+    ) -> dict[str, Any] | None:
+        """Status conditions merged by type (strategic merge on /status); lastTransitionTime moves
+        only when the status flips, as Kubernetes conventions ask."""
+
+        def build(obj: dict[str, Any]) -> dict[str, Any] | None:
+            have = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
+            changed = []
+            for cond in conditions:
+                old = have.get(cond.type)
+                if old and (old.get("status"), old.get("reason", ""), old.get("message", "")) == (
+                    cond.status,
+                    cond.reason,
+                    cond.message,
+                ):
+                    continue
+                body = condition_body(cond, now_rfc3339)
+                if old and old.get("status") == cond.status and old.get("lastTransitionTime"):
+                    body["lastTransitionTime"] = old["lastTransitionTime"]
+                changed.append(body)
+            return {"status": {"conditions": changed}} if changed else None
+
+        return await self.patch_from_current(
+            path, build, subresource="status", content_type=STRATEGIC_PATCH, what=what
+        )
+
+    async def set_unschedulable(
+        self,
+        node_name: str,
+        unschedulable: bool,
+        annotations: dict[str, str | None],
+        *,
+        only_if: PatchBuilder | None = None,
+    ) -> dict[str, Any] | None:
+        """Cordon or uncordon a Node together with the annotations that say who did it.
+        `only_if(current)` returning None aborts (e.g. someone else's cordon must not be lifted)."""
+
+        def build(obj: dict[str, Any]) -> dict[str, Any] | None:
+            if only_if is not None and only_if(obj) is None:
+                return None
+            have_unsched = bool((obj.get("spec") or {}).get("unschedulable"))
+            have = obj.get("metadata", {}).get("annotations") or {}
+            delta = {
+                k: v for k, v in annotations.items() if have.get(k) != v and not (v is None and k not in have)
+            }
+            if have_unsched == unschedulable and not delta:
+                return None
+            patch: dict[str, Any] = {"spec": {"unschedulable": unschedulable or None}}
+            if delta:
+                patch["metadata"] = {"annotations": delta}
+            return patch
+
+        return await self.patch_from_current(
+            node_path(node_name), build, what="cordon" if unschedulable else "uncordon"
+        )

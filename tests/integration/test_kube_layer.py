@@ -1,0 +1,362 @@
+"""The syncer's Kubernetes layer against the emulator: informers, writers, events, leader election."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from syncer.kube import (
+    EventRecorder,
+    KubeCache,
+    KubeClient,
+    KubeWriter,
+    LeaderElector,
+    NotLeader,
+    ObjectRef,
+    WriteGate,
+    node_path,
+    pod_path,
+)
+from syncer.kube.errors import KubeError
+from syncer.model.keys import Keys
+from syncer.model.kube import Condition
+from syncer.testing.kubeapi import KubeApiEmulator, SeedOptions
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.kube
+T = TypeVar("T")
+
+
+def must(value: T | None) -> T:
+    assert value is not None
+    return value
+
+
+@pytest.fixture
+async def kube_client(kube_api: KubeApiEmulator, kubeconfig: Path) -> AsyncIterator[KubeClient]:
+    client = await KubeClient.from_config(str(kubeconfig), qps=500, burst=500)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+def slurmd_pod(name: str, slurm_node: str, node: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {Keys.NODE_NAME_LABEL: slurm_node}},
+        "spec": {"nodeName": node, "containers": [{"name": "slurmd", "image": "slurmd"}]},
+    }
+
+
+@pytest.fixture
+async def cache(kube_api: KubeApiEmulator, kube_client: KubeClient) -> AsyncIterator[KubeCache]:
+    kube_cache = KubeCache(kube_client, inactivity_timeout_s=5)
+    kube_cache.start()
+    await asyncio.wait_for(kube_cache.wait_synced(), 10)
+    try:
+        yield kube_cache
+    finally:
+        await kube_cache.stop()
+
+
+async def test_missing_kubeconfig_is_a_clear_error(tmp_path: Path):
+    with pytest.raises(KubeError) as raised:
+        await KubeClient.from_config(str(tmp_path / "nope"))
+    assert "cannot load Kubernetes credentials" in str(raised.value) and "nope" in str(raised.value)
+
+
+async def test_cache_indexes_pods_and_nodes_and_reports_keys(
+    kube_api: KubeApiEmulator, kube_client: KubeClient
+):
+    kube_api.seed(SeedOptions(nodes=3))
+    kube_api.create("", "v1", "pods", slurmd_pod("slurmd-a", "gpu-001", "node-0000"), "default")
+    kube_api.create(
+        "", "v1", "pods", {"metadata": {"name": "unrelated"}, "spec": {"nodeName": "node-0001"}}, "default"
+    )
+    cache = KubeCache(kube_client)
+    seen: list[set[str]] = []
+    cache.subscribe(seen.append)
+    cache.start()
+    try:
+        await asyncio.wait_for(cache.wait_synced(), 10)
+        assert [p.name for p in cache.pods_for("gpu-001")] == ["slurmd-a"]
+        assert len(cache.pods.items) == 1  # only labelled pods are cached
+        assert set(cache.nodes.items) == {"node-0000", "node-0001", "node-0002"}
+        # a cordon of the pod's Node is reported under the Slurm node name
+        seen.clear()
+        kube_api.patch("", "v1", "nodes", "node-0000", {"spec": {"unschedulable": True}})
+        await wait_for(lambda: {"gpu-001"} in seen, what="cordon reported as gpu-001")
+        assert must(cache.node("node-0000")).unschedulable
+        # a node-bound Slurm node: the Node itself carries the label
+        kube_api.patch(
+            "", "v1", "nodes", "node-0002", {"metadata": {"labels": {Keys.NODE_NAME_LABEL: "cpu-7"}}}
+        )
+        await wait_for(
+            lambda: [n.name for n in cache.nodes_for("cpu-7")] == ["node-0002"], what="node-bound index"
+        )
+        # relabelling a pod moves it between Slurm names and reports both
+        seen.clear()
+        kube_api.patch(
+            "",
+            "v1",
+            "pods",
+            "slurmd-a",
+            {"metadata": {"labels": {Keys.NODE_NAME_LABEL: "gpu-002"}}},
+            namespace="default",
+        )
+        await wait_for(
+            lambda: any({"gpu-001", "gpu-002"} <= keys for keys in seen), what="both names reported"
+        )
+        assert cache.pods_for("gpu-001") == [] and [p.name for p in cache.pods_for("gpu-002")] == ["slurmd-a"]
+    finally:
+        await cache.stop()
+
+
+async def test_informer_survives_dropped_watches_and_compaction(kube_api: KubeApiEmulator, cache: KubeCache):
+    kube_api.seed(SeedOptions(nodes=2))
+    await wait_for(lambda: len(cache.nodes.items) == 2, what="seeded nodes via watch")
+    for round_ in range(3):
+        kube_api.drop_watches()
+        kube_api.patch("", "v1", "nodes", "node-0000", {"metadata": {"labels": {"round": str(round_)}}})
+        wanted = str(round_)
+        await wait_for(
+            lambda: must(cache.node("node-0000")).labels.get("round") == wanted, what="change after drop"
+        )
+    lists_before = cache.nodes.stats.lists
+    kube_api.compact()
+    kube_api.drop_watches()
+    kube_api.patch("", "v1", "nodes", "node-0001", {"spec": {"unschedulable": True}})
+    await wait_for(lambda: must(cache.node("node-0001")).unschedulable, what="change after compaction")
+    kube_api.patch("", "v1", "nodes", "node-0001", {"metadata": {"annotations": {"late": "1"}}})
+    kube_api.api.store.compact()
+    await wait_for(lambda: must(cache.node("node-0001")).annotations.get("late") == "1", what="annotation")
+    assert cache.nodes.stats.lists >= lists_before
+    await wait_for(lambda: cache.nodes.stats.bookmarks > 0, what="a bookmark on a quiet watch")
+
+
+async def test_informer_relists_on_410_and_misses_nothing(kube_api: KubeApiEmulator, kube_client: KubeClient):
+    kube_api.seed(SeedOptions(nodes=1))
+    cache = KubeCache(kube_client)
+    cache.start()
+    try:
+        await asyncio.wait_for(cache.wait_synced(), 10)
+        kube_api.faults.pause()  # the informer's next watch hangs while history moves on and is compacted
+        kube_api.drop_watches()
+        kube_api.seed(SeedOptions(nodes=0))
+        kube_api.create("", "v1", "nodes", {"metadata": {"name": "late-node"}})
+        kube_api.compact()
+        kube_api.faults.resume()
+        await wait_for(lambda: cache.node("late-node") is not None, what="node created during the outage")
+        assert cache.nodes.stats.relists_after_gone >= 1
+    finally:
+        await cache.stop()
+
+
+async def test_informer_backs_off_on_errors_and_recovers(kube_api: KubeApiEmulator, kube_client: KubeClient):
+    kube_api.seed(SeedOptions(nodes=1))
+    kube_api.faults.fail_next(6, 500)
+    cache = KubeCache(kube_client)
+    cache.start()
+    try:
+        await asyncio.wait_for(cache.wait_synced(), 20)
+        assert cache.node("node-0000") is not None
+    finally:
+        await cache.stop()
+
+
+async def test_undecodable_watch_event_is_skipped_not_fatal(kube_api: KubeApiEmulator, cache: KubeCache):
+    kube_api.create(
+        "",
+        "v1",
+        "nodes",
+        {"metadata": {"name": "odd", "labels": {"x": "1"}}, "spec": {"unschedulable": "yes"}},
+    )
+    kube_api.create("", "v1", "nodes", {"metadata": {"name": "fine"}})
+    await wait_for(lambda: cache.node("fine") is not None, what="the next good event")
+    assert cache.node("odd") is None
+
+
+async def test_writer_patches_with_resource_version_and_retries_conflicts(
+    kube_api: KubeApiEmulator, kube_client: KubeClient
+):
+    kube_api.seed(SeedOptions(nodes=1))
+    writer = KubeWriter(kube_client, WriteGate(always_leader=True))
+    stale = await kube_client.get(node_path("node-0000"))
+    kube_api.patch("", "v1", "nodes", "node-0000", {"metadata": {"annotations": {"other": "x"}}})
+    await writer.set_annotations(
+        node_path("node-0000"), {Keys.STATE: "IDLE+DRAIN", Keys.REASON: None}, current=stale
+    )
+    assert writer.stats.conflicts == 1 and writer.stats.writes == 1
+    annotations = must(kube_api.node("node-0000"))["metadata"]["annotations"]
+    assert annotations == {"other": "x", Keys.STATE: "IDLE+DRAIN"}
+    # nothing to change: no request at all
+    await writer.set_annotations(node_path("node-0000"), {Keys.STATE: "IDLE+DRAIN"})
+    assert writer.stats.writes == 1 and writer.stats.noops == 1
+
+
+async def test_writer_sets_conditions_on_pod_and_node_status(
+    kube_api: KubeApiEmulator, kube_client: KubeClient
+):
+    kube_api.seed(SeedOptions(nodes=1))
+    kube_api.create("", "v1", "pods", slurmd_pod("slurmd-a", "gpu-001", "node-0000"), "default")
+    await wait_for(
+        lambda: (kube_api.pod("default", "slurmd-a") or {}).get("status", {}).get("phase") == "Running"
+    )
+    writer = KubeWriter(kube_client, WriteGate(always_leader=True))
+    drained = Condition(type=Keys.CONDITION_DRAINED, status="True", reason="Drained", message="k8s: cordon")
+    for path in (pod_path("default", "slurmd-a"), node_path("node-0000")):
+        await writer.set_conditions(path, [drained], "2026-11-22T10:00:00Z")
+    pod_conditions = {
+        c["type"]: c["status"] for c in must(kube_api.pod("default", "slurmd-a"))["status"]["conditions"]
+    }
+    node_conditions = {
+        c["type"]: c["status"] for c in must(kube_api.node("node-0000"))["status"]["conditions"]
+    }
+    assert pod_conditions["SlurmNodeDrained"] == "True" and pod_conditions["Ready"] == "True"
+    assert node_conditions == {"Ready": "True", "SlurmNodeDrained": "True"}
+    # same status, new message: the transition time stays
+    again = Condition(type=Keys.CONDITION_DRAINED, status="True", reason="Drained", message="k8s: other")
+    await writer.set_conditions(node_path("node-0000"), [again], "2026-11-22T11:00:00Z")
+    stored = next(
+        c for c in must(kube_api.node("node-0000"))["status"]["conditions"] if c["type"] == "SlurmNodeDrained"
+    )
+    assert stored["message"] == "k8s: other" and stored["lastTransitionTime"] == "2026-11-22T10:00:00Z"
+
+
+async def test_cordon_only_when_allowed(kube_api: KubeApiEmulator, kube_client: KubeClient):
+    kube_api.seed(SeedOptions(nodes=1))
+    writer = KubeWriter(kube_client, WriteGate(always_leader=True))
+    await writer.set_unschedulable("node-0000", True, {Keys.CORDONED_BY: "slurm"})
+    node = must(kube_api.node("node-0000"))
+    assert (
+        node["spec"]["unschedulable"] is True and node["metadata"]["annotations"][Keys.CORDONED_BY] == "slurm"
+    )
+
+    def ours(obj: dict[str, Any]) -> dict[str, Any] | None:
+        return obj if (obj["metadata"].get("annotations") or {}).get(Keys.CORDONED_BY) == "slurm" else None
+
+    kube_api.patch("", "v1", "nodes", "node-0000", {"metadata": {"annotations": {Keys.CORDONED_BY: None}}})
+    await writer.set_unschedulable("node-0000", False, {Keys.CORDONED_BY: None}, only_if=ours)
+    assert must(kube_api.node("node-0000"))["spec"]["unschedulable"] is True
+
+
+async def test_dry_run_and_not_leader_write_nothing(kube_api: KubeApiEmulator, kube_client: KubeClient):
+    kube_api.seed(SeedOptions(nodes=1))
+    rv = kube_api.api.store.rv
+    dry = KubeWriter(kube_client, WriteGate(dry_run=True, always_leader=True))
+    assert await dry.set_annotations(node_path("node-0000"), {Keys.STATE: "IDLE"}) is None
+    follower = KubeWriter(kube_client, WriteGate())
+    with pytest.raises(NotLeader):
+        await follower.set_annotations(node_path("node-0000"), {Keys.STATE: "IDLE"})
+    assert kube_api.api.store.rv == rv
+
+
+async def test_rate_limit_bounds_request_rate(kube_api: KubeApiEmulator, kubeconfig: Path):
+    kube_api.seed(SeedOptions(nodes=1))
+    client = await KubeClient.from_config(str(kubeconfig), qps=20, burst=5)
+    try:
+        started = time.monotonic()
+        for _ in range(25):
+            await client.get(node_path("node-0000"))
+        elapsed = time.monotonic() - started
+    finally:
+        await client.close()
+    assert elapsed >= (25 - 5) / 20 * 0.9  # the burst goes at once, the rest at 20 per second
+
+
+async def test_events_are_aggregated(kube_api: KubeApiEmulator, kube_client: KubeClient):
+    kube_api.seed(SeedOptions(nodes=1))
+    recorder = EventRecorder(kube_client, WriteGate(always_leader=True))
+    for _ in range(5):
+        await recorder.record(
+            ObjectRef.node("node-0000"), "Normal", "SlurmNodeDrained", "drained: k8s: cordon"
+        )
+    await recorder.record(ObjectRef.node("node-0000"), "Normal", "SlurmNodeUndrained", "undrained")
+    events = kube_api.api.store.objects_of(("", "events"))
+    by_reason = {e["reason"]: e for e in events}
+    assert len(events) == 2 and by_reason["SlurmNodeDrained"]["count"] == 5
+    assert by_reason["SlurmNodeDrained"]["involvedObject"]["uid"] == "node-0000"
+    assert recorder.created == 2 and recorder.aggregated == 4
+
+
+async def test_event_storm_is_bounded_per_object(kube_api: KubeApiEmulator, kube_client: KubeClient):
+    kube_api.seed(SeedOptions(nodes=1))
+    recorder = EventRecorder(kube_client, WriteGate(always_leader=True), burst_per_object=3)
+    for index in range(10):
+        await recorder.record(ObjectRef.node("node-0000"), "Warning", "Flap", f"flap {index}")
+    assert len(kube_api.api.store.objects_of(("", "events"))) == 3 and recorder.dropped == 7
+
+
+async def test_leader_election_single_writer_and_takeover(kube_api: KubeApiEmulator, kubeconfig: Path):
+    clients = [await KubeClient.from_config(str(kubeconfig)) for _ in range(2)]
+    gates = [WriteGate(), WriteGate()]
+    electors = [
+        LeaderElector(
+            clients[i],
+            gates[i],
+            namespace="default",
+            name="slurm-syncer",
+            identity=f"syncer-{i}",
+            lease_duration_s=1.5,
+            renew_deadline_s=1.0,
+            retry_period_s=0.2,
+        )
+        for i in range(2)
+    ]
+    tasks = [asyncio.create_task(e.run()) for e in electors]
+    overlap: list[float] = []
+
+    async def watch_overlap() -> None:
+        while True:
+            if gates[0].leading and gates[1].leading:
+                overlap.append(time.monotonic())
+            await asyncio.sleep(0.01)
+
+    watcher = asyncio.create_task(watch_overlap())
+    try:
+        await wait_for(lambda: sum(e.is_leader for e in electors) == 1, deadline_s=5, what="one leader")
+        leader = next(i for i in range(2) if electors[i].is_leader)
+        follower = 1 - leader
+        # the leader stops renewing (as if frozen): writes stop, and the other takes over in time
+        kube_api.faults.pause()
+        await wait_for(lambda: not gates[leader].leading, deadline_s=3, what="stale leader closes its gate")
+        kube_api.faults.resume()
+        tasks[leader].cancel()
+        lost_at = time.monotonic()
+        await wait_for(lambda: electors[follower].is_leader, deadline_s=5, what="takeover")
+        assert time.monotonic() - lost_at <= 1.5 + 1.0  # within the lease duration plus a retry
+        assert not overlap, "two writers at once"
+    finally:
+        watcher.cancel()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, watcher, return_exceptions=True)
+        for client in clients:
+            await client.close()
+
+
+async def test_clean_shutdown_releases_the_lease(kube_api: KubeApiEmulator, kubeconfig: Path):
+    clients = [await KubeClient.from_config(str(kubeconfig)) for _ in range(2)]
+    try:
+        first = LeaderElector(clients[0], WriteGate(), namespace="default", name="l", identity="a",
+                              lease_duration_s=30, renew_deadline_s=20, retry_period_s=0.2)  # fmt: skip
+        second = LeaderElector(clients[1], WriteGate(), namespace="default", name="l", identity="b",
+                               lease_duration_s=30, renew_deadline_s=20, retry_period_s=0.2)  # fmt: skip
+        task_a = asyncio.create_task(first.run())
+        await wait_for(lambda: first.is_leader, deadline_s=5, what="first leads")
+        task_b = asyncio.create_task(second.run())
+        task_a.cancel()
+        await asyncio.gather(task_a, return_exceptions=True)
+        started = time.monotonic()
+        await wait_for(lambda: second.is_leader, deadline_s=5, what="second takes over at once")
+        assert time.monotonic() - started < 3  # far less than the 30 s lease
+        task_b.cancel()
+        await asyncio.gather(task_b, return_exceptions=True)
+    finally:
+        for client in clients:
+            await client.close()
