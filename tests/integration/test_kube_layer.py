@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -51,6 +51,10 @@ def slurmd_pod(name: str, slurm_node: str, node: str) -> dict[str, Any]:
         "metadata": {"name": name, "labels": {Keys.NODE_NAME_LABEL: slurm_node}},
         "spec": {"nodeName": node, "containers": [{"name": "slurmd", "image": "slurmd"}]},
     }
+
+
+def _has_label(cache: KubeCache, node: str, key: str, value: str) -> Callable[[], bool]:
+    return lambda: must(cache.node(node)).labels.get(key) == value
 
 
 @pytest.fixture
@@ -123,10 +127,7 @@ async def test_informer_survives_dropped_watches_and_compaction(kube_api: KubeAp
     for round_ in range(3):
         kube_api.drop_watches()
         kube_api.patch("", "v1", "nodes", "node-0000", {"metadata": {"labels": {"round": str(round_)}}})
-        wanted = str(round_)
-        await wait_for(
-            lambda: must(cache.node("node-0000")).labels.get("round") == wanted, what="change after drop"
-        )
+        await wait_for(_has_label(cache, "node-0000", "round", str(round_)), what="change after drop")
     lists_before = cache.nodes.stats.lists
     kube_api.compact()
     kube_api.drop_watches()
