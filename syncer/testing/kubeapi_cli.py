@@ -25,6 +25,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--nodeset", default="", help="also create a NodeSet of this name, one replica per Node"
     )
+    parser.add_argument("--slurmd-pods", action="store_true", help="one labelled slurmd pod per Node")
     parser.add_argument("--token", default=None, help="require this bearer token (default: none)")
     parser.add_argument(
         "--kubeconfig-out",
@@ -51,10 +52,15 @@ async def _serve(args: argparse.Namespace) -> int:
     emulator = KubeApiEmulator(token=args.token)
     emulator.seed(
         SeedOptions(
-            nodes=args.nodes, node_prefix=args.node_prefix, namespace=args.namespace, nodeset=args.nodeset
+            nodes=args.nodes,
+            node_prefix=args.node_prefix,
+            namespace=args.namespace,
+            nodeset=args.nodeset,
+            slurmd_pods=args.slurmd_pods,
         )
     )
     url = await emulator.start(port=args.port)
+    await emulator.kubelet.settled()  # pods seeded above are Running before anyone is told to connect
     kubeconfig = emulator.write_kubeconfig(args.kubeconfig_out, namespace=args.namespace).resolve()
     print(f"kubeapi: serving {args.nodes} Nodes at {url}", flush=True)
     print(f"kubeapi: kubeconfig written to {kubeconfig}", flush=True)

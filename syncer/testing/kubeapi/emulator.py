@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from syncer.model.keys import Keys
 from syncer.testing.kubeapi.api import Api, rfc3339
 from syncer.testing.kubeapi.errors import ApiError
 from syncer.testing.kubeapi.faults import Faults
@@ -38,7 +39,9 @@ class SeedOptions:
     nodes: int = 0
     node_prefix: str = "node-"
     namespace: str = "slurm"
-    nodeset: str = ""  # create a NodeSet of this name with `nodes` replicas, one slurmd pod per Node
+    nodeset: str = ""  # create a NodeSet of this name with `nodes` replicas
+    slurmd_pods: bool = False  # one slurmd pod per Node, labelled with a Slurm node name `<slurm_prefix><n>`
+    slurm_prefix: str = "sbx-"
     gpus_per_node: int = 8
 
 
@@ -207,6 +210,21 @@ class KubeApiEmulator:
                 "nodes",
                 node_manifest(f"{options.node_prefix}{index:0{width}d}", index, options.gpus_per_node),
             )
+        if options.slurmd_pods:
+            for index in range(options.nodes):
+                node_name = f"{options.node_prefix}{index:0{width}d}"
+                slurm_name = f"{options.slurm_prefix}{index:0{width}d}"
+                pod = {
+                    "metadata": {
+                        "name": f"slurmd-{slurm_name}",
+                        "labels": {"app": "slurmd", Keys.NODE_NAME_LABEL: slurm_name},
+                    },
+                    "spec": {
+                        "nodeName": node_name,
+                        "containers": [{"name": "slurmd", "image": "slurmd:24.11"}],
+                    },
+                }
+                self.create("", "v1", "pods", pod, namespace=options.namespace)
         if options.nodeset:
             self.create(
                 "slurm-syncer.dev",

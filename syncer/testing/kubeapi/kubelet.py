@@ -71,7 +71,13 @@ class FakeKubelet:
             try:
                 self._reconcile(namespace, name)
             except ApiError:
-                continue  # the pod changed or went away meanwhile; its next change marks it again
+                pass  # the pod changed or went away meanwhile; its next change marks it again
+            finally:
+                self._dirty.task_done()
+
+    async def settled(self) -> None:
+        """Returns once every pod change so far has been acted on (timers still pending aside)."""
+        await self._dirty.join()
 
     def _later(self, delay_s: float, namespace: str, name: str) -> None:
         loop = asyncio.get_running_loop()
