@@ -1,1 +1,22 @@
-"""sync layer (see ARCHITECTURE in docs/architecture.md)."""
+"""The sync engine's pure decision core (no I/O, no asyncio, time passed in); contract in docs/contract.md.
+
+- `options.SyncOptions(owner_prefix="k8s: ", ready_grace_s=60.0, drain_on_conditions=(),
+  cordon_on_slurm_drain=False, max_reason_bytes=256)`: frozen; refuses an empty/control-laden prefix
+  or a cap without room after it.
+- `reason`: `sanitise(text) -> str` (controls incl. newlines/tabs, bidi overrides, lone surrogates -> space,
+  whitespace collapsed, stripped); `compose_reason(causes, opts) -> str` (`<prefix><cause>; <cause>`,
+  capped in UTF-8 bytes, prefix included, never splitting a character); `is_ours(reason, opts) -> bool`;
+  `cap_utf8(text, max_bytes) -> str`; `UNSAFE_CHARS` (the pattern sanitise replaces).
+- `causes`: `Cause(kind, text)` with kinds `cordon`, `not-ready`, `condition`, `drain-annotation`,
+  `terminating`, `scale-in`; `drain_causes(pod, node, *, now, opts, scale_in_of=None) -> (causes, recheck_at)`
+  (stable order; `recheck_at` = when a pending Ready grace period ends, else None); `condition_text(cond)`.
+- `decide`: `decide(slurm, pod, node, *, now, opts, slurm_fresh, scale_in_of=None) -> Decision` with
+  `slurm_action: SlurmAction(kind "drain"|"undrain", reason, redrain=False) | None`, `annotations`
+  (changes only, None deletes) on `annotations_on` ("pod"|"node"|None), `pod_conditions`, `node_conditions`,
+  `cordon` ("cordon"|"uncordon"|None), `events: tuple[EventSpec(reason, message, type, on), ...]`, `causes`,
+  `recheck_at`, `acts`; `drift(slurm, pod, node, opts, now, *, slurm_fresh=True, scale_in_of=None) -> bool`.
+  Event and condition reason names are constants in `decide` (EVENT_*, DRAINED, ...).
+- `valve.DrainValve(max_fraction=0.10, window_s=60.0)`: `admit(key, now, bound_nodes) -> bool`,
+  `tick(now, bound_nodes=None) -> bool` (lets it close while idle), `reset()`, `threshold(bound_nodes)`,
+  `is_open`, `opened_at`, `refused`, `refused_total`, `pending`.
+"""
