@@ -6,7 +6,8 @@
 - `reason`: `sanitise(text) -> str` (controls incl. newlines/tabs, bidi overrides, lone surrogates -> space,
   whitespace collapsed, stripped); `compose_reason(causes, opts) -> str` (`<prefix><cause>; <cause>`,
   capped in UTF-8 bytes, prefix included, never splitting a character); `is_ours(reason, opts) -> bool`;
-  `cap_utf8(text, max_bytes) -> str`; `UNSAFE_CHARS` (the pattern sanitise replaces).
+  `cap_utf8(text, max_bytes) -> str`; `sanitise_capped(text, max_bytes) -> str` (both at once, fast on
+  megabytes); `UNSAFE_CHARS` (the pattern sanitise replaces).
 - `causes`: `Cause(kind, text)` with kinds `cordon`, `not-ready`, `condition`, `drain-annotation`,
   `terminating`, `scale-in`; `drain_causes(pod, node, *, now, opts, scale_in_of=None) -> (causes, recheck_at)`
   (stable order; `recheck_at` = when a pending Ready grace period ends, else None); `condition_text(cond)`.

@@ -9,7 +9,7 @@ from typing import Final
 from syncer.model import Condition, KubeNode, KubePod
 from syncer.model.keys import Keys
 from syncer.sync.options import SyncOptions
-from syncer.sync.reason import cap_utf8, sanitise
+from syncer.sync.reason import sanitise_capped
 
 CORDON: Final = "cordon"
 NOT_READY: Final = "not-ready"
@@ -61,14 +61,14 @@ def drain_causes(
 
     def add(kind: str, raw: str) -> None:
         # Each text is capped too: a 1 MB annotation must not travel into logs or the Decision.
-        text = cap_utf8(sanitise(raw), opts.max_reason_bytes)
+        text = sanitise_capped(raw, opts.max_reason_bytes)
         if text and all(other.text != text for other in found):  # the same text twice adds nothing
             found.append(Cause(kind, text))
 
     if node is not None:
         # Our own echo of a Slurm drain is not a Kubernetes-side cause (no feedback loop).
         if node.unschedulable and node.annotations.get(Keys.CORDONED_BY) != CORDONED_BY_SLURM:
-            note = sanitise(node.annotations.get(Keys.CORDON_REASON, ""))
+            note = sanitise_capped(node.annotations.get(Keys.CORDON_REASON, ""), opts.max_reason_bytes)
             add(CORDON, note or f"Node {node.name} cordoned")
         ready = node.condition("Ready") or MISSING_READY
         if ready.status != "True":
@@ -84,7 +84,8 @@ def drain_causes(
                 add(CONDITION, condition_text(cond))
     for holder in (pod, node):
         if holder is not None and Keys.DRAIN_REQUEST in holder.annotations:
-            add(DRAIN_ANNOTATION, sanitise(holder.annotations[Keys.DRAIN_REQUEST]) or DEFAULT_DRAIN_TEXT)
+            request = sanitise_capped(holder.annotations[Keys.DRAIN_REQUEST], opts.max_reason_bytes)
+            add(DRAIN_ANNOTATION, request or DEFAULT_DRAIN_TEXT)
     if pod is not None and pod.terminating:
         add(TERMINATING, f"pod {pod.namespace}/{pod.name} terminating")
     if scale_in_of is not None:

@@ -16,7 +16,7 @@ from syncer.model.keys import Keys
 from syncer.model.slurm import DRAIN_FLAGS, UNHEALTHY_FLAGS
 from syncer.sync.causes import CORDONED_BY_SLURM, Cause, drain_causes
 from syncer.sync.options import SyncOptions
-from syncer.sync.reason import cap_utf8, compose_reason, is_ours, sanitise
+from syncer.sync.reason import compose_reason, is_ours, sanitise_capped
 
 SlurmActionKind = Literal["drain", "undrain"]
 CordonAction = Literal["cordon", "uncordon"]
@@ -123,7 +123,7 @@ def rfc3339(epoch_s: float) -> str | None:
 
 
 def _message(text: str) -> str:
-    return cap_utf8(sanitise(text), MAX_MESSAGE_BYTES)
+    return sanitise_capped(text, MAX_MESSAGE_BYTES)
 
 
 def slurm_action(

@@ -32,6 +32,17 @@ def cap_utf8(text: str, max_bytes: int) -> str:
     return encoded[:max_bytes].decode("utf-8", "ignore")
 
 
+def sanitise_capped(text: str, max_bytes: int) -> str:
+    """`cap_utf8(sanitise(text), max_bytes)` without sanitising megabytes that the cap would drop anyway."""
+    # sanitise(text[:k]) is always a prefix of sanitise(text): once it fills the cap, the rest cannot matter.
+    chars = 2 * max_bytes + 64
+    while True:
+        clean = sanitise(text[:chars])
+        if chars >= len(text) or len(clean.encode("utf-8")) >= max_bytes:
+            return cap_utf8(clean, max_bytes)
+        chars *= 4
+
+
 def compose_reason(causes: Iterable[Cause], opts: SyncOptions) -> str:
     """`<owner_prefix><cause>; <cause>`, sanitised and capped at `opts.max_reason_bytes` (prefix included)."""
     texts = [text for text in (sanitise(cause.text) for cause in causes) if text]

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from syncer.sync.causes import Cause
 from syncer.sync.options import SyncOptions
-from syncer.sync.reason import UNSAFE_CHARS, cap_utf8, compose_reason, is_ours, sanitise
+from syncer.sync.reason import UNSAFE_CHARS, cap_utf8, compose_reason, is_ours, sanitise, sanitise_capped
 
 OPTS = SyncOptions()
 OTHER_OPTS = SyncOptions(owner_prefix="mine> ")
@@ -126,3 +126,19 @@ def test_sanitise_is_idempotent_and_clean(text: str) -> None:
     assert not UNSAFE_CHARS.search(clean)
     assert clean == clean.strip()
     assert "  " not in clean
+
+
+# Long runs of whitespace and controls between words: the bounded sanitising must still see the words.
+SPARSE_TEXT = st.lists(
+    st.one_of(ANY_TEXT, st.integers(min_value=0, max_value=5000).map(lambda n: " \n\x00\t"[n % 4] * n)),
+    max_size=8,
+).map("".join)
+
+
+@given(SPARSE_TEXT, st.integers(min_value=0, max_value=300))
+def test_sanitise_capped_equals_sanitise_then_cap(text: str, max_bytes: int) -> None:
+    assert sanitise_capped(text, max_bytes) == cap_utf8(sanitise(text), max_bytes)
+
+
+def test_sanitise_capped_finds_text_after_a_megabyte_of_whitespace() -> None:
+    assert sanitise_capped("\n" * 1_048_576 + "late words", 256) == "late words"
