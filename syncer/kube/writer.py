@@ -135,7 +135,13 @@ class KubeWriter:
         return await self.patch_from_current(path, build, current=current, what=what)
 
     async def set_conditions(
-        self, path: str, conditions: list[Condition], now_rfc3339: str, *, what: str = ""
+        self,
+        path: str,
+        conditions: list[Condition],
+        now_rfc3339: str,
+        *,
+        current: dict[str, Any] | None = None,
+        what: str = "",
     ) -> dict[str, Any] | None:
         """Status conditions merged by type (strategic merge on /status); lastTransitionTime moves
         only when the status flips, as Kubernetes conventions ask."""

@@ -1,0 +1,390 @@
+"""The sync engine: turns cache changes into keys, keys into decisions, decisions into writes.
+
+Level-triggered: a change on either side only says which Slurm node to look at; each reconcile
+recomputes everything for that node from both caches, so a missed event, a restart or a re-list
+cannot leave the two systems apart. Only the leader writes; in dry-run nothing is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from syncer.kube.cache import KubeCache
+from syncer.kube.events import EventRecorder, ObjectRef
+from syncer.kube.gate import NotLeader, WriteGate
+from syncer.kube.writer import KubeWriter, node_path, pod_path
+from syncer.model.keys import Keys
+from syncer.model.kube import Condition, KubeNode, KubePod
+from syncer.slurm.cache import NodeCache, NodeChange
+from syncer.slurm.client import SlurmClient
+from syncer.sync.binding import Binding, resolve
+from syncer.sync.decide import Decision, EventSpec, decide, rfc3339
+from syncer.sync.options import SyncOptions
+from syncer.sync.queue import WorkQueue
+from syncer.sync.valve import DrainValve
+
+log = structlog.get_logger("syncer.sync")
+
+
+@dataclass
+class EngineStats:
+    reconciles: int = 0
+    actions: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (kind, direction, result)
+    conflicts: set[str] = field(default_factory=set)
+    valve_refusals: int = 0
+    drifted: set[str] = field(default_factory=set)
+    bound: int = 0
+    # when each key's pending change was first seen, to measure propagation latency
+    latencies_s: dict[str, list[float]] = field(
+        default_factory=lambda: {"k8s_to_slurm": [], "slurm_to_k8s": []}
+    )
+
+    def count(self, kind: str, direction: str, result: str) -> None:
+        key = (kind, direction, result)
+        self.actions[key] = self.actions.get(key, 0) + 1
+
+
+class SyncEngine:
+    def __init__(
+        self,
+        *,
+        slurm: SlurmClient,
+        slurm_cache: NodeCache,
+        kube_cache: KubeCache,
+        writer: KubeWriter,
+        events: EventRecorder,
+        gate: WriteGate,
+        options: SyncOptions,
+        valve: DrainValve | None = None,
+        workers: int = 8,
+        resync_s: float = 60.0,
+        clock: Callable[[], float] = time.time,
+        on_action: Callable[[str, str, str, dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.slurm = slurm
+        self.slurm_cache = slurm_cache
+        self.kube_cache = kube_cache
+        self.writer = writer
+        self.events = events
+        self.gate = gate
+        self.options = options
+        self.valve = valve or DrainValve()
+        self.resync_s = resync_s
+        self.clock = clock
+        self.on_action = on_action  # (kind, direction, slurm node, details): metrics and test recorders
+        self.queue = WorkQueue(self.reconcile, workers=workers)
+        self.stats = EngineStats()
+        self.scale_in: dict[
+            str, str
+        ] = {}  # Slurm node -> NodeSet scaling it in (set by the NodeSet reconciler)
+        self._sent: dict[str, tuple[str, str, float]] = {}  # last Slurm write per node, to skip echoes
+        self._observed_at: dict[str, float] = {}  # monotonic time a change was first seen, per key
+        self._tasks: list[asyncio.Task[None]] = []
+        slurm_cache.subscribe(self._on_slurm_changes)
+        kube_cache.subscribe(self._on_kube_keys)
+
+    # -- inputs -----------------------------------------------------------------------------------
+    def _mark(self, name: str) -> None:
+        self._observed_at.setdefault(name, time.monotonic())
+        self.queue.add(name)
+
+    def _on_slurm_changes(self, changes: list[NodeChange]) -> None:
+        for change in changes:
+            self._mark(change.name)
+
+    def _on_kube_keys(self, keys: set[str]) -> None:
+        for key in keys:
+            self._mark(key)
+
+    def enqueue_all(self) -> int:
+        names = self.kube_cache.slurm_names()
+        for name in names:
+            self.queue.add(name)
+        self.stats.bound = len(names)
+        return len(names)
+
+    def mark_scale_in(self, slurm_name: str, nodeset: str | None) -> None:
+        if nodeset:
+            self.scale_in[slurm_name] = nodeset
+        else:
+            self.scale_in.pop(slurm_name, None)
+        self._mark(slurm_name)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    async def run(self) -> None:
+        await self.kube_cache.wait_synced()
+        while not self.slurm_cache.synced:  # noqa: ASYNC110 - NodeCache has no event for its first answer
+            await asyncio.sleep(0.1)
+        log.info("caches synced, reconciling every bound Slurm node", bound=self.enqueue_all())
+        self._tasks = [
+            asyncio.create_task(self.queue.run(), name="sync-queue"),
+            asyncio.create_task(self._housekeeping(), name="sync-housekeeping"),
+        ]
+        try:
+            await asyncio.gather(*self._tasks)
+        finally:
+            await self.stop()
+
+    async def stop(self) -> None:
+        self.queue.stop()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+
+    async def _housekeeping(self) -> None:
+        """Full resync now and then (level-triggered safety net) and the valve closing by itself."""
+        next_resync = time.monotonic() + self.resync_s
+        was_open = self.valve.is_open
+        was_leading = self.gate.leading
+        while True:
+            await asyncio.sleep(1.0)
+            bound = len(self.kube_cache.slurm_names())
+            self.stats.bound = bound
+            is_open = self.valve.tick(self.clock(), bound)
+            leading = self.gate.leading
+            if (was_open and not is_open) or (leading and not was_leading) or time.monotonic() >= next_resync:
+                self.enqueue_all()  # valve closed, leadership gained, or periodic: look at everything
+                next_resync = time.monotonic() + self.resync_s
+            was_open, was_leading = is_open, leading
+
+    def reset_valve(self) -> None:
+        """Operator override: let the refused drains through."""
+        self.valve.reset()
+        self.enqueue_all()
+
+    # -- one key ----------------------------------------------------------------------------------
+    async def reconcile(self, name: str) -> None:
+        self.stats.reconciles += 1
+        if not self.kube_cache.synced or not self.slurm_cache.synced:
+            self.queue.add_after(name, 1.0)
+            return
+        binding = resolve(name, self.kube_cache)
+        if binding.conflict:
+            await self._report_conflict(binding)
+            return
+        self.stats.conflicts.discard(name)
+        if not binding.bound:
+            self._observed_at.pop(name, None)
+            return
+        now = self.clock()
+        slurm_node = self.slurm_cache.nodes.get(name)
+        fresh = not self.slurm_cache.stale
+        decision = decide(
+            slurm_node, binding.pod, binding.node, now=now, opts=self.options, slurm_fresh=fresh,
+            scale_in_of=self.scale_in.get(name),
+        )  # fmt: skip
+        if decision.recheck_at is not None:
+            self.queue.add_after(name, max(0.05, decision.recheck_at - now))
+        if decision.acts:
+            self.stats.drifted.add(name)
+        else:
+            self.stats.drifted.discard(name)
+        if not decision.acts and not decision.events:
+            self._observed_at.pop(name, None)
+            return
+        if not self.gate.leading:
+            return  # followers keep caches and metrics warm, nothing else
+        logger = log.bind(
+            slurm_node=name,
+            pod=binding.pod.key if binding.pod else None,
+            node=binding.node.name if binding.node else None,
+            causes=[c.text for c in decision.causes] or None,
+        )
+        try:
+            await self._slurm_side(name, binding, decision, logger)
+            await self._kube_side(name, binding, decision, logger)
+        except NotLeader:
+            logger.info("leadership lost mid-reconcile: remaining writes dropped")
+
+    async def _report_conflict(self, binding: Binding) -> None:
+        name = binding.slurm_name
+        if name in self.stats.conflicts:
+            return
+        self.stats.conflicts.add(name)
+        log.warning("conflicting bindings: Slurm node left alone", slurm_node=name, conflict=binding.conflict)
+        if not self.gate.leading:
+            return
+        for pod in self.kube_cache.pods_for(name):
+            await self.events.record(
+                ObjectRef.pod(pod.namespace, pod.name, pod.uid),
+                "Warning",
+                "SlurmBindingConflict",
+                binding.conflict,
+            )
+        for node in self.kube_cache.nodes_for(name):
+            await self.events.record(
+                ObjectRef.node(node.name), "Warning", "SlurmBindingConflict", binding.conflict
+            )
+
+    def _record(self, kind: str, direction: str, result: str, name: str, **details: Any) -> None:
+        self.stats.count(kind, direction, result)
+        if result == "ok" and name in self._observed_at:
+            latency = time.monotonic() - self._observed_at[name]
+            self.stats.latencies_s[direction].append(latency)
+            details["latency_s"] = round(latency, 4)
+            del self._observed_at[name]
+        if self.on_action is not None:
+            self.on_action(kind, direction, name, details)
+
+    async def _slurm_side(self, name: str, binding: Binding, decision: Decision, logger: Any) -> None:
+        action = decision.slurm_action
+        if action is None:
+            return
+        if action.kind == "drain" and not action.redrain:
+            bound = len(self.kube_cache.slurm_names())
+            if not self.valve.admit(name, self.clock(), bound):
+                self.stats.valve_refusals += 1
+                self._record("drain", "k8s_to_slurm", "valve", name)
+                logger.warning(
+                    "safety valve open: drain held back",
+                    reason=action.reason,
+                    threshold=self.valve.threshold(bound),
+                )
+                ref = self._ref(binding, "pod" if binding.pod else "node")
+                if ref is not None:
+                    await self.events.record(
+                        ref, "Warning", "SlurmDrainHeldBack",
+                        f"safety valve open: more than {self.options_fraction()} of bound nodes would drain "
+                        "within a minute; this drain waits until the storm subsides or an operator resets it",
+                    )  # fmt: skip
+                return
+        sent = self._sent.get(name)
+        signature = (action.kind, action.reason)
+        if (
+            sent is not None
+            and sent[:2] == signature
+            and time.monotonic() - sent[2] < self.slurm_cache.stale_after_s
+        ):
+            return  # already sent; the Slurm cache has not caught up yet
+        if action.kind == "undrain":
+            # the cache may be a second old: read the node again so an admin's new reason is never lifted
+            current = await self.slurm.get_node(name)
+            recheck = decide(
+                current, binding.pod, binding.node, now=self.clock(), opts=self.options, slurm_fresh=True,
+                scale_in_of=self.scale_in.get(name),
+            )  # fmt: skip
+            if recheck.slurm_action is None or recheck.slurm_action.kind != "undrain":
+                logger.info(
+                    "undrain skipped: Slurm changed meanwhile", reason=current.reason if current else None
+                )
+                return
+        if not self.gate.check():
+            logger.info(f"dry-run: would {action.kind} in Slurm", reason=action.reason)
+            self._record(action.kind, "k8s_to_slurm", "dry_run", name)
+            return
+        if action.kind == "drain":
+            await self.slurm.update_node(name, state=["DRAIN"], reason=action.reason)
+        else:
+            await self.slurm.update_node(name, state=["UNDRAIN"])
+        self._sent[name] = (*signature, time.monotonic())
+        logger.info(f"slurm node {action.kind}ed", reason=action.reason, redrain=action.redrain)
+        self._record(action.kind, "k8s_to_slurm", "ok", name, reason=action.reason)
+        self.slurm_cache.nudge()  # read the result back soon, so Kubernetes shows it
+
+    def options_fraction(self) -> str:
+        return f"{self.valve.max_fraction:.0%}"
+
+    def _ref(self, binding: Binding, on: str) -> ObjectRef | None:
+        if on == "pod" and binding.pod is not None:
+            return ObjectRef.pod(binding.pod.namespace, binding.pod.name, binding.pod.uid)
+        if binding.node is not None:
+            return ObjectRef.node(binding.node.name)
+        return None
+
+    async def _kube_side(self, name: str, binding: Binding, decision: Decision, logger: Any) -> None:
+        pod, node = binding.pod, binding.node
+        wrote = False
+        if decision.annotations:
+            target_pod = decision.annotations_on == "pod" and pod is not None
+            path = (
+                pod_path(pod.namespace, pod.name)
+                if target_pod and pod
+                else node_path(node.name)
+                if node
+                else ""
+            )
+            current = _cached(pod if target_pod else node)
+            if path and await self.writer.set_annotations(
+                path, decision.annotations, current=current, what="slurm state"
+            ):
+                wrote = True
+        if pod is not None and decision.pod_conditions:
+            wrote |= await self._conditions(pod_path(pod.namespace, pod.name), decision.pod_conditions, pod)
+        if node is not None and decision.node_conditions:
+            wrote |= await self._conditions(node_path(node.name), decision.node_conditions, node)
+        if decision.cordon and node is not None:
+            await self._cordon(node, decision.cordon, logger)
+            wrote = True
+        if wrote:
+            state = self.slurm_cache.nodes.get(name)
+            logger.info("kubernetes updated from slurm", state=state.state_text if state else None)
+            self._record("annotate", "slurm_to_k8s", "ok", name)
+        for event in decision.events:
+            await self._event(binding, event)
+
+    async def _conditions(
+        self, path: str, conditions: tuple[Condition, ...], obj: KubePod | KubeNode
+    ) -> bool:
+        now = rfc3339(self.clock()) or ""
+        written = await self.writer.set_conditions(
+            path, list(conditions), now, current=_cached(obj, with_conditions=True)
+        )
+        return written is not None
+
+    async def _cordon(self, node: KubeNode, action: str, logger: Any) -> None:
+        if action == "cordon":
+
+            def allowed(obj: dict[str, Any]) -> dict[str, Any] | None:
+                return obj  # cordoning is always safe; the annotation records that it is ours
+
+            await self.writer.set_unschedulable(node.name, True, {Keys.CORDONED_BY: "slurm"}, only_if=allowed)
+        else:
+
+            def ours(obj: dict[str, Any]) -> dict[str, Any] | None:
+                annotations = (obj.get("metadata") or {}).get("annotations") or {}
+                return obj if annotations.get(Keys.CORDONED_BY) == "slurm" else None
+
+            await self.writer.set_unschedulable(node.name, False, {Keys.CORDONED_BY: None}, only_if=ours)
+        logger.info(f"kubernetes node {action}ed for slurm")
+        self._record(action, "slurm_to_k8s", "ok", node.name)
+
+    async def _event(self, binding: Binding, event: EventSpec) -> None:
+        ref = self._ref(binding, event.on)
+        if ref is not None:
+            await self.events.record(ref, event.type, event.reason, event.message)
+
+
+def _cached(obj: KubePod | KubeNode | None, with_conditions: bool = False) -> dict[str, Any] | None:
+    """The cached object in API shape, enough for the writer to diff against (409 if it is stale)."""
+    if obj is None:
+        return None
+    body: dict[str, Any] = {
+        "metadata": {
+            "annotations": dict(obj.annotations),
+            "labels": dict(obj.labels),
+            "resourceVersion": obj.resource_version,
+        }
+    }
+    if with_conditions:
+        body["status"] = {
+            "conditions": [
+                {
+                    "type": c.type, "status": c.status, "reason": c.reason, "message": c.message,
+                    "lastTransitionTime": rfc3339(c.last_transition_time),
+                }
+                for c in obj.conditions
+            ]
+        }  # fmt: skip
+    if isinstance(obj, KubeNode):
+        body["spec"] = {"unschedulable": obj.unschedulable}
+    return body
