@@ -1,0 +1,197 @@
+"""The running syncer: Slurm client and cache, Kubernetes cache, leader election, sync engine and
+the health endpoints, started and stopped together. `slurm-syncer run` builds one from settings;
+tests and the demo build one directly."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from syncer.kube.cache import KubeCache
+from syncer.kube.client import KubeClient
+from syncer.kube.events import EventRecorder
+from syncer.kube.gate import WriteGate
+from syncer.kube.leader import LeaderElector
+from syncer.kube.writer import KubeWriter
+from syncer.slurm.cache import NodeCache, Strategy
+from syncer.slurm.client import SlurmClient
+from syncer.sync.engine import SyncEngine
+from syncer.sync.options import SyncOptions
+from syncer.sync.valve import DrainValve
+
+log = structlog.get_logger("syncer.app")
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    options: SyncOptions = field(default_factory=SyncOptions)
+    slurm_poll_interval_s: float = 1.0
+    slurm_poll_strategy: Strategy = "conditional"
+    slurm_stale_after_s: float = 30.0
+    namespace: str = ""  # pods' namespace; "" = all
+    bind_by_node_name: bool = False
+    max_drain_fraction: float = 0.10
+    workers: int = 8
+    dry_run: bool = False
+    leader_election: bool = True
+    lease_namespace: str = "default"
+    lease_name: str = "slurm-syncer"
+    identity: str = field(default_factory=socket.gethostname)
+    lease_duration_s: float = 15.0
+    renew_deadline_s: float = 10.0
+    retry_period_s: float = 2.0
+    listen_host: str = "0.0.0.0"
+    listen_port: int | None = 8080  # None: no HTTP server
+    resync_s: float = 60.0
+
+
+class SyncerService:
+    def __init__(self, slurm: SlurmClient, kube: KubeClient, config: ServiceConfig) -> None:
+        self.config = config
+        self.slurm = slurm
+        self.kube = kube
+        self.gate = WriteGate(dry_run=config.dry_run, always_leader=not config.leader_election)
+        self.slurm_cache = NodeCache(
+            slurm,
+            poll_interval_s=config.slurm_poll_interval_s,
+            strategy=config.slurm_poll_strategy,
+            stale_after_s=config.slurm_stale_after_s,
+        )
+        self.kube_cache = KubeCache(
+            kube, namespace=config.namespace, bind_by_node_name=config.bind_by_node_name
+        )
+        self.writer = KubeWriter(kube, self.gate)
+        self.events = EventRecorder(kube, self.gate, node_event_namespace=config.lease_namespace)
+        self.engine = SyncEngine(
+            slurm=slurm,
+            slurm_cache=self.slurm_cache,
+            kube_cache=self.kube_cache,
+            writer=self.writer,
+            events=self.events,
+            gate=self.gate,
+            options=config.options,
+            valve=DrainValve(max_fraction=config.max_drain_fraction),
+            workers=config.workers,
+            resync_s=config.resync_s,
+        )
+        self.elector = (
+            LeaderElector(
+                kube,
+                self.gate,
+                namespace=config.lease_namespace,
+                name=config.lease_name,
+                identity=config.identity,
+                lease_duration_s=config.lease_duration_s,
+                renew_deadline_s=config.renew_deadline_s,
+                retry_period_s=config.retry_period_s,
+            )
+            if config.leader_election
+            else None
+        )
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._runner: web.AppRunner | None = None
+        self.http_port: int | None = None
+        self._loop_heartbeat = time.monotonic()
+
+    async def start(self) -> None:
+        version = await self.slurm.start()
+        log.info(
+            "slurm connected",
+            url=self.slurm.url,
+            api_version=version.name,
+            release=self.slurm.release or None,
+        )
+        self.kube_cache.start()
+        self._tasks.append(asyncio.create_task(self.slurm_cache.run(), name="slurm-cache"))
+        if self.elector is not None:
+            self._tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
+        self._tasks.append(asyncio.create_task(self.engine.run(), name="sync-engine"))
+        self._tasks.append(asyncio.create_task(self._heartbeat(), name="heartbeat"))
+        if self.config.listen_port is not None:
+            await self._serve_http()
+
+    async def stop(self) -> None:
+        for task in reversed(self._tasks):
+            task.cancel()
+        for task in reversed(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        await self.engine.stop()
+        await self.kube_cache.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        await self.slurm.close()
+        await self.kube.close()
+
+    async def __aenter__(self) -> SyncerService:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def wait_ready(self, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            ready, reasons = self.readiness()
+            if ready:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"syncer not ready after {timeout_s} s: {'; '.join(reasons)}")
+            await asyncio.sleep(0.05)
+
+    # -- health -----------------------------------------------------------------------------------
+    def readiness(self) -> tuple[bool, list[str]]:
+        reasons = []
+        if not self.kube_cache.synced:
+            reasons.append("kubernetes caches not synced yet")
+        if not self.slurm_cache.synced:
+            reasons.append(f"no answer from slurmrestd yet ({self.slurm_cache.last_error or 'connecting'})")
+        elif self.slurm_cache.stale:
+            reasons.append(
+                f"slurm data stale: last good answer {self.slurm_cache.age_s:.0f} s ago "
+                f"({self.slurm_cache.last_error or 'no error recorded'})"
+            )
+        if self.engine.valve.is_open:
+            reasons.append("safety valve open: Kubernetes-side drains are held back")
+        return not reasons, reasons
+
+    async def _heartbeat(self) -> None:
+        while True:
+            self._loop_heartbeat = time.monotonic()
+            await asyncio.sleep(1.0)
+
+    async def _serve_http(self) -> None:
+        async def healthz(_request: web.Request) -> web.Response:
+            lag = time.monotonic() - self._loop_heartbeat
+            if lag > 10:
+                return web.Response(status=503, text=f"event loop stalled for {lag:.0f} s\n")
+            return web.Response(text="ok\n")
+
+        async def readyz(_request: web.Request) -> web.Response:
+            ready, reasons = self.readiness()
+            if ready:
+                role = "leader" if self.gate.leading else "follower"
+                return web.Response(text=f"ok ({role}{', dry-run' if self.config.dry_run else ''})\n")
+            return web.Response(status=503, text="not ready: " + "; ".join(reasons) + "\n")
+
+        app = web.Application()
+        app.router.add_get("/healthz", healthz)
+        app.router.add_get("/readyz", readyz)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await self._runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.config.listen_host, self.config.listen_port or 0))
+        await web.SockSite(self._runner, sock).start()
+        self.http_port = sock.getsockname()[1]
+        log.info("serving health endpoints", address=f"{self.config.listen_host}:{self.http_port}")

@@ -1,0 +1,323 @@
+"""One scenario per rule of the sync contract: the real Slurm sandbox, the emulator, a running syncer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from syncer.model.keys import Keys
+from syncer.sync.options import SyncOptions
+from tests.e2e.rig import NAMESPACE, Rig, condition, fresh_slurm_nodes, running_syncer
+from tests.helpers import wait_for
+
+pytestmark = [pytest.mark.slurm, pytest.mark.kube]
+
+
+async def drained_reason(rig: Rig, name: str) -> str | None:
+    node = await rig.slurm(name)
+    return node.reason if node.drain_flag else None
+
+
+async def test_cordon_drains_and_uncordon_undrains(rig: Rig):
+    (name,) = fresh_slurm_nodes(1)
+    kube_node, _ = rig.bind_pod(name)
+    async with running_syncer(rig):
+        rig.kube.patch(
+            "", "v1", "nodes", kube_node, {"metadata": {"annotations": {Keys.CORDON_REASON: "bad DIMM"}}}
+        )
+        started = time.monotonic()
+        rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": True}})
+
+        async def drained() -> bool:
+            return (await drained_reason(rig, name)) == "k8s: bad DIMM"
+
+        await wait_for(drained, deadline_s=10, what="cordon -> Slurm drain with the k8s: reason")
+        assert time.monotonic() - started < 2.0
+        rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": None}})
+
+        async def undrained() -> bool:
+            return not (await rig.slurm(name)).drain_flag
+
+        await wait_for(undrained, deadline_s=10, what="uncordon -> undrain")
+        # and Kubernetes shows what Slurm says
+        await wait_for(
+            lambda: rig.pod_obj(name)["metadata"]["annotations"].get(Keys.STATE, "").startswith("IDLE")
+        )
+
+
+async def test_admin_drain_is_never_lifted(rig: Rig):
+    (name,) = fresh_slurm_nodes(1)
+    kube_node, _ = rig.bind_pod(name)
+    rig.scontrol("update", f"nodename={name}", "state=drain", "reason=admin: firmware")
+    async with running_syncer(rig) as service:
+        rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": True}})
+        await wait_for(
+            lambda: rig.pod_obj(name)["metadata"].get("annotations", {}).get(Keys.REASON) == "admin: firmware"
+        )
+        rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": None}})
+        await service.engine.queue.wait_idle()
+        node = await rig.slurm(name)
+        assert node.drain_flag and node.reason == "admin: firmware"
+        assert not any(k[0] == "undrain" for k in service.engine.stats.actions)
+
+
+async def test_admin_undrain_of_ours_is_redrained(rig: Rig):
+    (name,) = fresh_slurm_nodes(1)
+    kube_node, _ = rig.bind_pod(name)
+    rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": True}})
+    async with running_syncer(rig):
+
+        async def ours() -> bool:
+            return ((await drained_reason(rig, name)) or "").startswith("k8s: ")
+
+        await wait_for(ours, deadline_s=10, what="initial drain")
+        rig.scontrol("update", f"nodename={name}", "state=undrain")
+        await wait_for(ours, deadline_s=10, what="drained again while the cordon holds")
+
+
+async def test_drain_annotation_on_the_pod(rig: Rig):
+    (name,) = fresh_slurm_nodes(1)
+    rig.bind_pod(name)
+    async with running_syncer(rig):
+        rig.kube.patch(
+            "",
+            "v1",
+            "pods",
+            f"slurmd-{name}",
+            {"metadata": {"annotations": {Keys.DRAIN_REQUEST: "GPU 3 ECC\nerrors"}}},
+            namespace=NAMESPACE,
+        )
+
+        async def drained() -> bool:
+            return (await drained_reason(rig, name)) == "k8s: GPU 3 ECC errors"
+
+        await wait_for(drained, deadline_s=10, what="drain from the pod annotation, newline removed")
+        rig.kube.patch(
+            "",
+            "v1",
+            "pods",
+            f"slurmd-{name}",
+            {"metadata": {"annotations": {Keys.DRAIN_REQUEST: None}}},
+            namespace=NAMESPACE,
+        )
+
+        async def undrained() -> bool:
+            return not (await rig.slurm(name)).drain_flag
+
+        await wait_for(undrained, deadline_s=10, what="annotation removed -> undrained")
+
+
+async def test_not_ready_drains_only_after_the_grace_period(rig: Rig):
+    (name,) = fresh_slurm_nodes(1)
+    kube_node, _ = rig.bind_pod(name)
+    async with running_syncer(rig, options=SyncOptions(ready_grace_s=3.0)):
+        rig.kube.set_node_condition(kube_node, "Ready", "False", "KubeletNotReady", "PLEG is not healthy")
+        flipped = time.monotonic()
+        # lastTransitionTime has one-second resolution, so the grace period may end up to 1 s early
+        while time.monotonic() - flipped < 1.8:  # within the grace period the node must stay undrained
+            assert not (await rig.slurm(name)).drain_flag, "drained before the grace period ran out"
+            await asyncio.sleep(0.1)  # sampling interval of a must-not-happen check, not a synchronisation
+
+        async def drained() -> bool:
+            return "Ready: KubeletNotReady: PLEG is not healthy" in ((await drained_reason(rig, name)) or "")
+
+        await wait_for(drained, deadline_s=10, what="drain after the grace period")
+        assert time.monotonic() - flipped >= 2.0
+
+
+async def test_configured_problem_condition_drains(rig: Rig):
+    (name,) = fresh_slurm_nodes(1)
+    kube_node, _ = rig.bind_pod(name)
+    options = SyncOptions(ready_grace_s=2.0, drain_on_conditions=(("GpuUnhealthy", "True"),))
+    async with running_syncer(rig, options=options):
+        rig.kube.set_node_condition(kube_node, "GpuUnhealthy", "True", "XidError", "Xid 79 on GPU 2")
+
+        async def drained() -> bool:
+            return (await drained_reason(rig, name)) == "k8s: (GpuUnhealthy: XidError: Xid 79 on GPU 2)"
+
+        await wait_for(drained, deadline_s=10, what="drain from the NPD condition")
+
+
+async def test_slurm_down_marks_unhealthy(rig: Rig):
+    (name,) = fresh_slurm_nodes(1)
+    kube_node, _ = rig.bind_pod(name)
+    async with running_syncer(rig):
+        rig.scontrol("update", f"nodename={name}", "state=down", "reason=admin: cable")
+
+        def unhealthy() -> bool:
+            pod_cond = condition(rig.pod_obj(name), Keys.CONDITION_HEALTHY)
+            node_cond = condition(rig.node_obj(kube_node), Keys.CONDITION_HEALTHY)
+            return bool(
+                pod_cond and node_cond and pod_cond["status"] == "False" and node_cond["status"] == "False"
+            )
+
+        await wait_for(unhealthy, deadline_s=10, what="SlurmNodeHealthy=False on pod and Node")
+
+
+async def test_slurm_drain_shows_in_kubernetes(rig: Rig):
+    (name,) = fresh_slurm_nodes(1)
+    kube_node, pod = rig.bind_pod(name)
+    async with running_syncer(rig):
+        rig.scontrol("update", f"nodename={name}", "state=drain", "reason=admin: bad fan")
+
+        def shown() -> bool:
+            annotations = rig.pod_obj(name)["metadata"].get("annotations") or {}
+            drained = condition(rig.pod_obj(name), Keys.CONDITION_DRAINED)
+            return (
+                annotations.get(Keys.REASON) == "admin: bad fan"
+                and "DRAIN" in annotations.get(Keys.STATE, "")
+                and bool(annotations.get(Keys.REASON_BY))
+                and annotations.get(Keys.REASON_AT, "").endswith("Z")
+                and drained is not None
+                and drained["status"] == "True"
+            )
+
+        await wait_for(shown, deadline_s=10, what="annotations and condition on the pod")
+        await wait_for(
+            lambda: (condition(rig.node_obj(kube_node), Keys.CONDITION_DRAINED) or {}).get("status") == "True"
+        )
+        await wait_for(
+            lambda: any(e["reason"] == "SlurmNodeDrained" for e in rig.events_for(pod)), what="an Event"
+        )
+        assert not rig.node_obj(kube_node).get("spec", {}).get("unschedulable"), (
+            "cordon-on-slurm-drain is off by default"
+        )
+
+
+async def test_cordon_on_slurm_drain_round_trip_without_echo(rig: Rig):
+    (name,) = fresh_slurm_nodes(1)
+    kube_node, _ = rig.bind_pod(name)
+    options = SyncOptions(ready_grace_s=2.0, cordon_on_slurm_drain=True)
+    async with running_syncer(rig, options=options) as service:
+        rig.scontrol("update", f"nodename={name}", "state=drain", "reason=admin: memory test")
+
+        def cordoned() -> bool:
+            node = rig.node_obj(kube_node)
+            return (
+                bool(node.get("spec", {}).get("unschedulable"))
+                and node["metadata"]["annotations"].get(Keys.CORDONED_BY) == "slurm"
+            )
+
+        await wait_for(cordoned, deadline_s=10, what="cordon marked as ours")
+        await service.engine.queue.wait_idle()
+        assert (await rig.slurm(name)).reason == "admin: memory test", "our own cordon must not feed back"
+        rig.scontrol("update", f"nodename={name}", "state=undrain")
+        await wait_for(
+            lambda: not rig.node_obj(kube_node).get("spec", {}).get("unschedulable"),
+            deadline_s=10,
+            what="uncordon",
+        )
+        assert Keys.CORDONED_BY not in (rig.node_obj(kube_node)["metadata"].get("annotations") or {})
+
+        async def stays_undrained() -> bool:
+            return not (await rig.slurm(name)).drain_flag
+
+        await service.engine.queue.wait_idle()
+        assert await stays_undrained()
+
+
+async def test_conflicting_bindings_are_left_alone(rig: Rig):
+    (name,) = fresh_slurm_nodes(1)
+    kube_node, _ = rig.bind_pod(name)
+    second = {
+        "metadata": {"name": f"impostor-{name}", "labels": {Keys.NODE_NAME_LABEL: name}},
+        "spec": {"nodeName": kube_node, "containers": [{"name": "slurmd", "image": "slurmd"}]},
+    }
+    rig.kube.create("", "v1", "pods", second, namespace=NAMESPACE)
+    rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": True}})
+    async with running_syncer(rig) as service:
+        await wait_for(lambda: name in service.engine.stats.conflicts, what="conflict noticed")
+        await wait_for(
+            lambda: any(e["reason"] == "SlurmBindingConflict" for e in rig.events_for(f"slurmd-{name}")),
+            what="Event",
+        )
+        await service.engine.queue.wait_idle()
+        assert not (await rig.slurm(name)).drain_flag
+
+
+async def test_safety_valve_trips_at_the_threshold(rig: Rig):
+    names = fresh_slurm_nodes(20)
+    nodes = [rig.bind_pod(n)[0] for n in names]
+    async with running_syncer(rig, max_drain_fraction=0.10) as service:  # threshold: 2 of 20 per minute
+        for node in nodes[:2]:
+            rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
+
+        async def drained_count() -> int:
+            return sum([(await rig.slurm(n)).drain_flag for n in names])
+
+        async def two() -> bool:
+            return await drained_count() == 2
+
+        await wait_for(two, deadline_s=10, what="two drains under the threshold")
+        assert not service.engine.valve.is_open and service.readiness()[0]
+        for node in nodes[2:6]:
+            rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
+        await wait_for(lambda: service.engine.valve.is_open, what="valve open")
+        await service.engine.queue.wait_idle()
+        assert await drained_count() == 2
+        ready, reasons = service.readiness()
+        assert not ready and any("safety valve" in r for r in reasons)
+        await wait_for(
+            lambda: any(
+                e["reason"] == "SlurmDrainHeldBack" for n in names[2:6] for e in rig.events_for(f"slurmd-{n}")
+            ),
+            what="held-back Event",
+        )
+        service.engine.reset_valve()  # the operator says go
+
+        async def six() -> bool:
+            return await drained_count() == 6
+
+        await wait_for(six, deadline_s=10, what="held drains released by the operator")
+
+
+async def test_dry_run_writes_nothing(rig: Rig):
+    names = fresh_slurm_nodes(2)
+    kube_nodes = [rig.bind_pod(n)[0] for n in names]
+    rig.kube.patch("", "v1", "nodes", kube_nodes[0], {"spec": {"unschedulable": True}})
+    rig.scontrol("update", f"nodename={names[1]}", "state=drain", "reason=admin: check")
+    before_slurm = [await rig.slurm(n) for n in names]
+    async with running_syncer(rig, dry_run=True) as service:
+        before_rv = rig.kube.api.store.rv
+        await wait_for(lambda: service.engine.stats.actions.get(("drain", "k8s_to_slurm", "dry_run"), 0) >= 1)
+        await service.engine.queue.wait_idle()
+        assert [await rig.slurm(n) for n in names] == before_slurm
+        assert rig.kube.api.store.rv == before_rv, "dry-run wrote to Kubernetes"
+
+
+async def test_restart_in_the_middle_converges(rig: Rig):
+    names = fresh_slurm_nodes(5)
+    kube_nodes = [rig.bind_pod(n)[0] for n in names]
+    async with running_syncer(rig) as first:
+        for node in kube_nodes:
+            rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
+        await first.engine.stop()  # dies mid-way: some drains may have gone out, some not
+    for node in kube_nodes[:2]:
+        rig.kube.patch(
+            "", "v1", "nodes", node, {"spec": {"unschedulable": None}}
+        )  # changed while it was down
+    async with running_syncer(rig, max_drain_fraction=1.0):
+
+        async def converged() -> bool:
+            states = [(await rig.slurm(n)).drain_flag for n in names]
+            return states == [False, False, True, True, True]
+
+        await wait_for(converged, deadline_s=15, what="both systems agree after the restart")
+
+
+async def test_node_bound_hybrid_host(rig: Rig):
+    (name,) = fresh_slurm_nodes(1)
+    host = rig.bind_node(name)
+    async with running_syncer(rig):
+        rig.kube.patch("", "v1", "nodes", host, {"spec": {"unschedulable": True}})
+
+        async def drained() -> bool:
+            return ((await drained_reason(rig, name)) or "").startswith("k8s: ")
+
+        await wait_for(drained, deadline_s=10, what="node-bound drain")
+        await wait_for(
+            lambda: "DRAIN" in rig.node_obj(host)["metadata"]["annotations"].get(Keys.STATE, ""),
+            what="state on the Node",
+        )
