@@ -13,7 +13,9 @@ from typing import Any
 
 import structlog
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from syncer.app.metrics import SyncerMetrics
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
 from syncer.kube.events import EventRecorder
@@ -22,6 +24,7 @@ from syncer.kube.leader import LeaderElector
 from syncer.kube.writer import KubeWriter
 from syncer.slurm.cache import NodeCache, Strategy
 from syncer.slurm.client import SlurmClient
+from syncer.slurm.errors import SlurmError
 from syncer.sync.engine import SyncEngine
 from syncer.sync.options import SyncOptions
 from syncer.sync.valve import DrainValve
@@ -50,6 +53,7 @@ class ServiceConfig:
     listen_host: str = "0.0.0.0"
     listen_port: int | None = 8080  # None: no HTTP server
     resync_s: float = 60.0
+    jobs_poll_interval_s: float = 30.0  # jobs and scheduler statistics for the exporter
 
 
 class SyncerService:
@@ -95,6 +99,10 @@ class SyncerService:
             if config.leader_election
             else None
         )
+        self.job_counts: dict[tuple[str, str], int] = {}
+        self.diag: dict[str, object] = {}
+        self.metrics = SyncerMetrics(self)
+        self.engine.on_action = self.metrics.on_action
         self._tasks: list[asyncio.Task[Any]] = []
         self._runner: web.AppRunner | None = None
         self.http_port: int | None = None
@@ -114,6 +122,7 @@ class SyncerService:
             self._tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
         self._tasks.append(asyncio.create_task(self.engine.run(), name="sync-engine"))
         self._tasks.append(asyncio.create_task(self._heartbeat(), name="heartbeat"))
+        self._tasks.append(asyncio.create_task(self._poll_jobs(), name="jobs-poller"))
         if self.config.listen_port is not None:
             await self._serve_http()
 
@@ -170,6 +179,21 @@ class SyncerService:
             self._loop_heartbeat = time.monotonic()
             await asyncio.sleep(1.0)
 
+    async def _poll_jobs(self) -> None:
+        """Jobs by partition and state plus scheduler statistics, at their own modest interval."""
+        while True:
+            try:
+                counts: dict[tuple[str, str], int] = {}
+                for job in await self.slurm.list_jobs():
+                    for state in job.states or {"UNKNOWN"}:
+                        key = (job.partition or "", state)
+                        counts[key] = counts.get(key, 0) + 1
+                self.job_counts = counts
+                self.diag = await self.slurm.diag()
+            except SlurmError as exc:
+                log.warning("jobs and scheduler statistics not refreshed", error=str(exc))
+            await asyncio.sleep(self.config.jobs_poll_interval_s)
+
     async def _serve_http(self) -> None:
         async def healthz(_request: web.Request) -> web.Response:
             lag = time.monotonic() - self._loop_heartbeat
@@ -184,7 +208,12 @@ class SyncerService:
                 return web.Response(text=f"ok ({role}{', dry-run' if self.config.dry_run else ''})\n")
             return web.Response(status=503, text="not ready: " + "; ".join(reasons) + "\n")
 
+        async def metrics(_request: web.Request) -> web.Response:
+            body = generate_latest(self.metrics.registry)
+            return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
         app = web.Application()
+        app.router.add_get("/metrics", metrics)
         app.router.add_get("/healthz", healthz)
         app.router.add_get("/readyz", readyz)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
@@ -194,4 +223,6 @@ class SyncerService:
         sock.bind((self.config.listen_host, self.config.listen_port or 0))
         await web.SockSite(self._runner, sock).start()
         self.http_port = sock.getsockname()[1]
-        log.info("serving health endpoints", address=f"{self.config.listen_host}:{self.http_port}")
+        log.info(
+            "serving /metrics, /healthz and /readyz", address=f"{self.config.listen_host}:{self.http_port}"
+        )

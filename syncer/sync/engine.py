@@ -228,6 +228,7 @@ class SyncEngine:
 
     def _record(self, kind: str, direction: str, result: str, name: str, **details: Any) -> None:
         self.stats.count(kind, direction, result)
+        details["result"] = result
         if result == "ok" and name in self._observed_at:
             latency = time.monotonic() - self._observed_at[name]
             self.stats.latencies_s[direction].append(latency)

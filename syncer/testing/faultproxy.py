@@ -31,6 +31,11 @@ class FaultProxy:
     def fail_next(self, count: int, status: int = 503) -> None:
         self._fail.extend([status] * count)
 
+    def clear_faults(self) -> None:
+        self._fail.clear()
+        self.delay_s = 0.0
+        self.truncate = self.corrupt = False
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1
         if self.delay_s:

@@ -126,9 +126,9 @@ def condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
 
 @asynccontextmanager
 async def running_syncer(
-    rig: Rig, config: ServiceConfig = FAST, **changes: Any
+    rig: Rig, config: ServiceConfig = FAST, *, slurm_url: str = "", **changes: Any
 ) -> AsyncIterator[SyncerService]:
-    slurm = SlurmClient(rig.sandbox.rest_url, TokenFile(rig.sandbox.token_file))
+    slurm = SlurmClient(slurm_url or rig.sandbox.rest_url, TokenFile(rig.sandbox.token_file))
     kube = await KubeClient.from_config(str(rig.kubeconfig), qps=200, burst=400)
     service = SyncerService(slurm, kube, replace(config, **changes))
     await service.start()

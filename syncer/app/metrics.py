@@ -1,0 +1,287 @@
+"""Prometheus metrics: Slurm as the caches see it (no extra polling of slurmctld) and the syncer's
+own health. Gauges are read from live state at scrape time; latencies and actions are observed as
+they happen. Cardinality: per-node series (`slurm_node_info`) are one per Slurm node; everything
+else is bounded by partitions, states, endpoints and fixed label sets (docs/operations.md)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import Counter as PromCounter
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from syncer import __version__
+from syncer.model.slurm import BASE_STATES, SlurmNode
+
+if TYPE_CHECKING:
+    from syncer.app.service import SyncerService
+
+LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
+_GPU = re.compile(r"gpu(?::[^:,()]+)?:(\d+)")
+# diag fields exported as gauges: name in diag -> (metric suffix, unit divisor, help)
+DIAG_FIELDS: dict[str, tuple[str, float, str]] = {
+    "server_thread_count": ("server_threads", 1, "slurmctld server threads in use"),
+    "agent_queue_size": ("agent_queue_size", 1, "RPCs queued for the slurmctld agent"),
+    "dbd_agent_queue_size": ("dbd_agent_queue_size", 1, "messages queued for slurmdbd"),
+    "schedule_cycle_last": ("schedule_cycle_last_seconds", 1e6, "duration of the last main scheduling cycle"),
+    "schedule_cycle_mean": ("schedule_cycle_mean_seconds", 1e6, "mean main scheduling cycle"),
+    "schedule_queue_length": ("schedule_queue_length", 1, "jobs in the main scheduler queue"),
+    "bf_cycle_last": ("backfill_cycle_last_seconds", 1e6, "duration of the last backfill cycle"),
+    "bf_queue_len": ("backfill_queue_length", 1, "jobs in the backfill queue"),
+    "jobs_pending": ("jobs_pending", 1, "pending jobs (slurmctld statistics)"),
+    "jobs_running": ("jobs_running", 1, "running jobs (slurmctld statistics)"),
+}
+
+
+def gpu_count(gres: str) -> int:
+    """GPUs in a gres string such as `gpu:8`, `gpu:a100:4(S:0-1)` or `gpu:a100:4(IDX:0-3)`."""
+    return sum(int(m.group(1)) for m in _GPU.finditer(gres or ""))
+
+
+class SyncerMetrics:
+    """Owns the registry; the engine reports actions through `on_action`."""
+
+    def __init__(self, service: SyncerService) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.latency = Histogram(
+            "slurm_syncer_propagation_latency_seconds",
+            "From observing a change on one side to the write on the other side being acknowledged.",
+            ["direction"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.actions = PromCounter(
+            "slurm_syncer_actions",
+            "Actions by kind (drain, undrain, annotate, cordon, uncordon), direction and result.",
+            ["kind", "direction", "result"],
+            registry=self.registry,
+        )
+        for direction in ("k8s_to_slurm", "slurm_to_k8s"):
+            self.latency.labels(direction)  # present from the start, so dashboards never see gaps
+        self.registry.register(_StateCollector(service))
+
+    def on_action(self, kind: str, direction: str, _slurm_node: str, details: dict[str, Any]) -> None:
+        result = str(details.get("result", "ok"))
+        self.actions.labels(kind, direction, result).inc()
+        latency = details.get("latency_s")
+        if isinstance(latency, (int, float)):
+            self.latency.labels(direction).observe(float(latency))
+
+
+def _gauge(name: str, documentation: str, labels: list[str] | None = None) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, labels=labels)
+
+
+class _StateCollector(Collector):
+    def __init__(self, service: SyncerService) -> None:
+        self.service = service
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._slurm()
+        yield from self._syncer()
+
+    # -- Slurm, from the caches --------------------------------------------------------------------
+    def _slurm(self) -> Iterator[Metric]:
+        service = self.service
+        nodes: list[SlurmNode] = list(service.slurm_cache.nodes.values())
+        by_state = Counter(n.base_state for n in nodes)
+        states = _gauge("slurm_nodes", "Slurm nodes by base state.", ["state"])
+        for state in sorted(BASE_STATES):
+            states.add_metric([state.lower()], by_state.get(state, 0))
+        yield states
+        flags = Counter(flag for n in nodes for flag in n.state - BASE_STATES)
+        flag_gauge = _gauge(
+            "slurm_node_flags", "Slurm nodes carrying each state flag (DRAIN, NOT_RESPONDING ...).", ["flag"]
+        )
+        for flag in sorted(
+            flags | Counter(dict.fromkeys(("DRAIN", "NOT_RESPONDING", "COMPLETING", "FAIL"), 0))
+        ):
+            flag_gauge.add_metric([flag.lower()], flags.get(flag, 0))
+        yield flag_gauge
+        info = _gauge(
+            "slurm_node_info",
+            "One series per Slurm node: its base state and whether it is drained.",
+            ["node", "state", "drain"],
+        )
+        for node in nodes:
+            info.add_metric([node.name, node.base_state.lower(), "true" if node.drain_flag else "false"], 1)
+        yield info
+        totals: dict[str, list[int]] = {}
+        for node in nodes:
+            for partition in node.partitions:
+                row = totals.setdefault(partition, [0, 0, 0, 0, 0, 0, 0])
+                row[0] += 1
+                row[1] += node.cpus
+                row[2] += node.alloc_cpus
+                row[3] += node.real_memory_mb * 1024 * 1024
+                row[4] += node.alloc_memory_mb * 1024 * 1024
+                row[5] += gpu_count(node.gres)
+                row[6] += gpu_count(node.gres_used)
+        names = (
+            ("slurm_partition_nodes", "Nodes in the partition."),
+            ("slurm_partition_cpus", "CPUs in the partition."),
+            ("slurm_partition_cpus_allocated", "CPUs allocated to jobs in the partition."),
+            ("slurm_partition_memory_bytes", "Memory in the partition."),
+            ("slurm_partition_memory_allocated_bytes", "Memory allocated to jobs in the partition."),
+            ("slurm_partition_gpus", "GPUs (gres gpu) in the partition."),
+            ("slurm_partition_gpus_allocated", "GPUs allocated to jobs in the partition."),
+        )
+        for index, (name, doc) in enumerate(names):
+            family = _gauge(name, doc, ["partition"])
+            for partition, row in sorted(totals.items()):
+                family.add_metric([partition], row[index])
+            yield family
+        jobs = _gauge(
+            "slurm_jobs",
+            "Jobs by partition and state (polled at --jobs-poll-interval).",
+            ["partition", "state"],
+        )
+        for (partition, state), count in sorted(service.job_counts.items()):
+            jobs.add_metric([partition, state.lower()], count)
+        yield jobs
+        for key, (suffix, divisor, doc) in DIAG_FIELDS.items():
+            value = service.diag.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                family = _gauge(f"slurm_scheduler_{suffix}", doc.capitalize() + ".")
+                family.add_metric([], value / divisor)
+                yield family
+
+    # -- the syncer ------------------------------------------------------------------------------
+    def _syncer(self) -> Iterator[Metric]:
+        service = self.service
+        build = _gauge("slurm_syncer_build_info", "Version of the running syncer.", ["version", "slurm_api"])
+        build.add_metric([__version__, service.slurm.version.name if service.slurm.version else ""], 1)
+        yield build
+        stats = service.slurm.stats
+        requests = CounterMetricFamily(
+            "slurm_syncer_slurm_requests",
+            "Requests to slurmrestd by endpoint and HTTP status.",
+            labels=["endpoint", "status"],
+        )
+        for (endpoint, status), count in sorted(stats.requests.items()):
+            requests.add_metric([endpoint, str(status)], count)
+        yield requests
+        seconds = CounterMetricFamily(
+            "slurm_syncer_slurm_request_seconds",
+            "Time spent in slurmrestd requests by endpoint.",
+            labels=["endpoint"],
+        )
+        for endpoint, total in sorted(stats.seconds.items()):
+            seconds.add_metric([endpoint], total)
+        yield seconds
+        body = CounterMetricFamily(
+            "slurm_syncer_slurm_response_bytes",
+            "Bytes received from slurmrestd by endpoint.",
+            labels=["endpoint"],
+        )
+        for endpoint, total in sorted(stats.body_bytes.items()):
+            body.add_metric([endpoint], total)
+        yield body
+        cache = service.slurm_cache.stats
+        fetches = CounterMetricFamily(
+            "slurm_syncer_slurm_fetches",
+            "Node cache polls: answered 304/unchanged, full lists, errors.",
+            labels=["result"],
+        )
+        fetches.add_metric(["not_modified"], cache.not_modified)
+        fetches.add_metric(["full"], cache.full_fetches)
+        fetches.add_metric(["error"], cache.errors)
+        yield fetches
+        snapshot = _gauge("slurm_syncer_slurm_snapshot_bytes", "Size of the last full node list.")
+        snapshot.add_metric([], cache.last_snapshot_bytes)
+        yield snapshot
+        age = _gauge(
+            "slurm_syncer_slurm_snapshot_age_seconds",
+            "Seconds since slurmrestd last answered the node cache.",
+        )
+        age.add_metric([], min(service.slurm_cache.age_s, 1e9))
+        yield age
+        for name, doc, attr in (
+            (
+                "slurm_syncer_kube_watch_restarts",
+                "Kubernetes watch streams ended and reopened.",
+                "watch_restarts",
+            ),
+            (
+                "slurm_syncer_kube_relists",
+                "Kubernetes full lists (the first, and after 410 Gone or errors).",
+                "lists",
+            ),
+            ("slurm_syncer_kube_watch_errors", "Kubernetes list/watch errors.", "errors"),
+            ("slurm_syncer_kube_watch_events", "Kubernetes watch events received.", "events"),
+        ):
+            family = CounterMetricFamily(name, doc, labels=["resource"])
+            for resource, informer in (
+                ("pods", service.kube_cache.pods),
+                ("nodes", service.kube_cache.nodes),
+            ):
+                family.add_metric([resource], getattr(informer.stats, attr))
+            yield family
+        kube_requests = CounterMetricFamily(
+            "slurm_syncer_kube_requests", "Requests to the Kubernetes API.", labels=["result"]
+        )
+        kube_requests.add_metric(["all"], service.kube.requests_total)
+        kube_requests.add_metric(["error"], service.kube.errors_total)
+        yield kube_requests
+        queue = service.engine.queue
+        for name, doc, value in (
+            ("slurm_syncer_queue_depth", "Slurm nodes waiting to be reconciled.", queue.depth),
+            ("slurm_syncer_queue_in_flight", "Slurm nodes being reconciled now.", queue.in_flight),
+            (
+                "slurm_syncer_leader",
+                "1 while this process holds the lease and may write.",
+                int(service.gate.leading),
+            ),
+            (
+                "slurm_syncer_safety_valve_open",
+                "1 while the drain safety valve holds Kubernetes-side drains back.",
+                int(service.engine.valve.is_open),
+            ),
+            (
+                "slurm_syncer_drift_nodes",
+                "Bound Slurm nodes whose two sides disagree right now.",
+                len(service.engine.stats.drifted),
+            ),
+            (
+                "slurm_syncer_conflicting_nodes",
+                "Slurm nodes claimed by more than one pod or Node.",
+                len(service.engine.stats.conflicts),
+            ),
+            ("slurm_syncer_ready", "1 when /readyz answers ok.", int(service.readiness()[0])),
+        ):
+            gauge = _gauge(name, doc)
+            gauge.add_metric([], value)
+            yield gauge
+        retries = CounterMetricFamily("slurm_syncer_queue_retries", "Reconciles retried after an error.")
+        retries.add_metric([], queue.retries_total)
+        yield retries
+        refusals = CounterMetricFamily(
+            "slurm_syncer_safety_valve_refusals", "Drains held back by the safety valve."
+        )
+        refusals.add_metric([], service.engine.stats.valve_refusals)
+        yield refusals
+        bound_pod = sum(1 for n in service.kube_cache.pods_by_slurm_node)
+        bound_names = service.kube_cache.slurm_names()
+        bound = _gauge(
+            "slurm_syncer_bound_nodes", "Slurm nodes bound to Kubernetes objects, by binding mode.", ["mode"]
+        )
+        bound.add_metric(["pod"], bound_pod)
+        bound.add_metric(["node"], max(0, len(bound_names) - bound_pod))
+        yield bound
+        unbound = _gauge("slurm_syncer_unbound_nodes", "Slurm nodes no pod or Node claims (exported only).")
+        unbound.add_metric([], len(set(service.slurm_cache.nodes) - bound_names))
+        yield unbound
+        events = CounterMetricFamily(
+            "slurm_syncer_events",
+            "Kubernetes Events: created, aggregated into an existing one, dropped by the rate limit.",
+            labels=["result"],
+        )
+        events.add_metric(["created"], service.events.created)
+        events.add_metric(["aggregated"], service.events.aggregated)
+        events.add_metric(["dropped"], service.events.dropped)
+        yield events

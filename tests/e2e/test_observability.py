@@ -1,0 +1,105 @@
+"""The exporter and health endpoints of a running syncer connected to the sandbox and the emulator."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+
+import aiohttp
+import pytest
+
+from syncer.app.service import SyncerService
+from syncer.testing.faultproxy import FaultProxy
+from tests.e2e.rig import Rig, fresh_slurm_nodes, running_syncer
+from tests.helpers import wait_for
+
+pytestmark = [pytest.mark.slurm, pytest.mark.kube]
+
+
+async def get(service: SyncerService, path: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"http://127.0.0.1:{service.http_port}{path}") as response:
+            return response.status, await response.text()
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    """The value of one series in Prometheus text format."""
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        head, _, value = line.rpartition(" ")
+        series_name, _, label_text = head.partition("{")
+        if series_name != name:
+            continue
+        if all(f'{k}="{v}"' in label_text for k, v in labels.items()):
+            return float(value)
+    return None
+
+
+async def test_health_and_metrics_of_a_running_syncer(rig: Rig):
+    (name,) = fresh_slurm_nodes(1)
+    kube_node, _ = rig.bind_pod(name)
+    async with running_syncer(rig) as service:
+        assert await get(service, "/healthz") == (200, "ok\n")
+        status, body = await get(service, "/readyz")
+        assert status == 200 and body.startswith("ok (leader")
+        rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": True}})
+
+        async def drained_and_reported() -> bool:
+            _, text = await get(service, "/metrics")
+            drains = sample(
+                text, "slurm_syncer_actions_total", kind="drain", direction="k8s_to_slurm", result="ok"
+            )
+            return bool(drains) and bool(sample(text, "slurm_node_info", node=name, drain="true"))
+
+        await wait_for(drained_and_reported, deadline_s=10, what="drain counted and exported")
+        _, text = await get(service, "/metrics")
+        slurm_nodes = len(service.slurm_cache.nodes)
+        assert (
+            sum(
+                sample(text, "slurm_nodes", state=s) or 0
+                for s in ("idle", "allocated", "mixed", "down", "error", "future", "unknown")
+            )
+            == slurm_nodes
+        )
+        assert text.count("\nslurm_node_info{") == slurm_nodes
+        assert (sample(text, "slurm_partition_nodes", partition="main") or 0) >= 1
+        assert (
+            sample(text, "slurm_syncer_propagation_latency_seconds_count", direction="k8s_to_slurm") or 0
+        ) >= 1
+        assert sample(text, "slurm_syncer_leader") == 1
+        assert sample(text, "slurm_syncer_bound_nodes", mode="pod") == 1
+        polls = sum(
+            sample(text, "slurm_syncer_slurm_fetches_total", result=r) or 0 for r in ("not_modified", "full")
+        )
+        assert polls >= 1
+        await wait_for(lambda: service.diag != {}, what="scheduler statistics polled")
+        _, text = await get(service, "/metrics")
+        assert sample(text, "slurm_scheduler_server_threads") is not None
+        promtool = shutil.which("promtool")
+        assert promtool, "promtool missing: scripts/bootstrap installs the Debian package prometheus"
+        process = await asyncio.create_subprocess_exec(
+            promtool, "check", "metrics", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        out, _ = await process.communicate(text.encode())
+        assert process.returncode == 0, f"promtool check metrics: {out.decode()}"
+
+
+async def test_readyz_reports_stale_slurm_data(rig: Rig):
+    async with FaultProxy(rig.sandbox.rest_url) as proxy:
+        async with running_syncer(rig, slurm_url=proxy.url, slurm_stale_after_s=1.5) as service:
+            proxy.fail_next(100_000, status=503)
+
+            async def not_ready() -> bool:
+                status, body = await get(service, "/readyz")
+                return status == 503 and "slurm data stale" in body
+
+            await wait_for(not_ready, deadline_s=15, what="/readyz 503 naming stale Slurm data")
+            assert (await get(service, "/healthz"))[0] == 200  # alive, just not ready
+            proxy.clear_faults()  # slurmrestd answers again
+
+            async def ready() -> bool:
+                return (await get(service, "/readyz"))[0] == 200
+
+            await wait_for(ready, deadline_s=15, what="ready again after recovery")
