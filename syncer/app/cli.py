@@ -18,6 +18,9 @@ class CommandModule(Protocol):
 
 # Each module's register() adds its sub-command and sets `func` (args -> exit code).
 COMMAND_MODULES: tuple[str, ...] = (
+    "syncer.app.run_cmd",
+    "syncer.app.status_cmd",
+    "syncer.app.check_cmd",
     "syncer.testing.sandbox_cli",
     "syncer.testing.kubeapi_cli",
 )

@@ -1,0 +1,194 @@
+"""`slurm-syncer check`: preflight, item by item, with what to fix."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from dataclasses import dataclass
+
+from syncer.app import settings as settings_mod
+from syncer.app.wiring import kube_client, slurm_client
+from syncer.kube.client import KubeClient
+from syncer.kube.errors import KubeError
+from syncer.slurm.client import SlurmClient
+from syncer.slurm.errors import SlurmAuthError, SlurmError
+
+# (verb, group, resource, why): everything the syncer does to Kubernetes
+PERMISSIONS: tuple[tuple[str, str, str, str], ...] = (
+    ("list", "", "nodes", "informer of Nodes"),
+    ("watch", "", "nodes", "informer of Nodes"),
+    ("patch", "", "nodes", "annotations and cordon-on-slurm-drain"),
+    ("patch", "", "nodes/status", "SlurmNodeDrained/SlurmNodeHealthy conditions on Nodes"),
+    ("list", "", "pods", "informer of slurmd pods"),
+    ("watch", "", "pods", "informer of slurmd pods"),
+    ("patch", "", "pods", "state annotations on slurmd pods"),
+    ("patch", "", "pods/status", "conditions on slurmd pods"),
+    ("create", "", "pods", "NodeSet scale-out"),
+    ("delete", "", "pods", "NodeSet scale-in"),
+    ("create", "", "events", "Events for transitions"),
+    ("patch", "", "events", "aggregating repeated Events"),
+    ("get", "coordination.k8s.io", "leases", "leader election"),
+    ("create", "coordination.k8s.io", "leases", "leader election"),
+    ("update", "coordination.k8s.io", "leases", "leader election"),
+    ("list", "slurm-syncer.dev", "nodesets", "NodeSet reconciler"),
+    ("watch", "slurm-syncer.dev", "nodesets", "NodeSet reconciler"),
+    ("patch", "slurm-syncer.dev", "nodesets/status", "NodeSet status"),
+    ("create", "policy", "poddisruptionbudgets", "protecting busy slurmd pods"),
+    ("patch", "policy", "poddisruptionbudgets", "protecting busy slurmd pods"),
+)
+
+
+@dataclass(frozen=True)
+class Item:
+    ok: bool
+    what: str
+    fix: str = ""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="preflight: can the syncer reach and change Slurm and Kubernetes?",
+        description="Check, item by item, what `slurm-syncer run` needs, and say what to fix.",
+    )
+    settings_mod.add_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+async def check_slurm(client: SlurmClient) -> list[Item]:
+    items = []
+    try:
+        version = await client.start()
+    except SlurmError as exc:
+        return [
+            Item(
+                False,
+                f"slurmrestd at {client.url}: {exc}",
+                "check --slurm-url, that slurmrestd runs, and the network path",
+            )
+        ]
+    items.append(
+        Item(
+            True,
+            f"slurmrestd at {client.url} answers; API {version.name} in use"
+            + (f" (Slurm {client.release})" if client.release else ""),
+        )
+    )
+    if not version.verified_live:
+        items.append(
+            Item(
+                False,
+                f"API {version.name} is not verified against a live Slurm by this release",
+                "pin a verified one with --slurm-api-version v0.0.42",
+            )
+        )
+    try:
+        listing = await client.list_all_nodes()
+        items.append(Item(True, f"token accepted: {len(listing.nodes)} Slurm nodes listed"))
+    except SlurmAuthError as exc:
+        return [
+            *items,
+            Item(
+                False,
+                f"token rejected: {exc}",
+                "give a valid token (--slurm-token-file) or the JWT key (--slurm-jwt-key-file)",
+            ),
+        ]
+    except SlurmError as exc:
+        return [*items, Item(False, f"node list failed: {exc}", "see slurmrestd's log")]
+    if listing.nodes:
+        probe = listing.nodes[0]
+        try:
+            # rewriting a node's comment with its current value changes nothing but needs operator rights
+            await client.update_node(probe.name, comment=probe.comment)
+            items.append(Item(True, "token may update nodes (drain/undrain)"))
+        except SlurmError as exc:
+            items.append(
+                Item(
+                    False,
+                    f"token may not update nodes: {exc}",
+                    "use a token of SlurmUser or of an operator "
+                    "(sacctmgr modify user NAME set adminlevel=operator)",
+                )
+            )
+    return items
+
+
+async def check_kube(client: KubeClient) -> list[Item]:
+    try:
+        version = await client.get("/version")
+    except KubeError as exc:
+        return [
+            Item(
+                False,
+                f"Kubernetes API at {client.server}: {exc.message}",
+                "check --kubeconfig or the in-cluster service account",
+            )
+        ]
+    items = [
+        Item(True, f"Kubernetes API at {client.server} answers (version {version.get('gitVersion', '?')})")
+    ]
+    for verb, group, resource, why in PERMISSIONS:
+        plural, _, sub = resource.partition("/")
+        attrs = {"verb": verb, "group": group, "resource": plural, **({"subresource": sub} if sub else {})}
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attrs},
+        }
+        name = f"{verb} {resource}" + (f".{group}" if group else "")
+        try:
+            answer = await client.create("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review)
+        except KubeError as exc:
+            items.append(
+                Item(
+                    False,
+                    f"cannot ask whether I may {name}: {exc.message}",
+                    "grant create on selfsubjectaccessreviews",
+                )
+            )
+            continue
+        allowed = bool((answer.get("status") or {}).get("allowed"))
+        items.append(
+            Item(
+                allowed,
+                f"may {name} ({why})",
+                "" if allowed else "add it to the syncer's ClusterRole (the Helm chart grants it)",
+            )
+        )
+    return items
+
+
+async def collect(settings: settings_mod.Settings) -> list[Item]:
+    slurm = slurm_client(settings)
+    try:
+        items = await check_slurm(slurm)
+    finally:
+        await slurm.close()
+    try:
+        kube = await kube_client(settings)
+    except KubeError as exc:
+        return [*items, Item(False, exc.message, "check --kubeconfig or the in-cluster service account")]
+    try:
+        items += await check_kube(kube)
+    finally:
+        await kube.close()
+    return items
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = settings_mod.load(args, os.environ)
+    except settings_mod.SettingsError as exc:
+        print(f"slurm-syncer check: {exc}", file=sys.stderr)
+        return 2
+    items = asyncio.run(collect(settings))
+    for item in items:
+        print(f"{'ok  ' if item.ok else 'FAIL'}  {item.what}")
+        if not item.ok and item.fix:
+            print(f"      fix: {item.fix}")
+    failed = sum(not i.ok for i in items)
+    print(f"{len(items) - failed} ok, {failed} failed")
+    return 0 if failed == 0 else 1

@@ -1,0 +1,78 @@
+"""`slurm-syncer run`: the daemon."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+
+import structlog
+
+from syncer.app import settings as settings_mod
+from syncer.app.wiring import build_service
+from syncer.kube.errors import KubeError
+from syncer.slurm.errors import SlurmError
+
+log = structlog.get_logger("syncer.app")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="keep Slurm and Kubernetes in agreement (the daemon)",
+        description="Keep Slurm and Kubernetes in agreement. Options: docs/configuration.md.",
+    )
+    settings_mod.add_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def fail(message: str, code: int) -> int:
+    print(f"slurm-syncer run: {message}", file=sys.stderr)
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = settings_mod.load(args, os.environ)
+    except settings_mod.SettingsError as exc:
+        return fail(str(exc), 2)
+    return asyncio.run(_run(settings))
+
+
+async def _run(settings: settings_mod.Settings) -> int:
+    try:
+        service = await build_service(settings, os.environ)
+    except (KubeError, SlurmError, ValueError) as exc:
+        return fail(str(exc), 2)
+    try:
+        await service.kube.get("/version")
+    except KubeError as exc:
+        await service.kube.close()
+        return fail(
+            f"cannot reach the Kubernetes API at {service.kube.server}: {exc.message} (check --kubeconfig)", 1
+        )
+    try:
+        await service.start()
+    except SlurmError as exc:
+        await service.stop()
+        return fail(
+            f"cannot use slurmrestd at {settings.slurm_url}: {exc} (check --slurm-url and the token)", 1
+        )
+    except OSError as exc:
+        await service.stop()
+        return fail(
+            f"cannot serve on {settings.listen_address[0]}:{settings.listen_address[1]}: {exc.strerror}", 1
+        )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    log.info("slurm-syncer running", dry_run=settings.dry_run, leader_election=settings.leader_election)
+    await stop.wait()
+    log.info("stopping")
+    await service.stop()
+    return 0

@@ -1,0 +1,462 @@
+"""Every option of `slurm-syncer run`, declared once: each is a flag `--name`, an environment
+variable `SLURM_SYNCER_<NAME>` and a key of the optional YAML file `--config`; a flag beats the
+environment, which beats the file, which beats the default. docs/configuration.md is generated
+from this table (`python -m syncer.app.settings > docs/configuration.md`)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import socket
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ENV_PREFIX = "SLURM_SYNCER_"
+
+
+class SettingsError(Exception):
+    """A bad option: the message names the option, the value, where it came from and what is allowed."""
+
+
+def parse_duration(text: str) -> float:
+    """`500ms`, `30s`, `2m`, `1h`, `1m30s` or plain seconds."""
+    value = str(text).strip()
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", value)
+    if not parts or "".join(n + u for n, u in parts) != value:
+        raise ValueError("a duration such as 500ms, 30s, 2m or 1h")
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
+def parse_bool(text: str) -> bool:
+    value = str(text).strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("true or false (also 1/0, yes/no)")
+
+
+def _condition(text: str) -> tuple[str, str]:
+    match = re.fullmatch(r"\s*([A-Za-z][A-Za-z0-9_.-]*)=(True|False|Unknown)\s*", text)
+    if match is None:
+        raise ValueError("Type=Status with Status True, False or Unknown, e.g. GpuUnhealthy=True")
+    return match.group(1), match.group(2)
+
+
+def _url(text: str) -> str:
+    if not re.match(r"^(https?://[^/\s]+|unix:///\S+)", text):
+        raise ValueError("http://host:port, https://host:port or unix:///path/to/slurmrestd.sock")
+    return text
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise ValueError("a fraction in (0, 1], e.g. 0.10 for 10 %")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError("a whole number >= 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise ValueError("a number > 0")
+    return value
+
+
+def _positive_duration(text: str) -> float:
+    value = parse_duration(text)
+    if value <= 0:
+        raise ValueError("a duration > 0 such as 500ms, 30s, 2m or 1h")
+    return value
+
+
+def _listen(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError("host:port or :port, e.g. :8080")
+    return host or "0.0.0.0", int(port)
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in allowed:
+            raise ValueError(" or ".join(allowed))
+        return text
+
+    return parse
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    help: str
+    section: str
+    kind: str = "value"  # "value", "flag" (boolean switch) or "list" (repeatable)
+    shown_default: str = ""
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper().replace("-", "_")
+
+    @property
+    def attr(self) -> str:
+        return self.name.replace("-", "_")
+
+
+OPTIONS: tuple[Option, ...] = (
+    # Slurm
+    Option("slurm-url", _url, None, "slurmrestd URL (http, https or unix socket); required", "Slurm"),
+    Option(
+        "slurm-token-file",
+        str,
+        "",
+        "file holding a Slurm JWT (re-read when it changes: rotation without restart)",
+        "Slurm",
+    ),
+    Option(
+        "slurm-jwt-key-file",
+        str,
+        "",
+        "Slurm's jwt_hs256.key: the syncer mints its own short-lived tokens",
+        "Slurm",
+    ),
+    Option("slurm-jwt-user", str, "slurm", "user named in minted tokens and in X-SLURM-USER-NAME", "Slurm"),
+    Option(
+        "slurm-api-version",
+        str,
+        "auto",
+        "REST API version (v0.0.40 ... v0.0.42) or auto (newest both sides speak)",
+        "Slurm",
+    ),
+    Option(
+        "slurm-poll-interval",
+        _positive_duration,
+        1.0,
+        "how often the node cache asks slurmrestd what changed",
+        "Slurm",
+        shown_default="1s",
+    ),
+    Option(
+        "slurm-poll-strategy",
+        _choice("conditional", "full"),
+        "conditional",
+        "conditional (update_time probes) or full (a whole node list each poll)",
+        "Slurm",
+    ),
+    Option(
+        "slurm-stale-after",
+        _positive_duration,
+        30.0,
+        "Slurm data older than this is stale: no undrain, not ready",
+        "Slurm",
+        shown_default="30s",
+    ),
+    Option(
+        "slurm-timeout",
+        _positive_duration,
+        10.0,
+        "timeout of one slurmrestd request",
+        "Slurm",
+        shown_default="10s",
+    ),
+    # Kubernetes
+    Option("kubeconfig", str, "", "kubeconfig file; empty: in-cluster service account", "Kubernetes"),
+    Option("namespace", str, "", "namespace of the slurmd pods; empty: all namespaces", "Kubernetes"),
+    Option(
+        "lease-namespace",
+        str,
+        "",
+        "namespace of the leader Lease and of Node Events; default $POD_NAMESPACE or default",
+        "Kubernetes",
+    ),
+    Option(
+        "leader-election",
+        parse_bool,
+        True,
+        "elect a leader on a Lease (run 2 replicas); off: this process always writes",
+        "Kubernetes",
+        "flag",
+    ),
+    Option(
+        "lease-duration",
+        _positive_duration,
+        15.0,
+        "how long a lease lasts without renewal",
+        "Kubernetes",
+        shown_default="15s",
+    ),
+    Option(
+        "renew-deadline",
+        _positive_duration,
+        10.0,
+        "the leader stops writing when it could not renew for this long",
+        "Kubernetes",
+        shown_default="10s",
+    ),
+    Option(
+        "retry-period",
+        _positive_duration,
+        2.0,
+        "interval of lease renewals and acquisition attempts",
+        "Kubernetes",
+        shown_default="2s",
+    ),
+    Option(
+        "kube-qps",
+        _positive_float,
+        50.0,
+        "client-side rate limit of Kubernetes API requests per second",
+        "Kubernetes",
+    ),
+    Option("kube-burst", _positive_int, 100, "requests allowed at once above kube-qps", "Kubernetes"),
+    Option("identity", str, "", "name of this replica in the Lease; default the host name", "Kubernetes"),
+    # Sync
+    Option(
+        "owner-prefix",
+        str,
+        "k8s: ",
+        "drain reasons starting with this are the syncer's; others are never touched",
+        "Sync",
+    ),
+    Option(
+        "ready-grace-period",
+        parse_duration,
+        60.0,
+        "Ready not True for this long drains the Slurm node",
+        "Sync",
+        shown_default="60s",
+    ),
+    Option(
+        "drain-on-condition",
+        _condition,
+        (),
+        "Node condition that drains, Type=Status (repeatable), e.g. GpuUnhealthy=True",
+        "Sync",
+        "list",
+    ),
+    Option(
+        "cordon-on-slurm-drain",
+        parse_bool,
+        False,
+        "cordon the Kubernetes Node when a drain starts in Slurm (and lift only such cordons)",
+        "Sync",
+        "flag",
+    ),
+    Option(
+        "bind-by-node-name",
+        parse_bool,
+        False,
+        "bind a Slurm node to the Kubernetes Node of the same name (hybrid hosts)",
+        "Sync",
+        "flag",
+    ),
+    Option(
+        "max-drain-fraction",
+        _fraction,
+        0.10,
+        "safety valve: most bound nodes that may newly drain per minute from Kubernetes",
+        "Sync",
+    ),
+    Option("workers", _positive_int, 8, "Slurm nodes reconciled at once", "Sync"),
+    Option("dry-run", parse_bool, False, "compute and log every action, write nothing", "Sync", "flag"),
+    Option("nodeset-enabled", parse_bool, True, "run the NodeSet reconciler", "Sync", "flag"),
+    # Server
+    Option(
+        "listen-address",
+        _listen,
+        ("0.0.0.0", 8080),
+        "where /metrics, /healthz and /readyz are served",
+        "Server",
+        shown_default=":8080",
+    ),
+    Option(
+        "jobs-poll-interval",
+        _positive_duration,
+        30.0,
+        "how often jobs and scheduler statistics are fetched for the exporter",
+        "Server",
+        shown_default="30s",
+    ),
+)
+BY_ATTR = {option.attr: option for option in OPTIONS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    values: Mapping[str, Any]
+    sources: Mapping[str, str]  # attr -> "flag", "env", "file" or "default"
+
+    def __getattr__(self, attr: str) -> Any:
+        try:
+            return self.values[attr]
+        except KeyError:
+            raise AttributeError(attr) from None
+
+    def lease_namespace_resolved(self, environ: Mapping[str, str]) -> str:
+        return str(self.values["lease_namespace"] or environ.get("POD_NAMESPACE") or "default")
+
+    def identity_resolved(self) -> str:
+        return str(self.values["identity"] or socket.gethostname())
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", type=Path, default=None, help="YAML file of options (keys as the flag names)"
+    )
+    for section in dict.fromkeys(o.section for o in OPTIONS):
+        group = parser.add_argument_group(section)
+        for option in (o for o in OPTIONS if o.section == section):
+            help_text = f"{option.help} [env {option.env}]"
+            if option.kind == "flag":
+                group.add_argument(
+                    f"--{option.name}",
+                    dest=option.attr,
+                    action=argparse.BooleanOptionalAction,
+                    default=None,
+                    help=help_text,
+                )
+            elif option.kind == "list":
+                group.add_argument(
+                    f"--{option.name}",
+                    dest=option.attr,
+                    action="append",
+                    default=None,
+                    metavar="VALUE",
+                    help=help_text,
+                )
+            else:
+                group.add_argument(
+                    f"--{option.name}", dest=option.attr, default=None, metavar="VALUE", help=help_text
+                )
+
+
+def _parse(option: Option, raw: Any, source: str) -> Any:
+    try:
+        if option.kind == "list":
+            items = raw if isinstance(raw, list) else [p for p in str(raw).split(",") if p.strip()]
+            return tuple(option.parse(str(item)) for item in items)
+        if option.kind == "flag" and isinstance(raw, bool):
+            return raw
+        return option.parse(str(raw))
+    except (ValueError, TypeError) as exc:
+        where = {
+            "flag": f"--{option.name}",
+            "env": option.env,
+            "file": f"key {option.name!r} of the config file",
+        }[source]
+        raise SettingsError(f"bad value {raw!r} for {where}: expected {exc}") from None
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(path.read_text()) or {}
+    except OSError as exc:
+        raise SettingsError(f"cannot read the config file {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise SettingsError(f"the config file {path} is not valid YAML: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise SettingsError(f"the config file {path} must be a mapping of option names to values")
+    values: dict[str, Any] = {}
+    for key, value in loaded.items():
+        attr = str(key).replace("-", "_")
+        if attr not in BY_ATTR:
+            raise SettingsError(
+                f"unknown option {key!r} in the config file {path} (see docs/configuration.md)"
+            )
+        values[attr] = value
+    return values
+
+
+def load(args: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
+    file_values = _read_file(args.config) if getattr(args, "config", None) else {}
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for option in OPTIONS:
+        flag = getattr(args, option.attr, None)
+        if flag is not None:
+            values[option.attr], sources[option.attr] = _parse(option, flag, "flag"), "flag"
+        elif option.env in environ:
+            values[option.attr], sources[option.attr] = _parse(option, environ[option.env], "env"), "env"
+        elif option.attr in file_values:
+            values[option.attr], sources[option.attr] = (
+                _parse(option, file_values[option.attr], "file"),
+                "file",
+            )
+        else:
+            values[option.attr], sources[option.attr] = option.default, "default"
+    if not values["slurm_url"]:
+        raise SettingsError("--slurm-url is required (or SLURM_SYNCER_SLURM_URL, or slurm-url in --config)")
+    if not values["renew_deadline"] < values["lease_duration"]:
+        raise SettingsError(
+            f"--renew-deadline ({values['renew_deadline']} s) must be shorter than --lease-duration "
+            f"({values['lease_duration']} s)"
+        )
+    if not values["retry_period"] < values["renew_deadline"]:
+        raise SettingsError(
+            f"--retry-period ({values['retry_period']} s) must be shorter than --renew-deadline "
+            f"({values['renew_deadline']} s)"
+        )
+    if values["slurm_token_file"] and values["slurm_jwt_key_file"]:
+        raise SettingsError("give either --slurm-token-file or --slurm-jwt-key-file, not both")
+    return Settings(values, sources)
+
+
+def markdown() -> str:
+    lines = [
+        "# Configuration",
+        "",
+        "Generated from `syncer/app/settings.py` (`python -m syncer.app.settings > docs/configuration.md`);",
+        "a test fails when this file is out of date.",
+        "",
+        "Every option of `slurm-syncer run` can be given as a flag, as an environment variable, or as a key",
+        "of the YAML file named by `--config`. A flag beats the environment, which beats the file, which",
+        "beats the default. Durations take `500ms`, `30s`, `2m`, `1h` or plain seconds; switches take",
+        "`--name` / `--no-name` as flags and true/false (1/0, yes/no) elsewhere; repeatable options take a",
+        "list in YAML and a comma-separated value in the environment.",
+        "",
+    ]
+    for section in dict.fromkeys(o.section for o in OPTIONS):
+        lines += [
+            f"## {section}",
+            "",
+            "| option | environment variable | default | meaning |",
+            "|---|---|---|---|",
+        ]
+        for option in (o for o in OPTIONS if o.section == section):
+            if option.shown_default:
+                default = option.shown_default
+            elif option.default is None:
+                default = "(required)"
+            elif isinstance(option.default, bool):
+                default = str(option.default).lower()
+            elif option.default in ("", ()):
+                default = "(empty)"
+            else:
+                default = str(option.default)
+            flag = f"`--{option.name}`" + (" (repeatable)" if option.kind == "list" else "")
+            lines.append(f"| {flag} | `{option.env}` | `{default}` | {option.help} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())

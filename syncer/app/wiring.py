@@ -1,0 +1,70 @@
+"""From settings to live objects: the Slurm client, the Kubernetes client and the service."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from syncer.app.service import ServiceConfig, SyncerService
+from syncer.app.settings import Settings
+from syncer.kube.client import KubeClient
+from syncer.slurm.auth import JwtKeyToken, NoToken, TokenFile, TokenSource
+from syncer.slurm.client import SlurmClient
+from syncer.sync.options import SyncOptions
+
+
+def slurm_client(settings: Settings) -> SlurmClient:
+    token: TokenSource
+    if settings.slurm_token_file:
+        token = TokenFile(Path(settings.slurm_token_file), user=settings.slurm_jwt_user)
+    elif settings.slurm_jwt_key_file:
+        token = JwtKeyToken(Path(settings.slurm_jwt_key_file), user=settings.slurm_jwt_user)
+    else:
+        token = NoToken()  # a unix socket with rest_auth/local
+    version = None if settings.slurm_api_version in ("", "auto") else settings.slurm_api_version
+    return SlurmClient(settings.slurm_url, token, api_version=version, timeout_s=settings.slurm_timeout)
+
+
+async def kube_client(settings: Settings) -> KubeClient:
+    return await KubeClient.from_config(
+        settings.kubeconfig or None, qps=settings.kube_qps, burst=settings.kube_burst
+    )
+
+
+def sync_options(settings: Settings) -> SyncOptions:
+    return SyncOptions(
+        owner_prefix=settings.owner_prefix,
+        ready_grace_s=settings.ready_grace_period,
+        drain_on_conditions=tuple(settings.drain_on_condition),
+        cordon_on_slurm_drain=settings.cordon_on_slurm_drain,
+    )
+
+
+def service_config(settings: Settings, environ: Mapping[str, str]) -> ServiceConfig:
+    host, port = settings.listen_address
+    return ServiceConfig(
+        options=sync_options(settings),
+        slurm_poll_interval_s=settings.slurm_poll_interval,
+        slurm_poll_strategy=settings.slurm_poll_strategy,
+        slurm_stale_after_s=settings.slurm_stale_after,
+        namespace=settings.namespace,
+        bind_by_node_name=settings.bind_by_node_name,
+        max_drain_fraction=settings.max_drain_fraction,
+        workers=settings.workers,
+        dry_run=settings.dry_run,
+        leader_election=settings.leader_election,
+        lease_namespace=settings.lease_namespace_resolved(environ),
+        identity=settings.identity_resolved(),
+        lease_duration_s=settings.lease_duration,
+        renew_deadline_s=settings.renew_deadline,
+        retry_period_s=settings.retry_period,
+        listen_host=host,
+        listen_port=port,
+        jobs_poll_interval_s=settings.jobs_poll_interval,
+    )
+
+
+async def build_service(settings: Settings, environ: Mapping[str, str]) -> SyncerService:
+    return SyncerService(
+        slurm_client(settings), await kube_client(settings), service_config(settings, environ)
+    )

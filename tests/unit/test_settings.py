@@ -1,0 +1,150 @@
+"""Options: flag > environment > file > default, clear errors, docs in step with the code."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from syncer.app import settings
+from syncer.app.settings import SettingsError, load, markdown, parse_duration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    settings.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_defaults_and_required_url():
+    with pytest.raises(SettingsError, match="--slurm-url is required"):
+        load(parse(), {})
+    loaded = load(parse("--slurm-url", "http://slurmrestd:6820"), {})
+    assert (
+        loaded.slurm_poll_interval == 1.0
+        and loaded.max_drain_fraction == 0.10
+        and loaded.leader_election is True
+    )
+    assert loaded.listen_address == ("0.0.0.0", 8080) and loaded.sources["workers"] == "default"
+
+
+def test_precedence_flag_env_file(tmp_path: Path):
+    config = tmp_path / "syncer.yaml"
+    config.write_text("slurm-url: http://from-file:6820\nworkers: 3\nready_grace_period: 2m\ndry-run: true\n")
+    env = {"SLURM_SYNCER_WORKERS": "5", "SLURM_SYNCER_SLURM_URL": "http://from-env:6820"}
+    loaded = load(parse("--config", str(config), "--workers", "7"), env)
+    assert loaded.workers == 7 and loaded.sources["workers"] == "flag"
+    assert loaded.slurm_url == "http://from-env:6820" and loaded.sources["slurm_url"] == "env"
+    assert loaded.ready_grace_period == 120.0 and loaded.sources["ready_grace_period"] == "file"
+    assert loaded.dry_run is True
+    assert load(parse("--config", str(config), "--no-dry-run"), env).dry_run is False
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("500ms", 0.5), ("30s", 30.0), ("2m", 120.0), ("1h", 3600.0), ("1m30s", 90.0), ("7", 7.0)],
+)
+def test_durations(text: str, seconds: float):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("true", True), ("1", True), ("yes", True), ("false", False), ("0", False), ("no", False)],
+)
+def test_bool_env_values(text: str, value: bool):
+    loaded = load(parse(), {"SLURM_SYNCER_SLURM_URL": "http://s:1", "SLURM_SYNCER_DRY_RUN": text})
+    assert loaded.dry_run is value
+
+
+def test_repeatable_conditions_from_flags_env_and_file(tmp_path: Path):
+    flags = load(
+        parse(
+            "--slurm-url",
+            "http://s:1",
+            "--drain-on-condition",
+            "GpuUnhealthy=True",
+            "--drain-on-condition",
+            "DiskPressure=True",
+        ),
+        {},
+    )
+    assert flags.drain_on_condition == (("GpuUnhealthy", "True"), ("DiskPressure", "True"))
+    env = load(parse("--slurm-url", "http://s:1"), {"SLURM_SYNCER_DRAIN_ON_CONDITION": "A=True,B=False"})
+    assert env.drain_on_condition == (("A", "True"), ("B", "False"))
+    config = tmp_path / "c.yaml"
+    config.write_text("slurm-url: http://s:1\ndrain-on-condition: [GpuUnhealthy=True]\n")
+    assert load(parse("--config", str(config)), {}).drain_on_condition == (("GpuUnhealthy", "True"),)
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (
+            ("--slurm-url", "slurmrestd:6820"),
+            {},
+            "bad value 'slurmrestd:6820' for --slurm-url: expected http://",
+        ),
+        (
+            ("--slurm-url", "http://s:1", "--max-drain-fraction", "1.5"),
+            {},
+            "--max-drain-fraction: expected a fraction",
+        ),
+        (
+            ("--slurm-url", "http://s:1"),
+            {"SLURM_SYNCER_SLURM_POLL_INTERVAL": "soon"},
+            "SLURM_SYNCER_SLURM_POLL_INTERVAL: expected a duration",
+        ),
+        (("--slurm-url", "http://s:1", "--drain-on-condition", "GpuUnhealthy"), {}, "expected Type=Status"),
+        (
+            ("--slurm-url", "http://s:1", "--slurm-poll-strategy", "sometimes"),
+            {},
+            "expected conditional or full",
+        ),
+        (("--slurm-url", "http://s:1", "--workers", "0"), {}, "--workers: expected a whole number >= 1"),
+        (
+            ("--slurm-url", "http://s:1", "--renew-deadline", "20s"),
+            {},
+            "must be shorter than --lease-duration",
+        ),
+        (("--slurm-url", "http://s:1", "--listen-address", "localhost"), {}, "expected host:port"),
+        (
+            ("--slurm-url", "http://s:1", "--slurm-token-file", "/t", "--slurm-jwt-key-file", "/k"),
+            {},
+            "not both",
+        ),
+    ],
+)
+def test_errors_name_the_option_value_and_what_is_allowed(
+    argv: tuple[str, ...], env: dict[str, str], message: str
+):
+    with pytest.raises(SettingsError) as raised:
+        load(parse(*argv), env)
+    assert message in str(raised.value)
+
+
+def test_config_file_errors(tmp_path: Path):
+    config = tmp_path / "c.yaml"
+    config.write_text("slurm-url: http://s:1\nslurm-urll: typo\n")
+    with pytest.raises(SettingsError, match="unknown option 'slurm-urll'"):
+        load(parse("--config", str(config)), {})
+    config.write_text("workers: [1\n")
+    with pytest.raises(SettingsError, match="not valid YAML"):
+        load(parse("--config", str(config)), {})
+    config.write_text("workers: many\nslurm-url: http://s:1\n")
+    with pytest.raises(SettingsError, match="key 'workers' of the config file"):
+        load(parse("--config", str(config)), {})
+    with pytest.raises(SettingsError, match="cannot read the config file"):
+        load(parse("--config", str(tmp_path / "missing.yaml")), {})
+
+
+def test_configuration_docs_are_current():
+    documented = (REPO / "docs" / "configuration.md").read_text()
+    assert documented == markdown(), (
+        "docs/configuration.md is stale: run `python -m syncer.app.settings > docs/configuration.md`"
+    )
+    for option in settings.OPTIONS:
+        assert f"`--{option.name}`" in documented and option.env in documented
