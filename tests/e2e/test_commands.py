@@ -1,0 +1,141 @@
+"""The commands as an operator runs them: `run` as a process (killed and restarted mid-change),
+`status` and `check` against the real sandbox and the emulator, and their error messages."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.rig import Rig, fresh_slurm_nodes, running_syncer
+from tests.helpers import wait_for
+
+pytestmark = [pytest.mark.slurm, pytest.mark.kube]
+
+
+def environment(rig: Rig) -> dict[str, str]:
+    return {
+        **os.environ,
+        "SLURM_SYNCER_SLURM_URL": rig.sandbox.rest_url,
+        "SLURM_SYNCER_SLURM_TOKEN_FILE": str(rig.sandbox.token_file),
+        "SLURM_SYNCER_KUBECONFIG": str(rig.kubeconfig),
+        "SLURM_SYNCER_SLURM_POLL_INTERVAL": "200ms",
+        "SLURM_SYNCER_LISTEN_ADDRESS": "127.0.0.1:0",
+        "SLURM_SYNCER_LEASE_DURATION": "3s",
+        "SLURM_SYNCER_RENEW_DEADLINE": "2s",
+        "SLURM_SYNCER_RETRY_PERIOD": "500ms",
+        "SLURM_SYNCER_MAX_DRAIN_FRACTION": "1.0",
+    }
+
+
+async def command(rig: Rig, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "syncer", "--log-format", "json", *args,
+        env=env or environment(rig), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def start_daemon(rig: Rig) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "syncer", "--log-format", "json", "run",
+        env=environment(rig), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+async def test_run_killed_and_restarted_mid_change_converges(rig: Rig):
+    names = fresh_slurm_nodes(6)
+    kube_nodes = [rig.bind_pod(n)[0] for n in names]
+    daemon = await start_daemon(rig)
+    try:
+
+        async def drained(name: str) -> bool:
+            return (await rig.slurm(name)).drain_flag
+
+        rig.kube.patch("", "v1", "nodes", kube_nodes[0], {"spec": {"unschedulable": True}})
+        await wait_for(lambda: drained(names[0]), deadline_s=20, what="the daemon drains a cordoned node")
+        for node in kube_nodes[1:]:
+            rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
+        daemon.send_signal(signal.SIGKILL)  # in the middle of the change
+        await daemon.wait()
+        rig.kube.patch(
+            "", "v1", "nodes", kube_nodes[0], {"spec": {"unschedulable": None}}
+        )  # changed while down
+        daemon = await start_daemon(rig)
+
+        async def converged() -> bool:
+            return [await drained(n) for n in names] == [False, True, True, True, True, True]
+
+        await wait_for(converged, deadline_s=30, what="convergence after SIGKILL and restart")
+        for name in names[1:]:
+            assert (await rig.slurm(name)).reason.startswith("k8s: ")
+        daemon.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(daemon.wait(), 20) == 0
+    finally:
+        if daemon.returncode is None:
+            daemon.kill()
+            await daemon.wait()
+
+
+async def test_run_rejects_bad_options_with_one_clear_line(rig: Rig):
+    code, _, err = await command(rig, "run", "--max-drain-fraction", "2")
+    assert code == 2
+    expected = "slurm-syncer run: bad value '2' for --max-drain-fraction: expected a fraction in (0, 1]"
+    assert err.strip().splitlines() == [expected + ", e.g. 0.10 for 10 %"]
+    env = {**environment(rig), "SLURM_SYNCER_SLURM_URL": "http://127.0.0.1:9"}  # nothing listens there
+    code, _, err = await command(rig, "run", env=env)
+    assert code == 1
+    assert "cannot use slurmrestd at http://127.0.0.1:9" in err.strip().splitlines()[-1]
+    env = {**environment(rig), "SLURM_SYNCER_KUBECONFIG": "/nonexistent/kubeconfig"}
+    code, _, err = await command(rig, "run", env=env)
+    assert code == 2 and "cannot load Kubernetes credentials" in err
+
+
+async def test_status_table_and_json(rig: Rig):
+    names = fresh_slurm_nodes(2)
+    kube_nodes = [rig.bind_pod(n)[0] for n in names]
+    async with running_syncer(rig) as service:  # both sides in agreement first
+        await service.engine.queue.wait_idle()
+        await wait_for(lambda: not service.engine.stats.drifted, what="no drift")
+    rig.kube.patch("", "v1", "nodes", kube_nodes[0], {"spec": {"unschedulable": True}})  # no syncer: drift
+    code, out, err = await command(rig, "status", "-o", "json")
+    assert code == 0, err
+    rows = {row["slurm_node"]: row for row in json.loads(out)}
+    assert rows[names[0]]["drift"] is True and rows[names[0]]["cordon"] == "yes"
+    assert rows[names[1]]["drift"] is False and rows[names[1]]["binding"] == "pod"
+    assert (
+        rows[names[1]]["pod"] == f"slurm/slurmd-{names[1]}" and rows[names[1]]["kube_node"] == kube_nodes[1]
+    )
+    code, out, _ = await command(rig, "status")
+    assert code == 0 and out.splitlines()[0].split()[:3] == ["SLURM", "NODE", "BINDING"]
+    assert "1 drifting" in out
+
+
+async def test_check_reports_each_item(rig: Rig):
+    code, out, err = await command(rig, "check")
+    assert code == 0, out + err
+    assert "ok    slurmrestd at" in out and "token may update nodes" in out
+    assert "ok    may patch nodes/status" in out
+    rig.kube.api.denied_access.add(("patch", "", "pods"))
+    code, out, _ = await command(rig, "check")
+    assert code == 1
+    assert (
+        "FAIL  may patch pods (state annotations on slurmd pods)" in out
+        and "fix: add it to the syncer's ClusterRole" in out
+    )
+    env = {**environment(rig), "SLURM_SYNCER_SLURM_TOKEN_FILE": str(write(rig, "bad-token", "not-a-jwt"))}
+    code, out, _ = await command(rig, "check", env=env)
+    assert code == 1 and "FAIL  token rejected" in out
+
+
+def write(rig: Rig, name: str, text: str) -> Path:
+    path = rig.kubeconfig.parent / name
+    path.write_text(text)
+    return path
