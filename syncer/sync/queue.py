@@ -112,7 +112,7 @@ class WorkQueue:
             asyncio.get_running_loop().create_task(wake_all())
 
     async def run(self) -> None:
-        self._stopped = False
+        """Runs the workers until stop() (a stopped queue stays stopped)."""
         await asyncio.gather(*(self._worker() for _ in range(self.workers)))
 
     async def _next(self) -> str | None:

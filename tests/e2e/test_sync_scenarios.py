@@ -9,6 +9,7 @@ import pytest
 
 from syncer.model.keys import Keys
 from syncer.sync.options import SyncOptions
+from syncer.testing.faultproxy import FaultProxy
 from tests.e2e.rig import NAMESPACE, Rig, condition, fresh_slurm_nodes, running_syncer
 from tests.helpers import wait_for
 
@@ -321,3 +322,49 @@ async def test_node_bound_hybrid_host(rig: Rig):
             lambda: "DRAIN" in rig.node_obj(host)["metadata"]["annotations"].get(Keys.STATE, ""),
             what="state on the Node",
         )
+
+
+async def test_terminating_pod_drains(rig: Rig):
+    (name,) = fresh_slurm_nodes(1)
+    rig.bind_pod(name)
+    # a finalizer keeps the pod terminating, as a slow slurmd shutdown would
+    rig.kube.patch(
+        "",
+        "v1",
+        "pods",
+        f"slurmd-{name}",
+        {"metadata": {"finalizers": ["example.com/hold"]}},
+        namespace=NAMESPACE,
+    )
+    async with running_syncer(rig):
+        rig.kube.api.delete(rig.kube.api.resource("", "v1", "pods"), NAMESPACE, f"slurmd-{name}")
+
+        async def drained() -> bool:
+            return f"pod {NAMESPACE}/slurmd-{name} terminating" in ((await drained_reason(rig, name)) or "")
+
+        await wait_for(drained, deadline_s=10, what="drain while the pod terminates")
+
+
+async def test_no_undrain_on_stale_slurm_data(rig: Rig):
+    (name,) = fresh_slurm_nodes(1)
+    kube_node, _ = rig.bind_pod(name)
+    async with FaultProxy(rig.sandbox.rest_url) as proxy:
+        async with running_syncer(rig, slurm_url=proxy.url, slurm_stale_after_s=1.0) as service:
+            rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": True}})
+
+            async def drained() -> bool:
+                return ((await drained_reason(rig, name)) or "").startswith("k8s: ")
+
+            await wait_for(drained, deadline_s=10, what="drain")
+            proxy.fail_next(100_000, status=503)
+            await wait_for(lambda: service.slurm_cache.stale, deadline_s=10, what="Slurm data stale")
+            rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": None}})
+            await service.engine.queue.wait_idle()
+            assert await drained(), "undrained on stale data"
+            assert not any(k[0] == "undrain" for k in service.engine.stats.actions)
+            proxy.clear_faults()
+
+            async def undrained() -> bool:
+                return not (await rig.slurm(name)).drain_flag
+
+            await wait_for(undrained, deadline_s=15, what="undrain once Slurm data is fresh again")
