@@ -97,6 +97,7 @@ class SyncEngine:
 
     def _on_slurm_changes(self, changes: list[NodeChange]) -> None:
         for change in changes:
+            self._sent.pop(change.name, None)  # the cache caught up: decide from what it shows now
             self._mark(change.name)
 
     def _on_kube_keys(self, keys: set[str]) -> None:
