@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from syncer.model.kube import Condition, KubeNode, KubePod
+from syncer.model.kube import Condition, KubeNode, KubeNodeSet, KubePod
 
 
 class _RawCondition(msgspec.Struct):
@@ -62,10 +62,25 @@ class _RawPod(_RawObject):
     spec: _RawPodSpec = msgspec.field(default_factory=_RawPodSpec)
 
 
+class _RawNodeSetMeta(_RawMeta):
+    generation: int = 0
+
+
+class _RawNodeSet(msgspec.Struct):
+    metadata: _RawNodeSetMeta = msgspec.field(default_factory=_RawNodeSetMeta)
+    spec: dict[str, Any] = msgspec.field(default_factory=dict)
+    status: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
 class _ListMeta(msgspec.Struct):
     resourceVersion: str = ""
     # `continue` is a Python keyword: renamed on decode
     continue_: str = msgspec.field(default="", name="continue")
+
+
+class _NodeSetList(msgspec.Struct):
+    metadata: _ListMeta
+    items: list[_RawNodeSet] = msgspec.field(default_factory=list)
 
 
 class _NodeList(msgspec.Struct):
@@ -146,6 +161,20 @@ def _pod(raw: _RawPod) -> KubePod:
     )
 
 
+def _nodeset(raw: _RawNodeSet) -> KubeNodeSet:
+    meta = raw.metadata
+    return KubeNodeSet(
+        namespace=meta.namespace,
+        name=meta.name,
+        uid=meta.uid,
+        resource_version=meta.resourceVersion,
+        generation=meta.generation,
+        deleting=meta.deletionTimestamp is not None,
+        spec=raw.spec,
+        status=raw.status,
+    )
+
+
 class Codec:
     """Decoders for one kind: list bodies, single objects and watch events."""
 
@@ -158,6 +187,10 @@ class Codec:
             self._list = msgspec.json.Decoder(_PodList)
             self._one = msgspec.json.Decoder(_RawPod)
             self._convert = _pod
+        elif kind == "NodeSet":
+            self._list = msgspec.json.Decoder(_NodeSetList)
+            self._one = msgspec.json.Decoder(_RawNodeSet)
+            self._convert = _nodeset
         else:
             raise ValueError(f"no compact decoder for kind {kind!r}")
         self._event = msgspec.json.Decoder(_NodeEvent)

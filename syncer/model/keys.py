@@ -19,6 +19,10 @@ class Keys:
     NODESET_LABEL: Final = ANNOTATION_PREFIX + "nodeset"
     BUSY_LABEL: Final = ANNOTATION_PREFIX + "busy"
     TEMPLATE_HASH_LABEL: Final = ANNOTATION_PREFIX + "template-hash"
+    # NodeSet: why a pod is being removed ("scale-in" or "update") and since when (epoch seconds);
+    # kept on the pod so a restarted syncer carries on where it stopped
+    REMOVAL: Final = ANNOTATION_PREFIX + "removal"
+    REMOVAL_SINCE: Final = ANNOTATION_PREFIX + "removal-since"
     FINALIZER: Final = ANNOTATION_PREFIX + "slurm-node"
     CONDITION_DRAINED: Final = "SlurmNodeDrained"
     CONDITION_HEALTHY: Final = "SlurmNodeHealthy"

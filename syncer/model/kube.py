@@ -56,3 +56,20 @@ class KubePod(msgspec.Struct, frozen=True, kw_only=True):
             if cond.type == type_:
                 return cond
         return None
+
+
+class KubeNodeSet(msgspec.Struct, frozen=True, kw_only=True):
+    """A NodeSet custom resource: spec and status kept as decoded JSON (few objects, rich shape)."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    generation: int = 0
+    deleting: bool = False
+    spec: dict[str, object] = msgspec.field(default_factory=dict)
+    status: dict[str, object] = msgspec.field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"

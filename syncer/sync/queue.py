@@ -1,18 +1,29 @@
-"""A keyed work queue like client-go's: a key is queued once however often it is added, never
-processed by two workers at once (an add during processing re-runs it once afterwards), failures
-retry with exponential backoff and jitter, and `add_after` schedules a key for later."""
+"""A keyed work queue like client-go's rate-limited workqueue.
+
+    queue = WorkQueue(handler, workers=8)   # handler: async (key) -> None
+    task = asyncio.create_task(queue.run())
+    queue.add("n1")                         # queued once however often it is added
+    queue.add_after("n2", 5.0)              # later; an earlier pending time for the key wins
+    queue.depth, queue.in_flight, queue.delayed, queue.retries_total
+    await queue.wait_idle()                 # nothing queued or in flight (tests, benchmarks)
+    queue.stop(); await task                # running handlers finish, nothing new starts
+
+A key is never handled by two workers at once: adding a key that is being handled re-runs it once
+after the current run. A handler exception is logged and the key retried after an exponential
+backoff with jitter (`backoff_s`); success resets the key's attempt count. With `max_retries`, a key
+that failed that many retries in a row is dropped until it is added again.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Awaitable, Callable
 
 import structlog
 
-log = structlog.get_logger("syncer.sync")
+log = structlog.get_logger("syncer.sync.queue")
 
 
 class WorkQueue:
@@ -27,136 +38,173 @@ class WorkQueue:
     ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
+        if not 0 < base_backoff_s <= max_backoff_s:
+            raise ValueError(
+                f"need 0 < base_backoff_s <= max_backoff_s, got {base_backoff_s}, {max_backoff_s}"
+            )
+        if max_retries is not None and max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0 or None, got {max_retries}")
         self.handler = handler
         self.workers = workers
         self.base_backoff_s = base_backoff_s
         self.max_backoff_s = max_backoff_s
         self.max_retries = max_retries
-        self._queued: OrderedDict[str, None] = OrderedDict()
+        self.retries_total = 0  # retries scheduled after a handler error
+        self.processed_total = 0  # handler runs finished, with or without error
+        self._order: deque[str] = deque()
+        self._queued: set[str] = set()
         self._processing: set[str] = set()
-        self._dirty_while_processing: set[str] = set()
-        self._attempts: dict[str, int] = {}
-        self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._timer_due: dict[str, float] = {}
-        self._ready = asyncio.Condition()
-        self._stopped = False
+        self._dirty: set[str] = set()  # added again while being processed
+        self._attempts: dict[str, int] = {}  # consecutive failures per key
+        self._timers: dict[str, tuple[float, asyncio.TimerHandle]] = {}  # key -> (due, handle)
+        self._waiters: deque[asyncio.Future[None]] = deque()  # idle workers
         self._idle = asyncio.Event()
         self._idle.set()
-        self.retries_total = 0
-        self.processed_total = 0
+        self._stopped = False
 
+    # -- state --------------------------------------------------------------------------------------
     @property
     def depth(self) -> int:
+        """Keys waiting for a worker."""
         return len(self._queued)
 
     @property
     def in_flight(self) -> int:
+        """Keys being handled now."""
         return len(self._processing)
+
+    @property
+    def delayed(self) -> int:
+        """Keys waiting on an `add_after` timer (retries included)."""
+        return len(self._timers)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def backoff_s(self, attempt: int) -> float:
+        """Delay before retry number `attempt` (1, 2, ...): base * 2^(attempt-1), capped, then "equal
+        jitter" (uniform in [d/2, d]) so nodes failing together do not retry in lock-step."""
+        ceiling = min(self.max_backoff_s, self.base_backoff_s * 2.0 ** min(attempt - 1, 64))
+        return ceiling / 2 + random.uniform(0.0, ceiling / 2)
+
+    # -- input --------------------------------------------------------------------------------------
+    def add(self, key: str) -> None:
+        """Queue `key` (no-op when already queued; once more after the current run when in flight).
+        Ignored after stop()."""
+        if self._stopped:
+            return
+        if key in self._processing:
+            self._dirty.add(key)
+        elif key not in self._queued:
+            self._queued.add(key)
+            self._order.append(key)
+            self._idle.clear()
+            self._wake_one()
+
+    def add_after(self, key: str, delay_s: float) -> None:
+        """Queue `key` after `delay_s`; of several pending times for a key the earliest wins."""
+        if self._stopped:
+            return
+        if delay_s <= 0:
+            self.add(key)
+            return
+        loop = asyncio.get_running_loop()
+        due = loop.time() + delay_s
+        pending = self._timers.get(key)
+        if pending is not None:
+            if pending[0] <= due:
+                return
+            pending[1].cancel()
+        self._timers[key] = (due, loop.call_at(due, self._fire, key))
+
+    def _fire(self, key: str) -> None:
+        self._timers.pop(key, None)
+        self.add(key)
+
+    def _wake_one(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    async def wait_idle(self) -> None:
+        """Until nothing is queued or in flight (pending `add_after` timers do not count)."""
+        await self._idle.wait()
+
+    def stop(self) -> None:
+        """Workers finish the handler they are in and return; timers are cancelled; later adds are
+        ignored. A stopped queue stays stopped."""
+        self._stopped = True
+        for _, handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        self._order.clear()
+        self._queued.clear()
+        self._dirty.clear()
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+        self._update_idle()
+
+    async def run(self) -> None:
+        """Runs the workers until stop(); returns at once on a stopped queue."""
+        await asyncio.gather(*(self._worker() for _ in range(self.workers)))
+
+    # -- workers ------------------------------------------------------------------------------------
+    async def _next(self) -> str | None:
+        while not self._stopped:
+            if self._order:
+                key = self._order.popleft()
+                self._queued.discard(key)
+                self._processing.add(key)
+                return key
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_one()  # pass on a wake-up this worker can no longer take
+                raise
+        return None
+
+    async def _worker(self) -> None:
+        while (key := await self._next()) is not None:
+            try:
+                await self.handler(key)
+            except Exception as exc:  # a handler bug must not kill the worker: retry the key
+                self._failed(key, exc)
+            else:
+                self._attempts.pop(key, None)
+            finally:
+                self.processed_total += 1
+                self._processing.discard(key)
+                if key in self._dirty:
+                    self._dirty.discard(key)
+                    self.add(key)
+                self._update_idle()
+
+    def _failed(self, key: str, exc: Exception) -> None:
+        attempt = self._attempts.get(key, 0) + 1
+        error = f"{type(exc).__name__}: {exc}"
+        if self.max_retries is not None and attempt > self.max_retries:
+            self._attempts.pop(key, None)
+            log.error("handler failed, giving up on key", key=key, attempt=attempt, error=error)
+            return
+        self._attempts[key] = attempt
+        self.retries_total += 1
+        delay = self.backoff_s(attempt)
+        log.warning(
+            "handler failed, retrying", key=key, attempt=attempt, error=error, retry_in_s=round(delay, 3)
+        )
+        self.add_after(key, delay)
 
     def _update_idle(self) -> None:
         if self._queued or self._processing:
             self._idle.clear()
         else:
             self._idle.set()
-
-    def add(self, key: str) -> None:
-        if key in self._processing:
-            self._dirty_while_processing.add(key)
-        elif key not in self._queued:
-            self._queued[key] = None
-            self._notify()
-        self._update_idle()
-
-    def add_after(self, key: str, delay_s: float) -> None:
-        """Queue `key` after `delay_s`; an earlier pending timer for the key wins."""
-        if delay_s <= 0:
-            self.add(key)
-            return
-        loop = asyncio.get_running_loop()
-        due = loop.time() + delay_s
-        if key in self._timers and self._timer_due[key] <= due:
-            return
-        if key in self._timers:
-            self._timers[key].cancel()
-        self._timer_due[key] = due
-        self._timers[key] = loop.call_at(due, self._fire, key)
-
-    def _fire(self, key: str) -> None:
-        self._timers.pop(key, None)
-        self._timer_due.pop(key, None)
-        self.add(key)
-
-    def _notify(self) -> None:
-        async def wake() -> None:
-            async with self._ready:
-                self._ready.notify()
-
-        with contextlib.suppress(RuntimeError):  # no loop: the workers will see it when they start
-            asyncio.get_running_loop().create_task(wake())
-
-    async def wait_idle(self) -> None:
-        await self._idle.wait()
-
-    def stop(self) -> None:
-        self._stopped = True
-        for timer in self._timers.values():
-            timer.cancel()
-        self._timers.clear()
-        self._timer_due.clear()
-
-        async def wake_all() -> None:
-            async with self._ready:
-                self._ready.notify_all()
-
-        with contextlib.suppress(RuntimeError):
-            asyncio.get_running_loop().create_task(wake_all())
-
-    async def run(self) -> None:
-        """Runs the workers until stop() (a stopped queue stays stopped)."""
-        await asyncio.gather(*(self._worker() for _ in range(self.workers)))
-
-    async def _next(self) -> str | None:
-        async with self._ready:
-            while not self._queued and not self._stopped:
-                await self._ready.wait()
-            if self._stopped:
-                return None
-            key, _ = self._queued.popitem(last=False)
-            self._processing.add(key)
-            return key
-
-    async def _worker(self) -> None:
-        while True:
-            key = await self._next()
-            if key is None:
-                return
-            try:
-                await self.handler(key)
-                self._attempts.pop(key, None)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                attempt = self._attempts.get(key, 0) + 1
-                self._attempts[key] = attempt
-                self.retries_total += 1
-                if self.max_retries is not None and attempt > self.max_retries:
-                    log.error("giving up on key after retries", key=key, attempts=attempt, error=str(exc))
-                    self._attempts.pop(key, None)
-                else:
-                    delay = min(self.max_backoff_s, self.base_backoff_s * 2 ** (attempt - 1))
-                    delay *= random.uniform(0.8, 1.2)
-                    log.warning(
-                        "reconcile failed, retrying",
-                        key=key,
-                        attempt=attempt,
-                        delay_s=round(delay, 3),
-                        error=str(exc),
-                    )
-                    self.add_after(key, delay)
-            finally:
-                self.processed_total += 1
-                self._processing.discard(key)
-                if key in self._dirty_while_processing:
-                    self._dirty_while_processing.discard(key)
-                    self.add(key)
-                self._update_idle()

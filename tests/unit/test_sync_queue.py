@@ -1,71 +1,122 @@
-"""The keyed work queue: dedup, one run per key at a time, bounded concurrency, retries, timers."""
+"""The keyed work queue: dedup, one run per key at a time, bounded concurrency, retries, timers, stop."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import pytest
+from structlog.testing import capture_logs
 
 from syncer.sync.queue import WorkQueue
 from tests.helpers import wait_for
 
 
-async def run_until_idle(queue: WorkQueue) -> None:
+@asynccontextmanager
+async def running(queue: WorkQueue) -> AsyncIterator[asyncio.Task[None]]:
     task = asyncio.create_task(queue.run())
     try:
-        await wait_for(lambda: queue.depth == 0 and queue.in_flight == 0 and queue.processed_total > 0)
-        await queue.wait_idle()
+        yield task
     finally:
         queue.stop()
         await asyncio.wait_for(task, 5)
 
 
-async def test_adds_of_a_queued_key_are_deduplicated():
+def counting() -> tuple[Counter[str], Callable[[str], Awaitable[None]]]:
     seen: Counter[str] = Counter()
 
     async def handler(key: str) -> None:
         seen[key] += 1
 
+    return seen, handler
+
+
+async def test_adds_of_a_queued_key_are_deduplicated():
+    seen, handler = counting()
     queue = WorkQueue(handler, workers=2)
     for _ in range(5):
         queue.add("a")
     queue.add("b")
-    assert queue.depth == 2
-    await run_until_idle(queue)
-    assert seen == {"a": 1, "b": 1}
+    queue.add("a")
+    assert queue.depth == 2 and queue.in_flight == 0
+    async with running(queue):
+        await queue.wait_idle()
+        assert seen == {"a": 1, "b": 1}
+        assert queue.processed_total == 2
 
 
 async def test_a_key_never_runs_twice_at_once_and_reruns_once_after():
-    running: set[str] = set()
+    running_now: set[str] = set()
     overlaps = 0
     runs = 0
+    started = asyncio.Event()
     release = asyncio.Event()
 
     async def handler(key: str) -> None:
         nonlocal overlaps, runs
-        if key in running:
+        if key in running_now:
             overlaps += 1
-        running.add(key)
+        running_now.add(key)
         runs += 1
         if runs == 1:
+            started.set()
             await release.wait()
-        running.discard(key)
+        running_now.discard(key)
 
     queue = WorkQueue(handler, workers=4)
-    task = asyncio.create_task(queue.run())
-    queue.add("k")
-    await wait_for(lambda: queue.in_flight == 1)
-    for _ in range(3):
-        queue.add("k")  # while it runs: one more run afterwards, not three, and not in parallel
-    assert queue.depth == 0
-    release.set()
-    await wait_for(lambda: runs == 2 and queue.in_flight == 0)
-    await queue.wait_idle()
-    queue.stop()
-    await asyncio.wait_for(task, 5)
+    async with running(queue):
+        queue.add("k")
+        await asyncio.wait_for(started.wait(), 5)
+        for _ in range(3):
+            queue.add("k")  # while it runs: one more run afterwards, not three, and not in parallel
+        assert queue.depth == 0 and queue.in_flight == 1
+        release.set()
+        await wait_for(lambda: runs == 2, what="the re-run")
+        await queue.wait_idle()
     assert overlaps == 0 and runs == 2
+
+
+async def test_no_overlap_and_no_lost_add_under_churn():
+    """Random adds while handlers run: never two runs of a key at once, and every add is followed by
+    a run that started after it (an add is never swallowed by the run in progress)."""
+    rng = random.Random(7)
+    keys = [f"n{i}" for i in range(20)]
+    active: set[str] = set()
+    overlaps = 0
+    clock = itertools.count()
+    last_add: dict[str, int] = {}
+    last_start: dict[str, int] = {}
+    queue: WorkQueue
+
+    async def handler(key: str) -> None:
+        nonlocal overlaps
+        if key in active:
+            overlaps += 1
+        active.add(key)
+        last_start[key] = next(clock)
+        for _ in range(rng.randint(0, 3)):
+            await asyncio.sleep(0)  # yield so other workers and adds interleave (not synchronisation)
+            if rng.random() < 0.3:
+                other = rng.choice(keys)
+                last_add[other] = next(clock)
+                queue.add(other)
+        active.discard(key)
+
+    queue = WorkQueue(handler, workers=5)
+    async with running(queue):
+        for _ in range(300):
+            key = rng.choice(keys)
+            last_add[key] = next(clock)
+            queue.add(key)
+            if rng.random() < 0.5:
+                await asyncio.sleep(0)
+        await queue.wait_idle()
+    assert overlaps == 0
+    assert all(last_start[key] > added for key, added in last_add.items())
 
 
 async def test_concurrency_is_bounded_by_workers():
@@ -83,17 +134,15 @@ async def test_concurrency_is_bounded_by_workers():
     queue = WorkQueue(handler, workers=3)
     for index in range(10):
         queue.add(f"k{index}")
-    task = asyncio.create_task(queue.run())
-    await wait_for(lambda: active == 3)
-    assert queue.in_flight == 3 and queue.depth == 7
-    gate.set()
-    await wait_for(lambda: queue.depth == 0 and queue.in_flight == 0)
-    queue.stop()
-    await asyncio.wait_for(task, 5)
-    assert peak == 3
+    async with running(queue):
+        await wait_for(lambda: active == 3, what="three handlers running")
+        assert queue.in_flight == 3 and queue.depth == 7
+        gate.set()
+        await queue.wait_idle()
+    assert peak == 3 and queue.processed_total == 10
 
 
-async def test_failures_retry_with_growing_backoff_then_succeed():
+async def test_failures_retry_with_growing_backoff_then_succeed_and_log():
     attempts: list[float] = []
     loop = asyncio.get_running_loop()
 
@@ -103,14 +152,72 @@ async def test_failures_retry_with_growing_backoff_then_succeed():
             raise RuntimeError("slurmrestd unavailable")
 
     queue = WorkQueue(handler, workers=1, base_backoff_s=0.02, max_backoff_s=1.0)
-    queue.add("k")
-    task = asyncio.create_task(queue.run())
-    await wait_for(lambda: len(attempts) == 4, deadline_s=5)
-    queue.stop()
-    await asyncio.wait_for(task, 5)
+    with capture_logs() as logs:
+        async with running(queue):
+            queue.add("k")
+            await wait_for(lambda: len(attempts) == 4, deadline_s=5, what="the fourth attempt")
+            await queue.wait_idle()
     gaps = [b - a for a, b in itertools.pairwise(attempts)]
     assert queue.retries_total == 3
-    assert gaps[0] >= 0.015 and gaps[2] >= 2 * 0.015  # exponential, with +-20 % jitter
+    # retry n waits in [base * 2^(n-1) / 2, base * 2^(n-1)]
+    assert gaps[0] >= 0.01 and gaps[1] >= 0.02 and gaps[2] >= 0.04
+    failures = [entry for entry in logs if entry["event"] == "handler failed, retrying"]
+    assert [(f["key"], f["attempt"], f["log_level"]) for f in failures] == [
+        ("k", 1, "warning"),
+        ("k", 2, "warning"),
+        ("k", 3, "warning"),
+    ]
+    assert failures[0]["error"] == "RuntimeError: slurmrestd unavailable"
+
+
+async def test_success_resets_the_attempt_count():
+    fail_next = {"k": 2}
+
+    async def handler(key: str) -> None:
+        if fail_next[key] > 0:
+            fail_next[key] -= 1
+            raise ValueError("boom")
+
+    queue = WorkQueue(handler, workers=1, base_backoff_s=0.001, max_backoff_s=0.01)
+    with capture_logs() as logs:
+        async with running(queue):
+            queue.add("k")
+            await wait_for(lambda: queue.processed_total == 3, what="two failures and a success")
+            fail_next["k"] = 1
+            queue.add("k")
+            await wait_for(lambda: queue.processed_total == 5, what="a failure and a success")
+    attempts = [entry["attempt"] for entry in logs if entry["event"] == "handler failed, retrying"]
+    assert attempts == [1, 2, 1]
+
+
+async def test_max_retries_gives_up_until_added_again():
+    calls = 0
+
+    async def handler(_key: str) -> None:
+        nonlocal calls
+        calls += 1
+        raise OSError("unreachable")
+
+    queue = WorkQueue(handler, workers=1, base_backoff_s=0.001, max_backoff_s=0.002, max_retries=2)
+    with capture_logs() as logs:
+        async with running(queue):
+            queue.add("k")
+            await wait_for(lambda: any(e["event"] == "handler failed, giving up on key" for e in logs))
+            assert calls == 3 and queue.retries_total == 2 and queue.delayed == 0
+            queue.add("k")  # a new add starts over with a fresh attempt count
+            await wait_for(lambda: calls == 6, what="three more attempts")
+    given_up = [e for e in logs if e["event"] == "handler failed, giving up on key"]
+    assert given_up[0]["key"] == "k" and given_up[0]["attempt"] == 3 and given_up[0]["log_level"] == "error"
+
+
+def test_backoff_grows_exponentially_with_jitter_and_a_cap():
+    queue = WorkQueue(counting()[1], base_backoff_s=0.05, max_backoff_s=30.0)
+    for attempt in range(1, 40):
+        ceiling = min(30.0, 0.05 * 2 ** (attempt - 1))
+        delays = {queue.backoff_s(attempt) for _ in range(20)}
+        assert all(ceiling / 2 <= d <= ceiling for d in delays)
+        assert len(delays) > 1  # jittered
+    assert queue.backoff_s(10_000) <= 30.0
 
 
 async def test_add_after_orders_by_due_time_and_earliest_wins():
@@ -120,29 +227,102 @@ async def test_add_after_orders_by_due_time_and_earliest_wins():
         order.append(key)
 
     queue = WorkQueue(handler, workers=1)
-    task = asyncio.create_task(queue.run())
-    queue.add_after("late", 0.3)
-    queue.add_after("early", 0.05)
-    queue.add_after("late", 0.1)  # an earlier time for the same key replaces the later one
-    queue.add_after("early", 5.0)  # a later time does not postpone it
-    await wait_for(lambda: len(order) == 2, deadline_s=3)
-    queue.stop()
-    await asyncio.wait_for(task, 5)
-    assert order == ["early", "late"]
+    async with running(queue):
+        queue.add_after("late", 0.3)
+        queue.add_after("early", 0.05)
+        queue.add_after("late", 0.1)  # an earlier time for the same key replaces the later one
+        queue.add_after("early", 5.0)  # a later time does not postpone it
+        assert queue.delayed == 2 and queue.depth == 0
+        await wait_for(lambda: len(order) == 2, deadline_s=3, what="both timers")
+        assert queue.delayed == 0
+        queue.add_after("now", 0)  # no delay: queued at once
+        assert queue.depth == 1
+        await wait_for(lambda: len(order) == 3, what="the immediate add")
+    assert order == ["early", "late", "now"]
 
 
-async def test_stop_ends_the_workers():
+async def test_wait_idle_waits_for_queued_and_in_flight_keys():
+    release = asyncio.Event()
+
     async def handler(_key: str) -> None:
-        return None
+        await release.wait()
+
+    queue = WorkQueue(handler, workers=1)
+    await asyncio.wait_for(queue.wait_idle(), 1)  # a new queue is idle
+    queue.add("a")
+    queue.add("b")
+    idle = asyncio.create_task(queue.wait_idle())
+    async with running(queue):
+        await wait_for(lambda: queue.in_flight == 1, what="a running")
+        assert not idle.done()
+        release.set()
+        await asyncio.wait_for(idle, 5)
+        assert queue.depth == 0 and queue.in_flight == 0 and queue.processed_total == 2
+
+
+async def test_stop_lets_the_running_handler_finish_and_drops_the_rest():
+    started = asyncio.Event()
+    release = asyncio.Event()
+    finished: list[str] = []
+
+    async def handler(key: str) -> None:
+        started.set()
+        await release.wait()
+        finished.append(key)
+
+    queue = WorkQueue(handler, workers=1)
+    task = asyncio.create_task(queue.run())
+    queue.add("running")
+    await asyncio.wait_for(started.wait(), 5)
+    queue.add("queued")
+    queue.add("running")  # would re-run after the current run, but the queue stops first
+    queue.add_after("timer", 60)
+    queue.stop()
+    assert queue.stopped and queue.depth == 0 and queue.delayed == 0
+    assert not task.done()  # the worker is still in its handler
+    release.set()
+    await asyncio.wait_for(task, 5)
+    assert finished == ["running"] and queue.in_flight == 0
+    await asyncio.wait_for(queue.wait_idle(), 1)
+
+
+async def test_a_stopped_queue_stays_stopped():
+    seen, handler = counting()
+    queue = WorkQueue(handler, workers=3)
+    queue.stop()
+    queue.add("k")
+    queue.add_after("k", 0.01)
+    assert queue.depth == 0 and queue.delayed == 0
+    await asyncio.wait_for(queue.run(), 5)  # returns at once
+    assert not seen
+
+
+async def test_cancelling_run_cleans_up_in_flight_keys():
+    started = asyncio.Event()
+
+    async def handler(_key: str) -> None:
+        started.set()
+        await asyncio.Event().wait()  # until cancelled
 
     queue = WorkQueue(handler, workers=2)
     task = asyncio.create_task(queue.run())
-    queue.add_after("never", 60)
-    queue.stop()
-    await asyncio.wait_for(task, 5)
-    assert task.done()
+    queue.add("k")
+    await asyncio.wait_for(started.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert queue.in_flight == 0
 
 
-def test_workers_must_be_positive():
-    with pytest.raises(ValueError, match="workers must be >= 1"):
-        WorkQueue(lambda _k: asyncio.sleep(0), workers=0)
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"workers": 0}, "workers must be >= 1"),
+        ({"base_backoff_s": 0.0}, "base_backoff_s"),
+        ({"base_backoff_s": 2.0, "max_backoff_s": 1.0}, "base_backoff_s <= max_backoff_s"),
+        ({"max_retries": -1}, "max_retries"),
+    ],
+)
+def test_bad_arguments_are_refused(kwargs: dict[str, float], message: str):
+    with pytest.raises(ValueError, match=message):
+        WorkQueue(counting()[1], **kwargs)  # type: ignore[arg-type]
