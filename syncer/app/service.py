@@ -22,6 +22,7 @@ from syncer.kube.events import EventRecorder
 from syncer.kube.gate import WriteGate
 from syncer.kube.leader import LeaderElector
 from syncer.kube.writer import KubeWriter
+from syncer.nodeset.reconciler import NodeSetReconciler
 from syncer.slurm.cache import NodeCache, Strategy
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmError
@@ -54,6 +55,8 @@ class ServiceConfig:
     listen_port: int | None = 8080  # None: no HTTP server
     resync_s: float = 60.0
     jobs_poll_interval_s: float = 30.0  # jobs and scheduler statistics for the exporter
+    nodeset_enabled: bool = True
+    nodeset_requeue_s: float = 2.0  # re-check of a NodeSet that is still converging
 
 
 class SyncerService:
@@ -99,6 +102,23 @@ class SyncerService:
             if config.leader_election
             else None
         )
+        self.nodesets = (
+            NodeSetReconciler(
+                kube=kube,
+                slurm=slurm,
+                slurm_cache=self.slurm_cache,
+                kube_cache=self.kube_cache,
+                engine=self.engine,
+                writer=self.writer,
+                events=self.events,
+                gate=self.gate,
+                namespace=config.namespace,
+                resync_s=config.resync_s,
+                requeue_s=config.nodeset_requeue_s,
+            )
+            if config.nodeset_enabled
+            else None
+        )
         self.job_counts: dict[tuple[str, str], int] = {}
         self.diag: dict[str, object] = {}
         self.metrics = SyncerMetrics(self)
@@ -121,6 +141,8 @@ class SyncerService:
         if self.elector is not None:
             self._tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
         self._tasks.append(asyncio.create_task(self.engine.run(), name="sync-engine"))
+        if self.nodesets is not None:
+            self._tasks.append(asyncio.create_task(self.nodesets.run(), name="nodeset-reconciler"))
         self._tasks.append(asyncio.create_task(self._heartbeat(), name="heartbeat"))
         self._tasks.append(asyncio.create_task(self._poll_jobs(), name="jobs-poller"))
         if self.config.listen_port is not None:
@@ -134,6 +156,8 @@ class SyncerService:
                 await task
         self._tasks = []
         await self.engine.stop()
+        if self.nodesets is not None:
+            await self.nodesets.stop()
         await self.kube_cache.stop()
         if self._runner is not None:
             await self._runner.cleanup()

@@ -61,6 +61,7 @@ def service_config(settings: Settings, environ: Mapping[str, str]) -> ServiceCon
         listen_host=host,
         listen_port=port,
         jobs_poll_interval_s=settings.jobs_poll_interval,
+        nodeset_enabled=settings.nodeset_enabled,
     )
 
 

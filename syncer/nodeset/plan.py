@@ -1,5 +1,10 @@
 """What a NodeSet needs next, as a pure function of its spec, its pods, the Kubernetes Nodes and
-the Slurm nodes. No I/O: the reconciler carries the plan out and calls again."""
+the Slurm nodes. No I/O: the reconciler carries the plan out and calls again.
+
+A pod's name is its Slurm node name. Removals (scale-in and rolling update) are recorded on the pod
+as an annotation, so a restarted syncer carries on where it stopped; the pod is deleted only once
+its Slurm node is drained with nothing running or completing, and only on fresh Slurm data.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,10 @@ from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
 from syncer.model.slurm import SlurmNode
 from syncer.nodeset.spec import NodeSetSpec
+
+SCALE_IN = "scale-in"
+UPDATE = "update"
+STALE = "Slurm data is stale or missing: nothing is removed until it is fresh"
 
 
 @dataclass(frozen=True)
@@ -23,45 +32,127 @@ class Member:
 
 @dataclass
 class Plan:
+    desired: int = 0
     create: list[Member] = field(default_factory=list)
-    mark_removal: dict[str, str] = field(default_factory=dict)  # pod -> "scale-in" | "update"
+    mark_removal: dict[str, str] = field(default_factory=dict)  # pod -> SCALE_IN | UPDATE
+    unmark: list[str] = field(default_factory=list)  # scale-in cancelled by a scale-out
     delete_pods: list[str] = field(default_factory=list)
     delete_slurm_nodes: list[str] = field(default_factory=list)
     draining: list[str] = field(default_factory=list)  # being removed, waiting for Slurm to drain
     timed_out: list[str] = field(default_factory=list)  # draining for longer than drainTimeout
     busy_labels: dict[str, bool] = field(default_factory=dict)  # pod -> should carry the busy label
-    blocked: str = ""  # why removals wait (stale Slurm data)
+    scale_in_marks: set[str] = field(default_factory=set)  # Slurm nodes the engine drains for us
+    blocked: str = ""  # why removals wait
 
     @property
     def idle(self) -> bool:
         return not (
-            self.create or self.mark_removal or self.delete_pods or self.delete_slurm_nodes or self.draining
+            self.create
+            or self.mark_removal
+            or self.unmark
+            or self.delete_pods
+            or self.delete_slurm_nodes
+            or self.draining
         )
 
 
-def desired_members(nodeset: KubeNodeSet, spec: NodeSetSpec, nodes: list[KubeNode]) -> dict[str, Member]:
-    if spec.mode == "Replicas":
-        return {f"{nodeset.name}-{i}": Member(f"{nodeset.name}-{i}", ordinal=i) for i in range(spec.replicas)}
-    members = {}
-    for node in nodes:
-        if all(node.labels.get(k) == v for k, v in spec.node_selector.items()):
-            name = f"{nodeset.name}-{node.name}"[:63].rstrip("-.")
-            members[name] = Member(name, node_name=node.name)
-    return members
+def member_name(nodeset: str, node: str) -> str:
+    """DaemonSet mode: `<nodeset>-<node>` as a DNS label (dots of FQDN node names become dashes)."""
+    return f"{nodeset}-{node}".replace(".", "-")[:63].rstrip("-")
 
 
-def _ordinal(nodeset: str, name: str) -> int:
+def ordinal(nodeset: str, name: str) -> int:
     match = re.fullmatch(re.escape(nodeset) + r"-(\d+)", name)
     return int(match.group(1)) if match else -1
 
 
-def _ready(pod: KubePod) -> bool:
+def ready(pod: KubePod) -> bool:
     cond = pod.condition("Ready")
     return cond is not None and cond.status == "True" and not pod.terminating
 
 
-def scale_in_reason(nodeset: str, owner_prefix: str) -> str:
-    return f"{owner_prefix}scale-in of NodeSet {nodeset}"
+def slurm_name(pod: KubePod) -> str:
+    return pod.labels.get(Keys.NODE_NAME_LABEL, pod.name)
+
+
+def scale_in_text(nodeset: str) -> str:
+    return f"scale-in of NodeSet {nodeset}"
+
+
+def removed_by_us(slurm: SlurmNode, nodeset: str, owner_prefix: str) -> bool:
+    """Drained by the syncer for this NodeSet's scale-in (other causes may share the reason)."""
+    return slurm.reason.startswith(owner_prefix) and scale_in_text(nodeset) in slurm.reason
+
+
+def removable(slurm: SlurmNode) -> bool:
+    """Its pod may go: drained with nothing running or completing, or DOWN (with someone else's
+    reason, which the syncer does not overwrite) and so running nothing either."""
+    return slurm.drained or (slurm.base_state == "DOWN" and not slurm.busy)
+
+
+def removal_of(pod: KubePod) -> str:
+    return pod.annotations.get(Keys.REMOVAL, "")
+
+
+def _members(
+    nodeset: KubeNodeSet,
+    spec: NodeSetSpec,
+    pods: list[KubePod],
+    slurm_nodes: dict[str, SlurmNode],
+    nodes: list[KubeNode],
+    result: Plan,
+) -> dict[str, Member]:
+    """The members the NodeSet keeps; records scale-in marks, cancellations and new members."""
+    by_name = {p.name: p for p in pods}
+    if spec.mode == "DaemonSet":
+        desired = {}
+        for node in nodes:
+            if all(node.labels.get(k) == v for k, v in spec.node_selector.items()):
+                name = member_name(nodeset.name, node.name)
+                desired[name] = Member(name, node_name=node.name)
+        for pod in pods:
+            if pod.name in desired and removal_of(pod) == SCALE_IN and not pod.terminating:
+                result.unmark.append(pod.name)  # its Node matches again
+            elif pod.name not in desired and not removal_of(pod) and not pod.terminating:
+                result.mark_removal[pod.name] = SCALE_IN
+        result.create = [m for name, m in sorted(desired.items()) if name not in by_name]
+        return desired
+    # Replicas: every pod not being scaled in is a member (a terminating one holds its name until it
+    # is gone, then is recreated under it, as a StatefulSet does).
+    kept = [p for p in pods if removal_of(p) != SCALE_IN]
+    scaling_in = sorted(
+        (p for p in pods if removal_of(p) == SCALE_IN and not p.terminating),
+        key=lambda p: (ordinal(nodeset.name, p.name), p.name),
+    )
+    members = {p.name: Member(p.name, ordinal=ordinal(nodeset.name, p.name)) for p in kept}
+    if len(kept) > spec.replicas:
+
+        def removal_order(pod: KubePod) -> tuple[int, int, int, str]:
+            # unregistered or not-ready first, then idle, then busy; highest ordinal first among equals
+            slurm = slurm_nodes.get(slurm_name(pod))
+            rank = 0 if slurm is None or not ready(pod) else (2 if slurm.busy else 1)
+            return (rank, 1 if removal_of(pod) == UPDATE else 0, -ordinal(nodeset.name, pod.name), pod.name)
+
+        candidates = sorted((p for p in kept if not p.terminating), key=removal_order)
+        for pod in candidates[: len(kept) - spec.replicas]:
+            result.mark_removal[pod.name] = SCALE_IN
+            del members[pod.name]
+    elif len(kept) < spec.replicas:
+        missing = spec.replicas - len(kept)
+        for pod in scaling_in[:missing]:  # cancel a scale-in before adding new ordinals
+            result.unmark.append(pod.name)
+            members[pod.name] = Member(pod.name, ordinal=ordinal(nodeset.name, pod.name))
+        missing -= min(missing, len(scaling_in))
+        index = 0
+        while missing:
+            name = f"{nodeset.name}-{index}"
+            if name not in by_name:
+                member = Member(name, ordinal=index)
+                members[name] = member
+                result.create.append(member)
+                missing -= 1
+            index += 1
+    return members
 
 
 def plan(
@@ -76,77 +167,87 @@ def plan(
     owner_prefix: str = "k8s: ",
 ) -> Plan:
     result = Plan()
-    desired = desired_members(nodeset, spec, nodes)
-    current_hash = spec.template_hash()
     by_name = {p.name: p for p in pods}
-    # members without a pod: create (a pod still terminating under that name is waited for)
-    for name, member in sorted(desired.items(), key=lambda kv: (kv[1].ordinal, kv[0])):
-        if name not in by_name:
-            result.create.append(member)
-    # busy label: pods whose Slurm node runs or finishes jobs are covered by the PDB
-    for pod in pods:
-        slurm = slurm_nodes.get(pod.labels.get(Keys.NODE_NAME_LABEL, pod.name))
-        if slurm_fresh and slurm is not None:
-            result.busy_labels[pod.name] = slurm.busy
-    # removals already under way (annotated on the pod, so they survive restarts)
-    removing = {p.name: p.annotations.get(Keys.REMOVAL, "") for p in pods if p.annotations.get(Keys.REMOVAL)}
-    # new scale-in: pods no longer desired
-    for pod in pods:
-        if pod.name not in desired and pod.name not in removing and not pod.terminating:
-            result.mark_removal[pod.name] = "scale-in"
-    # rolling update: replace outdated pods, at most maxUnavailable members down at once
+    members = _members(nodeset, spec, pods, slurm_nodes, nodes, result)
+    result.desired = len(members)
+    current_hash = spec.template_hash()
+    # busy label: pods whose Slurm node runs or finishes jobs are covered by the PodDisruptionBudget
+    if slurm_fresh:
+        for pod in pods:
+            slurm = slurm_nodes.get(slurm_name(pod))
+            result.busy_labels[pod.name] = slurm is not None and slurm.busy
+    removing = {p.name: removal_of(p) for p in pods if removal_of(p) and p.name not in result.unmark}
+    # rolling update: replace outdated members, at most maxUnavailable of them down at once
     if spec.strategy == "RollingUpdate":
         unavailable = sum(
             1
-            for name in desired
+            for name in members
             if name not in by_name
-            or not _ready(by_name[name])
+            or not ready(by_name[name])
             or name in removing
             or name in result.mark_removal
         )
-        budget = spec.max_unavailable_count(len(desired)) - unavailable
+        budget = spec.max_unavailable_count(len(members)) - unavailable
         outdated = [
             by_name[name]
-            for name in desired
+            for name in members
             if name in by_name
             and by_name[name].labels.get(Keys.TEMPLATE_HASH_LABEL) != current_hash
             and name not in removing
+            and name not in result.mark_removal
             and not by_name[name].terminating
         ]
 
         def idle_first(pod: KubePod) -> tuple[int, int, str]:
-            slurm = slurm_nodes.get(pod.labels.get(Keys.NODE_NAME_LABEL, pod.name))
-            return (1 if slurm is None or slurm.busy else 0, -_ordinal(nodeset.name, pod.name), pod.name)
+            slurm = slurm_nodes.get(slurm_name(pod))
+            return (1 if slurm is not None and slurm.busy else 0, -ordinal(nodeset.name, pod.name), pod.name)
 
         for pod in sorted(outdated, key=idle_first):
             if budget <= 0:
                 break
-            result.mark_removal[pod.name] = "update"
+            result.mark_removal[pod.name] = UPDATE
             budget -= 1
+    for name in result.mark_removal:
+        removing[name] = result.mark_removal[name]
     # removals in progress: delete the pod once its Slurm node is drained and idle
     for name in sorted(removing):
         pod = by_name[name]
         if pod.terminating:
             continue
+        result.scale_in_marks.add(slurm_name(pod))
+        if name in result.mark_removal:
+            result.draining.append(name)  # the drain is requested this round
+            continue
         if not slurm_fresh:
-            result.blocked = "Slurm data is stale or missing: nothing is removed until it is fresh"
+            result.blocked = STALE
             result.draining.append(name)
             continue
-        slurm = slurm_nodes.get(pod.labels.get(Keys.NODE_NAME_LABEL, name))
-        if slurm is None or slurm.drained:
+        slurm = slurm_nodes.get(slurm_name(pod))
+        if slurm is None or removable(slurm):
             result.delete_pods.append(name)  # never registered, or drained with no jobs left
             continue
         result.draining.append(name)
         since = float(pod.annotations.get(Keys.REMOVAL_SINCE, "0") or 0)
         if since and now - since > spec.drain_timeout_s:
             result.timed_out.append(name)
-    # Slurm node records of members gone for good (scale-in, including after a restart mid-way)
-    if spec.node_on_scale_in == "Delete" and slurm_fresh:
-        reason = scale_in_reason(nodeset.name, owner_prefix)
+    # Slurm records: of members gone for good (Delete), and of members about to be recreated (so the
+    # new slurmd registers afresh with the new template's features)
+    if spec.node_on_scale_in == "Delete":
         for name, slurm in sorted(slurm_nodes.items()):
-            if name in by_name or name in desired:
+            if name in by_name or not removed_by_us(slurm, nodeset.name, owner_prefix):
                 continue
-            if not name.startswith(nodeset.name + "-") or not slurm.reason.startswith(reason) or slurm.busy:
+            if not name.startswith(nodeset.name + "-"):
+                continue
+            if not slurm_fresh:
+                result.blocked = STALE
+                continue
+            if slurm.busy:
                 continue
             result.delete_slurm_nodes.append(name)
+        # a name whose old record is ours waits for that record to go before its pod is created
+        result.create = [
+            m
+            for m in result.create
+            if m.name not in slurm_nodes or not removed_by_us(slurm_nodes[m.name], nodeset.name, owner_prefix)
+        ]
     return result

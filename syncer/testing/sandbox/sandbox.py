@@ -15,7 +15,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -255,11 +255,13 @@ class Sandbox:
         flags = self.node_state(node)
         return bool(flags & set(READY_STATES)) and "NOT_RESPONDING" not in flags
 
-    def start_slurmd(self, node: str = REAL_NODE, cpus: int = 1, memory_mb: int = 500) -> None:
+    def start_slurmd(
+        self, node: str = REAL_NODE, cpus: int = 1, memory_mb: int = 500, features: Sequence[str] = ()
+    ) -> None:
         """Start a real slurmd and wait until it is registered and idle.
 
         For REAL_NODE it is the node from slurm.conf; any other name registers a dynamic node
-        (`slurmd -Z`) with `cpus` CPUs and `memory_mb` MB, which runs real jobs.
+        (`slurmd -Z`) with `cpus` CPUs, `memory_mb` MB and `features`, which runs real jobs.
         """
         if not node or not node.replace("-", "").replace("_", "").isalnum():
             raise SandboxError(f"bad node name {node!r}: use letters, digits, '-' and '_'")
@@ -270,6 +272,8 @@ class Sandbox:
         argv = ["slurmd", "-D", "-f", f"{INNER}/etc/slurm.conf", "-N", node]
         if node != REAL_NODE:
             conf = f"CPUs={cpus} RealMemory={memory_mb} Port={free_port()} NodeAddr=127.0.0.1"
+            if features:
+                conf += f" Feature={','.join(features)}"
             argv[1:1] = ["-Z", "--conf", conf]
         spool = self.directory / "spool" / node
         spool.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,426 @@
+"""The NodeSet reconciler: watches NodeSets, their pods, the Nodes and the Slurm cache, and carries
+out `plan()` one NodeSet at a time. Removals go through the sync engine (which drains the Slurm node
+with the scale-in reason); pods and Slurm records are deleted only after a fresh read from Slurm
+confirms the node is drained with nothing running or completing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from syncer.kube.cache import KubeCache
+from syncer.kube.client import MERGE_PATCH, KubeClient
+from syncer.kube.errors import KubeError
+from syncer.kube.events import EventRecorder, ObjectRef
+from syncer.kube.gate import NotLeader, WriteGate
+from syncer.kube.informer import Informer
+from syncer.kube.writer import KubeWriter, pod_path
+from syncer.model.keys import Keys
+from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
+from syncer.nodeset import manifests
+from syncer.nodeset.plan import Plan, plan, removable, removed_by_us, slurm_name
+from syncer.nodeset.spec import NodeSetSpec, SpecError, parse
+from syncer.nodeset.status import compute_status, invalid_status
+from syncer.slurm.cache import NodeCache, NodeChange
+from syncer.slurm.client import SlurmClient
+from syncer.slurm.errors import SlurmError, SlurmNotFound
+from syncer.sync.decide import rfc3339
+from syncer.sync.engine import SyncEngine
+from syncer.sync.queue import WorkQueue
+
+log = structlog.get_logger("syncer.nodeset")
+
+
+@dataclass
+class NodeSetStats:
+    reconciles: int = 0
+    pods_created: int = 0
+    pods_deleted: int = 0
+    slurm_nodes_deleted: int = 0
+    removals_started: int = 0
+    timed_out: dict[str, int] = field(default_factory=dict)  # NodeSet key -> nodes past drainTimeout
+    desired: dict[str, int] = field(default_factory=dict)  # NodeSet key -> desired members
+    errors: int = 0
+
+
+class NodeSetReconciler:
+    def __init__(
+        self,
+        *,
+        kube: KubeClient,
+        slurm: SlurmClient,
+        slurm_cache: NodeCache,
+        kube_cache: KubeCache,
+        engine: SyncEngine,
+        writer: KubeWriter,
+        events: EventRecorder,
+        gate: WriteGate,
+        namespace: str = "",
+        workers: int = 2,
+        resync_s: float = 30.0,
+        requeue_s: float = 2.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.kube = kube
+        self.slurm = slurm
+        self.slurm_cache = slurm_cache
+        self.kube_cache = kube_cache
+        self.engine = engine
+        self.writer = writer
+        self.events = events
+        self.gate = gate
+        self.resync_s = resync_s
+        self.requeue_s = requeue_s
+        self.clock = clock
+        self.owner_prefix = engine.options.owner_prefix
+        self.informer: Informer[KubeNodeSet] = Informer(
+            kube, manifests.nodesets_path(namespace), "NodeSet", lambda n: n.key
+        )
+        self.queue = WorkQueue(self.reconcile, workers=workers)
+        self.stats = NodeSetStats()
+        self._pods: dict[str, set[str]] = {}  # NodeSet key -> pod keys
+        self._pdbs: set[str] = set()  # NodeSet uids whose PodDisruptionBudget exists
+        self._reported: set[tuple[str, str]] = set()  # (kind, object) Warning events sent once
+        self._tasks: list[asyncio.Task[None]] = []
+        self.informer.subscribe(self._on_nodeset)
+        kube_cache.pods.subscribe(self._on_pod)
+        kube_cache.nodes.subscribe(self._on_node)
+        slurm_cache.subscribe(self._on_slurm)
+
+    # -- triggers ---------------------------------------------------------------------------------
+    def _on_nodeset(self, old: KubeNodeSet | None, new: KubeNodeSet | None) -> None:
+        nodeset = new or old
+        assert nodeset is not None
+        self.queue.add(nodeset.key)
+
+    def _on_pod(self, old: KubePod | None, new: KubePod | None) -> None:
+        for pod, present in ((old, False), (new, True)):
+            if pod is None or Keys.NODESET_LABEL not in pod.labels:
+                continue
+            key = f"{pod.namespace}/{pod.labels[Keys.NODESET_LABEL]}"
+            members = self._pods.setdefault(key, set())
+            if present:
+                members.add(pod.key)
+            else:
+                members.discard(pod.key)
+            self.queue.add(key)
+
+    def _on_node(self, old: KubeNode | None, new: KubeNode | None) -> None:
+        for nodeset in self.informer.items.values():
+            if nodeset.spec.get("mode") == "DaemonSet":
+                self.queue.add(nodeset.key)
+
+    def _on_slurm(self, changes: list[NodeChange]) -> None:
+        if not self.informer.items:
+            return
+        names = {change.name for change in changes}
+        for nodeset in self.informer.items.values():
+            prefix = nodeset.name + "-"
+            if any(name.startswith(prefix) for name in names):
+                self.queue.add(nodeset.key)
+
+    def enqueue_all(self) -> None:
+        for key in self.informer.items:
+            self.queue.add(key)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    async def run(self) -> None:
+        self._tasks = [asyncio.create_task(self.informer.run(), name="informer-nodesets")]
+        await self.informer.synced.wait()
+        await self.kube_cache.wait_synced()
+        log.info("nodeset reconciler started", nodesets=len(self.informer.items))
+        self._tasks += [
+            asyncio.create_task(self.queue.run(), name="nodeset-queue"),
+            asyncio.create_task(self._resync(), name="nodeset-resync"),
+        ]
+        self.enqueue_all()
+        try:
+            await asyncio.gather(*self._tasks)
+        finally:
+            await self.stop()
+
+    async def stop(self) -> None:
+        self.queue.stop()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+
+    async def _resync(self) -> None:
+        was_leading = self.gate.leading
+        next_resync = time.monotonic() + self.resync_s
+        while True:
+            await asyncio.sleep(1.0)
+            leading = self.gate.leading
+            if (leading and not was_leading) or time.monotonic() >= next_resync:
+                self.enqueue_all()
+                next_resync = time.monotonic() + self.resync_s
+            was_leading = leading
+
+    # -- one NodeSet ------------------------------------------------------------------------------
+    def pods_of(self, nodeset: KubeNodeSet) -> list[KubePod]:
+        items = self.kube_cache.pods.items
+        pods = [items[k] for k in sorted(self._pods.get(nodeset.key, ())) if k in items]
+        # only pods this NodeSet owns: a stray pod that copies the label is not ours to delete
+        return [p for p in pods if p.namespace == nodeset.namespace and p.name.startswith(nodeset.name + "-")]
+
+    async def reconcile(self, key: str) -> None:
+        self.stats.reconciles += 1
+        nodeset = self.informer.items.get(key)
+        if nodeset is None or nodeset.deleting:
+            self._forget(key)
+            return
+        if not self.gate.leading:
+            return
+        logger = log.bind(nodeset=key)
+        try:
+            await self._reconcile(nodeset, logger)
+        except NotLeader:
+            logger.info("leadership lost mid-reconcile: remaining NodeSet writes dropped")
+        except (KubeError, SlurmError) as exc:
+            self.stats.errors += 1
+            logger.warning("nodeset reconcile failed, will retry", error=str(exc))
+            self.queue.add_after(key, self.requeue_s)
+
+    def _forget(self, key: str) -> None:
+        name = key.split("/", 1)[1]
+        for slurm_node, owner in list(self.engine.scale_in.items()):
+            if owner == name:
+                self.engine.mark_scale_in(slurm_node, None)
+        self.stats.timed_out.pop(key, None)
+        self.stats.desired.pop(key, None)
+
+    async def _reconcile(self, nodeset: KubeNodeSet, logger: Any) -> None:
+        now = self.clock()
+        try:
+            spec = parse(nodeset.name, nodeset.spec)
+        except SpecError as exc:
+            if self._once("invalid", f"{nodeset.key}@{nodeset.generation}"):
+                logger.warning("nodeset spec invalid: nothing done until it is fixed", error=str(exc))
+                await self._event(nodeset, "Warning", "InvalidSpec", str(exc))
+            await self._write_status(nodeset, invalid_status(nodeset, str(exc), rfc3339(now) or ""))
+            return
+        pods = self.pods_of(nodeset)
+        nodes = list(self.kube_cache.nodes.items.values()) if spec.mode == "DaemonSet" else []
+        fresh = self.slurm_cache.synced and not self.slurm_cache.stale
+        result = plan(
+            nodeset, spec, pods, self.slurm_cache.nodes,
+            nodes=nodes, slurm_fresh=fresh, now=now, owner_prefix=self.owner_prefix,
+        )  # fmt: skip
+        self.stats.desired[nodeset.key] = result.desired
+        self.stats.timed_out[nodeset.key] = len(result.timed_out)
+        by_name = {p.name: p for p in pods}
+        await self._ensure_pdb(nodeset)
+        await self._busy_labels(nodeset, by_name, result)
+        await self._unmark(nodeset, by_name, result, logger)
+        await self._mark(nodeset, by_name, result, now, logger)
+        self._engine_marks(nodeset, by_name, result)
+        for name in result.delete_pods:
+            await self._delete_pod(nodeset, by_name[name], logger)
+        for name in result.delete_slurm_nodes:
+            await self._delete_slurm_node(nodeset, name, logger)
+        for member in result.create:
+            await self._create_pod(nodeset, spec, member, logger)
+        await self._report_timeouts(nodeset, spec, by_name, result, logger)
+        status = compute_status(
+            nodeset, spec, pods, self.slurm_cache.nodes, result,
+            slurm_fresh=fresh, slurm_error=self.slurm_cache.last_error, now=rfc3339(now) or "",
+        )  # fmt: skip
+        await self._write_status(nodeset, status)
+        if not result.idle:
+            self.queue.add_after(nodeset.key, self.requeue_s)  # caches usually trigger sooner
+
+    def _once(self, kind: str, what: str) -> bool:
+        if (kind, what) in self._reported:
+            return False
+        self._reported.add((kind, what))
+        return True
+
+    async def _event(self, nodeset: KubeNodeSet, type_: str, reason: str, message: str) -> None:
+        ref = ObjectRef("NodeSet", nodeset.name, nodeset.namespace, nodeset.uid, manifests.API_VERSION)
+        await self.events.record(ref, type_, reason, message)
+
+    async def _write_status(self, nodeset: KubeNodeSet, status: dict[str, Any]) -> None:
+        if status == nodeset.status:
+            return
+        if not self.gate.check():
+            log.info("dry-run: would update NodeSet status", nodeset=nodeset.key, status=status)
+            return
+        path = manifests.nodeset_path(nodeset.namespace, nodeset.name) + "/status"
+        try:
+            await self.kube.patch(path, {"status": status}, MERGE_PATCH)
+        except KubeError as exc:
+            if exc.status != 404:  # deleted meanwhile
+                raise
+
+    async def _ensure_pdb(self, nodeset: KubeNodeSet) -> None:
+        if nodeset.uid in self._pdbs:
+            return
+        if not self.gate.check():
+            return
+        path = f"/apis/policy/v1/namespaces/{nodeset.namespace}/poddisruptionbudgets"
+        try:
+            await self.kube.create(path, manifests.busy_pdb_manifest(nodeset))
+            log.info("created PodDisruptionBudget for busy slurmd pods", nodeset=nodeset.key)
+        except KubeError as exc:
+            if exc.status != 409:  # AlreadyExists: fine
+                raise
+        self._pdbs.add(nodeset.uid)
+
+    async def _busy_labels(self, nodeset: KubeNodeSet, by_name: dict[str, KubePod], result: Plan) -> None:
+        for name, busy in sorted(result.busy_labels.items()):
+            pod = by_name[name]
+            if (pod.labels.get(Keys.BUSY_LABEL) == "true") == busy or pod.terminating:
+                continue
+            await self.writer.set_labels(
+                pod_path(pod.namespace, pod.name),
+                {Keys.BUSY_LABEL: "true" if busy else None},
+                what="busy label",
+            )
+
+    async def _mark(
+        self, nodeset: KubeNodeSet, by_name: dict[str, KubePod], result: Plan, now: float, logger: Any
+    ) -> None:
+        for name, why in sorted(result.mark_removal.items()):
+            pod = by_name[name]
+            written = await self.writer.set_annotations(
+                pod_path(pod.namespace, pod.name),
+                {Keys.REMOVAL: why, Keys.REMOVAL_SINCE: f"{now:.0f}"},
+                what="removal",
+            )
+            if written is None and self.gate.dry_run:
+                continue
+            self.stats.removals_started += 1
+            verb = "scale-in" if why == "scale-in" else "rolling update"
+            logger.info(f"{verb}: draining Slurm node before removing its pod", pod=name)
+            await self._event(
+                nodeset, "Normal", "ScalingIn" if why == "scale-in" else "Updating",
+                f"{verb}: draining Slurm node {slurm_name(pod)}; its pod goes once no job runs there",
+            )  # fmt: skip
+
+    async def _unmark(
+        self, nodeset: KubeNodeSet, by_name: dict[str, KubePod], result: Plan, logger: Any
+    ) -> None:
+        for name in result.unmark:
+            pod = by_name[name]
+            await self.writer.set_annotations(
+                pod_path(pod.namespace, pod.name),
+                {Keys.REMOVAL: None, Keys.REMOVAL_SINCE: None},
+                what="removal cancelled",
+            )
+            self.engine.mark_scale_in(slurm_name(pod), None)
+            logger.info("scale-in cancelled: the node stays", pod=name)
+            await self._event(nodeset, "Normal", "ScaleInCancelled", f"{name} stays: replicas went up again")
+
+    def _engine_marks(self, nodeset: KubeNodeSet, by_name: dict[str, KubePod], result: Plan) -> None:
+        """The engine drains exactly the Slurm nodes this NodeSet is removing (rebuilt every time,
+        so a restart picks the removals up again from the pods' annotations)."""
+        if self.gate.dry_run:
+            return
+        present = {slurm_name(p) for p in by_name.values()}
+        for name, owner in list(self.engine.scale_in.items()):
+            if owner == nodeset.name and name in present and name not in result.scale_in_marks:
+                self.engine.mark_scale_in(name, None)
+        for name in result.scale_in_marks:
+            if self.engine.scale_in.get(name) != nodeset.name:
+                self.engine.mark_scale_in(name, nodeset.name)
+
+    async def _delete_pod(self, nodeset: KubeNodeSet, pod: KubePod, logger: Any) -> None:
+        name = slurm_name(pod)
+        try:
+            current = await self.slurm.get_node(name)  # the cache may be a second old
+        except SlurmNotFound:
+            current = None
+        if current is not None and not removable(current):
+            logger.info("pod removal waits: Slurm node not drained any more", pod=pod.name)
+            return
+        if not self.gate.check():
+            logger.info("dry-run: would delete pod", pod=pod.name)
+            return
+        try:
+            await self.kube.delete(
+                pod_path(pod.namespace, pod.name), {"preconditions": {"uid": pod.uid}} if pod.uid else None
+            )
+        except KubeError as exc:
+            if exc.status not in (404, 409):  # gone, or replaced by a new pod of that name
+                raise
+            return
+        self.stats.pods_deleted += 1
+        logger.info("pod deleted: its Slurm node is drained and idle", pod=pod.name)
+        await self._event(
+            nodeset, "Normal", "DeletedPod", f"deleted pod {pod.name}: Slurm node {name} drained"
+        )
+
+    async def _delete_slurm_node(self, nodeset: KubeNodeSet, name: str, logger: Any) -> None:
+        try:
+            current = await self.slurm.get_node(name)
+        except SlurmNotFound:
+            self.engine.mark_scale_in(name, None)
+            return
+        if current.busy or not removed_by_us(current, nodeset.name, self.owner_prefix):
+            logger.info("slurm node kept: busy or no longer drained by us", slurm_node=name)
+            return
+        if not self.gate.check():
+            logger.info("dry-run: would delete Slurm node", slurm_node=name)
+            return
+        with contextlib.suppress(SlurmNotFound):  # gone already
+            await self.slurm.delete_node(name)
+        self.engine.mark_scale_in(name, None)
+        self.slurm_cache.nudge()
+        self.stats.slurm_nodes_deleted += 1
+        logger.info("slurm node deleted after its pod", slurm_node=name)
+        await self._event(
+            nodeset, "Normal", "DeletedSlurmNode", f"deleted Slurm node {name}: its pod is gone"
+        )
+
+    async def _create_pod(self, nodeset: KubeNodeSet, spec: NodeSetSpec, member: Any, logger: Any) -> None:
+        if not self.gate.check():
+            logger.info("dry-run: would create pod", pod=member.name)
+            return
+        path = f"/api/v1/namespaces/{nodeset.namespace}/pods"
+        try:
+            await self.kube.create(path, manifests.pod_manifest(nodeset, spec, member))
+        except KubeError as exc:
+            if exc.status == 409:
+                return  # exists already (the cache has not seen it yet)
+            if exc.status in (400, 422):
+                if self._once("bad-template", f"{nodeset.key}@{nodeset.generation}"):
+                    await self._event(
+                        nodeset, "Warning", "FailedCreate", f"pod {member.name} rejected: {exc.message}"
+                    )
+                logger.warning("pod rejected by the API server: fix spec.template", error=exc.message)
+                return
+            raise
+        self.stats.pods_created += 1
+        logger.info("pod created", pod=member.name)
+        await self._event(nodeset, "Normal", "CreatedPod", f"created pod {member.name}")
+
+    async def _report_timeouts(
+        self, nodeset: KubeNodeSet, spec: NodeSetSpec, by_name: dict[str, KubePod], result: Plan, logger: Any
+    ) -> None:
+        for name in result.timed_out:
+            pod = by_name[name]
+            if not self._once("timeout", pod.uid or pod.key):
+                continue
+            message = (
+                f"Slurm node {slurm_name(pod)} still runs jobs {spec.drain_timeout_s:.0f} s after its drain "
+                "began; it is not forced: let the jobs finish or cancel them (scancel -w)"
+            )
+            logger.warning("drain timeout", pod=name)
+            await self._event(nodeset, "Warning", "DrainTimeout", message)
+        # the next check of a pending drain timeout, so it is reported on time without any change
+        pending = [
+            float(by_name[n].annotations.get(Keys.REMOVAL_SINCE, "0") or 0) + spec.drain_timeout_s
+            for n in result.draining
+            if n in by_name and n not in result.timed_out
+        ]
+        if pending:
+            self.queue.add_after(nodeset.key, max(0.5, min(pending) - self.clock() + 0.5))

@@ -1,0 +1,284 @@
+"""The NodeSet plan: scale-out, scale-in (idle first, never on stale data), rolling updates within
+maxUnavailable, Slurm record clean-up, and a simulation of whole rollouts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from syncer.model.keys import Keys
+from syncer.model.kube import Condition, KubeNode, KubeNodeSet, KubePod
+from syncer.model.slurm import SlurmNode
+from syncer.nodeset.plan import SCALE_IN, UPDATE, Plan, member_name, plan
+from syncer.nodeset.spec import NodeSetSpec, parse
+
+NOW = 1_700_000_000.0
+NS = KubeNodeSet(namespace="hpc", name="gpu", uid="u1")
+REASON = "k8s: scale-in of NodeSet gpu"
+READY = (Condition(type="Ready", status="True"),)
+
+
+def make_spec(replicas: int = 0, image: str = "slurmd:1", **fields: Any) -> NodeSetSpec:
+    template = {"spec": {"containers": [{"name": "slurmd", "image": image}]}}
+    return parse("gpu", {"replicas": replicas, "template": template, **fields})
+
+
+def pod(
+    name: str,
+    spec: NodeSetSpec,
+    *,
+    removal: str = "",
+    since: float = NOW,
+    ready: bool = True,
+    terminating: bool = False,
+    hash_: str | None = None,
+) -> KubePod:
+    annotations = {Keys.REMOVAL: removal, Keys.REMOVAL_SINCE: f"{since:.0f}"} if removal else {}
+    return KubePod(
+        namespace="hpc",
+        name=name,
+        uid=f"uid-{name}",
+        labels={
+            Keys.NODE_NAME_LABEL: name,
+            Keys.NODESET_LABEL: "gpu",
+            Keys.TEMPLATE_HASH_LABEL: hash_ if hash_ is not None else spec.template_hash(),
+        },
+        annotations=annotations,
+        conditions=READY if ready else (),
+        deletion_timestamp=NOW if terminating else None,
+    )
+
+
+def slurm(name: str, *flags: str, reason: str = "") -> SlurmNode:
+    return SlurmNode(name=name, state=frozenset(flags or ("IDLE",)), reason=reason)
+
+
+def run(
+    spec: NodeSetSpec,
+    pods: list[KubePod],
+    nodes: dict[str, SlurmNode] | None = None,
+    *,
+    fresh: bool = True,
+    kube_nodes: list[KubeNode] | None = None,
+    now: float = NOW,
+) -> Plan:
+    return plan(NS, spec, pods, nodes or {}, nodes=kube_nodes or [], slurm_fresh=fresh, now=now)
+
+
+def test_scale_out_creates_lowest_free_ordinals() -> None:
+    spec = make_spec(4)
+    result = run(spec, [pod("gpu-1", spec)], {"gpu-1": slurm("gpu-1")})
+    assert [m.name for m in result.create] == ["gpu-0", "gpu-2", "gpu-3"]
+    assert result.desired == 4
+
+
+def test_scale_in_picks_idle_nodes_first_then_highest_ordinal() -> None:
+    spec = make_spec(2)
+    pods = [pod(f"gpu-{i}", spec) for i in range(5)]
+    nodes = {
+        "gpu-0": slurm("gpu-0", "ALLOCATED"),
+        "gpu-1": slurm("gpu-1"),
+        "gpu-2": slurm("gpu-2", "MIXED"),
+        "gpu-3": slurm("gpu-3"),
+        "gpu-4": slurm("gpu-4", "ALLOCATED"),
+    }
+    result = run(spec, pods, nodes)
+    assert result.mark_removal == {"gpu-3": SCALE_IN, "gpu-1": SCALE_IN, "gpu-4": SCALE_IN}
+    assert result.scale_in_marks == {"gpu-1", "gpu-3", "gpu-4"}
+    assert not result.delete_pods  # the drain comes first
+    assert result.busy_labels == {"gpu-0": True, "gpu-1": False, "gpu-2": True, "gpu-3": False, "gpu-4": True}
+
+
+def test_unregistered_pods_go_before_registered_ones() -> None:
+    spec = make_spec(1)
+    pods = [pod("gpu-0", spec), pod("gpu-1", spec, ready=False)]
+    result = run(spec, pods, {"gpu-0": slurm("gpu-0"), "gpu-1": slurm("gpu-1")})
+    assert result.mark_removal == {"gpu-1": SCALE_IN}
+
+
+def test_pod_deleted_only_when_drained_and_idle() -> None:
+    spec = make_spec(0)
+    pods = [pod(f"gpu-{i}", spec, removal=SCALE_IN) for i in range(4)]
+    nodes = {
+        "gpu-0": slurm("gpu-0", "IDLE", "DRAIN", reason=REASON),  # drained
+        "gpu-1": slurm("gpu-1", "MIXED", "DRAIN", reason=REASON),  # draining: job still runs
+        "gpu-2": slurm("gpu-2", "IDLE", "DRAIN", "COMPLETING", reason=REASON),  # job finishing
+        "gpu-3": slurm("gpu-3", "IDLE"),  # drain not seen yet
+    }
+    result = run(spec, pods, nodes)
+    assert result.delete_pods == ["gpu-0"]
+    assert result.draining == ["gpu-1", "gpu-2", "gpu-3"]
+    assert result.scale_in_marks == {"gpu-0", "gpu-1", "gpu-2", "gpu-3"}
+
+
+def test_down_node_with_foreign_reason_is_removable() -> None:
+    spec = make_spec(0)
+    result = run(
+        spec, [pod("gpu-0", spec, removal=SCALE_IN)], {"gpu-0": slurm("gpu-0", "DOWN", reason="dead PSU")}
+    )
+    assert result.delete_pods == ["gpu-0"]
+
+
+def test_never_registered_pod_is_deleted_at_once() -> None:
+    spec = make_spec(0)
+    assert run(spec, [pod("gpu-0", spec, removal=SCALE_IN)], {}).delete_pods == ["gpu-0"]
+
+
+def test_stale_slurm_data_removes_nothing() -> None:
+    spec = make_spec(0)
+    pods = [pod("gpu-0", spec, removal=SCALE_IN)]
+    drained = {"gpu-0": slurm("gpu-0", "IDLE", "DRAIN", reason=REASON)}
+    result = run(spec, pods, drained, fresh=False)
+    assert not result.delete_pods
+    assert result.draining == ["gpu-0"]
+    assert result.blocked
+    assert not result.busy_labels  # no busy label changes either
+    phantom = {"gpu-7": slurm("gpu-7", "IDLE", "DRAIN", reason=REASON)}
+    result = run(spec, [], phantom, fresh=False)
+    assert not result.delete_slurm_nodes and result.blocked
+
+
+def test_drain_timeout_is_reported_not_forced() -> None:
+    spec = make_spec(0, drainTimeout="10m")
+    pods = [pod("gpu-0", spec, removal=SCALE_IN, since=NOW - 601)]
+    result = run(spec, pods, {"gpu-0": slurm("gpu-0", "ALLOCATED", "DRAIN", reason=REASON)})
+    assert result.timed_out == ["gpu-0"]
+    assert not result.delete_pods
+    early = run(spec, pods, {"gpu-0": slurm("gpu-0", "ALLOCATED", "DRAIN", reason=REASON)}, now=NOW - 10)
+    assert early.timed_out == []
+
+
+def test_slurm_record_deleted_after_the_pod_only_if_ours_and_idle() -> None:
+    spec = make_spec(0)
+    nodes = {
+        "gpu-0": slurm("gpu-0", "IDLE", "DRAIN", reason=REASON),
+        "gpu-1": slurm(
+            "gpu-1", "IDLE", "DRAIN", reason="k8s: pod hpc/gpu-1 terminating; scale-in of NodeSet gpu"
+        ),
+        "gpu-2": slurm("gpu-2", "IDLE", "DRAIN", reason="admin: bad fan"),  # not ours: kept
+        "gpu-3": slurm("gpu-3", "IDLE", "DRAIN", "COMPLETING", reason=REASON),  # still busy
+        "other-0": slurm("other-0", "IDLE", "DRAIN", reason="k8s: scale-in of NodeSet other"),
+        "gpu-4": slurm("gpu-4", "IDLE", "DRAIN", reason=REASON),  # its pod still exists
+    }
+    result = run(spec, [pod("gpu-4", spec, removal=SCALE_IN, terminating=True)], nodes)
+    assert result.delete_slurm_nodes == ["gpu-0", "gpu-1"]
+    keep = make_spec(0, slurm={"nodeOnScaleIn": "Keep"})
+    assert run(keep, [], nodes).delete_slurm_nodes == []
+
+
+def test_scale_out_waits_for_an_old_record_of_ours_to_go() -> None:
+    spec = make_spec(2)
+    nodes = {"gpu-1": slurm("gpu-1", "IDLE", "DRAIN", reason=REASON)}
+    result = run(spec, [], nodes)
+    assert [m.name for m in result.create] == ["gpu-0"]
+    assert result.delete_slurm_nodes == ["gpu-1"]
+    keep = make_spec(2, slurm={"nodeOnScaleIn": "Keep"})
+    assert [m.name for m in run(keep, [], nodes).create] == ["gpu-0", "gpu-1"]  # reused, then undrained
+
+
+def test_scale_out_cancels_a_scale_in_first() -> None:
+    spec = make_spec(3)
+    pods = [pod("gpu-0", spec), pod("gpu-1", spec), pod("gpu-2", spec, removal=SCALE_IN)]
+    result = run(spec, pods, {n: slurm(n) for n in ("gpu-0", "gpu-1", "gpu-2")})
+    assert result.unmark == ["gpu-2"]
+    assert not result.create and not result.mark_removal
+    assert "gpu-2" not in result.scale_in_marks
+
+
+def test_terminating_pod_holds_its_ordinal() -> None:
+    spec = make_spec(2)
+    pods = [pod("gpu-0", spec), pod("gpu-1", spec, terminating=True)]
+    assert run(spec, pods, {"gpu-0": slurm("gpu-0")}).create == []
+
+
+def test_rolling_update_respects_max_unavailable() -> None:
+    old = make_spec(6, image="slurmd:1")
+    new = make_spec(6, image="slurmd:2", updateStrategy={"rollingUpdate": {"maxUnavailable": 2}})
+    pods = [pod(f"gpu-{i}", old) for i in range(6)]
+    nodes = {f"gpu-{i}": slurm(f"gpu-{i}", "ALLOCATED" if i < 2 else "IDLE") for i in range(6)}
+    result = run(new, pods, nodes)
+    assert result.mark_removal == {"gpu-5": UPDATE, "gpu-4": UPDATE}  # idle first, highest ordinal
+    marked = [pod(f"gpu-{i}", old, removal=UPDATE if i >= 4 else "") for i in range(6)]
+    assert run(new, marked, nodes).mark_removal == {}  # budget used up
+
+
+def test_on_delete_strategy_never_replaces() -> None:
+    old = make_spec(3, image="slurmd:1")
+    new = make_spec(3, image="slurmd:2", updateStrategy={"type": "OnDelete"})
+    result = run(new, [pod(f"gpu-{i}", old) for i in range(3)], {})
+    assert result.mark_removal == {}
+
+
+def test_daemonset_mode_follows_matching_nodes() -> None:
+    spec = make_spec(mode="DaemonSet", nodeSelector={"pool": "gpu"})
+    kube_nodes = [
+        KubeNode(name="n1.example.com", labels={"pool": "gpu"}),
+        KubeNode(name="n2", labels={"pool": "cpu"}),
+        KubeNode(name="n3", labels={"pool": "gpu"}),
+    ]
+    gone = pod("gpu-n9", spec)
+    result = run(spec, [pod("gpu-n3", spec), gone], {}, kube_nodes=kube_nodes)
+    assert [(m.name, m.node_name) for m in result.create] == [("gpu-n1-example-com", "n1.example.com")]
+    assert result.mark_removal == {"gpu-n9": SCALE_IN}
+    assert member_name("gpu", "a.b.c") == "gpu-a-b-c"
+
+
+# -- simulation ------------------------------------------------------------------------------------
+def simulate(
+    spec: NodeSetSpec, pods: dict[str, KubePod], busy: set[str], max_steps: int = 200
+) -> tuple[dict[str, KubePod], int]:
+    """Apply plans until idle. Slurm drains a node once it is marked; busy nodes finish their job
+    after one step. Returns the final pods and the most members unavailable at any step."""
+    slurm_nodes: dict[str, SlurmNode] = {}
+    worst = 0
+    for _ in range(max_steps):
+        for name, p in pods.items():
+            marked = Keys.REMOVAL in p.annotations
+            flags = ("ALLOCATED" if name in busy else "IDLE",) + (("DRAIN",) if marked else ())
+            slurm_nodes[name] = slurm(name, *flags, reason=REASON if marked else "")
+            if marked:
+                busy.discard(name)  # the job ends; the drain completes next step
+        result = plan(NS, spec, list(pods.values()), slurm_nodes, nodes=[], slurm_fresh=True, now=NOW)
+        unavailable = sum(
+            1
+            for p in pods.values()
+            if Keys.REMOVAL in p.annotations and p.annotations[Keys.REMOVAL] == UPDATE
+        ) + max(0, spec.replicas - len(pods))
+        worst = max(worst, unavailable)
+        if result.idle:
+            return pods, worst
+        for name, why in result.mark_removal.items():
+            pods[name] = pod(name, spec, removal=why, hash_=pods[name].labels[Keys.TEMPLATE_HASH_LABEL])
+        for name in result.unmark:
+            pods[name] = pod(name, spec, hash_=pods[name].labels[Keys.TEMPLATE_HASH_LABEL])
+        for name in result.delete_pods:
+            del pods[name]
+            slurm_nodes.pop(name, None)
+        for member in result.create:
+            pods[member.name] = pod(member.name, spec)
+    raise AssertionError("the plan never settled")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    replicas=st.integers(min_value=0, max_value=12),
+    start=st.integers(min_value=0, max_value=12),
+    max_unavailable=st.integers(min_value=1, max_value=4),
+    busy=st.sets(st.integers(min_value=0, max_value=11)),
+)
+def test_rollout_converges_within_max_unavailable(
+    replicas: int, start: int, max_unavailable: int, busy: set[int]
+) -> None:
+    old = make_spec(start, image="slurmd:1")
+    new = make_spec(
+        replicas, image="slurmd:2", updateStrategy={"rollingUpdate": {"maxUnavailable": max_unavailable}}
+    )
+    pods = {f"gpu-{i}": pod(f"gpu-{i}", old) for i in range(start)}
+    final, worst = simulate(new, pods, {f"gpu-{i}" for i in busy})
+    assert sorted(final) == sorted(f"gpu-{i}" for i in range(replicas))
+    assert all(p.labels[Keys.TEMPLATE_HASH_LABEL] == new.template_hash() for p in final.values())
+    assert not any(Keys.REMOVAL in p.annotations for p in final.values())
+    if start == replicas:  # pure update: never more members down than allowed
+        assert worst <= max_unavailable
