@@ -285,3 +285,32 @@ class _StateCollector(Collector):
         events.add_metric(["aggregated"], service.events.aggregated)
         events.add_metric(["dropped"], service.events.dropped)
         yield events
+        yield from self._nodesets()
+
+    def _nodesets(self) -> Iterator[Metric]:
+        reconciler = self.service.nodesets
+        if reconciler is None:
+            return
+        desired = _gauge("slurm_syncer_nodeset_desired_members", "Members a NodeSet wants.", ["nodeset"])
+        for key, count in sorted(reconciler.stats.desired.items()):
+            desired.add_metric([key], count)
+        yield desired
+        overdue = _gauge(
+            "slurm_syncer_nodeset_drain_timeouts",
+            "Members of a NodeSet being removed that still run jobs after drainTimeout (never forced).",
+            ["nodeset"],
+        )
+        for key, count in sorted(reconciler.stats.timed_out.items()):
+            overdue.add_metric([key], count)
+        yield overdue
+        actions = CounterMetricFamily(
+            "slurm_syncer_nodeset_actions",
+            "NodeSet actions: pods created and deleted, removals started, Slurm nodes deleted.",
+            labels=["action"],
+        )
+        stats = reconciler.stats
+        actions.add_metric(["pod_created"], stats.pods_created)
+        actions.add_metric(["pod_deleted"], stats.pods_deleted)
+        actions.add_metric(["removal_started"], stats.removals_started)
+        actions.add_metric(["slurm_node_deleted"], stats.slurm_nodes_deleted)
+        yield actions

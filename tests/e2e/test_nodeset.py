@@ -375,3 +375,47 @@ async def test_kubectl_scale_and_invalid_spec(rig: Rig, tmp_path: Path):
         assert "at most 40 characters" in message
         assert Set(rig, bad).events("InvalidSpec")
         assert not Set(rig, bad).pods()
+
+
+async def test_drain_timeout_is_reported_never_forced(rig: Rig):
+    async with nodeset_rig(rig, 1, drainTimeout="2s") as (nodeset, service, _):
+        await wait_registered(nodeset, 1)
+        member = nodeset.member(0)
+        job = nodeset.submit(member, 300)
+        await wait_for(lambda: nodeset.status().get("slurm", {}).get("allocated") == 1, what="job running")
+        nodeset.patch_spec({"replicas": 0})
+        await wait_for(
+            lambda: (condition(nodeset.obj(), "DrainTimeout") or {}).get("status") == "True",
+            deadline_s=20,
+            what="DrainTimeout condition",
+        )
+        assert member in condition(nodeset.obj(), "DrainTimeout")["message"]  # type: ignore[index]
+        assert nodeset.events("DrainTimeout")
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{service.http_port}/metrics") as response:
+                text = await response.text()
+        assert f'slurm_syncer_nodeset_drain_timeouts{{nodeset="{NAMESPACE}/{nodeset.name}"}} 1.0' in text
+        assert member in nodeset.pods() and nodeset.job_state(job) == "RUNNING"  # not forced
+        rig.sandbox.run("scancel", job, check=True)
+        await wait_for(
+            lambda: not nodeset.pods() and not nodeset.slurm_names(), deadline_s=60, what="removal"
+        )
+        await wait_for(
+            lambda: (condition(nodeset.obj(), "DrainTimeout") or {}).get("status") == "False",
+            what="DrainTimeout cleared",
+        )
+
+
+async def test_daemonset_mode_follows_node_labels(rig: Rig):
+    async with nodeset_rig(rig, mode="DaemonSet", nodeSelector={"nodeset-ds": "yes"}) as (nodeset, _, _):
+        rig.kube.patch("", "v1", "nodes", "pool-1", {"metadata": {"labels": {"nodeset-ds": "yes"}}})
+        member = f"{nodeset.name}-pool-1"
+        await wait_registered(nodeset, 1)
+        assert set(nodeset.pods()) == {member}
+        assert nodeset.pods()[member]["spec"]["nodeName"] == "pool-1"
+        rig.kube.patch("", "v1", "nodes", "pool-1", {"metadata": {"labels": {"nodeset-ds": None}}})
+        await wait_for(
+            lambda: not nodeset.pods() and not nodeset.slurm_names(),
+            deadline_s=30,
+            what="pod and Slurm node gone after the Node stopped matching",
+        )
