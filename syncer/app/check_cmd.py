@@ -17,10 +17,12 @@ from syncer.slurm.errors import SlurmAuthError, SlurmError
 
 # (verb, group, resource, why): everything the syncer does to Kubernetes
 PERMISSIONS: tuple[tuple[str, str, str, str], ...] = (
+    ("get", "", "nodes", "fresh read before a write after a conflict"),
     ("list", "", "nodes", "informer of Nodes"),
     ("watch", "", "nodes", "informer of Nodes"),
     ("patch", "", "nodes", "annotations and cordon-on-slurm-drain"),
     ("patch", "", "nodes/status", "SlurmNodeDrained/SlurmNodeHealthy conditions on Nodes"),
+    ("get", "", "pods", "fresh read before a write after a conflict"),
     ("list", "", "pods", "informer of slurmd pods"),
     ("watch", "", "pods", "informer of slurmd pods"),
     ("patch", "", "pods", "state annotations on slurmd pods"),

@@ -5,7 +5,6 @@ tests and the demo build one directly."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
 import time
 from dataclasses import dataclass, field
@@ -149,11 +148,20 @@ class SyncerService:
             await self._serve_http()
 
     async def stop(self) -> None:
-        for task in reversed(self._tasks):
-            task.cancel()
-        for task in reversed(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        pending = set(self._tasks)
+        for _ in range(3):
+            if not pending:
+                break
+            for task in pending:
+                task.cancel()
+            _, pending = await asyncio.wait(pending, timeout=5.0)
+            if not pending:
+                break
+            # a task that swallowed its cancellation: say which, and cancel it again
+            log.warning("tasks did not stop when cancelled", tasks=sorted(t.get_name() for t in pending))
+        for task in self._tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                log.warning("task had failed", task=task.get_name(), error=str(task.exception()))
         self._tasks = []
         await self.engine.stop()
         if self.nodesets is not None:

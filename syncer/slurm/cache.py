@@ -173,5 +173,8 @@ class NodeCache:
             delay = self.poll_interval_s
             if self._changed_pending:
                 delay = min(delay, max(0.0, self._next_full_at - self._clock()))
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that lands
+            # as a nudge wakes it, and the cache would then never stop
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=delay)
+                async with asyncio.timeout(delay):
+                    await self._wake.wait()
