@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "syncer.app.check_cmd",
     "syncer.testing.sandbox_cli",
     "syncer.testing.kubeapi_cli",
+    "syncer.testing.demo",
 )
 
 

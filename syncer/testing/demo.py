@@ -1,0 +1,378 @@
+"""`slurm-syncer demo`: the whole product on this machine, narrated.
+
+A real Slurm sandbox (slurmctld, slurmd, slurmrestd) and the Kubernetes API emulator with slurmd pods and
+a NodeSet whose pods are backed by real slurmd processes; the syncer between them; then a short scenario:
+cordon a Node and watch Slurm drain it, drain a node in Slurm and watch Kubernetes see it, scale the
+NodeSet down while a job runs. `--keep` leaves everything running for kubectl and scontrol; Ctrl-C ends it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from syncer.app.service import ServiceConfig, SyncerService
+from syncer.app.status_cmd import Row, render
+from syncer.kube.client import KubeClient
+from syncer.model.keys import Keys
+from syncer.slurm.auth import TokenFile
+from syncer.slurm.client import SlurmClient
+from syncer.sync.binding import resolve
+from syncer.sync.decide import drift
+from syncer.sync.options import SyncOptions
+from syncer.testing.kubeapi import KubeApiEmulator
+from syncer.testing.sandbox import Sandbox, SandboxError, up
+from syncer.testing.sandbox.config import free_port
+from syncer.testing.slurmd_standin import SlurmdStandIn
+
+NAMESPACE = "slurm"
+GROUP, VERSION = "slurm-syncer.dev", "v1alpha1"
+NODESET = "gpu"
+BOUND = ("node00001", "node00002", "node00003")  # simulated Slurm nodes with a slurmd pod each
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "demo",
+        help="run everything locally (real Slurm sandbox + Kubernetes emulator) with a narrated scenario",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--dir", type=Path, default=None, help="sandbox directory (default: a temporary one)")
+    parser.add_argument("--nodes", type=int, default=20, help="simulated Slurm nodes (default 20)")
+    parser.add_argument("--replicas", type=int, default=3, help="slurmd pods of the NodeSet (default 3)")
+    parser.add_argument("--keep", action="store_true", help="keep everything running after the scenario")
+    parser.add_argument("--metrics-port", type=int, default=0, help="port of /metrics (default: a free one)")
+    parser.set_defaults(func=run)
+
+
+def say(text: str) -> None:
+    print(f"\n==> {text}", flush=True)
+
+
+def detail(text: str) -> None:
+    print(f"    {text}", flush=True)
+
+
+async def wait(check: Callable[[], Awaitable[bool] | bool], what: str, deadline_s: float = 60) -> float:
+    """Seconds until `check` holds; a clear error after `deadline_s`."""
+    started = time.monotonic()
+    while True:
+        result = check()
+        if not isinstance(result, bool):
+            result = await result
+        if result:
+            return time.monotonic() - started
+        if time.monotonic() - started > deadline_s:
+            raise DemoError(f"gave up after {deadline_s:.0f} s waiting for {what}")
+        await asyncio.sleep(0.05)  # poll interval of the condition
+
+
+class DemoError(RuntimeError):
+    pass
+
+
+def annotations_of(obj: dict[str, Any]) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("annotations") or {})
+
+
+@dataclass
+class World:
+    sandbox: Sandbox
+    kube: KubeApiEmulator
+    kubeconfig: Path
+    service: SyncerService
+    reader: SlurmClient
+
+    def rows(self) -> list[Row]:
+        cache, nodes = self.service.kube_cache, self.service.slurm_cache.nodes
+        options = self.service.engine.options
+        rows = []
+        for name in sorted(cache.slurm_names()):
+            binding = resolve(name, cache)
+            node, kube_node = nodes.get(name), binding.node
+            cordon = ""
+            if kube_node is not None and kube_node.unschedulable:
+                cordon = "slurm" if kube_node.annotations.get(Keys.CORDONED_BY) == "slurm" else "yes"
+            rows.append(
+                Row(
+                    slurm_node=name, binding=binding.mode, pod=binding.pod.key if binding.pod else "",
+                    kube_node=kube_node.name if kube_node else "",
+                    slurm_state=node.state_text if node else "(missing)", reason=node.reason if node else "",
+                    cordon=cordon,
+                    drift=bool(binding.bound and drift(node, binding.pod, kube_node, options, time.time())),
+                    conflict=binding.conflict,
+                )
+            )  # fmt: skip
+        return rows
+
+    def table(self) -> None:
+        for line in render(self.rows()).splitlines():
+            detail(line)
+
+    def sinfo(self, *nodes: str) -> str:
+        argv = ["sinfo", "-h", "-N", "-o", "%N %T %E"] + (["-n", ",".join(nodes)] if nodes else [])
+        return self.sandbox.run(*argv).stdout.strip()
+
+    def pod(self, name: str) -> dict[str, Any]:
+        return self.kube.pod(NAMESPACE, name) or {}
+
+    def nodeset(self) -> dict[str, Any]:
+        return self.kube.get(GROUP, VERSION, "nodesets", NODESET, namespace=NAMESPACE) or {}
+
+
+def _node(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "KubeletReady",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    meta = {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}}
+    return {"metadata": meta, "status": {"conditions": [ready]}}
+
+
+def seed(kube: KubeApiEmulator, replicas: int) -> None:
+    kube.create("", "v1", "namespaces", {"metadata": {"name": NAMESPACE}})
+    for index, slurm_name in enumerate(BOUND):
+        node = f"cpu-{index}"
+        kube.create("", "v1", "nodes", _node(node, {"pool": "cpu"}))
+        pod = {
+            "metadata": {
+                "name": f"slurmd-{slurm_name}",
+                "labels": {"app": "slurmd", Keys.NODE_NAME_LABEL: slurm_name},
+            },
+            "spec": {"nodeName": node, "containers": [{"name": "slurmd", "image": "slurmd:24.11"}]},
+        }  # fmt: skip
+        kube.create("", "v1", "pods", pod, namespace=NAMESPACE)
+    for index in range(max(1, replicas)):
+        kube.create("", "v1", "nodes", _node(f"gpu-node-{index}", {"pool": "gpu"}))
+    nodeset = {
+        "metadata": {"name": NODESET},
+        "spec": {
+            "replicas": replicas,
+            "slurm": {"features": ["demo"]},
+            "drainTimeout": "10m",
+            "template": {
+                "spec": {
+                    "nodeSelector": {"pool": "gpu"},
+                    "containers": [{"name": "slurmd", "image": "slurmd:24.11"}],
+                }
+            },
+        },
+    }  # fmt: skip
+    kube.create(GROUP, VERSION, "nodesets", nodeset, namespace=NAMESPACE)
+
+
+@contextlib.asynccontextmanager
+async def world(args: argparse.Namespace, directory: Path) -> AsyncIterator[World]:
+    say(f"starting the real Slurm sandbox in {directory} ({args.nodes} simulated nodes + 1 real slurmd)")
+    sandbox = await asyncio.to_thread(up, directory, args.nodes)
+    try:
+        detail(f"slurmrestd at {sandbox.rest_url}")
+        kube = KubeApiEmulator(bookmark_interval_s=1.0, kubelet_termination_s=0.5)
+        await kube.start()
+        try:
+            kubeconfig = kube.write_kubeconfig(directory / "kubeconfig", namespace=NAMESPACE)
+            say(f"Kubernetes API emulator at {kube.url} (kubeconfig {kubeconfig})")
+            seed(kube, args.replicas)
+            detail(
+                f"{len(BOUND)} slurmd pods bound to {', '.join(BOUND)}; "
+                f"NodeSet {NODESET} with {args.replicas} replicas"
+            )
+            async with SlurmdStandIn(kube, sandbox) as _standin:
+                config = ServiceConfig(
+                    options=SyncOptions(ready_grace_s=5.0),
+                    slurm_poll_interval_s=0.5,
+                    max_drain_fraction=0.5,  # a small demo cluster: room for the scenario's drains
+                    lease_namespace=NAMESPACE,
+                    identity="demo",
+                    listen_host="127.0.0.1",
+                    listen_port=args.metrics_port or free_port(),
+                    resync_s=30.0,
+                    jobs_poll_interval_s=5.0,
+                    nodeset_requeue_s=1.0,
+                )
+                slurm = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file))
+                kube_client = await KubeClient.from_config(str(kubeconfig))
+                service = SyncerService(slurm, kube_client, config)
+                say("starting slurm-syncer between them")
+                await service.start()
+                reader = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file))
+                await reader.start()
+                try:
+                    await service.wait_ready(60)
+                    detail(f"ready; metrics at http://127.0.0.1:{service.http_port}/metrics")
+                    yield World(sandbox, kube, kubeconfig, service, reader)
+                finally:
+                    await reader.close()
+                    await service.stop()
+        finally:
+            await kube.stop()
+    finally:
+        say("stopping the Slurm sandbox")
+        await asyncio.to_thread(sandbox.down)
+
+
+async def scenario(w: World, replicas: int) -> None:
+    members = [f"{NODESET}-{i}" for i in range(replicas)]
+    took = await wait(
+        lambda: all((w.service.slurm_cache.nodes.get(m) is not None) for m in members),
+        f"the {replicas} NodeSet pods to register their Slurm nodes", 120,
+    )  # fmt: skip
+    detail(f"NodeSet pods registered as dynamic Slurm nodes in {took:.1f} s:")
+    for line in w.sinfo(*members).splitlines():
+        detail(f"  sinfo: {line}")
+    w.table()
+
+    target, kube_node = BOUND[0], "cpu-0"
+    say(f"1. cordon Kubernetes Node {kube_node} (runs the slurmd pod of {target}), with a reason")
+    w.kube.patch(
+        "", "v1", "nodes", kube_node, {"metadata": {"annotations": {Keys.CORDON_REASON: "fan failure"}}}
+    )
+    w.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": True}})
+
+    async def drained() -> bool:
+        node = await w.reader.get_node(target)
+        return node.drain_flag
+
+    took = await wait(drained, f"Slurm to drain {target}")
+    detail(f"Slurm drained it {took * 1000:.0f} ms later: {w.sinfo(target)}")
+
+    admin = BOUND[1]
+    say(
+        f"2. an admin drains {admin} in Slurm: scontrol update nodename={admin} state=drain reason='bad DIMM'"
+    )
+    w.sandbox.scontrol("update", f"nodename={admin}", "state=drain", "reason=bad DIMM")
+    took = await wait(
+        lambda: annotations_of(w.pod(f"slurmd-{admin}")).get(Keys.REASON) == "bad DIMM",
+        f"the pod of {admin} to show the drain",
+    )  # fmt: skip
+    annotations = w.pod(f"slurmd-{admin}")["metadata"]["annotations"]
+    detail(
+        f"Kubernetes shows it {took:.2f} s later: "
+        f"{Keys.STATE}={annotations.get(Keys.STATE)}, {Keys.REASON}=bad DIMM"
+    )
+    detail("and a SlurmNodeDrained condition and Event on the pod (kubectl describe pod)")
+
+    if replicas >= 3:
+        idle, busy, kept = members[0], members[-1], members[-2]
+        keep = replicas - 2
+        say(f"3. jobs run on {kept} and {busy}; scale NodeSet {NODESET} from {replicas} to {keep}")
+        short = w.sandbox.run(
+            "sbatch", "--no-requeue", "-w", busy, "--wrap", "sleep 10", check=True
+        ).stdout.split()[-1]
+        long = w.sandbox.run(
+            "sbatch", "--no-requeue", "-w", kept, "--wrap", "sleep 600", check=True
+        ).stdout.split()[-1]
+        await wait(
+            lambda: (
+                w.sandbox.run("squeue", "-h", "-j", f"{short},{long}", "-o", "%T").stdout.split()
+                == ["RUNNING"] * 2
+            ),
+            "the jobs to run",
+        )
+        detail(f"job {short} (10 s) on {busy}, job {long} (10 min) on {kept}")
+        w.kube.patch(GROUP, VERSION, "nodesets", NODESET, {"spec": {"replicas": keep}}, namespace=NAMESPACE)
+        detail("scale-in takes idle nodes first, then the busy node with the highest ordinal")
+        took = await wait(lambda: not w.pod(idle) and idle not in w.sinfo().split(), f"idle {idle} to go", 60)
+        detail(f"{idle} (idle): drained, pod deleted, Slurm node deleted in {took:.1f} s")
+        detail(f"{busy} drains while its job runs: {w.sinfo(busy)}")
+        took = await wait(
+            lambda: not w.pod(busy) and busy not in w.sinfo().split(), f"{busy} to go after its job", 120
+        )
+        state = w.sandbox.run("scontrol", "show", "job", short).stdout
+        finished = "COMPLETED" if "JobState=COMPLETED" in state else "(see scontrol show job)"
+        detail(
+            f"its job finished ({finished}); then the pod and Slurm node went, "
+            f"{took:.1f} s after the scale-in"
+        )
+        detail(f"{kept} stays with its job: {w.sinfo(kept)}")
+        w.sandbox.run("scancel", long)
+        status = w.nodeset().get("status", {})
+        detail(
+            f"NodeSet status: replicas={status.get('replicas')} ready={status.get('readyReplicas')} "
+            f"slurm={status.get('slurm')}"
+        )
+    else:
+        say("3. (NodeSet scale-in needs --replicas 3 or more: skipped)")
+
+    say(f"4. uncordon {kube_node}: the drain was ours, so Slurm undrains {target}")
+    w.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": None}})
+
+    async def undrained() -> bool:
+        return not (await w.reader.get_node(target)).drain_flag
+
+    took = await wait(undrained, f"Slurm to undrain {target}")
+    detail(f"undrained {took * 1000:.0f} ms later; {admin} keeps the admin's drain (not ours to lift)")
+    w.table()
+    stats = w.service.slurm_cache.stats
+    detail(
+        f"slurmrestd cost: {stats.probes} cheap probes ({stats.not_modified} answered 304), "
+        f"{stats.full_fetches} full lists"
+    )
+
+
+def keep_instructions(w: World, directory: Path) -> None:
+    say("everything keeps running; try:")
+    detail(f"export KUBECONFIG={w.kubeconfig}")
+    detail(
+        "kubectl get nodes,pods,nodesets -n slurm; kubectl cordon cpu-2; "
+        "kubectl scale nodeset/gpu --replicas=4"
+    )
+    detail(f'eval "$(slurm-syncer sandbox env --dir {directory})"   # then: scontrol, sinfo, sbatch')
+    detail(f"slurm-syncer sandbox scontrol --dir {directory} show node {BOUND[2]}")
+    detail(f"curl http://127.0.0.1:{w.service.http_port}/metrics")
+    detail("Ctrl-C stops and removes everything")
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    with contextlib.ExitStack() as stack:
+        directory = args.dir or Path(
+            stack.enter_context(tempfile.TemporaryDirectory(prefix="slurm-syncer-demo-"))
+        )
+        async with world(args, directory) as w:
+            await scenario(w, args.replicas)
+            if args.keep:
+                keep_instructions(w, directory)
+                stop = asyncio.Event()
+                loop = asyncio.get_running_loop()
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.add_signal_handler(sig, stop.set)
+                last = ""
+                while not stop.is_set():
+                    table = render(w.rows())
+                    if table != last:
+                        print("\n" + table, flush=True)
+                        last = table
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(2.0):
+                            await stop.wait()
+        say("done")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if os.geteuid() != 0:
+        print(
+            "slurm-syncer demo: the Slurm sandbox needs root (chroot and mount namespaces)", file=sys.stderr
+        )
+        return 2
+    if args.replicas < 0 or args.nodes < len(BOUND):
+        print(f"slurm-syncer demo: need --replicas >= 0 and --nodes >= {len(BOUND)}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(main_async(args))
+    except (DemoError, SandboxError) as exc:
+        print(f"slurm-syncer demo: {exc}", file=sys.stderr)
+        return 1
