@@ -24,7 +24,7 @@ from syncer.kube.writer import KubeWriter, pod_path
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
 from syncer.nodeset import manifests
-from syncer.nodeset.plan import Plan, plan, removable, removed_by_us, slurm_name
+from syncer.nodeset.plan import SCALE_IN, Plan, plan, removable, removed_by_us, slurm_name
 from syncer.nodeset.spec import NodeSetSpec, SpecError, parse
 from syncer.nodeset.status import compute_status, invalid_status
 from syncer.slurm.cache import NodeCache, NodeChange
@@ -215,6 +215,13 @@ class NodeSetReconciler:
             nodeset, spec, pods, self.slurm_cache.nodes,
             nodes=nodes, slurm_fresh=fresh, now=now, owner_prefix=self.owner_prefix,
         )  # fmt: skip
+        if fresh and SCALE_IN in result.mark_removal.values() and spec.mode == "Replicas":
+            # which members go depends on who is busy: choose on a list read now, not a poll ago
+            await self.slurm_cache.refresh()
+            result = plan(
+                nodeset, spec, pods, self.slurm_cache.nodes,
+                nodes=nodes, slurm_fresh=True, now=now, owner_prefix=self.owner_prefix,
+            )  # fmt: skip
         self.stats.desired[nodeset.key] = result.desired
         self.stats.timed_out[nodeset.key] = len(result.timed_out)
         by_name = {p.name: p for p in pods}

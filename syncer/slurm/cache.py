@@ -129,6 +129,11 @@ class NodeCache:
                 except Exception:  # a subscriber's bug must not stop the cache
                     log.exception("slurm_cache_subscriber_failed")
 
+    async def refresh(self) -> None:
+        """A full list now, outside the duty limit: for rare decisions (which node to scale in) that
+        must not rest on data a poll interval old."""
+        self._apply(await self._client.list_all_nodes())
+
     async def poll_once(self) -> None:
         """One probe (and a full list if something changed and the duty limit allows)."""
         version = self._client.version
