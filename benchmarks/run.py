@@ -1,0 +1,456 @@
+"""End-to-end benchmark: propagation latency both ways, idle cost, snapshot cost, memory and storms,
+for the syncer (conditional polling) side by side with the full-poll approach (a whole node list every
+30 s), against the real Slurm sandbox and the Kubernetes API emulator.
+
+    python benchmarks/run.py --nodes 1000 --out results/1k
+    python benchmarks/run.py --quick --out results/quick        # 100 nodes, a few changes (CI)
+
+The syncer runs as its own process (`slurm-syncer run`), so its CPU and RSS are its own; the emulator
+runs in this process, so Kubernetes-side changes and their observation are timestamped on one clock.
+Writes DIR/results.json and DIR/latency_cdf.png and prints a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from syncer.model.keys import Keys
+from syncer.slurm.auth import TokenFile
+from syncer.slurm.client import SlurmClient
+from syncer.testing.kubeapi import KubeApiEmulator
+from syncer.testing.kubeapi.store import Change
+from syncer.testing.sandbox import Sandbox, up
+from syncer.testing.sandbox.config import free_port, sim_node_names
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo root
+from benchmarks.slurm_snapshot import decode_and_diff, raw_list
+
+NAMESPACE = "slurm"
+CLI = str(Path(sys.executable).parent / "slurm-syncer")
+FETCH_RESULT = re.compile(r'result="([^"]+)"')
+TARGETS = {
+    1000: {"k8s_to_slurm_p99": 0.25, "annotation_to_slurm_p99": 0.25, "slurm_to_k8s_p99": 2.0},
+    10000: {"k8s_to_slurm_p99": 0.5, "slurm_to_k8s_p99": 4.0},
+}
+
+
+def progress(text: str) -> None:
+    print(f"[bench] {text}", file=sys.stderr, flush=True)
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"p50": float("nan"), "p95": float("nan"), "p99": float("nan"), "n": 0}
+    ordered = sorted(values)
+
+    def pick(q: float) -> float:
+        return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+    return {"p50": pick(0.5), "p95": pick(0.95), "p99": pick(0.99), "n": len(ordered)}
+
+
+def seed(kube: KubeApiEmulator, names: list[str]) -> None:
+    kube.create("", "v1", "namespaces", {"metadata": {"name": NAMESPACE}})
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "KubeletReady",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    for name in names:
+        node = f"k8s-{name}"
+        kube.create("", "v1", "nodes", {"metadata": {"name": node}, "status": {"conditions": [ready]}})
+        pod = {
+            "metadata": {"name": f"slurmd-{name}", "labels": {Keys.NODE_NAME_LABEL: name}},
+            "spec": {"nodeName": node, "containers": [{"name": "slurmd", "image": "slurmd"}]},
+        }
+        kube.create("", "v1", "pods", pod, namespace=NAMESPACE)
+
+
+@dataclass
+class Syncer:
+    process: asyncio.subprocess.Process
+    port: int
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    async def metrics(self) -> dict[str, float]:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{self.port}/metrics") as response:
+                text = await response.text()
+        totals: dict[str, float] = {}
+        for line in text.splitlines():
+            if line.startswith("#") or " " not in line:
+                continue
+            head, value = line.rsplit(" ", 1)
+            name = head.split("{", 1)[0]
+            key = name
+            result = FETCH_RESULT.search(head)
+            if name == "slurm_syncer_slurm_fetches_total" and result:
+                key = f"{name}:{result.group(1)}"
+            totals[key] = totals.get(key, 0.0) + float(value)
+        return totals
+
+
+@contextlib.asynccontextmanager
+async def syncer(
+    sandbox: Sandbox, kubeconfig: Path, strategy: str, interval: str, log: Path
+) -> AsyncIterator[Syncer]:
+    port = free_port()
+    argv = [
+        CLI, "--log-level", "warning", "--log-format", "json", "run",
+        "--slurm-url", sandbox.rest_url, "--slurm-token-file", str(sandbox.token_file),
+        "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE, "--no-leader-election",
+        "--listen-address", f"127.0.0.1:{port}", "--slurm-poll-strategy", strategy,
+        "--slurm-poll-interval", interval, "--slurm-stale-after", "120s", "--max-drain-fraction", "1.0",
+        "--kube-qps", "200", "--kube-burst", "400", "--no-nodeset-enabled",
+    ]  # fmt: skip
+    out = await asyncio.to_thread(log.open, "ab")
+    process = await asyncio.create_subprocess_exec(*argv, stdout=out, stderr=out)
+    out.close()
+    handle = Syncer(process, port)
+    try:
+        deadline = time.monotonic() + 300
+        async with aiohttp.ClientSession() as http:
+            while True:
+                if process.returncode is not None:
+                    raise RuntimeError(f"slurm-syncer exited ({process.returncode}); see {log}")
+                with contextlib.suppress(aiohttp.ClientError):
+                    async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
+                        if response.status == 200:
+                            break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"slurm-syncer not ready within 300 s; see {log}")
+                await asyncio.sleep(0.2)  # readiness poll
+        yield handle
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+        try:
+            await asyncio.wait_for(process.wait(), 20)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+
+@dataclass
+class Bench:
+    sandbox: Sandbox
+    kube: KubeApiEmulator
+    reader: SlurmClient
+    names: list[str]
+    cursor: int = 0
+    seen: dict[str, float] = field(default_factory=dict)  # pod name -> time a watched change showed
+
+    def take(self, count: int) -> list[str]:
+        picked = [self.names[(self.cursor + i) % len(self.names)] for i in range(count)]
+        self.cursor += count
+        return picked
+
+    async def slurm_shows(self, name: str, drained: bool, deadline_s: float) -> float:
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            node = await self.reader.get_node(name)
+            if node.drain_flag == drained:
+                return time.monotonic()
+            await asyncio.sleep(0.02)  # read-back poll of one node (adds at most 20 ms)
+        raise TimeoutError(f"Slurm never showed {name} {'drained' if drained else 'undrained'}")
+
+    async def kube_shows(self, pod: str, check: Callable[[dict[str, Any]], bool], deadline_s: float) -> float:
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            obj = self.kube.pod(NAMESPACE, pod) or {}
+            if check(obj):
+                return self.seen.get(pod, time.monotonic())
+            await asyncio.sleep(0.005)  # the store listener stamps the exact moment
+        raise TimeoutError(f"Kubernetes never showed the change on {pod}")
+
+
+async def latency_round(
+    bench: Bench, changes: int, spacing_s: float, deadline_s: float
+) -> dict[str, list[float]]:
+    """`changes` changes per direction, one every `spacing_s` on distinct nodes, measured concurrently."""
+    out: dict[str, list[float]] = {"k8s_to_slurm": [], "annotation_to_slurm": [], "slurm_to_k8s": []}
+
+    async def cordon(name: str) -> None:
+        node = f"k8s-{name}"
+        started = time.monotonic()
+        bench.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
+        out["k8s_to_slurm"].append(await bench.slurm_shows(name, True, deadline_s) - started)
+        bench.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": None}})
+        await bench.slurm_shows(name, False, deadline_s)
+
+    async def annotate(name: str) -> None:
+        pod = f"slurmd-{name}"
+        started = time.monotonic()
+        bench.kube.patch(
+            "",
+            "v1",
+            "pods",
+            pod,
+            {"metadata": {"annotations": {Keys.DRAIN_REQUEST: "bench"}}},
+            namespace=NAMESPACE,
+        )
+        out["annotation_to_slurm"].append(await bench.slurm_shows(name, True, deadline_s) - started)
+        bench.kube.patch(
+            "",
+            "v1",
+            "pods",
+            pod,
+            {"metadata": {"annotations": {Keys.DRAIN_REQUEST: None}}},
+            namespace=NAMESPACE,
+        )
+        await bench.slurm_shows(name, False, deadline_s)
+
+    async def slurm_drain(name: str) -> None:
+        pod = f"slurmd-{name}"
+        reason = f"bench {name} {time.monotonic():.3f}"
+        bench.seen.pop(pod, None)
+        started = time.monotonic()
+        await bench.reader.update_node(name, state=["DRAIN"], reason=reason)
+
+        def shown(obj: dict[str, Any]) -> bool:
+            return bool(((obj.get("metadata") or {}).get("annotations") or {}).get(Keys.REASON) == reason)
+
+        out["slurm_to_k8s"].append(await bench.kube_shows(pod, shown, deadline_s) - started)
+        await bench.reader.update_node(name, state=["UNDRAIN"])
+
+    # one direction at a time: the syncer reads Slurm back right after its own writes, which would
+    # otherwise speed up the other direction's observation (and flatter the full-poll baseline)
+    for change in (cordon, annotate, slurm_drain):
+        tasks = []
+        for name in bench.take(changes):
+            tasks.append(asyncio.create_task(change(name)))
+            await asyncio.sleep(spacing_s)  # spacing between changes, by design of the measurement
+        await asyncio.gather(*tasks)
+        await asyncio.sleep(spacing_s)  # let the last read-back settle before the next direction
+    return out
+
+
+async def idle_cost(handle: Syncer, seconds: float) -> dict[str, float]:
+    before, cpu0, t0 = await handle.metrics(), handle.cpu_seconds(), time.monotonic()
+    await asyncio.sleep(seconds)  # the measured idle period
+    after, cpu1, elapsed = await handle.metrics(), handle.cpu_seconds(), time.monotonic() - t0
+    per_min = 60.0 / elapsed
+
+    def delta(key: str) -> float:
+        return (after.get(key, 0.0) - before.get(key, 0.0)) * per_min
+
+    return {
+        "slurm_requests": delta("slurm_syncer_slurm_requests_total"),
+        "slurm_bytes": delta("slurm_syncer_slurm_response_bytes_total"),
+        "full_fetches": delta("slurm_syncer_slurm_fetches_total:full"),
+        "syncer_cpu_percent": 100.0 * (cpu1 - cpu0) / elapsed,
+    }
+
+
+async def snapshot(sandbox: Sandbox) -> dict[str, float]:
+    rest: list[float] = []
+    syncer_s: list[float] = []
+    previous: dict[str, object] = {}
+    for _ in range(3):
+        seconds, body = await raw_list(sandbox)
+        took, previous = decode_and_diff(body, previous)
+        rest.append(seconds)
+        syncer_s.append(took)
+    r, s = statistics.median(rest), statistics.median(syncer_s)
+    return {"slurmrestd_s": r, "syncer_s": s, "ratio": s / r}
+
+
+async def storm(bench: Bench, size: int, deadline_s: float) -> dict[str, float]:
+    names = bench.take(size)
+    started = time.monotonic()
+    for name in names:
+        bench.kube.patch("", "v1", "nodes", f"k8s-{name}", {"spec": {"unschedulable": True}})
+    pending = set(names)
+    while pending and time.monotonic() - started < deadline_s:
+        listing = await bench.reader.list_all_nodes()
+        pending -= {n.name for n in listing.nodes if n.drain_flag}
+        await asyncio.sleep(0.1)  # read-back poll
+    k8s_to_slurm = time.monotonic() - started if not pending else float("inf")
+    for name in names:
+        bench.kube.patch("", "v1", "nodes", f"k8s-{name}", {"spec": {"unschedulable": None}})
+    others = bench.take(size)
+    for name in others:
+        bench.seen.pop(f"slurmd-{name}", None)
+    started = time.monotonic()
+    bench.sandbox.scontrol("update", f"nodename={','.join(others)}", "state=drain", "reason=storm")
+    pods = {f"slurmd-{n}" for n in others}
+    while time.monotonic() - started < deadline_s:
+        shown = {
+            p
+            for p in pods
+            if ((bench.kube.pod(NAMESPACE, p) or {}).get("metadata", {}).get("annotations") or {}).get(
+                Keys.REASON
+            )
+            == "storm"
+        }
+        if shown == pods:
+            break
+        await asyncio.sleep(0.1)  # observation poll
+    slurm_to_k8s = time.monotonic() - started if time.monotonic() - started < deadline_s else float("inf")
+    bench.sandbox.scontrol("update", f"nodename={','.join(others)}", "state=undrain")
+    return {"nodes": size, "k8s_to_slurm_s": k8s_to_slurm, "slurm_to_k8s_s": slurm_to_k8s}
+
+
+def plot(results: dict[str, Any], samples: dict[str, dict[str, list[float]]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    for ax, direction in zip(axes, ("k8s_to_slurm", "annotation_to_slurm", "slurm_to_k8s"), strict=True):
+        for label, values in (
+            ("syncer", samples["syncer"][direction]),
+            ("full poll 30 s", samples["baseline"][direction]),
+        ):
+            if values:
+                ordered = sorted(values)
+                ax.step(
+                    ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], where="post", label=label
+                )
+        ax.set_xscale("log")
+        ax.set_xlabel("seconds")
+        ax.set_title(f"{direction} ({results['nodes']} nodes)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    axes[0].set_ylabel("fraction of changes")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
+    nodes = 100 if args.quick else args.nodes
+    changes = 5 if args.quick else args.changes
+    idle_s = 31.0 if args.quick else args.idle_seconds  # the baseline polls every 30 s
+    storm_size = min(50 if args.quick else 1000, nodes // 3)
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        progress(f"sandbox with {nodes} simulated nodes")
+        sandbox = await asyncio.to_thread(up, Path(tmp) / "sandbox", nodes)
+        kube = KubeApiEmulator(bookmark_interval_s=5.0)
+        await kube.start()
+        reader = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file))
+        try:
+            await reader.start()
+            names = sim_node_names(nodes)
+            progress(f"emulator with {nodes} Nodes and slurmd pods")
+            seed(kube, names)
+            kubeconfig = kube.write_kubeconfig(Path(tmp) / "kubeconfig")
+            bench = Bench(sandbox, kube, reader, names)
+
+            def stamp(change: Change) -> None:
+                if change.resource == ("", "pods") and change.type == "MODIFIED":
+                    bench.seen[change.obj["metadata"]["name"]] = time.monotonic()
+
+            kube.api.store.listeners.append(stamp)
+            results: dict[str, Any] = {
+                "nodes": nodes,
+                "date": time.strftime("%Y-%m-%d"),
+                "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}",
+                "slurm_release": reader.release or "",
+                "api_version": reader.version.name if reader.version else "",
+            }
+            samples: dict[str, dict[str, list[float]]] = {}
+            for mode, strategy, interval in (("syncer", "conditional", "1s"), ("baseline", "full", "30s")):
+                progress(f"{mode}: --slurm-poll-strategy {strategy} --slurm-poll-interval {interval}")
+                async with syncer(
+                    sandbox, kubeconfig, strategy, interval, out / f"syncer-{mode}.log"
+                ) as handle:
+                    progress(f"{mode}: idle for {idle_s:.0f} s")
+                    idle = await idle_cost(handle, idle_s)
+                    progress(f"{mode}: {changes} changes per direction")
+                    deadline = 10.0 if mode == "syncer" else 90.0
+                    samples[mode] = await latency_round(
+                        bench, changes, 0.25 if mode == "syncer" else 0.5, deadline
+                    )
+                    key = "" if mode == "syncer" else "baseline_"
+                    results[f"{key}latency_s"] = {d: percentiles(v) for d, v in samples[mode].items()}
+                    results[f"{key}idle_per_minute"] = idle
+                    if mode == "syncer":
+                        progress(f"storm of {storm_size} drains each way")
+                        results["storm"] = await storm(bench, storm_size, 60.0)
+                        results["rss_mb"] = handle.rss_mb()
+            progress("snapshot cost")
+            results["snapshot"] = await snapshot(sandbox)
+        finally:
+            await reader.close()
+            await kube.stop()
+            await asyncio.to_thread(sandbox.down)
+    base_bytes = results["baseline_idle_per_minute"]["slurm_bytes"] or 1.0
+    results["idle_bytes_ratio_to_baseline"] = results["idle_per_minute"]["slurm_bytes"] / base_bytes
+    results["targets"] = TARGETS.get(nodes, {})
+    await asyncio.to_thread(write_outputs, out, results, samples)
+    print(summary(results))
+    return 0
+
+
+def write_outputs(out: Path, results: dict[str, Any], samples: dict[str, dict[str, list[float]]]) -> None:
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    plot(results, samples, out / "latency_cdf.png")
+
+
+def summary(r: dict[str, Any]) -> str:
+    lines = [f"{r['nodes']} nodes, Slurm {r['slurm_release']} ({r['api_version']}), {r['date']}"]
+    for direction in ("k8s_to_slurm", "annotation_to_slurm", "slurm_to_k8s"):
+        mine, base = r["latency_s"][direction], r["baseline_latency_s"][direction]
+        lines.append(
+            f"  {direction:20s} p50 {mine['p50']:.3f} s  p99 {mine['p99']:.3f} s  (n={mine['n']})   "
+            f"full-poll p50 {base['p50']:.3f} s  p99 {base['p99']:.3f} s"
+        )
+    idle, base = r["idle_per_minute"], r["baseline_idle_per_minute"]
+    lines.append(
+        f"  idle/min: {idle['slurm_requests']:.0f} requests, {idle['slurm_bytes'] / 1e6:.2f} MB, "
+        f"{idle['full_fetches']:.1f} full lists, CPU {idle['syncer_cpu_percent']:.1f} %   "
+        f"full-poll: {base['slurm_requests']:.0f} requests, {base['slurm_bytes'] / 1e6:.2f} MB "
+        f"(ratio {r['idle_bytes_ratio_to_baseline']:.3f})"
+    )
+    snap = r["snapshot"]
+    lines.append(
+        f"  snapshot: slurmrestd {snap['slurmrestd_s']:.3f} s, syncer {snap['syncer_s']:.4f} s, "
+        f"ratio {snap['ratio']:.3f}"
+    )
+    lines.append(f"  RSS {r['rss_mb']:.0f} MB; storm {r['storm']}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--changes", type=int, default=50, help="changes per direction (default 50)")
+    parser.add_argument("--idle-seconds", type=float, default=60.0)
+    parser.add_argument("--quick", action="store_true", help="100 nodes, 5 changes, 31 s idle (CI)")
+    return asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
