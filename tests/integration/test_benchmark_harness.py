@@ -32,7 +32,7 @@ def test_quick_benchmark_writes_results_and_plot(tmp_path: Path) -> None:
     for key in ("idle_per_minute", "baseline_idle_per_minute"):
         assert set(results[key]) == {"slurm_requests", "slurm_bytes", "full_fetches", "syncer_cpu_percent"}
     assert results["baseline_idle_per_minute"]["full_fetches"] >= 1
-    assert 0 < results["snapshot"]["ratio"] and results["rss_mb"] > 0
+    assert results["snapshot"]["ratio"] > 0 and results["rss_mb"] > 0
     assert results["storm"]["k8s_to_slurm_s"] < 60 and results["storm"]["slurm_to_k8s_s"] < 60
     assert (out / "latency_cdf.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "slurm_to_k8s" in result.stdout  # the human summary
