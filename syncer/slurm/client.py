@@ -264,7 +264,7 @@ class SlurmClient:
             return None
         try:
             return msgspec.json.decode(payload, type=shape)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # invalid UTF-8 in a string is the latter
             if status != 200:
                 return None  # an error page that is not JSON: the status says enough
             raise SlurmDecodeError(
