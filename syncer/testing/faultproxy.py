@@ -9,6 +9,7 @@ corrupted bodies. Tests and the fault benchmarks use it instead of a hand-writte
 from __future__ import annotations
 
 import asyncio
+import time
 
 import aiohttp
 from aiohttp import web
@@ -23,6 +24,7 @@ class FaultProxy:
         self.truncate = False
         self.corrupt = False
         self.requests = 0
+        self.writes: list[tuple[float, str, str]] = []  # (monotonic time, method, path) of non-GETs
         self._fail: list[int] = []
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -38,6 +40,8 @@ class FaultProxy:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1
+        if request.method != "GET":
+            self.writes.append((time.monotonic(), request.method, request.path))
         if self.delay_s:
             await asyncio.sleep(self.delay_s)  # the injected fault itself
         if self._fail:
