@@ -93,7 +93,7 @@ class SyncEngine:
     # -- inputs -----------------------------------------------------------------------------------
     def _mark(self, name: str) -> None:
         self._observed_at.setdefault(name, time.monotonic())
-        self.queue.add(name)
+        self.queue.add(name, urgent=True)  # ahead of resync keys
 
     def _on_slurm_changes(self, changes: list[NodeChange]) -> None:
         for change in changes:

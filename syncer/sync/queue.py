@@ -52,6 +52,8 @@ class WorkQueue:
         self.retries_total = 0  # retries scheduled after a handler error
         self.processed_total = 0  # handler runs finished, with or without error
         self._order: deque[str] = deque()
+        self._urgent: deque[str] = deque()  # served first; may hold keys taken already (skipped)
+        self._urgent_dirty: set[str] = set()
         self._queued: set[str] = set()
         self._processing: set[str] = set()
         self._dirty: set[str] = set()  # added again while being processed
@@ -89,18 +91,23 @@ class WorkQueue:
         return ceiling / 2 + random.uniform(0.0, ceiling / 2)
 
     # -- input --------------------------------------------------------------------------------------
-    def add(self, key: str) -> None:
+    def add(self, key: str, *, urgent: bool = False) -> None:
         """Queue `key` (no-op when already queued; once more after the current run when in flight).
-        Ignored after stop()."""
+        An `urgent` key (a change just observed) goes ahead of the others, so a fresh change never
+        waits behind a full resync of thousands of keys. Ignored after stop()."""
         if self._stopped:
             return
         if key in self._processing:
             self._dirty.add(key)
+            if urgent:
+                self._urgent_dirty.add(key)
         elif key not in self._queued:
             self._queued.add(key)
-            self._order.append(key)
+            (self._urgent if urgent else self._order).append(key)
             self._idle.clear()
             self._wake_one()
+        elif urgent:
+            self._urgent.append(key)  # its place in the normal line is skipped when reached
 
     def add_after(self, key: str, delay_s: float) -> None:
         """Queue `key` after `delay_s`; of several pending times for a key the earliest wins."""
@@ -142,8 +149,10 @@ class WorkQueue:
             handle.cancel()
         self._timers.clear()
         self._order.clear()
+        self._urgent.clear()
         self._queued.clear()
         self._dirty.clear()
+        self._urgent_dirty.clear()
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
@@ -157,10 +166,8 @@ class WorkQueue:
     # -- workers ------------------------------------------------------------------------------------
     async def _next(self) -> str | None:
         while not self._stopped:
-            if self._order:
-                key = self._order.popleft()
-                self._queued.discard(key)
-                self._processing.add(key)
+            key = self._pop()
+            if key is not None:
                 return key
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
@@ -170,6 +177,16 @@ class WorkQueue:
                 if waiter.done() and not waiter.cancelled():
                     self._wake_one()  # pass on a wake-up this worker can no longer take
                 raise
+        return None
+
+    def _pop(self) -> str | None:
+        for line in (self._urgent, self._order):
+            while line:
+                key = line.popleft()
+                if key in self._queued:  # else taken already through the other line
+                    self._queued.discard(key)
+                    self._processing.add(key)
+                    return key
         return None
 
     async def _worker(self) -> None:
@@ -185,7 +202,9 @@ class WorkQueue:
                 self._processing.discard(key)
                 if key in self._dirty:
                     self._dirty.discard(key)
-                    self.add(key)
+                    urgent = key in self._urgent_dirty
+                    self._urgent_dirty.discard(key)
+                    self.add(key, urgent=urgent)
                 self._update_idle()
 
     def _failed(self, key: str, exc: Exception) -> None:

@@ -326,3 +326,21 @@ async def test_cancelling_run_cleans_up_in_flight_keys():
 def test_bad_arguments_are_refused(kwargs: dict[str, float], message: str):
     with pytest.raises(ValueError, match=message):
         WorkQueue(counting()[1], **kwargs)  # type: ignore[arg-type]
+
+
+async def test_urgent_keys_go_ahead_of_a_resync_backlog():
+    order: list[str] = []
+
+    async def handler(key: str) -> None:
+        order.append(key)
+
+    queue = WorkQueue(handler, workers=1)
+    for index in range(100):
+        queue.add(f"resync-{index}")
+    queue.add("resync-50", urgent=True)  # already queued: promoted, handled once
+    queue.add("changed", urgent=True)
+    async with running(queue):
+        await wait_for(lambda: len(order) == 101, what="all keys handled")
+    assert order[:2] == ["resync-50", "changed"]
+    assert order.count("resync-50") == 1
+    assert order[2:] == [f"resync-{i}" for i in range(100) if i != 50]
