@@ -26,10 +26,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo root
 
+from benchmarks.run import seed
 from syncer.app.logs import configure_logging
 from syncer.app.service import ServiceConfig, SyncerService
 from syncer.kube.client import KubeClient
-from syncer.model.keys import Keys
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.sync.options import SyncOptions
@@ -277,28 +277,7 @@ async def main_async(args: argparse.Namespace) -> int:
         try:
             await reader.start()
             names = sim_node_names(nodes)
-            kube.create("", "v1", "namespaces", {"metadata": {"name": NAMESPACE}})
-            for name in names:
-                ready = {
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "KubeletReady",
-                    "lastTransitionTime": "2026-01-01T00:00:00Z",
-                }
-                kube.create(
-                    "",
-                    "v1",
-                    "nodes",
-                    {"metadata": {"name": f"k8s-{name}"}, "status": {"conditions": [ready]}},
-                )
-                pod = {
-                    "metadata": {"name": f"slurmd-{name}", "labels": {Keys.NODE_NAME_LABEL: name}},
-                    "spec": {
-                        "nodeName": f"k8s-{name}",
-                        "containers": [{"name": "slurmd", "image": "slurmd"}],
-                    },
-                }
-                kube.create("", "v1", "pods", pod, namespace=NAMESPACE)
+            seed(kube, names)
             stage = Stage(sandbox, kube, kube.write_kubeconfig(Path(tmp) / "kubeconfig"), reader, names)
             outcomes = await scenarios(stage, args.quick)
         finally:
