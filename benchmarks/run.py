@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import re
+import signal
 import statistics
 import sys
 import tempfile
@@ -251,6 +252,21 @@ async def latency_round(
     return out
 
 
+async def settled(handle: Syncer, deadline_s: float = 900.0) -> float:
+    """Until the syncer's first pass over every bound node is done (work queue empty twice in a row):
+    measuring before would time the initial sync, not a change."""
+    started = time.monotonic()
+    quiet = 0
+    while quiet < 2:
+        if time.monotonic() - started > deadline_s:
+            raise TimeoutError(f"the syncer's work queue did not drain within {deadline_s:.0f} s")
+        figures = await handle.metrics()
+        busy = figures.get("slurm_syncer_queue_depth", 1) + figures.get("slurm_syncer_queue_in_flight", 1)
+        quiet = quiet + 1 if busy == 0 else 0
+        await asyncio.sleep(1.0)  # metrics poll
+    return time.monotonic() - started
+
+
 async def idle_cost(handle: Syncer, seconds: float) -> dict[str, float]:
     before, cpu0, t0 = await handle.metrics(), handle.cpu_seconds(), time.monotonic()
     await asyncio.sleep(seconds)  # the measured idle period
@@ -383,8 +399,12 @@ async def main_async(args: argparse.Namespace) -> int:
                 async with syncer(
                     sandbox, kubeconfig, strategy, interval, out / f"syncer-{mode}.log"
                 ) as handle:
-                    progress(f"{mode}: idle for {idle_s:.0f} s")
+                    took = await settled(handle)
+                    progress(f"{mode}: initial sync done after {took:.0f} s; idle for {idle_s:.0f} s")
                     idle = await idle_cost(handle, idle_s)
+                    profiler = (
+                        await start_profiler(handle, out) if args.profile and mode == "syncer" else None
+                    )
                     progress(f"{mode}: {changes} changes per direction")
                     deadline = 10.0 if mode == "syncer" else 90.0
                     samples[mode] = await latency_round(
@@ -397,6 +417,8 @@ async def main_async(args: argparse.Namespace) -> int:
                         progress(f"storm of {storm_size} drains each way")
                         results["storm"] = await storm(bench, storm_size, 60.0)
                         results["rss_mb"] = handle.rss_mb()
+                    if profiler is not None:
+                        results["profile_top"] = await stop_profiler(profiler, out)
             progress("snapshot cost")
             results["snapshot"] = await snapshot(sandbox)
         finally:
@@ -409,6 +431,33 @@ async def main_async(args: argparse.Namespace) -> int:
     await asyncio.to_thread(write_outputs, out, results, samples)
     print(summary(results))
     return 0
+
+
+async def start_profiler(handle: Syncer, out: Path) -> asyncio.subprocess.Process:
+    """py-spy samples the syncer through the latency rounds and the storm (collapsed stacks)."""
+    return await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(handle.process.pid),
+        "--rate", "100", "--nonblocking", "--format", "raw", "-o", str(out / "profile.txt"),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+async def stop_profiler(profiler: asyncio.subprocess.Process, out: Path) -> list[dict[str, Any]]:
+    """Stop py-spy (it writes on SIGINT) and name the functions with the most samples on top of stack."""
+    profiler.send_signal(signal.SIGINT)
+    await asyncio.wait_for(profiler.wait(), 60)
+    text = await asyncio.to_thread((out / "profile.txt").read_text)
+    own: dict[str, int] = {}
+    total = 0
+    for line in text.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        leaf = stack.rsplit(";", 1)[-1]
+        own[leaf] = own.get(leaf, 0) + int(count)
+        total += int(count)
+    top = sorted(own.items(), key=lambda kv: -kv[1])[:10]
+    return [{"frame": frame, "share": round(n / max(total, 1), 4)} for frame, n in top]
 
 
 def write_outputs(out: Path, results: dict[str, Any], samples: dict[str, dict[str, list[float]]]) -> None:
@@ -449,6 +498,7 @@ def main() -> int:
     parser.add_argument("--changes", type=int, default=50, help="changes per direction (default 50)")
     parser.add_argument("--idle-seconds", type=float, default=60.0)
     parser.add_argument("--quick", action="store_true", help="100 nodes, 5 changes, 31 s idle (CI)")
+    parser.add_argument("--profile", action="store_true", help="py-spy the syncer: DIR/profile.txt")
     return asyncio.run(main_async(parser.parse_args()))
 
 

@@ -164,7 +164,7 @@ class KubeWriter:
             return {"status": {"conditions": changed}} if changed else None
 
         return await self.patch_from_current(
-            path, build, subresource="status", content_type=STRATEGIC_PATCH, what=what
+            path, build, current=current, subresource="status", content_type=STRATEGIC_PATCH, what=what
         )
 
     async def set_unschedulable(
