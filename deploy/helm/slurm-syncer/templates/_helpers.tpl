@@ -1,0 +1,94 @@
+{{/* Names and labels shared by every object of the chart. */}}
+
+{{- define "slurm-syncer.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "slurm-syncer.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "slurm-syncer.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "slurm-syncer.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "slurm-syncer.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "slurm-syncer.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: syncer
+app.kubernetes.io/part-of: slurm-syncer
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "slurm-syncer.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "slurm-syncer.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "slurm-syncer.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* The Secret key and the file the syncer reads for the chosen auth type. */}}
+{{- define "slurm-syncer.authKey" -}}
+{{- $auth := .Values.slurm.auth }}
+{{- if $auth.secretKey }}{{ $auth.secretKey }}
+{{- else if eq $auth.type "jwtKey" }}jwt_hs256.key
+{{- else }}token
+{{- end }}
+{{- end }}
+
+{{- define "slurm-syncer.authFile" -}}
+{{- printf "%s/%s" (trimSuffix "/" .Values.slurm.auth.mountPath) (include "slurm-syncer.authKey" .) }}
+{{- end }}
+
+{{/* The port of slurm.url: the one it names, else 443 for https and 80 for http. */}}
+{{- define "slurm-syncer.slurmrestdPort" -}}
+{{- if .Values.networkPolicy.slurmrestd.port }}
+{{- .Values.networkPolicy.slurmrestd.port }}
+{{- else }}
+{{- $url := urlParse .Values.slurm.url }}
+{{- $hostPort := splitList ":" $url.host }}
+{{- if gt (len $hostPort) 1 }}
+{{- last $hostPort }}
+{{- else if eq $url.scheme "https" }}443
+{{- else }}80
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Refuse combinations that would not work, with a message saying why. */}}
+{{- define "slurm-syncer.validate" -}}
+{{- if not .Values.slurm.url }}
+{{- fail "slurm.url is required: the slurmrestd URL, e.g. http://slurmrestd.slurm.svc:6820" }}
+{{- end }}
+{{- if not (has .Values.slurm.auth.type (list "token" "jwtKey" "none")) }}
+{{- fail (printf "slurm.auth.type must be token, jwtKey or none, not %q" .Values.slurm.auth.type) }}
+{{- end }}
+{{- if and (ne .Values.slurm.auth.type "none") (not .Values.slurm.auth.secretName) }}
+{{- fail "slurm.auth.secretName is required for slurm.auth.type token or jwtKey" }}
+{{- end }}
+{{- if not (has .Values.bindings.mode (list "podLabel" "nodeName")) }}
+{{- fail (printf "bindings.mode must be podLabel or nodeName, not %q" .Values.bindings.mode) }}
+{{- end }}
+{{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) }}
+{{- fail "replicas > 1 needs leaderElection.enabled: without it every replica writes" }}
+{{- end }}
+{{- if and .Values.monitoring.serviceMonitor.enabled .Values.monitoring.podMonitor.enabled }}
+{{- fail "enable monitoring.serviceMonitor or monitoring.podMonitor, not both: each series would be scraped twice" }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,563 @@
+"""The Helm chart deploy/helm/slurm-syncer and the plain manifests rendered from it.
+
+Rendered and linted by the real Helm engine (Helm's Go SDK in a shared library: PyPI helm-python-sdk,
+offline), every object checked against the Kubernetes OpenAPI schemas (PyPI kubernetes-validate, strict:
+unknown fields fail), applied with the real kubectl to the API emulator, and its settings loaded the way
+`slurm-syncer run` loads them."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from importlib.machinery import SourceFileLoader
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import helm_python as helm
+import kubernetes_validate  # type: ignore[import-untyped]
+import pytest
+import yaml
+
+from syncer.app import settings as settings_mod
+from syncer.app.check_cmd import PERMISSIONS
+from syncer.app.cli import build_parser
+from syncer.testing.kubeapi import KubeApiEmulator
+from tests.fixtures.kube import Kubectl
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "slurm-syncer"
+MANIFESTS = ROOT / "deploy" / "manifests" / "slurm-syncer.yaml"
+RENDER_SCRIPT = ROOT / "scripts" / "render-manifests"
+NAMESPACE = "slurm-syncer"
+
+# options the chart sets from its own keys (slurm.*, bindings, leaderElection, port) or leaves alone
+# (kubeconfig: the in-cluster ServiceAccount); every other option is a key of `config:`
+CHART_OWNED = {
+    "slurm-url",
+    "slurm-token-file",
+    "slurm-jwt-key-file",
+    "slurm-jwt-user",
+    "slurm-api-version",
+    "bind-by-node-name",
+    "leader-election",
+    "listen-address",
+    "kubeconfig",
+}
+MONITORING_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}  # monitoring.coreos.com/v1 CRDs
+
+COMBINATIONS: dict[str, dict[str, Any] | None] = {
+    "default": None,
+    "jwt-key": {"slurm": {"auth": {"type": "jwtKey", "secretName": "slurm-jwt-key"}}},
+    "network-policy": {"networkPolicy": {"enabled": True}},
+    "monitors-off": {
+        "monitoring": {
+            "serviceMonitor": {"enabled": False},
+            "podMonitor": {"enabled": False},
+            "prometheusRule": {"enabled": False},
+            "dashboards": {"enabled": False},
+        }
+    },
+    "node-name-bindings": {"bindings": {"mode": "nodeName"}},
+    "hybrid": {
+        "slurm": {
+            "url": "https://slurmrestd.hpc.example.org",
+            "apiVersion": "v0.0.42",
+            "user": "syncer",
+            "auth": {"type": "jwtKey", "secretName": "slurm-jwt", "secretKey": "key"},
+        },
+        "bindings": {"mode": "nodeName"},
+        "image": {"repository": "registry.example.org/slurm-syncer", "tag": "0.1.0-rc1"},
+        "config": {
+            "namespace": "slurm",
+            "drain-on-condition": ["GpuUnhealthy=True", "NetworkUnavailable=True"],
+            "cordon-on-slurm-drain": True,
+            "kube-qps": 20.5,
+            "workers": 16,
+            "ready-grace-period": "2m",
+            "dry-run": True,
+            "slurm-poll-interval": None,
+        },
+        "extraArgs": ["--no-nodeset-enabled"],
+        "extraEnv": [{"name": "SSL_CERT_FILE", "value": "/etc/slurm-syncer/ca/ca.crt"}],
+        "extraVolumes": [{"name": "ca", "configMap": {"name": "slurmrestd-ca"}}],
+        "extraVolumeMounts": [{"name": "ca", "mountPath": "/etc/slurm-syncer/ca", "readOnly": True}],
+        "monitoring": {"serviceMonitor": {"enabled": False}, "podMonitor": {"enabled": True}},
+        "networkPolicy": {
+            "enabled": True,
+            "slurmrestd": {"to": [{"ipBlock": {"cidr": "192.0.2.10/32"}}]},
+            "apiServer": {"to": [{"ipBlock": {"cidr": "198.51.100.0/24"}}]},
+        },
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}],
+        "podAnnotations": {"example.org/team": "hpc"},
+    },
+    "auth-none-single": {
+        "slurm": {"auth": {"type": "none"}},
+        "replicas": 1,
+        "leaderElection": {"enabled": False},
+    },
+}
+
+
+@functools.cache
+def render_script() -> ModuleType:
+    loader = SourceFileLoader("render_manifests", str(RENDER_SCRIPT))
+    spec = importlib.util.spec_from_loader("render_manifests", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+@functools.cache
+def _render(values_json: str, chart_dir: str) -> tuple[tuple[str, str], ...]:
+    values = json.loads(values_json)
+    return tuple(render_script().documents(values, "slurm-syncer", NAMESPACE, Path(chart_dir)))
+
+
+def render(values: dict[str, Any] | None = None, chart_dir: Path = CHART) -> list[dict[str, Any]]:
+    """Every object of the chart (CRDs included), parsed; a fresh copy each call."""
+    docs = _render(json.dumps(values), str(chart_dir))
+    return [yaml.safe_load(text) for _, text in docs]
+
+
+def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = [o for o in objects if o["kind"] == kind]
+    assert len(found) == 1, f"expected one {kind}, found {len(found)}"
+    return found[0]
+
+
+def kinds(objects: list[dict[str, Any]]) -> list[str]:
+    return [o["kind"] for o in objects]
+
+
+def container(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    containers = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return dict(containers[0])
+
+
+def load_settings(objects: list[dict[str, Any]]) -> settings_mod.Settings:
+    """The Deployment's environment and arguments, loaded as `slurm-syncer run` loads them."""
+    main = container(objects)
+    assert "command" not in main, "the image's entrypoint `slurm-syncer run` must stay"
+    environ: dict[str, str] = {}
+    for var in main["env"]:
+        if "valueFrom" in var:
+            assert var["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+            environ[var["name"]] = NAMESPACE
+        else:
+            environ[var["name"]] = var["value"]
+    assert len(environ) == len(main["env"]), "an environment variable is set twice"
+    args = build_parser().parse_args(["run", *main.get("args", [])])
+    return settings_mod.load(args, environ)
+
+
+# --- the chart's files ---------------------------------------------------------------------------
+
+
+def test_the_chart_crd_is_the_deploy_crd():
+    chart_crd = CHART / "crds" / "nodesets.slurm-syncer.dev.yaml"
+    assert (
+        chart_crd.read_bytes() == (ROOT / "deploy" / "crds" / "nodesets.slurm-syncer.dev.yaml").read_bytes()
+    )
+    assert sorted(p.name for p in (CHART / "crds").iterdir()) == ["nodesets.slurm-syncer.dev.yaml"]
+    with helm.Chart.load(CHART) as chart:
+        assert [c["filename"] for c in chart.crds] == ["slurm-syncer/crds/nodesets.slurm-syncer.dev.yaml"]
+
+
+def test_chart_copies_of_rules_and_dashboards_equal_the_originals():
+    rules = ROOT / "deploy" / "prometheus" / "rules.yaml"
+    assert rules.exists(), "deploy/prometheus/rules.yaml is gone: remove the chart's copy too"
+    assert (CHART / "files" / "prometheus" / "rules.yaml").read_bytes() == rules.read_bytes()
+    originals = sorted((ROOT / "deploy" / "grafana").glob("*.json"))
+    copies = sorted((CHART / "files" / "grafana").glob("*.json"))
+    assert originals and [p.name for p in copies] == [p.name for p in originals]
+    for original, chart_copy in zip(originals, copies, strict=True):
+        assert chart_copy.read_bytes() == original.read_bytes(), f"copy {original} into the chart"
+
+
+def test_chart_version_and_image_follow_the_package():
+    from syncer import __version__
+
+    metadata = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert metadata["appVersion"] == __version__
+    assert container(render())["image"] == f"slurm-syncer:{__version__}"
+
+
+# --- lint and schemas ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("combination", COMBINATIONS)
+def test_helm_lint_is_clean(combination: str):
+    report = helm.lint(
+        CHART, COMBINATIONS[combination], strict=True, namespace=NAMESPACE, kube_version="v1.25.0"
+    )
+    assert report["errors"] == []
+    # severity 1 is "info" (an icon is recommended); nothing at warning (2) or error (3)
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+@pytest.mark.parametrize("combination", COMBINATIONS)
+def test_every_object_is_valid_for_kubernetes(combination: str):
+    values = COMBINATIONS[combination]
+    objects = render(values)
+    without_schema = set()
+    for version in ("1.25.0", kubernetes_validate.latest_version()):
+        for obj in objects:
+            try:
+                kubernetes_validate.validate(obj, version, strict=True)
+            except kubernetes_validate.SchemaNotFoundError:
+                without_schema.add(obj["kind"])
+            except kubernetes_validate.ValidationError as exc:
+                raise AssertionError(
+                    f"{obj['kind']} {obj['metadata']['name']} ({version}): {exc.message}"
+                ) from None
+    # the Prometheus Operator's kinds are CRDs kubernetes-validate has no schema for; nothing else
+    assert without_schema == MONITORING_KINDS & set(kinds(objects))
+
+
+def test_the_strict_schemas_catch_a_bad_object():
+    deployment = copy.deepcopy(one(render(), "Deployment"))
+    deployment["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["httpGet"]["paht"] = "/healthz"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, "1.30.0", strict=True)
+
+
+def test_bad_values_are_refused_with_a_reason():
+    with helm.Chart.load(CHART) as chart:
+        for values, expected in (
+            ({"config": {"dry-runn": True}}, "additional properties 'dry-runn' not allowed"),
+            ({"config": {"workers": 0}}, "/config/workers"),
+            ({"config": {"drain-on-condition": ["GpuUnhealthy"]}}, "/config/drain-on-condition"),
+            ({"config": {"slurm-url": "http://x:1"}}, "additional properties 'slurm-url' not allowed"),
+            ({"bindings": {"mode": "hostname"}}, "/bindings/mode"),
+            ({"slurm": {"auth": {"type": "password"}}}, "/slurm/auth/type"),
+            ({"slurm": {"url": "slurmrestd:6820"}}, "/slurm/url"),
+            ({"leaderElection": {"enabled": False}}, "replicas > 1 needs leaderElection.enabled"),
+            ({"monitoring": {"podMonitor": {"enabled": True}}}, "not both"),
+        ):
+            with pytest.raises(helm.HelmError) as caught:
+                chart.render(values, name="slurm-syncer", namespace=NAMESPACE)
+            assert expected in str(caught.value), (values, str(caught.value))
+
+
+# --- what the objects say ----------------------------------------------------------------------------
+
+
+def test_the_deployment_runs_two_hardened_replicas_with_probes():
+    objects = render()
+    deployment = one(objects, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    main = container(objects)
+    assert deployment["spec"]["replicas"] == 2
+    assert main["args"] == ["--slurm-token-file=/var/run/secrets/slurm-syncer/token"]
+    assert main["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+    assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert main["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert set(main["resources"]) == {"requests", "limits"}
+    assert {"cpu", "memory"} <= set(main["resources"]["requests"]) and "memory" in main["resources"]["limits"]
+    security = main["securityContext"]
+    assert security["runAsNonRoot"] is True and security["runAsUser"] == 65532
+    assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 65532
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["serviceAccountName"] == one(objects, "ServiceAccount")["metadata"]["name"]
+    # the token file is in a directory mount of the Secret (a subPath mount would never see a rotation)
+    mounts = {m["name"]: m for m in main["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert "subPath" not in mounts["slurm-auth"] and mounts["slurm-auth"]["readOnly"] is True
+    assert volumes["slurm-auth"]["secret"]["secretName"] == "slurm-syncer-slurm-auth"
+    assert volumes["slurm-auth"]["secret"]["items"] == [{"key": "token", "path": "token"}]
+    assert f"{mounts['slurm-auth']['mountPath']}/token" == main["args"][0].split("=", 1)[1]
+    assert mounts["tmp"]["mountPath"] == "/tmp" and "emptyDir" in volumes["tmp"]
+    # the Service and the PodDisruptionBudget select the Deployment's pods
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    service = one(objects, "Service")
+    assert service["spec"]["ports"] == [
+        {"name": "http", "port": 8080, "targetPort": "http", "protocol": "TCP"}
+    ]
+    assert service["spec"]["selector"].items() <= labels.items()
+    assert one(objects, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+def test_the_cluster_role_grants_exactly_the_checked_permissions():
+    objects = render()
+    role = one(objects, "ClusterRole")
+    granted = []
+    for rule in role["rules"]:
+        assert set(rule) == {"apiGroups", "resources", "verbs"}, "no resourceNames or nonResourceURLs"
+        granted += [(v, g, r) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]]
+    assert len(granted) == len(set(granted)), "a right is granted twice"
+    assert set(granted) == {(verb, group, resource) for verb, group, resource, _ in PERMISSIONS}
+    assert "Role" not in kinds(objects) and "RoleBinding" not in kinds(objects)
+    binding = one(objects, "ClusterRoleBinding")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    account = one(objects, "ServiceAccount")["metadata"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["name"], "namespace": NAMESPACE}
+    ]
+
+
+def test_the_chart_readme_justifies_every_permission():
+    readme = (CHART / "README.md").read_text()
+    section = readme.split("## Kubernetes rights", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip("|").split("|") for line in section.splitlines() if line.startswith("| ")][1:]
+    listed = {
+        (verb, resource.strip()): why.strip() for verbs, resource, why in rows for verb in verbs.split(",")
+    }
+    listed = {(verb.strip(), resource): why for (verb, resource), why in listed.items()}
+    expected = {}
+    for verb, group, resource, why in PERMISSIONS:
+        plural, _, sub = resource.partition("/")
+        name = (f"{plural}.{group}" + (f"/{sub}" if sub else "")) if group else resource
+        expected[(verb, name)] = why
+    assert listed == expected
+    assert "## Hybrid clusters" in readme
+
+
+# --- settings ------------------------------------------------------------------------------------------
+
+
+def test_values_config_covers_every_option_of_slurm_syncer_run():
+    names = {option.name for option in settings_mod.OPTIONS}
+    config = yaml.safe_load((CHART / "values.yaml").read_text())["config"]
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert set(config) | CHART_OWNED == names and not set(config) & CHART_OWNED
+    assert set(schema["properties"]["config"]["properties"]) == set(config)
+    assert schema["properties"]["config"]["additionalProperties"] is False
+    # the chart's defaults are the syncer's
+    loaded = load_settings(render())
+    for option in settings_mod.OPTIONS:
+        if option.name in config:
+            assert loaded.sources[option.attr] == "env", option.name
+            assert loaded.values[option.attr] == option.default, option.name
+
+
+@pytest.mark.parametrize("combination", COMBINATIONS)
+def test_the_deployment_settings_load_like_slurm_syncer_run(combination: str):
+    values = COMBINATIONS[combination]
+    loaded = load_settings(render(values))
+    unset = {name for name, source in loaded.sources.items() if source == "default"}
+    chart_leaves_alone = {"kubeconfig"} | {"slurm_jwt_key_file", "slurm_token_file"}
+    assert unset <= chart_leaves_alone | {"slurm_poll_interval"}  # hybrid sets it to null
+    assert loaded.lease_namespace_resolved({"POD_NAMESPACE": NAMESPACE}) == NAMESPACE
+    assert loaded.listen_address == ("0.0.0.0", 8080)
+    auth = (values or {}).get("slurm", {}).get("auth", {}).get("type", "token")
+    if auth == "token":
+        assert (loaded.slurm_token_file, loaded.slurm_jwt_key_file) == (
+            "/var/run/secrets/slurm-syncer/token",
+            "",
+        )
+    elif auth == "jwtKey":
+        key = (values or {})["slurm"]["auth"].get("secretKey", "jwt_hs256.key")
+        assert (loaded.slurm_token_file, loaded.slurm_jwt_key_file) == (
+            "",
+            f"/var/run/secrets/slurm-syncer/{key}",
+        )
+    else:
+        assert (loaded.slurm_token_file, loaded.slurm_jwt_key_file) == ("", "")
+    mode = (values or {}).get("bindings", {}).get("mode", "podLabel")
+    assert loaded.bind_by_node_name is (mode == "nodeName")
+    assert loaded.leader_election is ((values or {}).get("leaderElection", {}).get("enabled", True))
+
+
+def test_hybrid_values_reach_the_syncer():
+    objects = render(COMBINATIONS["hybrid"])
+    loaded = load_settings(objects)
+    assert loaded.slurm_url == "https://slurmrestd.hpc.example.org"
+    assert (loaded.slurm_api_version, loaded.slurm_jwt_user) == ("v0.0.42", "syncer")
+    assert loaded.drain_on_condition == (("GpuUnhealthy", "True"), ("NetworkUnavailable", "True"))
+    assert loaded.cordon_on_slurm_drain is True and loaded.dry_run is True
+    assert (loaded.kube_qps, loaded.workers, loaded.ready_grace_period) == (20.5, 16, 120.0)
+    assert loaded.namespace == "slurm"
+    assert loaded.nodeset_enabled is False and loaded.sources["nodeset_enabled"] == "flag"  # extraArgs win
+    assert loaded.sources["slurm_poll_interval"] == "default"  # null: left to the syncer
+    main = container(objects)
+    pod = one(objects, "Deployment")["spec"]["template"]
+    assert main["image"] == "registry.example.org/slurm-syncer:0.1.0-rc1"
+    assert {"name": "SSL_CERT_FILE", "value": "/etc/slurm-syncer/ca/ca.crt"} in main["env"]
+    assert {"name": "ca", "mountPath": "/etc/slurm-syncer/ca", "readOnly": True} in main["volumeMounts"]
+    assert pod["spec"]["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert pod["spec"]["tolerations"][0]["key"] == "dedicated"
+    assert pod["metadata"]["annotations"] == {"example.org/team": "hpc"}
+    secret = next(v for v in pod["spec"]["volumes"] if v["name"] == "slurm-auth")["secret"]
+    assert secret["secretName"] == "slurm-jwt" and secret["items"] == [{"key": "key", "path": "key"}]
+
+
+def test_auth_none_mounts_no_secret_and_one_replica_has_no_disruption_budget():
+    objects = render(COMBINATIONS["auth-none-single"])
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    assert [v["name"] for v in pod["volumes"]] == ["tmp"]
+    assert "args" not in container(objects)
+    assert "PodDisruptionBudget" not in kinds(objects)
+
+
+# --- monitoring and network policy ----------------------------------------------------------------------
+
+
+def test_monitoring_objects_follow_the_values():
+    objects = render()
+    assert "ServiceMonitor" in kinds(objects) and "PodMonitor" not in kinds(objects)
+    monitor = one(objects, "ServiceMonitor")
+    service = one(objects, "Service")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"][0]["port"] == "http"
+    # the alerts match job="slurm-syncer"; the job comes from this label of the Service
+    assert service["metadata"]["labels"][monitor["spec"]["jobLabel"]] == "slurm-syncer"
+    rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "rules.yaml").read_text())
+    assert one(objects, "PrometheusRule")["spec"] == rules
+    assert any('job="slurm-syncer"' in rule["expr"] for group in rules["groups"] for rule in group["rules"])
+    dashboards = [o for o in objects if o["kind"] == "ConfigMap"]
+    originals = {p.name: json.loads(p.read_text()) for p in (ROOT / "deploy" / "grafana").glob("*.json")}
+    assert {name: json.loads(text) for cm in dashboards for name, text in cm["data"].items()} == originals
+    assert all(cm["metadata"]["labels"]["grafana_dashboard"] == "1" for cm in dashboards)
+
+    pod_monitored = render(
+        {
+            "monitoring": {
+                "serviceMonitor": {"enabled": False},
+                "podMonitor": {"enabled": True, "labels": {"release": "prom"}},
+                "dashboards": {"labels": {"dashboards": "slurm"}, "namespace": "grafana"},
+            }
+        }
+    )
+    monitor = one(pod_monitored, "PodMonitor")
+    labels = one(pod_monitored, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert labels[monitor["spec"]["jobLabel"]] == "slurm-syncer"
+    assert "ServiceMonitor" not in kinds(pod_monitored)
+    for cm in (o for o in pod_monitored if o["kind"] == "ConfigMap"):
+        assert cm["metadata"]["namespace"] == "grafana" and cm["metadata"]["labels"]["dashboards"] == "slurm"
+
+    off = render(COMBINATIONS["monitors-off"])
+    assert not MONITORING_KINDS & set(kinds(off)) and "ConfigMap" not in kinds(off)
+
+
+def test_the_chart_renders_without_the_rules_and_dashboard_files(tmp_path: Path):
+    chart = tmp_path / "slurm-syncer"
+    shutil.copytree(CHART, chart)
+    shutil.rmtree(chart / "files")
+    objects = render(None, chart)
+    assert "PrometheusRule" not in kinds(objects) and "ConfigMap" not in kinds(objects)
+    assert "Deployment" in kinds(objects) and "ServiceMonitor" in kinds(objects)
+
+
+def test_network_policy_opens_only_slurmrestd_the_api_server_dns_and_metrics():
+    policy = one(render(COMBINATIONS["network-policy"]), "NetworkPolicy")["spec"]
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    assert policy["ingress"] == [
+        {
+            "ports": [{"port": "http", "protocol": "TCP"}],
+            "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+        }
+    ]
+    ports = [[(p["port"], p["protocol"]) for p in rule["ports"]] for rule in policy["egress"]]
+    assert ports == [[(6820, "TCP")], [(443, "TCP"), (6443, "TCP")], [(53, "UDP"), (53, "TCP")]]
+    assert all("to" not in rule for rule in policy["egress"])  # no peers given: any address on those ports
+
+    hybrid = one(render(COMBINATIONS["hybrid"]), "NetworkPolicy")["spec"]
+    slurmrestd, api_server = hybrid["egress"][:2]
+    assert slurmrestd == {
+        "ports": [{"port": 443, "protocol": "TCP"}],
+        "to": [{"ipBlock": {"cidr": "192.0.2.10/32"}}],
+    }
+    assert api_server["to"] == [{"ipBlock": {"cidr": "198.51.100.0/24"}}]
+    explicit = one(
+        render({"networkPolicy": {"enabled": True, "slurmrestd": {"port": 7000}}}), "NetworkPolicy"
+    )
+    assert explicit["spec"]["egress"][0]["ports"] == [{"port": 7000, "protocol": "TCP"}]
+    assert "NetworkPolicy" not in kinds(render())
+
+
+# --- plain manifests and kubectl -------------------------------------------------------------------------
+
+
+def test_the_committed_manifests_are_a_fresh_render(tmp_path: Path):
+    fresh = tmp_path / "slurm-syncer.yaml"
+    done = subprocess.run(
+        [sys.executable, str(RENDER_SCRIPT), "--out", str(fresh)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert MANIFESTS.read_text() == fresh.read_text(), "run scripts/render-manifests"
+    checked = subprocess.run(
+        [sys.executable, str(RENDER_SCRIPT), "--check"], capture_output=True, text=True, timeout=60
+    )
+    assert checked.returncode == 0, checked.stderr
+    objects = list(yaml.safe_load_all(MANIFESTS.read_text()))
+    assert objects[0] == {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+    assert objects[1:] == render()
+
+
+async def served_kinds(kubectl: Kubectl) -> set[tuple[str, str]]:
+    lines = (await kubectl("api-resources", "--no-headers")).splitlines()
+    return {(line.split()[-3], line.split()[-1]) for line in lines if line.strip()}
+
+
+@pytest.mark.kube
+async def test_kubectl_applies_the_manifests_to_the_emulator(tmp_path: Path):
+    async with KubeApiEmulator(with_crds=False) as kube:
+        kubectl = Kubectl(kube.write_kubeconfig(tmp_path / "kubeconfig"), tmp_path / "cache")
+        served = await served_kinds(kubectl)
+        objects = list(yaml.safe_load_all(MANIFESTS.read_text()))
+        applied = [o for o in objects if (o["apiVersion"], o["kind"]) in served]
+        # the emulator, like a cluster without the Prometheus Operator, has no monitoring.coreos.com kinds
+        assert {o["kind"] for o in objects} - {o["kind"] for o in applied} == {
+            "ServiceMonitor",
+            "PrometheusRule",
+        }
+        stream = "---\n".join(yaml.safe_dump(o) for o in applied)
+        created = await kubectl("apply", "-f", "-", stdin=stream)
+        assert created.count(" created") == len(applied), created
+        assert "unchanged" in await kubectl("apply", "-f", "-", stdin=stream)
+        deployment = await kubectl.json("get", "deployment", "slurm-syncer", "-n", NAMESPACE)
+        rendered = one(objects, "Deployment")
+        assert (
+            deployment["spec"]["template"]["spec"]["containers"]
+            == rendered["spec"]["template"]["spec"]["containers"]
+        )
+        role = await kubectl.json("get", "clusterrole", "slurm-syncer")
+        assert role["rules"] == one(objects, "ClusterRole")["rules"]
+        assert (await kubectl("get", "crd", "nodesets.slurm-syncer.dev", "-o", "name")).strip()
+
+        # an upgrade to other values: JWT key, node-name bindings, a NetworkPolicy
+        upgraded = [
+            o
+            for o in render(
+                {
+                    "slurm": {"auth": {"type": "jwtKey"}},
+                    "bindings": {"mode": "nodeName"},
+                    "networkPolicy": {"enabled": True},
+                }
+            )
+            if (o["apiVersion"], o["kind"]) in served
+        ]
+        out = await kubectl("apply", "-f", "-", stdin="---\n".join(yaml.safe_dump(o) for o in upgraded))
+        assert "deployment.apps/slurm-syncer configured" in out
+        assert "networkpolicy.networking.k8s.io/slurm-syncer created" in out
+        deployment = await kubectl.json("get", "deployment", "slurm-syncer", "-n", NAMESPACE)
+        env = {
+            v["name"]: v.get("value") for v in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        }
+        assert env["SLURM_SYNCER_BIND_BY_NODE_NAME"] == "true"
+        assert (
+            "--slurm-jwt-key-file=/var/run/secrets/slurm-syncer/jwt_hs256.key"
+            in (deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+        )
+        volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+        assert volumes["slurm-auth"]["secret"]["items"] == [{"key": "jwt_hs256.key", "path": "jwt_hs256.key"}]
