@@ -320,6 +320,9 @@ def render() -> dict[str, str]:
     files["prometheus/prometheusrule.yaml"] = header + yaml.safe_dump(
         prometheus_rule(), sort_keys=False, width=200
     )
+    # the Helm chart packages its own copies (a chart cannot read files outside its folder)
+    for relative in ("grafana/slurm-cluster.json", "grafana/slurm-syncer.json", "prometheus/rules.yaml"):
+        files[f"helm/slurm-syncer/files/{relative}"] = files[relative]
     return files
 
 
