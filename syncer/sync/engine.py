@@ -24,6 +24,7 @@ from syncer.model.keys import Keys
 from syncer.model.kube import Condition, KubeNode, KubePod
 from syncer.slurm.cache import NodeCache, NodeChange
 from syncer.slurm.client import SlurmClient
+from syncer.slurm.errors import SlurmError
 from syncer.sync.binding import Binding, resolve
 from syncer.sync.decide import Decision, EventSpec, decide, rfc3339
 from syncer.sync.options import SyncOptions
@@ -180,6 +181,11 @@ class SyncEngine:
         now = self.clock()
         slurm_node = self.slurm_cache.nodes.get(name)
         fresh = not self.slurm_cache.stale
+        if fresh and name in self._sent:
+            # we wrote this node and the cache has not caught up (a full list of a big cluster takes
+            # seconds): read this one node now rather than decide on what it was before our write
+            with contextlib.suppress(SlurmError):
+                slurm_node = await self.slurm.get_node(name)
         decision = decide(
             slurm_node, binding.pod, binding.node, now=now, opts=self.options, slurm_fresh=fresh,
             scale_in_of=self.scale_in.get(name),
@@ -306,6 +312,7 @@ class SyncEngine:
     async def _kube_side(self, name: str, binding: Binding, decision: Decision, logger: Any) -> None:
         pod, node = binding.pod, binding.node
         wrote = False
+        fresh: dict[bool, dict[str, Any]] = {}  # True: the pod, False: the Node, as last written
         if decision.annotations:
             target_pod = decision.annotations_on == "pod" and pod is not None
             path = (
@@ -316,14 +323,26 @@ class SyncEngine:
                 else ""
             )
             current = _cached(pod if target_pod else node)
-            if path and await self.writer.set_annotations(
-                path, decision.annotations, current=current, what="slurm state"
-            ):
+            written = (
+                await self.writer.set_annotations(
+                    path, decision.annotations, current=current, what="slurm state"
+                )
+                if path
+                else None
+            )
+            if written is not None:
                 wrote = True
+                # the written object carries the new resourceVersion: the next write starts from it
+                # instead of the cached one (which would only earn a 409 and a fresh GET)
+                fresh[target_pod] = written
         if pod is not None and decision.pod_conditions:
-            wrote |= await self._conditions(pod_path(pod.namespace, pod.name), decision.pod_conditions, pod)
+            wrote |= await self._conditions(
+                pod_path(pod.namespace, pod.name), decision.pod_conditions, pod, fresh.get(True)
+            )
         if node is not None and decision.node_conditions:
-            wrote |= await self._conditions(node_path(node.name), decision.node_conditions, node)
+            wrote |= await self._conditions(
+                node_path(node.name), decision.node_conditions, node, fresh.get(False)
+            )
         if decision.cordon and node is not None:
             await self._cordon(node, decision.cordon, logger)
             wrote = True
@@ -335,12 +354,15 @@ class SyncEngine:
             await self._event(binding, event)
 
     async def _conditions(
-        self, path: str, conditions: tuple[Condition, ...], obj: KubePod | KubeNode
+        self,
+        path: str,
+        conditions: tuple[Condition, ...],
+        obj: KubePod | KubeNode,
+        fresh: dict[str, Any] | None = None,
     ) -> bool:
         now = rfc3339(self.clock()) or ""
-        written = await self.writer.set_conditions(
-            path, list(conditions), now, current=_cached(obj, with_conditions=True)
-        )
+        current = fresh if fresh is not None else _cached(obj, with_conditions=True)
+        written = await self.writer.set_conditions(path, list(conditions), now, current=current)
         return written is not None
 
     async def _cordon(self, node: KubeNode, action: str, logger: Any) -> None:
