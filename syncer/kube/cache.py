@@ -4,13 +4,13 @@ indexes from Slurm node names to both. Changes are reported as the Slurm node na
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 
 from syncer.kube.client import KubeClient
 from syncer.kube.informer import Informer
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubePod
+from syncer.tasks import cancel_and_wait
 
 KeysHandler = Callable[[set[str]], None]
 
@@ -59,11 +59,7 @@ class KubeCache:
         ]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         self._tasks = []
 
     @property

@@ -33,6 +33,7 @@ from syncer.slurm.errors import SlurmError, SlurmNotFound
 from syncer.sync.decide import rfc3339
 from syncer.sync.engine import SyncEngine
 from syncer.sync.queue import WorkQueue
+from syncer.tasks import cancel_and_wait
 
 log = structlog.get_logger("syncer.nodeset")
 
@@ -147,11 +148,7 @@ class NodeSetReconciler:
 
     async def stop(self) -> None:
         self.queue.stop()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         self._tasks = []
 
     async def _resync(self) -> None:

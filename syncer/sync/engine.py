@@ -30,6 +30,7 @@ from syncer.sync.decide import Decision, EventSpec, decide, rfc3339
 from syncer.sync.options import SyncOptions
 from syncer.sync.queue import WorkQueue
 from syncer.sync.valve import DrainValve
+from syncer.tasks import cancel_and_wait
 
 log = structlog.get_logger("syncer.sync")
 
@@ -136,11 +137,7 @@ class SyncEngine:
 
     async def stop(self) -> None:
         self.queue.stop()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         self._tasks = []
 
     async def _housekeeping(self) -> None:
