@@ -19,6 +19,7 @@ import random
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -50,6 +51,12 @@ CONFIG = ServiceConfig(
 )
 
 
+def _is_list(path: str) -> bool:
+    """A collection GET (a re-list), as opposed to a GET of one object."""
+    bare = path.split("?", 1)[0].rstrip("/")
+    return bare.endswith(("/pods", "/nodes", "/nodesets", "/events", "/leases"))
+
+
 def progress(text: str) -> None:
     print(f"[faults] {text}", file=sys.stderr, flush=True)
 
@@ -63,13 +70,15 @@ class Outcome:
     changes_lost: list[str] = field(default_factory=list)
     converge_s: float = 0.0
     notes: str = ""
+    kube: dict[str, float] = field(default_factory=dict)  # the syncer's Kubernetes API requests
+    events: dict[str, int] = field(default_factory=dict)  # Event writes (creates and count bumps)
 
     def row(self) -> dict[str, Any]:
         return {
             "scenario": self.scenario, "faults_injected": self.faults_injected, "actions": self.actions,
             "wrong_actions": len(self.wrong_actions), "changes_lost": len(self.changes_lost),
             "converge_s": round(self.converge_s, 2), "examples": (self.wrong_actions + self.changes_lost)[:5],
-            "notes": self.notes,
+            "kube_requests": self.kube, "events": self.events, "notes": self.notes,
         }  # fmt: skip
 
 
@@ -80,6 +89,7 @@ class Stage:
     kubeconfig: Path
     reader: SlurmClient
     names: list[str]
+    workdir: Path
     cordoned: set[str] = field(default_factory=set)
     ever_cordoned: set[str] = field(default_factory=set)
     actions: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, direction, node)
@@ -98,6 +108,56 @@ class Stage:
             self.wrong.append(f"drained {node}, never cordoned")
         if direction == "k8s_to_slurm" and kind == "undrain" and node in self.cordoned:
             self.wrong.append(f"undrained {node} while cordoned")
+
+    def reset(self, touched: list[str]) -> None:
+        """Leaves the stage clean for the next scenario."""
+        for node in touched:
+            if node in self.cordoned:
+                self.cordon(node, False)
+        for node in touched:
+            self.sandbox.run("scontrol", "update", f"nodename={node}", "state=undrain")
+        self.ever_cordoned.clear()
+
+    def event_counts(self) -> Counter[tuple[str, str]]:
+        """(object, reason) -> how many times an Event was recorded (count summed over Event objects)."""
+        counts: Counter[tuple[str, str]] = Counter()
+        for event in self.kube.api.store.objects_of(("", "events")):
+            counts[(event["involvedObject"]["name"], event["reason"])] += int(event.get("count") or 1)
+        return counts
+
+    def watch_kube(self) -> Callable[[], tuple[dict[str, float], dict[str, int]]]:
+        """Starts counting the syncer's requests and Events; the returned function gives the figures."""
+        server = self.kube.server
+        server.requests.clear()
+        server.record_requests = True
+        events_before = self.event_counts()
+        started = time.monotonic()
+
+        def figures() -> tuple[dict[str, float], dict[str, int]]:
+            server.record_requests = False
+            elapsed = max(time.monotonic() - started, 1e-9)
+            requests = list(server.requests)
+            per_second = Counter(int(t - started) for t, _method, _path in requests)
+            lists = sum(
+                1 for _t, m, path in requests if m == "GET" and "watch=" not in path and _is_list(path)
+            )
+            kube = {
+                "total": len(requests), "per_s": round(len(requests) / elapsed, 1),
+                "peak_per_s": max(per_second.values(), default=0), "lists": lists,
+                "watches": sum(1 for _t, m, path in requests if m == "GET" and "watch=" in path),
+                "writes": sum(1 for _t, m, _path in requests if m != "GET"),
+            }  # fmt: skip
+            written = self.event_counts() - events_before
+            repeated = sorted((n, f"{obj} {reason}") for (obj, reason), n in written.items() if n > 1)
+            if repeated:
+                progress(f"Events recorded more than once: {repeated[-5:]}")
+            events = {
+                "written": sum(written.values()),
+                "max_per_object_reason": max(written.values(), default=0),
+            }
+            return kube, events
+
+        return figures
 
     async def converged(self) -> list[str]:
         listing = await self.reader.list_all_nodes()
@@ -126,6 +186,7 @@ async def run_scenario(
     service = SyncerService(slurm, kube, config)
     service.engine.on_action = stage.record
     picked = random.sample(stage.names, changes)
+    figures = stage.watch_kube()
     await service.start()
     try:
         await service.wait_ready(60)
@@ -144,23 +205,40 @@ async def run_scenario(
         outcome.converge_s = time.monotonic() - cleared
     finally:
         await service.stop()
+        outcome.kube, outcome.events = figures()
     outcome.actions = len(stage.actions)
     outcome.wrong_actions = list(stage.wrong)
-    for node in picked:  # leave the stage clean for the next scenario
-        if node in stage.cordoned:
-            stage.cordon(node, False)
-    for node in picked:
-        stage.sandbox.run("scontrol", "update", f"nodename={node}", "state=undrain")
-    stage.ever_cordoned.clear()
+    stage.reset(picked)
     progress(f"{name}: {outcome.row()}")
     return outcome
 
 
-async def scenarios(stage: Stage, quick: bool) -> list[Outcome]:
-    n = 12 if quick else 60
-    results = []
+async def warm_up(stage: Stage) -> None:
+    """A first syncer writes every node's Slurm state to Kubernetes, so that no scenario's figures carry
+    that one-off initial sync."""
+    progress("warm-up: initial sync of Slurm state into Kubernetes")
+    slurm = SlurmClient(stage.sandbox.rest_url, TokenFile(stage.sandbox.token_file))
+    kube = await KubeClient.from_config(str(stage.kubeconfig), qps=200, burst=400)
+    service = SyncerService(slurm, kube, CONFIG)
+    await service.start()
+    try:
+        await service.wait_ready(60)
+        store, deadline = stage.kube.api.store, time.monotonic() + 60
+        seen, quiet_since = store.rv, time.monotonic()
+        while time.monotonic() - quiet_since < 1.5 and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)  # until the store stops moving
+            if store.rv != seen:
+                seen, quiet_since = store.rv, time.monotonic()
+    finally:
+        await service.stop()
 
-    async def restart_slurmrestd(step: int) -> int:
+
+def size(quick: bool) -> int:
+    return 12 if quick else 60
+
+
+async def slurmrestd_restarts(stage: Stage, quick: bool) -> Outcome:
+    async def inject(step: int) -> int:
         if step >= 0 and step % (6 if quick else 15) == 3:
             await asyncio.to_thread(stage.sandbox.stop_slurmrestd)
             await asyncio.sleep(1.0)  # slurmrestd stays down this long
@@ -168,20 +246,24 @@ async def scenarios(stage: Stage, quick: bool) -> list[Outcome]:
             return 1
         return 0
 
-    results.append(await run_scenario(stage, "slurmrestd killed and restarted", n, restart_slurmrestd))
+    return await run_scenario(stage, "slurmrestd killed and restarted", size(quick), inject)
 
-    async def restart_slurmctld(step: int) -> int:
-        if step == n // 2:
+
+async def slurmctld_restart(stage: Stage, quick: bool) -> Outcome:
+    async def inject(step: int) -> int:
+        if step == size(quick) // 2:
             await asyncio.to_thread(stage.sandbox.restart_slurmctld)
             return 1
         return 0
 
-    results.append(await run_scenario(stage, "slurmctld restarted", n, restart_slurmctld))
+    return await run_scenario(stage, "slurmctld restarted", size(quick), inject)
 
+
+async def bad_slurm_answers(stage: Stage, quick: bool) -> Outcome:
     async with FaultProxy(stage.sandbox.rest_url) as proxy:
         modes = ["corrupt", "truncate", "delay"]
 
-        async def bad_bodies(step: int) -> int:
+        async def inject(step: int) -> int:
             proxy.clear_faults()
             if step < 0:
                 return 0
@@ -192,13 +274,17 @@ async def scenarios(stage: Stage, quick: bool) -> list[Outcome]:
                 setattr(proxy, mode, True)
             return 1
 
-        results.append(
-            await run_scenario(
-                stage, "slurmrestd slow, corrupted and truncated answers", n, bad_bodies, slurm_url=proxy.url
-            )
+        return await run_scenario(
+            stage,
+            "slurmrestd slow, corrupted and truncated answers",
+            size(quick),
+            inject,
+            slurm_url=proxy.url,
         )
 
-    async def kube_faults(step: int) -> int:
+
+async def kube_api_faults(stage: Stage, quick: bool) -> Outcome:
+    async def inject(step: int) -> int:
         faults = stage.kube.faults
         if step < 0:
             faults.clear()
@@ -215,11 +301,22 @@ async def scenarios(stage: Stage, quick: bool) -> list[Outcome]:
         faults.latency_s = 0.3
         return 1
 
-    results.append(
-        await run_scenario(stage, "Kubernetes API: dropped watches, 410, 500/429, latency", n, kube_faults)
-    )
+    async def no_fault(_step: int) -> int:
+        return 0
 
-    # a network partition: every Node loses Ready at once; the valve must hold
+    # the same stream without faults first: the yardstick for requests and Events under faults
+    baseline = await run_scenario(stage, "Kubernetes API baseline (no faults)", size(quick), no_fault)
+    outcome = await run_scenario(
+        stage, "Kubernetes API: dropped watches, 410, 500/429, latency", size(quick), inject
+    )
+    outcome.kube["baseline_total"] = baseline.kube["total"]
+    outcome.kube["ratio_to_baseline"] = round(outcome.kube["total"] / max(baseline.kube["total"], 1), 2)
+    outcome.events["baseline_written"] = baseline.events["written"]
+    return outcome
+
+
+async def mass_not_ready(stage: Stage, quick: bool) -> Outcome:
+    """A network partition: every Node loses Ready at once; the valve must hold."""
     outcome = Outcome("mass NotReady (all Nodes at once)")
     slurm = SlurmClient(stage.sandbox.rest_url, TokenFile(stage.sandbox.token_file))
     kube = await KubeClient.from_config(str(stage.kubeconfig), qps=200, burst=400)
@@ -229,6 +326,7 @@ async def scenarios(stage: Stage, quick: bool) -> list[Outcome]:
     service.engine.on_action = lambda kind, d, node, det: (
         drains.append(node) if kind == "drain" and det.get("result") == "ok" else None
     )
+    figures = stage.watch_kube()
     await service.start()
     try:
         await service.wait_ready(60)
@@ -259,9 +357,138 @@ async def scenarios(stage: Stage, quick: bool) -> list[Outcome]:
         outcome.converge_s = time.monotonic() - cleared
     finally:
         await service.stop()
+        outcome.kube, outcome.events = figures()
     progress(f"{outcome.scenario}: {outcome.row()}")
-    results.append(outcome)
-    return results
+    return outcome
+
+
+async def syncer_crashes(stage: Stage, quick: bool) -> Outcome:
+    return await crash_scenario(stage, changes=40 if quick else 200, kills=4 if quick else 12)
+
+
+SCENARIOS: dict[str, Callable[[Stage, bool], Awaitable[Outcome]]] = {
+    "slurmrestd": slurmrestd_restarts,
+    "slurmctld": slurmctld_restart,
+    "bad-answers": bad_slurm_answers,
+    "kube-api": kube_api_faults,
+    "not-ready": mass_not_ready,
+    "crash": syncer_crashes,
+}
+
+
+class SyncerProcess:
+    """`slurm-syncer run` as a real process (as the Deployment runs it), restarted after each SIGKILL with
+    the same identity, as a container restarted in its pod would be."""
+
+    def __init__(self, stage: Stage, slurm_url: str) -> None:
+        self.stage = stage
+        self.slurm_url = slurm_url
+        self.process: asyncio.subprocess.Process | None = None
+        self.starts = 0
+        self.started_at = 0.0
+
+    async def start(self) -> None:
+        self.starts += 1
+        self.started_at = time.monotonic()
+        argv = [
+            str(Path(sys.executable).parent / "slurm-syncer"), "--log-format", "json", "run",
+            "--slurm-url", self.slurm_url, "--slurm-token-file", str(self.stage.sandbox.token_file),
+            "--kubeconfig", str(self.stage.kubeconfig), "--namespace", NAMESPACE, "--identity", "crash-test",
+            "--lease-namespace", NAMESPACE, "--slurm-poll-interval", "300ms", "--slurm-stale-after", "3s",
+            "--max-drain-fraction", "1.0", "--ready-grace-period", "3600s", "--no-nodeset-enabled",
+            "--listen-address", "127.0.0.1:0",
+        ]  # fmt: skip
+        log = (self.stage.workdir / f"syncer-{self.starts}.log").open("wb")
+        with log:
+            self.process = await asyncio.create_subprocess_exec(*argv, stdout=log, stderr=log)
+
+    async def kill(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+
+    async def stop(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.terminate()
+            try:
+                async with asyncio.timeout(20):
+                    await self.process.wait()
+            except TimeoutError:
+                await self.kill()
+
+
+def judge_writes(
+    writes: list[tuple[float, str, str, bytes]],
+    cordoned_at: dict[str, float],
+    uncordoned_at: dict[str, float],
+) -> tuple[int, list[str]]:
+    """Every node write seen by the proxy, judged at the instant it arrived: a drain needs a cordon made
+    before it, an undrain needs the uncordon made before it (nodes are cordoned once, uncordoned once)."""
+    actions, wrong = 0, []
+    for at, method, path, body in writes:
+        if method != "POST" or "/node/" not in path:
+            continue
+        node = path.rstrip("/").rsplit("/", 1)[1]
+        try:
+            state = json.loads(body).get("state") or []
+        except ValueError:
+            wrong.append(f"unreadable write to {node}: {body[:80]!r}")
+            continue
+        actions += 1
+        if "DRAIN" in state and not cordoned_at.get(node, float("inf")) <= at:
+            wrong.append(f"drained {node}, not cordoned")
+        if "UNDRAIN" in state and not uncordoned_at.get(node, float("inf")) <= at:
+            wrong.append(f"undrained {node} while cordoned")
+    return actions, wrong
+
+
+async def crash_scenario(stage: Stage, changes: int, kills: int, deadline_s: float = 90.0) -> Outcome:
+    """The syncer process is SIGKILLed at random points of a stream of `changes` cordons and uncordons (a
+    random delay after a change, so a write may be in flight) and restarted at once each time."""
+    name = "syncer SIGKILLed at random points and restarted"
+    cordons = (changes * 2 + 2) // 3
+    progress(f"{name}: {changes} changes ({cordons} cordons, {changes - cordons} uncordons), {kills} kills")
+    outcome = Outcome(name)
+    picked = random.sample(stage.names, cordons)
+    plan = [(n, True) for n in picked] + [(n, False) for n in random.sample(picked, changes - cordons)]
+    kill_after = set(random.sample(range(changes), kills))
+    cordoned_at: dict[str, float] = {}
+    uncordoned_at: dict[str, float] = {}
+    killed_writing = 0  # kills of a process that had already written to Slurm
+    figures = stage.watch_kube()
+    async with FaultProxy(stage.sandbox.rest_url) as proxy:  # records every write the syncer makes
+        syncer = SyncerProcess(stage, proxy.url)
+        await syncer.start()
+        try:
+            for step, (node, on) in enumerate(plan):
+                stage.cordon(node, on)
+                (cordoned_at if on else uncordoned_at)[node] = time.monotonic()
+                if step in kill_after:
+                    # a random point of the process's life: starting, syncing, or writing
+                    await asyncio.sleep(random.uniform(0.0, 4.0))
+                    await syncer.kill()
+                    outcome.faults_injected += 1
+                    killed_writing += any(t > syncer.started_at for t, *_rest in proxy.writes)
+                    await syncer.start()
+                await asyncio.sleep(0.1)  # the pace of the change stream
+            cleared = time.monotonic()
+            while time.monotonic() - cleared < deadline_s:
+                outcome.changes_lost = await stage.converged()
+                if not outcome.changes_lost:
+                    break
+                await asyncio.sleep(0.2)  # convergence poll
+            outcome.converge_s = time.monotonic() - cleared
+        finally:
+            await syncer.stop()
+            outcome.kube, outcome.events = figures()
+        outcome.actions, outcome.wrong_actions = judge_writes(proxy.writes, cordoned_at, uncordoned_at)
+    outcome.notes = f"{syncer.starts} processes, {killed_writing} of the {kills} kills after it had written"
+    if outcome.changes_lost:
+        tail = (stage.workdir / f"syncer-{syncer.starts}.log").read_text(errors="replace")[-3000:]
+        progress(f"{name}: not converged; last syncer log:\n{tail}")
+    stage.reset(picked)
+    progress(f"{name}: {outcome.row()}")
+    return outcome
 
 
 async def main_async(args: argparse.Namespace) -> int:
@@ -278,8 +505,10 @@ async def main_async(args: argparse.Namespace) -> int:
             await reader.start()
             names = sim_node_names(nodes)
             seed(kube, names)
-            stage = Stage(sandbox, kube, kube.write_kubeconfig(Path(tmp) / "kubeconfig"), reader, names)
-            outcomes = await scenarios(stage, args.quick)
+            kubeconfig = kube.write_kubeconfig(Path(tmp) / "kubeconfig")
+            stage = Stage(sandbox, kube, kubeconfig, reader, names, Path(tmp))
+            await warm_up(stage)
+            outcomes = [await SCENARIOS[key](stage, args.quick) for key in args.only or SCENARIOS]
         finally:
             await reader.close()
             await kube.stop()
@@ -302,6 +531,7 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--quick", action="store_true", help="short versions (60 nodes, 12 changes each)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--only", nargs="+", choices=list(SCENARIOS), help="run only these scenarios")
     configure_logging("console", "warning")  # the figures matter here, not the syncer's info lines
     return asyncio.run(main_async(parser.parse_args()))
 

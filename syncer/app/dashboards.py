@@ -166,6 +166,7 @@ SYNCER = (
             ("sum by (mode) (slurm_syncer_bound_nodes)", "bound {{mode}}"),
             ("sum(slurm_syncer_unbound_nodes)", "unbound"),
             ("sum(slurm_syncer_conflicting_nodes)", "conflicting"),
+            ("sum(slurm_syncer_missing_slurm_nodes)", "missing in Slurm"),
         ),
     ),
     Panel("Drift", (("sum(slurm_syncer_drift_nodes)", "nodes whose two sides disagree"),)),
@@ -211,6 +212,12 @@ ALERTS = (
         "SlurmSyncerBindingConflicts", "slurm_syncer_conflicting_nodes", "> 0", "10m", "warning",
         "conflicting bindings",
         "{{ $value }} Slurm node name(s) are claimed by more than one pod or Node and left alone.",
+    ),
+    Alert(
+        "SlurmSyncerMissingSlurmNodes", "slurm_syncer_missing_slurm_nodes", "> 0", "10m", "warning",
+        "pods or Nodes name Slurm nodes that Slurm does not know",
+        "{{ $value }} running pod(s) or Node(s) carry a slurm-syncer.dev/node-name label for which Slurm has no "
+        "node: nothing is synced for them.",
     ),
     Alert(
         "SlurmSyncerK8sToSlurmLatencyHigh",

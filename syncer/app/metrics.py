@@ -252,6 +252,11 @@ class _StateCollector(Collector):
                 "Slurm nodes claimed by more than one pod or Node.",
                 len(service.engine.stats.conflicts),
             ),
+            (
+                "slurm_syncer_missing_slurm_nodes",
+                "Slurm node names a running pod or a Node is labelled with that Slurm does not know.",
+                len(service.engine.stats.missing),
+            ),
             ("slurm_syncer_ready", "1 when /readyz answers ok.", int(service.readiness()[0])),
         ):
             gauge = _gauge(name, doc)

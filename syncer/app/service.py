@@ -53,6 +53,7 @@ class ServiceConfig:
     listen_host: str = "0.0.0.0"
     listen_port: int | None = 8080  # None: no HTTP server
     resync_s: float = 60.0
+    missing_grace_s: float = 60.0  # a bound Slurm node Slurm does not know is reported after this long
     jobs_poll_interval_s: float = 30.0  # jobs and scheduler statistics for the exporter
     nodeset_enabled: bool = True
     nodeset_requeue_s: float = 2.0  # re-check of a NodeSet that is still converging
@@ -86,6 +87,7 @@ class SyncerService:
             valve=DrainValve(max_fraction=config.max_drain_fraction),
             workers=config.workers,
             resync_s=config.resync_s,
+            missing_grace_s=config.missing_grace_s,
         )
         self.elector = (
             LeaderElector(

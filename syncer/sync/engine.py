@@ -40,6 +40,7 @@ class EngineStats:
     reconciles: int = 0
     actions: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (kind, direction, result)
     conflicts: set[str] = field(default_factory=set)
+    missing: set[str] = field(default_factory=set)  # bound, but Slurm reports no node of that name
     valve_refusals: int = 0
     drifted: set[str] = field(default_factory=set)
     bound: int = 0
@@ -67,6 +68,7 @@ class SyncEngine:
         valve: DrainValve | None = None,
         workers: int = 8,
         resync_s: float = 60.0,
+        missing_grace_s: float = 60.0,
         clock: Callable[[], float] = time.time,
         on_action: Callable[[str, str, str, dict[str, Any]], None] | None = None,
     ) -> None:
@@ -79,6 +81,8 @@ class SyncEngine:
         self.options = options
         self.valve = valve or DrainValve()
         self.resync_s = resync_s
+        self.missing_grace_s = missing_grace_s
+        self._missing_since: dict[str, float] = {}
         self.clock = clock
         self.on_action = on_action  # (kind, direction, slurm node, details): metrics and test recorders
         self.queue = WorkQueue(self.reconcile, workers=workers)
@@ -174,10 +178,15 @@ class SyncEngine:
         self.stats.conflicts.discard(name)
         if not binding.bound:
             self._observed_at.pop(name, None)
+            self._forget_missing(name)
             return
         now = self.clock()
         slurm_node = self.slurm_cache.nodes.get(name)
         fresh = not self.slurm_cache.stale
+        if fresh and slurm_node is None and name not in self._sent:
+            await self._report_missing(binding)
+        else:
+            self._forget_missing(name)
         if fresh and name in self._sent:
             # we wrote this node and the cache has not caught up (a full list of a big cluster takes
             # seconds): read this one node now rather than decide on what it was before our write
@@ -229,6 +238,40 @@ class SyncEngine:
             await self.events.record(
                 ObjectRef.node(node.name), "Warning", "SlurmBindingConflict", binding.conflict
             )
+
+    async def _report_missing(self, binding: Binding) -> None:
+        """A label naming a Slurm node that Slurm does not know (a typo, or slurmd never registered) is
+        reported once it has lasted `missing_grace_s` with slurmd's pod running: slurmd registers a
+        dynamic node only after its pod has started."""
+        name, pod = binding.slurm_name, binding.pod
+        if pod is not None and (pod.phase != "Running" or pod.terminating):
+            self._forget_missing(name)
+            return
+        first = self._missing_since.setdefault(name, time.monotonic())
+        waited = time.monotonic() - first
+        if waited < self.missing_grace_s:
+            self.queue.add_after(name, self.missing_grace_s - waited + 0.05)
+            return
+        if name in self.stats.missing:
+            return
+        self.stats.missing.add(name)
+        message = (
+            f"labelled {Keys.NODE_NAME_LABEL}={name}, but Slurm has no node of that name after "
+            f"{self.missing_grace_s:.0f} s: check the label, or why slurmd did not register"
+        )
+        log.warning(
+            "bound Slurm node not found in Slurm",
+            slurm_node=name,
+            pod=pod.key if pod else None,
+            node=binding.node.name if binding.node else None,
+        )
+        ref = self._ref(binding, "pod" if pod is not None else "node")
+        if ref is not None and self.gate.leading:
+            await self.events.record(ref, "Warning", "SlurmNodeNotFound", message)
+
+    def _forget_missing(self, name: str) -> None:
+        self._missing_since.pop(name, None)
+        self.stats.missing.discard(name)
 
     def _record(self, kind: str, direction: str, result: str, name: str, **details: Any) -> None:
         self.stats.count(kind, direction, result)

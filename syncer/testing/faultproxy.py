@@ -24,7 +24,8 @@ class FaultProxy:
         self.truncate = False
         self.corrupt = False
         self.requests = 0
-        self.writes: list[tuple[float, str, str]] = []  # (monotonic time, method, path) of non-GETs
+        # (monotonic time, method, path, body) of non-GETs: who wrote what, and when
+        self.writes: list[tuple[float, str, str, bytes]] = []
         self._fail: list[int] = []
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -40,8 +41,9 @@ class FaultProxy:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1
+        body = await request.read()
         if request.method != "GET":
-            self.writes.append((time.monotonic(), request.method, request.path))
+            self.writes.append((time.monotonic(), request.method, request.path, body))
         if self.delay_s:
             await asyncio.sleep(self.delay_s)  # the injected fault itself
         if self._fail:
@@ -51,15 +53,15 @@ class FaultProxy:
         assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
         async with self._session.request(
-            request.method, self.upstream + request.path_qs, headers=headers, data=await request.read()
+            request.method, self.upstream + request.path_qs, headers=headers, data=body
         ) as upstream:
-            body = await upstream.read()
+            answer = await upstream.read()
             status = upstream.status
-        if body and self.truncate:
-            body = body[: len(body) // 2]
-        if body and self.corrupt:
-            body = body.replace(b'"name"', b'"name":{', 1)
-        return web.Response(body=body, status=status, content_type="application/json")
+        if answer and self.truncate:
+            answer = answer[: len(answer) // 2]
+        if answer and self.corrupt:
+            answer = answer.replace(b'"name"', b'"name":{', 1)
+        return web.Response(body=answer, status=status, content_type="application/json")
 
     async def __aenter__(self) -> FaultProxy:
         self._session = aiohttp.ClientSession()

@@ -66,7 +66,7 @@ def holder(rig: Rig) -> str:
 
 
 def node_writes(proxy: FaultProxy) -> list[float]:
-    return [t for t, method, path in proxy.writes if method == "POST" and "/node/" in path]
+    return [t for t, method, path, _body in proxy.writes if method == "POST" and "/node/" in path]
 
 
 async def test_failover_never_has_two_writers(rig: Rig, tmp_path: Path):

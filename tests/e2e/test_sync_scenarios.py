@@ -8,6 +8,7 @@ import time
 import pytest
 
 from syncer.model.keys import Keys
+from syncer.slurm.errors import SlurmNotFound
 from syncer.sync.options import SyncOptions
 from syncer.testing.faultproxy import FaultProxy
 from tests.e2e.rig import NAMESPACE, Rig, condition, fresh_slurm_nodes, running_syncer
@@ -368,3 +369,77 @@ async def test_no_undrain_on_stale_slurm_data(rig: Rig):
                 return not (await rig.slurm(name)).drain_flag
 
             await wait_for(undrained, deadline_s=15, what="undrain once Slurm data is fresh again")
+
+
+async def test_label_naming_an_unknown_slurm_node_is_reported_once(rig: Rig):
+    kube_node, pod = rig.bind_pod("nosuchnode7")  # Slurm has no node of that name
+    rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": True}})
+    async with running_syncer(rig, missing_grace_s=1.0) as service:
+        await wait_for(lambda: "nosuchnode7" in service.engine.stats.missing, what="missing node noticed")
+        await wait_for(
+            lambda: any(e["reason"] == "SlurmNodeNotFound" for e in rig.events_for(pod)), what="an Event"
+        )
+        (event,) = [e for e in rig.events_for(pod) if e["reason"] == "SlurmNodeNotFound"]
+        assert event["type"] == "Warning"
+        assert f"{Keys.NODE_NAME_LABEL}=nosuchnode7" in event["message"]
+        service.engine.enqueue_all()  # reconciled again: still one report, no Event per pass
+        await service.engine.queue.wait_idle()
+        assert [e["count"] for e in rig.events_for(pod) if e["reason"] == "SlurmNodeNotFound"] == [1]
+        with pytest.raises(SlurmNotFound):  # nothing was created in Slurm
+            await rig.reader.get_node("nosuchnode7")
+        rig.kube.patch(
+            "", "v1", "pods", pod, {"metadata": {"labels": {Keys.NODE_NAME_LABEL: None}}}, namespace=NAMESPACE
+        )
+        await wait_for(lambda: not service.engine.stats.missing, what="report cleared once unlabelled")
+
+
+async def test_hostile_texts_reach_slurm_clean_and_capped(rig: Rig):
+    """Drain texts from annotations are user input: control characters, escapes, bidi overrides, shell and
+    JSON metacharacters and the largest annotation Kubernetes accepts end as one clean, capped reason."""
+    (name,) = fresh_slurm_nodes(1)
+    kube_node, pod = rig.bind_pod(name)
+    metachars = "$(reboot) `id` ; rm -rf / | \"}{'\\\\"
+    hostile = f"\x00\x1b[31m{metachars}\n\tä🚀\u202eevil\u2028" + "x" * 200_000  # annotations cap at 256 KiB
+    async with running_syncer(rig):
+        rig.kube.patch(
+            "",
+            "v1",
+            "pods",
+            pod,
+            {"metadata": {"annotations": {Keys.DRAIN_REQUEST: hostile}}},
+            namespace=NAMESPACE,
+        )
+
+        async def drained() -> bool:
+            return (await drained_reason(rig, name)) is not None
+
+        await wait_for(drained, deadline_s=15, what="a drain from the hostile annotation")
+        reason = (await rig.slurm(name)).reason
+        # controls become spaces (the escape's printable tail stays), metacharacters are kept literally
+        assert reason.startswith(f"k8s: [31m{metachars} ä🚀 evil x"), reason
+        assert len(reason.encode()) <= 256
+        assert not any(ord(c) < 0x20 or c in "\x7f\u202e\u2028" for c in reason), reason
+        cordon = {
+            "spec": {"unschedulable": True},
+            "metadata": {"annotations": {Keys.CORDON_REASON: "a\r\nb\x07"}},
+        }
+        rig.kube.patch("", "v1", "nodes", kube_node, cordon)
+
+        async def both_causes() -> bool:  # the cordon comes first, the capped annotation text after it
+            return ((await drained_reason(rig, name)) or "").startswith("k8s: a b; [31m$(reboot)")
+
+        await wait_for(both_causes, deadline_s=15, what="the cordon reason joined, cleaned")
+        rig.kube.patch(
+            "",
+            "v1",
+            "pods",
+            pod,
+            {"metadata": {"annotations": {Keys.DRAIN_REQUEST: None}}},
+            namespace=NAMESPACE,
+        )
+        rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": None}})
+
+        async def undrained() -> bool:
+            return not (await rig.slurm(name)).drain_flag
+
+        await wait_for(undrained, deadline_s=15, what="undrained once both causes are gone")

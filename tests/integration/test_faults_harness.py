@@ -20,10 +20,19 @@ def test_short_fault_scenarios_have_no_wrong_action_and_lose_nothing(tmp_path: P
         capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     assert (tmp_path / "results.json").exists(), result.stdout[-2000:] + result.stderr[-4000:]
-    rows = json.loads((tmp_path / "results.json").read_text())["scenarios"]
-    assert len(rows) == 5
-    for row in rows:
+    rows = {row["scenario"]: row for row in json.loads((tmp_path / "results.json").read_text())["scenarios"]}
+    assert len(rows) == 6
+    for row in rows.values():
         assert row["faults_injected"] > 0, row
         assert row["wrong_actions"] == 0, row
         assert row["changes_lost"] == 0, row
+    crash = rows["syncer SIGKILLed at random points and restarted"]
+    assert crash["faults_injected"] == 4, crash
+    # Kubernetes API faults: no retry storm against the API server, no Event storm, against the same stream
+    # of changes without faults
+    kube = rows["Kubernetes API: dropped watches, 410, 500/429, latency"]
+    assert kube["kube_requests"]["ratio_to_baseline"] <= 3.0, kube
+    assert kube["kube_requests"]["lists"] <= 3 * kube["faults_injected"], kube  # a re-list per fault at most
+    assert kube["events"]["written"] <= 2 * kube["events"]["baseline_written"], kube
+    assert kube["events"]["max_per_object_reason"] <= 3, kube
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]

@@ -71,7 +71,8 @@ class KubeApiServer:
         self.bookmark_interval_s = bookmark_interval_s
         self.max_watch_s = max_watch_s
         self.watch_tasks: set[asyncio.Task[Any]] = set()
-        self.requests: list[tuple[str, str]] = []  # (method, path+query) for tests that count calls
+        # (monotonic time, method, path+query) for tests and benchmarks that count calls
+        self.requests: list[tuple[float, str, str]] = []
         self.record_requests = False
         self.address = ""
 
@@ -95,7 +96,7 @@ class KubeApiServer:
         await self.faults.wait_running()
         self.faults.requests_total += 1
         if self.record_requests:
-            self.requests.append((request.method, request.path_qs))
+            self.requests.append((time.monotonic(), request.method, request.path_qs))
         if self.faults.latency_s:
             await asyncio.sleep(self.faults.latency_s)
         if self.faults.fail_remaining > 0:
