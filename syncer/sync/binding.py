@@ -30,9 +30,8 @@ class Binding:
 
 def resolve(name: str, cache: KubeCache) -> Binding:
     pods = cache.pods_for(name)
-    claiming_nodes = cache.nodes_for(
-        name
-    )  # node-bound: the Node's label, or its name with --bind-by-node-name
+    # node-bound: the Node's label, or its name with --bind-by-node-name
+    claiming_nodes = cache.nodes_for(name)
     if len(pods) > 1:
         claimants = ", ".join(p.key for p in pods)
         return Binding(name, conflict=f"pods {claimants} all claim Slurm node {name}")

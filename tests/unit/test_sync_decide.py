@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from syncer.model import Condition, KubeNode, KubePod, SlurmNode
 from syncer.model.keys import Keys
-from syncer.model.slurm import DRAIN_FLAGS
+from syncer.model.slurm import BASE_STATES, DRAIN_FLAGS, UNHEALTHY_FLAGS
 from syncer.sync.decide import Decision, EventSpec, SlurmAction, decide, drift
 from syncer.sync.options import SyncOptions
 from syncer.sync.reason import UNSAFE_CHARS, is_ours
@@ -744,3 +744,37 @@ def test_applying_a_decision_converges(
             node = apply_cordon(apply_kube(node, node_annotations, decision.node_conditions), decision.cordon)
     else:
         pytest.fail(f"no fixpoint: last decision {decision}")
+
+
+UNKNOWN_FLAGS = st.frozensets(
+    st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ_", min_size=3, max_size=20).filter(
+        lambda f: f not in DRAIN_FLAGS | UNHEALTHY_FLAGS | BASE_STATES | {"COMPLETING"}
+    ),
+    min_size=1,
+    max_size=3,
+)
+
+
+@settings(max_examples=300)
+@given(slurm_nodes(), UNKNOWN_FLAGS, PODS, NODES, OPTIONS, st.booleans())
+def test_unknown_slurm_state_flags_change_no_slurm_action(
+    slurm: SlurmNode,
+    unknown: frozenset[str],
+    pod: KubePod | None,
+    node: KubeNode | None,
+    opts: SyncOptions,
+    fresh: bool,
+) -> None:
+    """A flag a newer Slurm adds (not one the syncer knows) never causes nor prevents a drain or undrain;
+    it is shown in the state annotation as it came."""
+    known = run(slurm, pod, node, fresh=fresh, opts=opts)
+    with_unknown = replace_state(slurm, slurm.state | unknown)
+    decision = run(with_unknown, pod, node, fresh=fresh, opts=opts)
+    assert decision.slurm_action == known.slurm_action
+    state = decision.annotations.get(Keys.STATE)
+    if state:
+        assert unknown <= set(state.split("+"))
+
+
+def replace_state(slurm: SlurmNode, state: frozenset[str]) -> SlurmNode:
+    return msgspec.structs.replace(slurm, state=state)
