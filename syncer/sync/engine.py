@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
@@ -26,13 +26,26 @@ from syncer.slurm.cache import NodeCache, NodeChange
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmError
 from syncer.sync.binding import Binding, resolve
-from syncer.sync.decide import Decision, EventSpec, decide, rfc3339
+from syncer.sync.decide import (
+    EVENT_CORDON,
+    EVENT_DRAIN,
+    EVENT_REDRAIN,
+    EVENT_UNCORDON,
+    EVENT_UNDRAIN,
+    Decision,
+    EventSpec,
+    decide,
+    rfc3339,
+)
 from syncer.sync.options import SyncOptions
 from syncer.sync.queue import WorkQueue
 from syncer.sync.valve import DrainValve
+from syncer.sync.written import WrittenAnnotations
 from syncer.tasks import cancel_and_wait
 
 log = structlog.get_logger("syncer.sync")
+SLURM_ACTION_EVENTS = frozenset({EVENT_DRAIN, EVENT_REDRAIN, EVENT_UNDRAIN})
+CORDON_EVENTS = frozenset({EVENT_CORDON, EVENT_UNCORDON})
 
 
 @dataclass
@@ -83,6 +96,8 @@ class SyncEngine:
         self.resync_s = resync_s
         self.missing_grace_s = missing_grace_s
         self._missing_since: dict[str, float] = {}
+        self.written = WrittenAnnotations()
+        self._held_back: set[str] = set()  # told "held back" while the valve is open: once per opening
         self.clock = clock
         self.on_action = on_action  # (kind, direction, slurm node, details): metrics and test recorders
         self.queue = WorkQueue(self.reconcile, workers=workers)
@@ -155,6 +170,11 @@ class SyncEngine:
             self.stats.bound = bound
             is_open = self.valve.tick(self.clock(), bound)
             leading = self.gate.leading
+            if leading != was_leading:
+                self.written.forget_all()  # another replica may have written meanwhile
+            self.written.prune()
+            if was_open and not is_open:
+                self._held_back.clear()
             if (was_open and not is_open) or (leading and not was_leading) or time.monotonic() >= next_resync:
                 self.enqueue_all()  # valve closed, leadership gained, or periodic: look at everything
                 next_resync = time.monotonic() + self.resync_s
@@ -163,6 +183,7 @@ class SyncEngine:
     def reset_valve(self) -> None:
         """Operator override: let the refused drains through."""
         self.valve.reset()
+        self._held_back.clear()
         self.enqueue_all()
 
     # -- one key ----------------------------------------------------------------------------------
@@ -172,6 +193,10 @@ class SyncEngine:
             self.queue.add_after(name, 1.0)
             return
         binding = resolve(name, self.kube_cache)
+        if binding.bound:
+            binding = replace(
+                binding, pod=self.written.overlay(binding.pod), node=self.written.overlay(binding.node)
+            )
         if binding.conflict:
             await self._report_conflict(binding)
             return
@@ -214,8 +239,8 @@ class SyncEngine:
             causes=[c.text for c in decision.causes] or None,
         )
         try:
-            await self._slurm_side(name, binding, decision, logger)
-            await self._kube_side(name, binding, decision, logger)
+            acted = await self._slurm_side(name, binding, decision, logger)
+            await self._kube_side(name, binding, decision, logger, slurm_acted=acted)
         except NotLeader:
             logger.info("leadership lost mid-reconcile: remaining writes dropped")
 
@@ -284,10 +309,11 @@ class SyncEngine:
         if self.on_action is not None:
             self.on_action(kind, direction, name, details)
 
-    async def _slurm_side(self, name: str, binding: Binding, decision: Decision, logger: Any) -> None:
+    async def _slurm_side(self, name: str, binding: Binding, decision: Decision, logger: Any) -> bool:
+        """Carries out the Slurm action, if any; True when it was sent now."""
         action = decision.slurm_action
         if action is None:
-            return
+            return False
         if action.kind == "drain" and not action.redrain:
             bound = len(self.kube_cache.slurm_names())
             if not self.valve.admit(name, self.clock(), bound):
@@ -299,13 +325,14 @@ class SyncEngine:
                     threshold=self.valve.threshold(bound),
                 )
                 ref = self._ref(binding, "pod" if binding.pod else "node")
-                if ref is not None:
+                if ref is not None and name not in self._held_back:
+                    self._held_back.add(name)
                     await self.events.record(
                         ref, "Warning", "SlurmDrainHeldBack",
                         f"safety valve open: more than {self.options_fraction()} of bound nodes would drain "
                         "within a minute; this drain waits until the storm subsides or an operator resets it",
                     )  # fmt: skip
-                return
+                return False
         sent = self._sent.get(name)
         signature = (action.kind, action.reason)
         if (
@@ -313,7 +340,7 @@ class SyncEngine:
             and sent[:2] == signature
             and time.monotonic() - sent[2] < self.slurm_cache.stale_after_s
         ):
-            return  # already sent; the Slurm cache has not caught up yet
+            return False  # already sent; the Slurm cache has not caught up yet
         if action.kind == "undrain":
             # the cache may be a second old: read the node again so an admin's new reason is never lifted
             current = await self.slurm.get_node(name)
@@ -325,11 +352,11 @@ class SyncEngine:
                 logger.info(
                     "undrain skipped: Slurm changed meanwhile", reason=current.reason if current else None
                 )
-                return
+                return False
         if not self.gate.check():
             logger.info(f"dry-run: would {action.kind} in Slurm", reason=action.reason)
             self._record(action.kind, "k8s_to_slurm", "dry_run", name)
-            return
+            return True
         if action.kind == "drain":
             await self.slurm.update_node(name, state=["DRAIN"], reason=action.reason)
         else:
@@ -338,6 +365,7 @@ class SyncEngine:
         logger.info(f"slurm node {action.kind}ed", reason=action.reason, redrain=action.redrain)
         self._record(action.kind, "k8s_to_slurm", "ok", name, reason=action.reason)
         self.slurm_cache.nudge()  # read the result back soon, so Kubernetes shows it
+        return True
 
     def options_fraction(self) -> str:
         return f"{self.valve.max_fraction:.0%}"
@@ -349,9 +377,12 @@ class SyncEngine:
             return ObjectRef.node(binding.node.name)
         return None
 
-    async def _kube_side(self, name: str, binding: Binding, decision: Decision, logger: Any) -> None:
+    async def _kube_side(
+        self, name: str, binding: Binding, decision: Decision, logger: Any, *, slurm_acted: bool
+    ) -> None:
         pod, node = binding.pod, binding.node
         wrote = False
+        cordoned = False
         fresh: dict[bool, dict[str, Any]] = {}  # True: the pod, False: the Node, as last written
         if decision.annotations:
             target_pod = decision.annotations_on == "pod" and pod is not None
@@ -372,6 +403,9 @@ class SyncEngine:
             )
             if written is not None:
                 wrote = True
+                target = pod if target_pod else node
+                if target is not None:
+                    self.written.remember(target, decision.annotations)
                 # the written object carries the new resourceVersion: the next write starts from it
                 # instead of the cached one (which would only earn a 409 and a fresh GET)
                 fresh[target_pod] = written
@@ -384,13 +418,18 @@ class SyncEngine:
                 node_path(node.name), decision.node_conditions, node, fresh.get(False)
             )
         if decision.cordon and node is not None:
-            await self._cordon(node, decision.cordon, logger)
-            wrote = True
+            cordoned = await self._cordon(node, decision.cordon, logger)
+            wrote |= cordoned
         if wrote:
             state = self.slurm_cache.nodes.get(name)
             logger.info("kubernetes updated from slurm", state=state.state_text if state else None)
             self._record("annotate", "slurm_to_k8s", "ok", name)
         for event in decision.events:
+            # an action's Event only when the action was taken now, not again while caches catch up
+            if event.reason in SLURM_ACTION_EVENTS and not slurm_acted:
+                continue
+            if event.reason in CORDON_EVENTS and not cordoned:
+                continue
             await self._event(binding, event)
 
     async def _conditions(
@@ -405,22 +444,29 @@ class SyncEngine:
         written = await self.writer.set_conditions(path, list(conditions), now, current=current)
         return written is not None
 
-    async def _cordon(self, node: KubeNode, action: str, logger: Any) -> None:
+    async def _cordon(self, node: KubeNode, action: str, logger: Any) -> bool:
         if action == "cordon":
 
             def allowed(obj: dict[str, Any]) -> dict[str, Any] | None:
                 return obj  # cordoning is always safe; the annotation records that it is ours
 
-            await self.writer.set_unschedulable(node.name, True, {Keys.CORDONED_BY: "slurm"}, only_if=allowed)
+            written = await self.writer.set_unschedulable(
+                node.name, True, {Keys.CORDONED_BY: "slurm"}, only_if=allowed
+            )
         else:
 
             def ours(obj: dict[str, Any]) -> dict[str, Any] | None:
                 annotations = (obj.get("metadata") or {}).get("annotations") or {}
                 return obj if annotations.get(Keys.CORDONED_BY) == "slurm" else None
 
-            await self.writer.set_unschedulable(node.name, False, {Keys.CORDONED_BY: None}, only_if=ours)
+            written = await self.writer.set_unschedulable(
+                node.name, False, {Keys.CORDONED_BY: None}, only_if=ours
+            )
+        if written is None:
+            return False  # nothing to change (or not ours to lift)
         logger.info(f"kubernetes node {action}ed for slurm")
         self._record(action, "slurm_to_k8s", "ok", node.name)
+        return True
 
     async def _event(self, binding: Binding, event: EventSpec) -> None:
         ref = self._ref(binding, event.on)

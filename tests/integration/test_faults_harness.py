@@ -26,6 +26,9 @@ def test_short_fault_scenarios_have_no_wrong_action_and_lose_nothing(tmp_path: P
         assert row["faults_injected"] > 0, row
         assert row["wrong_actions"] == 0, row
         assert row["changes_lost"] == 0, row
+        # no Event storm: one transition or action is one Event (a retry may repeat it), even while the
+        # safety valve holds drains back or a restarted syncer sees everything afresh
+        assert row["events"]["max_per_object_reason"] <= 3, row
     crash = rows["syncer SIGKILLed at random points and restarted"]
     assert crash["faults_injected"] == 4, crash
     # Kubernetes API faults: no retry storm against the API server, no Event storm, against the same stream
@@ -34,5 +37,4 @@ def test_short_fault_scenarios_have_no_wrong_action_and_lose_nothing(tmp_path: P
     assert kube["kube_requests"]["ratio_to_baseline"] <= 3.0, kube
     assert kube["kube_requests"]["lists"] <= 3 * kube["faults_injected"], kube  # a re-list per fault at most
     assert kube["events"]["written"] <= 2 * kube["events"]["baseline_written"], kube
-    assert kube["events"]["max_per_object_reason"] <= 3, kube
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
