@@ -267,6 +267,12 @@ async def test_safety_valve_trips_at_the_threshold(rig: Rig):
             ),
             what="held-back Event",
         )
+        for _ in range(3):  # reconciled again and again while the valve stays open: no Event storm
+            service.engine.enqueue_all()
+            await service.engine.queue.wait_idle()
+        held = [e for n in names[2:6] for e in rig.events_for(f"slurmd-{n}")]
+        assert sorted(e["reason"] for e in held) == ["SlurmDrainHeldBack"] * 4  # no "DrainingSlurmNode"
+        assert all(e["count"] == 1 for e in held)
         service.engine.reset_valve()  # the operator says go
 
         async def six() -> bool:
