@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -117,6 +118,129 @@ async def test_cache_indexes_pods_and_nodes_and_reports_keys(
             lambda: any({"gpu-001", "gpu-002"} <= keys for keys in seen), what="both names reported"
         )
         assert cache.pods_for("gpu-001") == [] and [p.name for p in cache.pods_for("gpu-002")] == ["slurmd-a"]
+    finally:
+        await cache.stop()
+
+
+def claimed_from_scratch(cache: KubeCache) -> set[str]:
+    """The claimed Slurm node names rebuilt from the informers' stores, as `slurm_names()` once did."""
+    labels = [p.labels for p in cache.pods.items.values()] + [n.labels for n in cache.nodes.items.values()]
+    names = {found for found in (each.get(Keys.NODE_NAME_LABEL, "") for each in labels) if found}
+    if cache.bind_by_node_name:
+        names |= set(cache.nodes.items)
+    rebuilt = set(cache.pods_by_slurm_node) | set(cache.nodes_by_slurm_node)
+    assert rebuilt | (set(cache.nodes.items) if cache.bind_by_node_name else set()) == names
+    return names
+
+
+def caught_up(kube_api: KubeApiEmulator, cache: KubeCache) -> bool:
+    """The cache holds exactly what the API server stores (labelled pods, all Nodes), version for version."""
+    store = kube_api.api.store
+    pods = {
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}": p["metadata"]["resourceVersion"]
+        for p in store.objects_of(("", "pods"))
+        if Keys.NODE_NAME_LABEL in (p["metadata"].get("labels") or {})
+    }
+    nodes = {n["metadata"]["name"]: n["metadata"]["resourceVersion"] for n in store.objects_of(("", "nodes"))}
+    return {k: p.resource_version for k, p in cache.pods.items.items()} == pods and {
+        k: n.resource_version for k, n in cache.nodes.items.items()
+    } == nodes
+
+
+def label(kube_api: KubeApiEmulator, plural: str, name: str, slurm_node: str | None) -> None:
+    body = {"metadata": {"labels": {Keys.NODE_NAME_LABEL: slurm_node}}}
+    kube_api.patch("", "v1", plural, name, body, namespace="default" if plural == "pods" else "")
+
+
+def delete(kube_api: KubeApiEmulator, plural: str, name: str) -> None:
+    resource = kube_api.api.resource("", "v1", plural)
+    kube_api.api.delete(resource, "default" if plural == "pods" else "", name, {"gracePeriodSeconds": 0})
+
+
+@pytest.mark.parametrize("bind_by_node_name", [False, True], ids=["labels", "node-names"])
+async def test_claimed_names_index_equals_the_union_rebuilt_from_scratch(
+    kube_api: KubeApiEmulator, kube_client: KubeClient, bind_by_node_name: bool
+):
+    kube_api.seed(SeedOptions(nodes=3))
+    kube_api.create("", "v1", "pods", slurmd_pod("slurmd-a", "gpu-001", "node-0000"), "default")
+    cache = KubeCache(kube_client, bind_by_node_name=bind_by_node_name, inactivity_timeout_s=5)
+    cache.start()
+    nodes = {"node-0000", "node-0001", "node-0002"}
+    names = cache.slurm_names()  # a live view: taken once, read after every step
+
+    async def expect(claimed: set[str], by_node_name: set[str], what: str) -> None:
+        await wait_for(lambda: caught_up(kube_api, cache), what=f"cache caught up: {what}")
+        want = claimed | (by_node_name if bind_by_node_name else set())
+        assert set(names) == claimed_from_scratch(cache) == want, what
+        assert len(names) == len(want) and all(name in names for name in want)
+        assert "no-such-name" not in names
+
+    try:
+        await asyncio.wait_for(cache.wait_synced(), 10)
+        assert names == cache.slurm_names() and not hasattr(names, "add")  # read-only
+        await expect({"gpu-001"}, nodes, "first list")
+        # adds: two pods on one name, a pod and a Node on one name, a Node named like a claimed name
+        kube_api.create("", "v1", "pods", slurmd_pod("slurmd-b", "gpu-001", "node-0001"), "default")
+        kube_api.create("", "v1", "pods", slurmd_pod("slurmd-c", "gpu-002", "node-0001"), "default")
+        label(kube_api, "nodes", "node-0001", "gpu-002")
+        label(kube_api, "nodes", "node-0002", "cpu-7")
+        kube_api.create("", "v1", "nodes", {"metadata": {"name": "gpu-001"}})
+        nodes.add("gpu-001")
+        await expect({"gpu-001", "gpu-002", "cpu-7"}, nodes, "adds")
+        # label changes: a name keeps its other claimants; a pod that loses the label leaves the cache
+        label(kube_api, "pods", "slurmd-a", "gpu-003")
+        label(kube_api, "nodes", "node-0002", "cpu-8")
+        label(kube_api, "pods", "slurmd-c", None)
+        await expect({"gpu-001", "gpu-002", "gpu-003", "cpu-8"}, nodes, "label changes")
+        # deletes
+        delete(kube_api, "pods", "slurmd-b")
+        delete(kube_api, "nodes", "node-0001")
+        delete(kube_api, "nodes", "gpu-001")
+        nodes -= {"node-0001", "gpu-001"}
+        await expect({"gpu-003", "cpu-8"}, nodes, "deletes")
+        # re-list: changes made while the watches are down and history is compacted arrive as the
+        # differences between the old store and a fresh list
+        relists = cache.pods.stats.relists_after_gone + cache.nodes.stats.relists_after_gone
+        kube_api.faults.pause()
+        kube_api.drop_watches()
+        kube_api.create("", "v1", "pods", slurmd_pod("slurmd-d", "gpu-004", "node-0000"), "default")
+        label(kube_api, "pods", "slurmd-a", "gpu-005")
+        delete(kube_api, "nodes", "node-0002")
+        kube_api.create(
+            "", "v1", "nodes", {"metadata": {"name": "node-0003", "labels": {Keys.NODE_NAME_LABEL: "cpu-9"}}}
+        )
+        nodes = (nodes - {"node-0002"}) | {"node-0003"}
+        kube_api.compact()
+        kube_api.faults.resume()
+        await expect({"gpu-004", "gpu-005", "cpu-9"}, nodes, "re-list")
+        assert cache.pods.stats.relists_after_gone + cache.nodes.stats.relists_after_gone > relists
+        # churn: random adds, relabels, unlabels, deletes and status-only changes over few names, so
+        # names gain and lose claimants of both kinds many times
+        rng = random.Random(7)
+        slurm_pool = ["s0", "s1", "s2", "n1"]  # "n1" is also a Node's name
+        for step in range(120):
+            store = kube_api.api.store
+            pods = {p["metadata"]["name"] for p in store.objects_of(("", "pods"), "default")}
+            node_names = {n["metadata"]["name"] for n in store.objects_of(("", "nodes"))}
+            plural, pool = rng.choice([("pods", [f"p{i}" for i in range(5)]), ("nodes", ["n0", "n1", "n2"])])
+            name = rng.choice(pool)
+            exists = name in (pods if plural == "pods" else node_names)
+            slurm_node = rng.choice([*slurm_pool, None])
+            if not exists:
+                labels = {Keys.NODE_NAME_LABEL: slurm_node} if slurm_node else {}
+                body: dict[str, Any] = {"metadata": {"name": name, "labels": labels}}
+                if plural == "pods":
+                    body["spec"] = {"containers": [{"name": "slurmd", "image": "slurmd"}]}
+                kube_api.create("", "v1", plural, body, "default" if plural == "pods" else "")
+            elif rng.random() < 0.25:
+                delete(kube_api, plural, name)
+            elif plural == "nodes" and rng.random() < 0.3:
+                kube_api.set_node_condition(name, "Ready", rng.choice(["True", "False"]))
+            else:
+                label(kube_api, plural, name, slurm_node)
+            if step % 10 == 9:
+                await wait_for(lambda: caught_up(kube_api, cache), what=f"cache caught up at step {step}")
+                assert set(names) == claimed_from_scratch(cache), f"step {step}"
     finally:
         await cache.stop()
 
