@@ -45,9 +45,21 @@ class NodeSetStats:
     pods_deleted: int = 0
     slurm_nodes_deleted: int = 0
     removals_started: int = 0
+    node_events: int = 0  # Kubernetes Node changes seen
+    node_requeues: int = 0  # ... that re-queued a DaemonSet-mode NodeSet
     timed_out: dict[str, int] = field(default_factory=dict)  # NodeSet key -> nodes past drainTimeout
     desired: dict[str, int] = field(default_factory=dict)  # NodeSet key -> desired members
     errors: int = 0
+
+
+def _selection_may_change(nodeset: KubeNodeSet, old: KubeNode | None, new: KubeNode | None) -> bool:
+    """Whether a Node change can change which Nodes the NodeSet's nodeSelector selects."""
+    if old is None or new is None:
+        return True
+    selector = nodeset.spec.get("nodeSelector") or {}
+    if not isinstance(selector, dict):
+        return True  # invalid: the reconcile reports it; no reason to be clever here
+    return any(old.labels.get(key) != new.labels.get(key) for key in selector)
 
 
 class NodeSetReconciler:
@@ -113,8 +125,15 @@ class NodeSetReconciler:
             self.queue.add(key)
 
     def _on_node(self, old: KubeNode | None, new: KubeNode | None) -> None:
+        """A DaemonSet-mode NodeSet is planned from each Node's name and labels only (see plan's
+        `_members`): a Node added or deleted, or a change of a label its nodeSelector names, re-queues
+        it; status (conditions, heartbeats), cordons, taints and annotations do not."""
+        self.stats.node_events += 1
+        if old is not None and new is not None and old.labels == new.labels:
+            return  # most Node updates at scale: kubelet heartbeats and condition changes
         for nodeset in self.informer.items.values():
-            if nodeset.spec.get("mode") == "DaemonSet":
+            if nodeset.spec.get("mode") == "DaemonSet" and _selection_may_change(nodeset, old, new):
+                self.stats.node_requeues += 1
                 self.queue.add(nodeset.key)
 
     def _on_slurm(self, changes: list[NodeChange]) -> None:

@@ -1,0 +1,119 @@
+"""Which Kubernetes Node changes re-queue a NodeSet: the reconciler runs against the Kubernetes API
+emulator, wired as the service wires it. It never leads (leader election is on and no elector runs),
+so a reconcile only counts itself and writes nothing; Slurm is never contacted."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syncer.app.service import ServiceConfig, SyncerService
+from syncer.kube.client import KubeClient
+from syncer.nodeset.reconciler import NodeSetReconciler
+from syncer.slurm.auth import NoToken
+from syncer.slurm.client import SlurmClient
+from syncer.tasks import cancel_and_wait
+from syncer.testing.kubeapi import KubeApiEmulator, SeedOptions
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.kube
+GROUP, VERSION, NAMESPACE = "slurm-syncer.dev", "v1alpha1", "slurm"
+POOL = "slurm-syncer.dev/pool"  # the seeded Nodes carry POOL=gpu
+
+
+def nodeset(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "NodeSet",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"template": {"spec": {"containers": [{"name": "slurmd", "image": "slurmd:1"}]}}, **spec},
+    }
+
+
+@pytest.fixture
+async def reconciler(kube_api: KubeApiEmulator, kubeconfig: Path) -> AsyncIterator[NodeSetReconciler]:
+    kube = await KubeClient.from_config(str(kubeconfig))
+    slurm = SlurmClient("http://127.0.0.1:9", NoToken())  # never started
+    service = SyncerService(slurm, kube, ServiceConfig(listen_port=None))
+    assert service.nodesets is not None and not service.gate.leading
+    service.kube_cache.start()
+    task = asyncio.create_task(service.nodesets.run())
+    try:
+        yield service.nodesets
+    finally:
+        await cancel_and_wait([task])
+        await service.kube_cache.stop()
+        await kube.close()
+        await slurm.close()
+
+
+async def settle(kube_api: KubeApiEmulator, reconciler: NodeSetReconciler, what: str) -> int:
+    """Until the Node cache holds every Node at the version the API server stores (its handlers, the
+    reconciler's among them, have run for every change) and the queue has handled all it was given.
+    Returns the NodeSet reconciles so far."""
+    nodes = reconciler.kube_cache.nodes
+
+    def settled() -> bool:
+        stored = {
+            n["metadata"]["name"]: n["metadata"]["resourceVersion"]
+            for n in kube_api.api.store.objects_of(("", "nodes"))
+        }
+        cached = {name: node.resource_version for name, node in nodes.items.items()}
+        queue = reconciler.queue
+        return stored == cached and reconciler.stats.reconciles > 0 and queue.depth == queue.in_flight == 0
+
+    await wait_for(settled, what=what)
+    return reconciler.stats.reconciles
+
+
+async def test_only_node_changes_that_can_change_selection_requeue_a_daemonset_nodeset(
+    kube_api: KubeApiEmulator, reconciler: NodeSetReconciler
+):
+    kube_api.seed(SeedOptions(nodes=2, namespace=NAMESPACE))
+    kube_api.create(
+        GROUP, VERSION, "nodesets", nodeset("ds", mode="DaemonSet", nodeSelector={POOL: "gpu"}), NAMESPACE
+    )
+    kube_api.create(GROUP, VERSION, "nodesets", nodeset("rs", replicas=0), NAMESPACE)  # Replicas mode
+    await wait_for(lambda: len(reconciler.informer.items) == 2, what="both NodeSets cached")
+    base = await settle(kube_api, reconciler, "first reconciles")
+    events, requeues = reconciler.stats.node_events, reconciler.stats.node_requeues
+
+    # status, cordon, taint, annotation and a label no nodeSelector names: nothing to re-plan
+    kube_api.set_node_condition("node-0000", "Ready", "True", "KubeletReady")  # a heartbeat
+    kube_api.set_node_condition("node-0001", "Ready", "False", "KubeletNotReady")
+    kube_api.set_node_condition("node-0001", "DiskPressure", "True")
+    kube_api.patch("", "v1", "nodes", "node-0000", {"spec": {"unschedulable": True}})
+    taint = {"key": "maintenance", "value": "yes", "effect": "NoSchedule"}
+    kube_api.patch("", "v1", "nodes", "node-0000", {"spec": {"taints": [taint]}})
+    kube_api.patch("", "v1", "nodes", "node-0001", {"metadata": {"annotations": {"note": "x"}}})
+    kube_api.patch("", "v1", "nodes", "node-0001", {"metadata": {"labels": {"team": "a"}}})
+    assert await settle(kube_api, reconciler, "no-op changes seen") == base
+    assert reconciler.stats.node_events == events + 7 and reconciler.stats.node_requeues == requeues
+
+    # the same after a re-list: a Node whose status changed while the watch was down
+    relists = reconciler.kube_cache.nodes.stats.relists_after_gone
+    kube_api.faults.pause()
+    kube_api.drop_watches()
+    kube_api.set_node_condition("node-0000", "Ready", "False", "KubeletNotReady")
+    kube_api.compact()
+    kube_api.faults.resume()
+    assert await settle(kube_api, reconciler, "re-list after a status change") == base
+    assert reconciler.kube_cache.nodes.stats.relists_after_gone > relists
+    assert reconciler.stats.node_events == events + 8 and reconciler.stats.node_requeues == requeues
+
+    # a label the DaemonSet's nodeSelector names: the DaemonSet-mode NodeSet only, once
+    kube_api.patch("", "v1", "nodes", "node-0001", {"metadata": {"labels": {POOL: "cpu"}}})
+    assert await settle(kube_api, reconciler, "selector label changed") == base + 1
+    kube_api.patch("", "v1", "nodes", "node-0001", {"metadata": {"labels": {POOL: None}}})
+    assert await settle(kube_api, reconciler, "selector label removed") == base + 2
+
+    # Nodes added and deleted, matching or not
+    kube_api.create("", "v1", "nodes", {"metadata": {"name": "late", "labels": {POOL: "gpu"}}})
+    assert await settle(kube_api, reconciler, "Node added") == base + 3
+    kube_api.api.delete(kube_api.api.resource("", "v1", "nodes"), "", "late")
+    assert await settle(kube_api, reconciler, "Node deleted") == base + 4
+    assert reconciler.stats.node_requeues == requeues + 4
