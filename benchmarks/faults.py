@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -72,13 +73,16 @@ class Outcome:
     notes: str = ""
     kube: dict[str, float] = field(default_factory=dict)  # the syncer's Kubernetes API requests
     events: dict[str, int] = field(default_factory=dict)  # Event writes (creates and count bumps)
+    not_ready_s: float = 0.0  # how long /readyz said not ready while the faults lasted
+    ready_after: bool | None = None  # ready again once converged
 
     def row(self) -> dict[str, Any]:
         return {
             "scenario": self.scenario, "faults_injected": self.faults_injected, "actions": self.actions,
             "wrong_actions": len(self.wrong_actions), "changes_lost": len(self.changes_lost),
             "converge_s": round(self.converge_s, 2), "examples": (self.wrong_actions + self.changes_lost)[:5],
-            "kube_requests": self.kube, "events": self.events, "notes": self.notes,
+            "kube_requests": self.kube, "events": self.events, "not_ready_s": round(self.not_ready_s, 1),
+            "ready_after": self.ready_after, "notes": self.notes,
         }  # fmt: skip
 
 
@@ -190,12 +194,21 @@ async def run_scenario(
     await service.start()
     try:
         await service.wait_ready(60)
+
+        async def sample_readiness() -> None:
+            while True:
+                await asyncio.sleep(0.1)  # sampling period
+                if not service.readiness()[0]:
+                    outcome.not_ready_s += 0.1
+
+        sampler = asyncio.create_task(sample_readiness())
         plan = [(n, True) for n in picked] + [(n, False) for n in picked[: changes // 2]]
         for step, (node, on) in enumerate(plan):
             stage.cordon(node, on)
             outcome.faults_injected += await inject(step)
             await asyncio.sleep(0.1)  # the pace of the change stream
         outcome.faults_injected += await inject(-1)  # -1: clear every fault
+        sampler.cancel()
         cleared = time.monotonic()
         while time.monotonic() - cleared < deadline_s:
             outcome.changes_lost = await stage.converged()
@@ -203,6 +216,7 @@ async def run_scenario(
                 break
             await asyncio.sleep(0.2)  # convergence poll
         outcome.converge_s = time.monotonic() - cleared
+        await wait_ready_again(service, outcome)
     finally:
         await service.stop()
         outcome.kube, outcome.events = figures()
@@ -211,6 +225,17 @@ async def run_scenario(
     stage.reset(picked)
     progress(f"{name}: {outcome.row()}")
     return outcome
+
+
+async def wait_ready_again(service: SyncerService, outcome: Outcome, deadline_s: float = 30.0) -> None:
+    started = time.monotonic()
+    while time.monotonic() - started < deadline_s:
+        if service.readiness()[0]:
+            break
+        await asyncio.sleep(0.1)  # readiness poll
+    outcome.ready_after = service.readiness()[0]
+    if not outcome.ready_after:
+        outcome.notes = f"not ready after recovery: {service.readiness()[1]}"
 
 
 async def warm_up(stage: Stage) -> None:
@@ -238,10 +263,13 @@ def size(quick: bool) -> int:
 
 
 async def slurmrestd_restarts(stage: Stage, quick: bool) -> Outcome:
+    every = 6 if quick else 15
+
     async def inject(step: int) -> int:
-        if step >= 0 and step % (6 if quick else 15) == 3:
+        if step >= 0 and step % every == 3:
             await asyncio.to_thread(stage.sandbox.stop_slurmrestd)
-            await asyncio.sleep(1.0)  # slurmrestd stays down this long
+            # mostly short outages; one longer than the staleness bound, so /readyz must say so
+            await asyncio.sleep(5.0 if step == every + 3 else 1.0)
             await asyncio.to_thread(stage.sandbox.start_slurmrestd)
             return 1
         return 0
@@ -492,6 +520,10 @@ async def crash_scenario(stage: Stage, changes: int, kills: int, deadline_s: flo
 
 
 async def main_async(args: argparse.Namespace) -> int:
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    # SIGTERM (e.g. from `timeout`) cancels the run, so the sandbox and the syncers are still stopped
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     out = Path(args.out)
     await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
     nodes = 60 if args.quick else 200

@@ -361,6 +361,10 @@ def plot(results: dict[str, Any], samples: dict[str, dict[str, list[float]]], pa
 
 
 async def main_async(args: argparse.Namespace) -> int:
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    # SIGTERM (e.g. from `timeout`) cancels the run, so the sandbox and the syncers are still stopped
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     out = Path(args.out)
     await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
     nodes = 100 if args.quick else args.nodes

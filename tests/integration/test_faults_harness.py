@@ -29,6 +29,10 @@ def test_short_fault_scenarios_have_no_wrong_action_and_lose_nothing(tmp_path: P
         # no Event storm: one transition or action is one Event (a retry may repeat it), even while the
         # safety valve holds drains back or a restarted syncer sees everything afresh
         assert row["events"]["max_per_object_reason"] <= 3, row
+    for row in rows.values():
+        assert row["ready_after"] in (True, None), row  # /readyz recovers by itself (None: not measured)
+    # slurmrestd down longer than the staleness bound: /readyz said so meanwhile
+    assert rows["slurmrestd killed and restarted"]["not_ready_s"] > 0
     crash = rows["syncer SIGKILLed at random points and restarted"]
     assert crash["faults_injected"] == 4, crash
     # Kubernetes API faults: no retry storm against the API server, no Event storm, against the same stream
