@@ -163,6 +163,16 @@ class Stage:
 
         return figures
 
+    async def wait_converged(self, outcome: Outcome, deadline_s: float) -> None:
+        """Records the nodes still wrong after `deadline_s` (none, once converged) and how long it took."""
+        cleared = time.monotonic()
+        while time.monotonic() - cleared < deadline_s:
+            outcome.changes_lost = await self.converged()
+            if not outcome.changes_lost:
+                break
+            await asyncio.sleep(0.2)  # convergence poll
+        outcome.converge_s = time.monotonic() - cleared
+
     async def converged(self) -> list[str]:
         listing = await self.reader.list_all_nodes()
         drained = {n.name for n in listing.nodes if n.drain_flag}
@@ -209,13 +219,7 @@ async def run_scenario(
             await asyncio.sleep(0.1)  # the pace of the change stream
         outcome.faults_injected += await inject(-1)  # -1: clear every fault
         sampler.cancel()
-        cleared = time.monotonic()
-        while time.monotonic() - cleared < deadline_s:
-            outcome.changes_lost = await stage.converged()
-            if not outcome.changes_lost:
-                break
-            await asyncio.sleep(0.2)  # convergence poll
-        outcome.converge_s = time.monotonic() - cleared
+        await stage.wait_converged(outcome, deadline_s)
         await wait_ready_again(service, outcome)
     finally:
         await service.stop()
@@ -499,13 +503,7 @@ async def crash_scenario(stage: Stage, changes: int, kills: int, deadline_s: flo
                     killed_writing += any(t > syncer.started_at for t, *_rest in proxy.writes)
                     await syncer.start()
                 await asyncio.sleep(0.1)  # the pace of the change stream
-            cleared = time.monotonic()
-            while time.monotonic() - cleared < deadline_s:
-                outcome.changes_lost = await stage.converged()
-                if not outcome.changes_lost:
-                    break
-                await asyncio.sleep(0.2)  # convergence poll
-            outcome.converge_s = time.monotonic() - cleared
+            await stage.wait_converged(outcome, deadline_s)
         finally:
             await syncer.stop()
             outcome.kube, outcome.events = figures()

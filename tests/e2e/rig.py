@@ -75,6 +75,11 @@ class Rig:
         self.kube.create("", "v1", "nodes", node_body(node, {Keys.NODE_NAME_LABEL: slurm_name}))
         return node
 
+    def annotate_pod(self, pod: str, annotations: dict[str, str | None]) -> None:
+        self.kube.patch(
+            "", "v1", "pods", pod, {"metadata": {"annotations": annotations}}, namespace=NAMESPACE
+        )
+
     def pod_obj(self, slurm_name: str) -> dict[str, Any]:
         pod = self.kube.pod(NAMESPACE, f"slurmd-{slurm_name}")
         assert pod is not None

@@ -407,14 +407,7 @@ async def test_hostile_texts_reach_slurm_clean_and_capped(rig: Rig):
     metachars = "$(reboot) `id` ; rm -rf / | \"}{'\\\\"
     hostile = f"\x00\x1b[31m{metachars}\n\tä🚀\u202eevil\u2028" + "x" * 200_000  # annotations cap at 256 KiB
     async with running_syncer(rig):
-        rig.kube.patch(
-            "",
-            "v1",
-            "pods",
-            pod,
-            {"metadata": {"annotations": {Keys.DRAIN_REQUEST: hostile}}},
-            namespace=NAMESPACE,
-        )
+        rig.annotate_pod(pod, {Keys.DRAIN_REQUEST: hostile})
 
         async def drained() -> bool:
             return (await drained_reason(rig, name)) is not None
@@ -435,14 +428,7 @@ async def test_hostile_texts_reach_slurm_clean_and_capped(rig: Rig):
             return ((await drained_reason(rig, name)) or "").startswith("k8s: a b; [31m$(reboot)")
 
         await wait_for(both_causes, deadline_s=15, what="the cordon reason joined, cleaned")
-        rig.kube.patch(
-            "",
-            "v1",
-            "pods",
-            pod,
-            {"metadata": {"annotations": {Keys.DRAIN_REQUEST: None}}},
-            namespace=NAMESPACE,
-        )
+        rig.annotate_pod(pod, {Keys.DRAIN_REQUEST: None})
         rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": None}})
 
         async def undrained() -> bool:
