@@ -16,7 +16,7 @@ from syncer.kube.cache import KubeCache
 from syncer.kube.errors import KubeError
 from syncer.model.keys import Keys
 from syncer.slurm.errors import SlurmError
-from syncer.sync.binding import resolve
+from syncer.sync.binding import node_slurm, resolve
 from syncer.sync.decide import drift
 
 
@@ -70,6 +70,9 @@ async def collect(settings: settings_mod.Settings, include_unbound: bool = False
         cordon = ""
         if kube_node is not None and kube_node.unschedulable:
             cordon = "slurm" if kube_node.annotations.get(Keys.CORDONED_BY) == "slurm" else "yes"
+        drifted = binding.bound and drift(
+            node, binding.pod, kube_node, options, now, node_slurm=node_slurm(binding, cache, slurm_nodes)
+        )
         rows.append(
             Row(
                 slurm_node=name,
@@ -79,7 +82,7 @@ async def collect(settings: settings_mod.Settings, include_unbound: bool = False
                 slurm_state=node.state_text if node else "(missing)",
                 reason=node.reason if node else "",
                 cordon=cordon,
-                drift=bool(binding.bound and drift(node, binding.pod, kube_node, options, now)),
+                drift=drifted,
                 conflict=binding.conflict,
             )
         )

@@ -165,14 +165,18 @@ class KubeCache:
         old_slurm = old.labels.get(Keys.NODE_NAME_LABEL, "") if old else ""
         new_slurm = new.labels.get(Keys.NODE_NAME_LABEL, "") if new else ""
         self._move_claim(self.pods_by_slurm_node, old_slurm, new_slurm, pod.key, new is not None)
-        self._move(
-            self.pods_by_kube_node,
-            old.node_name if old else "",
-            new.node_name if new else "",
-            pod.key,
-            new is not None,
+        old_kube = old.node_name if old else ""
+        left, _joined = self._move(
+            self.pods_by_kube_node, old_kube, new.node_name if new else "", pod.key, new is not None
         )
-        self._notify({old_slurm, new_slurm})
+        keys = {old_slurm, new_slurm}
+        if left or (old_slurm != new_slurm and old_kube):
+            # the slurmd pods left on that Node share its conditions: they must look again
+            for pod_key in self.pods_by_kube_node.get(old_kube, ()):
+                sibling = self.pods.items.get(pod_key)
+                if sibling is not None:
+                    keys.add(sibling.labels.get(Keys.NODE_NAME_LABEL, ""))
+        self._notify(keys)
 
     def _on_node(self, old: KubeNode | None, new: KubeNode | None) -> None:
         node = new or old

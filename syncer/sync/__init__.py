@@ -11,11 +11,15 @@
 - `causes`: `Cause(kind, text)` with kinds `cordon`, `not-ready`, `condition`, `drain-annotation`,
   `terminating`, `scale-in`; `drain_causes(pod, node, *, now, opts, scale_in_of=None) -> (causes, recheck_at)`
   (stable order; `recheck_at` = when a pending Ready grace period ends, else None); `condition_text(cond)`.
-- `decide`: `decide(slurm, pod, node, *, now, opts, slurm_fresh, scale_in_of=None) -> Decision` with
+- `decide`: `decide(slurm, pod, node, *, now, opts, slurm_fresh, scale_in_of=None, node_slurm=None)
+  -> Decision` with
   `slurm_action: SlurmAction(kind "drain"|"undrain", reason, redrain=False) | None`, `annotations`
   (changes only, None deletes) on `annotations_on` ("pod"|"node"|None), `pod_conditions`, `node_conditions`,
   `cordon` ("cordon"|"uncordon"|None), `events: tuple[EventSpec(reason, message, type, on), ...]`, `causes`,
-  `recheck_at`, `acts`; `drift(slurm, pod, node, opts, now, *, slurm_fresh=True, scale_in_of=None) -> bool`.
+  `recheck_at`, `acts`; `drift(slurm, pod, node, opts, now, *, slurm_fresh=True, scale_in_of=None,
+  node_slurm=None) -> bool`. `node_slurm`: [(Slurm name, SlurmNode | None)] of every bound slurmd pod on
+  `node` when it hosts several; the Node's conditions then come from all of them through
+  `shared_node_conditions(members, *, slurm_fresh) -> (drained, healthy) | None` (None: leave them).
   Event and condition reason names are constants in `decide` (EVENT_*, DRAINED, ...).
 - `valve.DrainValve(max_fraction=0.10, window_s=60.0)`: `admit(key, now, bound_nodes) -> bool`,
   `tick(now, bound_nodes=None) -> bool` (lets it close while idle), `reset()`, `threshold(bound_nodes)`,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from syncer.kube.cache import KubeCache
+from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubePod
+from syncer.model.slurm import SlurmNode
 
 
 @dataclass(frozen=True)
@@ -50,3 +53,35 @@ def resolve(name: str, cache: KubeCache) -> Binding:
     if claiming_nodes:
         return Binding(name, None, claiming_nodes[0])
     return Binding(name)
+
+
+def pod_bound_on_node(binding: Binding, cache: KubeCache) -> tuple[str, ...] | None:
+    """For a pod-bound Slurm node whose Kubernetes Node hosts other labelled pods: the Slurm nodes bound
+    through a pod on that Node (this one included, sorted; pods whose claim is in conflict left out). None
+    when the Node hosts only this pod, or the binding is not a pod on a known Node.
+
+    Looks only at that Node's pods (`pods_by_kube_node`), never at all pods."""
+    pod, node = binding.pod, binding.node
+    if not binding.bound or pod is None or node is None:
+        return None
+    keys = cache.pods_by_kube_node.get(node.name, ())
+    if len(keys) < 2:
+        return None
+    names = {binding.slurm_name}
+    for key in keys:
+        other = cache.pods.items.get(key)
+        slurm_name = other.labels.get(Keys.NODE_NAME_LABEL, "") if other is not None else ""
+        if not slurm_name or slurm_name in names:
+            continue
+        sibling = resolve(slurm_name, cache)
+        if sibling.bound and sibling.pod is not None and sibling.pod.key == key:
+            names.add(slurm_name)
+    return tuple(sorted(names))
+
+
+def node_slurm(
+    binding: Binding, cache: KubeCache, slurm_nodes: Mapping[str, SlurmNode]
+) -> list[tuple[str, SlurmNode | None]] | None:
+    """`pod_bound_on_node` with each Slurm node's data from `slurm_nodes`: decide()'s `node_slurm`."""
+    names = pod_bound_on_node(binding, cache)
+    return None if names is None else [(name, slurm_nodes.get(name)) for name in names]

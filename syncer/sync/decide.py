@@ -6,7 +6,7 @@ no further Slurm action (see tests/unit/test_sync_decide.py). No I/O, no clock: 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final, Literal
@@ -185,6 +185,51 @@ def desired_conditions(slurm: SlurmNode) -> tuple[Condition, Condition]:
     return drained, healthy
 
 
+def shared_node_conditions(
+    members: Sequence[tuple[str, SlurmNode | None]], *, slurm_fresh: bool
+) -> tuple[Condition, Condition] | None:
+    """SlurmNodeDrained and SlurmNodeHealthy for a Kubernetes Node hosting the slurmd pods of `members`
+    (Slurm node name, its Slurm data), all of them together; None: do not write the Node's conditions.
+
+    The same members give the same conditions whichever of them is being reconciled (they are taken in name
+    order). One member gives exactly its own `desired_conditions`. Fail closed: stale data, or no data for
+    any member, gives None. With several: drained if any is drained (`Draining` while any drained one still
+    runs or completes jobs, else `Drained`), unhealthy if any is (reason by the flag precedence of
+    UNHEALTHY_REASONS over all of them); the messages name each such Slurm node with its reason.
+    """
+    if not slurm_fresh or not members:
+        return None
+    known: list[tuple[str, SlurmNode]] = []
+    for name, slurm in sorted(members, key=lambda member: member[0]):
+        if slurm is None:
+            return None
+        known.append((name, slurm))
+    if len(known) == 1:
+        return desired_conditions(known[0][1])
+    drained = [(name, slurm) for name, slurm in known if has_drain(slurm)]
+    if drained:
+        text = "; ".join(f"{name}: {slurm.reason}" if slurm.reason else name for name, slurm in drained)
+        drained_cond = Condition(
+            type=Keys.CONDITION_DRAINED,
+            status="True",
+            reason=DRAINING if any(slurm.busy for _name, slurm in drained) else DRAINED,
+            message=_message(text),
+        )
+    else:
+        drained_cond = Condition(type=Keys.CONDITION_DRAINED, status="False", reason=NOT_DRAINED)
+    bad = [(name, slurm) for name, slurm in known if slurm.state & UNHEALTHY_FLAGS]
+    if not bad:
+        return drained_cond, Condition(type=Keys.CONDITION_HEALTHY, status="True", reason=HEALTHY)
+    flags = frozenset().union(*(slurm.state for _name, slurm in bad))
+    reason = next(reason for flag, reason in UNHEALTHY_REASONS if flag in flags)
+    text = "; ".join(
+        f"{name}: {slurm.reason or 'Slurm reports ' + '+'.join(sorted(slurm.state & UNHEALTHY_FLAGS))}"
+        for name, slurm in bad
+    )
+    healthy = Condition(type=Keys.CONDITION_HEALTHY, status="False", reason=reason, message=_message(text))
+    return drained_cond, healthy
+
+
 def condition_changes(
     desired: Iterable[Condition], current: Iterable[Condition], now: float
 ) -> tuple[Condition, ...]:
@@ -275,11 +320,14 @@ def decide(
     opts: SyncOptions,
     slurm_fresh: bool,
     scale_in_of: str | None = None,
+    node_slurm: Sequence[tuple[str, SlurmNode | None]] | None = None,
 ) -> Decision:
     """Both directions for one Slurm node bound to `pod` (pod-bound) or only to `node` (node-bound).
 
     With neither pod nor Node the Slurm node is unbound and left alone. With `slurm` None or stale
     (`slurm_fresh` False) nothing is written to Kubernetes and nothing is undrained.
+    `node_slurm`: when `node` hosts several bound slurmd pods, (Slurm node name, Slurm data) of each, this
+    one included; the Node's conditions then come from all of them (`shared_node_conditions`).
     """
     causes, recheck_at = drain_causes(pod, node, now=now, opts=opts, scale_in_of=scale_in_of)
     holder: KubePod | KubeNode
@@ -302,7 +350,11 @@ def decide(
         if pod is not None:
             pod_conditions = condition_changes(desired, pod.conditions, now)
         if node is not None:
-            node_conditions = condition_changes(desired, node.conditions, now)
+            wanted = (
+                desired if node_slurm is None else shared_node_conditions(node_slurm, slurm_fresh=slurm_fresh)
+            )
+            if wanted is not None:
+                node_conditions = condition_changes(wanted, node.conditions, now)
     cordon = cordon_action(slurm, node, opts=opts, slurm_fresh=slurm_fresh)
     if action is not None and slurm is not None:
         if action.kind == "undrain":
@@ -346,6 +398,11 @@ def drift(
     *,
     slurm_fresh: bool = True,
     scale_in_of: str | None = None,
+    node_slurm: Sequence[tuple[str, SlurmNode | None]] | None = None,
 ) -> bool:
     """True when the two sides disagree: the decision for them would write something."""
-    return decide(slurm, pod, node, now=now, opts=opts, slurm_fresh=slurm_fresh, scale_in_of=scale_in_of).acts
+    decision = decide(
+        slurm, pod, node, now=now, opts=opts, slurm_fresh=slurm_fresh, scale_in_of=scale_in_of,
+        node_slurm=node_slurm,
+    )  # fmt: skip
+    return decision.acts

@@ -22,10 +22,11 @@ from syncer.kube.gate import NotLeader, WriteGate
 from syncer.kube.writer import KubeWriter, node_path, pod_path
 from syncer.model.keys import Keys
 from syncer.model.kube import Condition, KubeNode, KubePod
+from syncer.model.slurm import SlurmNode
 from syncer.slurm.cache import NodeCache, NodeChange
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmError
-from syncer.sync.binding import Binding, resolve
+from syncer.sync.binding import Binding, node_slurm, resolve
 from syncer.sync.decide import (
     EVENT_CORDON,
     EVENT_DRAIN,
@@ -219,7 +220,7 @@ class SyncEngine:
                 slurm_node = await self.slurm.get_node(name)
         decision = decide(
             slurm_node, binding.pod, binding.node, now=now, opts=self.options, slurm_fresh=fresh,
-            scale_in_of=self.scale_in.get(name),
+            scale_in_of=self.scale_in.get(name), node_slurm=self._node_slurm(binding, slurm_node),
         )  # fmt: skip
         if decision.recheck_at is not None:
             self.queue.add_after(name, max(0.05, decision.recheck_at - now))
@@ -243,6 +244,17 @@ class SyncEngine:
             await self._kube_side(name, binding, decision, logger, slurm_acted=acted)
         except NotLeader:
             logger.info("leadership lost mid-reconcile: remaining writes dropped")
+
+    def _node_slurm(
+        self, binding: Binding, slurm_node: SlurmNode | None
+    ) -> list[tuple[str, SlurmNode | None]] | None:
+        """The Slurm nodes of every bound slurmd pod on this one's Kubernetes Node, when there are several:
+        the Node's conditions are decided from all of them, so that each of their reconciles writes the same
+        (this node's own data as read for this reconcile, the others' from the Slurm cache)."""
+        members = node_slurm(binding, self.kube_cache, self.slurm_cache.nodes)
+        if members is None:
+            return None
+        return [(n, slurm_node if n == binding.slurm_name else found) for n, found in members]
 
     async def _report_conflict(self, binding: Binding) -> None:
         name = binding.slurm_name

@@ -27,7 +27,7 @@ from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
-from syncer.sync.binding import resolve
+from syncer.sync.binding import node_slurm, resolve
 from syncer.sync.decide import drift
 from syncer.sync.options import SyncOptions
 from syncer.testing.kubeapi import KubeApiEmulator
@@ -104,13 +104,17 @@ class World:
             cordon = ""
             if kube_node is not None and kube_node.unschedulable:
                 cordon = "slurm" if kube_node.annotations.get(Keys.CORDONED_BY) == "slurm" else "yes"
+            drifted = binding.bound and drift(
+                node, binding.pod, kube_node, options, time.time(),
+                node_slurm=node_slurm(binding, cache, nodes),
+            )  # fmt: skip
             rows.append(
                 Row(
                     slurm_node=name, binding=binding.mode, pod=binding.pod.key if binding.pod else "",
                     kube_node=kube_node.name if kube_node else "",
                     slurm_state=node.state_text if node else "(missing)", reason=node.reason if node else "",
                     cordon=cordon,
-                    drift=bool(binding.bound and drift(node, binding.pod, kube_node, options, time.time())),
+                    drift=drifted,
                     conflict=binding.conflict,
                 )
             )  # fmt: skip

@@ -435,3 +435,64 @@ async def test_hostile_texts_reach_slurm_clean_and_capped(rig: Rig):
             return not (await rig.slurm(name)).drain_flag
 
         await wait_for(undrained, deadline_s=15, what="undrained once both causes are gone")
+
+
+async def test_node_with_two_slurmd_pods_shows_both_without_flapping(rig: Rig):
+    """Two slurmd pods on one Kubernetes Node, each its own Slurm node: the Node's conditions come from both,
+    so the two reconciles write the same thing instead of overwriting each other."""
+    first, second = fresh_slurm_nodes(2)
+    kube_node, _ = rig.bind_pod(first)
+    rig.used.append(second)
+    second_pod = f"slurmd-{second}"
+    body = {
+        "metadata": {"name": second_pod, "labels": {Keys.NODE_NAME_LABEL: second}},
+        "spec": {"nodeName": kube_node, "containers": [{"name": "slurmd", "image": "slurmd"}]},
+    }
+    rig.kube.create("", "v1", "pods", body, namespace=NAMESPACE)
+
+    def node_drained() -> dict[str, str]:
+        return condition(rig.node_obj(kube_node), Keys.CONDITION_DRAINED) or {}
+
+    def pod_drained(name: str) -> str:
+        return str((condition(rig.pod_obj(name), Keys.CONDITION_DRAINED) or {}).get("status", ""))
+
+    # no periodic resync: only the changes themselves may bring the Node up to date
+    async with running_syncer(rig, resync_s=3600.0) as service:
+        await wait_for(lambda: node_drained().get("reason") == "NotDrained", what="initial Node condition")
+        rig.scontrol("update", f"nodename={second}", "state=drain", "reason=test")
+        await wait_for(
+            lambda: node_drained().get("status") == "True" and pod_drained(second) == "True",
+            what="the drained Slurm node shows on its pod and on the shared Node",
+        )
+        assert node_drained()["reason"] == "Drained"
+        assert node_drained()["message"] == f"{second}: test"
+        assert pod_drained(first) == "False", "pod conditions stay per Slurm node"
+        await service.engine.queue.wait_idle()
+        version = rig.node_obj(kube_node)["metadata"]["resourceVersion"]
+        for _ in range(3):  # each pass reconciles both Slurm nodes
+            service.engine.enqueue_all()
+            await service.engine.queue.wait_idle()
+            assert node_drained()["status"] == "True"
+            assert rig.node_obj(kube_node)["metadata"]["resourceVersion"] == version, "the Node flapped"
+
+        rig.scontrol("update", f"nodename={second}", "state=undrain")
+        await wait_for(lambda: node_drained().get("reason") == "NotDrained", what="undrained -> False")
+        assert node_drained()["status"] == "False"
+
+        # both drained: both named, in name order
+        rig.scontrol("update", f"nodename={first}", "state=drain", "reason=admin: fan")
+        rig.scontrol("update", f"nodename={second}", "state=drain", "reason=test")
+        await wait_for(
+            lambda: node_drained().get("message") == f"{first}: admin: fan; {second}: test",
+            what="both drained Slurm nodes named on the Node",
+        )
+        # the first pod goes away: the pod left on the Node is looked at again and the Node follows it
+        rig.kube.api.delete(
+            rig.kube.api.resource("", "v1", "pods"), NAMESPACE, f"slurmd-{first}", {"gracePeriodSeconds": 0}
+        )
+        await wait_for(
+            lambda: node_drained().get("message") == "test",
+            what="the Node's conditions follow the one pod left on it (its Slurm reason alone, as ever)",
+        )
+        rig.scontrol("update", f"nodename={second}", "state=undrain")
+        await wait_for(lambda: node_drained().get("status") == "False", what="last drain lifted -> False")
