@@ -257,13 +257,33 @@ def condition_changes(
     return tuple(changes)
 
 
+def foreign_drains(
+    slurm: SlurmNode, node_slurm: Sequence[tuple[str, SlurmNode | None]] | None, opts: SyncOptions
+) -> list[SlurmNode] | None:
+    """The Slurm nodes on this Kubernetes Node drained by someone else (an admin, a health check); with
+    several slurmd pods on the Node, any of them counts. None when one of them is unknown."""
+    members = [slurm] if node_slurm is None else [m for _name, m in node_slurm]
+    if any(m is None for m in members):
+        return None
+    return [m for m in members if m is not None and has_drain(m) and not is_ours(m.reason, opts)]
+
+
 def cordon_action(
-    slurm: SlurmNode | None, node: KubeNode | None, *, opts: SyncOptions, slurm_fresh: bool
+    slurm: SlurmNode | None,
+    node: KubeNode | None,
+    *,
+    opts: SyncOptions,
+    slurm_fresh: bool,
+    node_slurm: Sequence[tuple[str, SlurmNode | None]] | None = None,
 ) -> CordonAction | None:
-    """Slurm -> Kubernetes cordon (`--cordon-on-slurm-drain`); only cordons marked as ours are lifted."""
+    """Slurm -> Kubernetes cordon (`--cordon-on-slurm-drain`); only cordons marked as ours are lifted.
+    With several slurmd pods on the Node the cordon holds while any of their Slurm nodes is drained."""
     if slurm is None or node is None or not slurm_fresh:
         return None
-    foreign_drain = has_drain(slurm) and not is_ours(slurm.reason, opts)
+    foreign = foreign_drains(slurm, node_slurm, opts)
+    if foreign is None:
+        return None  # a sibling's Slurm data is missing: neither cordon nor lift on half the picture
+    foreign_drain = bool(foreign)
     if node.annotations.get(Keys.CORDONED_BY) == CORDONED_BY_SLURM:
         # Lifted even with the option off, so turning it off never strands our cordons.
         if not foreign_drain:
@@ -355,7 +375,7 @@ def decide(
             )
             if wanted is not None:
                 node_conditions = condition_changes(wanted, node.conditions, now)
-    cordon = cordon_action(slurm, node, opts=opts, slurm_fresh=slurm_fresh)
+    cordon = cordon_action(slurm, node, opts=opts, slurm_fresh=slurm_fresh, node_slurm=node_slurm)
     if action is not None and slurm is not None:
         if action.kind == "undrain":
             spec = EventSpec(
@@ -371,7 +391,9 @@ def decide(
         events.append(spec)
     if cordon is not None and slurm is not None and node is not None:
         if cordon == "cordon":
-            message = f"cordoning Node {node.name}: Slurm node {slurm.name} drained: {slurm.reason}"
+            drained = foreign_drains(slurm, node_slurm, opts) or [slurm]
+            which = "; ".join(f"Slurm node {m.name} drained: {m.reason}" for m in drained)
+            message = f"cordoning Node {node.name}: {which}"
             events.append(EventSpec(EVENT_CORDON, _message(message), "Normal", "node"))
         else:
             message = f"uncordoning Node {node.name}: Slurm node {slurm.name} no longer drained by Slurm"

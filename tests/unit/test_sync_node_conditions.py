@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from syncer.model import Condition, KubeNode, KubePod, SlurmNode
+from syncer.model.keys import Keys
 from syncer.sync.decide import decide, desired_conditions, shared_node_conditions
 from syncer.sync.options import SyncOptions
 
@@ -226,3 +227,45 @@ def test_any_order_same_answer_and_no_drift_once_written(nodes: list[SlurmNode])
     for n in nodes:
         decision = decide(n, kpod(n.name), node, now=NOW, opts=OPTS, slurm_fresh=True, node_slurm=members)
         assert decision.node_conditions == ()
+
+
+# --- cordon on Slurm drain with several slurmd pods on one Node ---------------------------------------------
+
+CORDON = SyncOptions(cordon_on_slurm_drain=True)
+
+
+def cordoned_by_slurm() -> KubeNode:
+    return KubeNode(
+        name="k1", unschedulable=True, annotations={Keys.CORDONED_BY: "slurm"}, conditions=(READY,)
+    )
+
+
+def test_cordon_holds_while_any_sibling_has_a_foreign_drain() -> None:
+    admin_drained, idle = snode("a", "IDLE", "DRAIN", reason=ADMIN), snode("b")
+    members = [("a", admin_drained), ("b", idle)]
+    # reconciling either Slurm node gives the same answer: cordon an uncordoned Node, keep the cordon
+    for slurm in (admin_drained, idle):
+        first = decide(
+            slurm, kpod(slurm.name), knode(), now=NOW, opts=CORDON, slurm_fresh=True, node_slurm=members
+        )
+        assert first.cordon == "cordon"
+        cordon_events = [e.message for e in first.events if e.reason == "CordoningForSlurmDrain"]
+        assert cordon_events == [f"cordoning Node k1: Slurm node a drained: {ADMIN}"]
+        kept = decide(
+            slurm, kpod(slurm.name), cordoned_by_slurm(), now=NOW, opts=CORDON, slurm_fresh=True,
+            node_slurm=members,
+        )  # fmt: skip
+        assert kept.cordon is None  # the idle sibling does not lift it (that flapped)
+
+
+def test_cordon_lifted_only_when_no_sibling_is_drained_and_none_is_unknown() -> None:
+    members = [("a", snode("a")), ("b", snode("b", "IDLE", "DRAIN", reason=OURS))]  # ours is not foreign
+    lifted = decide(
+        snode("a"), kpod("a"), cordoned_by_slurm(), now=NOW, opts=CORDON, slurm_fresh=True, node_slurm=members
+    )
+    assert lifted.cordon == "uncordon"
+    unknown = [("a", snode("a")), ("b", None)]
+    held = decide(
+        snode("a"), kpod("a"), cordoned_by_slurm(), now=NOW, opts=CORDON, slurm_fresh=True, node_slurm=unknown
+    )
+    assert held.cordon is None  # half the picture: neither cordon nor lift
