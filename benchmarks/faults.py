@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import json
 import random
-import signal
 import sys
 import tempfile
 import time
@@ -28,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo root
 
-from benchmarks.run import seed
+from benchmarks.run import cancel_on_sigterm, seed
 from syncer.app.logs import configure_logging
 from syncer.app.service import ServiceConfig, SyncerService
 from syncer.kube.client import KubeClient
@@ -37,6 +36,7 @@ from syncer.slurm.client import SlurmClient
 from syncer.sync.options import SyncOptions
 from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.kubeapi import KubeApiEmulator
+from syncer.testing.processes import stop_process
 from syncer.testing.sandbox import Sandbox, up
 from syncer.testing.sandbox.config import sim_node_names
 
@@ -440,13 +440,8 @@ class SyncerProcess:
             await self.process.wait()
 
     async def stop(self) -> None:
-        if self.process is not None and self.process.returncode is None:
-            self.process.terminate()
-            try:
-                async with asyncio.timeout(20):
-                    await self.process.wait()
-            except TimeoutError:
-                await self.kill()
+        if self.process is not None:
+            await stop_process(self.process)
 
 
 def judge_writes(
@@ -518,10 +513,7 @@ async def crash_scenario(stage: Stage, changes: int, kills: int, deadline_s: flo
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    main_task = asyncio.current_task()
-    assert main_task is not None
-    # SIGTERM (e.g. from `timeout`) cancels the run, so the sandbox and the syncers are still stopped
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
+    cancel_on_sigterm()
     out = Path(args.out)
     await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
     nodes = 60 if args.quick else 200

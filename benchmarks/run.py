@@ -36,6 +36,7 @@ from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.kubeapi.store import Change
+from syncer.testing.processes import stop_process
 from syncer.testing.sandbox import Sandbox, up
 from syncer.testing.sandbox.config import free_port, sim_node_names
 
@@ -149,13 +150,7 @@ async def syncer(
                 await asyncio.sleep(0.2)  # readiness poll
         yield handle
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            process.terminate()
-        try:
-            await asyncio.wait_for(process.wait(), 20)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
+        await stop_process(process)
 
 
 @dataclass
@@ -360,11 +355,16 @@ def plot(results: dict[str, Any], samples: dict[str, dict[str, list[float]]], pa
     fig.savefig(path, dpi=100)
 
 
-async def main_async(args: argparse.Namespace) -> int:
+def cancel_on_sigterm() -> None:
+    """SIGTERM (e.g. from `timeout`) cancels the running main task, so its `finally` blocks still stop the
+    sandbox and the syncers."""
     main_task = asyncio.current_task()
     assert main_task is not None
-    # SIGTERM (e.g. from `timeout`) cancels the run, so the sandbox and the syncers are still stopped
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    cancel_on_sigterm()
     out = Path(args.out)
     await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
     nodes = 100 if args.quick else args.nodes

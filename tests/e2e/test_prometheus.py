@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from syncer.app import dashboards
+from syncer.testing.processes import stop_process
 from syncer.testing.sandbox.config import free_port
 from tests.e2e.rig import NAMESPACE, Rig, fresh_slurm_nodes, running_syncer
 from tests.helpers import wait_for
@@ -95,12 +96,7 @@ async def prometheus(tmp_path: Path, target_port: int) -> AsyncIterator[str]:
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        process.terminate()
-        try:
-            await asyncio.wait_for(process.wait(), 20)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
+        await stop_process(process)
         log.close()
 
 
