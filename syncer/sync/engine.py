@@ -98,7 +98,6 @@ class SyncEngine:
         self.missing_grace_s = missing_grace_s
         self._missing_since: dict[str, float] = {}
         self.written = WrittenAnnotations()
-        self._held_back: set[str] = set()  # told "held back" while the valve is open: once per opening
         self.clock = clock
         self.on_action = on_action  # (kind, direction, slurm node, details): metrics and test recorders
         self.queue = WorkQueue(self.reconcile, workers=workers)
@@ -174,8 +173,6 @@ class SyncEngine:
             if leading != was_leading:
                 self.written.forget_all()  # another replica may have written meanwhile
             self.written.prune()
-            if was_open and not is_open:
-                self._held_back.clear()
             if (was_open and not is_open) or (leading and not was_leading) or time.monotonic() >= next_resync:
                 self.enqueue_all()  # valve closed, leadership gained, or periodic: look at everything
                 next_resync = time.monotonic() + self.resync_s
@@ -184,7 +181,6 @@ class SyncEngine:
     def reset_valve(self) -> None:
         """Operator override: let the refused drains through."""
         self.valve.reset()
-        self._held_back.clear()
         self.enqueue_all()
 
     # -- one key ----------------------------------------------------------------------------------
@@ -328,6 +324,7 @@ class SyncEngine:
             return False
         if action.kind == "drain" and not action.redrain:
             bound = len(self.kube_cache.slurm_names())
+            told = self.valve.holds(name)  # its "held back" Event went out when it was first refused
             if not self.valve.admit(name, self.clock(), bound):
                 self.stats.valve_refusals += 1
                 self._record("drain", "k8s_to_slurm", "valve", name)
@@ -337,8 +334,7 @@ class SyncEngine:
                     threshold=self.valve.threshold(bound),
                 )
                 ref = self._ref(binding, "pod" if binding.pod else "node")
-                if ref is not None and name not in self._held_back:
-                    self._held_back.add(name)
+                if ref is not None and not told:
                     await self.events.record(
                         ref, "Warning", "SlurmDrainHeldBack",
                         f"safety valve open: more than {self.options_fraction()} of bound nodes would drain "

@@ -58,6 +58,10 @@ class DrainValve:
         """Keys refused while open that `reset()` would let through."""
         return frozenset(self._pending)
 
+    def holds(self, key: str) -> bool:
+        """Was `key` already refused since the valve opened (and not released)?"""
+        return key in self._pending
+
     def threshold(self, bound_nodes: int) -> int:
         return max(1, math.floor(self.max_fraction * max(0, bound_nodes)))
 

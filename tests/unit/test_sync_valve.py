@@ -153,3 +153,17 @@ def test_never_more_than_threshold_new_drains_per_window(steps: list[tuple[int, 
             new_drains.append(now)
     for i, start in enumerate(new_drains):
         assert len([t for t in new_drains[i:] if t - start < 60]) <= valve.threshold(bound)
+
+
+def test_holds_names_keys_refused_since_the_valve_opened() -> None:
+    valve = DrainValve(window_s=60)
+    fill(valve, 10, T0)
+    assert not valve.holds("n10")
+    fill(valve, 11, T0)  # the 11th is refused and opens it
+    assert valve.holds("n10") and not valve.holds("n0")
+    assert valve.tick(T0 + 60) is False  # closed by itself: nothing held any more
+    assert not valve.holds("n10")
+    fill(valve, 12, T0 + 61)
+    assert valve.holds("n11")
+    valve.reset()  # the operator released them
+    assert not valve.holds("n11")
