@@ -113,6 +113,12 @@ class Stage:
         if direction == "k8s_to_slurm" and kind == "undrain" and node in self.cordoned:
             self.wrong.append(f"undrained {node} while cordoned")
 
+    async def syncer(self, config: ServiceConfig = CONFIG, slurm_url: str = "") -> SyncerService:
+        """A syncer in this process, on the sandbox (or `slurm_url`, e.g. a fault proxy) and the emulator."""
+        slurm = SlurmClient(slurm_url or self.sandbox.rest_url, TokenFile(self.sandbox.token_file))
+        kube = await KubeClient.from_config(str(self.kubeconfig), qps=200, burst=400)
+        return SyncerService(slurm, kube, config)
+
     def reset(self, touched: list[str]) -> None:
         """Leaves the stage clean for the next scenario."""
         for node in touched:
@@ -195,9 +201,7 @@ async def run_scenario(
     outcome = Outcome(name)
     stage.wrong = []
     stage.actions = []
-    slurm = SlurmClient(slurm_url or stage.sandbox.rest_url, TokenFile(stage.sandbox.token_file))
-    kube = await KubeClient.from_config(str(stage.kubeconfig), qps=200, burst=400)
-    service = SyncerService(slurm, kube, config)
+    service = await stage.syncer(config, slurm_url)
     service.engine.on_action = stage.record
     picked = random.sample(stage.names, changes)
     figures = stage.watch_kube()
@@ -246,9 +250,7 @@ async def warm_up(stage: Stage) -> None:
     """A first syncer writes every node's Slurm state to Kubernetes, so that no scenario's figures carry
     that one-off initial sync."""
     progress("warm-up: initial sync of Slurm state into Kubernetes")
-    slurm = SlurmClient(stage.sandbox.rest_url, TokenFile(stage.sandbox.token_file))
-    kube = await KubeClient.from_config(str(stage.kubeconfig), qps=200, burst=400)
-    service = SyncerService(slurm, kube, CONFIG)
+    service = await stage.syncer()
     await service.start()
     try:
         await service.wait_ready(60)
@@ -350,10 +352,8 @@ async def kube_api_faults(stage: Stage, quick: bool) -> Outcome:
 async def mass_not_ready(stage: Stage, quick: bool) -> Outcome:
     """A network partition: every Node loses Ready at once; the valve must hold."""
     outcome = Outcome("mass NotReady (all Nodes at once)")
-    slurm = SlurmClient(stage.sandbox.rest_url, TokenFile(stage.sandbox.token_file))
-    kube = await KubeClient.from_config(str(stage.kubeconfig), qps=200, burst=400)
     config = replace(CONFIG, options=SyncOptions(ready_grace_s=1.0), max_drain_fraction=0.10)
-    service = SyncerService(slurm, kube, config)
+    service = await stage.syncer(config)
     drains: list[str] = []
     service.engine.on_action = lambda kind, d, node, det: (
         drains.append(node) if kind == "drain" and det.get("result") == "ok" else None
