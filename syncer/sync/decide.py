@@ -206,28 +206,30 @@ def shared_node_conditions(
         known.append((name, slurm))
     if len(known) == 1:
         return desired_conditions(known[0][1])
-    drained = [(name, slurm) for name, slurm in known if has_drain(slurm)]
+    # each member's own conditions, combined: the Node is as drained and as unhealthy as its worst member
+    own = [(name, *desired_conditions(slurm)) for name, slurm in known]
+    drained = [(name, cond) for name, cond, _healthy in own if cond.status == "True"]
     if drained:
-        text = "; ".join(f"{name}: {slurm.reason}" if slurm.reason else name for name, slurm in drained)
         drained_cond = Condition(
             type=Keys.CONDITION_DRAINED,
             status="True",
-            reason=DRAINING if any(slurm.busy for _name, slurm in drained) else DRAINED,
-            message=_message(text),
+            reason=DRAINING if any(cond.reason == DRAINING for _name, cond in drained) else DRAINED,
+            message=_named(drained),
         )
     else:
-        drained_cond = Condition(type=Keys.CONDITION_DRAINED, status="False", reason=NOT_DRAINED)
-    bad = [(name, slurm) for name, slurm in known if slurm.state & UNHEALTHY_FLAGS]
+        drained_cond = own[0][1]  # NotDrained, the same for every member
+    bad = [(name, cond) for name, _drained, cond in own if cond.status == "False"]
     if not bad:
-        return drained_cond, Condition(type=Keys.CONDITION_HEALTHY, status="True", reason=HEALTHY)
-    flags = frozenset().union(*(slurm.state for _name, slurm in bad))
-    reason = next(reason for flag, reason in UNHEALTHY_REASONS if flag in flags)
-    text = "; ".join(
-        f"{name}: {slurm.reason or 'Slurm reports ' + '+'.join(sorted(slurm.state & UNHEALTHY_FLAGS))}"
-        for name, slurm in bad
-    )
-    healthy = Condition(type=Keys.CONDITION_HEALTHY, status="False", reason=reason, message=_message(text))
+        return drained_cond, own[0][2]  # Healthy, the same for every member
+    reasons = {cond.reason for _name, cond in bad}
+    reason = next(reason for _flag, reason in UNHEALTHY_REASONS if reason in reasons)
+    healthy = Condition(type=Keys.CONDITION_HEALTHY, status="False", reason=reason, message=_named(bad))
     return drained_cond, healthy
+
+
+def _named(members: list[tuple[str, Condition]]) -> str:
+    """`node-a: its message; node-b` for a condition shared by several Slurm nodes."""
+    return _message("; ".join(f"{name}: {cond.message}" if cond.message else name for name, cond in members))
 
 
 def condition_changes(
