@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from syncer.testing.sandbox import SandboxError, down, load, up
+from syncer.testing.sandbox import RELEASE_ENV, RELEASES, SandboxError, down, load, up
 
 DEFAULT_DIR = Path(".sandbox/default")
 
@@ -14,9 +14,9 @@ DEFAULT_DIR = Path(".sandbox/default")
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "sandbox",
-        help="run a real Slurm 24.11 (slurmctld, slurmd, slurmrestd) in a chroot on this machine",
-        description="A real Slurm 24.11 in a chroot on this machine (root needed). "
-        'Try: eval "$(slurm-syncer sandbox up --nodes 100)"',
+        help="run a real Slurm 24.11 or 26.05 (slurmctld, slurmd, slurmrestd) in a chroot on this machine",
+        description="A real Slurm (24.11 from Debian trixie, 26.05 from Debian sid) in a chroot on this "
+        'machine (root needed). Try: eval "$(slurm-syncer sandbox up --slurm 26.05 --nodes 100)"',
     )
     actions = parser.add_subparsers(dest="sandbox_command", metavar="ACTION", required=True)
 
@@ -30,6 +30,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     start.add_argument("--nodes", type=int, default=100, help="simulated CLOUD nodes (default: 100)")
     start.add_argument(
         "--port", type=int, default=None, help="slurmrestd port on 127.0.0.1 (default: a free one)"
+    )
+    start.add_argument(
+        "--slurm",
+        choices=sorted(RELEASES),
+        default=None,
+        help=f"Slurm release (default: ${RELEASE_ENV}, else 24.11)",
     )
     start.set_defaults(func=_up)
     with_dir(actions.add_parser("down", help="stop what 'up' started in --dir")).set_defaults(func=_down)
@@ -48,7 +54,7 @@ def _fail(error: SandboxError) -> int:
 
 def _up(args: argparse.Namespace) -> int:
     try:
-        sandbox = up(args.dir, nodes=args.nodes, rest_port=args.port)
+        sandbox = up(args.dir, nodes=args.nodes, rest_port=args.port, slurm=args.slurm)
     except SandboxError as error:
         return _fail(error)
     print(sandbox.exports())

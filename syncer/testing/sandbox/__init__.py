@@ -1,18 +1,21 @@
-"""A real Slurm 24.11 (slurmctld, slurmd, slurmrestd) on this machine, for tests, demo and benchmarks.
+"""A real Slurm (24.11 or 26.05: slurmctld, slurmd, slurmrestd) here, for tests, demo and benchmarks.
 
-Needs root. The Debian trixie root file system is built once (about 30 s) into
-``${SLURM_SYNCER_CACHE:-~/.cache/slurm-syncer}/rootfs-trixie`` and shared read-mostly by every
-instance; each instance lives in its own directory, so many can run at once.
+Needs root. One Debian root file system per release is built once (trixie for 24.11, about 30 s; sid
+for 26.05, about 1 min) into ``${SLURM_SYNCER_CACHE:-~/.cache/slurm-syncer}/rootfs-<suite>`` and
+shared read-mostly by every instance; each instance lives in its own directory, so many can run at
+once. The release is `up(slurm=...)`, else $SLURM_SYNCER_SLURM_RELEASE, else 24.11.
 
 API (stable; other parts depend on it)::
 
     from syncer.testing.sandbox import Sandbox, SandboxError, REAL_NODE, up, down, load
 
-    sbx = up(Path(".sandbox/default"), nodes=1000, rest_port=None, max_dynamic=256)
+    sbx = up(Path(".sandbox/default"), nodes=1000, rest_port=None, max_dynamic=256, slurm="26.05")
         # Idempotent: a healthy sandbox with the same settings is returned as is; other settings ->
         # SandboxError. Otherwise a FRESH cluster (earlier state/spool/work removed, keys kept, same
         # ports if free). A failed start stops what it started; the error has the daemon's log tail.
-    sbx.rest_url        # "http://127.0.0.1:<port>", serves /slurm/v0.0.40..v0.0.42
+    sbx.rest_url        # "http://127.0.0.1:<port>", serves /slurm/<v> for v in sbx.api_versions
+    sbx.release         # Release("26.05", suite "sid", api_versions ("v0.0.42", ..., "v0.0.45"))
+    sbx.slurm_version   # "26.05.5-1": the Debian version of its Slurm packages
     sbx.token_file      # Path: a 30-day JWT for user `slurm` (SlurmUser, may update nodes)
     sbx.jwt_key_path    # Path: the HS256 key slurmctld/slurmrestd verify tokens with
     sbx.directory       # Path: the instance directory (etc/, state/, spool/, log/, work/, sandbox.json)
@@ -49,19 +52,26 @@ ours. Stopping a daemon also kills whatever is left in its mount namespace (job 
 from __future__ import annotations
 
 from syncer.testing.sandbox.config import PARTITION, REAL_NODE, Ports
-from syncer.testing.sandbox.rootfs import SandboxError, cache_dir, ensure_rootfs
+from syncer.testing.sandbox.errors import SandboxError
+from syncer.testing.sandbox.releases import DEMO_RELEASE, RELEASE_ENV, RELEASES, Release, release
+from syncer.testing.sandbox.rootfs import cache_dir, ensure_rootfs
 from syncer.testing.sandbox.sandbox import API_VERSION, Sandbox, down, load, up
 
 __all__ = [
     "API_VERSION",
+    "DEMO_RELEASE",
     "PARTITION",
     "REAL_NODE",
+    "RELEASES",
+    "RELEASE_ENV",
     "Ports",
+    "Release",
     "Sandbox",
     "SandboxError",
     "cache_dir",
     "down",
     "ensure_rootfs",
     "load",
+    "release",
     "up",
 ]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from syncer.testing.sandbox.config import INNER
-from syncer.testing.sandbox.rootfs import SandboxError
+from syncer.testing.sandbox.errors import SandboxError
 
 PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 WORK = f"{INNER}/work"

@@ -1,4 +1,4 @@
-"""The cached Debian trixie root file system with Slurm 24.11 that every sandbox shares."""
+"""The cached Debian root file systems with Slurm, one per release (trixie: 24.11, sid: 26.05)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from syncer.testing.sandbox.errors import SandboxError
+from syncer.testing.sandbox.releases import Release, release
+
 # Bump when the recipe changes so an older cached tree is rebuilt instead of reused.
-ROOTFS_VERSION = "2"
+ROOTFS_VERSION = "3"
 MARKER = ".slurm-syncer-rootfs"
 SLURM_PACKAGES = ("munge", "slurmctld", "slurmd", "slurmrestd", "slurm-client", "slurm-wlm-jwt-plugin")
 REST_USER = "slurmrest"
 MIRROR = os.environ.get("SLURM_SYNCER_DEBIAN_MIRROR", "http://deb.debian.org/debian")
-
-
-class SandboxError(RuntimeError):
-    """The sandbox could not be built, started or stopped; the message says what to do."""
 
 
 def cache_dir() -> Path:
@@ -63,56 +62,101 @@ def _in_chroot(root: Path, script: str) -> list[str]:
 def _ready(target: Path) -> bool:
     marker = target / MARKER
     try:
-        return marker.read_text().strip() == ROOTFS_VERSION
-    except OSError:
+        return marker.read_text().splitlines()[0].strip() == ROOTFS_VERSION
+    except (OSError, IndexError):
         return False
 
 
-def ensure_rootfs(base: Path | None = None) -> Path:
-    """The ready root file system, built on first use (about 30 s) and reused afterwards.
+def rootfs_path(wanted: Release, base: Path | None = None) -> Path:
+    return (base or cache_dir()) / f"rootfs-{wanted.suite}"
+
+
+def installed_slurm(rootfs: Path) -> str:
+    """The Slurm version recorded when `rootfs` was built (e.g. "26.05.5-1"), or "" if unknown."""
+    try:
+        lines = (rootfs / MARKER).read_text().splitlines()
+    except OSError:
+        return ""
+    return lines[1].strip() if len(lines) > 1 else ""
+
+
+def _install_script(wanted: Release) -> str:
+    apt = " ".join(("apt-get", *wanted.apt_options))
+    return (
+        f"{apt} update -qq\n"
+        f"DEBIAN_FRONTEND=noninteractive {apt} install -y -qq --no-install-recommends "
+        + " ".join(SLURM_PACKAGES)
+        + " >/dev/null\n"
+        "apt-get clean\n"
+        "rm -rf /var/lib/apt/lists/*\n"
+        f"useradd --system --no-create-home --shell /usr/sbin/nologin {REST_USER}\n"
+        "mkdir -p /sbx\n"
+    )
+
+
+def _slurm_version(root: Path) -> str:
+    result = subprocess.run(
+        ["chroot", str(root), "dpkg-query", "-W", "-f=${Version}", "slurmctld"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return result.stdout.strip()
+
+
+def check_release(wanted: Release, version: str) -> None:
+    """Fail, naming what the archive offers, when the installed Slurm is not the release asked for."""
+    if not version.startswith(wanted.name + "."):
+        raise SandboxError(
+            f"Slurm {wanted.name} was asked for, but Debian {wanted.suite} offers Slurm "
+            f"{version or '(no slurmctld package)'}: choose the release that suite carries "
+            f"(--slurm or $SLURM_SYNCER_SLURM_RELEASE), or point SLURM_SYNCER_DEBIAN_MIRROR at an archive "
+            f"that has {wanted.name}"
+        )
+
+
+def ensure_rootfs(base: Path | None = None, wanted: Release | None = None) -> Path:
+    """The ready root file system of `wanted` (default: the selected release), built on first use.
 
     Built in a temporary directory and renamed into place, under an flock, so a concurrent builder
-    waits and a half-built tree (no marker) is never used.
+    waits and a half-built tree (no marker) is never used. About 30 s for trixie, 1-2 min for sid.
     """
+    wanted = wanted or release()
     base = base or cache_dir()
-    target = base / "rootfs-trixie"
+    target = rootfs_path(wanted, base)
     if _ready(target):
+        check_release(wanted, installed_slurm(target))
         return target
     check_host("debootstrap")
     base.mkdir(parents=True, exist_ok=True)
-    with open(base / "rootfs.lock", "w") as lock:
+    with open(base / f"rootfs-{wanted.suite}.lock", "w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             progress(f"another process is building {target}; waiting for it")
             fcntl.flock(lock, fcntl.LOCK_EX)
         if _ready(target):
+            check_release(wanted, installed_slurm(target))
             return target
         started = time.monotonic()
-        build = Path(tempfile.mkdtemp(prefix="rootfs-build-", dir=base))
+        build = Path(tempfile.mkdtemp(prefix=f"rootfs-{wanted.suite}-build-", dir=base))
         os.chmod(build, 0o755)  # mkdtemp makes 0700; daemons running as other users must traverse it
         try:
-            progress(f"building a Debian trixie root file system in {build} (once; about 30 s)")
-            _run(["debootstrap", "--variant=minbase", "trixie", str(build), MIRROR], "debootstrap trixie")
-            progress("installing Slurm 24.11 into it: " + " ".join(SLURM_PACKAGES))
-            install = (
-                "apt-get update -qq\n"
-                "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
-                + " ".join(SLURM_PACKAGES)
-                + " >/dev/null\n"
-                "apt-get clean\n"
-                "rm -rf /var/lib/apt/lists/*\n"
-                f"useradd --system --no-create-home --shell /usr/sbin/nologin {REST_USER}\n"
-                "mkdir -p /sbx\n"
+            progress(f"building a Debian {wanted.suite} root file system in {build} (once; 1-2 min)")
+            _run(
+                ["debootstrap", "--variant=minbase", wanted.suite, str(build), MIRROR],
+                f"debootstrap {wanted.suite}",
             )
-            _run(_in_chroot(build, install), "installing Slurm in the root file system")
-            (build / MARKER).write_text(ROOTFS_VERSION + "\n")
+            progress(f"installing Slurm {wanted.name} into it: " + " ".join(SLURM_PACKAGES))
+            _run(_in_chroot(build, _install_script(wanted)), "installing Slurm in the root file system")
+            version = _slurm_version(build)
+            check_release(wanted, version)
+            (build / MARKER).write_text(f"{ROOTFS_VERSION}\n{version}\n")
             if target.exists():
                 old = base / f"rootfs-old-{os.getpid()}"
                 target.rename(old)  # running sandboxes keep their (now unlinked) tree
                 shutil.rmtree(old, ignore_errors=True)
             build.rename(target)
-            progress(f"root file system ready at {target} ({time.monotonic() - started:.0f} s)")
+            took = time.monotonic() - started
+            progress(f"root file system with Slurm {version} ready at {target} ({took:.0f} s)")
         finally:
             if build.exists():
                 shutil.rmtree(build, ignore_errors=True)

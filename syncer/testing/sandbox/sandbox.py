@@ -30,12 +30,14 @@ from syncer.testing.sandbox.config import (
     sim_node_names,
     write_instance,
 )
+from syncer.testing.sandbox.errors import SandboxError
 from syncer.testing.sandbox.processes import ProcessId, chroot_argv, terminate, wait_until
+from syncer.testing.sandbox.releases import COMMON_API_VERSION, RELEASES, Release, release
 from syncer.testing.sandbox.rootfs import (
     REST_USER,
-    SandboxError,
     check_host,
     ensure_rootfs,
+    installed_slurm,
     progress,
     user_ids,
 )
@@ -44,7 +46,7 @@ STATE_FILE = "sandbox.json"
 TOKEN_LIFESPAN_S = 30 * 24 * 3600
 DEFAULT_MAX_DYNAMIC = 256
 START_TIMEOUT_S = 90.0
-API_VERSION = "v0.0.42"
+API_VERSION = COMMON_API_VERSION  # served by every release the sandbox runs
 READY_STATES = ("IDLE", "MIXED", "ALLOCATED", "COMPLETING")
 
 
@@ -62,6 +64,7 @@ class Sandbox:
     nodes: int
     ports: Ports
     max_dynamic: int = DEFAULT_MAX_DYNAMIC
+    release: Release = RELEASES["24.11"]
     daemons: dict[str, ProcessId] = field(default_factory=dict)
     _children: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
 
@@ -81,6 +84,16 @@ class Sandbox:
     @property
     def slurm_conf(self) -> Path:
         return self.directory / "etc" / "slurm.conf"
+
+    @property
+    def slurm_version(self) -> str:
+        """The Debian version of the Slurm packages in this sandbox's root file system, e.g. 26.05.5-1."""
+        return installed_slurm(self.rootfs)
+
+    @property
+    def api_versions(self) -> tuple[str, ...]:
+        """REST versions this sandbox's slurmrestd serves, oldest first."""
+        return self.release.api_versions
 
     @property
     def real_node(self) -> str:
@@ -113,7 +126,8 @@ class Sandbox:
                 f"export SLURM_SYNCER_SLURM_TOKEN_FILE={shlex.quote(str(self.token_file))}",
                 f"export SLURM_SYNCER_SLURM_JWT_KEY={shlex.quote(str(self.jwt_key_path))}",
                 f"# slurm.conf: {self.slurm_conf} (inside the sandbox: {INNER}/etc/slurm.conf)",
-                f"# nodes: {REAL_NODE} (real slurmd) + {self.nodes} CLOUD nodes; REST API {API_VERSION}",
+                f"# Slurm {self.slurm_version or self.release.name}: REST API {', '.join(self.api_versions)}",
+                f"# nodes: {REAL_NODE} (real slurmd) + {self.nodes} CLOUD nodes",
                 f"# scontrol: slurm-syncer sandbox scontrol --dir {self.directory} show nodes",
             ]
         )
@@ -355,8 +369,10 @@ class Sandbox:
         self.rest_socket.unlink(missing_ok=True)
         name = "slurmrestd:unix"
         inner = f"{INNER}/{self.rest_socket.relative_to(self.directory)}"
+        # 24.11 takes "unix:PATH"; 25.11+ parses listeners as URLs and wants "unix://PATH".
+        listener = f"unix:{inner}" if self.release.name == "24.11" else f"unix://{inner}"
         self._spawn(
-            name, ["slurmrestd", "-a", "rest_auth/local", "-s", "openapi/slurmctld", f"unix:{inner}"],
+            name, ["slurmrestd", "-a", "rest_auth/local", "-s", "openapi/slurmctld", listener],
             user=REST_USER,
         )  # fmt: skip
         wait_until(
@@ -401,7 +417,8 @@ class Sandbox:
 
     def _save(self) -> None:
         state = {
-            "rootfs": str(self.rootfs), "nodes": self.nodes, "max_dynamic": self.max_dynamic,
+            "rootfs": str(self.rootfs), "release": self.release.name, "nodes": self.nodes,
+            "max_dynamic": self.max_dynamic,
             "ports": dataclasses.asdict(self.ports),
             "daemons": {name: [p.pid, p.start] for name, p in self.daemons.items()},
         }  # fmt: skip
@@ -447,7 +464,8 @@ def load(directory: Path) -> Sandbox | None:
     try:
         state = json.loads(path.read_text())
         sandbox = Sandbox(
-            directory=directory, rootfs=Path(state["rootfs"]), nodes=int(state["nodes"]),
+            directory=directory, rootfs=Path(state["rootfs"]), release=release(state.get("release", "24.11")),
+            nodes=int(state["nodes"]),
             max_dynamic=int(state.get("max_dynamic", DEFAULT_MAX_DYNAMIC)), ports=Ports(**state["ports"]),
             daemons=_recorded_daemons(state),
         )  # fmt: skip
@@ -473,9 +491,15 @@ def _instance_lock(directory: Path) -> Iterator[None]:
 
 
 def up(
-    directory: Path, nodes: int = 100, rest_port: int | None = None, max_dynamic: int = DEFAULT_MAX_DYNAMIC
+    directory: Path,
+    nodes: int = 100,
+    rest_port: int | None = None,
+    max_dynamic: int = DEFAULT_MAX_DYNAMIC,
+    slurm: str | None = None,
 ) -> Sandbox:
     """Start (or reuse) a sandbox: one real slurmd node plus `nodes` simulated CLOUD nodes.
+
+    `slurm` names the release ("24.11", "26.05"); default: $SLURM_SYNCER_SLURM_RELEASE, else 24.11.
 
     Idempotent: a healthy sandbox with the same settings in `directory` is returned as it is; one with
     other settings is an error saying what to do. A failed start stops what it started and raises
@@ -485,6 +509,7 @@ def up(
         raise SandboxError(f"--nodes must be between 0 and {MAX_SIM_NODES}, got {nodes}")
     if rest_port is not None and not 1024 <= rest_port <= 65535:
         raise SandboxError(f"--port must be between 1024 and 65535, got {rest_port}")
+    wanted = release(slurm)
     check_host()
     directory = directory.resolve()
     directory.mkdir(parents=True, exist_ok=True)
@@ -492,21 +517,23 @@ def up(
         existing = load(directory)
         if existing is not None and existing.daemons:
             if existing.healthy():
-                if existing.nodes == nodes and rest_port in (None, existing.ports.rest):
+                same = existing.nodes == nodes and existing.release == wanted
+                if same and rest_port in (None, existing.ports.rest):
                     return existing
                 raise SandboxError(
-                    f"a sandbox with {existing.nodes} nodes on port {existing.ports.rest} already runs in "
+                    f"a Slurm {existing.release.name} sandbox with {existing.nodes} nodes on port "
+                    f"{existing.ports.rest} already runs in "
                     f"{directory}: run 'slurm-syncer sandbox down --dir {directory}' first, "
                     "or use another --dir"
                 )
             progress(f"a sandbox in {directory} is only partly running; stopping it to start clean")
             existing.down()
-        rootfs = ensure_rootfs()
+        rootfs = ensure_rootfs(wanted=wanted)
         previous = existing.ports if existing is not None else None
         for attempt in (1, 2):
             ports = _choose_ports(previous, rest_port)
             try:
-                sandbox = _start(directory, rootfs, nodes, ports, max_dynamic)
+                sandbox = _start(directory, rootfs, wanted, nodes, ports, max_dynamic)
                 break
             except SandboxError:
                 # Another program may have taken a port between our choice and the daemon's bind.
@@ -534,17 +561,21 @@ def _choose_ports(previous: Ports | None, rest_port: int | None) -> Ports:
     )
 
 
-def _start(directory: Path, rootfs: Path, nodes: int, ports: Ports, max_dynamic: int) -> Sandbox:
+def _start(
+    directory: Path, rootfs: Path, wanted: Release, nodes: int, ports: Ports, max_dynamic: int
+) -> Sandbox:
     """A fresh cluster (saved state and spools from an earlier run are removed; keys are kept)."""
     for sub in ("state", "spool", "work"):
         shutil.rmtree(directory / sub, ignore_errors=True)
     write_instance(
         directory, nodes, ports, max_dynamic, user_ids(rootfs, "slurm"), user_ids(rootfs, REST_USER)
     )
-    sandbox = Sandbox(directory=directory, rootfs=rootfs, nodes=nodes, ports=ports, max_dynamic=max_dynamic)
+    sandbox = Sandbox(
+        directory=directory, rootfs=rootfs, release=wanted, nodes=nodes, ports=ports, max_dynamic=max_dynamic
+    )
     sandbox._save()
     try:
-        progress(f"starting slurmctld ({nodes} CLOUD nodes) in {directory}")
+        progress(f"starting Slurm {installed_slurm(rootfs)} slurmctld ({nodes} CLOUD nodes) in {directory}")
         sandbox.start_slurmctld()
         sandbox.token_file.write_text(sandbox.token(lifespan=TOKEN_LIFESPAN_S) + "\n")
         os.chmod(sandbox.token_file, 0o600)
