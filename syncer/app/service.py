@@ -198,11 +198,11 @@ class SyncerService:
         if not self.kube_cache.synced:
             reasons.append("kubernetes caches not synced yet")
         if not self.slurm_cache.synced:
-            reasons.append(f"no answer from slurmrestd yet ({self.slurm_cache.last_error or 'connecting'})")
+            reasons.append(f"no answer from slurmrestd yet ({self.slurm_cache.cause or 'connecting'})")
         elif self.slurm_cache.stale:
             reasons.append(
                 f"slurm data stale: last good answer {self.slurm_cache.age_s:.0f} s ago "
-                f"({self.slurm_cache.last_error or 'no error recorded'})"
+                f"({self.slurm_cache.cause or 'no error recorded'})"
             )
         if self.engine.valve.is_open:
             reasons.append("safety valve open: Kubernetes-side drains are held back")

@@ -8,6 +8,11 @@
 
 Fail closed: `stale` is True until the first full list and whenever the last successful poll is
 older than `stale_after_s`; consumers must not undrain, delete or scale in while it is True.
+
+Never silent: every poll that fails, whatever raised, is counted and kept in `last_error` with its
+cause; a cache with no good answer for longer than `stale_after_s` reconnects its client. How the
+server answers "changed since?" is read from its answers (24.11: HTTP 500 "Unable to query
+partitions"; 26.05.3+: 200 with every node; both: 304 when nothing changed), not from its version.
 """
 
 from __future__ import annotations
@@ -59,6 +64,16 @@ class CacheStats:
     errors: int = 0
     last_full_seconds: float = 0.0
     last_snapshot_bytes: int = 0
+    changed_as_500: int = 0  # probes answered "changed" with HTTP 500 (slurmrestd 24.11 .. 26.05.2)
+    changed_as_200: int = 0  # probes answered "changed" with the whole list (26.05.3+)
+    reconnects: int = 0
+    rejected_listings: int = 0  # answers not applied: they carried errors or lost every node
+
+    @property
+    def probe_answers(self) -> str:
+        """How this server says "changed", as observed: "500", "200", "both" or "" (not seen yet)."""
+        seen = [kind for kind, count in (("500", self.changed_as_500), ("200", self.changed_as_200)) if count]
+        return "both" if len(seen) == 2 else (seen[0] if seen else "")
 
 
 class NodeCache:
@@ -87,6 +102,9 @@ class NodeCache:
         self.last_error: str = ""
         self.stats = CacheStats()
         self._next_full_at = 0.0
+        self._polling_since: float | None = None  # set while a poll waits for slurmrestd
+        self._conditional_refused = False  # the server rejected update_time: full lists only
+        self._last_reconnect = clock()
         self._subscribers: list[Callable[[list[NodeChange]], None]] = []
         self._wake = asyncio.Event()
         self._changed_pending = False
@@ -100,6 +118,15 @@ class NodeCache:
     def stale(self) -> bool:
         return not self.synced or self.age_s > self.stale_after_s
 
+    @property
+    def cause(self) -> str:
+        """Why the data may be old, in words: the last error, or a poll still waiting for its answer."""
+        if self.last_error:
+            return self.last_error
+        if self._polling_since is not None:
+            return f"slurmrestd has not answered for {self._clock() - self._polling_since:.0f} s"
+        return ""
+
     def subscribe(self, callback: Callable[[list[NodeChange]], None]) -> None:
         self._subscribers.append(callback)
 
@@ -112,6 +139,14 @@ class NodeCache:
         return self._clock() >= self._next_full_at
 
     def _apply(self, listing: NodeListing) -> None:
+        if not listing.nodes and self.nodes:
+            # slurmctld restarting can answer an empty list; applying it would "remove" every node
+            self.stats.rejected_listings += 1
+            raise SlurmError(
+                f"slurmrestd listed no nodes where {len(self.nodes)} were known: not applied "
+                "(slurmctld restarting?)",
+                endpoint="nodes",
+            )
         now = self._clock()
         # Keep slurmrestd's share of wall time serving us under max_duty, whatever the cluster size.
         self._next_full_at = now + listing.seconds * (1 / self.max_duty - 1)
@@ -134,47 +169,80 @@ class NodeCache:
         must not rest on data a poll interval old."""
         self._apply(await self._client.list_all_nodes())
 
+    def _conditional(self) -> bool:
+        version = self._client.version
+        return (
+            self.strategy == "conditional"
+            and version is not None
+            and version.conditional_nodes
+            and not self._conditional_refused
+        )
+
+    def _full_due(self) -> bool:
+        """The duty limit allows a full list, or waiting for it would let the data go stale."""
+        return self._full_allowed() or self.age_s >= 0.8 * self.stale_after_s
+
     async def poll_once(self) -> None:
         """One probe (and a full list if something changed and the duty limit allows)."""
-        version = self._client.version
-        conditional = self.strategy == "conditional" and version is not None and version.conditional_nodes
+        if self._client.version is None:
+            await self._client.start()  # a reconnect whose negotiation failed: try it again
+        conditional = self._conditional()
         if self.synced and conditional and not self._changed_pending:
             self.stats.probes += 1
             try:
                 listing = await self._client.list_nodes(update_time=self.last_update)
             except SlurmApiError as exc:
-                if not (
-                    version and version.changed_means_500 and exc.has_error("Unable to query partitions")
-                ):
+                if exc.has_error("Unable to query partitions"):
+                    self.stats.changed_as_500 += 1  # 24.11's (and 26.05.0-2's) answer to "yes, changed"
+                    self._changed_pending = True
+                    self.last_success = self._clock()  # slurmrestd answered: our data is fresh until now
+                elif exc.has_error("Parsing of") or exc.has_error("timestamp"):
+                    self._conditional_refused = True
+                    self._changed_pending = True
+                    log.warning("slurm_conditional_probe_refused", error=str(exc), fallback="full lists")
+                else:
                     raise
-                listing = None
-                self._changed_pending = True  # 24.11's answer to "yes, changed"
             else:
                 if listing is None:
                     self.stats.not_modified += 1
                     self.last_success = self._clock()
                     return
-                self._apply(listing)  # a server that answers 200 with the whole list
+                self.stats.changed_as_200 += 1  # 26.05.3+: the answer is the whole list
+                self._apply(listing)
                 return
-            # slurmrestd answered "changed": fresh, the list follows when the duty allows.
-            self.last_success = self._clock()
         elif self.synced and not conditional:
             self._changed_pending = True  # no cheap probe here: only a full list refreshes freshness
-        if not self.synced or (self._changed_pending and self._full_allowed()):
+        if not self.synced or (self._changed_pending and self._full_due()):
             self._apply(await self._client.list_all_nodes())
 
+    async def _reconnect_if_silent(self) -> None:
+        """No good answer for longer than the staleness bound: start over with a new connection."""
+        now = self._clock()
+        since = max(self.last_success, self._last_reconnect)
+        if now - since <= self.stale_after_s:
+            return
+        self._last_reconnect = now
+        self.stats.reconnects += 1
+        log.warning(
+            "slurm_cache_reconnecting", silent_s=round(now - self.last_success, 1), error=self.last_error
+        )
+        await self._client.reconnect()
+
     async def run(self) -> None:
-        """Poll until cancelled; errors are logged, counted and retried, never fatal."""
+        """Poll until cancelled; every failure is logged, counted, kept with its cause and retried."""
         while True:
             self._wake.clear()  # before polling, so a nudge that lands during the poll is kept
+            self._polling_since = self._clock()
             try:
+                await self._reconnect_if_silent()
                 await self.poll_once()
                 self.last_error = ""
             except SlurmError as exc:
-                self.stats.errors += 1
-                if str(exc) != self.last_error:
-                    log.warning("slurm_poll_failed", error=str(exc), stale=self.stale)
-                self.last_error = str(exc)
+                self._failed(str(exc))
+            except Exception as exc:  # a bug or an unmapped library error must not end polling silently
+                self._failed(f"unexpected {type(exc).__name__}: {exc}", exc_info=True)
+            finally:
+                self._polling_since = None
             delay = self.poll_interval_s
             if self._changed_pending:
                 delay = min(delay, max(0.0, self._next_full_at - self._clock()))
@@ -183,3 +251,9 @@ class NodeCache:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._wake.wait()
+
+    def _failed(self, error: str, exc_info: bool = False) -> None:
+        self.stats.errors += 1
+        if error != self.last_error:
+            log.warning("slurm_poll_failed", error=error, stale=self.stale, exc_info=exc_info)
+        self.last_error = error

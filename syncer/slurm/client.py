@@ -13,8 +13,10 @@ Idempotent calls are retried with exponential backoff and jitter, never past `de
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -26,6 +28,7 @@ from tenacity.wait import wait_exponential_jitter
 
 from syncer.model.slurm import SlurmNode
 from syncer.slurm.auth import TokenSource
+from syncer.slurm.double_answer import is_double_answer, recover
 from syncer.slurm.errors import (
     SlurmApiError,
     SlurmAuthError,
@@ -64,6 +67,15 @@ class NodeListing:
     seconds: float
 
 
+@dataclass(frozen=True)
+class BulkOutcome:
+    """Where each node of a refused bulk update stands, read back from Slurm after the refusal."""
+
+    applied: frozenset[str]
+    not_applied: frozenset[str]
+    unknown: frozenset[str]
+
+
 @dataclass
 class RequestStats:
     """Per endpoint and status: request counts, seconds and bytes (read by the metrics exporter)."""
@@ -73,8 +85,26 @@ class RequestStats:
     body_bytes: Counter[str] = field(default_factory=Counter)
 
 
+class BulkUpdateError(SlurmApiError):
+    """A bulk update that Slurm refused part-way; `outcome` says which nodes it changed."""
+
+    def __init__(self, message: str, *, outcome: BulkOutcome, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.outcome = outcome
+
+
 class _Retryable(SlurmError):
     """A 502/503/504: worth another try of an idempotent call."""
+
+
+_RELEASE = re.compile(rb'"release"\s*:\s*"(\d+\.\d+\.\d+)"')
+
+
+def _release_of(payload: bytes) -> str:
+    """Slurm's release from an answer's `meta.slurm.release`: `meta` opens or closes a body, so only
+    its first and last few KiB are searched (a node list can be 25 MB)."""
+    found = _RELEASE.search(payload[:4096]) or _RELEASE.search(payload, max(0, len(payload) - 4096))
+    return found.group(1).decode() if found else ""
 
 
 def _messages(items: list[Any]) -> tuple[SlurmMessage, ...]:
@@ -112,7 +142,8 @@ class SlurmClient:
         self._attempts = attempts
         self._session: aiohttp.ClientSession | None = None
         self.version: ApiVersion | None = None
-        self.release = ""
+        self.release = ""  # Slurm's release as slurmrestd reports it in `meta` (e.g. "26.05.5")
+        self.last_answer_s = 0.0
         self.stats = RequestStats()
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -136,6 +167,12 @@ class SlurmClient:
             if not chosen.verified_live:
                 log.warning("slurm_api_version_unverified", version=chosen.name)
         return self.version
+
+    async def reconnect(self) -> None:
+        """A new connection pool and a fresh version negotiation (slurmrestd may have been replaced)."""
+        await self.close()
+        self.version = None
+        await self.start()
 
     async def close(self) -> None:
         if self._session is not None:
@@ -183,6 +220,18 @@ class SlurmClient:
             ) as response:  # fmt: skip
                 payload = await response.read()
                 status = response.status
+        except aiohttp.ClientResponseError as exc:
+            # slurmrestd 25.11+ sends two answers on some errors; aiohttp refuses both.
+            recovered = recover(exc.message) if is_double_answer(exc.message) else None
+            if recovered is None:
+                self.stats.requests[(endpoint, "error")] += 1
+                raise SlurmApiError(
+                    f"slurmrestd at {self.url} sent an answer that is not valid HTTP "
+                    f"({exc.message.splitlines()[0][:200]}); check what sits between slurm-syncer and "
+                    "slurmrestd (a proxy?)",
+                    endpoint=endpoint, status=exc.status,
+                ) from exc  # fmt: skip
+            status, payload = recovered
         except TimeoutError as exc:
             self.stats.requests[(endpoint, "timeout")] += 1
             raise SlurmTimeout(
@@ -192,6 +241,11 @@ class SlurmClient:
             self.stats.requests[(endpoint, "error")] += 1
             raise SlurmConnectionError(
                 f"cannot reach slurmrestd at {self.url}: {exc}", endpoint=endpoint
+            ) from exc
+        except aiohttp.ClientError as exc:  # anything else aiohttp refuses: still one of our errors
+            self.stats.requests[(endpoint, "error")] += 1
+            raise SlurmConnectionError(
+                f"broken answer from slurmrestd at {self.url}: {type(exc).__name__}: {exc}", endpoint=endpoint
             ) from exc
         self.stats.requests[(endpoint, str(status))] += 1
         self.stats.seconds[endpoint] = self.stats.seconds.get(endpoint, 0.0) + time.monotonic() - started
@@ -217,12 +271,19 @@ class SlurmClient:
         idempotent: bool = True,
         ok: tuple[int, ...] = (200,),
     ) -> tuple[int, T | None, int]:
-        """One call with retries; returns (status, decoded body or None for 304, body bytes)."""
+        """One call with retries; returns (status, decoded body or None for 304, body bytes).
+
+        `last_answer_s` holds how long the attempt that answered took (earlier failed tries excluded).
+        """
 
         async def once() -> tuple[int, T | None, int]:
+            started = time.monotonic()
             status, payload = await self._send(
                 method, self._prefix() + path, endpoint=endpoint, params=params, body=body
             )
+            self.last_answer_s = time.monotonic() - started
+            if decoded_release := _release_of(payload):
+                self.release = decoded_release
             if status == 304 and 304 in ok:
                 return status, None, 0
             if status in RETRY_STATUSES:
@@ -278,8 +339,10 @@ class SlurmClient:
         return bool(decoded and decoded.pings and all(p.up for p in decoded.pings))
 
     async def list_nodes(self, update_time: int | None = None) -> NodeListing | None:
-        """All nodes, or None when `update_time` is given and nothing changed since (HTTP 304)."""
-        started = time.monotonic()
+        """All nodes, or None when `update_time` is given and nothing changed since (HTTP 304).
+
+        `seconds` is the time of the request that answered, so retries do not inflate the duty limit.
+        """
         params = {"update_time": str(update_time)} if update_time is not None else None
         ok = (200, 304) if update_time is not None else (200,)
         status, decoded, size = await self._call(
@@ -288,7 +351,7 @@ class SlurmClient:
         if status == 304 or decoded is None:
             return None
         nodes = tuple(raw.to_node() for raw in decoded.nodes)
-        return NodeListing(nodes, unwrap(decoded.last_update), size, time.monotonic() - started)
+        return NodeListing(nodes, unwrap(decoded.last_update), size, self.last_answer_s)
 
     async def list_all_nodes(self) -> NodeListing:
         listing = await self.list_nodes()
@@ -331,7 +394,58 @@ class SlurmClient:
         if not body:
             raise ValueError("update_node needs at least one of state, reason, comment, features")
         # Setting the same state and reason twice ends the same way, so a retry is safe.
-        await self._call("POST", f"/node/{name}", Envelope, endpoint="node_update", body=body)
+        try:
+            await self._call("POST", f"/node/{name}", Envelope, endpoint="node_update", body=body)
+        except SlurmApiError as exc:
+            if exc.has_error("Invalid node name"):
+                raise SlurmNotFound(
+                    f"node {name} does not exist", endpoint="node_update", status=exc.status
+                ) from exc
+            raise
+
+    async def update_nodes(
+        self, names: Sequence[str], *, state: list[str], reason: str | None = None
+    ) -> None:
+        """One `POST /nodes/` for many nodes (`state=["DRAIN"]` with a reason, or `["UNDRAIN"]`).
+
+        Slurm sorts the names as a hostlist and stops at the first unknown one: those sorted before
+        it are already changed, the rest are not. So a refusal is never reported as done: it raises
+        BulkUpdateError with each node's standing as read back from Slurm.
+        """
+        if not names:
+            raise ValueError("update_nodes needs at least one node name")
+        body: dict[str, Any] = {"name": ",".join(names), "state": state}
+        if reason is not None:
+            body["reason"] = reason
+        try:
+            await self._call("POST", "/nodes/", Envelope, endpoint="nodes_update", body=body)
+        except SlurmApiError as exc:
+            if not exc.has_error("Invalid node name"):
+                raise
+            outcome = await self._bulk_outcome(names, state, reason)
+            unknown = ", ".join(sorted(outcome.unknown)) or "a node"
+            raise BulkUpdateError(
+                f"bulk update of {len(names)} nodes refused: {unknown} "
+                f"unknown to Slurm; {len(outcome.applied)} changed before it stopped, "
+                f"{len(outcome.not_applied)} not changed",
+                endpoint="nodes_update", status=exc.status, errors=exc.errors, outcome=outcome,
+            ) from exc  # fmt: skip
+
+    async def _bulk_outcome(self, names: Sequence[str], state: list[str], reason: str | None) -> BulkOutcome:
+        current = {node.name: node for node in (await self.list_all_nodes()).nodes}
+        wants_drain = "DRAIN" in state
+
+        def applied(node: SlurmNode) -> bool:
+            if wants_drain:
+                return node.drain_flag and (reason is None or node.reason == reason)
+            return not node.drain_flag
+
+        known = [n for n in names if n in current]
+        return BulkOutcome(
+            applied=frozenset(n for n in known if applied(current[n])),
+            not_applied=frozenset(n for n in known if not applied(current[n])),
+            unknown=frozenset(n for n in names if n not in current),
+        )
 
     async def delete_node(self, name: str) -> None:
         try:

@@ -1,7 +1,14 @@
 """What differs between slurmrestd API versions, in one place.
 
-Verified live against Slurm 24.11.5: v0.0.40, v0.0.41, v0.0.42. v0.0.43 (25.05) and v0.0.44 (25.11)
-follow the published OpenAPI spec and are NOT verified against a live slurmrestd here.
+Verified live (tests/integration/test_slurm_client.py, run on both releases by scripts/test):
+v0.0.40 and v0.0.41 on Slurm 24.11.5; v0.0.42 on 24.11.5 and 26.05.5; v0.0.43, v0.0.44 and v0.0.45
+on 26.05.5. The node fields the syncer reads are the same in all of them; v0.0.44 adds the state
+flags EXTERNAL and BLOCKED, v0.0.45 POWER_DOWN_ASAP and POWER_DOWN_FORCE (older versions omit flags
+they do not know).
+
+How a server answers "changed since?" is not a property of the version but of the daemon (24.11:
+HTTP 500 "Unable to query partitions"; 26.05.3+: 200 with every node; both: 304 when unchanged), so
+the node cache reads it from each answer instead of from this table.
 """
 
 from __future__ import annotations
@@ -12,13 +19,14 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class ApiVersion:
     name: str
+    # True only where a test against a real slurmrestd proves it (see the module docstring).
     verified_live: bool
-    # v0.0.40/41 on 24.11 reject update_time ("Parsing of N for timestamp failed"), so the
-    # cache cannot ask "changed since?" there and polls full lists under the duty limit instead.
+    # v0.0.40/41 on 24.11 reject update_time ("Parsing of N for timestamp failed"), so the cache
+    # cannot ask "changed since?" there and polls full lists under the duty limit instead. A server
+    # that rejects it on another version is detected from its answer too (NodeCache).
     conditional_nodes: bool
-    # slurmrestd before 26.05 answers a changed `update_time` query with HTTP 500 "Unable to query
-    # partitions" (seen live on 24.11 v0.0.42); the bug is in the daemon, so every version reads it so.
-    changed_means_500: bool = True
+    # The releases this version was verified on, for `check` and the docs.
+    verified_on: tuple[str, ...] = ()
 
     @property
     def prefix(self) -> str:
@@ -28,11 +36,12 @@ class ApiVersion:
 VERSIONS: dict[str, ApiVersion] = {
     v.name: v
     for v in (
-        ApiVersion("v0.0.44", verified_live=False, conditional_nodes=True),
-        ApiVersion("v0.0.43", verified_live=False, conditional_nodes=True),
-        ApiVersion("v0.0.42", verified_live=True, conditional_nodes=True),
-        ApiVersion("v0.0.41", verified_live=True, conditional_nodes=False),
-        ApiVersion("v0.0.40", verified_live=True, conditional_nodes=False),
+        ApiVersion("v0.0.45", verified_live=True, conditional_nodes=True, verified_on=("26.05",)),
+        ApiVersion("v0.0.44", verified_live=True, conditional_nodes=True, verified_on=("26.05",)),
+        ApiVersion("v0.0.43", verified_live=True, conditional_nodes=True, verified_on=("26.05",)),
+        ApiVersion("v0.0.42", verified_live=True, conditional_nodes=True, verified_on=("24.11", "26.05")),
+        ApiVersion("v0.0.41", verified_live=True, conditional_nodes=False, verified_on=("24.11",)),
+        ApiVersion("v0.0.40", verified_live=True, conditional_nodes=False, verified_on=("24.11",)),
     )
 }
 PREFERENCE: tuple[str, ...] = tuple(VERSIONS)  # newest first

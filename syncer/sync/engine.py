@@ -318,7 +318,7 @@ class SyncEngine:
             self.on_action(kind, direction, name, details)
 
     async def _slurm_side(self, name: str, binding: Binding, decision: Decision, logger: Any) -> bool:
-        """Carries out the Slurm action, if any; True when it was sent now."""
+        """Carries out the Slurm action, if any; True when it was sent now as a new transition."""
         action = decision.slurm_action
         if action is None:
             return False
@@ -343,11 +343,8 @@ class SyncEngine:
                 return False
         sent = self._sent.get(name)
         signature = (action.kind, action.reason)
-        if (
-            sent is not None
-            and sent[:2] == signature
-            and time.monotonic() - sent[2] < self.slurm_cache.stale_after_s
-        ):
+        repeat = sent is not None and sent[:2] == signature
+        if repeat and sent is not None and time.monotonic() - sent[2] < self.slurm_cache.stale_after_s:
             return False  # already sent; the Slurm cache has not caught up yet
         if action.kind == "undrain":
             # the cache may be a second old: read the node again so an admin's new reason is never lifted
@@ -370,10 +367,13 @@ class SyncEngine:
         else:
             await self.slurm.update_node(name, state=["UNDRAIN"])
         self._sent[name] = (*signature, time.monotonic())
-        logger.info(f"slurm node {action.kind}ed", reason=action.reason, redrain=action.redrain)
+        logger.info(
+            f"slurm node {action.kind}ed", reason=action.reason, redrain=action.redrain, resent=repeat
+        )
         self._record(action.kind, "k8s_to_slurm", "ok", name, reason=action.reason)
         self.slurm_cache.nudge()  # read the result back soon, so Kubernetes shows it
-        return True
+        # a resend while the Slurm cache cannot confirm the first write is the same transition: no new Event
+        return not repeat
 
     def options_fraction(self) -> str:
         return f"{self.valve.max_fraction:.0%}"

@@ -16,8 +16,20 @@ from pathlib import Path
 
 import pytest
 
-from syncer.testing.sandbox import API_VERSION, REAL_NODE, Sandbox, SandboxError, load, up
+from syncer.testing.sandbox import (
+    API_VERSION,
+    REAL_NODE,
+    RELEASE_ENV,
+    RELEASES,
+    Sandbox,
+    SandboxError,
+    load,
+    release,
+    up,
+)
 from syncer.testing.sandbox.processes import ProcessId, processes_in, start_time, wait_until
+from syncer.testing.sandbox.rootfs import check_release
+from tests.fixtures.slurm import SELECTED
 
 pytestmark = pytest.mark.slurm
 
@@ -182,7 +194,9 @@ def test_unix_socket_slurmrestd_serves_without_a_token(slurm_sandbox: Sandbox) -
         with socket.socket(socket.AF_UNIX) as sock:
             sock.settimeout(30)
             sock.connect(str(path))
-            sock.sendall(f"GET /slurm/{API_VERSION}/node/node00001 HTTP/1.0\r\n\r\n".encode())
+            # 26.05 keeps even an HTTP/1.0 connection open unless told otherwise
+            request = f"GET /slurm/{API_VERSION}/node/node00001 HTTP/1.0\r\nConnection: close\r\n\r\n"
+            sock.sendall(request.encode())
             answer = b"".join(iter(lambda: sock.recv(65536), b""))
         assert answer.split(b" ", 2)[1] == b"200", answer[:200]
         assert b'"name": "node00001"' in answer
@@ -211,6 +225,9 @@ def test_cli_up_is_idempotent_and_down_stops_what_it_started(tmp_path: Path, slu
     other = cli("up", "--nodes", "6", "--dir", str(directory))
     assert other.returncode == 1
     assert "already runs" in other.stderr and "sandbox down" in other.stderr
+    other_release = "24.11" if SELECTED.name == "26.05" else "26.05"
+    switched = cli("up", "--nodes", "5", "--slurm", other_release, "--dir", str(directory))
+    assert switched.returncode == 1 and f"a Slurm {SELECTED.name} sandbox" in switched.stderr
 
     assert cli("env", "--dir", str(directory)).stdout == first.stdout
     scontrol = cli("scontrol", "--dir", str(directory), "show", "node", "node00005")
@@ -263,6 +280,37 @@ def test_bad_arguments_are_rejected_with_a_clear_message(tmp_path: Path) -> None
         up(tmp_path, nodes=-1)
     with pytest.raises(SandboxError, match="--port must be between"):
         up(tmp_path, nodes=1, rest_port=80)
+    with pytest.raises(SandboxError, match=r"unknown Slurm release '23\.02'.*24\.11, 26\.05"):
+        up(tmp_path, nodes=1, slurm="23.02")
+
+
+def test_the_release_comes_from_the_environment_and_unknown_ones_say_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(RELEASE_ENV, "26.05")
+    assert release().suite == "sid" and release("24.11").suite == "trixie"
+    monkeypatch.setenv(RELEASE_ENV, "25.11")
+    with pytest.raises(SandboxError, match=r"'25\.11' in \$SLURM_SYNCER_SLURM_RELEASE"):
+        release()
+
+
+def test_an_archive_offering_another_release_is_refused_with_what_it_offers() -> None:
+    check_release(RELEASES["26.05"], "26.05.5-1")
+    with pytest.raises(
+        SandboxError, match=r"Slurm 26\.05 was asked for, but Debian sid offers Slurm 26\.11\.0-1"
+    ):
+        check_release(RELEASES["26.05"], "26.11.0-1")
+    with pytest.raises(SandboxError, match="no slurmctld package"):
+        check_release(RELEASES["24.11"], "")
+
+
+def test_the_sandbox_runs_the_release_asked_for(slurm_sandbox: Sandbox) -> None:
+    assert slurm_sandbox.release == SELECTED
+    assert slurm_sandbox.slurm_version.startswith(SELECTED.name + "."), slurm_sandbox.slurm_version
+    version = slurm_sandbox.run("scontrol", "--version", check=True).stdout
+    assert version.split()[-1] == slurm_sandbox.slurm_version.split("-")[0]  # "slurm-wlm 26.05.5"
+    loaded = load(slurm_sandbox.directory)
+    assert loaded is not None and loaded.release == SELECTED
 
 
 def test_not_root_is_told_to_run_as_root(tmp_path: Path) -> None:

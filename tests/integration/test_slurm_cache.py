@@ -13,6 +13,7 @@ from syncer.slurm.auth import TokenFile
 from syncer.slurm.cache import NodeCache, NodeChange
 from syncer.slurm.client import SlurmClient
 from syncer.testing.sandbox import Sandbox
+from tests.fixtures.slurm import API_VERSIONS, SELECTED
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slurm
@@ -49,9 +50,9 @@ async def test_idle_polling_makes_no_full_fetch(client42: SlurmClient, slurm_san
         assert not cache.stale and cache.age_s < 1
 
 
-@pytest.mark.parametrize("version", ["v0.0.40", "v0.0.42"])
+@pytest.mark.parametrize("version", [API_VERSIONS[0], API_VERSIONS[-1]])
 async def test_a_slurm_side_drain_reaches_subscribers(slurm_sandbox: Sandbox, version: str) -> None:
-    node = "node00031" if version == "v0.0.40" else "node00032"
+    node = "node00031" if version == API_VERSIONS[0] else "node00032"
     seen: list[NodeChange] = []
     async with (
         SlurmClient(slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file), api_version=version) as c,
@@ -68,6 +69,9 @@ async def test_a_slurm_side_drain_reaches_subscribers(slurm_sandbox: Sandbox, ve
             assert change.kind == "changed" and {"state", "reason"} <= set(change.fields)
             assert change.after is not None and change.after.reason == "admin: bad dimm"
             assert cache.nodes[node].drain_flag
+            if cache.stats.probes:
+                # read from the answers, as measured: 24.11 says "changed" with HTTP 500, 26.05.3+ with 200
+                assert cache.stats.probe_answers == ("500" if SELECTED.name == "24.11" else "200")
         finally:
             slurm_sandbox.scontrol("update", f"nodename={node}", "state=undrain")
 
@@ -93,7 +97,34 @@ async def test_stale_while_slurmrestd_is_down_and_recovers(slurm_sandbox: Sandbo
         try:
             await wait_for(lambda: cache.stale, deadline_s=10, what="stale flag")
             assert cache.stats.errors > 0 and "cannot reach slurmrestd" in cache.last_error
+            # silent past the staleness bound: the cache starts over with a new connection
+            await wait_for(lambda: cache.stats.reconnects >= 1, deadline_s=10, what="a reconnect")
         finally:
             slurm_sandbox.start_slurmrestd()
         await wait_for(lambda: not cache.stale, deadline_s=20, what="fresh again")
         assert cache.last_error == ""
+
+
+async def test_a_slurmctld_restart_is_recorded_never_silent_and_recovered(slurm_sandbox: Sandbox) -> None:
+    """While slurmctld is down every failed poll is an error with its cause (26.05 answers with two
+    HTTP answers on one connection; that once ended the poll loop silently), no answer empties the
+    cache, and the cache is fresh again after the restart."""
+    removed: list[NodeChange] = []
+    async with (
+        SlurmClient(
+            slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file), attempts=1, timeout_s=5
+        ) as c,
+        running_cache(c, poll_interval_s=0.05, stale_after_s=2.0) as cache,
+    ):
+        cache.subscribe(lambda changes: removed.extend(ch for ch in changes if ch.kind == "removed"))
+        known = len(cache.nodes)
+        slurm_sandbox.stop_slurmctld()
+        try:
+            await wait_for(lambda: cache.stale, deadline_s=30, what="stale while slurmctld is down")
+            assert cache.cause, "a stale cache must say why"  # an error, or the wait for an answer
+            await wait_for(lambda: cache.stats.errors > 0, deadline_s=30, what="the failed poll recorded")
+            assert cache.last_error and "unexpected" not in cache.last_error, cache.last_error
+        finally:
+            slurm_sandbox.restart_slurmctld()  # starts it and waits for the real node to respond
+        await wait_for(lambda: not cache.stale, deadline_s=60, what="fresh after slurmctld restart")
+        assert cache.last_error == "" and len(cache.nodes) == known and not removed

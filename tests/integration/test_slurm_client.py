@@ -1,4 +1,5 @@
-"""The Slurm client against the real slurmrestd, for every API version 24.11 serves."""
+"""The Slurm client against the real slurmrestd, for every API version the selected release serves
+(24.11: v0.0.40-42; 26.05: v0.0.42-45); scripts/test runs this file on both releases."""
 
 from __future__ import annotations
 
@@ -8,14 +9,22 @@ from pathlib import Path
 import pytest
 
 from syncer.slurm.auth import JwtKeyToken, NoToken, StaticToken, TokenFile
-from syncer.slurm.client import SlurmClient
-from syncer.slurm.errors import SlurmAuthError, SlurmConnectionError, SlurmNotFound, SlurmVersionError
+from syncer.slurm.client import BulkUpdateError, SlurmClient
+from syncer.slurm.errors import (
+    SlurmApiError,
+    SlurmAuthError,
+    SlurmConnectionError,
+    SlurmNotFound,
+    SlurmVersionError,
+)
 from syncer.slurm.jwt import mint_token
+from syncer.slurm.versions import VERSIONS as KNOWN
 from syncer.testing.sandbox import REAL_NODE, Sandbox
+from tests.fixtures.slurm import API_VERSIONS, SELECTED
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slurm
-VERSIONS = ["v0.0.40", "v0.0.41", "v0.0.42"]
+VERSIONS = list(API_VERSIONS)
 
 
 @pytest.fixture(params=VERSIONS)
@@ -36,14 +45,22 @@ def scontrol_field(sandbox: Sandbox, node: str, field: str) -> str:
 
 async def test_negotiates_the_newest_version(slurm_sandbox: Sandbox) -> None:
     async with SlurmClient(slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file)) as c:
-        assert c.version is not None and c.version.name == "v0.0.42"
-        assert {"v0.0.40", "v0.0.41", "v0.0.42"} <= await c.served_versions()
+        assert c.version is not None and c.version.name == SELECTED.newest_api_version
+        assert await c.served_versions() == set(API_VERSIONS)
+        await c.ping()
+        assert c.release.startswith(SELECTED.name + "."), c.release  # read from the answers' meta
+
+
+def test_every_served_version_is_known_and_verified_on_this_release() -> None:
+    for name in API_VERSIONS:
+        assert KNOWN[name].verified_live and SELECTED.name in KNOWN[name].verified_on
 
 
 async def test_pinning_an_unserved_version_says_what_is_served(slurm_sandbox: Sandbox) -> None:
-    c = SlurmClient(slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file), api_version="v0.0.44")
+    unserved = "v0.0.44" if SELECTED.name == "24.11" else "v0.0.40"
+    c = SlurmClient(slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file), api_version=unserved)
     try:
-        with pytest.raises(SlurmVersionError, match=r"serves v0\.0\.40, v0\.0\.41, v0\.0\.42"):
+        with pytest.raises(SlurmVersionError, match="serves " + ", ".join(API_VERSIONS).replace(".", r"\.")):
             await c.start()
     finally:
         await c.close()
@@ -87,6 +104,44 @@ async def test_comment_and_features(client: SlurmClient) -> None:
 async def test_missing_node_is_not_found(client: SlurmClient) -> None:
     with pytest.raises(SlurmNotFound, match="nosuchnode"):
         await client.get_node("nosuchnode")
+    # 26.05 answers a refused update twice on one connection; still a typed, readable error
+    with pytest.raises(SlurmNotFound, match="node nosuchnode does not exist") as info:
+        await client.update_node("nosuchnode", state=["DRAIN"], reason="k8s: test")
+    assert "Connection: close" not in str(info.value)
+
+
+async def test_a_refused_update_is_a_typed_error(client: SlurmClient) -> None:
+    with pytest.raises(SlurmApiError) as info:
+        await client.update_node("node00001", state=["NO_SUCH_STATE"])
+    assert info.value.status in (400, 422, 500) and "Connection: close" not in str(info.value)
+
+
+async def test_bulk_update_by_hostlist(client: SlurmClient, slurm_sandbox: Sandbox) -> None:
+    assert client.version is not None
+    base = 100 + 10 * VERSIONS.index(client.version.name)
+    names = [f"node{base + i:05d}" for i in range(3)]
+    await client.update_nodes(names, state=["DRAIN"], reason="k8s: bulk test")
+    assert all("DRAIN" in slurm_sandbox.node_state(n) for n in names)
+    await client.update_nodes(names, state=["UNDRAIN"])
+    assert not any("DRAIN" in slurm_sandbox.node_state(n) for n in names)
+
+
+async def test_bulk_update_with_an_unknown_node_reports_each_nodes_standing(
+    client: SlurmClient, slurm_sandbox: Sandbox
+) -> None:
+    """Slurm sorts the names and stops at the first unknown one: those sorted before it are changed."""
+    assert client.version is not None
+    base = 200 + 10 * VERSIONS.index(client.version.name)
+    before = [f"node{base + i:05d}" for i in range(2)]  # sort before "zzz-missing"
+    with pytest.raises(BulkUpdateError, match="zzz-missing unknown to Slurm") as info:
+        await client.update_nodes([before[0], "zzz-missing", before[1]], state=["DRAIN"], reason="k8s: bulk")
+    outcome = info.value.outcome
+    assert outcome.unknown == {"zzz-missing"} and outcome.applied == set(before) and not outcome.not_applied
+    after = f"node{base + 2:05d}"  # "aaa-missing" sorts first: nothing after it is changed
+    with pytest.raises(BulkUpdateError) as info:
+        await client.update_nodes(["aaa-missing", after], state=["DRAIN"], reason="k8s: bulk")
+    assert info.value.outcome.not_applied == {after} and "DRAIN" not in slurm_sandbox.node_state(after)
+    await client.update_nodes(before, state=["UNDRAIN"])
 
 
 async def test_delete_dynamic_node(client: SlurmClient, slurm_sandbox: Sandbox) -> None:
@@ -115,16 +170,20 @@ async def test_partitions_jobs_and_diag(client: SlurmClient, slurm_sandbox: Sand
     assert isinstance(stats.get("server_thread_count"), int)
 
 
-async def test_wrong_and_expired_tokens_give_auth_errors(slurm_sandbox: Sandbox) -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_wrong_and_expired_tokens_give_auth_errors(slurm_sandbox: Sandbox, version: str) -> None:
     wrong = mint_token(b"x" * 32, "slurm", 600)
     expired = mint_token(slurm_sandbox.jwt_key_path.read_bytes(), "slurm", 60, now=1_000_000)
     for token in (wrong, expired):
         async with SlurmClient(
-            slurm_sandbox.rest_url, StaticToken(token), api_version="v0.0.42", attempts=1
+            slurm_sandbox.rest_url, StaticToken(token), api_version=version, attempts=1
         ) as c:
             with pytest.raises(SlurmAuthError, match="rejected the token") as info:
                 await c.list_all_nodes()
-            assert token not in str(info.value)
+            assert token not in str(info.value) and "Connection: close" not in str(info.value)
+            with pytest.raises(SlurmAuthError, match="rejected the token"):
+                await c.update_node("node00001", state=["DRAIN"], reason="k8s: must not land")
+    assert "DRAIN" not in slurm_sandbox.node_state("node00001")
 
 
 async def test_token_file_rotation_is_picked_up(slurm_sandbox: Sandbox, tmp_path: Path) -> None:
@@ -167,8 +226,25 @@ async def test_unix_socket_transport_with_local_auth(slurm_sandbox: Sandbox) -> 
     socket_path = slurm_sandbox.start_slurmrestd_unix()
     try:
         async with SlurmClient(f"unix://{socket_path}", NoToken()) as c:
-            assert c.version is not None and c.version.name == "v0.0.42"
+            assert c.version is not None and c.version.name == SELECTED.newest_api_version
             assert len((await c.list_all_nodes()).nodes) == slurm_sandbox.nodes + 1
             assert (await c.get_node("node00001")).name == "node00001"
     finally:
         slurm_sandbox.stop_slurmrestd_unix()
+
+
+if SELECTED.name != "24.11":  # EXTERNAL nodes and the flag exist from 25.11 on (not collected on 24.11)
+
+    async def test_newer_state_flags_decode_on_the_versions_that_list_them(slurm_sandbox: Sandbox) -> None:
+        slurm_sandbox.scontrol("create", "nodename=ext-flag1", "state=external", "cpus=1", "realmemory=100")
+        try:
+            for version in VERSIONS:
+                async with SlurmClient(
+                    slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file), api_version=version
+                ) as c:
+                    node = await c.get_node("ext-flag1")
+                    # v0.0.42/43 omit flags they do not know; v0.0.44+ list EXTERNAL
+                    assert ("EXTERNAL" in node.state) == (version >= "v0.0.44"), (version, node.state)
+                    assert not node.unhealthy and not node.drain_flag and node.base_state == "IDLE"
+        finally:
+            slurm_sandbox.scontrol("delete", "nodename=ext-flag1")

@@ -69,4 +69,5 @@ def test_version_choice_prefers_the_newest_and_honours_pins() -> None:
     assert choose(served, "v0.0.40") == VERSIONS["v0.0.40"]
     assert choose(served, "v0.0.44") is None
     assert choose({"v0.0.39"}) is None
-    assert not VERSIONS["v0.0.43"].verified_live and VERSIONS["v0.0.42"].verified_live
+    assert all(v.verified_live for v in VERSIONS.values())
+    assert VERSIONS["v0.0.42"].verified_on == ("24.11", "26.05")
