@@ -8,6 +8,21 @@ import msgspec
 BASE_STATES: frozenset[str] = frozenset({"IDLE", "ALLOCATED", "MIXED", "DOWN", "ERROR", "FUTURE", "UNKNOWN"})
 DRAIN_FLAGS: frozenset[str] = frozenset({"DRAIN", "DRAINING", "DRAINED"})
 UNHEALTHY_FLAGS: frozenset[str] = frozenset({"DOWN", "FAIL", "NOT_RESPONDING"})
+BUSY_FLAGS: frozenset[str] = frozenset({"COMPLETING"})
+# Flags that say nothing about drain, health or jobs to the syncer: shown in the state annotation,
+# never a cause of an action. From the node state enum of v0.0.40 .. v0.0.45 (26.05's OpenAPI):
+# EXTERNAL and BLOCKED are listed from v0.0.44, POWER_DOWN_ASAP and POWER_DOWN_FORCE from v0.0.45
+# (26.05 shows a power-down-asap node as DRAIN+POWER_DOWN with reason "POWER_DOWN_ASAP": a foreign drain).
+INFORMATIONAL_FLAGS: frozenset[str] = frozenset(
+    {
+        "INVALID", "EXTERNAL", "RESERVED", "UNDRAIN", "CLOUD", "RESUME", "POWERED_DOWN", "POWERING_UP",
+        "MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_CANCELED", "POWERING_DOWN", "DYNAMIC_FUTURE",
+        "REBOOT_ISSUED", "PLANNED", "INVALID_REG", "POWER_DOWN", "POWER_UP", "POWER_DRAIN",
+        "POWER_DOWN_ASAP", "POWER_DOWN_FORCE", "DYNAMIC_NORM", "BLOCKED",
+    }
+)  # fmt: skip
+# Every flag a supported slurmrestd can list; anything else is logged once (a newer Slurm).
+KNOWN_FLAGS: frozenset[str] = BASE_STATES | DRAIN_FLAGS | UNHEALTHY_FLAGS | BUSY_FLAGS | INFORMATIONAL_FLAGS
 
 
 class SlurmNode(msgspec.Struct, frozen=True, kw_only=True, gc=False):  # no cycles: skip GC tracking

@@ -399,7 +399,10 @@ class SlurmClient:
         except SlurmApiError as exc:
             if exc.has_error("Invalid node name"):
                 raise SlurmNotFound(
-                    f"node {name} does not exist", endpoint="node_update", status=exc.status
+                    f"node {name} does not exist",
+                    endpoint="node_update",
+                    status=exc.status,
+                    errors=exc.errors,
                 ) from exc
             raise
 

@@ -1,13 +1,16 @@
 """msgspec shapes of slurmrestd responses, holding only the fields the syncer reads.
 
-The node shape is the same for v0.0.40 .. v0.0.42 (checked live) and per the spec for 43/44.
+The node shape is the same for v0.0.40 .. v0.0.45 (checked live on 24.11 and 26.05).
 """
 
 from __future__ import annotations
 
 import msgspec
+import structlog
 
-from syncer.model.slurm import SlurmNode
+from syncer.model.slurm import KNOWN_FLAGS, SlurmNode
+
+log = structlog.get_logger("syncer.slurm")
 
 
 class Number(msgspec.Struct, gc=False):
@@ -93,7 +96,23 @@ def _flags(state: list[str]) -> frozenset[str]:
         if len(_FLAG_SETS) > 4096:  # bounded: unusual clusters must not grow this forever
             _FLAG_SETS.clear()
         flags = _FLAG_SETS[key] = frozenset(flag.upper() for flag in state)
+        _note_unknown(flags - KNOWN_FLAGS)
     return flags
+
+
+_UNKNOWN_SEEN: set[str] = set()
+
+
+def _note_unknown(unknown: frozenset[str]) -> None:
+    """A flag no supported Slurm lists: said once per flag (it never causes an action)."""
+    for flag in sorted(unknown - _UNKNOWN_SEEN):
+        if len(_UNKNOWN_SEEN) < 256:
+            _UNKNOWN_SEEN.add(flag)
+            log.warning(
+                "slurm_state_flag_unknown",
+                flag=flag,
+                effect="shown in the state annotation, never a cause of an action",
+            )
 
 
 def _names(value: list[str] | str) -> tuple[str, ...]:
