@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeError
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmAuthError, SlurmError
+from syncer.slurm.versions import VERSIONS
 
 # (verb, group, resource, why): everything the syncer does to Kubernetes
 PERMISSIONS: tuple[tuple[str, str, str, str], ...] = (
@@ -71,6 +73,8 @@ async def check_slurm(client: SlurmClient) -> list[Item]:
                 "check --slurm-url, that slurmrestd runs, and the network path",
             )
         ]
+    with contextlib.suppress(SlurmError):
+        await client.ping()  # its answer names Slurm's release; a failure shows at the node list below
     items.append(
         Item(
             True,
@@ -79,11 +83,12 @@ async def check_slurm(client: SlurmClient) -> list[Item]:
         )
     )
     if not version.verified_live:
+        verified = ", ".join(v.name for v in VERSIONS.values() if v.verified_live)
         items.append(
             Item(
                 False,
                 f"API {version.name} is not verified against a live Slurm by this release",
-                "pin a verified one with --slurm-api-version v0.0.42",
+                f"pin a verified one with --slurm-api-version ({verified})",
             )
         )
     try:

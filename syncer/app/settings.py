@@ -144,7 +144,7 @@ OPTIONS: tuple[Option, ...] = (
         "slurm-api-version",
         str,
         "auto",
-        "REST API version (v0.0.40 ... v0.0.42) or auto (newest both sides speak)",
+        "REST API version (v0.0.40 ... v0.0.45) or auto (newest both sides speak)",
         "Slurm",
     ),
     Option(

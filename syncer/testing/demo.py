@@ -31,7 +31,7 @@ from syncer.sync.binding import node_slurm, resolve
 from syncer.sync.decide import drift
 from syncer.sync.options import SyncOptions
 from syncer.testing.kubeapi import KubeApiEmulator
-from syncer.testing.sandbox import Sandbox, SandboxError, up
+from syncer.testing.sandbox import DEMO_RELEASE, RELEASES, Sandbox, SandboxError, up
 from syncer.testing.sandbox.config import free_port
 from syncer.testing.slurmd_standin import SlurmdStandIn
 
@@ -50,6 +50,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--dir", type=Path, default=None, help="sandbox directory (default: a temporary one)")
     parser.add_argument("--nodes", type=int, default=20, help="simulated Slurm nodes (default 20)")
+    parser.add_argument(
+        "--slurm",
+        choices=sorted(RELEASES),
+        default=DEMO_RELEASE,
+        help=f"Slurm release of the sandbox (default {DEMO_RELEASE}, what Slinky and current clusters run)",
+    )
     parser.add_argument("--replicas", type=int, default=3, help="slurmd pods of the NodeSet (default 3)")
     parser.add_argument("--keep", action="store_true", help="keep everything running after the scenario")
     parser.add_argument("--metrics-port", type=int, default=0, help="port of /metrics (default: a free one)")
@@ -180,10 +186,13 @@ def seed(kube: KubeApiEmulator, replicas: int) -> None:
 
 @contextlib.asynccontextmanager
 async def world(args: argparse.Namespace, directory: Path) -> AsyncIterator[World]:
-    say(f"starting the real Slurm sandbox in {directory} ({args.nodes} simulated nodes + 1 real slurmd)")
-    sandbox = await asyncio.to_thread(up, directory, args.nodes)
+    say(
+        f"starting a real Slurm {args.slurm} sandbox in {directory} "
+        f"({args.nodes} simulated nodes + 1 real slurmd)"
+    )
+    sandbox = await asyncio.to_thread(up, directory, args.nodes, slurm=args.slurm)
     try:
-        detail(f"slurmrestd at {sandbox.rest_url}")
+        detail(f"slurmrestd {sandbox.slurm_version} at {sandbox.rest_url}")
         kube = KubeApiEmulator(bookmark_interval_s=1.0, kubelet_termination_s=0.5)
         await kube.start()
         try:

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from syncer.slurm.jwt import mint_token
 from tests.e2e.rig import Rig, fresh_slurm_nodes, running_syncer
+from tests.fixtures.slurm import SELECTED
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
@@ -121,6 +123,8 @@ async def test_status_table_and_json(rig: Rig):
 async def test_check_reports_each_item(rig: Rig):
     code, out, err = await command(rig, "check")
     assert code == 0, out + err
+    newest, release = SELECTED.newest_api_version, rig.sandbox.slurm_version.split("-")[0]
+    assert f"answers; API {newest} in use (Slurm {release})" in out, out
     assert "ok    slurmrestd at" in out and "token may update nodes" in out
     assert "ok    may patch nodes/status" in out
     rig.kube.api.denied_access.add(("patch", "", "pods"))
@@ -133,6 +137,14 @@ async def test_check_reports_each_item(rig: Rig):
     env = {**environment(rig), "SLURM_SYNCER_SLURM_TOKEN_FILE": str(write(rig, "bad-token", "not-a-jwt"))}
     code, out, _ = await command(rig, "check", env=env)
     assert code == 1 and "FAIL  token rejected" in out
+    # a token signed with another key: one clear line, never a parser error (26.05 answers twice)
+    env["SLURM_SYNCER_SLURM_TOKEN_FILE"] = str(
+        write(rig, "foreign-token", mint_token(b"k" * 32, "slurm", 600))
+    )
+    code, out, _ = await command(rig, "check", env=env)
+    rejected = [line for line in out.splitlines() if "token rejected" in line]
+    assert code == 1 and len(rejected) == 1 and "rejected the token (HTTP" in rejected[0], out
+    assert "Connection: close" not in out and "Traceback" not in out
 
 
 def write(rig: Rig, name: str, text: str) -> Path:

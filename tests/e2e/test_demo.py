@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.slurm import SELECTED
+
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
 CLI = str(Path(sys.executable).parent / "slurm-syncer")
 
@@ -23,12 +25,14 @@ def daemons() -> dict[str, int]:
 def test_demo_plays_the_scenario_and_tears_down(tmp_path: Path) -> None:
     before = daemons()
     result = subprocess.run(
-        [CLI, "--log-level", "warning", "demo", "--nodes", "5", "--dir", str(tmp_path / "demo")],
+        [CLI, "--log-level", "warning", "demo", "--nodes", "5", "--slurm", SELECTED.name,
+         "--dir", str(tmp_path / "demo")],
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     out = result.stdout
     assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
     for expected in (
+        f"starting a real Slurm {SELECTED.name} sandbox",
         "Slurm drained it",
         "Kubernetes shows it",
         "(idle): drained, pod deleted, Slurm node deleted",
