@@ -1,19 +1,28 @@
 """Slurm snapshot cost against the real sandbox: slurmrestd time and bytes per full list, the
-syncer's decode+diff time, their ratio, cache memory, and the cost of idle polling.
+syncer's decode+diff time, their ratio, cache memory, and what polling costs on an idle cluster and on
+one running jobs (how often the "changed since?" probe says "changed", and the bytes that follow).
 
-    python benchmarks/slurm_snapshot.py --nodes 1000 10000 [--idle-seconds 60]
+    python benchmarks/slurm_snapshot.py --nodes 1000 10000 [--idle-seconds 60] [--slurm 24.11 26.05]
+
+"Busy" keeps short jobs starting and ending on the real node and three more real slurmd registered
+(their pings and the job churn move slurmctld's one global node timestamp, as on a live cluster).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
+import os
 import statistics
 import tempfile
+import threading
 import time
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import msgspec
@@ -22,25 +31,27 @@ from syncer.slurm.auth import TokenFile
 from syncer.slurm.cache import NodeCache, diff
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.models import NodesResponse
-from syncer.testing.sandbox import Sandbox, up
+from syncer.testing.sandbox import RELEASE_ENV, RELEASES, Sandbox, up
+
+BUSY_SLURMD = ("bench-a", "bench-b", "bench-c")
 
 
-async def raw_list(sandbox: Sandbox) -> tuple[float, bytes]:
+async def raw_list(sandbox: Sandbox, version: str = "v0.0.42") -> tuple[float, bytes]:
     """One full node list as slurmrestd serves it: wall time to the last byte, and the body."""
     headers = {"X-SLURM-USER-TOKEN": sandbox.token_file.read_text().strip()}
     async with aiohttp.ClientSession() as session:
         started = time.perf_counter()
-        async with session.get(f"{sandbox.rest_url}/slurm/v0.0.42/nodes/", headers=headers) as response:
+        async with session.get(f"{sandbox.rest_url}/slurm/{version}/nodes/", headers=headers) as response:
             body = await response.read()
         return time.perf_counter() - started, body
 
 
-def decode_and_diff(body: bytes, previous: dict[str, object]) -> tuple[float, dict[str, object]]:
+def decode_and_diff(body: bytes, previous: dict[str, Any]) -> tuple[float, dict[str, Any]]:
     started = time.perf_counter()
     decoded = msgspec.json.decode(body, type=NodesResponse)
     nodes = {raw.name: raw.to_node() for raw in decoded.nodes}
-    diff(previous, nodes)  # type: ignore[arg-type]
-    return time.perf_counter() - started, nodes  # type: ignore[return-value]
+    diff(previous, nodes)
+    return time.perf_counter() - started, nodes
 
 
 def cache_memory_mb(body: bytes) -> float:
@@ -58,7 +69,28 @@ def cache_memory_mb(body: bytes) -> float:
     return size / 1e6
 
 
-async def idle_cost(sandbox: Sandbox, seconds: float) -> dict[str, float]:
+@contextlib.contextmanager
+def job_churn(sandbox: Sandbox, seconds: float) -> Iterator[None]:
+    """Short jobs start and end on the real node until the block ends (bounded by `seconds` + 60)."""
+    stop = threading.Event()
+
+    def churn() -> None:
+        deadline = time.monotonic() + seconds + 60
+        while not stop.is_set() and time.monotonic() < deadline:
+            sandbox.run("sbatch", "-w", sandbox.real_node, "--wrap", "sleep 1", timeout=30)
+            stop.wait(2.0)
+
+    thread = threading.Thread(target=churn, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+        sandbox.run("scancel", "-u", "root", timeout=30)
+
+
+async def polling_cost(sandbox: Sandbox, seconds: float) -> dict[str, Any]:
     async with SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file)) as client:
         cache = NodeCache(client, poll_interval_s=1.0)
         await cache.poll_once()  # first full list, not counted
@@ -70,8 +102,10 @@ async def idle_cost(sandbox: Sandbox, seconds: float) -> dict[str, float]:
         requests_before = sum(client.stats.requests.values())
         bytes_before = sum(client.stats.body_bytes.values())
         fulls_before = cache.stats.full_fetches
+        probes_before = cache.stats.probes
+        changed_before = cache.stats.changed_as_500 + cache.stats.changed_as_200
         task = asyncio.create_task(cache.run())
-        await asyncio.sleep(seconds)  # the measured idle window itself
+        await asyncio.sleep(seconds)  # the measured window itself
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         per_minute = 60 / seconds
@@ -79,33 +113,47 @@ async def idle_cost(sandbox: Sandbox, seconds: float) -> dict[str, float]:
             "requests": (sum(client.stats.requests.values()) - requests_before) * per_minute,
             "bytes": (sum(client.stats.body_bytes.values()) - bytes_before) * per_minute,
             "full_fetches": (cache.stats.full_fetches - fulls_before) * per_minute,
+            "probes": (cache.stats.probes - probes_before) * per_minute,
+            "changed": (cache.stats.changed_as_500 + cache.stats.changed_as_200 - changed_before)
+            * per_minute,
+            "probe_answers": cache.stats.probe_answers,  # a word, not per minute
         }
 
 
-async def measure(nodes: int, idle_seconds: float, repeats: int) -> dict[str, float]:
+async def measure(nodes: int, idle_seconds: float, repeats: int, release: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="slurm-bench-") as tmp:
-        sandbox = up(Path(tmp) / "sbx", nodes=nodes)
+        sandbox = up(Path(tmp) / "sbx", nodes=nodes, slurm=release)
         try:
-            rest_times, syncer_times = [], []
-            previous: dict[str, object] = {}
+            rest_times, syncer_times, newest_times = [], [], []
+            previous: dict[str, Any] = {}
             body = b""
             for _ in range(repeats):
                 seconds, body = await raw_list(sandbox)
                 rest_times.append(seconds)
                 spent, previous = decode_and_diff(body, previous)
                 syncer_times.append(spent)
+                newest_times.append((await raw_list(sandbox, sandbox.release.newest_api_version))[0])
             rest_s, syncer_s = statistics.median(rest_times), statistics.median(syncer_times)
-            result = {
+            result: dict[str, Any] = {
+                "release": sandbox.slurm_version.split("-")[0],
                 "nodes": nodes,
                 "slurmrestd_s": rest_s,
+                "newest_version": sandbox.release.newest_api_version,
+                "slurmrestd_newest_s": statistics.median(newest_times),
                 "bytes": len(body),
                 "syncer_s": syncer_s,
                 "ratio": syncer_s / rest_s,
                 "cache_mb": cache_memory_mb(body),
             }
-            result.update(
-                {f"idle_{k}_per_min": v for k, v in (await idle_cost(sandbox, idle_seconds)).items()}
-            )
+            idle = await polling_cost(sandbox, idle_seconds)
+            result["idle_probe_answers"] = idle.pop("probe_answers")
+            result.update({f"idle_{k}_per_min": v for k, v in idle.items()})
+            for name in BUSY_SLURMD:
+                await asyncio.to_thread(sandbox.start_slurmd, name)
+            with job_churn(sandbox, idle_seconds):
+                busy = await polling_cost(sandbox, idle_seconds)
+            result["busy_probe_answers"] = busy.pop("probe_answers")
+            result.update({f"busy_{k}_per_min": v for k, v in busy.items()})
             return result
         finally:
             sandbox.down()
@@ -118,18 +166,36 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--idle-seconds", type=float, default=60.0)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--slurm",
+        nargs="+",
+        choices=sorted(RELEASES),
+        default=[os.environ.get(RELEASE_ENV) or "26.05"],
+        help=f"Slurm releases to measure (default: ${RELEASE_ENV}, else 26.05)",
+    )
     args = parser.parse_args()
     print(
-        "nodes  slurmrestd_s  MB/list  syncer_s  ratio(<=0.05)  cache_MB(<=15@10k)  idle/min: req bytes full"
+        "slurm    nodes  list_s(v42)  list_s(newest)  MB/list  syncer_s  ratio  cache_MB  "
+        "| per min idle: probes changed full MB | busy: probes changed full MB"
     )
-    for count in args.nodes:
-        r = asyncio.run(measure(count, args.idle_seconds, args.repeats))
-        print(
-            f"{count:>5}  {r['slurmrestd_s']:>12.3f}  {r['bytes'] / 1e6:>7.1f}  {r['syncer_s']:>8.4f}  "
-            f"{r['ratio']:>13.3f}  {r['cache_mb']:>18.1f}  {r['idle_requests_per_min']:>13.0f}  "
-            f"{r['idle_bytes_per_min']:>5.0f}  {r['idle_full_fetches_per_min']:>4.0f}",
-            flush=True,
-        )
+    for release in args.slurm:
+        for count in args.nodes:
+            r = asyncio.run(measure(count, args.idle_seconds, args.repeats, release))
+
+            def row(kind: str, r: dict[str, Any] = r) -> str:
+                return (
+                    f"{r[kind + '_probes_per_min']:>6.0f} {r[kind + '_changed_per_min']:>7.0f} "
+                    f"{r[kind + '_full_fetches_per_min']:>4.0f} {r[kind + '_bytes_per_min'] / 1e6:>6.1f}"
+                )
+
+            print(
+                f"{r['release']:<8} {count:>5}  {r['slurmrestd_s']:>11.3f}  "
+                f"{r['slurmrestd_newest_s']:>14.3f}  {r['bytes'] / 1e6:>7.1f}  {r['syncer_s']:>8.4f}  "
+                f"{r['ratio']:>5.3f}  "
+                f"{r['cache_mb']:>8.1f}  | {row('idle')} | {row('busy')}  "
+                f"(changed answered as HTTP {r['busy_probe_answers'] or '-'})",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
