@@ -131,11 +131,15 @@ async def check_kube(client: KubeClient) -> list[Item]:
             Item(
                 False,
                 f"Kubernetes API at {client.server}: {exc.message}",
-                "check --kubeconfig or the in-cluster service account",
+                "check --kubeconfig, $KUBECONFIG, ~/.kube/config or the in-cluster service account",
             )
         ]
     items = [
-        Item(True, f"Kubernetes API at {client.server} answers (version {version.get('gitVersion', '?')})")
+        Item(
+            True,
+            f"Kubernetes API at {client.server} answers (version {version.get('gitVersion', '?')}); "
+            f"credentials from {client.credentials}",
+        )
     ]
     for verb, group, resource, why in PERMISSIONS:
         plural, _, sub = resource.partition("/")
@@ -177,7 +181,14 @@ async def collect(settings: settings_mod.Settings) -> list[Item]:
     try:
         kube = await kube_client(settings)
     except KubeError as exc:
-        return [*items, Item(False, exc.message, "check --kubeconfig or the in-cluster service account")]
+        return [
+            *items,
+            Item(
+                False,
+                exc.message,
+                "check --kubeconfig, $KUBECONFIG, ~/.kube/config or the in-cluster service account",
+            ),
+        ]
     try:
         items += await check_kube(kube)
     finally:

@@ -179,7 +179,13 @@ OPTIONS: tuple[Option, ...] = (
         shown_default="10s",
     ),
     # Kubernetes
-    Option("kubeconfig", str, "", "kubeconfig file; empty: in-cluster service account", "Kubernetes"),
+    Option(
+        "kubeconfig",
+        str,
+        "",
+        "kubeconfig file; empty: $KUBECONFIG (merged), else ~/.kube/config, else in-cluster credentials",
+        "Kubernetes",
+    ),
     Option("namespace", str, "", "namespace of the slurmd pods; empty: all namespaces", "Kubernetes"),
     Option(
         "lease-namespace",

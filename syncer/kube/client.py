@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import ssl
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -18,6 +19,7 @@ import aiohttp
 import structlog
 
 from syncer.kube.errors import KubeConnectionError, KubeError
+from syncer.kube.kubeconfig import resolve
 from syncer.kube.ratelimit import TokenBucket
 
 log = structlog.get_logger("syncer.kube")
@@ -47,25 +49,30 @@ class KubeClient:
         self._session: aiohttp.ClientSession | None = None
         self.requests_total = 0
         self.errors_total = 0
+        self.credentials = "given directly"  # where from_config found the credentials, in words
 
     @classmethod
     async def from_config(
         cls, kubeconfig: str | None = None, *, qps: float = 50.0, burst: int = 100
     ) -> KubeClient:
-        """From a kubeconfig file, or in-cluster service-account credentials when `kubeconfig` is None."""
+        """From `kubeconfig`, else $KUBECONFIG (merged), else ~/.kube/config, else in-cluster credentials
+        (client-go's order); `source` then says which was used."""
         from kubernetes_asyncio import client as k8s_client
         from kubernetes_asyncio import config as k8s_config
 
+        source = resolve(kubeconfig)
         configuration = k8s_client.Configuration()
         try:
-            if kubeconfig:
-                await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-            else:
+            if source.in_cluster:
                 k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            else:
+                # a colon-joined list is merged the way kubectl merges $KUBECONFIG
+                await k8s_config.load_kube_config(
+                    config_file=os.pathsep.join(source.files), client_configuration=configuration
+                )
         except (k8s_config.ConfigException, OSError) as exc:
-            where = f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster service account"
             raise KubeError(
-                0, "ConfigError", f"cannot load Kubernetes credentials from {where}: {exc}"
+                0, "ConfigError", f"cannot load Kubernetes credentials from {source.origin}: {exc}"
             ) from None
         host = str(configuration.host or "")
         if not host:
@@ -82,7 +89,7 @@ class KubeClient:
                 context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
                 if configuration.cert_file:
                     context.load_cert_chain(configuration.cert_file, configuration.key_file)
-        return cls(
+        client = cls(
             host,
             headers=headers,
             ssl_context=context,
@@ -90,6 +97,8 @@ class KubeClient:
             burst=burst,
             configuration=configuration,
         )
+        client.credentials = source.origin
+        return client
 
     async def _auth_headers(self) -> dict[str, str]:
         headers = dict(self._headers)

@@ -151,3 +151,37 @@ def write(rig: Rig, name: str, text: str) -> Path:
     path = rig.kubeconfig.parent / name
     path.write_text(text)
     return path
+
+
+async def test_kubeconfig_comes_from_kubeconfig_env_then_home_like_kubectl(rig: Rig, tmp_path: Path):
+    """run, status and check find credentials as kubectl does: $KUBECONFIG (a list, merged), then
+    ~/.kube/config; `check` says which it used."""
+    env = {key: value for key, value in environment(rig).items() if key != "SLURM_SYNCER_KUBECONFIG"}
+    env["HOME"] = str(tmp_path)  # no ~/.kube/config yet
+    env["KUBECONFIG"] = f"{tmp_path / 'absent'}:{rig.kubeconfig}"
+    code, out, err = await command(rig, "check", env=env)
+    assert code == 0, out + err
+    assert f"credentials from KUBECONFIG ({rig.kubeconfig})" in out
+    code, out, err = await command(rig, "status", env=env)
+    assert code == 0 and out.splitlines()[0].split()[:3] == ["SLURM", "NODE", "BINDING"], err
+    name = fresh_slurm_nodes(1)[0]
+    kube_node = rig.bind_pod(name)[0]
+    daemon = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "syncer", "--log-format", "json", "run",
+        env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": True}})
+
+        async def drained() -> bool:
+            return (await rig.slurm(name)).drain_flag
+
+        await wait_for(drained, deadline_s=30, what="run with only $KUBECONFIG drains a cordoned node")
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(daemon.wait(), 20) == 0
+    del env["KUBECONFIG"]
+    (tmp_path / ".kube").mkdir()
+    (tmp_path / ".kube" / "config").write_text(rig.kubeconfig.read_text())
+    code, out, err = await command(rig, "check", env=env)
+    assert code == 0 and f"credentials from {tmp_path / '.kube' / 'config'}" in out, out + err
