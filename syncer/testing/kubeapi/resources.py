@@ -61,6 +61,9 @@ class Resource:
                     "namespaced": self.namespaced,
                     "kind": "Eviction" if sub == "eviction" else self.kind,
                     "verbs": ["create"] if sub == "eviction" else ["get", "patch", "update"],
+                    # kubectl drain evicts only where discovery names the Eviction's group and version;
+                    # without them it falls back to DELETE, which no PodDisruptionBudget stops
+                    **({"group": "policy", "version": "v1"} if sub == "eviction" else {}),
                 }
             )
         if self.scale is not None:

@@ -12,6 +12,7 @@ from urllib.parse import unquote
 import msgspec
 from aiohttp import web
 
+from syncer.testing.kubeapi import protobuf
 from syncer.testing.kubeapi.api import Api, Selection
 from syncer.testing.kubeapi.errors import ApiError
 from syncer.testing.kubeapi.faults import Faults
@@ -243,10 +244,15 @@ class KubeApiServer:
         return found is not None and found.namespaced
 
     async def _body(self, request: web.Request) -> Any:
-        if request.content_type in ("application/vnd.kubernetes.protobuf", "application/cbor"):
+        if request.content_type == "application/cbor":
             # client-go falls back to JSON after a 415, as it does with API servers without CBOR
             raise ApiError.unsupported_media_type(request.content_type)
         raw = await request.read()
+        if request.content_type == "application/vnd.kubernetes.protobuf":
+            try:
+                return protobuf.decode(raw)  # kubectl drain's Eviction, kubectl create namespace, ...
+            except protobuf.ProtobufError as exc:
+                raise ApiError.unsupported_media_type(f"{request.content_type} ({exc})") from None
         if not raw:
             return None
         try:
