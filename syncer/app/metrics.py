@@ -46,8 +46,8 @@ def gpu_count(gres: str) -> int:
 class SyncerMetrics:
     """Owns the registry; the engine reports actions through `on_action`."""
 
-    def __init__(self, service: SyncerService) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
+    def __init__(self, service: SyncerService, registry: CollectorRegistry) -> None:
+        self.registry = registry
         self.latency = Histogram(
             "slurm_syncer_propagation_latency_seconds",
             "From observing a change on one side to the write on the other side being acknowledged.",

@@ -8,11 +8,10 @@ import asyncio
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import structlog
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from syncer.app.metrics import SyncerMetrics
 from syncer.kube.cache import KubeCache
@@ -22,6 +21,9 @@ from syncer.kube.gate import WriteGate
 from syncer.kube.leader import LeaderElector
 from syncer.kube.writer import KubeWriter
 from syncer.nodeset.reconciler import NodeSetReconciler
+from syncer.runtime.backoff import Backoff
+from syncer.runtime.controller import ReconcileMetrics
+from syncer.runtime.manager import Manager, TaskExited
 from syncer.slurm.cache import NodeCache, Strategy
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmError
@@ -57,6 +59,7 @@ class ServiceConfig:
     jobs_poll_interval_s: float = 30.0  # jobs and scheduler statistics for the exporter
     nodeset_enabled: bool = True
     nodeset_requeue_s: float = 2.0  # re-check of a NodeSet that is still converging
+    backoff: Backoff = field(default_factory=Backoff)  # retries of a failed reconcile, every controller
 
 
 class SyncerService:
@@ -74,6 +77,9 @@ class SyncerService:
         self.kube_cache = KubeCache(
             kube, namespace=config.namespace, bind_by_node_name=config.bind_by_node_name
         )
+        # one registry: each controller registers its own reconcile metrics in it
+        self.registry = CollectorRegistry(auto_describe=True)
+        reconcile_metrics = ReconcileMetrics(self.registry)
         self.writer = KubeWriter(kube, self.gate)
         self.events = EventRecorder(kube, self.gate, node_event_namespace=config.lease_namespace)
         self.engine = SyncEngine(
@@ -88,6 +94,8 @@ class SyncerService:
             workers=config.workers,
             resync_s=config.resync_s,
             missing_grace_s=config.missing_grace_s,
+            reconcile_metrics=reconcile_metrics,
+            backoff=config.backoff,
         )
         self.elector = (
             LeaderElector(
@@ -116,20 +124,27 @@ class SyncerService:
                 namespace=config.namespace,
                 resync_s=config.resync_s,
                 requeue_s=config.nodeset_requeue_s,
+                reconcile_metrics=reconcile_metrics,
+                backoff=config.backoff,
             )
             if config.nodeset_enabled
             else None
         )
         self.job_counts: dict[tuple[str, str], int] = {}
         self.diag: dict[str, object] = {}
-        self.metrics = SyncerMetrics(self)
+        self.metrics = SyncerMetrics(self, self.registry)
         self.engine.on_action = self.metrics.on_action
-        self._tasks: list[asyncio.Task[Any]] = []
+        self.manager = Manager()
         self._runner: web.AppRunner | None = None
         self.http_port: int | None = None
         self._loop_heartbeat = time.monotonic()
 
     async def start(self) -> None:
+        """Connects to Slurm, then starts every loop under the Manager; returns once they run."""
+        manager = self.manager
+        # closed last (the exit stack unwinds in reverse): clients outlive everything that uses them
+        manager.on_close(self.kube.close)
+        manager.on_close(self.slurm.close)
         version = await self.slurm.start()
         log.info(
             "slurm connected",
@@ -137,43 +152,30 @@ class SyncerService:
             api_version=version.name,
             release=self.slurm.release or None,
         )
-        self.kube_cache.start()
-        self._tasks.append(asyncio.create_task(self.slurm_cache.run(), name="slurm-cache"))
+        manager.on_failure(self.gate.halt)  # not one write after a failure, before anything else runs
+        manager.add("informer-pods", self.kube_cache.pods.run)
+        manager.add("informer-nodes", self.kube_cache.nodes.run)
+        manager.add("slurm-cache", self.slurm_cache.run)
         if self.elector is not None:
-            self._tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
-        self._tasks.append(asyncio.create_task(self.engine.run(), name="sync-engine"))
+            manager.add("leader-election", self.elector.run)
+        manager.add("sync-engine", self.engine.run)
+        manager.on_close(self.engine.stop)
         if self.nodesets is not None:
-            self._tasks.append(asyncio.create_task(self.nodesets.run(), name="nodeset-reconciler"))
-        self._tasks.append(asyncio.create_task(self._heartbeat(), name="heartbeat"))
-        self._tasks.append(asyncio.create_task(self._poll_jobs(), name="jobs-poller"))
+            manager.add("nodeset-reconciler", self.nodesets.run)
+            manager.on_close(self.nodesets.stop)
+        manager.add("heartbeat", self._heartbeat)
+        manager.add("jobs-poller", self._poll_jobs)
         if self.config.listen_port is not None:
             await self._serve_http()
+        await manager.start()
 
     async def stop(self) -> None:
-        pending = set(self._tasks)
-        for _ in range(3):
-            if not pending:
-                break
-            for task in pending:
-                task.cancel()
-            _, pending = await asyncio.wait(pending, timeout=5.0)
-            if not pending:
-                break
-            # a task that swallowed its cancellation: say which, and cancel it again
-            log.warning("tasks did not stop when cancelled", tasks=sorted(t.get_name() for t in pending))
-        for task in self._tasks:
-            if task.done() and not task.cancelled() and task.exception() is not None:
-                log.warning("task had failed", task=task.get_name(), error=str(task.exception()))
-        self._tasks = []
-        await self.engine.stop()
-        if self.nodesets is not None:
-            await self.nodesets.stop()
-        await self.kube_cache.stop()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-        await self.slurm.close()
-        await self.kube.close()
+        """Cancels every loop, then releases resources in reverse order; safe to call twice."""
+        await self.manager.close()
+
+    async def wait(self) -> TaskExited | None:
+        """Until the loops end: the background task that failed first, or None once stopped."""
+        return await self.manager.wait()
 
     async def __aenter__(self) -> SyncerService:
         await self.start()
@@ -195,6 +197,8 @@ class SyncerService:
     # -- health -----------------------------------------------------------------------------------
     def readiness(self) -> tuple[bool, list[str]]:
         reasons = []
+        if self.manager.failure is not None:
+            reasons.append(f"stopping: {self.manager.failure}")
         if not self.kube_cache.synced:
             reasons.append("kubernetes caches not synced yet")
         if not self.slurm_cache.synced:
@@ -230,6 +234,8 @@ class SyncerService:
 
     async def _serve_http(self) -> None:
         async def healthz(_request: web.Request) -> web.Response:
+            if self.manager.failure is not None:
+                return web.Response(status=503, text=f"{self.manager.failure}\n")
             lag = time.monotonic() - self._loop_heartbeat
             if lag > 10:
                 return web.Response(status=503, text=f"event loop stalled for {lag:.0f} s\n")
@@ -252,6 +258,7 @@ class SyncerService:
         app.router.add_get("/readyz", readyz)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
+        self.manager.on_close(self._runner.cleanup)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.config.listen_host, self.config.listen_port or 0))

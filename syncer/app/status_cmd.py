@@ -14,7 +14,7 @@ from syncer.app import settings as settings_mod
 from syncer.app.wiring import kube_client, slurm_client, sync_options
 from syncer.kube.cache import KubeCache
 from syncer.kube.errors import KubeError
-from syncer.model.keys import Keys
+from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.slurm.errors import SlurmError
 from syncer.sync.binding import node_slurm, resolve
 from syncer.sync.decide import drift
@@ -69,7 +69,7 @@ async def collect(settings: settings_mod.Settings, include_unbound: bool = False
         kube_node = binding.node
         cordon = ""
         if kube_node is not None and kube_node.unschedulable:
-            cordon = "slurm" if kube_node.annotations.get(Keys.CORDONED_BY) == "slurm" else "yes"
+            cordon = "slurm" if kube_node.annotations.get(Keys.CORDONED_BY) == CORDONED_BY_SLURM else "yes"
         drifted = binding.bound and drift(
             node, binding.pod, kube_node, options, now, node_slurm=node_slurm(binding, cache, slurm_nodes)
         )

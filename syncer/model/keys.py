@@ -3,6 +3,8 @@
 from typing import Final
 
 ANNOTATION_PREFIX: Final = "slurm-syncer.dev/"
+# The value of Keys.CORDONED_BY on a cordon the syncer made: written, recognised and lifted by it alone.
+CORDONED_BY_SLURM: Final = "slurm"
 
 
 class Keys:

@@ -20,9 +20,11 @@ from syncer.kube.cache import KubeCache
 from syncer.kube.events import EventRecorder, ObjectRef
 from syncer.kube.gate import NotLeader, WriteGate
 from syncer.kube.writer import KubeWriter, node_path, pod_path
-from syncer.model.keys import Keys
-from syncer.model.kube import Condition, KubeNode, KubePod
+from syncer.model.keys import CORDONED_BY_SLURM, Keys
+from syncer.model.kube import Condition, KubeNode, KubePod, NodeSetRef
 from syncer.model.slurm import SlurmNode
+from syncer.runtime.backoff import Backoff
+from syncer.runtime.controller import DONE, ControllerRunner, ReconcileMetrics, Result
 from syncer.slurm.cache import NodeCache, NodeChange
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmError
@@ -39,7 +41,6 @@ from syncer.sync.decide import (
     rfc3339,
 )
 from syncer.sync.options import SyncOptions
-from syncer.sync.queue import WorkQueue
 from syncer.sync.valve import DrainValve
 from syncer.sync.written import WrittenAnnotations
 from syncer.tasks import cancel_and_wait
@@ -58,10 +59,6 @@ class EngineStats:
     valve_refusals: int = 0
     drifted: set[str] = field(default_factory=set)
     bound: int = 0
-    # when each key's pending change was first seen, to measure propagation latency
-    latencies_s: dict[str, list[float]] = field(
-        default_factory=lambda: {"k8s_to_slurm": [], "slurm_to_k8s": []}
-    )
 
     def count(self, kind: str, direction: str, result: str) -> None:
         key = (kind, direction, result)
@@ -69,6 +66,8 @@ class EngineStats:
 
 
 class SyncEngine:
+    name = "sync"  # the controller label of its reconcile metrics
+
     def __init__(
         self,
         *,
@@ -85,6 +84,8 @@ class SyncEngine:
         missing_grace_s: float = 60.0,
         clock: Callable[[], float] = time.time,
         on_action: Callable[[str, str, str, dict[str, Any]], None] | None = None,
+        reconcile_metrics: ReconcileMetrics | None = None,
+        backoff: Backoff | None = None,
     ) -> None:
         self.slurm = slurm
         self.slurm_cache = slurm_cache
@@ -100,11 +101,11 @@ class SyncEngine:
         self.written = WrittenAnnotations()
         self.clock = clock
         self.on_action = on_action  # (kind, direction, slurm node, details): metrics and test recorders
-        self.queue = WorkQueue(self.reconcile, workers=workers)
+        self.runner = ControllerRunner(self, workers=workers, metrics=reconcile_metrics, backoff=backoff)
+        self.queue = self.runner.queue
         self.stats = EngineStats()
-        self.scale_in: dict[
-            str, str
-        ] = {}  # Slurm node -> NodeSet scaling it in (set by the NodeSet reconciler)
+        # Slurm node -> the NodeSet scaling it in, by identity (set by the NodeSet reconciler)
+        self.scale_in: dict[str, NodeSetRef] = {}
         self._sent: dict[str, tuple[str, str, float]] = {}  # last Slurm write per node, to skip echoes
         self._observed_at: dict[str, float] = {}  # monotonic time a change was first seen, per key
         self._tasks: list[asyncio.Task[None]] = []
@@ -132,12 +133,17 @@ class SyncEngine:
         self.stats.bound = len(names)
         return len(names)
 
-    def mark_scale_in(self, slurm_name: str, nodeset: str | None) -> None:
-        if nodeset:
+    def mark_scale_in(self, slurm_name: str, nodeset: NodeSetRef | None) -> None:
+        if nodeset is not None:
             self.scale_in[slurm_name] = nodeset
         else:
             self.scale_in.pop(slurm_name, None)
         self._mark(slurm_name)
+
+    def _scale_in_of(self, slurm_name: str) -> str | None:
+        """The name of the NodeSet scaling this node in, for the drain reason's text."""
+        owner = self.scale_in.get(slurm_name)
+        return owner.name if owner is not None else None
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -184,11 +190,11 @@ class SyncEngine:
         self.enqueue_all()
 
     # -- one key ----------------------------------------------------------------------------------
-    async def reconcile(self, name: str) -> None:
+    async def reconcile(self, name: str) -> Result:
+        """One Slurm node: read both sides once, decide (pure), then apply the decision's writes."""
         self.stats.reconciles += 1
         if not self.kube_cache.synced or not self.slurm_cache.synced:
-            self.queue.add_after(name, 1.0)
-            return
+            return Result(requeue_after=1.0)
         binding = resolve(name, self.kube_cache)
         if binding.bound:
             binding = replace(
@@ -196,17 +202,19 @@ class SyncEngine:
             )
         if binding.conflict:
             await self._report_conflict(binding)
-            return
+            return DONE
         self.stats.conflicts.discard(name)
         if not binding.bound:
             self._observed_at.pop(name, None)
             self._forget_missing(name)
-            return
+            return DONE
         now = self.clock()
         slurm_node = self.slurm_cache.nodes.get(name)
         fresh = not self.slurm_cache.stale
+        requeue: list[float] = []
         if fresh and slurm_node is None and name not in self._sent:
-            await self._report_missing(binding)
+            if (wait_s := await self._report_missing(binding)) is not None:
+                requeue.append(wait_s)
         else:
             self._forget_missing(name)
         if fresh and name in self._sent:
@@ -216,19 +224,26 @@ class SyncEngine:
                 slurm_node = await self.slurm.get_node(name)
         decision = decide(
             slurm_node, binding.pod, binding.node, now=now, opts=self.options, slurm_fresh=fresh,
-            scale_in_of=self.scale_in.get(name), node_slurm=self._node_slurm(binding, slurm_node),
+            scale_in_of=self._scale_in_of(name), node_slurm=self._node_slurm(binding, slurm_node),
         )  # fmt: skip
         if decision.recheck_at is not None:
-            self.queue.add_after(name, max(0.05, decision.recheck_at - now))
+            requeue.append(max(0.05, decision.recheck_at - now))
+        after = Result(requeue_after=min(requeue)) if requeue else DONE
         if decision.acts:
             self.stats.drifted.add(name)
         else:
             self.stats.drifted.discard(name)
         if not decision.acts and not decision.events:
             self._observed_at.pop(name, None)
-            return
+            return after
         if not self.gate.leading:
-            return  # followers keep caches and metrics warm, nothing else
+            return after  # followers keep caches and metrics warm, nothing else
+        await self._apply(name, binding, decision)
+        return after
+
+    async def _apply(self, name: str, binding: Binding, decision: Decision) -> None:
+        """The decision's writes, in order: Slurm first (its result is what Kubernetes then shows),
+        then the pod and Node, then the Events of what was done now; each write passes the gate."""
         logger = log.bind(
             slurm_node=name,
             pod=binding.pod.key if binding.pod else None,
@@ -272,21 +287,20 @@ class SyncEngine:
                 ObjectRef.node(node.name), "Warning", "SlurmBindingConflict", binding.conflict
             )
 
-    async def _report_missing(self, binding: Binding) -> None:
+    async def _report_missing(self, binding: Binding) -> float | None:
         """A label naming a Slurm node that Slurm does not know (a typo, or slurmd never registered) is
         reported once it has lasted `missing_grace_s` with slurmd's pod running: slurmd registers a
-        dynamic node only after its pod has started."""
+        dynamic node only after its pod has started. Returns when to look again, if the grace runs."""
         name, pod = binding.slurm_name, binding.pod
         if pod is not None and (pod.phase != "Running" or pod.terminating):
             self._forget_missing(name)
-            return
+            return None
         first = self._missing_since.setdefault(name, time.monotonic())
         waited = time.monotonic() - first
         if waited < self.missing_grace_s:
-            self.queue.add_after(name, self.missing_grace_s - waited + 0.05)
-            return
+            return self.missing_grace_s - waited + 0.05
         if name in self.stats.missing:
-            return
+            return None
         self.stats.missing.add(name)
         message = (
             f"labelled {Keys.NODE_NAME_LABEL}={name}, but Slurm has no node of that name after "
@@ -301,6 +315,7 @@ class SyncEngine:
         ref = self._ref(binding, "pod" if pod is not None else "node")
         if ref is not None and self.gate.leading:
             await self.events.record(ref, "Warning", "SlurmNodeNotFound", message)
+        return None
 
     def _forget_missing(self, name: str) -> None:
         self._missing_since.pop(name, None)
@@ -311,7 +326,6 @@ class SyncEngine:
         details["result"] = result
         if result == "ok" and name in self._observed_at:
             latency = time.monotonic() - self._observed_at[name]
-            self.stats.latencies_s[direction].append(latency)
             details["latency_s"] = round(latency, 4)
             del self._observed_at[name]
         if self.on_action is not None:
@@ -354,7 +368,7 @@ class SyncEngine:
             current = await self.slurm.get_node(name)
             recheck = decide(
                 current, binding.pod, binding.node, now=self.clock(), opts=self.options, slurm_fresh=True,
-                scale_in_of=self.scale_in.get(name),
+                scale_in_of=self._scale_in_of(name),
             )  # fmt: skip
             if recheck.slurm_action is None or recheck.slurm_action.kind != "undrain":
                 logger.info(
@@ -459,13 +473,13 @@ class SyncEngine:
                 return obj  # cordoning is always safe; the annotation records that it is ours
 
             written = await self.writer.set_unschedulable(
-                node.name, True, {Keys.CORDONED_BY: "slurm"}, only_if=allowed
+                node.name, True, {Keys.CORDONED_BY: CORDONED_BY_SLURM}, only_if=allowed
             )
         else:
 
             def ours(obj: dict[str, Any]) -> dict[str, Any] | None:
                 annotations = (obj.get("metadata") or {}).get("annotations") or {}
-                return obj if annotations.get(Keys.CORDONED_BY) == "slurm" else None
+                return obj if annotations.get(Keys.CORDONED_BY) == CORDONED_BY_SLURM else None
 
             written = await self.writer.set_unschedulable(
                 node.name, False, {Keys.CORDONED_BY: None}, only_if=ours
