@@ -65,6 +65,7 @@ class ServiceConfig:
 class SyncerService:
     def __init__(self, slurm: SlurmClient, kube: KubeClient, config: ServiceConfig) -> None:
         self.config = config
+        self.manager = Manager()  # every loop of this process, supervised together
         self.slurm = slurm
         self.kube = kube
         self.gate = WriteGate(dry_run=config.dry_run, always_leader=not config.leader_election)
@@ -134,7 +135,6 @@ class SyncerService:
         self.diag: dict[str, object] = {}
         self.metrics = SyncerMetrics(self, self.registry)
         self.engine.on_action = self.metrics.on_action
-        self.manager = Manager()
         self._runner: web.AppRunner | None = None
         self.http_port: int | None = None
         self._loop_heartbeat = time.monotonic()
