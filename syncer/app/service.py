@@ -14,12 +14,14 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from syncer.app.metrics import SyncerMetrics
+from syncer.app.settings import default
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
 from syncer.kube.events import EventRecorder
 from syncer.kube.gate import WriteGate
 from syncer.kube.leader import LeaderElector
 from syncer.kube.writer import KubeWriter
+from syncer.model.keys import Keys
 from syncer.nodeset.reconciler import NodeSetReconciler
 from syncer.runtime.backoff import Backoff
 from syncer.runtime.controller import ReconcileMetrics
@@ -36,28 +38,31 @@ log = structlog.get_logger("syncer.app")
 
 @dataclass(frozen=True)
 class ServiceConfig:
+    """What the service runs with. Defaults of options come from the option table (settings.OPTIONS),
+    the one place each is written; the rest are internal tunables with their default here."""
+
     options: SyncOptions = field(default_factory=SyncOptions)
-    slurm_poll_interval_s: float = 1.0
-    slurm_poll_strategy: Strategy = "conditional"
-    slurm_stale_after_s: float = 30.0
-    namespace: str = ""  # pods' namespace; "" = all
-    bind_by_node_name: bool = False
-    max_drain_fraction: float = 0.10
-    workers: int = 8
-    dry_run: bool = False
-    leader_election: bool = True
-    lease_namespace: str = "default"
-    lease_name: str = "slurm-syncer"
+    slurm_poll_interval_s: float = default("slurm_poll_interval")
+    slurm_poll_strategy: Strategy = default("slurm_poll_strategy")  # noqa: RUF009 - a str, read once
+    slurm_stale_after_s: float = default("slurm_stale_after")
+    namespace: str = default("namespace")  # pods' namespace; "" = all
+    bind_by_node_name: bool = default("bind_by_node_name")
+    max_drain_fraction: float = default("max_drain_fraction")
+    workers: int = default("workers")
+    dry_run: bool = default("dry_run")
+    leader_election: bool = default("leader_election")
+    lease_namespace: str = "default"  # settings resolve an empty --lease-namespace to $POD_NAMESPACE or this
+    lease_name: str = Keys.LEASE_NAME
     identity: str = field(default_factory=socket.gethostname)
-    lease_duration_s: float = 15.0
-    renew_deadline_s: float = 10.0
-    retry_period_s: float = 2.0
-    listen_host: str = "0.0.0.0"
-    listen_port: int | None = 8080  # None: no HTTP server
-    resync_s: float = 60.0
+    lease_duration_s: float = default("lease_duration")
+    renew_deadline_s: float = default("renew_deadline")
+    retry_period_s: float = default("retry_period")
+    listen_host: str = default("listen_address")[0]
+    listen_port: int | None = default("listen_address")[1]  # None: no HTTP server
+    resync_s: float = 60.0  # full resync of every controller (level-triggered safety net)
     missing_grace_s: float = 60.0  # a bound Slurm node Slurm does not know is reported after this long
-    jobs_poll_interval_s: float = 30.0  # jobs and scheduler statistics for the exporter
-    nodeset_enabled: bool = True
+    jobs_poll_interval_s: float = default("jobs_poll_interval")  # jobs and scheduler statistics
+    nodeset_enabled: bool = default("nodeset_enabled")
     nodeset_requeue_s: float = 2.0  # re-check of a NodeSet that is still converging
     backoff: Backoff = field(default_factory=Backoff)  # retries of a failed reconcile, every controller
 
