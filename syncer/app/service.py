@@ -17,7 +17,7 @@ from syncer.app.metrics import SyncerMetrics
 from syncer.app.settings import default
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
-from syncer.kube.events import EventRecorder
+from syncer.kube.events import EventRecorder, ObjectRef
 from syncer.kube.gate import WriteGate
 from syncer.kube.leader import LeaderElector
 from syncer.kube.writer import KubeWriter
@@ -113,6 +113,7 @@ class SyncerService:
                 lease_duration_s=config.lease_duration_s,
                 renew_deadline_s=config.renew_deadline_s,
                 retry_period_s=config.retry_period_s,
+                on_reset=self._reset_valve,
             )
             if config.leader_election
             else None
@@ -198,6 +199,24 @@ class SyncerService:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"syncer not ready after {timeout_s} s: {'; '.join(reasons)}")
             await asyncio.sleep(0.05)
+
+    async def _reset_valve(self, requested: str) -> None:
+        """An operator's reset, taken from the Lease by the leader: held drains go through, audited."""
+        held = sorted(self.engine.valve.pending)
+        was_open = self.engine.valve.is_open
+        self.engine.reset_valve()
+        log.warning(
+            "safety valve reset by an operator", requested=requested, was_open=was_open, released=len(held)
+        )
+        ref = ObjectRef(
+            "Lease", self.config.lease_name, self.config.lease_namespace, "", "coordination.k8s.io/v1"
+        )
+        message = (
+            f"safety valve reset on request ({Keys.VALVE_RESET}={requested!r}): "
+            f"{len(held)} held drain(s) let through"
+            + (f" ({', '.join(held[:10])}{' ...' if len(held) > 10 else ''})" if held else "")
+        )
+        await self.events.record(ref, "Normal", "SafetyValveReset", message)
 
     # -- health -----------------------------------------------------------------------------------
     def readiness(self) -> tuple[bool, list[str]]:
