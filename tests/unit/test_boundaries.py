@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from syncer.model.keys import CORDONED_BY_SLURM
-
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -39,6 +37,8 @@ def test_the_local_tools_still_load_when_asked_for() -> None:
 def test_the_cordon_owner_value_is_never_written_as_a_literal() -> None:
     """`Keys.CORDONED_BY` is compared with and set to CORDONED_BY_SLURM only, so the value the engine
     writes and the one `decide` treats as the syncer's own can never drift apart."""
+    from syncer.model.keys import CORDONED_BY_SLURM
+
     offenders = []
     for path in sorted((REPO / "syncer").rglob("*.py")):
         if "testing" in path.parts:
