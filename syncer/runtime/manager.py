@@ -41,7 +41,9 @@ class TaskExited(Exception):
 
 
 class Manager:
-    def __init__(self) -> None:
+    def __init__(self, *, stop_grace_s: float = 5.0) -> None:
+        self.stop_grace_s = stop_grace_s  # per round of cancellation in close()
+        self._tasks: list[asyncio.Task[None]] = []
         self._runnables: list[tuple[str, Callable[[], Awaitable[None]]]] = []
         self._failure_callbacks: list[Callable[[TaskExited], None]] = []
         self._stack = AsyncExitStack()
@@ -91,10 +93,22 @@ class Manager:
         """Cancels the loops (a failure has cancelled them already), then releases the resources in
         reverse order. Safe to call more than once and from a failed state."""
         self._closing = True
-        if self._supervisor is not None and not self._supervisor.done():
-            self._supervisor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._supervisor
+        supervisor = self._supervisor
+        if supervisor is not None and not supervisor.done():
+            supervisor.cancel()
+            for _ in range(3):  # bounded: a loop that swallows its cancellation is named and cancelled again
+                await asyncio.wait({supervisor}, timeout=self.stop_grace_s)
+                if supervisor.done():
+                    break
+                stuck = [t for t in self._tasks if not t.done()]
+                log.warning("tasks did not stop when cancelled", tasks=sorted(t.get_name() for t in stuck))
+                for task in stuck:
+                    task.cancel()
+            else:
+                log.error("tasks still running after three cancellations: releasing resources anyway")
+            if supervisor.done() and not supervisor.cancelled():
+                with contextlib.suppress(Exception):
+                    supervisor.result()
         self._done.set()
         await self._stack.aclose()
 
@@ -102,7 +116,7 @@ class Manager:
         try:
             async with asyncio.TaskGroup() as group:
                 for name, run in self._runnables:
-                    group.create_task(self._guard(name, run), name=name)
+                    self._tasks.append(group.create_task(self._guard(name, run), name=name))
         except* TaskExited:
             pass  # recorded by _guard as it happened
         finally:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 from syncer.runtime.backoff import Backoff
 from syncer.runtime.controller import DONE, ControllerRunner, ReconcileMetrics, Result
@@ -163,3 +164,24 @@ def test_backoff_is_exponential_with_jitter_and_a_cap() -> None:
         assert all(ceiling / 2 <= d <= ceiling for d in delays)
     with pytest.raises(ValueError, match="0 < base_s <= max_s"):
         Backoff(2.0, 1.0)
+
+
+async def test_a_loop_that_swallows_its_cancellation_is_named_and_cancelled_again() -> None:
+    manager = Manager(stop_grace_s=0.1)
+    rounds: list[int] = []
+
+    async def stubborn() -> None:
+        while True:
+            try:
+                await forever()
+            except asyncio.CancelledError:
+                rounds.append(1)
+                if len(rounds) > 1:
+                    raise  # gives in the second time
+
+    manager.add("stubborn", stubborn)
+    await manager.start()
+    with capture_logs() as logs:
+        await asyncio.wait_for(manager.close(), 5)
+    assert len(rounds) == 2
+    assert any(e["event"] == "tasks did not stop when cancelled" and e["tasks"] == ["stubborn"] for e in logs)
