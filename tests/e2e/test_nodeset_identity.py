@@ -10,7 +10,7 @@ import pytest
 
 from syncer.model.keys import Keys
 from syncer.slurm.errors import SlurmNotFound
-from tests.e2e.rig import NAMESPACE, Rig
+from tests.e2e.rig import NAMESPACE, Rig, fresh_slurm_nodes
 from tests.e2e.test_nodeset import GROUP, VERSION, Set, manifest, nodeset_rig, ready
 from tests.helpers import wait_for
 
@@ -110,3 +110,17 @@ async def test_nodesets_sharing_a_name_prefix_or_a_name_never_touch_each_other(r
         assert service.engine.stats.actions.get(("undrain", "k8s_to_slurm", "ok"), 0) == undrains
         assert (await rig.slurm(member)).drain_flag
         assert member in members(gpu)  # still waiting for its job, as it should
+
+
+async def test_the_removal_stamp_is_written_and_cleared_through_slurmrestd(rig: Rig):
+    """What the reconciler relies on: the comment it writes is read back as written, and an empty
+    comment clears it (a cancelled removal), on this Slurm release."""
+    (name,) = fresh_slurm_nodes(1)
+    stamp = f"{Keys.NODESET_LABEL}={NAMESPACE}/gpu uid=5f0c"
+    try:
+        await rig.reader.update_node(name, comment=stamp)
+        assert (await rig.slurm(name)).comment == stamp
+        await rig.reader.update_node(name, comment="")
+        assert (await rig.slurm(name)).comment == ""
+    finally:
+        rig.scontrol("update", f"nodename={name}", "comment=")
