@@ -232,7 +232,7 @@ def plan(
             budget -= 1
     for name in result.mark_removal:
         removing[name] = result.mark_removal[name]
-    _stamps(nodeset, by_name, removing, result.unmark, slurm_nodes, slurm_fresh, result)
+    _stamps(nodeset, by_name, removing, slurm_nodes, slurm_fresh, result)
     # removals in progress: delete the pod once its Slurm node is drained and idle
     for name in sorted(removing):
         pod = by_name[name]
@@ -279,21 +279,21 @@ def _stamps(
     nodeset: KubeNodeSet,
     by_name: dict[str, KubePod],
     removing: dict[str, str],
-    unmark: list[str],
     slurm_nodes: dict[str, SlurmNode],
     slurm_fresh: bool,
     result: Plan,
 ) -> None:
-    """Which Slurm records get this NodeSet's removal stamp, and which lose it (fresh data only)."""
+    """Which Slurm records get this NodeSet's removal stamp (members being removed), and which lose
+    it (members that stay: a cancelled removal, or a name reused under `Keep`). Fresh data only."""
     if not slurm_fresh or not nodeset.uid:
         return
     stamp = removal_stamp(nodeset)
-    for name in sorted(removing):
-        slurm = slurm_nodes.get(slurm_name(by_name[name]))
-        if slurm is None or slurm.comment == stamp:
+    for name, pod in sorted(by_name.items()):
+        slurm = slurm_nodes.get(slurm_name(pod))
+        if slurm is None:
             continue
-        (result.unstampable if slurm.comment else result.stamp).append(slurm.name)
-    for name in unmark:
-        slurm = slurm_nodes.get(slurm_name(by_name[name]))
-        if slurm is not None and slurm.comment == stamp:
+        if name in removing:
+            if slurm.comment != stamp:
+                (result.unstampable if slurm.comment else result.stamp).append(slurm.name)
+        elif slurm.comment == stamp and not pod.terminating:
             result.unstamp.append(slurm.name)

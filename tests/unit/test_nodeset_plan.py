@@ -358,3 +358,13 @@ def test_ownership_of_a_pod_is_its_controlling_owner_uid() -> None:
     assert not owns(OTHER_NS, ours)  # same name, other namespace and UID
     stray = KubePod(namespace="hpc", name="gpu-5", labels={Keys.NODESET_LABEL: "gpu"})  # copies the label
     assert not owns(NS, stray)
+
+
+def test_a_member_that_stays_loses_a_stamp_left_from_an_earlier_removal() -> None:
+    """Under Keep a removed member's record stays stamped; when its name is used again the stamp goes,
+    so a later policy change to Delete cannot take a live member's record."""
+    keep = make_spec(1, slurm={"nodeOnScaleIn": "Keep"})
+    reused = run(keep, [pod("gpu-0", keep)], {"gpu-0": slurm("gpu-0", "IDLE", comment=STAMP)})
+    assert reused.unstamp == ["gpu-0"] and reused.stamp == []
+    leaving = run(keep, [pod("gpu-0", keep, terminating=True)], {"gpu-0": slurm("gpu-0", comment=STAMP)})
+    assert leaving.unstamp == []  # a terminating pod is on its way out: its stamp stays
