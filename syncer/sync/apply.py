@@ -124,7 +124,8 @@ class Applier:
                     await self.events.record(
                         ref, "Warning", "SlurmDrainHeldBack",
                         f"safety valve open: more than {self.options_fraction()} of bound nodes would drain "
-                        "within a minute; this drain waits until the storm subsides or an operator resets it",
+                        "within a minute; this drain waits until the storm subsides or an operator resets "
+                        f"the valve (annotation {Keys.VALVE_RESET} on the leader Lease; docs/operations.md)",
                     )  # fmt: skip
                 return False
         sent = self.sent.get(name)

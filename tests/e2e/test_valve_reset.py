@@ -29,6 +29,16 @@ async def test_an_annotation_on_the_lease_resets_the_valve_once_with_an_event(ri
             rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
         await wait_for(lambda: service.engine.valve.is_open, what="valve open")
         await wait_for(lambda: len(service.engine.valve.pending) == 4, what="four drains held back")
+        await wait_for(
+            lambda: any(
+                e["reason"] == "SlurmDrainHeldBack" for n in names for e in rig.events_for(f"slurmd-{n}")
+            ),
+            what="held-back Event",
+        )
+        held = [
+            e for n in names for e in rig.events_for(f"slurmd-{n}") if e["reason"] == "SlurmDrainHeldBack"
+        ]
+        assert all(Keys.VALVE_RESET in str(e["message"]) for e in held()), "the Event says how to reset"
         assert await drained_count() == 2
         rig.kube.patch(
             "coordination.k8s.io", "v1", "leases", "slurm-syncer",
