@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -18,6 +19,7 @@ from syncer.kube.gate import NotLeader
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from tests.e2e.rig import FAST, Rig, fresh_slurm_nodes, running_syncer
+from tests.e2e.test_commands import environment
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
@@ -133,3 +135,31 @@ async def test_a_dying_task_stops_the_syncer_and_a_restart_converges(rig: Rig, t
             return (await rig.slurm(name)).drain_flag
 
         await wait_for(drained, deadline_s=30, what="the restarted syncer drains the cordoned node")
+
+
+async def test_run_exits_1_when_a_bad_lease_body_kills_leader_election(rig: Rig) -> None:
+    """The defect as found, end to end: `slurm-syncer run` as a process; a Lease whose body the elector
+    cannot read (a ValueError, not a KubeError) used to leave it a silent follower for ever."""
+    daemon = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "syncer", "--log-format", "json", "run",
+        env=environment(rig), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+
+        def holder() -> str:
+            lease = rig.kube.get("coordination.k8s.io", "v1", "leases", "slurm-syncer", namespace="default")
+            return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
+
+        await wait_for(lambda: bool(holder()), deadline_s=30, what="the daemon leads")
+        rig.kube.patch(
+            "coordination.k8s.io", "v1", "leases", "slurm-syncer",
+            {"spec": {"leaseDurationSeconds": "soon"}}, namespace="default",
+        )  # fmt: skip
+        assert await asyncio.wait_for(daemon.wait(), 30) == 1
+        assert daemon.stderr is not None
+        err = (await daemon.stderr.read()).decode()
+        assert "background task 'leader-election' failed: ValueError" in err, err[-3000:]
+    finally:
+        if daemon.returncode is None:
+            daemon.kill()
+            await daemon.wait()
