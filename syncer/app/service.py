@@ -1,6 +1,8 @@
-"""The running syncer: Slurm client and cache, Kubernetes cache, leader election, sync engine and
-the health endpoints, started and stopped together. `slurm-syncer run` builds one from settings;
-tests and the demo build one directly."""
+"""The running syncer: Slurm client and cache, Kubernetes cache, leader election, the controllers
+(sync engine, NodeSet reconciler) and the health endpoints, all under one supervised Manager
+(syncer/runtime): the first loop to end unexpectedly halts every write and stops the rest, and
+`wait()` reports it so `slurm-syncer run` exits 1. `run` builds one from settings; tests and the demo
+build one directly."""
 
 from __future__ import annotations
 
