@@ -17,6 +17,7 @@ from typing import Any, Literal
 import yaml
 
 from syncer.sync.options import SyncOptions
+from syncer.sync.valve import DrainValve
 
 ENV_PREFIX = "SLURM_SYNCER_"
 _SYNC = SyncOptions()  # the decision knobs' defaults are the contract's, written in SyncOptions
@@ -275,7 +276,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "max-drain-fraction",
         _fraction,
-        0.10,
+        DrainValve().max_fraction,
         "safety valve: most bound nodes that may newly drain per minute from Kubernetes",
         "Sync",
     ),

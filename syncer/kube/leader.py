@@ -39,9 +39,9 @@ class LeaderElector:
         namespace: str,
         name: str,
         identity: str,
-        lease_duration_s: float = 15.0,
-        renew_deadline_s: float = 10.0,
-        retry_period_s: float = 2.0,
+        lease_duration_s: float,  # defaults: the option table (syncer/app/settings.py), one place
+        renew_deadline_s: float,
+        retry_period_s: float,
         on_change: Callable[[bool], None] | None = None,
         on_reset: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:

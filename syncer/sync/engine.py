@@ -56,8 +56,8 @@ class SyncEngine:
         events: EventRecorder,
         gate: WriteGate,
         options: SyncOptions,
-        valve: DrainValve | None = None,
-        workers: int = 8,
+        valve: DrainValve,
+        workers: int,
         resync_s: float,
         missing_grace_s: float,
         clock: Callable[[], float] = time.time,
@@ -72,7 +72,7 @@ class SyncEngine:
         self.events = events
         self.gate = gate
         self.options = options
-        self.valve = valve or DrainValve()
+        self.valve = valve
         self.resync_s = resync_s
         self.missing_grace_s = missing_grace_s
         self._missing_since: dict[str, float] = {}
