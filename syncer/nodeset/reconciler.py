@@ -1,7 +1,9 @@
 """The NodeSet reconciler: watches NodeSets, their pods, the Nodes and the Slurm cache, and carries
 out `plan()` one NodeSet at a time. Removals go through the sync engine (which drains the Slurm node
 with the scale-in reason); pods and Slurm records are deleted only after a fresh read from Slurm
-confirms the node is drained with nothing running or completing."""
+confirms the node is drained with nothing running or completing. A controller of the runtime:
+`reconcile(key) -> Result`, retried with the runtime's backoff when it raises. Ownership is by
+identity (owner UID, the removal stamp on Slurm records; see plan.py), never by name prefix."""
 
 from __future__ import annotations
 
@@ -155,6 +157,7 @@ class NodeSetReconciler:
         if not self.informer.items:
             return
         names = {change.name for change in changes}
+        # a trigger only (a prefix may wake a NodeSet needlessly): ownership is decided in plan()
         for nodeset in self.informer.items.values():
             prefix = nodeset.name + "-"
             if any(name.startswith(prefix) for name in names):
