@@ -73,6 +73,10 @@ class SyncerService:
     def __init__(self, slurm: SlurmClient, kube: KubeClient, config: ServiceConfig) -> None:
         self.config = config
         self.manager = Manager()  # every loop of this process, supervised together
+        # closed last (the exit stack unwinds in reverse): clients outlive everything that uses them,
+        # and stop() closes them even when start() never ran or failed half-way
+        self.manager.on_close(kube.close)
+        self.manager.on_close(slurm.close)
         self.slurm = slurm
         self.kube = kube
         self.gate = WriteGate(dry_run=config.dry_run, always_leader=not config.leader_election)
@@ -150,9 +154,6 @@ class SyncerService:
     async def start(self) -> None:
         """Connects to Slurm, then starts every loop under the Manager; returns once they run."""
         manager = self.manager
-        # closed last (the exit stack unwinds in reverse): clients outlive everything that uses them
-        manager.on_close(self.kube.close)
-        manager.on_close(self.slurm.close)
         version = await self.slurm.start()
         log.info(
             "slurm connected",
