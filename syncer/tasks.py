@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Iterable
 
 
 async def cancel_and_wait(tasks: Iterable[asyncio.Task[None]]) -> None:
-    """Cancels every task, then waits for each to finish; their cancellations are not re-raised."""
+    """Cancels every task, then waits for each to finish. Nothing is re-raised: neither their
+    cancellations nor a failure (whoever ran them has reported it, e.g. the runtime's Manager)."""
     pending = list(tasks)
     for task in pending:
         task.cancel()
+    if pending:
+        await asyncio.wait(pending)
     for task in pending:
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        if not task.cancelled():
+            task.exception()  # retrieved: no "exception was never retrieved" at garbage collection

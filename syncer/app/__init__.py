@@ -1,1 +1,1 @@
-"""app layer (see ARCHITECTURE in docs/architecture.md)."""
+"""app layer (see docs/architecture.md)."""

@@ -21,13 +21,37 @@ COMMAND_MODULES: tuple[str, ...] = (
     "syncer.app.run_cmd",
     "syncer.app.status_cmd",
     "syncer.app.check_cmd",
-    "syncer.testing.sandbox_cli",
-    "syncer.testing.kubeapi_cli",
-    "syncer.testing.demo",
 )
+# Local tools built on the emulator and the sandbox: imported only when their own command runs, so
+# the daemon never loads test code (import-linter cannot see an import by name).
+TOOL_COMMANDS: dict[str, tuple[str, str]] = {
+    "sandbox": (
+        "syncer.testing.sandbox_cli",
+        "run a real Slurm (24.11 or 26.05) in a chroot on this machine",
+    ),
+    "kubeapi": (
+        "syncer.testing.kubeapi_cli",
+        "serve a Kubernetes API emulator (try the syncer without a cluster)",
+    ),
+    "demo": ("syncer.testing.demo", "run everything locally (Slurm sandbox + Kubernetes emulator), narrated"),
+}
+_GLOBAL_WITH_VALUE = ("--log-format", "--log-level")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_of(argv: Sequence[str]) -> str | None:
+    """The sub-command named in `argv` (the first word that is not a global option or its value)."""
+    words = iter(argv)
+    for word in words:
+        if word in _GLOBAL_WITH_VALUE:
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for `argv`: every production command, and of the local tools only the one named
+    (the others are listed with their help line but not imported)."""
     parser = argparse.ArgumentParser(
         prog="slurm-syncer",
         description="Keep Slurm and Kubernetes in agreement about the same machines.",
@@ -43,11 +67,17 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         cast(CommandModule, importlib.import_module(name)).register(subparsers)
+    wanted = command_of(sys.argv[1:] if argv is None else argv)
+    for command, (module, summary) in TOOL_COMMANDS.items():
+        if command == wanted:
+            cast(CommandModule, importlib.import_module(module)).register(subparsers)
+        else:
+            subparsers.add_parser(command, help=summary)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     configure_logging(args.log_format, args.log_level)
     func = cast(Callable[[argparse.Namespace], int] | None, getattr(args, "func", None))

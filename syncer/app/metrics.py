@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client import Counter as PromCounter
@@ -16,10 +16,33 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from syncer import __version__
+from syncer.kube.cache import KubeCache
+from syncer.kube.client import KubeClient
+from syncer.kube.events import EventRecorder
+from syncer.kube.gate import WriteGate
 from syncer.model.slurm import BASE_STATES, SlurmNode
+from syncer.nodeset.reconciler import NodeSetReconciler
+from syncer.slurm.cache import NodeCache
+from syncer.slurm.client import SlurmClient
+from syncer.sync.engine import SyncEngine
 
-if TYPE_CHECKING:
-    from syncer.app.service import SyncerService
+
+class Observed(Protocol):
+    """What the exporter reads at scrape time (the running service provides it; no import of it)."""
+
+    slurm: SlurmClient
+    slurm_cache: NodeCache
+    kube: KubeClient
+    kube_cache: KubeCache
+    engine: SyncEngine
+    gate: WriteGate
+    events: EventRecorder
+    nodesets: NodeSetReconciler | None
+    job_counts: dict[tuple[str, str], int]
+    diag: dict[str, object]
+
+    def readiness(self) -> tuple[bool, list[str]]: ...
+
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
 _GPU = re.compile(r"gpu(?::[^:,()]+)?:(\d+)")
@@ -46,8 +69,8 @@ def gpu_count(gres: str) -> int:
 class SyncerMetrics:
     """Owns the registry; the engine reports actions through `on_action`."""
 
-    def __init__(self, service: SyncerService) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
+    def __init__(self, service: Observed, registry: CollectorRegistry) -> None:
+        self.registry = registry
         self.latency = Histogram(
             "slurm_syncer_propagation_latency_seconds",
             "From observing a change on one side to the write on the other side being acknowledged.",
@@ -78,7 +101,7 @@ def _gauge(name: str, documentation: str, labels: list[str] | None = None) -> Ga
 
 
 class _StateCollector(Collector):
-    def __init__(self, service: SyncerService) -> None:
+    def __init__(self, service: Observed) -> None:
         self.service = service
 
     def collect(self) -> Iterator[Metric]:

@@ -12,6 +12,7 @@ import sys
 import structlog
 
 from syncer.app import settings as settings_mod
+from syncer.app.service import SyncerService
 from syncer.app.wiring import build_service
 from syncer.kube.errors import KubeError
 from syncer.slurm.errors import SlurmError
@@ -72,7 +73,22 @@ async def _run(settings: settings_mod.Settings) -> int:
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     log.info("slurm-syncer running", dry_run=settings.dry_run, leader_election=settings.leader_election)
-    await stop.wait()
-    log.info("stopping")
+    return await serve(service, stop)
+
+
+async def serve(service: SyncerService, stop: asyncio.Event) -> int:
+    """Until `stop` is set (0) or a background task ends by itself (1, so Kubernetes restarts the
+    pod: a daemon with a dead loop must not keep answering its probes)."""
+    waiters = [asyncio.create_task(stop.wait()), asyncio.create_task(service.wait())]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+    failure = service.manager.failure
+    log.info("stopping", reason=str(failure) if failure else "signal")
     await service.stop()
+    if failure is not None:
+        print(f"slurm-syncer run: {failure}; exiting so that it is restarted", file=sys.stderr)
+        return 1
     return 0

@@ -1,6 +1,8 @@
-"""The running syncer: Slurm client and cache, Kubernetes cache, leader election, sync engine and
-the health endpoints, started and stopped together. `slurm-syncer run` builds one from settings;
-tests and the demo build one directly."""
+"""The running syncer: Slurm client and cache, Kubernetes cache, leader election, the controllers
+(sync engine, NodeSet reconciler) and the health endpoints, all under one supervised Manager
+(syncer/runtime): the first loop to end unexpectedly halts every write and stops the rest, and
+`wait()` reports it so `slurm-syncer run` exits 1. `run` builds one from settings; tests and the demo
+build one directly."""
 
 from __future__ import annotations
 
@@ -8,20 +10,24 @@ import asyncio
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import structlog
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from syncer.app.metrics import SyncerMetrics
+from syncer.app.settings import default
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
-from syncer.kube.events import EventRecorder
+from syncer.kube.events import EventRecorder, ObjectRef
 from syncer.kube.gate import WriteGate
 from syncer.kube.leader import LeaderElector
 from syncer.kube.writer import KubeWriter
+from syncer.model.keys import Keys
 from syncer.nodeset.reconciler import NodeSetReconciler
+from syncer.runtime.backoff import Backoff
+from syncer.runtime.controller import ReconcileMetrics
+from syncer.runtime.manager import Manager, TaskExited
 from syncer.slurm.cache import NodeCache, Strategy
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmError
@@ -34,34 +40,43 @@ log = structlog.get_logger("syncer.app")
 
 @dataclass(frozen=True)
 class ServiceConfig:
+    """What the service runs with. Defaults of options come from the option table (settings.OPTIONS),
+    the one place each is written; the rest are internal tunables with their default here."""
+
     options: SyncOptions = field(default_factory=SyncOptions)
-    slurm_poll_interval_s: float = 1.0
-    slurm_poll_strategy: Strategy = "conditional"
-    slurm_stale_after_s: float = 30.0
-    namespace: str = ""  # pods' namespace; "" = all
-    bind_by_node_name: bool = False
-    max_drain_fraction: float = 0.10
-    workers: int = 8
-    dry_run: bool = False
-    leader_election: bool = True
-    lease_namespace: str = "default"
-    lease_name: str = "slurm-syncer"
+    slurm_poll_interval_s: float = default("slurm_poll_interval")
+    slurm_poll_strategy: Strategy = default("slurm_poll_strategy")  # noqa: RUF009 - a str, read once
+    slurm_stale_after_s: float = default("slurm_stale_after")
+    namespace: str = default("namespace")  # pods' namespace; "" = all
+    bind_by_node_name: bool = default("bind_by_node_name")
+    max_drain_fraction: float = default("max_drain_fraction")
+    workers: int = default("workers")
+    dry_run: bool = default("dry_run")
+    leader_election: bool = default("leader_election")
+    lease_namespace: str = "default"  # settings resolve an empty --lease-namespace to $POD_NAMESPACE or this
+    lease_name: str = Keys.LEASE_NAME
     identity: str = field(default_factory=socket.gethostname)
-    lease_duration_s: float = 15.0
-    renew_deadline_s: float = 10.0
-    retry_period_s: float = 2.0
-    listen_host: str = "0.0.0.0"
-    listen_port: int | None = 8080  # None: no HTTP server
-    resync_s: float = 60.0
+    lease_duration_s: float = default("lease_duration")
+    renew_deadline_s: float = default("renew_deadline")
+    retry_period_s: float = default("retry_period")
+    listen_host: str = default("listen_address")[0]
+    listen_port: int | None = default("listen_address")[1]  # None: no HTTP server
+    resync_s: float = 60.0  # full resync of every controller (level-triggered safety net)
     missing_grace_s: float = 60.0  # a bound Slurm node Slurm does not know is reported after this long
-    jobs_poll_interval_s: float = 30.0  # jobs and scheduler statistics for the exporter
-    nodeset_enabled: bool = True
+    jobs_poll_interval_s: float = default("jobs_poll_interval")  # jobs and scheduler statistics
+    nodeset_enabled: bool = default("nodeset_enabled")
     nodeset_requeue_s: float = 2.0  # re-check of a NodeSet that is still converging
+    backoff: Backoff = field(default_factory=Backoff)  # retries of a failed reconcile, every controller
 
 
 class SyncerService:
     def __init__(self, slurm: SlurmClient, kube: KubeClient, config: ServiceConfig) -> None:
         self.config = config
+        self.manager = Manager()  # every loop of this process, supervised together
+        # closed last (the exit stack unwinds in reverse): clients outlive everything that uses them,
+        # and stop() closes them even when start() never ran or failed half-way
+        self.manager.on_close(kube.close)
+        self.manager.on_close(slurm.close)
         self.slurm = slurm
         self.kube = kube
         self.gate = WriteGate(dry_run=config.dry_run, always_leader=not config.leader_election)
@@ -74,6 +89,9 @@ class SyncerService:
         self.kube_cache = KubeCache(
             kube, namespace=config.namespace, bind_by_node_name=config.bind_by_node_name
         )
+        # one registry: each controller registers its own reconcile metrics in it
+        self.registry = CollectorRegistry(auto_describe=True)
+        reconcile_metrics = ReconcileMetrics(self.registry)
         self.writer = KubeWriter(kube, self.gate)
         self.events = EventRecorder(kube, self.gate, node_event_namespace=config.lease_namespace)
         self.engine = SyncEngine(
@@ -88,6 +106,8 @@ class SyncerService:
             workers=config.workers,
             resync_s=config.resync_s,
             missing_grace_s=config.missing_grace_s,
+            reconcile_metrics=reconcile_metrics,
+            backoff=config.backoff,
         )
         self.elector = (
             LeaderElector(
@@ -99,6 +119,7 @@ class SyncerService:
                 lease_duration_s=config.lease_duration_s,
                 renew_deadline_s=config.renew_deadline_s,
                 retry_period_s=config.retry_period_s,
+                on_reset=self._reset_valve,
             )
             if config.leader_election
             else None
@@ -116,20 +137,23 @@ class SyncerService:
                 namespace=config.namespace,
                 resync_s=config.resync_s,
                 requeue_s=config.nodeset_requeue_s,
+                reconcile_metrics=reconcile_metrics,
+                backoff=config.backoff,
             )
             if config.nodeset_enabled
             else None
         )
         self.job_counts: dict[tuple[str, str], int] = {}
         self.diag: dict[str, object] = {}
-        self.metrics = SyncerMetrics(self)
+        self.metrics = SyncerMetrics(self, self.registry)
         self.engine.on_action = self.metrics.on_action
-        self._tasks: list[asyncio.Task[Any]] = []
         self._runner: web.AppRunner | None = None
         self.http_port: int | None = None
         self._loop_heartbeat = time.monotonic()
 
     async def start(self) -> None:
+        """Connects to Slurm, then starts every loop under the Manager; returns once they run."""
+        manager = self.manager
         version = await self.slurm.start()
         log.info(
             "slurm connected",
@@ -137,43 +161,30 @@ class SyncerService:
             api_version=version.name,
             release=self.slurm.release or None,
         )
-        self.kube_cache.start()
-        self._tasks.append(asyncio.create_task(self.slurm_cache.run(), name="slurm-cache"))
+        manager.on_failure(self.gate.halt)  # not one write after a failure, before anything else runs
+        manager.add("informer-pods", self.kube_cache.pods.run)
+        manager.add("informer-nodes", self.kube_cache.nodes.run)
+        manager.add("slurm-cache", self.slurm_cache.run)
         if self.elector is not None:
-            self._tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
-        self._tasks.append(asyncio.create_task(self.engine.run(), name="sync-engine"))
+            manager.add("leader-election", self.elector.run)
+        manager.add("sync-engine", self.engine.run)
+        manager.on_close(self.engine.stop)
         if self.nodesets is not None:
-            self._tasks.append(asyncio.create_task(self.nodesets.run(), name="nodeset-reconciler"))
-        self._tasks.append(asyncio.create_task(self._heartbeat(), name="heartbeat"))
-        self._tasks.append(asyncio.create_task(self._poll_jobs(), name="jobs-poller"))
+            manager.add("nodeset-reconciler", self.nodesets.run)
+            manager.on_close(self.nodesets.stop)
+        manager.add("heartbeat", self._heartbeat)
+        manager.add("jobs-poller", self._poll_jobs)
         if self.config.listen_port is not None:
             await self._serve_http()
+        await manager.start()
 
     async def stop(self) -> None:
-        pending = set(self._tasks)
-        for _ in range(3):
-            if not pending:
-                break
-            for task in pending:
-                task.cancel()
-            _, pending = await asyncio.wait(pending, timeout=5.0)
-            if not pending:
-                break
-            # a task that swallowed its cancellation: say which, and cancel it again
-            log.warning("tasks did not stop when cancelled", tasks=sorted(t.get_name() for t in pending))
-        for task in self._tasks:
-            if task.done() and not task.cancelled() and task.exception() is not None:
-                log.warning("task had failed", task=task.get_name(), error=str(task.exception()))
-        self._tasks = []
-        await self.engine.stop()
-        if self.nodesets is not None:
-            await self.nodesets.stop()
-        await self.kube_cache.stop()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-        await self.slurm.close()
-        await self.kube.close()
+        """Cancels every loop, then releases resources in reverse order; safe to call twice."""
+        await self.manager.close()
+
+    async def wait(self) -> TaskExited | None:
+        """Until the loops end: the background task that failed first, or None once stopped."""
+        return await self.manager.wait()
 
     async def __aenter__(self) -> SyncerService:
         await self.start()
@@ -192,9 +203,29 @@ class SyncerService:
                 raise TimeoutError(f"syncer not ready after {timeout_s} s: {'; '.join(reasons)}")
             await asyncio.sleep(0.05)
 
+    async def _reset_valve(self, requested: str) -> None:
+        """An operator's reset, taken from the Lease by the leader: held drains go through, audited."""
+        held = sorted(self.engine.valve.pending)
+        was_open = self.engine.valve.is_open
+        self.engine.reset_valve()
+        log.warning(
+            "safety valve reset by an operator", requested=requested, was_open=was_open, released=len(held)
+        )
+        ref = ObjectRef(
+            "Lease", self.config.lease_name, self.config.lease_namespace, "", "coordination.k8s.io/v1"
+        )
+        message = (
+            f"safety valve reset on request ({Keys.VALVE_RESET}={requested!r}): "
+            f"{len(held)} held drain(s) let through"
+            + (f" ({', '.join(held[:10])}{' ...' if len(held) > 10 else ''})" if held else "")
+        )
+        await self.events.record(ref, "Normal", "SafetyValveReset", message)
+
     # -- health -----------------------------------------------------------------------------------
     def readiness(self) -> tuple[bool, list[str]]:
         reasons = []
+        if self.manager.failure is not None:
+            reasons.append(f"stopping: {self.manager.failure}")
         if not self.kube_cache.synced:
             reasons.append("kubernetes caches not synced yet")
         if not self.slurm_cache.synced:
@@ -230,6 +261,8 @@ class SyncerService:
 
     async def _serve_http(self) -> None:
         async def healthz(_request: web.Request) -> web.Response:
+            if self.manager.failure is not None:
+                return web.Response(status=503, text=f"{self.manager.failure}\n")
             lag = time.monotonic() - self._loop_heartbeat
             if lag > 10:
                 return web.Response(status=503, text=f"event loop stalled for {lag:.0f} s\n")
@@ -252,6 +285,7 @@ class SyncerService:
         app.router.add_get("/readyz", readyz)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
+        self.manager.on_close(self._runner.cleanup)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.config.listen_host, self.config.listen_port or 0))

@@ -10,13 +10,17 @@ import re
 import socket
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
+from syncer.sync.options import SyncOptions
+from syncer.sync.valve import DrainValve
+
 ENV_PREFIX = "SLURM_SYNCER_"
+_SYNC = SyncOptions()  # the decision knobs' defaults are the contract's, written in SyncOptions
 
 
 class SettingsError(Exception):
@@ -239,14 +243,14 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "owner-prefix",
         str,
-        "k8s: ",
+        _SYNC.owner_prefix,
         "drain reasons starting with this are the syncer's; others are never touched",
         "Sync",
     ),
     Option(
         "ready-grace-period",
         parse_duration,
-        60.0,
+        _SYNC.ready_grace_s,
         "Ready not True for this long drains the Slurm node",
         "Sync",
         shown_default="60s",
@@ -262,7 +266,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "cordon-on-slurm-drain",
         parse_bool,
-        False,
+        _SYNC.cordon_on_slurm_drain,
         "cordon the Kubernetes Node when a drain starts in Slurm (and lift only such cordons)",
         "Sync",
         "flag",
@@ -278,7 +282,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "max-drain-fraction",
         _fraction,
-        0.10,
+        DrainValve().max_fraction,
         "safety valve: most bound nodes that may newly drain per minute from Kubernetes",
         "Sync",
     ),
@@ -306,22 +310,58 @@ OPTIONS: tuple[Option, ...] = (
 BY_ATTR = {option.attr: option for option in OPTIONS}
 
 
+def default(attr: str) -> Any:
+    """An option's default, for code that builds a configuration without the command line."""
+    return BY_ATTR[attr].default
+
+
 @dataclass(frozen=True)
 class Settings:
-    values: Mapping[str, Any]
-    sources: Mapping[str, str]  # attr -> "flag", "env", "file" or "default"
+    """The loaded options, typed so that mypy sees every one (a misspelt option is a type error).
+    Defaults live in OPTIONS only; a test checks these fields against the table."""
 
-    def __getattr__(self, attr: str) -> Any:
-        try:
-            return self.values[attr]
-        except KeyError:
-            raise AttributeError(attr) from None
+    slurm_url: str
+    slurm_token_file: str
+    slurm_jwt_key_file: str
+    slurm_jwt_user: str
+    slurm_api_version: str
+    slurm_poll_interval: float
+    slurm_poll_strategy: Literal["conditional", "full"]
+    slurm_stale_after: float
+    slurm_timeout: float
+    kubeconfig: str
+    namespace: str
+    lease_namespace: str
+    leader_election: bool
+    lease_duration: float
+    renew_deadline: float
+    retry_period: float
+    kube_qps: float
+    kube_burst: int
+    identity: str
+    owner_prefix: str
+    ready_grace_period: float
+    drain_on_condition: tuple[tuple[str, str], ...]
+    cordon_on_slurm_drain: bool
+    bind_by_node_name: bool
+    max_drain_fraction: float
+    workers: int
+    dry_run: bool
+    nodeset_enabled: bool
+    listen_address: tuple[str, int]
+    jobs_poll_interval: float
+    sources: Mapping[str, str] = field(default_factory=dict)  # attr -> "flag", "env", "file" or "default"
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """Every option by attribute name (no sources)."""
+        return {option.attr: getattr(self, option.attr) for option in OPTIONS}
 
     def lease_namespace_resolved(self, environ: Mapping[str, str]) -> str:
-        return str(self.values["lease_namespace"] or environ.get("POD_NAMESPACE") or "default")
+        return self.lease_namespace or environ.get("POD_NAMESPACE") or "default"
 
     def identity_resolved(self) -> str:
-        return str(self.values["identity"] or socket.gethostname())
+        return self.identity or socket.gethostname()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -423,7 +463,7 @@ def load(args: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
         )
     if values["slurm_token_file"] and values["slurm_jwt_key_file"]:
         raise SettingsError("give either --slurm-token-file or --slurm-jwt-key-file, not both")
-    return Settings(values, sources)
+    return Settings(**values, sources=sources)
 
 
 def markdown() -> str:

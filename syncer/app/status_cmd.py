@@ -8,29 +8,14 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from syncer.app import settings as settings_mod
 from syncer.app.wiring import kube_client, slurm_client, sync_options
 from syncer.kube.cache import KubeCache
 from syncer.kube.errors import KubeError
-from syncer.model.keys import Keys
 from syncer.slurm.errors import SlurmError
-from syncer.sync.binding import node_slurm, resolve
-from syncer.sync.decide import drift
-
-
-@dataclass(frozen=True)
-class Row:
-    slurm_node: str
-    binding: str
-    pod: str
-    kube_node: str
-    slurm_state: str
-    reason: str
-    cordon: str  # "", "yes", or "slurm" (the syncer's own cordon)
-    drift: bool
-    conflict: str = ""
+from syncer.sync.drift import Row, drift_rows
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,35 +43,10 @@ async def collect(settings: settings_mod.Settings, include_unbound: bool = False
         await cache.stop()
         await slurm.close()
         await kube.close()
-    options = sync_options(settings)
     slurm_nodes = {n.name: n for n in listing.nodes}
-    names = sorted(cache.slurm_names() | (set(slurm_nodes) if include_unbound else set()))
-    rows = []
-    now = time.time()
-    for name in names:
-        binding = resolve(name, cache)
-        node = slurm_nodes.get(name)
-        kube_node = binding.node
-        cordon = ""
-        if kube_node is not None and kube_node.unschedulable:
-            cordon = "slurm" if kube_node.annotations.get(Keys.CORDONED_BY) == "slurm" else "yes"
-        drifted = binding.bound and drift(
-            node, binding.pod, kube_node, options, now, node_slurm=node_slurm(binding, cache, slurm_nodes)
-        )
-        rows.append(
-            Row(
-                slurm_node=name,
-                binding=binding.mode,
-                pod=binding.pod.key if binding.pod else "",
-                kube_node=kube_node.name if kube_node else "",
-                slurm_state=node.state_text if node else "(missing)",
-                reason=node.reason if node else "",
-                cordon=cordon,
-                drift=drifted,
-                conflict=binding.conflict,
-            )
-        )
-    return rows
+    return drift_rows(
+        cache, slurm_nodes, sync_options(settings), time.time(), include_unbound=include_unbound
+    )
 
 
 def render(rows: list[Row]) -> str:

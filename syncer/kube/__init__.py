@@ -4,7 +4,8 @@ client = await KubeClient.from_config(kubeconfig_path)       # None: in-cluster
 cache = KubeCache(client); cache.start(); await cache.wait_synced()
 cache.subscribe(lambda slurm_names: ...)                       # which Slurm nodes to re-check
 gate = WriteGate(dry_run=False)
-elector = LeaderElector(client, gate, namespace="slurm", name="slurm-syncer", identity=host)
+elector = LeaderElector(client, gate, namespace="slurm", name="slurm-syncer", identity=host,
+                        lease_duration_s=15, renew_deadline_s=10, retry_period_s=2)
 writer = KubeWriter(client, gate); events = EventRecorder(client, gate)
 """
 

@@ -22,6 +22,7 @@ class _RawCondition(msgspec.Struct):
 class _RawOwner(msgspec.Struct):
     kind: str = ""
     name: str = ""
+    uid: str = ""
     controller: bool = False
 
 
@@ -158,6 +159,7 @@ def _pod(raw: _RawPod) -> KubePod:
         conditions=_conditions(raw.status.conditions),
         owner_kind=owner.kind if owner else "",
         owner_name=owner.name if owner else "",
+        owner_uid=owner.uid if owner else "",
     )
 
 

@@ -15,6 +15,7 @@ class WriteGate:
         self.dry_run = dry_run
         self._always = always_leader
         self._valid_until = 0.0  # monotonic deadline of the current term
+        self._halted = False
         self.refused = 0
 
     def grant(self, valid_for_s: float) -> None:
@@ -24,8 +25,19 @@ class WriteGate:
     def revoke(self) -> None:
         self._valid_until = 0.0
 
+    def halt(self, *_why: object) -> None:
+        """Closed for good: the process is stopping after a failure and must not write again."""
+        self._halted = True
+        self._valid_until = 0.0
+
+    @property
+    def halted(self) -> bool:
+        return self._halted
+
     @property
     def leading(self) -> bool:
+        if self._halted:
+            return False
         return self._always or time.monotonic() < self._valid_until
 
     def check(self) -> bool:

@@ -19,6 +19,7 @@ import structlog
 from syncer.kube.client import KubeClient
 from syncer.kube.decode import Codec
 from syncer.kube.errors import KubeError
+from syncer.runtime.backoff import Backoff
 
 log = structlog.get_logger("syncer.kube")
 
@@ -69,6 +70,7 @@ class Informer(Generic[T]):
         self.watch_timeout_s = watch_timeout_s
         self.inactivity_timeout_s = inactivity_timeout_s
         self.max_backoff_s = max_backoff_s
+        self.backoff = Backoff(0.2, max_backoff_s)  # the runtime's one policy
         self.items: dict[str, T] = {}
         self.resource_version = ""
         self.synced = asyncio.Event()
@@ -159,7 +161,7 @@ class Informer(Generic[T]):
             self.resource_version = obj.resource_version
 
     async def run(self) -> None:
-        backoff = 0.0
+        failures = 0  # in a row; a watch that ends normally resets it
         need_list = True
         while True:
             self._progress = False
@@ -169,7 +171,7 @@ class Informer(Generic[T]):
                     need_list = False
                 await self.watch_once()
                 self.stats.watch_restarts += 1
-                backoff = 0.0
+                failures = 0
             except asyncio.CancelledError:
                 raise
             except KubeError as exc:
@@ -179,10 +181,8 @@ class Informer(Generic[T]):
                     log.info("watch history expired, re-listing", kind=self.kind, rv=self.resource_version)
                     need_list = True
                     continue
-                backoff = min(self.max_backoff_s, max(0.2, backoff * 2))
-                delay = (
-                    exc.retry_after_s if exc.retry_after_s is not None else backoff * random.uniform(0.5, 1.0)
-                )
+                failures += 1
+                delay = exc.retry_after_s if exc.retry_after_s is not None else self.backoff.delay(failures)
                 log.warning(
                     "kubernetes watch failed, retrying",
                     kind=self.kind,
@@ -192,7 +192,7 @@ class Informer(Generic[T]):
                 await asyncio.sleep(delay)
             except Exception as exc:  # a bug or an odd body must not stop the informer for good
                 self.stats.errors += 1
-                backoff = min(self.max_backoff_s, max(0.2, backoff * 2))
+                failures += 1
                 log.exception("informer error, re-listing", kind=self.kind, error=str(exc))
                 need_list = True
-                await asyncio.sleep(backoff * random.uniform(0.5, 1.0))
+                await asyncio.sleep(self.backoff.delay(failures))

@@ -1,14 +1,18 @@
 """Leader election on a coordination.k8s.io/v1 Lease, with the timing rules of client-go:
 a lease is taken over only after it has not changed for `lease_duration_s` as observed locally
 (no trust in other machines' clocks); the leader renews every `retry_period_s` and gives up -
-closing the write gate at once - when it could not renew within `renew_deadline_s`."""
+closing the write gate at once - when it could not renew within `renew_deadline_s`.
+
+The Lease is also where an operator asks the leader for a safety-valve reset: the annotation
+`slurm-syncer.dev/reset-safety-valve` is removed by the leader in its next renewal (so it is acted on
+exactly once, by the leader only) and `on_reset` is called with its value."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,6 +21,7 @@ import structlog
 from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeError
 from syncer.kube.gate import WriteGate
+from syncer.model.keys import Keys
 
 log = structlog.get_logger("syncer.kube")
 
@@ -34,10 +39,11 @@ class LeaderElector:
         namespace: str,
         name: str,
         identity: str,
-        lease_duration_s: float = 15.0,
-        renew_deadline_s: float = 10.0,
-        retry_period_s: float = 2.0,
+        lease_duration_s: float,  # defaults: the option table (syncer/app/settings.py), one place
+        renew_deadline_s: float,
+        retry_period_s: float,
         on_change: Callable[[bool], None] | None = None,
+        on_reset: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         if not retry_period_s < renew_deadline_s < lease_duration_s:
             raise ValueError(
@@ -54,6 +60,9 @@ class LeaderElector:
         self.renew_deadline_s = renew_deadline_s
         self.retry_period_s = retry_period_s
         self.on_change = on_change
+        self.on_reset = on_reset
+        self.namespace = namespace
+        self._reset: str | None = None  # a reset request taken from the Lease in the last renewal
         self.is_leader = False
         self.transitions = 0
         self._observed: tuple[str, str] = ("", "")  # (holder, renewTime) last seen
@@ -70,6 +79,9 @@ class LeaderElector:
                     # writes stay allowed only up to the renew deadline from this confirmation
                     self.gate.grant(self.renew_deadline_s)
                     self._set_leader(True)
+                    reset, self._reset = self._reset, None
+                    if reset is not None and self.on_reset is not None:
+                        await self.on_reset(reset)
                 elif self.is_leader and now - self._last_renew >= self.renew_deadline_s:
                     log.warning(
                         "leadership lost: lease not renewed in time", lease=self.name, identity=self.identity
@@ -122,12 +134,19 @@ class LeaderElector:
         if holder != self.identity:
             new_spec["acquireTime"] = stamp
             new_spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
-        body = {**lease, "spec": new_spec}
+        metadata = dict(lease.get("metadata") or {})
+        annotations = dict(metadata.get("annotations") or {})
+        reset = annotations.pop(Keys.VALVE_RESET, None) if self.on_reset is not None else None
+        if reset is not None:
+            metadata["annotations"] = annotations  # consumed by this very write (resourceVersion-checked)
+        body = {**lease, "metadata": metadata, "spec": new_spec}
         try:
             updated = await self.client.replace(self.path, body)
         except KubeError as exc:
             log.debug("lease update failed", error=str(exc), conflict=exc.conflict)
             return False
+        if reset is not None:
+            self._reset = str(reset)
         updated_spec = updated.get("spec") or {}
         self._observed = (updated_spec.get("holderIdentity") or "", updated_spec.get("renewTime") or "")
         self._observed_at = now

@@ -3,6 +3,8 @@
 from typing import Final
 
 ANNOTATION_PREFIX: Final = "slurm-syncer.dev/"
+# The value of Keys.CORDONED_BY on a cordon the syncer made: written, recognised and lifted by it alone.
+CORDONED_BY_SLURM: Final = "slurm"
 
 
 class Keys:
@@ -24,6 +26,9 @@ class Keys:
     REMOVAL: Final = ANNOTATION_PREFIX + "removal"
     REMOVAL_SINCE: Final = ANNOTATION_PREFIX + "removal-since"
     FINALIZER: Final = ANNOTATION_PREFIX + "slurm-node"
+    # on the leader Lease: an operator's request to reset the safety valve (the value says who or why);
+    # the leader consumes it, lets the held drains through and records an Event on the Lease
+    VALVE_RESET: Final = ANNOTATION_PREFIX + "reset-safety-valve"
     CONDITION_DRAINED: Final = "SlurmNodeDrained"
     CONDITION_HEALTHY: Final = "SlurmNodeHealthy"
     LEASE_NAME: Final = "slurm-syncer"

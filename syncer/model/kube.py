@@ -42,6 +42,7 @@ class KubePod(msgspec.Struct, frozen=True, kw_only=True):
     conditions: tuple[Condition, ...] = ()
     owner_kind: str = ""
     owner_name: str = ""
+    owner_uid: str = ""  # of the controlling owner: who owns a pod is decided by identity, not name
 
     @property
     def key(self) -> str:
@@ -56,6 +57,19 @@ class KubePod(msgspec.Struct, frozen=True, kw_only=True):
             if cond.type == type_:
                 return cond
         return None
+
+
+class NodeSetRef(msgspec.Struct, frozen=True, kw_only=True):
+    """A NodeSet's identity: two NodeSets of one name in two namespaces, or one deleted and created
+    again, are different owners."""
+
+    namespace: str
+    name: str
+    uid: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
 
 
 class KubeNodeSet(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,3 +87,7 @@ class KubeNodeSet(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def ref(self) -> NodeSetRef:
+        return NodeSetRef(namespace=self.namespace, name=self.name, uid=self.uid)

@@ -1,1 +1,1 @@
-"""nodeset layer (see ARCHITECTURE in docs/architecture.md)."""
+"""nodeset layer (see docs/architecture.md)."""

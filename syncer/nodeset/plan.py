@@ -4,6 +4,11 @@ the Slurm nodes. No I/O: the reconciler carries the plan out and calls again.
 A pod's name is its Slurm node name. Removals (scale-in and rolling update) are recorded on the pod
 as an annotation, so a restarted syncer carries on where it stopped; the pod is deleted only once
 its Slurm node is drained with nothing running or completing, and only on fresh Slurm data.
+
+Ownership is by identity, never by name prefix or reason text: a pod is the NodeSet's when its
+controlling ownerReference carries the NodeSet's UID; a Slurm record is being removed by the
+NodeSet when its comment carries the NodeSet's removal stamp (namespace, name and UID), written
+when the removal starts and cleared when it is cancelled.
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ class Plan:
     timed_out: list[str] = field(default_factory=list)  # draining for longer than drainTimeout
     busy_labels: dict[str, bool] = field(default_factory=dict)  # pod -> should carry the busy label
     scale_in_marks: set[str] = field(default_factory=set)  # Slurm nodes the engine drains for us
+    stamp: list[str] = field(default_factory=list)  # Slurm nodes to mark with removal_stamp()
+    unstamp: list[str] = field(default_factory=list)  # ... whose mark goes: the removal was cancelled
+    unstampable: list[str] = field(default_factory=list)  # someone else's comment: record kept
     blocked: str = ""  # why removals wait
 
     @property
@@ -79,9 +87,24 @@ def scale_in_text(nodeset: str) -> str:
     return f"scale-in of NodeSet {nodeset}"
 
 
-def removed_by_us(slurm: SlurmNode, nodeset: str, owner_prefix: str) -> bool:
-    """Drained by the syncer for this NodeSet's scale-in (other causes may share the reason)."""
-    return slurm.reason.startswith(owner_prefix) and scale_in_text(nodeset) in slurm.reason
+def owns(nodeset: KubeNodeSet, pod: KubePod) -> bool:
+    """The pod's controlling owner is this NodeSet (same UID; the namespace is the pod's own)."""
+    return bool(nodeset.uid) and pod.owner_uid == nodeset.uid and pod.namespace == nodeset.namespace
+
+
+def removal_stamp(nodeset: KubeNodeSet) -> str:
+    """The Slurm node comment that says this NodeSet, and only it, is removing the node."""
+    return f"{Keys.NODESET_LABEL}={nodeset.namespace}/{nodeset.name} uid={nodeset.uid}"
+
+
+def removed_by_us(slurm: SlurmNode, nodeset: KubeNodeSet, owner_prefix: str) -> bool:
+    """Being removed by this NodeSet (its stamp, by identity) and drained by the syncer (an admin's
+    own drain reason means the admin owns the node now)."""
+    return (
+        bool(nodeset.uid)
+        and slurm.comment == removal_stamp(nodeset)
+        and slurm.reason.startswith(owner_prefix)
+    )
 
 
 def removable(slurm: SlurmNode) -> bool:
@@ -209,6 +232,7 @@ def plan(
             budget -= 1
     for name in result.mark_removal:
         removing[name] = result.mark_removal[name]
+    _stamps(nodeset, by_name, removing, slurm_nodes, slurm_fresh, result)
     # removals in progress: delete the pod once its Slurm node is drained and idle
     for name in sorted(removing):
         pod = by_name[name]
@@ -234,9 +258,7 @@ def plan(
     # new slurmd registers afresh with the new template's features)
     if spec.node_on_scale_in == "Delete":
         for name, slurm in sorted(slurm_nodes.items()):
-            if name in by_name or not removed_by_us(slurm, nodeset.name, owner_prefix):
-                continue
-            if not name.startswith(nodeset.name + "-"):
+            if name in by_name or not removed_by_us(slurm, nodeset, owner_prefix):
                 continue
             if not slurm_fresh:
                 result.blocked = STALE
@@ -248,6 +270,30 @@ def plan(
         result.create = [
             m
             for m in result.create
-            if m.name not in slurm_nodes or not removed_by_us(slurm_nodes[m.name], nodeset.name, owner_prefix)
+            if m.name not in slurm_nodes or not removed_by_us(slurm_nodes[m.name], nodeset, owner_prefix)
         ]
     return result
+
+
+def _stamps(
+    nodeset: KubeNodeSet,
+    by_name: dict[str, KubePod],
+    removing: dict[str, str],
+    slurm_nodes: dict[str, SlurmNode],
+    slurm_fresh: bool,
+    result: Plan,
+) -> None:
+    """Which Slurm records get this NodeSet's removal stamp (members being removed), and which lose
+    it (members that stay: a cancelled removal, or a name reused under `Keep`). Fresh data only."""
+    if not slurm_fresh or not nodeset.uid:
+        return
+    stamp = removal_stamp(nodeset)
+    for name, pod in sorted(by_name.items()):
+        slurm = slurm_nodes.get(slurm_name(pod))
+        if slurm is None:
+            continue
+        if name in removing:
+            if slurm.comment != stamp:
+                (result.unstampable if slurm.comment else result.stamp).append(slurm.name)
+        elif slurm.comment == stamp and not pod.terminating:
+            result.unstamp.append(slurm.name)

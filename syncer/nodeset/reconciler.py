@@ -1,7 +1,9 @@
 """The NodeSet reconciler: watches NodeSets, their pods, the Nodes and the Slurm cache, and carries
 out `plan()` one NodeSet at a time. Removals go through the sync engine (which drains the Slurm node
 with the scale-in reason); pods and Slurm records are deleted only after a fresh read from Slurm
-confirms the node is drained with nothing running or completing."""
+confirms the node is drained with nothing running or completing. A controller of the runtime:
+`reconcile(key) -> Result`, retried with the runtime's backoff when it raises. Ownership is by
+identity (owner UID, the removal stamp on Slurm records; see plan.py), never by name prefix."""
 
 from __future__ import annotations
 
@@ -24,15 +26,25 @@ from syncer.kube.writer import KubeWriter, pod_path
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
 from syncer.nodeset import manifests
-from syncer.nodeset.plan import SCALE_IN, Plan, plan, removable, removed_by_us, slurm_name
+from syncer.nodeset.plan import (
+    SCALE_IN,
+    Plan,
+    owns,
+    plan,
+    removable,
+    removal_stamp,
+    removed_by_us,
+    slurm_name,
+)
 from syncer.nodeset.spec import NodeSetSpec, SpecError, parse
 from syncer.nodeset.status import compute_status, invalid_status
+from syncer.runtime.backoff import Backoff
+from syncer.runtime.controller import DONE, ControllerRunner, ReconcileMetrics, Result
 from syncer.slurm.cache import NodeCache, NodeChange
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmError, SlurmNotFound
 from syncer.sync.decide import rfc3339
 from syncer.sync.engine import SyncEngine
-from syncer.sync.queue import WorkQueue
 from syncer.tasks import cancel_and_wait
 
 log = structlog.get_logger("syncer.nodeset")
@@ -63,6 +75,8 @@ def _selection_may_change(nodeset: KubeNodeSet, old: KubeNode | None, new: KubeN
 
 
 class NodeSetReconciler:
+    name = "nodeset"  # the controller label of its reconcile metrics
+
     def __init__(
         self,
         *,
@@ -76,9 +90,11 @@ class NodeSetReconciler:
         gate: WriteGate,
         namespace: str = "",
         workers: int = 2,
-        resync_s: float = 30.0,
-        requeue_s: float = 2.0,
+        resync_s: float,
+        requeue_s: float,
         clock: Callable[[], float] = time.time,
+        reconcile_metrics: ReconcileMetrics | None = None,
+        backoff: Backoff | None = None,
     ) -> None:
         self.kube = kube
         self.slurm = slurm
@@ -95,7 +111,8 @@ class NodeSetReconciler:
         self.informer: Informer[KubeNodeSet] = Informer(
             kube, manifests.nodesets_path(namespace), "NodeSet", lambda n: n.key
         )
-        self.queue = WorkQueue(self.reconcile, workers=workers)
+        self.runner = ControllerRunner(self, workers=workers, metrics=reconcile_metrics, backoff=backoff)
+        self.queue = self.runner.queue
         self.stats = NodeSetStats()
         self._pods: dict[str, set[str]] = {}  # NodeSet key -> pod keys
         self._pdbs: set[str] = set()  # NodeSet uids whose PodDisruptionBudget exists
@@ -140,6 +157,7 @@ class NodeSetReconciler:
         if not self.informer.items:
             return
         names = {change.name for change in changes}
+        # a trigger only (a prefix may wake a NodeSet needlessly): ownership is decided in plan()
         for nodeset in self.informer.items.values():
             prefix = nodeset.name + "-"
             if any(name.startswith(prefix) for name in names):
@@ -185,36 +203,38 @@ class NodeSetReconciler:
     def pods_of(self, nodeset: KubeNodeSet) -> list[KubePod]:
         items = self.kube_cache.pods.items
         pods = [items[k] for k in sorted(self._pods.get(nodeset.key, ())) if k in items]
-        # only pods this NodeSet owns: a stray pod that copies the label is not ours to delete
-        return [p for p in pods if p.namespace == nodeset.namespace and p.name.startswith(nodeset.name + "-")]
+        # only pods this NodeSet owns, by UID: a stray pod that copies the label is not ours to delete
+        return [p for p in pods if owns(nodeset, p)]
 
-    async def reconcile(self, key: str) -> None:
+    async def reconcile(self, key: str) -> Result:
+        """One NodeSet. A Kubernetes or Slurm error is counted and raised: the runtime retries the
+        key with its one backoff policy."""
         self.stats.reconciles += 1
         nodeset = self.informer.items.get(key)
         if nodeset is None or nodeset.deleting:
             self._forget(key)
-            return
+            return DONE
         if not self.gate.leading:
-            return
+            return DONE
         logger = log.bind(nodeset=key)
         try:
-            await self._reconcile(nodeset, logger)
+            return await self._reconcile(nodeset, logger)
         except NotLeader:
             logger.info("leadership lost mid-reconcile: remaining NodeSet writes dropped")
+            return DONE
         except (KubeError, SlurmError) as exc:
             self.stats.errors += 1
             logger.warning("nodeset reconcile failed, will retry", error=str(exc))
-            self.queue.add_after(key, self.requeue_s)
+            raise
 
     def _forget(self, key: str) -> None:
-        name = key.split("/", 1)[1]
         for slurm_node, owner in list(self.engine.scale_in.items()):
-            if owner == name:
+            if owner.key == key:
                 self.engine.mark_scale_in(slurm_node, None)
         self.stats.timed_out.pop(key, None)
         self.stats.desired.pop(key, None)
 
-    async def _reconcile(self, nodeset: KubeNodeSet, logger: Any) -> None:
+    async def _reconcile(self, nodeset: KubeNodeSet, logger: Any) -> Result:
         now = self.clock()
         try:
             spec = parse(nodeset.name, nodeset.spec)
@@ -223,7 +243,7 @@ class NodeSetReconciler:
                 logger.warning("nodeset spec invalid: nothing done until it is fixed", error=str(exc))
                 await self._event(nodeset, "Warning", "InvalidSpec", str(exc))
             await self._write_status(nodeset, invalid_status(nodeset, str(exc), rfc3339(now) or ""))
-            return
+            return DONE
         pods = self.pods_of(nodeset)
         nodes = list(self.kube_cache.nodes.items.values()) if spec.mode == "DaemonSet" else []
         fresh = self.slurm_cache.synced and not self.slurm_cache.stale
@@ -245,6 +265,7 @@ class NodeSetReconciler:
         await self._busy_labels(nodeset, by_name, result)
         await self._unmark(nodeset, by_name, result, logger)
         await self._mark(nodeset, by_name, result, now, logger)
+        await self._stamp(nodeset, result, logger)
         self._engine_marks(nodeset, by_name, result)
         for name in result.delete_pods:
             await self._delete_pod(nodeset, by_name[name], logger)
@@ -252,14 +273,15 @@ class NodeSetReconciler:
             await self._delete_slurm_node(nodeset, name, logger)
         for member in result.create:
             await self._create_pod(nodeset, spec, member, logger)
-        await self._report_timeouts(nodeset, spec, by_name, result, logger)
+        timeout_check = await self._report_timeouts(nodeset, spec, by_name, result, logger)
         status = compute_status(
             nodeset, spec, pods, self.slurm_cache.nodes, result,
-            slurm_fresh=fresh, slurm_error=self.slurm_cache.last_error, now=rfc3339(now) or "",
+            slurm_fresh=fresh, slurm_error=self.slurm_cache.cause, now=rfc3339(now) or "",
         )  # fmt: skip
         await self._write_status(nodeset, status)
-        if not result.idle:
-            self.queue.add_after(nodeset.key, self.requeue_s)  # caches usually trigger sooner
+        # caches usually trigger sooner; a pending drain timeout is checked on time without a change
+        delays = [d for d in (None if result.idle else self.requeue_s, timeout_check) if d is not None]
+        return Result(requeue_after=min(delays)) if delays else DONE
 
     def _once(self, kind: str, what: str) -> bool:
         if (kind, what) in self._reported:
@@ -349,12 +371,31 @@ class NodeSetReconciler:
         if self.gate.dry_run:
             return
         present = {slurm_name(p) for p in by_name.values()}
+        ref = nodeset.ref
         for name, owner in list(self.engine.scale_in.items()):
-            if owner == nodeset.name and name in present and name not in result.scale_in_marks:
+            if owner == ref and name in present and name not in result.scale_in_marks:
                 self.engine.mark_scale_in(name, None)
         for name in result.scale_in_marks:
-            if self.engine.scale_in.get(name) != nodeset.name:
-                self.engine.mark_scale_in(name, nodeset.name)
+            if self.engine.scale_in.get(name) != ref:
+                self.engine.mark_scale_in(name, ref)
+
+    async def _stamp(self, nodeset: KubeNodeSet, result: Plan, logger: Any) -> None:
+        """Records on each Slurm node being removed that this NodeSet (by identity) removes it: only
+        such a record is deleted after its pod, whatever its name or drain reason say."""
+        stamp = removal_stamp(nodeset)
+        for name, comment in [(n, stamp) for n in result.stamp] + [(n, "") for n in result.unstamp]:
+            if not self.gate.check():
+                logger.info("dry-run: would set Slurm node comment", slurm_node=name, comment=comment)
+                continue
+            with contextlib.suppress(SlurmNotFound):  # gone already: nothing to mark
+                await self.slurm.update_node(name, comment=comment)
+            self.slurm_cache.nudge()
+        for name in result.unstampable:
+            if self._once("unstampable", name):
+                logger.warning(
+                    "slurm node has someone else's comment: its record is kept after its pod goes",
+                    slurm_node=name,
+                )
 
     async def _delete_pod(self, nodeset: KubeNodeSet, pod: KubePod, logger: Any) -> None:
         name = slurm_name(pod)
@@ -388,7 +429,7 @@ class NodeSetReconciler:
         except SlurmNotFound:
             self.engine.mark_scale_in(name, None)
             return
-        if current.busy or not removed_by_us(current, nodeset.name, self.owner_prefix):
+        if current.busy or not removed_by_us(current, nodeset, self.owner_prefix):
             logger.info("slurm node kept: busy or no longer drained by us", slurm_node=name)
             return
         if not self.gate.check():
@@ -428,7 +469,7 @@ class NodeSetReconciler:
 
     async def _report_timeouts(
         self, nodeset: KubeNodeSet, spec: NodeSetSpec, by_name: dict[str, KubePod], result: Plan, logger: Any
-    ) -> None:
+    ) -> float | None:
         for name in result.timed_out:
             pod = by_name[name]
             if not self._once("timeout", pod.uid or pod.key):
@@ -445,5 +486,4 @@ class NodeSetReconciler:
             for n in result.draining
             if n in by_name and n not in result.timed_out
         ]
-        if pending:
-            self.queue.add_after(nodeset.key, max(0.5, min(pending) - self.clock() + 0.5))
+        return max(0.5, min(pending) - self.clock() + 0.5) if pending else None

@@ -23,10 +23,16 @@ from typing import Any, TypeVar
 import aiohttp
 import msgspec
 import structlog
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, stop_after_delay
-from tenacity.wait import wait_exponential_jitter
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+)
 
 from syncer.model.slurm import SlurmNode
+from syncer.runtime.backoff import Backoff
 from syncer.slurm.auth import TokenSource
 from syncer.slurm.double_answer import is_double_answer, recover
 from syncer.slurm.errors import (
@@ -105,6 +111,13 @@ def _release_of(payload: bytes) -> str:
     its first and last few KiB are searched (a node list can be 25 MB)."""
     found = _RELEASE.search(payload[:4096]) or _RELEASE.search(payload, max(0, len(payload) - 4096))
     return found.group(1).decode() if found else ""
+
+
+_RETRY = Backoff(0.1, 2.0)  # the runtime's one policy, short: a request has its own deadline
+
+
+def _retry_wait(state: RetryCallState) -> float:
+    return _RETRY.delay(state.attempt_number)
 
 
 def _messages(items: list[Any]) -> tuple[SlurmMessage, ...]:
@@ -308,7 +321,7 @@ class SlurmClient:
             return await once()
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self._attempts) | stop_after_delay(self._deadline),
-            wait=wait_exponential_jitter(multiplier=0.1, max=2.0),
+            wait=_retry_wait,
             retry=retry_if_exception_type((SlurmConnectionError, SlurmTimeout, _Retryable)),
             reraise=True,
         )

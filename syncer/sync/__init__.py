@@ -24,4 +24,9 @@
 - `valve.DrainValve(max_fraction=0.10, window_s=60.0)`: `admit(key, now, bound_nodes) -> bool`,
   `tick(now, bound_nodes=None) -> bool` (lets it close while idle), `reset()`, `threshold(bound_nodes)`,
   `is_open`, `opened_at`, `refused`, `refused_total`, `pending`.
+- `drift.drift_rows(cache, slurm_nodes, opts, now, *, include_unbound=False) -> [Row]`: the one drift
+  computation of `status` and the demo (a NodeSet member being removed is judged with its scale-in cause).
+
+Beside the core, with I/O: `engine.SyncEngine` (a runtime controller: read -> decide -> apply) and
+`apply.Applier` (the decision's writes, in order, behind the write gate). See docs/architecture.md.
 """

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from syncer.model import Condition, KubeNode, KubePod
-from syncer.model.keys import Keys
+from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.sync.options import SyncOptions
 from syncer.sync.reason import sanitise_capped
 
@@ -19,7 +19,6 @@ TERMINATING: Final = "terminating"
 SCALE_IN: Final = "scale-in"
 KINDS: Final = (CORDON, NOT_READY, CONDITION, DRAIN_ANNOTATION, TERMINATING, SCALE_IN)
 
-CORDONED_BY_SLURM: Final = "slurm"  # value of Keys.CORDONED_BY on a cordon the syncer made
 DEFAULT_DRAIN_TEXT: Final = "drain requested via annotation"
 # Stands in for a Node that reports no Ready condition at all: not ready since forever.
 MISSING_READY: Final = Condition(

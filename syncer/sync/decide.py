@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 from typing import Final, Literal
 
 from syncer.model import Condition, KubeNode, KubePod, SlurmNode
-from syncer.model.keys import Keys
+from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.model.slurm import DRAIN_FLAGS, UNHEALTHY_FLAGS
-from syncer.sync.causes import CORDONED_BY_SLURM, Cause, drain_causes
+from syncer.sync.causes import Cause, drain_causes
 from syncer.sync.options import SyncOptions
 from syncer.sync.reason import compose_reason, is_ours, sanitise_capped
 

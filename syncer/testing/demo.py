@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from syncer.app.service import ServiceConfig, SyncerService
-from syncer.app.status_cmd import Row, render
+from syncer.app.status_cmd import render
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
-from syncer.sync.binding import node_slurm, resolve
-from syncer.sync.decide import drift
+from syncer.sync.drift import Row, drift_rows
 from syncer.sync.options import SyncOptions
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.sandbox import DEMO_RELEASE, RELEASES, Sandbox, SandboxError, up
@@ -101,30 +100,8 @@ class World:
     reader: SlurmClient
 
     def rows(self) -> list[Row]:
-        cache, nodes = self.service.kube_cache, self.service.slurm_cache.nodes
-        options = self.service.engine.options
-        rows = []
-        for name in sorted(cache.slurm_names()):
-            binding = resolve(name, cache)
-            node, kube_node = nodes.get(name), binding.node
-            cordon = ""
-            if kube_node is not None and kube_node.unschedulable:
-                cordon = "slurm" if kube_node.annotations.get(Keys.CORDONED_BY) == "slurm" else "yes"
-            drifted = binding.bound and drift(
-                node, binding.pod, kube_node, options, time.time(),
-                node_slurm=node_slurm(binding, cache, nodes),
-            )  # fmt: skip
-            rows.append(
-                Row(
-                    slurm_node=name, binding=binding.mode, pod=binding.pod.key if binding.pod else "",
-                    kube_node=kube_node.name if kube_node else "",
-                    slurm_state=node.state_text if node else "(missing)", reason=node.reason if node else "",
-                    cordon=cordon,
-                    drift=drifted,
-                    conflict=binding.conflict,
-                )
-            )  # fmt: skip
-        return rows
+        service = self.service
+        return drift_rows(service.kube_cache, service.slurm_cache.nodes, service.engine.options, time.time())
 
     def table(self) -> None:
         for line in render(self.rows()).splitlines():

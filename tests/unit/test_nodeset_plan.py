@@ -11,12 +11,13 @@ from hypothesis import strategies as st
 from syncer.model.keys import Keys
 from syncer.model.kube import Condition, KubeNode, KubeNodeSet, KubePod
 from syncer.model.slurm import SlurmNode
-from syncer.nodeset.plan import SCALE_IN, UPDATE, Plan, member_name, plan
+from syncer.nodeset.plan import SCALE_IN, UPDATE, Plan, member_name, owns, plan, removal_stamp
 from syncer.nodeset.spec import NodeSetSpec, parse
 
 NOW = 1_700_000_000.0
 NS = KubeNodeSet(namespace="hpc", name="gpu", uid="u1")
 REASON = "k8s: scale-in of NodeSet gpu"
+STAMP = removal_stamp(NS)  # what the reconciler writes on a record it starts removing
 READY = (Condition(type="Ready", status="True"),)
 
 
@@ -48,11 +49,21 @@ def pod(
         annotations=annotations,
         conditions=READY if ready else (),
         deletion_timestamp=NOW if terminating else None,
+        owner_kind="NodeSet",
+        owner_name="gpu",
+        owner_uid=NS.uid,
     )
 
 
-def slurm(name: str, *flags: str, reason: str = "") -> SlurmNode:
-    return SlurmNode(name=name, state=frozenset(flags or ("IDLE",)), reason=reason)
+def slurm(name: str, *flags: str, reason: str = "", comment: str | None = None) -> SlurmNode:
+    """A Slurm node; drained with the scale-in reason, it carries NS's removal stamp unless told."""
+    stamp = STAMP if reason == REASON else ""
+    return SlurmNode(
+        name=name,
+        state=frozenset(flags or ("IDLE",)),
+        reason=reason,
+        comment=stamp if comment is None else comment,
+    )
 
 
 def run(
@@ -155,7 +166,11 @@ def test_slurm_record_deleted_after_the_pod_only_if_ours_and_idle() -> None:
     nodes = {
         "gpu-0": slurm("gpu-0", "IDLE", "DRAIN", reason=REASON),
         "gpu-1": slurm(
-            "gpu-1", "IDLE", "DRAIN", reason="k8s: pod hpc/gpu-1 terminating; scale-in of NodeSet gpu"
+            "gpu-1",
+            "IDLE",
+            "DRAIN",
+            reason="k8s: pod hpc/gpu-1 terminating; scale-in of NodeSet gpu",
+            comment=STAMP,
         ),
         "gpu-2": slurm("gpu-2", "IDLE", "DRAIN", reason="admin: bad fan"),  # not ours: kept
         "gpu-3": slurm("gpu-3", "IDLE", "DRAIN", "COMPLETING", reason=REASON),  # still busy
@@ -282,3 +297,74 @@ def test_rollout_converges_within_max_unavailable(
     assert not any(Keys.REMOVAL in p.annotations for p in final.values())
     if start == replicas:  # pure update: never more members down than allowed
         assert worst <= max_unavailable
+
+
+# -- ownership by identity -------------------------------------------------------------------------
+GPU_A = KubeNodeSet(namespace="hpc", name="gpu-a", uid="u2")
+OTHER_NS = KubeNodeSet(namespace="team-b", name="gpu", uid="u3")
+
+
+def test_a_record_being_removed_by_nodeset_gpu_a_is_never_taken_by_nodeset_gpu() -> None:
+    """`gpu-a-1` drained with "k8s: scale-in of NodeSet gpu-a" (which contains "scale-in of NodeSet
+    gpu" and starts with "gpu-") belongs to gpu-a, whose nodeOnScaleIn is Keep: gpu never deletes it
+    nor waits on it, whatever its name or reason say."""
+    theirs = slurm(
+        "gpu-a-1", "IDLE", "DRAIN", reason="k8s: scale-in of NodeSet gpu-a", comment=removal_stamp(GPU_A)
+    )
+    spec = make_spec(2)  # gpu, nodeOnScaleIn Delete
+    result = run(spec, [], {"gpu-a-1": theirs})
+    assert result.delete_slurm_nodes == []
+    assert [m.name for m in result.create] == ["gpu-0", "gpu-1"]
+
+
+def test_two_nodesets_of_one_name_in_two_namespaces_own_different_records() -> None:
+    """Same name, same reason text, another namespace (and UID): not ours."""
+    theirs = slurm("gpu-1", "IDLE", "DRAIN", reason=REASON, comment=removal_stamp(OTHER_NS))
+    spec = make_spec(0)
+    assert run(spec, [], {"gpu-1": theirs}).delete_slurm_nodes == []
+    assert plan(
+        OTHER_NS, spec, [], {"gpu-1": theirs}, nodes=[], slurm_fresh=True, now=NOW
+    ).delete_slurm_nodes == ["gpu-1"]
+    # a NodeSet deleted and created again under the same name is a new owner as well
+    again = KubeNodeSet(namespace="hpc", name="gpu", uid="u9")
+    old = slurm("gpu-1", "IDLE", "DRAIN", reason=REASON)  # stamped by uid u1
+    assert plan(again, spec, [], {"gpu-1": old}, nodes=[], slurm_fresh=True, now=NOW).delete_slurm_nodes == []
+
+
+def test_removal_stamps_the_record_and_a_cancelled_removal_clears_it() -> None:
+    spec = make_spec(1)
+    pods = [pod("gpu-0", spec), pod("gpu-1", spec)]
+    nodes = {"gpu-0": slurm("gpu-0"), "gpu-1": slurm("gpu-1", "ALLOCATED")}
+    result = run(spec, pods, nodes)
+    assert result.mark_removal == {"gpu-0": SCALE_IN}
+    assert result.stamp == ["gpu-0"]
+    # an admin's comment is not overwritten: that record is kept after its pod goes
+    noted = {**nodes, "gpu-0": slurm("gpu-0", comment="rma ticket 42")}
+    kept = run(spec, pods, noted)
+    assert kept.stamp == [] and kept.unstampable == ["gpu-0"]
+    # scaled out again before the drain finished: the removal and its stamp go
+    grown = make_spec(2)
+    marked = [pod("gpu-0", spec, removal=SCALE_IN), pod("gpu-1", spec)]
+    back = run(grown, marked, {**nodes, "gpu-0": slurm("gpu-0", "IDLE", "DRAIN", reason=REASON)})
+    assert back.unmark == ["gpu-0"] and back.unstamp == ["gpu-0"]
+    assert run(spec, pods, nodes, fresh=False).stamp == []  # never on stale data
+
+
+def test_ownership_of_a_pod_is_its_controlling_owner_uid() -> None:
+    spec = make_spec(1)
+    ours = pod("gpu-0", spec)
+    assert owns(NS, ours)
+    assert not owns(GPU_A, ours)
+    assert not owns(OTHER_NS, ours)  # same name, other namespace and UID
+    stray = KubePod(namespace="hpc", name="gpu-5", labels={Keys.NODESET_LABEL: "gpu"})  # copies the label
+    assert not owns(NS, stray)
+
+
+def test_a_member_that_stays_loses_a_stamp_left_from_an_earlier_removal() -> None:
+    """Under Keep a removed member's record stays stamped; when its name is used again the stamp goes,
+    so a later policy change to Delete cannot take a live member's record."""
+    keep = make_spec(1, slurm={"nodeOnScaleIn": "Keep"})
+    reused = run(keep, [pod("gpu-0", keep)], {"gpu-0": slurm("gpu-0", "IDLE", comment=STAMP)})
+    assert reused.unstamp == ["gpu-0"] and reused.stamp == []
+    leaving = run(keep, [pod("gpu-0", keep, terminating=True)], {"gpu-0": slurm("gpu-0", comment=STAMP)})
+    assert leaving.unstamp == []  # a terminating pod is on its way out: its stamp stays

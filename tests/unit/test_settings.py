@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 import pytest
+from mypy import api as mypy_api
 
 from syncer.app import settings
 from syncer.app.settings import SettingsError, load, markdown, parse_duration
@@ -148,3 +150,37 @@ def test_configuration_docs_are_current():
     )
     for option in settings.OPTIONS:
         assert f"`--{option.name}`" in documented and option.env in documented
+
+
+def test_settings_are_typed_fields_checked_against_the_option_table():
+    """One typed field per option (no `__getattr__ -> Any`), defaults only in the table."""
+    names = [f.name for f in dataclasses.fields(settings.Settings) if f.name != "sources"]
+    assert names == [option.attr for option in settings.OPTIONS]
+    loaded = load(parse("--slurm-url", "http://slurmrestd:6820"), {})
+    assert loaded.values == {o.attr: o.default for o in settings.OPTIONS} | {
+        "slurm_url": "http://slurmrestd:6820"
+    }
+
+
+def test_mypy_sees_a_misspelt_option(tmp_path: Path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from syncer.app.settings import Settings\n\n\n"
+        "def interval(settings: Settings) -> float:\n"
+        "    return settings.slurm_pol_interval\n"
+    )
+    out, _err, status = mypy_api.run(["--strict", "--no-incremental", str(probe)])
+    assert status == 1 and 'has no attribute "slurm_pol_interval"' in out, out
+
+
+def test_service_defaults_come_from_the_option_table():
+    from syncer.app.service import ServiceConfig
+
+    config = ServiceConfig()
+    assert (config.slurm_poll_interval_s, config.slurm_stale_after_s, config.workers) == (
+        settings.default("slurm_poll_interval"),
+        settings.default("slurm_stale_after"),
+        settings.default("workers"),
+    )
+    assert (config.listen_host, config.listen_port) == settings.default("listen_address")
+    assert config.options.ready_grace_s == settings.default("ready_grace_period")

@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 import pytest
 from structlog.testing import capture_logs
 
-from syncer.sync.queue import WorkQueue
+from syncer.runtime.queue import WorkQueue
 from tests.helpers import wait_for
 
 

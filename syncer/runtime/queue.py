@@ -9,21 +9,22 @@
     queue.stop(); await task                # running handlers finish, nothing new starts
 
 A key is never handled by two workers at once: adding a key that is being handled re-runs it once
-after the current run. A handler exception is logged and the key retried after an exponential
-backoff with jitter (`backoff_s`); success resets the key's attempt count. With `max_retries`, a key
-that failed that many retries in a row is dropped until it is added again.
+after the current run. A handler exception is logged and the key retried after the runtime's one
+backoff policy (`syncer.runtime.backoff`); success resets the key's attempt count. With
+`max_retries`, a key that failed that many retries in a row is dropped until it is added again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 from collections import deque
 from collections.abc import Awaitable, Callable
 
 import structlog
 
-log = structlog.get_logger("syncer.sync.queue")
+from syncer.runtime.backoff import Backoff
+
+log = structlog.get_logger("syncer.runtime.queue")
 
 
 class WorkQueue:
@@ -46,8 +47,7 @@ class WorkQueue:
             raise ValueError(f"max_retries must be >= 0 or None, got {max_retries}")
         self.handler = handler
         self.workers = workers
-        self.base_backoff_s = base_backoff_s
-        self.max_backoff_s = max_backoff_s
+        self.backoff = Backoff(base_backoff_s, max_backoff_s)
         self.max_retries = max_retries
         self.retries_total = 0  # retries scheduled after a handler error
         self.processed_total = 0  # handler runs finished, with or without error
@@ -85,10 +85,8 @@ class WorkQueue:
         return self._stopped
 
     def backoff_s(self, attempt: int) -> float:
-        """Delay before retry number `attempt` (1, 2, ...): base * 2^(attempt-1), capped, then "equal
-        jitter" (uniform in [d/2, d]) so nodes failing together do not retry in lock-step."""
-        ceiling = min(self.max_backoff_s, self.base_backoff_s * 2.0 ** min(attempt - 1, 64))
-        return ceiling / 2 + random.uniform(0.0, ceiling / 2)
+        """Delay before retry number `attempt` (1, 2, ...)."""
+        return self.backoff.delay(attempt)
 
     # -- input --------------------------------------------------------------------------------------
     def add(self, key: str, *, urgent: bool = False) -> None:

@@ -1,0 +1,295 @@
+"""The applier: carries out one reconcile's decision, in order. Slurm first (its result is what
+Kubernetes then shows), then the pod and Node (annotations, conditions, cordon), then the Events of
+what was done now. It owns the write gate checks, the safety valve's admission of new drains, the
+echo suppression of Slurm writes the cache has not caught up with, and the re-read before an
+undrain, so the engine's reconcile stays read -> decide -> apply."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from syncer.kube.cache import KubeCache
+from syncer.kube.events import EventRecorder, ObjectRef
+from syncer.kube.gate import NotLeader, WriteGate
+from syncer.kube.writer import KubeWriter, node_path, pod_path
+from syncer.model.keys import CORDONED_BY_SLURM, Keys
+from syncer.model.kube import Condition, KubeNode, KubePod
+from syncer.slurm.cache import NodeCache
+from syncer.slurm.client import SlurmClient
+from syncer.sync.binding import Binding
+from syncer.sync.decide import (
+    EVENT_CORDON,
+    EVENT_DRAIN,
+    EVENT_REDRAIN,
+    EVENT_UNCORDON,
+    EVENT_UNDRAIN,
+    Decision,
+    EventSpec,
+    decide,
+    rfc3339,
+)
+from syncer.sync.options import SyncOptions
+from syncer.sync.stats import EngineStats
+from syncer.sync.valve import DrainValve
+from syncer.sync.written import WrittenAnnotations
+
+log = structlog.get_logger("syncer.sync")
+SLURM_ACTION_EVENTS = frozenset({EVENT_DRAIN, EVENT_REDRAIN, EVENT_UNDRAIN})
+CORDON_EVENTS = frozenset({EVENT_CORDON, EVENT_UNCORDON})
+Recorder = Callable[..., None]  # (kind, direction, result, slurm node, **details)
+
+
+class Applier:
+    def __init__(
+        self,
+        *,
+        slurm: SlurmClient,
+        slurm_cache: NodeCache,
+        kube_cache: KubeCache,
+        writer: KubeWriter,
+        events: EventRecorder,
+        gate: WriteGate,
+        options: SyncOptions,
+        valve: DrainValve,
+        written: WrittenAnnotations,
+        stats: EngineStats,
+        record: Recorder,
+        scale_in_of: Callable[[str], str | None],
+        clock: Callable[[], float],
+    ) -> None:
+        self.slurm = slurm
+        self.slurm_cache = slurm_cache
+        self.kube_cache = kube_cache
+        self.writer = writer
+        self.events = events
+        self.gate = gate
+        self.options = options
+        self.valve = valve
+        self.written = written
+        self.stats = stats
+        self.record = record
+        self.scale_in_of = scale_in_of
+        self.clock = clock
+        self.sent: dict[str, tuple[str, str, float]] = {}  # last Slurm write per node, to skip echoes
+
+    def caught_up(self, name: str) -> None:
+        """The Slurm cache changed for `name`: decide from what it shows now, not from our last write."""
+        self.sent.pop(name, None)
+
+    def awaiting_echo(self, name: str) -> bool:
+        """We wrote this Slurm node and the cache has not shown a change of it since."""
+        return name in self.sent
+
+    async def apply(self, name: str, binding: Binding, decision: Decision) -> None:
+        logger = log.bind(
+            slurm_node=name,
+            pod=binding.pod.key if binding.pod else None,
+            node=binding.node.name if binding.node else None,
+            causes=[c.text for c in decision.causes] or None,
+        )
+        try:
+            acted = await self._slurm_side(name, binding, decision, logger)
+            await self._kube_side(name, binding, decision, logger, slurm_acted=acted)
+        except NotLeader:
+            logger.info("leadership lost mid-reconcile: remaining writes dropped")
+
+    async def event(self, binding: Binding, on: str, type_: str, reason: str, message: str) -> None:
+        """An Event on the pod (`on="pod"`, when there is one) or else the Node of a binding."""
+        ref = self.ref(binding, on)
+        if ref is not None:
+            await self.events.record(ref, type_, reason, message)
+
+    async def _slurm_side(self, name: str, binding: Binding, decision: Decision, logger: Any) -> bool:
+        """Carries out the Slurm action, if any; True when it was sent now as a new transition."""
+        action = decision.slurm_action
+        if action is None:
+            return False
+        if action.kind == "drain" and not action.redrain:
+            bound = len(self.kube_cache.slurm_names())
+            told = self.valve.holds(name)  # its "held back" Event went out when it was first refused
+            if not self.valve.admit(name, self.clock(), bound):
+                self.stats.valve_refusals += 1
+                self.record("drain", "k8s_to_slurm", "valve", name)
+                logger.warning(
+                    "safety valve open: drain held back",
+                    reason=action.reason,
+                    threshold=self.valve.threshold(bound),
+                )
+                ref = self.ref(binding, "pod" if binding.pod else "node")
+                if ref is not None and not told:
+                    await self.events.record(
+                        ref, "Warning", "SlurmDrainHeldBack",
+                        f"safety valve open: more than {self.options_fraction()} of bound nodes would drain "
+                        "within a minute; this drain waits until the storm subsides or an operator resets "
+                        f"the valve (annotation {Keys.VALVE_RESET} on the leader Lease; docs/operations.md)",
+                    )  # fmt: skip
+                return False
+        sent = self.sent.get(name)
+        signature = (action.kind, action.reason)
+        repeat = sent is not None and sent[:2] == signature
+        if repeat and sent is not None and time.monotonic() - sent[2] < self.slurm_cache.stale_after_s:
+            return False  # already sent; the Slurm cache has not caught up yet
+        if action.kind == "undrain":
+            # the cache may be a second old: read the node again so an admin's new reason is never lifted
+            current = await self.slurm.get_node(name)
+            recheck = decide(
+                current, binding.pod, binding.node, now=self.clock(), opts=self.options, slurm_fresh=True,
+                scale_in_of=self.scale_in_of(name),
+            )  # fmt: skip
+            if recheck.slurm_action is None or recheck.slurm_action.kind != "undrain":
+                logger.info(
+                    "undrain skipped: Slurm changed meanwhile", reason=current.reason if current else None
+                )
+                return False
+        if not self.gate.check():
+            logger.info(f"dry-run: would {action.kind} in Slurm", reason=action.reason)
+            self.record(action.kind, "k8s_to_slurm", "dry_run", name)
+            return True
+        if action.kind == "drain":
+            await self.slurm.update_node(name, state=["DRAIN"], reason=action.reason)
+        else:
+            await self.slurm.update_node(name, state=["UNDRAIN"])
+        self.sent[name] = (*signature, time.monotonic())
+        logger.info(
+            f"slurm node {action.kind}ed", reason=action.reason, redrain=action.redrain, resent=repeat
+        )
+        self.record(action.kind, "k8s_to_slurm", "ok", name, reason=action.reason)
+        self.slurm_cache.nudge()  # read the result back soon, so Kubernetes shows it
+        # a resend while the Slurm cache cannot confirm the first write is the same transition: no new Event
+        return not repeat
+
+    def options_fraction(self) -> str:
+        return f"{self.valve.max_fraction:.0%}"
+
+    def ref(self, binding: Binding, on: str) -> ObjectRef | None:
+        if on == "pod" and binding.pod is not None:
+            return ObjectRef.pod(binding.pod.namespace, binding.pod.name, binding.pod.uid)
+        if binding.node is not None:
+            return ObjectRef.node(binding.node.name)
+        return None
+
+    async def _kube_side(
+        self, name: str, binding: Binding, decision: Decision, logger: Any, *, slurm_acted: bool
+    ) -> None:
+        pod, node = binding.pod, binding.node
+        wrote = False
+        cordoned = False
+        fresh: dict[bool, dict[str, Any]] = {}  # True: the pod, False: the Node, as last written
+        if decision.annotations:
+            target_pod = decision.annotations_on == "pod" and pod is not None
+            path = (
+                pod_path(pod.namespace, pod.name)
+                if target_pod and pod
+                else node_path(node.name)
+                if node
+                else ""
+            )
+            current = _cached(pod if target_pod else node)
+            written = (
+                await self.writer.set_annotations(
+                    path, decision.annotations, current=current, what="slurm state"
+                )
+                if path
+                else None
+            )
+            if written is not None:
+                wrote = True
+                target = pod if target_pod else node
+                if target is not None:
+                    self.written.remember(target, decision.annotations)
+                # the written object carries the new resourceVersion: the next write starts from it
+                # instead of the cached one (which would only earn a 409 and a fresh GET)
+                fresh[target_pod] = written
+        if pod is not None and decision.pod_conditions:
+            wrote |= await self._conditions(
+                pod_path(pod.namespace, pod.name), decision.pod_conditions, pod, fresh.get(True)
+            )
+        if node is not None and decision.node_conditions:
+            wrote |= await self._conditions(
+                node_path(node.name), decision.node_conditions, node, fresh.get(False)
+            )
+        if decision.cordon and node is not None:
+            cordoned = await self._cordon(node, decision.cordon, logger)
+            wrote |= cordoned
+        if wrote:
+            state = self.slurm_cache.nodes.get(name)
+            logger.info("kubernetes updated from slurm", state=state.state_text if state else None)
+            self.record("annotate", "slurm_to_k8s", "ok", name)
+        for event in decision.events:
+            # an action's Event only when the action was taken now, not again while caches catch up
+            if event.reason in SLURM_ACTION_EVENTS and not slurm_acted:
+                continue
+            if event.reason in CORDON_EVENTS and not cordoned:
+                continue
+            await self._event(binding, event)
+
+    async def _conditions(
+        self,
+        path: str,
+        conditions: tuple[Condition, ...],
+        obj: KubePod | KubeNode,
+        fresh: dict[str, Any] | None = None,
+    ) -> bool:
+        now = rfc3339(self.clock()) or ""
+        current = fresh if fresh is not None else _cached(obj, with_conditions=True)
+        written = await self.writer.set_conditions(path, list(conditions), now, current=current)
+        return written is not None
+
+    async def _cordon(self, node: KubeNode, action: str, logger: Any) -> bool:
+        if action == "cordon":
+
+            def allowed(obj: dict[str, Any]) -> dict[str, Any] | None:
+                return obj  # cordoning is always safe; the annotation records that it is ours
+
+            written = await self.writer.set_unschedulable(
+                node.name, True, {Keys.CORDONED_BY: CORDONED_BY_SLURM}, only_if=allowed
+            )
+        else:
+
+            def ours(obj: dict[str, Any]) -> dict[str, Any] | None:
+                annotations = (obj.get("metadata") or {}).get("annotations") or {}
+                return obj if annotations.get(Keys.CORDONED_BY) == CORDONED_BY_SLURM else None
+
+            written = await self.writer.set_unschedulable(
+                node.name, False, {Keys.CORDONED_BY: None}, only_if=ours
+            )
+        if written is None:
+            return False  # nothing to change (or not ours to lift)
+        logger.info(f"kubernetes node {action}ed for slurm")
+        self.record(action, "slurm_to_k8s", "ok", node.name)
+        return True
+
+    async def _event(self, binding: Binding, event: EventSpec) -> None:
+        ref = self.ref(binding, event.on)
+        if ref is not None:
+            await self.events.record(ref, event.type, event.reason, event.message)
+
+
+def _cached(obj: KubePod | KubeNode | None, with_conditions: bool = False) -> dict[str, Any] | None:
+    """The cached object in API shape, enough for the writer to diff against (409 if it is stale)."""
+    if obj is None:
+        return None
+    body: dict[str, Any] = {
+        "metadata": {
+            "annotations": dict(obj.annotations),
+            "labels": dict(obj.labels),
+            "resourceVersion": obj.resource_version,
+        }
+    }
+    if with_conditions:
+        body["status"] = {
+            "conditions": [
+                {
+                    "type": c.type, "status": c.status, "reason": c.reason, "message": c.message,
+                    "lastTransitionTime": rfc3339(c.last_transition_time),
+                }
+                for c in obj.conditions
+            ]
+        }  # fmt: skip
+    if isinstance(obj, KubeNode):
+        body["spec"] = {"unschedulable": obj.unschedulable}
+    return body

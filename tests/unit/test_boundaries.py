@@ -1,0 +1,60 @@
+"""Boundaries import-linter cannot see: the daemon loads no test code, and the cordon-owner value is
+written in one place only."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def modules_loaded_by(argv: list[str]) -> set[str]:
+    code = (
+        "import sys\n"
+        "from syncer.app.cli import build_parser\n"
+        f"build_parser({argv!r}).parse_args({argv!r})\n"
+        "print('\\n'.join(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+def test_run_and_status_load_neither_the_emulator_nor_the_sandbox() -> None:
+    for argv in (["run", "--slurm-url", "http://slurmrestd:6820"], ["status"], ["check"]):
+        loaded = modules_loaded_by(argv)
+        assert "syncer.app.run_cmd" in loaded
+        assert not {m for m in loaded if m.startswith("syncer.testing")}, argv
+
+
+def test_the_local_tools_still_load_when_asked_for() -> None:
+    assert "syncer.testing.kubeapi_cli" in modules_loaded_by(["kubeapi"])
+    assert "syncer.testing.demo" in modules_loaded_by(["--log-level", "debug", "demo"])
+
+
+def test_the_cordon_owner_value_is_never_written_as_a_literal() -> None:
+    """`Keys.CORDONED_BY` is compared with and set to CORDONED_BY_SLURM only, so the value the engine
+    writes and the one `decide` treats as the syncer's own can never drift apart."""
+    from syncer.model.keys import CORDONED_BY_SLURM
+
+    offenders = []
+    for path in sorted((REPO / "syncer").rglob("*.py")):
+        if "testing" in path.parts:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            pairs: list[tuple[ast.AST, ast.AST]] = []
+            if isinstance(node, ast.Dict):
+                pairs += [(k, v) for k, v in zip(node.keys, node.values, strict=True) if k is not None]
+            if isinstance(node, ast.Compare):
+                pairs += [(node.left, right) for right in node.comparators]
+                pairs += [(right, node.left) for right in node.comparators]
+            for key, value in pairs:
+                mentions_key = "CORDONED_BY" in ast.unparse(key) and "CORDONED_BY_SLURM" not in ast.unparse(
+                    key
+                )
+                if mentions_key and isinstance(value, ast.Constant) and value.value == CORDONED_BY_SLURM:
+                    offenders.append(f"{path.relative_to(REPO)}:{getattr(node, 'lineno', 0)}")
+    assert not offenders, f"literal {CORDONED_BY_SLURM!r} beside Keys.CORDONED_BY: {offenders}"
