@@ -48,6 +48,7 @@ DEFAULT_MAX_DYNAMIC = 256
 START_TIMEOUT_S = 90.0
 API_VERSION = COMMON_API_VERSION  # served by every release the sandbox runs
 READY_STATES = ("IDLE", "MIXED", "ALLOCATED", "COMPLETING")
+BUSY_STATES = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
 
 
 def _program(name: str) -> str:
@@ -307,6 +308,12 @@ class Sandbox:
 
         Slurm refuses ("nodes are busy") while a job on it is still completing: retried until `timeout`.
         """
+        if self.running(f"slurmd:{node}"):
+            # a job still completing needs its slurmd to report the end; once slurmd is gone, Slurm holds
+            # the node busy until it marks it down (SlurmdTimeout, 60 s here)
+            deadline = time.monotonic() + timeout / 2
+            while self.node_state(node) & BUSY_STATES and time.monotonic() < deadline:
+                time.sleep(0.2)
         self.stop_slurmd(node)
         last = ""
 
