@@ -24,6 +24,7 @@ from syncer.kube.gate import WriteGate
 from syncer.kube.leader import LeaderElector
 from syncer.kube.writer import KubeWriter
 from syncer.model.keys import Keys
+from syncer.model.naming import SlurmNameRule
 from syncer.nodeset.reconciler import NodeSetReconciler
 from syncer.runtime.backoff import Backoff
 from syncer.runtime.controller import ReconcileMetrics
@@ -49,6 +50,8 @@ class ServiceConfig:
     slurm_stale_after_s: float = default("slurm_stale_after")
     namespace: str = default("namespace")  # pods' namespace; "" = all
     bind_by_node_name: bool = default("bind_by_node_name")
+    node_name_labels: tuple[str, ...] = default("node_name_label")
+    pod_selector: str = default("pod_selector")
     max_drain_fraction: float = default("max_drain_fraction")
     workers: int = default("workers")
     dry_run: bool = default("dry_run")
@@ -87,7 +90,11 @@ class SyncerService:
             stale_after_s=config.slurm_stale_after_s,
         )
         self.kube_cache = KubeCache(
-            kube, namespace=config.namespace, bind_by_node_name=config.bind_by_node_name
+            kube,
+            namespace=config.namespace,
+            bind_by_node_name=config.bind_by_node_name,
+            names=SlurmNameRule(config.node_name_labels),
+            pod_selector=config.pod_selector,
         )
         # one registry: each controller registers its own reconcile metrics in it
         self.registry = CollectorRegistry(auto_describe=True)

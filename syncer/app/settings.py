@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import yaml
 
+from syncer.model.keys import DEFAULT_CORDON_REASON_ANNOTATIONS, DEFAULT_NODE_NAME_LABELS
 from syncer.sync.options import SyncOptions
 from syncer.sync.valve import DrainValve
 
@@ -48,6 +49,25 @@ def parse_bool(text: str) -> bool:
     if value in ("0", "false", "no", "off", ""):
         return False
     raise ValueError("true or false (also 1/0, yes/no)")
+
+
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def _label_key(text: str) -> str:
+    key = text.strip()
+    if not _LABEL_KEY.match(key) or len(key) > 316:
+        raise ValueError(
+            "a label or annotation key, [prefix/]name, e.g. nodeset.slinky.slurm.net/pod-hostname"
+        )
+    return key
+
+
+def _label_selector(text: str) -> str:
+    selector = text.strip()
+    if any(ch in selector for ch in "\n\r\t\x00") or selector.count("(") != selector.count(")"):
+        raise ValueError("a Kubernetes label selector, e.g. app.kubernetes.io/name=slurmd")
+    return selector
 
 
 def _condition(text: str) -> tuple[str, str]:
@@ -272,6 +292,31 @@ OPTIONS: tuple[Option, ...] = (
         "flag",
     ),
     Option(
+        "node-name-label",
+        _label_key,
+        DEFAULT_NODE_NAME_LABELS,
+        "pod label naming its Slurm node (repeatable, first present wins; default: ours, then Slinky's "
+        "pod-hostname, computed as Slinky does)",
+        "Sync",
+        "list",
+    ),
+    Option(
+        "pod-selector",
+        _label_selector,
+        "",
+        "label selector narrowing which pods are considered, e.g. app.kubernetes.io/name=slurmd "
+        "(with several node-name labels, without it every pod is listed and filtered here)",
+        "Sync",
+    ),
+    Option(
+        "cordon-reason-annotation",
+        _label_key,
+        DEFAULT_CORDON_REASON_ANNOTATIONS,
+        "Node annotation whose text becomes the drain reason of a cordon (repeatable, first present wins)",
+        "Sync",
+        "list",
+    ),
+    Option(
         "bind-by-node-name",
         parse_bool,
         False,
@@ -343,6 +388,9 @@ class Settings:
     ready_grace_period: float
     drain_on_condition: tuple[tuple[str, str], ...]
     cordon_on_slurm_drain: bool
+    node_name_label: tuple[str, ...]
+    pod_selector: str
+    cordon_reason_annotation: tuple[str, ...]
     bind_by_node_name: bool
     max_drain_fraction: float
     workers: int
@@ -399,7 +447,11 @@ def _parse(option: Option, raw: Any, source: str) -> Any:
     try:
         if option.kind == "list":
             items = raw if isinstance(raw, list) else [p for p in str(raw).split(",") if p.strip()]
-            return tuple(option.parse(str(item)) for item in items)
+            parsed = []
+            for item in items:
+                raw = item  # a bad item is named alone, not the whole list
+                parsed.append(option.parse(str(item)))
+            return tuple(parsed)
         if option.kind == "flag" and isinstance(raw, bool):
             return raw
         return option.parse(str(raw))

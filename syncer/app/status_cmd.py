@@ -14,6 +14,7 @@ from syncer.app import settings as settings_mod
 from syncer.app.wiring import kube_client, slurm_client, sync_options
 from syncer.kube.cache import KubeCache
 from syncer.kube.errors import KubeError
+from syncer.model.naming import SlurmNameRule
 from syncer.slurm.errors import SlurmError
 from syncer.sync.drift import Row, drift_rows
 
@@ -33,7 +34,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 async def collect(settings: settings_mod.Settings, include_unbound: bool = False) -> list[Row]:
     slurm = slurm_client(settings)
     kube = await kube_client(settings)
-    cache = KubeCache(kube, namespace=settings.namespace, bind_by_node_name=settings.bind_by_node_name)
+    cache = KubeCache(
+        kube,
+        namespace=settings.namespace,
+        bind_by_node_name=settings.bind_by_node_name,
+        names=SlurmNameRule(settings.node_name_label),
+        pod_selector=settings.pod_selector,
+    )
     try:
         await slurm.start()
         listing = await slurm.list_all_nodes()

@@ -37,6 +37,7 @@ def sync_options(settings: Settings) -> SyncOptions:
         ready_grace_s=settings.ready_grace_period,
         drain_on_conditions=tuple(settings.drain_on_condition),
         cordon_on_slurm_drain=settings.cordon_on_slurm_drain,
+        cordon_reason_annotations=settings.cordon_reason_annotation,
     )
 
 
@@ -49,6 +50,8 @@ def service_config(settings: Settings, environ: Mapping[str, str]) -> ServiceCon
         slurm_stale_after_s=settings.slurm_stale_after,
         namespace=settings.namespace,
         bind_by_node_name=settings.bind_by_node_name,
+        node_name_labels=settings.node_name_label,
+        pod_selector=settings.pod_selector,
         max_drain_fraction=settings.max_drain_fraction,
         workers=settings.workers,
         dry_run=settings.dry_run,

@@ -14,6 +14,7 @@ from syncer.kube.client import KubeClient
 from syncer.kube.informer import Informer
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubePod
+from syncer.model.naming import SlurmNameRule
 from syncer.tasks import cancel_and_wait
 
 KeysHandler = Callable[[set[str]], None]
@@ -34,12 +35,19 @@ class KubeCache:
         *,
         namespace: str = "",
         bind_by_node_name: bool = False,
+        names: SlurmNameRule | None = None,
+        pod_selector: str = "",
         watch_timeout_s: float = 300.0,
         inactivity_timeout_s: float = 90.0,
     ) -> None:
         pods_path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+        self.names = names or SlurmNameRule()
+        # the server narrows by the pod selector, or by the one name label; several labels cannot be
+        # ORed in a selector, so those pods are filtered here (narrow them with --pod-selector)
         self.pods: Informer[KubePod] = Informer(
-            client, pods_path, "Pod", _pod_key, label_selector=Keys.NODE_NAME_LABEL,
+            client, pods_path, "Pod", _pod_key,
+            label_selector=pod_selector or self.names.server_selector,
+            keep=lambda pod: bool(self.names.of(pod)),
             watch_timeout_s=watch_timeout_s, inactivity_timeout_s=inactivity_timeout_s,
         )  # fmt: skip
         self.nodes: Informer[KubeNode] = Informer(
@@ -102,6 +110,10 @@ class KubeCache:
     def node(self, name: str) -> KubeNode | None:
         return self.nodes.items.get(name)
 
+    def slurm_name_of(self, pod: KubePod) -> str:
+        """The Slurm node a pod runs, by the configured labels (first present wins)."""
+        return self.names.of(pod)
+
     def slurm_names(self) -> AbstractSet[str]:
         """Every Slurm node name some pod or Node claims (with `bind_by_node_name`, every Node's name).
 
@@ -162,8 +174,8 @@ class KubeCache:
     def _on_pod(self, old: KubePod | None, new: KubePod | None) -> None:
         pod = new or old
         assert pod is not None
-        old_slurm = old.labels.get(Keys.NODE_NAME_LABEL, "") if old else ""
-        new_slurm = new.labels.get(Keys.NODE_NAME_LABEL, "") if new else ""
+        old_slurm = self.names.of(old) if old else ""
+        new_slurm = self.names.of(new) if new else ""
         self._move_claim(self.pods_by_slurm_node, old_slurm, new_slurm, pod.key, new is not None)
         old_kube = old.node_name if old else ""
         left, _joined = self._move(
@@ -175,7 +187,7 @@ class KubeCache:
             for pod_key in self.pods_by_kube_node.get(old_kube, ()):
                 sibling = self.pods.items.get(pod_key)
                 if sibling is not None:
-                    keys.add(sibling.labels.get(Keys.NODE_NAME_LABEL, ""))
+                    keys.add(self.names.of(sibling))
         self._notify(keys)
 
     def _on_node(self, old: KubeNode | None, new: KubeNode | None) -> None:
@@ -190,7 +202,7 @@ class KubeCache:
         for pod_key in self.pods_by_kube_node.get(node.name, ()):
             pod = self.pods.items.get(pod_key)
             if pod is not None:
-                keys.add(pod.labels.get(Keys.NODE_NAME_LABEL, ""))
+                keys.add(self.names.of(pod))
         if self.bind_by_node_name:
             keys.add(node.name)
         self._notify(keys)

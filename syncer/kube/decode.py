@@ -43,6 +43,8 @@ class _RawNodeSpec(msgspec.Struct):
 
 class _RawPodSpec(msgspec.Struct):
     nodeName: str = ""
+    hostname: str = ""
+    hostNetwork: bool = False
 
 
 class _RawStatus(msgspec.Struct):
@@ -152,6 +154,8 @@ def _pod(raw: _RawPod) -> KubePod:
         uid=meta.uid,
         resource_version=meta.resourceVersion,
         node_name=raw.spec.nodeName,
+        hostname=raw.spec.hostname,
+        host_network=raw.spec.hostNetwork,
         labels=meta.labels or {},
         annotations=meta.annotations or {},
         deletion_timestamp=epoch(meta.deletionTimestamp) if meta.deletionTimestamp else None,

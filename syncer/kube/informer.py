@@ -54,6 +54,7 @@ class Informer(Generic[T]):
         *,
         label_selector: str = "",
         field_selector: str = "",
+        keep: Callable[[T], bool] | None = None,
         page_size: int = 500,
         watch_timeout_s: float = 300.0,
         inactivity_timeout_s: float = 90.0,
@@ -66,6 +67,9 @@ class Informer(Generic[T]):
         self.codec = Codec(kind)
         self.label_selector = label_selector
         self.field_selector = field_selector
+        # objects a label selector cannot exclude (e.g. "any of these labels"): never stored, and an
+        # update that makes a stored one fail it is seen as its deletion
+        self.keep = keep
         self.page_size = page_size
         self.watch_timeout_s = watch_timeout_s
         self.inactivity_timeout_s = inactivity_timeout_s
@@ -108,7 +112,8 @@ class Informer(Generic[T]):
             raw = await self.client.request_bytes("GET", self.path, params=params)
             objects, rv, token = self.codec.decode_list(raw)
             for obj in objects:
-                fresh[self.key(obj)] = obj
+                if self.keep is None or self.keep(obj):
+                    fresh[self.key(obj)] = obj
             if not token:
                 break
         self.stats.lists += 1
@@ -152,9 +157,9 @@ class Informer(Generic[T]):
             self.stats.events += 1
             key = self.key(obj)
             previous = self.items.get(key)
-            if kind == "DELETED":
-                self.items.pop(key, None)
-                self._emit(previous, None)
+            if kind == "DELETED" or (self.keep is not None and not self.keep(obj)):
+                if self.items.pop(key, None) is not None:
+                    self._emit(previous, None)
             else:
                 self.items[key] = obj
                 self._emit(previous, obj)

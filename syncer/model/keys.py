@@ -36,3 +36,18 @@ class Keys:
     CRD_VERSION: Final = "v1alpha1"
     CRD_KIND: Final = "NodeSet"
     CRD_PLURAL: Final = "nodesets"
+
+
+class Slinky:
+    """What SchedMD's Slinky slurm-operator puts on its NodeSet pods and Nodes (docs/interop.md)."""
+
+    HOSTNAME_LABEL: Final = "nodeset.slinky.slurm.net/pod-hostname"
+    SCALING_MODE_LABEL: Final = "nodeset.slinky.slurm.net/scaling-mode"
+    CORDON_REASON: Final = "nodeset.slinky.slurm.net/node-cordon-reason"
+    REASON_PREFIX: Final = "slurm-operator: "
+
+
+# Which label names a pod's Slurm node, and which Node annotation says why it was cordoned: the first
+# present wins. Ours first, then Slinky's, so its pods bind with no relabelling.
+DEFAULT_NODE_NAME_LABELS: Final = (Keys.NODE_NAME_LABEL, Slinky.HOSTNAME_LABEL)
+DEFAULT_CORDON_REASON_ANNOTATIONS: Final = (Keys.CORDON_REASON, Slinky.CORDON_REASON)

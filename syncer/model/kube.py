@@ -35,6 +35,8 @@ class KubePod(msgspec.Struct, frozen=True, kw_only=True):
     uid: str = ""
     resource_version: str = ""
     node_name: str = ""  # spec.nodeName; empty while unscheduled
+    hostname: str = ""  # spec.hostname (Slinky's pods: the Slurm node name)
+    host_network: bool = False
     labels: dict[str, str] = msgspec.field(default_factory=dict)
     annotations: dict[str, str] = msgspec.field(default_factory=dict)
     deletion_timestamp: float | None = None  # epoch seconds

@@ -133,16 +133,19 @@ class Applier:
         repeat = sent is not None and sent[:2] == signature
         if repeat and sent is not None and time.monotonic() - sent[2] < self.slurm_cache.stale_after_s:
             return False  # already sent; the Slurm cache has not caught up yet
-        if action.kind == "undrain":
-            # the cache may be a second old: read the node again so an admin's new reason is never lifted
+        if action.kind == "undrain" or not action.redrain:
+            # The cache may be a poll old: read the node again, so an admin's new reason is never lifted
+            # and a drain someone else just made (Slinky's operator reacts to the same cordon) keeps its
+            # reason instead of being overwritten by ours.
             current = await self.slurm.get_node(name)
             recheck = decide(
                 current, binding.pod, binding.node, now=self.clock(), opts=self.options, slurm_fresh=True,
                 scale_in_of=self.scale_in_of(name),
             )  # fmt: skip
-            if recheck.slurm_action is None or recheck.slurm_action.kind != "undrain":
+            if recheck.slurm_action is None or recheck.slurm_action.kind != action.kind:
                 logger.info(
-                    "undrain skipped: Slurm changed meanwhile", reason=current.reason if current else None
+                    f"{action.kind} skipped: Slurm changed meanwhile",
+                    reason=current.reason if current else None,
                 )
                 return False
         if not self.gate.check():

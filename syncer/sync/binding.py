@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from syncer.kube.cache import KubeCache
-from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubePod
 from syncer.model.slurm import SlurmNode
 
@@ -70,7 +69,7 @@ def pod_bound_on_node(binding: Binding, cache: KubeCache) -> tuple[str, ...] | N
     names = {binding.slurm_name}
     for key in keys:
         other = cache.pods.items.get(key)
-        slurm_name = other.labels.get(Keys.NODE_NAME_LABEL, "") if other is not None else ""
+        slurm_name = cache.slurm_name_of(other) if other is not None else ""
         if not slurm_name or slurm_name in names:
             continue
         sibling = resolve(slurm_name, cache)

@@ -67,7 +67,15 @@ def drain_causes(
     if node is not None:
         # Our own echo of a Slurm drain is not a Kubernetes-side cause (no feedback loop).
         if node.unschedulable and node.annotations.get(Keys.CORDONED_BY) != CORDONED_BY_SLURM:
-            note = sanitise_capped(node.annotations.get(Keys.CORDON_REASON, ""), opts.max_reason_bytes)
+            raw = next(
+                (
+                    node.annotations[key]
+                    for key in opts.cordon_reason_annotations
+                    if node.annotations.get(key)
+                ),
+                "",
+            )
+            note = sanitise_capped(raw, opts.max_reason_bytes)
             add(CORDON, note or f"Node {node.name} cordoned")
         ready = node.condition("Ready") or MISSING_READY
         if ready.status != "True":

@@ -269,8 +269,11 @@ class SyncEngine:
         if name in self.stats.missing:
             return None
         self.stats.missing.add(name)
+        labels = pod.labels if pod is not None else {}
+        label = next((key for key in self.kube_cache.names.labels if labels.get(key)), Keys.NODE_NAME_LABEL)
+        named = name if labels.get(label, name) == name else f"{labels[label]} (Slurm node {name})"
         message = (
-            f"labelled {Keys.NODE_NAME_LABEL}={name}, but Slurm has no node of that name after "
+            f"labelled {label}={named}, but Slurm has no node of that name after "
             f"{self.missing_grace_s:.0f} s: check the label, or why slurmd did not register"
         )
         log.warning(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from syncer.model.keys import DEFAULT_CORDON_REASON_ANNOTATIONS
 from syncer.sync.reason import UNSAFE_CHARS
 
 
@@ -17,6 +18,7 @@ class SyncOptions:
       e.g. ("GpuUnhealthy", "True").
     - `cordon_on_slurm_drain`: a drain that started in Slurm cordons the Kubernetes Node.
     - `max_reason_bytes`: cap of a drain reason in UTF-8 bytes, prefix included.
+    - `cordon_reason_annotations`: Node annotations whose text explains a cordon; the first present wins.
     """
 
     owner_prefix: str = "k8s: "
@@ -24,6 +26,7 @@ class SyncOptions:
     drain_on_conditions: tuple[tuple[str, str], ...] = ()
     cordon_on_slurm_drain: bool = False
     max_reason_bytes: int = 256
+    cordon_reason_annotations: tuple[str, ...] = DEFAULT_CORDON_REASON_ANNOTATIONS
 
     def __post_init__(self) -> None:
         # An empty or control-laden prefix would make every reason (or none) look like ours.

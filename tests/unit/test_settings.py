@@ -184,3 +184,24 @@ def test_service_defaults_come_from_the_option_table():
     )
     assert (config.listen_host, config.listen_port) == settings.default("listen_address")
     assert config.options.ready_grace_s == settings.default("ready_grace_period")
+
+
+def test_binding_labels_pod_selector_and_cordon_reason_annotations():
+    default = load(parse("--slurm-url", "http://s:1"), {})
+    assert default.node_name_label == (
+        "slurm-syncer.dev/node-name",
+        "nodeset.slinky.slurm.net/pod-hostname",
+    )
+    assert default.cordon_reason_annotation == (
+        "slurm-syncer.dev/cordon-reason",
+        "nodeset.slinky.slurm.net/node-cordon-reason",
+    )
+    assert default.pod_selector == ""
+    chosen = load(
+        parse("--slurm-url", "http://s:1", "--node-name-label", "example.com/slurm-node"),
+        {"SLURM_SYNCER_POD_SELECTOR": "app.kubernetes.io/name=slurmd"},
+    )
+    assert chosen.node_name_label == ("example.com/slurm-node",)
+    assert chosen.pod_selector == "app.kubernetes.io/name=slurmd"
+    with pytest.raises(SettingsError, match="bad value 'not a key!' for --node-name-label: expected a label"):
+        load(parse("--slurm-url", "http://s:1", "--node-name-label", "not a key!"), {})
