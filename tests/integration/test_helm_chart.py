@@ -561,3 +561,12 @@ async def test_kubectl_applies_the_manifests_to_the_emulator(tmp_path: Path):
         )
         volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
         assert volumes["slurm-auth"]["secret"]["items"] == [{"key": "jwt_hs256.key", "path": "jwt_hs256.key"}]
+
+
+def test_the_slinky_example_values_render_and_load():
+    values = yaml.safe_load((ROOT / "deploy" / "examples" / "values-slinky.yaml").read_text())
+    loaded = load_settings(render(values))
+    assert loaded.nodeset_enabled is False and loaded.pod_selector == "app.kubernetes.io/name=slurmd"
+    assert loaded.node_name_label[-1] == "nodeset.slinky.slurm.net/pod-hostname"
+    assert loaded.cordon_reason_annotation[-1] == "nodeset.slinky.slurm.net/node-cordon-reason"
+    assert loaded.slurm_url == "http://slurm-restapi.slurm.svc.cluster.local:6820"
