@@ -50,6 +50,7 @@ def service_config(settings: Settings, environ: Mapping[str, str]) -> ServiceCon
         namespace=settings.namespace,
         bind_by_node_name=settings.bind_by_node_name,
         max_drain_fraction=settings.max_drain_fraction,
+        safety_valve_min_nodes=settings.safety_valve_min_nodes,
         workers=settings.workers,
         dry_run=settings.dry_run,
         leader_election=settings.leader_election,
