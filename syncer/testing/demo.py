@@ -36,6 +36,7 @@ from syncer.testing.demo_log import ActionTap, log_path, logging_to
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.sandbox import DEMO_RELEASE, RELEASES, Sandbox, SandboxError, up
 from syncer.testing.sandbox.config import free_port
+from syncer.testing.sandbox.rootfs import cache_dir, rootfs_path
 from syncer.testing.slurmd_standin import SlurmdStandIn
 
 NAMESPACE = "slurm"
@@ -206,6 +207,8 @@ async def world(
         f"starting a real Slurm {args.slurm} sandbox in {directory} "
         f"({args.nodes} simulated nodes + 1 real slurmd)"
     )
+    if not rootfs_path(RELEASES[args.slurm], cache_dir()).exists():
+        detail("first run: its Debian root file system is built first (30 s to 2 min)")
     sandbox = await asyncio.to_thread(up, directory, args.nodes, slurm=args.slurm)
     try:
         detail(f"slurmrestd {sandbox.slurm_version} at {sandbox.rest_url}")
