@@ -1,6 +1,6 @@
 """The applier: carries out one reconcile's decision, in order. Slurm first (its result is what
 Kubernetes then shows), then the pod and Node (annotations, conditions, cordon), then the Events of
-what was done now. It owns the write gate checks, the safety valve's admission of new drains, the
+what was done now. It owns the write gate checks, the safety valve's admission of new automatic drains, the
 echo suppression of Slurm writes the cache has not caught up with, and the re-read before an
 undrain, so the engine's reconcile stays read -> decide -> apply."""
 
