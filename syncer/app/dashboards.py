@@ -199,9 +199,10 @@ ALERTS = (
     ),
     Alert(
         "SlurmSyncerSafetyValveOpen", "slurm_syncer_safety_valve_open", "== 1", "0m", "warning",
-        "safety valve open: Kubernetes-side drains are held back",
-        "More than --max-drain-fraction of bound nodes wanted to drain within a minute. Investigate the "
-        "cause (Node health, network partition), then let it close or reset it.",
+        "safety valve open: automatic Kubernetes-side drains are held back",
+        "More than --max-drain-fraction (at least --safety-valve-min-nodes) of bound nodes wanted to drain "
+        "within a minute for automatic causes (NotReady, problem conditions). Investigate the cause (Node "
+        "health, network partition), then let it close or reset it.",
     ),
     Alert(
         "SlurmSyncerDriftPersisting", "slurm_syncer_drift_nodes", "> 0", "10m", "warning",

@@ -4,18 +4,33 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
+from typing import Any, TextIO
 
 import structlog
 
 
-def configure_logging(fmt: str = "auto", level: str = "info") -> None:
+def configure_logging(
+    fmt: str = "auto",
+    level: str = "info",
+    *,
+    stream: TextIO | None = None,
+    tap: structlog.typing.Processor | None = None,
+) -> None:
+    """Log to `stream` (default stderr); `tap` sees every event from info up before the level filter and
+    the renderer (the demo tells the syncer's actions from it, whatever the log level)."""
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         raise SystemExit(f"slurm-syncer: unknown --log-level {level!r}; use debug, info, warning or error")
-    use_console = fmt == "console" or (fmt == "auto" and sys.stderr.isatty())
+    out = stream if stream is not None else sys.stderr
+    use_console = fmt == "console" or (fmt == "auto" and out.isatty())
     renderer: structlog.typing.Processor = (
-        structlog.dev.ConsoleRenderer() if use_console else structlog.processors.JSONRenderer()
+        structlog.dev.ConsoleRenderer(colors=out.isatty())
+        if use_console
+        else structlog.processors.JSONRenderer()
     )
+    # the tap sees events from info up; the level filter after it keeps the log as asked
+    tapped: list[structlog.typing.Processor] = [tap, _AtLeast(numeric)] if tap is not None else []
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -23,9 +38,24 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.StackInfoRenderer(),
             structlog.processors.format_exc_info,
+            *tapped,
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(
+            min(numeric, logging.INFO) if tap is not None else numeric
+        ),
+        logger_factory=structlog.PrintLoggerFactory(file=out),
         cache_logger_on_first_use=False,
     )
+
+
+class _AtLeast:
+    """Drops events below `level` (when a tap needs the logger itself to let more through)."""
+
+    def __init__(self, level: int) -> None:
+        self.level = level
+
+    def __call__(self, _logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
+        if logging.getLevelName(str(event.get("level", "info")).upper()) < self.level:
+            raise structlog.DropEvent
+        return event

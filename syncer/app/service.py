@@ -53,6 +53,7 @@ class ServiceConfig:
     node_name_labels: tuple[str, ...] = default("node_name_label")
     pod_selector: str = default("pod_selector")
     max_drain_fraction: float = default("max_drain_fraction")
+    safety_valve_min_nodes: int = default("safety_valve_min_nodes")
     workers: int = default("workers")
     dry_run: bool = default("dry_run")
     leader_election: bool = default("leader_election")
@@ -109,7 +110,7 @@ class SyncerService:
             events=self.events,
             gate=self.gate,
             options=config.options,
-            valve=DrainValve(max_fraction=config.max_drain_fraction),
+            valve=DrainValve(max_fraction=config.max_drain_fraction, min_nodes=config.safety_valve_min_nodes),
             workers=config.workers,
             resync_s=config.resync_s,
             missing_grace_s=config.missing_grace_s,
@@ -243,7 +244,7 @@ class SyncerService:
                 f"({self.slurm_cache.cause or 'no error recorded'})"
             )
         if self.engine.valve.is_open:
-            reasons.append("safety valve open: Kubernetes-side drains are held back")
+            reasons.append("safety valve open: automatic Kubernetes-side drains are held back")
         return not reasons, reasons
 
     async def _heartbeat(self) -> None:

@@ -328,7 +328,16 @@ OPTIONS: tuple[Option, ...] = (
         "max-drain-fraction",
         _fraction,
         DrainValve().max_fraction,
-        "safety valve: most bound nodes that may newly drain per minute from Kubernetes",
+        "safety valve: most bound nodes that may newly drain per minute from automatic causes "
+        "(Ready past the grace, drain-on-condition); cordons and drain annotations are never held",
+        "Sync",
+    ),
+    Option(
+        "safety-valve-min-nodes",
+        _positive_int,
+        DrainValve().min_nodes,
+        "safety valve floor: it never trips below this many automatic drains per minute, whatever "
+        "the fraction of a small cluster",
         "Sync",
     ),
     Option("workers", _positive_int, 8, "Slurm nodes reconciled at once", "Sync"),
@@ -393,6 +402,7 @@ class Settings:
     cordon_reason_annotation: tuple[str, ...]
     bind_by_node_name: bool
     max_drain_fraction: float
+    safety_valve_min_nodes: int
     workers: int
     dry_run: bool
     nodeset_enabled: bool

@@ -53,6 +53,7 @@ def service_config(settings: Settings, environ: Mapping[str, str]) -> ServiceCon
         node_name_labels=settings.node_name_label,
         pod_selector=settings.pod_selector,
         max_drain_fraction=settings.max_drain_fraction,
+        safety_valve_min_nodes=settings.safety_valve_min_nodes,
         workers=settings.workers,
         dry_run=settings.dry_run,
         leader_election=settings.leader_election,

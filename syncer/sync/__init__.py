@@ -10,7 +10,9 @@
   megabytes); `UNSAFE_CHARS` (the pattern sanitise replaces).
 - `causes`: `Cause(kind, text)` with kinds `cordon`, `not-ready`, `condition`, `drain-annotation`,
   `terminating`, `scale-in`; `drain_causes(pod, node, *, now, opts, scale_in_of=None) -> (causes, recheck_at)`
-  (stable order; `recheck_at` = when a pending Ready grace period ends, else None); `condition_text(cond)`.
+  (stable order; `recheck_at` = when a pending Ready grace period ends, else None); `condition_text(cond)`;
+  `is_automatic(causes)` (every cause in `AUTOMATIC` = not-ready, condition: the valve may hold it back;
+  any `EXPLICIT` cause makes the drain an intent the valve never holds nor counts).
 - `decide`: `decide(slurm, pod, node, *, now, opts, slurm_fresh, scale_in_of=None, node_slurm=None)
   -> Decision` with
   `slurm_action: SlurmAction(kind "drain"|"undrain", reason, redrain=False) | None`, `annotations`
@@ -21,9 +23,10 @@
   `node` when it hosts several; the Node's conditions then come from all of them through
   `shared_node_conditions(members, *, slurm_fresh) -> (drained, healthy) | None` (None: leave them).
   Event and condition reason names are constants in `decide` (EVENT_*, DRAINED, ...).
-- `valve.DrainValve(max_fraction=0.10, window_s=60.0)`: `admit(key, now, bound_nodes) -> bool`,
-  `tick(now, bound_nodes=None) -> bool` (lets it close while idle), `reset()`, `threshold(bound_nodes)`,
-  `is_open`, `opened_at`, `refused`, `refused_total`, `pending`.
+- `valve.DrainValve(max_fraction=0.10, window_s=60.0, min_nodes=3)`: `admit(key, now, bound_nodes) -> bool`
+  (automatic drains only), `tick(now, bound_nodes=None) -> bool` (lets it close while idle), `reset()`,
+  `forget(key)` (drained explicitly meanwhile), `threshold(bound_nodes)` = max(min_nodes,
+  floor(max_fraction x bound)), `holds(key)`, `is_open`, `opened_at`, `refused`, `refused_total`, `pending`.
 - `drift.drift_rows(cache, slurm_nodes, opts, now, *, include_unbound=False) -> [Row]`: the one drift
   computation of `status` and the demo (a NodeSet member being removed is judged with its scale-in cause).
 

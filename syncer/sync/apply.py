@@ -1,6 +1,6 @@
 """The applier: carries out one reconcile's decision, in order. Slurm first (its result is what
 Kubernetes then shows), then the pod and Node (annotations, conditions, cordon), then the Events of
-what was done now. It owns the write gate checks, the safety valve's admission of new drains, the
+what was done now. It owns the write gate checks, the safety valve's admission of new automatic drains, the
 echo suppression of Slurm writes the cache has not caught up with, and the re-read before an
 undrain, so the engine's reconcile stays read -> decide -> apply."""
 
@@ -21,6 +21,7 @@ from syncer.model.kube import Condition, KubeNode, KubePod
 from syncer.slurm.cache import NodeCache
 from syncer.slurm.client import SlurmClient
 from syncer.sync.binding import Binding
+from syncer.sync.causes import is_automatic
 from syncer.sync.decide import (
     EVENT_CORDON,
     EVENT_DRAIN,
@@ -108,26 +109,9 @@ class Applier:
         action = decision.slurm_action
         if action is None:
             return False
-        if action.kind == "drain" and not action.redrain:
-            bound = len(self.kube_cache.slurm_names())
-            told = self.valve.holds(name)  # its "held back" Event went out when it was first refused
-            if not self.valve.admit(name, self.clock(), bound):
-                self.stats.valve_refusals += 1
-                self.record("drain", "k8s_to_slurm", "valve", name)
-                logger.warning(
-                    "safety valve open: drain held back",
-                    reason=action.reason,
-                    threshold=self.valve.threshold(bound),
-                )
-                ref = self.ref(binding, "pod" if binding.pod else "node")
-                if ref is not None and not told:
-                    await self.events.record(
-                        ref, "Warning", "SlurmDrainHeldBack",
-                        f"safety valve open: more than {self.options_fraction()} of bound nodes would drain "
-                        "within a minute; this drain waits until the storm subsides or an operator resets "
-                        f"the valve (annotation {Keys.VALVE_RESET} on the leader Lease; docs/operations.md)",
-                    )  # fmt: skip
-                return False
+        new_drain = action.kind == "drain" and not action.redrain
+        if new_drain and not await self._valve_admits(name, binding, decision, action.reason, logger):
+            return False
         sent = self.sent.get(name)
         signature = (action.kind, action.reason)
         repeat = sent is not None and sent[:2] == signature
@@ -165,8 +149,37 @@ class Applier:
         # a resend while the Slurm cache cannot confirm the first write is the same transition: no new Event
         return not repeat
 
-    def options_fraction(self) -> str:
-        return f"{self.valve.max_fraction:.0%}"
+    async def _valve_admits(
+        self, name: str, binding: Binding, decision: Decision, reason: str, logger: Any
+    ) -> bool:
+        """The safety valve limits automatic drains only; an explicit intent is never held nor counted."""
+        if not is_automatic(decision.causes):
+            if self.valve.holds(name):
+                logger.info("safety valve open: explicit drain not held back", reason=reason)
+            self.valve.forget(name)
+            return True
+        bound = len(self.kube_cache.slurm_names())
+        told = self.valve.holds(name)  # its "held back" Event went out when it was first refused
+        if self.valve.admit(name, self.clock(), bound):
+            return True
+        threshold = self.valve.threshold(bound)
+        self.stats.valve_refusals += 1
+        self.record("drain", "k8s_to_slurm", "valve", name)
+        logger.warning("safety valve open: automatic drain held back", reason=reason, threshold=threshold)
+        ref = self.ref(binding, "pod" if binding.pod else "node")
+        if ref is not None and not told:
+            await self.events.record(
+                ref, "Warning", "SlurmDrainHeldBack",
+                f"safety valve open: more than {threshold} of {bound} bound nodes ({self.valve_limit()}) "
+                "would newly drain within a minute from automatic causes (Ready past the grace, problem "
+                "conditions); this drain waits until the storm subsides or an operator resets the valve "
+                f"(annotation {Keys.VALVE_RESET} on the leader Lease; docs/operations.md). Cordons, drain "
+                "annotations, terminating pods and scale-in are never held back",
+            )  # fmt: skip
+        return False
+
+    def valve_limit(self) -> str:
+        return f"{self.valve.max_fraction:.0%}, at least {self.valve.min_nodes}"
 
     def ref(self, binding: Binding, on: str) -> ObjectRef | None:
         if on == "pod" and binding.pod is not None:

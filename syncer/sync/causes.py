@@ -18,6 +18,10 @@ DRAIN_ANNOTATION: Final = "drain-annotation"
 TERMINATING: Final = "terminating"
 SCALE_IN: Final = "scale-in"
 KINDS: Final = (CORDON, NOT_READY, CONDITION, DRAIN_ANNOTATION, TERMINATING, SCALE_IN)
+# What the safety valve may hold back: health signals that can go wrong on many nodes at once (a partition,
+# a flapping check). The other kinds are someone's explicit intent and are never held back nor counted.
+AUTOMATIC: Final = frozenset({NOT_READY, CONDITION})
+EXPLICIT: Final = frozenset(KINDS) - AUTOMATIC
 
 DEFAULT_DRAIN_TEXT: Final = "drain requested via annotation"
 # Stands in for a Node that reports no Ready condition at all: not ready since forever.
@@ -32,6 +36,12 @@ class Cause:
 
     kind: str
     text: str
+
+
+def is_automatic(causes: tuple[Cause, ...]) -> bool:
+    """A drain for these causes is automatic (the valve limits it) when every cause is automatic;
+    one explicit cause makes it an operator's or a controller's intent."""
+    return bool(causes) and all(cause.kind in AUTOMATIC for cause in causes)
 
 
 def condition_text(cond: Condition) -> str:

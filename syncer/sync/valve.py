@@ -1,4 +1,8 @@
-"""Safety valve: stop new Kubernetes-side drains when too many nodes would drain at once (a storm)."""
+"""Safety valve: stop new automatic Kubernetes-side drains when too many nodes would drain at once (a storm).
+
+Only drains whose causes are all automatic (Ready past the grace, listed problem conditions) are asked
+here; explicit intents (cordon, drain annotation, terminating pod, scale-in) bypass the valve entirely
+(`causes.is_automatic`, checked by the applier)."""
 
 from __future__ import annotations
 
@@ -9,20 +13,24 @@ from collections import OrderedDict
 class DrainValve:
     """Counts new drains of distinct keys in a sliding window; time is passed in (pure, no clock).
 
-    At most `threshold(bound_nodes)` = max(1, floor(max_fraction * bound_nodes)) distinct keys are admitted
-    per window. The first key beyond that is refused and opens the valve: while open, every new drain is
-    refused and remembered as pending. The valve closes by itself once it has been open a full window and
+    At most `threshold(bound_nodes)` = max(min_nodes, floor(max_fraction * bound_nodes)) distinct keys are
+    admitted per window (the floor keeps a small cluster from tripping on two or three sick nodes). The
+    first key beyond that is refused and opens the valve: while open, every new drain is refused and
+    remembered as pending. The valve closes by itself once it has been open a full window and
     the last window holds fewer attempted drains (admitted or refused, distinct keys) than the threshold,
     i.e. the storm subsided. `reset()` is the operator saying "go ahead": it closes the valve and lets the
     pending keys through without counting them.
     """
 
-    def __init__(self, max_fraction: float = 0.10, window_s: float = 60.0) -> None:
+    def __init__(self, max_fraction: float = 0.10, window_s: float = 60.0, min_nodes: int = 3) -> None:
         if not 0.0 < max_fraction <= 1.0:
             raise ValueError("max_fraction must be in (0, 1]")
         if not window_s > 0.0:
             raise ValueError("window_s must be positive")
+        if min_nodes < 1:
+            raise ValueError("min_nodes must be at least 1")
         self.max_fraction = max_fraction
+        self.min_nodes = min_nodes
         self.window_s = window_s
         self._admitted: OrderedDict[str, float] = OrderedDict()  # key -> admit time, oldest first
         self._attempted: OrderedDict[str, float] = OrderedDict()  # key -> last attempt time, oldest first
@@ -63,7 +71,7 @@ class DrainValve:
         return key in self._pending
 
     def threshold(self, bound_nodes: int) -> int:
-        return max(1, math.floor(self.max_fraction * max(0, bound_nodes)))
+        return max(self.min_nodes, math.floor(self.max_fraction * max(0, bound_nodes)))
 
     def admit(self, key: str, now: float, bound_nodes: int) -> bool:
         """May the new drain of `key` go ahead? Call once per intended new drain (retries are free)."""
@@ -89,6 +97,10 @@ class DrainValve:
         self._refused_total += 1
         self._pending.add(key)
         return False
+
+    def forget(self, key: str) -> None:
+        """`key` drained for an explicit cause meanwhile: it is no longer held back by the valve."""
+        self._pending.discard(key)
 
     def tick(self, now: float, bound_nodes: int | None = None) -> bool:
         """Let the valve close by itself while nobody asks to drain; returns `is_open`."""

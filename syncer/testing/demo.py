@@ -3,7 +3,10 @@
 A real Slurm sandbox (slurmctld, slurmd, slurmrestd) and the Kubernetes API emulator with slurmd pods and
 a NodeSet whose pods are backed by real slurmd processes; the syncer between them; then a short scenario:
 cordon a Node and watch Slurm drain it, drain a node in Slurm and watch Kubernetes see it, scale the
-NodeSet down while a job runs. `--keep` leaves everything running for kubectl and scontrol; Ctrl-C ends it.
+NodeSet down while a job runs. The screen is the story: each claim is printed once the demo has seen it
+hold, with a short line per syncer action it tells of; the syncer's log goes to a file named at the start
+(`--verbose`: to the terminal instead). `--keep` leaves everything running for kubectl and scontrol;
+Ctrl-C ends it.
 """
 
 from __future__ import annotations
@@ -29,9 +32,11 @@ from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.sync.drift import Row, drift_rows
 from syncer.sync.options import SyncOptions
+from syncer.testing.demo_log import ActionTap, log_path, logging_to
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.sandbox import DEMO_RELEASE, RELEASES, Sandbox, SandboxError, up
 from syncer.testing.sandbox.config import free_port
+from syncer.testing.sandbox.rootfs import cache_dir, rootfs_path
 from syncer.testing.slurmd_standin import SlurmdStandIn
 
 NAMESPACE = "slurm"
@@ -58,6 +63,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--replicas", type=int, default=3, help="slurmd pods of the NodeSet (default 3)")
     parser.add_argument("--keep", action="store_true", help="keep everything running after the scenario")
     parser.add_argument("--metrics-port", type=int, default=0, help="port of /metrics (default: a free one)")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show the syncer's full log here too (default: only the story; the log goes to a file)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -67,6 +77,12 @@ def say(text: str) -> None:
 
 def detail(text: str) -> None:
     print(f"    {text}", flush=True)
+
+
+def syncer_did(lines: list[str]) -> None:
+    """What the syncer logged it did (lines from the tap, so printed after it happened)."""
+    for line in lines:
+        print(f"      syncer: {line}", flush=True)
 
 
 async def wait(check: Callable[[], Awaitable[bool] | bool], what: str, deadline_s: float = 60) -> float:
@@ -91,6 +107,11 @@ def annotations_of(obj: dict[str, Any]) -> dict[str, str]:
     return dict((obj.get("metadata") or {}).get("annotations") or {})
 
 
+def drained_condition(obj: dict[str, Any]) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "SlurmNodeDrained" and c.get("status") == "True" for c in conditions)
+
+
 @dataclass
 class World:
     sandbox: Sandbox
@@ -98,6 +119,11 @@ class World:
     kubeconfig: Path
     service: SyncerService
     reader: SlurmClient
+    tap: ActionTap
+
+    def told(self, *subjects: str, kinds: tuple[str, ...] = ()) -> None:
+        """Print the syncer's actions (of `kinds`) about `subjects` logged so far, one short line each."""
+        syncer_did(self.tap.take(*subjects, kinds=kinds))
 
     def rows(self) -> list[Row]:
         service = self.service
@@ -116,6 +142,16 @@ class World:
 
     def nodeset(self) -> dict[str, Any]:
         return self.kube.get(GROUP, VERSION, "nodesets", NODESET, namespace=NAMESPACE) or {}
+
+    def events_of(self, name: str, reason: str) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in self.kube.api.store.objects_of(("", "events"))
+            if e["involvedObject"]["name"] == name and e["reason"] == reason
+        ]
+
+    def job_states(self, *jobs: str) -> list[str]:
+        return self.sandbox.run("squeue", "-h", "-j", ",".join(jobs), "-o", "%T").stdout.split()
 
 
 def _node(name: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -162,11 +198,17 @@ def seed(kube: KubeApiEmulator, replicas: int) -> None:
 
 
 @contextlib.asynccontextmanager
-async def world(args: argparse.Namespace, directory: Path) -> AsyncIterator[World]:
+async def world(
+    args: argparse.Namespace, directory: Path, log: Path | None, tap: ActionTap
+) -> AsyncIterator[World]:
+    if log is not None:
+        detail(f"syncer log: {log} (with the sandbox's progress; --verbose shows it here)")
     say(
         f"starting a real Slurm {args.slurm} sandbox in {directory} "
         f"({args.nodes} simulated nodes + 1 real slurmd)"
     )
+    if not rootfs_path(RELEASES[args.slurm], cache_dir()).exists():
+        detail("first run: its Debian root file system is built first (30 s to 2 min)")
     sandbox = await asyncio.to_thread(up, directory, args.nodes, slurm=args.slurm)
     try:
         detail(f"slurmrestd {sandbox.slurm_version} at {sandbox.rest_url}")
@@ -184,7 +226,6 @@ async def world(args: argparse.Namespace, directory: Path) -> AsyncIterator[Worl
                 config = ServiceConfig(
                     options=SyncOptions(ready_grace_s=5.0),
                     slurm_poll_interval_s=0.5,
-                    max_drain_fraction=0.5,  # a small demo cluster: room for the scenario's drains
                     lease_namespace=NAMESPACE,
                     identity="demo",
                     listen_host="127.0.0.1",
@@ -203,7 +244,7 @@ async def world(args: argparse.Namespace, directory: Path) -> AsyncIterator[Worl
                 try:
                     await service.wait_ready(60)
                     detail(f"ready; metrics at http://127.0.0.1:{service.http_port}/metrics")
-                    yield World(sandbox, kube, kubeconfig, service, reader)
+                    yield World(sandbox, kube, kubeconfig, service, reader, tap)
                 finally:
                     await reader.close()
                     await service.stop()
@@ -221,95 +262,122 @@ async def scenario(w: World, replicas: int) -> None:
         f"the {replicas} NodeSet pods to register their Slurm nodes", 120,
     )  # fmt: skip
     detail(f"NodeSet pods registered as dynamic Slurm nodes in {took:.1f} s:")
+    w.told(*members, kinds=("create",))
     for line in w.sinfo(*members).splitlines():
         detail(f"  sinfo: {line}")
     w.table()
 
     target, kube_node = BOUND[0], "cpu-0"
     say(f"1. cordon Kubernetes Node {kube_node} (runs the slurmd pod of {target}), with a reason")
+    w.tap.clear()
     w.kube.patch(
         "", "v1", "nodes", kube_node, {"metadata": {"annotations": {Keys.CORDON_REASON: "fan failure"}}}
     )
     w.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": True}})
 
     async def drained() -> bool:
-        node = await w.reader.get_node(target)
-        return node.drain_flag
+        return (await w.reader.get_node(target)).drain_flag
 
     took = await wait(drained, f"Slurm to drain {target}")
+    w.told(target, kinds=("drain",))
     detail(f"Slurm drained it {took * 1000:.0f} ms later: {w.sinfo(target)}")
 
     admin = BOUND[1]
     say(
         f"2. an admin drains {admin} in Slurm: scontrol update nodename={admin} state=drain reason='bad DIMM'"
     )
+    w.tap.clear()
     w.sandbox.scontrol("update", f"nodename={admin}", "state=drain", "reason=bad DIMM")
+    pod_name = f"slurmd-{admin}"
     took = await wait(
-        lambda: annotations_of(w.pod(f"slurmd-{admin}")).get(Keys.REASON) == "bad DIMM",
+        lambda: annotations_of(w.pod(pod_name)).get(Keys.REASON) == "bad DIMM",
         f"the pod of {admin} to show the drain",
     )  # fmt: skip
-    annotations = w.pod(f"slurmd-{admin}")["metadata"]["annotations"]
+    w.told(admin, kinds=("annotate",))
+    annotations = annotations_of(w.pod(pod_name))
     detail(
         f"Kubernetes shows it {took:.2f} s later: "
         f"{Keys.STATE}={annotations.get(Keys.STATE)}, {Keys.REASON}=bad DIMM"
     )
+    await wait(lambda: drained_condition(w.pod(pod_name)) and bool(w.events_of(pod_name, "SlurmNodeDrained")),
+               f"the SlurmNodeDrained condition and Event on pod {pod_name}")  # fmt: skip
     detail("and a SlurmNodeDrained condition and Event on the pod (kubectl describe pod)")
 
     if replicas >= 3:
-        idle, busy, kept = members[0], members[-1], members[-2]
-        keep = replicas - 2
-        say(f"3. jobs run on {kept} and {busy}; scale NodeSet {NODESET} from {replicas} to {keep}")
-        short = w.sandbox.run(
-            "sbatch", "--no-requeue", "-w", busy, "--wrap", "sleep 10", check=True
-        ).stdout.split()[-1]
-        long = w.sandbox.run(
-            "sbatch", "--no-requeue", "-w", kept, "--wrap", "sleep 600", check=True
-        ).stdout.split()[-1]
-        await wait(
-            lambda: (
-                w.sandbox.run("squeue", "-h", "-j", f"{short},{long}", "-o", "%T").stdout.split()
-                == ["RUNNING"] * 2
-            ),
-            "the jobs to run",
-        )
-        detail(f"job {short} (10 s) on {busy}, job {long} (10 min) on {kept}")
-        w.kube.patch(GROUP, VERSION, "nodesets", NODESET, {"spec": {"replicas": keep}}, namespace=NAMESPACE)
-        detail("scale-in takes idle nodes first, then the busy node with the highest ordinal")
-        took = await wait(lambda: not w.pod(idle) and idle not in w.sinfo().split(), f"idle {idle} to go", 60)
-        detail(f"{idle} (idle): drained, pod deleted, Slurm node deleted in {took:.1f} s")
-        detail(f"{busy} drains while its job runs: {w.sinfo(busy)}")
-        took = await wait(
-            lambda: not w.pod(busy) and busy not in w.sinfo().split(), f"{busy} to go after its job", 120
-        )
-        state = w.sandbox.run("scontrol", "show", "job", short).stdout
-        finished = "COMPLETED" if "JobState=COMPLETED" in state else "(see scontrol show job)"
-        detail(
-            f"its job finished ({finished}); then the pod and Slurm node went, "
-            f"{took:.1f} s after the scale-in"
-        )
-        detail(f"{kept} stays with its job: {w.sinfo(kept)}")
-        w.sandbox.run("scancel", long)
-        status = w.nodeset().get("status", {})
-        detail(
-            f"NodeSet status: replicas={status.get('replicas')} ready={status.get('readyReplicas')} "
-            f"slurm={status.get('slurm')}"
-        )
+        await scale_in(w, members)
     else:
         say("3. (NodeSet scale-in needs --replicas 3 or more: skipped)")
 
     say(f"4. uncordon {kube_node}: the drain was ours, so Slurm undrains {target}")
+    w.tap.clear()
     w.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": None}})
 
     async def undrained() -> bool:
         return not (await w.reader.get_node(target)).drain_flag
 
     took = await wait(undrained, f"Slurm to undrain {target}")
-    detail(f"undrained {took * 1000:.0f} ms later; {admin} keeps the admin's drain (not ours to lift)")
+    w.told(target, kinds=("undrain",))
+    kept = await w.reader.get_node(admin)
+    if kept.drain_flag and kept.reason == "bad DIMM":
+        detail(f"undrained {took * 1000:.0f} ms later; {admin} keeps the admin's drain (not ours to lift)")
+    else:
+        raise DemoError(f"{admin} lost the admin's drain: {sorted(kept.state)} {kept.reason!r}")
+    # the syncer's view (what `slurm-syncer status` shows) once its cache has seen the undrain
+    await wait(lambda: any(r.slurm_node == target and "DRAIN" not in r.slurm_state for r in w.rows()),
+               f"the syncer's cache to see {target} undrained")  # fmt: skip
     w.table()
     stats = w.service.slurm_cache.stats
     detail(
         f"slurmrestd cost: {stats.probes} cheap probes ({stats.not_modified} answered 304), "
         f"{stats.full_fetches} full lists"
+    )
+
+
+async def scale_in(w: World, members: list[str]) -> None:
+    replicas = len(members)
+    idle, busy, kept = members[0], members[-1], members[-2]
+    keep = replicas - 2
+    say(f"3. jobs run on {kept} and {busy}; scale NodeSet {NODESET} from {replicas} to {keep}")
+    short = w.sandbox.run(
+        "sbatch", "--no-requeue", "-w", busy, "--wrap", "sleep 10", check=True
+    ).stdout.split()[-1]
+    long = w.sandbox.run(
+        "sbatch", "--no-requeue", "-w", kept, "--wrap", "sleep 600", check=True
+    ).stdout.split()[-1]
+    await wait(lambda: w.job_states(short, long) == ["RUNNING"] * 2, "the jobs to run")
+    detail(f"job {short} (10 s) on {busy}, job {long} (10 min) on {kept}")
+    w.tap.clear()
+    w.kube.patch(GROUP, VERSION, "nodesets", NODESET, {"spec": {"replicas": keep}}, namespace=NAMESPACE)
+
+    def gone(name: str) -> bool:
+        return not w.pod(name) and name not in w.sinfo().split()
+
+    took = await wait(lambda: gone(idle), f"idle {idle} to go", 60)
+    w.told(idle, kinds=("drain", "delete-pod", "delete-node"))
+    detail(f"{idle} (idle) went first: drained, pod deleted, Slurm node deleted in {took:.1f} s")
+
+    async def busy_draining() -> bool:
+        return (await w.reader.get_node(busy)).drain_flag and w.job_states(short) == ["RUNNING"]
+
+    await wait(busy_draining, f"{busy} to drain while its job runs")
+    w.told(busy, kinds=("drain",))
+    detail(f"{busy} (busy, highest ordinal) drains while its job runs: {w.sinfo(busy)}")
+    took = await wait(lambda: gone(busy), f"{busy} to go after its job", 120)
+    w.told(busy, kinds=("delete-pod", "delete-node"))
+    state = w.sandbox.run("scontrol", "show", "job", short).stdout
+    finished = "COMPLETED" if "JobState=COMPLETED" in state else "(see scontrol show job)"
+    detail(
+        f"its job finished ({finished}); then the pod and Slurm node went, {took:.1f} s after the scale-in"
+    )
+    if not w.pod(kept) or w.job_states(long) != ["RUNNING"]:
+        raise DemoError(f"{kept} should stay with its running job {long}")
+    detail(f"{kept} stays with its job: {w.sinfo(kept)}")
+    w.sandbox.run("scancel", long)
+    await wait(lambda: w.nodeset().get("status", {}).get("replicas") == keep, "the NodeSet status")
+    status = w.nodeset().get("status", {})
+    detail(
+        f"NodeSet status: replicas={status.get('replicas')} ready={status.get('readyReplicas')} "
+        f"slurm={status.get('slurm')}"
     )
 
 
@@ -326,12 +394,12 @@ def keep_instructions(w: World, directory: Path) -> None:
     detail("Ctrl-C stops and removes everything")
 
 
-async def main_async(args: argparse.Namespace) -> int:
+async def main_async(args: argparse.Namespace, log: Path | None, tap: ActionTap) -> int:
     with contextlib.ExitStack() as stack:
         directory = args.dir or Path(
             stack.enter_context(tempfile.TemporaryDirectory(prefix="slurm-syncer-demo-"))
         )
-        async with world(args, directory) as w:
+        async with world(args, directory, log, tap) as w:
             await scenario(w, args.replicas)
             if args.keep:
                 keep_instructions(w, directory)
@@ -348,7 +416,7 @@ async def main_async(args: argparse.Namespace) -> int:
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(2.0):
                             await stop.wait()
-        say("done")
+        say("done" + (f"; the syncer's log is in {log}" if log is not None else ""))
     return 0
 
 
@@ -361,8 +429,13 @@ def run(args: argparse.Namespace) -> int:
     if args.replicas < 0 or args.nodes < len(BOUND):
         print(f"slurm-syncer demo: need --replicas >= 0 and --nodes >= {len(BOUND)}", file=sys.stderr)
         return 2
+    log = None if args.verbose else log_path(args.dir)
+    tap = ActionTap()
     try:
-        return asyncio.run(main_async(args))
+        with logging_to(log, args.log_format, args.log_level, tap):
+            return asyncio.run(main_async(args, log, tap))
     except (DemoError, SandboxError) as exc:
         print(f"slurm-syncer demo: {exc}", file=sys.stderr)
+        if log is not None:
+            print(f"slurm-syncer demo: the syncer's log is in {log}", file=sys.stderr)
         return 1

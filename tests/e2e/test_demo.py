@@ -1,46 +1,129 @@
-"""The README's main-job command runs its whole scenario and cleans up after itself."""
+"""The README's main-job command: it plays its scenario, leaves Slurm and Kubernetes as it says, shows
+only its story (the syncer's log goes to a file) and stops every daemon it started."""
 
 from __future__ import annotations
 
-import subprocess
+import asyncio
+import json
+import re
+import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from syncer.testing.sandbox import load
+from syncer.testing.sandbox.processes import ProcessId
+from tests.fixtures.kube import Kubectl
 from tests.fixtures.slurm import SELECTED
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
 CLI = str(Path(sys.executable).parent / "slurm-syncer")
+KEPT = "Ctrl-C stops and removes everything"  # the last line before --keep waits
+LOG_LINE = re.compile(r"^\s*\{|\[\s*(debug|info|warning|error)\s*\]|^sandbox: ")
 
 
-def daemons() -> dict[str, int]:
-    counts = {}
-    for name in ("slurmctld", "slurmrestd", "slurmd"):
-        found = subprocess.run(["pgrep", "-x", name], capture_output=True, text=True, check=False)
-        counts[name] = len(found.stdout.split())
-    return counts
+def started_daemons(directory: Path) -> dict[str, ProcessId]:
+    """Every daemon this demo's sandbox started, from its own events log (PID and start time)."""
+    started = {}
+    for line in (directory / "log" / "events.log").read_text().splitlines():
+        match = re.search(r" started (\S+) pid=(\d+) start=(\d+)$", line)
+        if match:
+            started[match.group(1)] = ProcessId(int(match.group(2)), int(match.group(3)))
+    return started
 
 
-def test_demo_plays_the_scenario_and_tears_down(tmp_path: Path) -> None:
-    before = daemons()
-    result = subprocess.run(
-        [CLI, "--log-level", "warning", "demo", "--nodes", "5", "--slurm", SELECTED.name,
-         "--dir", str(tmp_path / "demo")],
-        capture_output=True, text=True, timeout=600, check=False,
+def annotations_of(obj: dict[str, Any]) -> dict[str, str]:
+    return dict(obj["metadata"].get("annotations") or {})
+
+
+def drained_condition(pod: dict[str, Any]) -> str:
+    found = [c["status"] for c in pod["status"]["conditions"] if c["type"] == "SlurmNodeDrained"]
+    return found[0] if found else "missing"
+
+
+async def check_both_systems(directory: Path, kubectl: Kubectl) -> None:
+    """Slurm and Kubernetes as the story left them, read by their own clients (scontrol, kubectl)."""
+    sandbox = load(directory)
+    assert sandbox is not None and sandbox.healthy()
+    assert "DRAIN" not in sandbox.node_state("node00001"), "uncordoned: our drain is lifted"
+    assert "DRAIN" in sandbox.node_state("node00002")
+    assert "Reason=bad DIMM" in sandbox.scontrol("show", "node", "node00002"), "the admin's drain stays"
+    slurm_nodes = set(sandbox.run("sinfo", "-h", "-N", "-o", "%N").stdout.split())
+    assert "gpu-1" in slurm_nodes and not {"gpu-0", "gpu-2"} & slurm_nodes, slurm_nodes
+
+    cpu0 = await kubectl.json("get", "node", "cpu-0")
+    assert not cpu0["spec"].get("unschedulable")
+    pods = {p["metadata"]["name"]: p for p in (await kubectl.json("get", "pods", "-n", "slurm"))["items"]}
+    assert "gpu-1" in pods and not {"gpu-0", "gpu-2"} & set(pods), sorted(pods)
+    admin = pods["slurmd-node00002"]
+    assert annotations_of(admin).get("slurm-syncer.dev/reason") == "bad DIMM"
+    assert drained_condition(admin) == "True"
+    undrained = pods["slurmd-node00001"]
+    assert "DRAIN" not in annotations_of(undrained)["slurm-syncer.dev/state"]
+    assert drained_condition(undrained) == "False"
+    nodeset = await kubectl.json("get", "nodesets", "gpu", "-n", "slurm")
+    assert nodeset["spec"]["replicas"] == 1 and nodeset["status"]["replicas"] == 1
+
+
+async def test_demo_plays_the_scenario_shows_only_its_story_and_tears_down(tmp_path: Path) -> None:
+    directory = tmp_path / "demo"
+    demo = await asyncio.create_subprocess_exec(
+        CLI, "demo", "--nodes", "5", "--slurm", SELECTED.name, "--dir", str(directory), "--keep",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    out = result.stdout
-    assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
+    assert demo.stdout is not None
+    lines: list[str] = []
+    try:
+        async with asyncio.timeout(600):
+            while not lines or KEPT not in lines[-1]:
+                line = (await demo.stdout.readline()).decode()
+                if not line:
+                    break  # the demo ended before keeping things running: the asserts below say why
+                lines.append(line)
+        assert lines and KEPT in lines[-1], "".join(lines)
+        started = started_daemons(directory)
+        assert {"slurmctld", "slurmrestd", "slurmd:sbx-real", "slurmd:gpu-1"} <= set(started), started
+        await check_both_systems(directory, Kubectl(directory / "kubeconfig", tmp_path / "kubectl-cache"))
+    finally:
+        if demo.returncode is None:
+            demo.send_signal(signal.SIGINT)
+        rest, err = await asyncio.wait_for(demo.communicate(), 120)
+    out = "".join(lines) + rest.decode()
+    assert demo.returncode == 0, out[-3000:] + err.decode()[-3000:]
+
+    log = directory / "syncer.log"
+    assert lines[0].strip() == f"syncer log: {log} (with the sandbox's progress; --verbose shows it here)"
     for expected in (
         f"starting a real Slurm {SELECTED.name} sandbox",
+        "syncer: drained node00001 in Slurm, reason 'k8s: fan failure'",
         "Slurm drained it",
         "Kubernetes shows it",
-        "(idle): drained, pod deleted, Slurm node deleted",
+        "(idle) went first: drained, pod deleted, Slurm node deleted",
+        "syncer: deleted Slurm node gpu-0",
         "its job finished (COMPLETED)",
         "stays with its job",
-        "undrained",
+        "syncer: undrained node00001 in Slurm",
+        "keeps the admin's drain",
         "stopping the Slurm sandbox",
-        "==> done",
+        f"==> done; the syncer's log is in {log}",
     ):
         assert expected in out, f"missing {expected!r} in:\n{out}"
-    assert daemons() == before, "the demo left Slurm daemons behind"
+    # the screen is the story: no log line on stdout or stderr, the syncer's lines are in the file
+    assert not [line for line in out.splitlines() if LOG_LINE.search(line)], out
+    assert not err.decode().strip(), err.decode()
+    records = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    events = {(r["event"], r.get("slurm_node") or r.get("pod")) for r in records}
+    assert {
+        ("slurm node drained", "node00001"),
+        ("slurm node undrained", "node00001"),
+        ("kubernetes updated from slurm", "node00002"),
+        ("pod deleted: its Slurm node is drained and idle", "gpu-0"),
+        ("slurm node deleted after its pod", "gpu-2"),
+    } <= events, sorted(events)
+    assert "sandbox: starting slurmrestd" in log.read_text()
+
+    # only the daemons this demo started, by PID and start time (other sandboxes may run meanwhile)
+    still = [name for name, process in started_daemons(directory).items() if process.alive()]
+    assert not still, f"the demo left its daemons behind: {still}"

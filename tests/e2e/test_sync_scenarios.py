@@ -239,48 +239,6 @@ async def test_conflicting_bindings_are_left_alone(rig: Rig):
         assert not (await rig.slurm(name)).drain_flag
 
 
-async def test_safety_valve_trips_at_the_threshold(rig: Rig):
-    names = fresh_slurm_nodes(20)
-    nodes = [rig.bind_pod(n)[0] for n in names]
-    async with running_syncer(rig, max_drain_fraction=0.10) as service:  # threshold: 2 of 20 per minute
-        for node in nodes[:2]:
-            rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
-
-        async def drained_count() -> int:
-            return sum([(await rig.slurm(n)).drain_flag for n in names])
-
-        async def two() -> bool:
-            return await drained_count() == 2
-
-        await wait_for(two, deadline_s=10, what="two drains under the threshold")
-        assert not service.engine.valve.is_open and service.readiness()[0]
-        for node in nodes[2:6]:
-            rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
-        await wait_for(lambda: service.engine.valve.is_open, what="valve open")
-        await service.engine.queue.wait_idle()
-        assert await drained_count() == 2
-        ready, reasons = service.readiness()
-        assert not ready and any("safety valve" in r for r in reasons)
-        await wait_for(
-            lambda: any(
-                e["reason"] == "SlurmDrainHeldBack" for n in names[2:6] for e in rig.events_for(f"slurmd-{n}")
-            ),
-            what="held-back Event",
-        )
-        for _ in range(3):  # reconciled again and again while the valve stays open: no Event storm
-            service.engine.enqueue_all()
-            await service.engine.queue.wait_idle()
-        held = [e for n in names[2:6] for e in rig.events_for(f"slurmd-{n}")]
-        assert sorted(e["reason"] for e in held) == ["SlurmDrainHeldBack"] * 4  # no "DrainingSlurmNode"
-        assert all(e["count"] == 1 for e in held)
-        service.engine.reset_valve()  # the operator says go
-
-        async def six() -> bool:
-            return await drained_count() == 6
-
-        await wait_for(six, deadline_s=10, what="held drains released by the operator")
-
-
 async def test_dry_run_writes_nothing(rig: Rig):
     names = fresh_slurm_nodes(2)
     kube_nodes = [rig.bind_pod(n)[0] for n in names]

@@ -28,6 +28,7 @@ def test_defaults_and_required_url():
     assert (
         loaded.slurm_poll_interval == 1.0
         and loaded.max_drain_fraction == 0.10
+        and loaded.safety_valve_min_nodes == 3
         and loaded.leader_election is True
     )
     assert loaded.listen_address == ("0.0.0.0", 8080) and loaded.sources["workers"] == "default"
@@ -107,6 +108,11 @@ def test_repeatable_conditions_from_flags_env_and_file(tmp_path: Path):
             "expected conditional or full",
         ),
         (("--slurm-url", "http://s:1", "--workers", "0"), {}, "--workers: expected a whole number >= 1"),
+        (
+            ("--slurm-url", "http://s:1"),
+            {"SLURM_SYNCER_SAFETY_VALVE_MIN_NODES": "0"},
+            "bad value '0' for SLURM_SYNCER_SAFETY_VALVE_MIN_NODES: expected a whole number >= 1",
+        ),
         (
             ("--slurm-url", "http://s:1", "--renew-deadline", "20s"),
             {},

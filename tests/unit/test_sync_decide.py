@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from syncer.model import Condition, KubeNode, KubePod, SlurmNode
 from syncer.model.keys import Keys
 from syncer.model.slurm import BASE_STATES, DRAIN_FLAGS, UNHEALTHY_FLAGS
+from syncer.sync.causes import is_automatic
 from syncer.sync.decide import Decision, EventSpec, SlurmAction, decide, drift
 from syncer.sync.options import SyncOptions
 from syncer.sync.reason import UNSAFE_CHARS, is_ours
@@ -778,3 +779,30 @@ def test_unknown_slurm_state_flags_change_no_slurm_action(
 
 def replace_state(slurm: SlurmNode, state: frozenset[str]) -> SlurmNode:
     return msgspec.structs.replace(slurm, state=state)
+
+
+@pytest.mark.parametrize(
+    ("pod", "node", "scale_in_of", "automatic"),
+    [
+        (kpod(), knode(conditions=(not_ready(NOW - 3600),)), None, True),  # NotReady past the grace
+        (kpod(), knode(conditions=(READY, GPU_BAD)), None, True),  # a listed problem condition
+        (kpod(), knode(conditions=(not_ready(NOW - 3600), GPU_BAD)), None, True),  # both: still a storm
+        (kpod(), knode(unschedulable=True), None, False),  # an admin's cordon
+        (kpod(annotations={Keys.DRAIN_REQUEST: "fans"}), knode(), None, False),
+        (kpod(), knode(annotations={Keys.DRAIN_REQUEST: "fans"}), None, False),
+        (kpod(deletion_timestamp=NOW), knode(), None, False),  # terminating pod
+        (kpod(), knode(), "hpc/gpu", False),  # NodeSet scale-in
+        (kpod(), knode(unschedulable=True, conditions=(not_ready(NOW - 3600),)), None, False),  # mixed
+    ],
+)
+def test_a_new_drain_is_automatic_only_when_every_cause_is(
+    pod: KubePod, node: KubeNode, scale_in_of: str | None, automatic: bool
+) -> None:
+    """What the safety valve may hold back is read from the Decision's causes."""
+    decision = run(snode(), pod, node, scale_in_of=scale_in_of)
+    assert decision.slurm_action is not None and decision.slurm_action.kind == "drain"
+    assert is_automatic(decision.causes) is automatic
+
+
+def test_no_causes_is_not_an_automatic_drain() -> None:
+    assert not is_automatic(())

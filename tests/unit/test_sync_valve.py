@@ -16,10 +16,24 @@ def fill(valve: DrainValve, count: int, now: float, bound: int = 100, prefix: st
 
 
 @pytest.mark.parametrize(
-    ("bound", "threshold"), [(0, 1), (1, 1), (9, 1), (19, 1), (20, 2), (100, 10), (1000, 100), (1005, 100)]
+    ("bound", "threshold"),
+    [(0, 3), (1, 3), (5, 3), (29, 3), (39, 3), (40, 4), (100, 10), (1000, 100), (1005, 100)],
 )
-def test_threshold_is_ten_percent_floor_at_least_one(bound: int, threshold: int) -> None:
+def test_threshold_is_ten_percent_but_never_below_the_floor_of_three(bound: int, threshold: int) -> None:
     assert DrainValve().threshold(bound) == threshold
+
+
+@pytest.mark.parametrize(("floor", "bound", "threshold"), [(1, 5, 1), (1, 20, 2), (5, 20, 5), (5, 100, 10)])
+def test_the_floor_is_configurable(floor: int, bound: int, threshold: int) -> None:
+    assert DrainValve(min_nodes=floor).threshold(bound) == threshold
+
+
+def test_a_small_cluster_trips_only_past_the_floor() -> None:
+    valve = DrainValve()  # 5 nodes: 10 % is 0, the floor allows 3 per minute
+    assert fill(valve, 3, T0, bound=5) == [True] * 3
+    assert not valve.is_open
+    assert not valve.admit("n3", T0 + 1, 5)
+    assert valve.is_open
 
 
 def test_admits_up_to_threshold_then_opens() -> None:
@@ -121,17 +135,20 @@ def test_refused_total_counts_across_episodes() -> None:
 
 def test_threshold_follows_the_bound_node_count() -> None:
     valve = DrainValve()
-    assert fill(valve, 2, T0, bound=20) == [True, True]
-    assert not valve.admit("x", T0, 20)
-    small = DrainValve()
-    assert small.admit("only", T0, 3)  # tiny cluster: one drain per window
+    assert fill(valve, 4, T0, bound=40) == [True] * 4
+    assert not valve.admit("x", T0, 40)
+    small = DrainValve(min_nodes=1)
+    assert small.admit("only", T0, 3)  # tiny cluster, floor 1: one drain per window
     assert not small.admit("second", T0, 3)
 
 
-@pytest.mark.parametrize(("fraction", "window"), [(0.0, 60.0), (1.5, 60.0), (0.1, 0.0), (-0.1, 60.0)])
-def test_refuses_nonsense_settings(fraction: float, window: float) -> None:
+@pytest.mark.parametrize(
+    ("fraction", "window", "floor"),
+    [(0.0, 60.0, 3), (1.5, 60.0, 3), (0.1, 0.0, 3), (-0.1, 60.0, 3), (0.1, 60.0, 0), (0.1, 60.0, -2)],
+)
+def test_refuses_nonsense_settings(fraction: float, window: float, floor: int) -> None:
     with pytest.raises(ValueError):
-        DrainValve(max_fraction=fraction, window_s=window)
+        DrainValve(max_fraction=fraction, window_s=window, min_nodes=floor)
 
 
 @given(
@@ -139,9 +156,12 @@ def test_refuses_nonsense_settings(fraction: float, window: float) -> None:
         st.tuples(st.integers(min_value=0, max_value=40), st.floats(min_value=0, max_value=5)), max_size=200
     ),
     st.integers(min_value=0, max_value=200),
+    st.integers(min_value=1, max_value=5),
 )
-def test_never_more_than_threshold_new_drains_per_window(steps: list[tuple[int, float]], bound: int) -> None:
-    valve = DrainValve(window_s=60)
+def test_never_more_than_threshold_new_drains_per_window(
+    steps: list[tuple[int, float]], bound: int, floor: int
+) -> None:
+    valve = DrainValve(window_s=60, min_nodes=floor)
     now = T0
     counted_at: dict[str, float] = {}  # key -> when its current admission was counted
     new_drains: list[float] = []
@@ -167,3 +187,13 @@ def test_holds_names_keys_refused_since_the_valve_opened() -> None:
     assert valve.holds("n11")
     valve.reset()  # the operator released them
     assert not valve.holds("n11")
+
+
+def test_forget_releases_a_held_key_without_counting_it() -> None:
+    valve = DrainValve()
+    fill(valve, 11, T0)  # the 11th is held back
+    assert valve.holds("n10")
+    valve.forget("n10")  # it drained for an explicit cause meanwhile
+    assert not valve.holds("n10") and "n10" not in valve.pending
+    assert valve.is_open  # the storm of automatic drains goes on
+    valve.forget("never-seen")  # harmless
