@@ -127,7 +127,13 @@ class Api:
                 )
             if resource_version_match == "Exact":
                 at_rv = wanted
-        objects = self._state_at(resource, at_rv, continue_token != "")
+        try:
+            objects = self._state_at(resource, at_rv, continue_token != "")
+        except ApiError as gone:
+            if continue_token and gone.code == 410:
+                # an inconsistent continuation from now on, as kube-apiserver offers in its 410
+                gone.list_meta = {"continue": _continue_token(self.store.rv, start_after)}
+            raise
         scope = namespace if resource.namespaced else None
         items = [
             obj
@@ -138,9 +144,7 @@ class Api:
         ]
         if limit and len(items) > limit:
             page = items[:limit]
-            token = base64.urlsafe_b64encode(
-                json.dumps({"rv": at_rv, "start": _sort_key(page[-1])}).encode()
-            ).decode()
+            token = _continue_token(at_rv, _sort_key(page[-1]))
             return ListResult(page, str(at_rv), token, len(items) - limit)
         return ListResult(items, str(at_rv))
 
@@ -154,7 +158,11 @@ class Api:
             if for_continue:
                 raise ApiError.gone(
                     "The provided continue parameter is too old to display a consistent list result. "
-                    "You can start a new list without the continue parameter."
+                    "You can start a new list without the continue parameter, or use the continue token "
+                    "in this response to retrieve the remainder of the results. Continuing with the "
+                    "provided token results in an inconsistent list - objects that were created, "
+                    "modified, or deleted between the time the first chunk was returned and now may show "
+                    "up in the list."
                 ) from None
             raise
         state = {
@@ -242,7 +250,7 @@ class Api:
     ) -> dict[str, Any]:
         kind = _PATCH_TYPES.get(content_type.split(";")[0].strip())
         if kind is None or (kind == "strategic" and not resource.builtin):
-            raise ApiError.unsupported_media_type(content_type)
+            raise ApiError.unsupported_media_type(accepted_patches(resource))
         try:
             patch_doc = json.loads(raw or b"null")
         except ValueError as exc:
@@ -401,7 +409,7 @@ class Api:
         elif kind in ("merge", "strategic"):
             scale = patching.merge_patch(current, doc)
         else:
-            raise ApiError.unsupported_media_type(content_type)
+            raise ApiError.unsupported_media_type(accepted_patches(resource))
         return self.set_scale(resource, namespace, name, scale)
 
     def evict(self, namespace: str, name: str, body: Any) -> dict[str, Any]:
@@ -515,10 +523,18 @@ class Api:
                 ("metadata.annotations", f"Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes")
             )
         if not resource.builtin and resource.schema:
-            obj, schema_causes = validate_custom_resource(obj, resource.schema)
-            causes.extend(schema_causes)
+            obj, schema_causes, unknown = validate_custom_resource(obj, resource.schema)
+            if unknown:  # strict decoding fails before any validation, as in kube-apiserver
+                version = resource.api_version.rsplit("/", 1)[-1]
+                listed = ", ".join(f'unknown field "{field}"' for field in unknown)
+                raise ApiError.bad_request(
+                    f'{resource.kind} in version "{version}" cannot be handled as a {resource.kind}: '
+                    f"strict decoding error: {listed}"
+                )
+            causes.extend(sorted(schema_causes))
+            causes.extend(_scale_causes(resource, obj))
         if causes:
-            raise ApiError.invalid(resource.kind, name, causes)
+            raise ApiError.invalid(resource.kind, name, causes, group=resource.group if not resource.builtin else "")
         return obj
 
     def _on_change(self, change: Change) -> None:
@@ -539,6 +555,33 @@ class Api:
             for key in list(self.store.objects):
                 for obj in list(self.store.objects_of(key, namespace)):
                     self.store.remove(key, namespace, obj["metadata"]["name"])
+
+
+def _continue_token(rv: int, start_after: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"rv": rv, "start": start_after}).encode()).decode()
+
+
+def accepted_patches(resource: Resource) -> tuple[str, ...]:
+    """The patch media types kube-apiserver lists in its 415 for this kind."""
+    if resource.builtin:
+        return (
+            "application/json-patch+json",
+            "application/merge-patch+json",
+            "application/strategic-merge-patch+json",
+            "application/apply-patch+yaml",
+        )
+    return ("application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml")
+
+
+def _scale_causes(resource: Resource, obj: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The scale subresource's own check of specReplicasPath, after the schema's (as the real server)."""
+    path = (resource.scale or {}).get("specReplicasPath", "")
+    if not path:
+        return []
+    value = _jsonpath(obj, path)
+    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+        return [(path, f"Invalid value: {value}: should be a non-negative integer")]
+    return []
 
 
 def pod_ready(pod: Mapping[str, Any]) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -32,6 +33,7 @@ KUBE_VERSION = {
     "platform": "linux/amd64",
 }
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+PRE_TIMEOUT_BOOKMARK_S = 2.0  # kube-apiserver bookmarks a watch this long before its timeoutSeconds
 
 _encoder = msgspec.json.Encoder()
 
@@ -52,6 +54,27 @@ def _error(exc: ApiError) -> web.Response:
     return response
 
 
+def _check_initial_events(request: web.Request) -> None:
+    """sendInitialEvents needs resourceVersionMatch=NotOlderThan and bookmarks, as kube-apiserver says."""
+    if request.query.get("resourceVersionMatch") != "NotOlderThan":
+        field, why = "resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+    elif not _flag(request, "allowWatchBookmarks"):
+        field, why = "allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks to true"
+    else:
+        return
+    message = f"Forbidden: {why}"
+    raise ApiError(
+        422,
+        "Invalid",
+        f'ListOptions.meta.k8s.io "" is invalid: {field}: {message}',
+        {
+            "group": "meta.k8s.io",
+            "kind": "ListOptions",
+            "causes": [{"reason": "FieldValueForbidden", "message": message, "field": field}],
+        },
+    )
+
+
 def _wants_table(request: web.Request) -> bool:
     return "as=Table" in request.headers.get("Accept", "")
 
@@ -64,7 +87,7 @@ class KubeApiServer:
     """Routes every request path by hand: Kubernetes paths are too regular and too irregular for a router."""
 
     def __init__(
-        self, api: Api, faults: Faults, bookmark_interval_s: float = 1.0, max_watch_s: float = 1800.0
+        self, api: Api, faults: Faults, bookmark_interval_s: float = 60.0, max_watch_s: float = 1800.0
     ):
         self.api = api
         self.faults = faults
@@ -245,7 +268,7 @@ class KubeApiServer:
     async def _body(self, request: web.Request) -> Any:
         if request.content_type in ("application/vnd.kubernetes.protobuf", "application/cbor"):
             # client-go falls back to JSON after a 415, as it does with API servers without CBOR
-            raise ApiError.unsupported_media_type(request.content_type)
+            raise ApiError.unsupported_media_type()
         raw = await request.read()
         if not raw:
             return None
@@ -376,6 +399,8 @@ class KubeApiServer:
         self, request: web.Request, resource: Resource, namespace: str | None, selection: Selection
     ) -> web.StreamResponse:
         query = request.query
+        if _flag(request, "sendInitialEvents"):
+            _check_initial_events(request)
         store = self.api.store
         queue = store.subscribe()  # before reading state, so nothing falls between the two
         try:
@@ -416,7 +441,7 @@ class KubeApiServer:
             position = max(position, replay[-1].rv if replay else position)
             bookmarks = _flag(request, "allowWatchBookmarks")
             deadline = time.monotonic() + timeout_s
-            next_bookmark = time.monotonic() + self.bookmark_interval_s
+            next_bookmark = self._next_bookmark(time.monotonic(), deadline)
             while True:
                 now = time.monotonic()
                 if now >= deadline:
@@ -427,7 +452,7 @@ class KubeApiServer:
                 except TimeoutError:
                     if bookmarks and time.monotonic() >= next_bookmark:
                         await self._send(response, self._bookmark(resource, position))
-                        next_bookmark = time.monotonic() + self.bookmark_interval_s
+                        next_bookmark = self._next_bookmark(time.monotonic(), deadline)
                     continue
                 if change is None:  # fault injection: drop the connection
                     if request.transport is not None:
@@ -445,6 +470,12 @@ class KubeApiServer:
             return response_or_empty(locals().get("response"))  # the client went away: nothing to tell it
         finally:
             store.unsubscribe(queue)
+
+    def _next_bookmark(self, now: float, deadline: float) -> float:
+        """When kube-apiserver's watch cache sends the next bookmark: every `bookmark_interval_s` (a
+        minute there) and once 2 s before the watch's timeout; never when that moment has passed."""
+        due = min(now + self.bookmark_interval_s, deadline - PRE_TIMEOUT_BOOKMARK_S)
+        return due if due >= now else math.inf
 
     async def _open_stream(self, request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})

@@ -172,9 +172,10 @@ func run() error {
 
 func main() {
 	if err := run(); err != nil {
-		if !errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "slurm-syncer-kubeapi:", err)
+		if errors.Is(err, pflag.ErrHelp) {
+			return // the flags were printed: a check that the binary runs
 		}
+		fmt.Fprintln(os.Stderr, "slurm-syncer-kubeapi:", err)
 		os.Exit(1)
 	}
 }
