@@ -111,7 +111,9 @@ def _serve_real(args: argparse.Namespace) -> int:
                 path = f"/apis/slurm-syncer.dev/v1alpha1/namespaces/{args.namespace}/nodesets"
                 status, body = server.request("POST", path, nodeset_manifest(args.nodeset, args.nodes))
                 if status != 201:
-                    raise RealKubeApiError(f"creating the NodeSet {args.nodeset} was refused ({status}): {body}")
+                    raise RealKubeApiError(
+                        f"creating the NodeSet {args.nodeset} was refused ({status}): {body}"
+                    )
         except RealKubeApiError as error:
             server.stop()
             print(f"kubeapi --real: {error}", file=sys.stderr)

@@ -30,7 +30,9 @@ JSON_PATCH = "application/json-patch+json"
 
 
 async def _client(real: RealKubeApi, directory: Path) -> KubeClient:
-    return await KubeClient.from_config(str(real.write_kubeconfig(directory / "kubeconfig")), qps=500, burst=500)
+    return await KubeClient.from_config(
+        str(real.write_kubeconfig(directory / "kubeconfig")), qps=500, burst=500
+    )
 
 
 @pytest.fixture
@@ -111,7 +113,12 @@ async def test_informer_loses_no_event_through_compaction_and_relists(
             # writes the informer does not watch move etcd's revision past its resume point
             await uncached.create(manifests.nodesets_path(elsewhere), nodeset_manifest(f"other{round_}", 0))
             real_kube_api_uncached.compact()
-            await wait_for(lambda: inf.stats.watch_restarts + inf.stats.errors > round_, 20, "a watch restart")
+            restarts = inf.stats.watch_restarts + inf.stats.errors
+
+            def restarted(before: int = restarts) -> bool:
+                return inf.stats.watch_restarts + inf.stats.errors > before
+
+            await wait_for(restarted, 20, "a watch restart")
         expected = await server_state(uncached, ns)
 
         async def in_step() -> bool:
@@ -152,7 +159,9 @@ async def test_writer_retries_409_from_fresh_state_and_never_writes_stale(cached
     ns = namespace()
     path = manifests.nodeset_path(ns, "gpu")
     created = await cached.create(manifests.nodesets_path(ns), nodeset_manifest("gpu", 2))
-    await cached.patch(path, {"metadata": {"labels": {"other": "writer"}}}, MERGE_PATCH)  # created is stale now
+    await cached.patch(
+        path, {"metadata": {"labels": {"other": "writer"}}}, MERGE_PATCH
+    )  # created is stale now
     writer = KubeWriter(cached, WriteGate(always_leader=True))
     builds: list[str] = []
 
@@ -171,7 +180,10 @@ async def test_writer_retries_409_from_fresh_state_and_never_writes_stale(cached
     assert status is not None and status["status"] == {"replicas": 2, "readyReplicas": 1}
     assert status["spec"]["replicas"] == 2
     # a JSON patch whose `test` fails is refused (422) and changes nothing
-    ops = [{"op": "test", "path": "/spec/replicas", "value": 9}, {"op": "replace", "path": "/spec/replicas", "value": 1}]
+    ops = [
+        {"op": "test", "path": "/spec/replicas", "value": 9},
+        {"op": "replace", "path": "/spec/replicas", "value": 1},
+    ]
     with pytest.raises(KubeError) as refused:
         await cached.patch(path, ops, JSON_PATCH)
     assert refused.value.status == 422

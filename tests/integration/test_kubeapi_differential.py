@@ -50,11 +50,14 @@ def status_of(answer: Any) -> tuple[int, str, str]:
 
 
 async def test_create_defaults_and_get(kube_target: KubeTarget):
-    created, = await make(kube_target, {**widget("a"), "spec": {}})
+    (created,) = await make(kube_target, {**widget("a"), "spec": {}})
     assert created["spec"] == {"size": 1}  # the schema's default
     assert created["metadata"]["generation"] == 1 and created["metadata"]["uid"]
     got = await kube_target.call("GET", kube_target.path(WIDGETS, "widgets", "a"))
-    assert got.status == 200 and got.body["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    assert (
+        got.status == 200
+        and got.body["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    )
 
 
 async def test_not_found_and_already_exists_bodies(kube_target: KubeTarget):
@@ -74,7 +77,9 @@ async def test_watch_from_a_list_replays_only_later_changes(kube_target: KubeTar
     await kube_target.call("PATCH", kube_target.path(WIDGETS, "widgets", "a"), {"spec": {"size": 3}}, MERGE)
     await make(kube_target, widget("b"))
     await kube_target.call("DELETE", kube_target.path(WIDGETS, "widgets", "a"))
-    events = await kube_target.watch(kube_target.path(WIDGETS, "widgets"), {"resourceVersion": rv, "timeoutSeconds": "1"})
+    events = await kube_target.watch(
+        kube_target.path(WIDGETS, "widgets"), {"resourceVersion": rv, "timeoutSeconds": "1"}
+    )
     seen = [(e["type"], e["object"]["metadata"]["name"]) for _, e in events]
     assert seen == [("MODIFIED", "a"), ("ADDED", "b"), ("DELETED", "a")]
     rvs = [int(e["object"]["metadata"]["resourceVersion"]) for _, e in events]
@@ -84,7 +89,10 @@ async def test_watch_from_a_list_replays_only_later_changes(kube_target: KubeTar
 async def test_watch_without_a_version_starts_with_everything(kube_target: KubeTarget):
     await make(kube_target, widget("b"), widget("a"))
     events = await kube_target.watch(kube_target.path(WIDGETS, "widgets"), {"timeoutSeconds": "1"})
-    assert sorted((e["type"], e["object"]["metadata"]["name"]) for _, e in events) == [("ADDED", "a"), ("ADDED", "b")]
+    assert sorted((e["type"], e["object"]["metadata"]["name"]) for _, e in events) == [
+        ("ADDED", "a"),
+        ("ADDED", "b"),
+    ]
 
 
 async def test_initial_events_end_with_the_bookmark(kube_target: KubeTarget):
@@ -145,7 +153,13 @@ async def test_paging_with_continue_tokens(kube_target: KubeTarget):
 
 
 async def test_label_selectors(kube_target: KubeTarget):
-    await make(kube_target, widget("a", tier="gpu"), widget("b", tier="cpu"), widget("c", tier="gpu", x="1"), widget("d"))
+    await make(
+        kube_target,
+        widget("a", tier="gpu"),
+        widget("b", tier="cpu"),
+        widget("c", tier="gpu", x="1"),
+        widget("d"),
+    )
     cases = {
         "tier=gpu": ["a", "c"],
         "tier==gpu": ["a", "c"],
@@ -157,46 +171,63 @@ async def test_label_selectors(kube_target: KubeTarget):
         "tier=gpu,!x": ["a"],
     }
     for selector, expected in cases.items():
-        answer = await kube_target.call("GET", kube_target.path(WIDGETS, "widgets"), params={"labelSelector": selector})
+        answer = await kube_target.call(
+            "GET", kube_target.path(WIDGETS, "widgets"), params={"labelSelector": selector}
+        )
         assert [w["metadata"]["name"] for w in answer.body["items"]] == expected, selector
 
 
 async def test_field_selectors_and_an_unsupported_field(kube_target: KubeTarget):
     await make(kube_target, widget("a"), widget("b"))
     path = kube_target.path(WIDGETS, "widgets")
-    for selector, expected in {"metadata.name=a": ["a"], "metadata.name!=a": ["b"],
-                               f"metadata.namespace={kube_target.namespace}": ["a", "b"]}.items():  # fmt: skip
+    cases = {
+        "metadata.name=a": ["a"],
+        "metadata.name!=a": ["b"],
+        f"metadata.namespace={kube_target.namespace}": ["a", "b"],
+    }
+    for selector, expected in cases.items():
         answer = await kube_target.call("GET", path, params={"fieldSelector": selector})
         assert [w["metadata"]["name"] for w in answer.body["items"]] == expected, selector
     bad = await kube_target.call("GET", path, params={"fieldSelector": "spec.size=2"})
-    assert status_of(bad) == (400, "BadRequest", 'field label not supported: spec.size')
+    assert status_of(bad) == (400, "BadRequest", "field label not supported: spec.size")
 
 
 async def test_merge_patch_and_json_patch_with_test(kube_target: KubeTarget):
     await make(kube_target, widget("a"))
     path = kube_target.path(WIDGETS, "widgets", "a")
-    merged = await kube_target.call("PATCH", path, {"spec": {"color": "red"}, "metadata": {"labels": {"k": "v"}}}, MERGE)
+    merged = await kube_target.call(
+        "PATCH", path, {"spec": {"color": "red"}, "metadata": {"labels": {"k": "v"}}}, MERGE
+    )
     assert merged.status == 200 and merged.body["spec"] == {"size": 2, "color": "red"}
-    ops = [{"op": "test", "path": "/spec/size", "value": 2}, {"op": "replace", "path": "/spec/size", "value": 4}]
+    ops = [
+        {"op": "test", "path": "/spec/size", "value": 2},
+        {"op": "replace", "path": "/spec/size", "value": 4},
+    ]
     patched = await kube_target.call("PATCH", path, ops, JSON_PATCH)
     assert patched.status == 200 and patched.body["spec"]["size"] == 4
     failed = await kube_target.call("PATCH", path, ops, JSON_PATCH)  # size is 4 now: the test fails
-    assert status_of(failed) == (422, "Invalid", "the server rejected our request due to an error in our request")
+    assert status_of(failed) == (
+        422,
+        "Invalid",
+        "the server rejected our request due to an error in our request",
+    )
 
 
 async def test_strategic_merge_is_refused_for_custom_resources(kube_target: KubeTarget):
     await make(kube_target, widget("a"))
-    refused = await kube_target.call("PATCH", kube_target.path(WIDGETS, "widgets", "a"), {"spec": {"size": 3}}, STRATEGIC)
+    refused = await kube_target.call(
+        "PATCH", kube_target.path(WIDGETS, "widgets", "a"), {"spec": {"size": 3}}, STRATEGIC
+    )
     code, reason, message = status_of(refused)
     assert (code, reason) == (415, "UnsupportedMediaType")
     assert message == (
-        'the body of the request was in an unknown format - accepted media types include: '
-        'application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml'
+        "the body of the request was in an unknown format - accepted media types include: "
+        "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
     )
 
 
 async def test_stale_resource_version_is_409_for_update_and_patch(kube_target: KubeTarget):
-    created, = await make(kube_target, widget("a"))
+    (created,) = await make(kube_target, widget("a"))
     path = kube_target.path(WIDGETS, "widgets", "a")
     await kube_target.call("PATCH", path, {"spec": {"size": 5}}, MERGE)
     stale = {**created, "spec": {"size": 9}}
@@ -214,12 +245,14 @@ async def test_stale_resource_version_is_409_for_update_and_patch(kube_target: K
 
 
 async def test_status_subresource_splits_spec_and_status(kube_target: KubeTarget):
-    created, = await make(kube_target, {**widget("a"), "status": {"phase": "Ignored"}})
+    (created,) = await make(kube_target, {**widget("a"), "status": {"phase": "Ignored"}})
     assert "status" not in created  # status is not set through the main resource
     path = kube_target.path(WIDGETS, "widgets", "a")
     on_main = await kube_target.call("PATCH", path, {"status": {"phase": "X"}, "spec": {"size": 3}}, MERGE)
     assert "status" not in on_main.body and on_main.body["metadata"]["generation"] == 2
-    on_status = await kube_target.call("PATCH", path + "/status", {"status": {"phase": "Y"}, "spec": {"size": 7}}, MERGE)
+    on_status = await kube_target.call(
+        "PATCH", path + "/status", {"status": {"phase": "Y"}, "spec": {"size": 7}}, MERGE
+    )
     assert on_status.status == 200
     assert on_status.body["status"] == {"phase": "Y"} and on_status.body["spec"]["size"] == 3
     assert on_status.body["metadata"]["generation"] == 2  # a status write does not move generation
@@ -232,7 +265,10 @@ async def test_scale_subresource(kube_target: KubeTarget):
     scale = await kube_target.call("GET", path + "/scale")
     assert scale.status == 200
     assert (scale.body["kind"], scale.body["apiVersion"]) == ("Scale", "autoscaling/v1")
-    assert scale.body["spec"] == {"replicas": 2} and scale.body["status"] == {"replicas": 2, "selector": "app=a"}
+    assert scale.body["spec"] == {"replicas": 2} and scale.body["status"] == {
+        "replicas": 2,
+        "selector": "app=a",
+    }
     scaled = await kube_target.call("PATCH", path + "/scale", {"spec": {"replicas": 6}}, MERGE)
     assert scaled.status == 200 and scaled.body["spec"] == {"replicas": 6}
     assert (await kube_target.call("GET", path)).body["spec"]["size"] == 6
@@ -249,29 +285,38 @@ async def test_finalizers_hold_deletion(kube_target: KubeTarget):
     deleting = await kube_target.call("DELETE", path)
     assert deleting.status == 200 and deleting.body["metadata"]["deletionTimestamp"]
     assert (await kube_target.call("GET", path)).status == 200
-    released = await kube_target.call("PATCH", path, [{"op": "remove", "path": "/metadata/finalizers"}], JSON_PATCH)
+    released = await kube_target.call(
+        "PATCH", path, [{"op": "remove", "path": "/metadata/finalizers"}], JSON_PATCH
+    )
     assert released.status == 200
     assert (await kube_target.call("GET", path)).status == 404
-    events = await kube_target.watch(kube_target.path(WIDGETS, "widgets"), {"resourceVersion": rv, "timeoutSeconds": "1"})
+    events = await kube_target.watch(
+        kube_target.path(WIDGETS, "widgets"), {"resourceVersion": rv, "timeoutSeconds": "1"}
+    )
     assert [e["type"] for _, e in events] == ["MODIFIED", "DELETED"]
 
 
 async def test_validation_errors(kube_target: KubeTarget):
-    bad = await kube_target.call("POST", kube_target.path(WIDGETS, "widgets"), {**widget("a"), "spec": {"size": -1, "color": "green"}})
+    bad = await kube_target.call(
+        "POST", kube_target.path(WIDGETS, "widgets"), {**widget("a"), "spec": {"size": -1, "color": "green"}}
+    )
     # the schema's two errors, then the scale subresource's own check of specReplicasPath
     assert status_of(bad) == (
         422, "Invalid",
-        'Widget.test.slurm-syncer.dev "a" is invalid: [spec.color: Unsupported value: "green": supported values: '
-        '"red", "blue", spec.size: Invalid value: -1: spec.size in body should be greater than or equal to 0, '
+        'Widget.test.slurm-syncer.dev "a" is invalid: [spec.color: Unsupported value: "green": '
+        'supported values: "red", "blue", spec.size: Invalid value: -1: '
+        "spec.size in body should be greater than or equal to 0, "
         ".spec.size: Invalid value: -1: should be a non-negative integer]",
     )  # fmt: skip
     assert bad.body["details"] == {
         "name": "a", "group": "test.slurm-syncer.dev", "kind": "Widget",
         "causes": [
-            {"reason": "FieldValueNotSupported", "message": 'Unsupported value: "green": supported values: "red", "blue"',
+            {"reason": "FieldValueNotSupported",
+             "message": 'Unsupported value: "green": supported values: "red", "blue"',
              "field": "spec.color"},
             {"reason": "FieldValueInvalid",
-             "message": "Invalid value: -1: spec.size in body should be greater than or equal to 0", "field": "spec.size"},
+             "message": "Invalid value: -1: spec.size in body should be greater than or equal to 0",
+             "field": "spec.size"},
             {"reason": "FieldValueInvalid", "message": "Invalid value: -1: should be a non-negative integer",
              "field": ".spec.size"},
         ],
@@ -283,11 +328,15 @@ async def test_unknown_fields_pruned_or_refused_when_strict(kube_target: KubeTar
     created = await kube_target.call("POST", kube_target.path(WIDGETS, "widgets"), body)
     assert created.status == 201 and created.body["spec"] == {"size": 1}
     strict = await kube_target.call(
-        "POST", kube_target.path(WIDGETS, "widgets"), {**body, "metadata": {"name": "b"}}, params={"fieldValidation": "Strict"}
+        "POST",
+        kube_target.path(WIDGETS, "widgets"),
+        {**body, "metadata": {"name": "b"}},
+        params={"fieldValidation": "Strict"},
     )
     assert status_of(strict) == (
         400, "BadRequest",
-        'Widget in version "v1" cannot be handled as a Widget: strict decoding error: unknown field "spec.extra"',
+        'Widget in version "v1" cannot be handled as a Widget: '
+        'strict decoding error: unknown field "spec.extra"',
     )  # fmt: skip
 
 
@@ -300,7 +349,9 @@ async def test_kubernetes_asyncio_drives_both(kube_target: KubeTarget):
     await custom.patch_namespaced_custom_object(*args, "a", {"spec": {"size": 8}}, _content_type=MERGE)
     seen = []
     async with watch.Watch() as w:
-        async for event in w.stream(custom.list_namespaced_custom_object, *args, resource_version=rv, timeout_seconds=1):
+        async for event in w.stream(
+            custom.list_namespaced_custom_object, *args, resource_version=rv, timeout_seconds=1
+        ):
             seen.append((event["type"], event["object"]["spec"]["size"]))
     assert seen == [("MODIFIED", 8)]
     with pytest.raises(ApiException) as missing:
@@ -320,16 +371,20 @@ async def test_410_after_compaction(compacting_target: KubeTarget):
     assert [e["type"] for e in events] == ["ERROR"]
     gone = events[0]["object"]
     assert (gone["kind"], gone["code"], gone["reason"]) == ("Status", 410, "Expired")
-    exact = await target.call("GET", path, params={"resourceVersion": old_rv, "resourceVersionMatch": "Exact"})
+    exact = await target.call(
+        "GET", path, params={"resourceVersion": old_rv, "resourceVersionMatch": "Exact"}
+    )
     assert status_of(exact)[:2] == (410, "Expired")
-    page = await target.call("GET", path, params={"limit": "1", "continue": first.body["metadata"]["continue"]})
-    code, reason, message = status_of(page)
+    page = await target.call(
+        "GET", path, params={"limit": "1", "continue": first.body["metadata"]["continue"]}
+    )
+    code, reason, _ = status_of(page)
     assert (code, reason) == (410, "Expired")
     assert page.body["metadata"].get("continue"), "a fresh continue token to resume from"
 
 
 async def test_nodeset_crd_defaults(kube_target: KubeTarget):
-    body = {
+    body: dict[str, Any] = {
         "apiVersion": "slurm-syncer.dev/v1alpha1",
         "kind": "NodeSet",
         "metadata": {"name": "gpu"},

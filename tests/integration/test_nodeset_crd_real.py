@@ -45,7 +45,7 @@ async def kube(real_kube_api: RealKubeApi, kubectl: Kubectl) -> AsyncIterator[Ku
         await client.close()
 
 
-def nodeset(name: str, spec: dict[str, Any]) -> str:
+def nodeset(name: str, spec: Any) -> str:
     return yaml.safe_dump({"apiVersion": "slurm-syncer.dev/v1alpha1", "kind": "NodeSet",
                            "metadata": {"name": name}, "spec": spec})  # fmt: skip
 
@@ -65,7 +65,15 @@ async def test_defaults_printer_columns_and_scale(kubectl: Kubectl):
     assert got["spec"]["slurm"] == {"nodeOnScaleIn": "Delete"}
     assert got["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
     table = await kubectl("get", "nodesets")
-    assert table.splitlines()[0].split() == ["NAME", "REPLICAS", "READY", "UPDATED", "IDLE", "ALLOCATED", "DRAINED"]
+    assert table.splitlines()[0].split() == [
+        "NAME",
+        "REPLICAS",
+        "READY",
+        "UPDATED",
+        "IDLE",
+        "ALLOCATED",
+        "DRAINED",
+    ]
     assert table.splitlines()[1].split() == ["gpu", "2"]
     assert (await kubectl("get", "nds", "-o", "wide")).splitlines()[0].split()[-1] == "MODE"
     assert "nodeset.slurm-syncer.dev/gpu scaled" in await kubectl("scale", "nodeset/gpu", "--replicas=5")
@@ -73,7 +81,7 @@ async def test_defaults_printer_columns_and_scale(kubectl: Kubectl):
 
 
 # What docs/nodeset.md ("What the API server refuses") promises, word for word.
-REFUSED = {
+REFUSED: dict[str, tuple[dict[str, Any], str]] = {
     "negative replicas": (
         {"replicas": -1, "template": TEMPLATE},
         "spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0",
@@ -90,14 +98,18 @@ REFUSED = {
     ),
     "unknown updateStrategy": (
         {"updateStrategy": {"type": "Recreate"}, "template": TEMPLATE},
-        'spec.updateStrategy.type: Unsupported value: "Recreate": supported values: "RollingUpdate", "OnDelete"',
+        'spec.updateStrategy.type: Unsupported value: "Recreate": '
+        'supported values: "RollingUpdate", "OnDelete"',
     ),
     "unknown mode": (
         {"mode": "Static", "template": TEMPLATE},
         'spec.mode: Unsupported value: "Static": supported values: "Replicas", "DaemonSet"',
     ),
     "missing template": ({"replicas": 1}, "spec.template: Required value"),
-    "template without containers": ({"template": {"spec": {}}}, "spec.template.spec.containers: Required value"),
+    "template without containers": (
+        {"template": {"spec": {}}},
+        "spec.template.spec.containers: Required value",
+    ),
     "empty containers": (
         {"template": {"spec": {"containers": []}}},
         "spec.template.spec.containers: Invalid value: 0: spec.template.spec.containers in body should have "
@@ -110,11 +122,12 @@ REFUSED = {
     ),
     "feature with a comma": (
         {"slurm": {"features": ["a,b"]}, "template": TEMPLATE},
-        "spec.slurm.features[0]: Invalid value: \"a,b\": spec.slurm.features[0] in body should match '^[^,]+$'",
+        'spec.slurm.features[0]: Invalid value: "a,b": '
+        "spec.slurm.features[0] in body should match '^[^,]+$'",
     ),
     "bad drainTimeout": (
         {"drainTimeout": "soon", "template": TEMPLATE},
-        "spec.drainTimeout: Invalid value: \"soon\": spec.drainTimeout in body should match "
+        'spec.drainTimeout: Invalid value: "soon": spec.drainTimeout in body should match '
         "'^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$'",
     ),
 }
@@ -143,7 +156,8 @@ async def test_valid_edge_values_are_accepted(kubectl: Kubectl):
     for name, spec in {
         "pct": {"updateStrategy": {"rollingUpdate": {"maxUnavailable": "100%"}}, "template": TEMPLATE},
         "ds": {"mode": "DaemonSet", "nodeSelector": {"pool": "gpu"}, "template": TEMPLATE},
-        "keep": {"slurm": {"nodeOnScaleIn": "Keep", "features": ["a100"]}, "drainTimeout": "1h30m", "template": TEMPLATE},
+        "keep": {"slurm": {"nodeOnScaleIn": "Keep", "features": ["a100"]}, "drainTimeout": "1h30m",
+                 "template": TEMPLATE},
     }.items():  # fmt: skip
         await kubectl("apply", "-f", "-", stdin=nodeset(name, spec))
 

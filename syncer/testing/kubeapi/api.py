@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from syncer.testing.kubeapi import patch as patching
+from syncer.testing.kubeapi import ssa
 from syncer.testing.kubeapi.errors import ApiError
 from syncer.testing.kubeapi.resources import Registry, Resource, from_crd
 from syncer.testing.kubeapi.schema import validate_custom_resource
@@ -35,6 +36,7 @@ _PATCH_TYPES = {
     "application/merge-patch+json": "merge",
     "application/strategic-merge-patch+json": "strategic",
     "application/json-patch+json": "json",
+    "application/apply-patch+yaml": "apply",
 }
 
 
@@ -181,7 +183,14 @@ class Api:
         return [state[k] for k in sorted(state)]
 
     # -- writes -----------------------------------------------------------------------------------
-    def create(self, resource: Resource, namespace: str, body: Any, dry_run: bool = False) -> dict[str, Any]:
+    def create(
+        self,
+        resource: Resource,
+        namespace: str,
+        body: Any,
+        dry_run: bool = False,
+        managed: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise ApiError.bad_request("the body of the request must be a JSON object")
         obj = copy.deepcopy(body)
@@ -213,11 +222,38 @@ class Api:
         meta["creationTimestamp"] = rfc3339(self.clock())
         meta["generation"] = 1
         obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
+        meta.pop("managedFields", None)
         self._defaults_on_create(resource, obj)
         obj = self._validate(resource, obj)
+        if managed is None:
+            managed = ssa.record_update(
+                resource, None, obj, ssa.field_manager.get(), "", meta["creationTimestamp"]
+            )
+        if managed:
+            obj["metadata"]["managedFields"] = managed
         if dry_run:
             return obj
         return self.store.write(resource.key, obj, "ADDED").obj
+
+    def apply(
+        self, resource: Resource, namespace: str, name: str, config: Any, subresource: str, dry_run: bool
+    ) -> tuple[dict[str, Any], bool]:
+        """Server-side apply (ssa.py): the object, and whether it was created."""
+        live = self.store.get(resource.key, namespace if resource.namespaced else "", name)
+        if live is None and subresource:
+            raise ApiError.not_found(resource.plural, name, resource.group)
+        if isinstance(config, dict) and (config.get("metadata") or {}).get("name", name) != name:
+            raise ApiError.bad_request(
+                f"the name of the object ({config['metadata'].get('name')}) does not match the URL's ({name})"
+            )
+        result, managed = ssa.apply(
+            resource, live, config, ssa.field_manager.get(),
+            force=ssa.force_apply.get(), sub=subresource, now=rfc3339(self.clock()),
+        )  # fmt: skip
+        if live is None:
+            result.setdefault("metadata", {})["name"] = name
+            return self.create(resource, namespace, result, dry_run, managed=managed), True
+        return self._commit(resource, live, result, subresource, dry_run, managed=managed), False
 
     def update(
         self,
@@ -314,7 +350,13 @@ class Api:
         ]
 
     def _commit(
-        self, resource: Resource, old: dict[str, Any], body: dict[str, Any], subresource: str, dry_run: bool
+        self,
+        resource: Resource,
+        old: dict[str, Any],
+        body: dict[str, Any],
+        subresource: str,
+        dry_run: bool,
+        managed: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         old_meta = old["metadata"]
         meta = dict(body.get("metadata") or {})
@@ -350,11 +392,24 @@ class Api:
             if _spec_part(new) != _spec_part(old):
                 meta["generation"] = int(old_meta.get("generation", 1)) + 1
         meta["resourceVersion"] = old_meta["resourceVersion"]
+        meta.pop("managedFields", None)  # the server keeps them, not the client
+        if "managedFields" in old_meta:
+            meta["managedFields"] = old_meta["managedFields"]
         new["metadata"] = meta
         new["apiVersion"], new["kind"] = resource.api_version, resource.kind
         new = self._validate(resource, new)
-        if new == old or dry_run:
-            return old if new == old else new  # a no-op write does not move the resourceVersion
+        if new == old and managed is None:
+            return old  # a no-op write does not move the resourceVersion
+        if managed is None:
+            now = rfc3339(self.clock())
+            managed = ssa.record_update(resource, old, new, ssa.field_manager.get(), subresource, now)
+        new["metadata"] = {k: v for k, v in new["metadata"].items() if k != "managedFields"}
+        if managed:
+            new["metadata"]["managedFields"] = managed
+        if _without_times(new) == _without_times(old):
+            return old  # an apply that changes nothing (times aside) does not move the resourceVersion
+        if dry_run:
+            return new
         kubelet_owned = resource.key == ("", "pods") and (new.get("spec") or {}).get("nodeName")
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and not kubelet_owned:
             return self.store.remove(resource.key, meta.get("namespace", ""), meta["name"]).obj
@@ -534,7 +589,9 @@ class Api:
             causes.extend(sorted(schema_causes))
             causes.extend(_scale_causes(resource, obj))
         if causes:
-            raise ApiError.invalid(resource.kind, name, causes, group=resource.group if not resource.builtin else "")
+            raise ApiError.invalid(
+                resource.kind, name, causes, group=resource.group if not resource.builtin else ""
+            )
         return obj
 
     def _on_change(self, change: Change) -> None:
@@ -555,6 +612,14 @@ class Api:
             for key in list(self.store.objects):
                 for obj in list(self.store.objects_of(key, namespace)):
                     self.store.remove(key, namespace, obj["metadata"]["name"])
+
+
+def _without_times(obj: Mapping[str, Any]) -> Any:
+    meta = dict(obj.get("metadata") or {})
+    meta["managedFields"] = [
+        {k: v for k, v in entry.items() if k != "time"} for entry in meta.get("managedFields") or []
+    ]
+    return {**obj, "metadata": meta}
 
 
 def _continue_token(rv: int, start_after: str) -> str:

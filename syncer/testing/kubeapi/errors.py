@@ -71,7 +71,9 @@ class ApiError(Exception):
         if len(causes) > 1:
             text = f"[{text}]"
         qualified = f"{kind}.{group}" if group else kind
-        details: dict[str, Any] = {"name": name, "group": group, "kind": kind} if group else {"name": name, "kind": kind}
+        details: dict[str, Any] = (
+            {"name": name, "group": group, "kind": kind} if group else {"name": name, "kind": kind}
+        )
         details["causes"] = [{"reason": _cause_reason(m), "message": m, "field": f} for f, m in causes]
         return cls(422, "Invalid", f'{qualified} "{name}" is invalid: {text}', details)
 

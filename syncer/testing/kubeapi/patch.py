@@ -198,7 +198,9 @@ def json_patch(target: Any, operations: Any) -> Any:
             doc = _add(doc, parts, value, path, replace=False)
         elif op == "test":
             if _resolve(doc, parts, path) != operation.get("value"):
-                raise _failed(f"JSON patch test operation failed: value at {path!r} is not {operation.get('value')!r}")
+                raise _failed(
+                    f"JSON patch test operation failed: value at {path!r} is not {operation.get('value')!r}"
+                )
         else:
             raise ApiError.bad_request(f"JSON patch: unknown operation {op!r}")
     return doc

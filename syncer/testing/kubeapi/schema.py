@@ -51,14 +51,16 @@ def apply_schema(value: Any, schema: dict[str, Any], path: str, errors: list[tup
             errors.append(
                 (
                     path,
-                    f"Invalid value: {value}: {path} in body should be greater than or equal to {schema['minimum']}",
+                    f"Invalid value: {value}: {path} in body should be greater than or equal to "
+                    f"{schema['minimum']}",
                 )
             )
         if "maximum" in schema and value > schema["maximum"]:
             errors.append(
                 (
                     path,
-                    f"Invalid value: {value}: {path} in body should be less than or equal to {schema['maximum']}",
+                    f"Invalid value: {value}: {path} in body should be less than or equal to "
+                    f"{schema['maximum']}",
                 )
             )
     if isinstance(value, str):
@@ -126,7 +128,12 @@ def validate_custom_resource(
     checked = _apply_object(body, {**schema, "properties": props}, "", errors)
     unknown = [field for field, message in errors if message == UNKNOWN]
     return (
-        {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": obj["metadata"], **checked},
+        {
+            "apiVersion": obj.get("apiVersion"),
+            "kind": obj.get("kind"),
+            "metadata": obj["metadata"],
+            **checked,
+        },
         [(field, message) for field, message in errors if message != UNKNOWN],
         unknown,
     )

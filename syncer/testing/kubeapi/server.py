@@ -13,6 +13,7 @@ from urllib.parse import unquote
 import msgspec
 from aiohttp import web
 
+from syncer.testing.kubeapi import ssa
 from syncer.testing.kubeapi.api import Api, Selection
 from syncer.testing.kubeapi.errors import ApiError
 from syncer.testing.kubeapi.faults import Faults
@@ -33,6 +34,7 @@ KUBE_VERSION = {
     "platform": "linux/amd64",
 }
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+APPLY_PATCH = "application/apply-patch+yaml"
 PRE_TIMEOUT_BOOKMARK_S = 2.0  # kube-apiserver bookmarks a watch this long before its timeoutSeconds
 
 _encoder = msgspec.json.Encoder()
@@ -57,7 +59,10 @@ def _error(exc: ApiError) -> web.Response:
 def _check_initial_events(request: web.Request) -> None:
     """sendInitialEvents needs resourceVersionMatch=NotOlderThan and bookmarks, as kube-apiserver says."""
     if request.query.get("resourceVersionMatch") != "NotOlderThan":
-        field, why = "resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+        field, why = (
+            "resourceVersionMatch",
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        )
     elif not _flag(request, "allowWatchBookmarks"):
         field, why = "allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks to true"
     else:
@@ -136,6 +141,13 @@ class KubeApiServer:
 
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         strict_fields.set(request.query.get("fieldValidation") == "Strict")
+        if request.method == "PATCH" and request.content_type == APPLY_PATCH:
+            ssa.field_manager.set(request.query.get("fieldManager", ""))  # required for apply: no default
+        else:
+            ssa.field_manager.set(
+                ssa.manager_of(request.query.get("fieldManager"), request.headers.get("User-Agent", ""))
+            )
+        ssa.force_apply.set(request.query.get("force") == "true")
         try:
             return await self._dispatch(request)
         except ApiError as exc:
@@ -380,6 +392,11 @@ class KubeApiServer:
             return _json(
                 self.api.update(resource, namespace, name, await self._body(request), subresource, dry_run)
             )
+        if method == "PATCH" and request.content_type == APPLY_PATCH:
+            applied, created = self.api.apply(
+                resource, namespace, name, await self._body(request), subresource, dry_run
+            )
+            return _json(applied, 201 if created else 200)
         if method == "PATCH":
             content_type = request.headers.get("Content-Type", "")
             return _json(

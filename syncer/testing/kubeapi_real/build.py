@@ -88,9 +88,10 @@ def _go_build(root: Path, version: str) -> None:
     """Compile main.go in the chroot, reporting progress by packages compiled (go build -v)."""
     minor = version.split(".")[1]
     ldflags = (
-        "-s -w -X k8s.io/component-base/version.gitVersion={v} -X k8s.io/component-base/version.gitMajor=1 "
-        "-X k8s.io/component-base/version.gitMinor={m}"
-    ).format(v=version, m=minor)
+        f"-s -w -X k8s.io/component-base/version.gitVersion={version} "
+        "-X k8s.io/component-base/version.gitMajor=1 "
+        f"-X k8s.io/component-base/version.gitMinor={minor}"
+    )
     script = (
         f"cd /build/src/{APISERVER}\n"
         f"GO111MODULE=off GOPATH=/build:/usr/share/gocode GOCACHE=/build/cache GOFLAGS= "
@@ -99,14 +100,14 @@ def _go_build(root: Path, version: str) -> None:
     process = subprocess.Popen(_in_chroot(root, script), stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     tail: deque[str] = deque(maxlen=15)
-    compiled = 0
-    for line in process.stdout:
+    for compiled, line in enumerate(process.stdout, start=1):
         tail.append(line.rstrip())
-        compiled += 1
         if compiled % 200 == 0:
             say(f"go build: {compiled} packages compiled")
     if process.wait() != 0:
-        raise RealKubeApiError(f"go build of {APISERVER} failed (exit {process.returncode}):\n" + "\n".join(tail))
+        raise RealKubeApiError(
+            f"go build of {APISERVER} failed (exit {process.returncode}):\n" + "\n".join(tail)
+        )
 
 
 def _installed(root: Path, package: str) -> str:

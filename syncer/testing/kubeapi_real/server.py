@@ -1,9 +1,9 @@
 """Running the real API server: etcd and our apiextensions-apiserver main, on 127.0.0.1, stopped by PID.
 
-    with RealKubeApi(directory) as real:          # builds on first use (ensure_built), then ~2 s
-        real.install_crds(bundled_crds())
-        real.write_kubeconfig(path)
-        real.compact()                             # etcd compaction now (410 for older RVs without the watch cache)
+with RealKubeApi(directory) as real:          # builds on first use (ensure_built), then ~2 s
+    real.install_crds(bundled_crds())
+    real.write_kubeconfig(path)
+    real.compact()              # etcd compaction now (410 for older RVs without the watch cache)
 """
 
 from __future__ import annotations
@@ -136,7 +136,9 @@ class RealKubeApi:
 
         def ready() -> bool:
             # /readyz can pass a moment before lists work ("storage is (re)initializing")
-            return self._get("/readyz") and self._get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
+            return self._get("/readyz") and self._get(
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+            )
 
         self._wait("the API server", process, log, ready)
 
@@ -144,11 +146,15 @@ class RealKubeApi:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                raise RealKubeApiError(f"{what} exited with {process.returncode} at start; its log ({log}):\n{_tail(log)}")
+                raise RealKubeApiError(
+                    f"{what} exited with {process.returncode} at start; its log ({log}):\n{_tail(log)}"
+                )
             if ready():
                 return
             time.sleep(0.1)  # polling a starting process; bounded by the deadline
-        raise RealKubeApiError(f"{what} was not ready within {START_TIMEOUT_S:.0f} s; its log ({log}):\n{_tail(log)}")
+        raise RealKubeApiError(
+            f"{what} was not ready within {START_TIMEOUT_S:.0f} s; its log ({log}):\n{_tail(log)}"
+        )
 
     def _get(self, path: str) -> bool:
         try:
@@ -190,7 +196,9 @@ class RealKubeApi:
     def install_crds(self, crds: list[dict[str, Any]]) -> None:
         """Create the CRDs (or leave them if present) and wait until each is Established."""
         for crd in crds:
-            status, body = self.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+            status, body = self.request(
+                "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd
+            )
             if status not in (201, 409):
                 raise RealKubeApiError(f"the CRD {crd['metadata']['name']} was refused ({status}): {body}")
         deadline = time.monotonic() + CRD_TIMEOUT_S
@@ -213,7 +221,9 @@ class RealKubeApi:
             "kind": "Config",
             "clusters": [{"name": "real", "cluster": {"server": self.url, "insecure-skip-tls-verify": True}}],
             "users": [{"name": "real", "user": {"token": "slurm-syncer"}}],
-            "contexts": [{"name": "real", "context": {"cluster": "real", "user": "real", "namespace": namespace}}],
+            "contexts": [
+                {"name": "real", "context": {"cluster": "real", "user": "real", "namespace": namespace}}
+            ],
             "current-context": "real",
         }
         path.write_text(yaml.safe_dump(config))
