@@ -132,6 +132,8 @@ class Api:
         try:
             objects = self._state_at(resource, at_rv, continue_token != "")
         except ApiError as gone:
+            if gone.code == 410 and not continue_token:
+                raise ApiError.gone("The resourceVersion for the provided list is too old.") from None
             if continue_token and gone.code == 410:
                 # an inconsistent continuation from now on, as kube-apiserver offers in its 410
                 gone.list_meta = {"continue": _continue_token(self.store.rv, start_after)}

@@ -456,6 +456,10 @@ class KubeApiServer:
                     await self._send(response, self._event(event[0], resource, event[1], as_table))
                 position = change.rv
             position = max(position, replay[-1].rv if replay else position)
+            # kube-apiserver bookmarks only a version newer than the last one this watch was sent
+            last_sent = position if start_rv in ("", "0") or send_initial else int(start_rv)
+            if replay:
+                last_sent = max(last_sent, replay[-1].rv)
             bookmarks = _flag(request, "allowWatchBookmarks")
             deadline = time.monotonic() + timeout_s
             next_bookmark = self._next_bookmark(time.monotonic(), deadline)
@@ -468,7 +472,9 @@ class KubeApiServer:
                     change = await asyncio.wait_for(queue.get(), timeout=max(wait_s, 0.001))  # type: ignore[arg-type]
                 except TimeoutError:
                     if bookmarks and time.monotonic() >= next_bookmark:
-                        await self._send(response, self._bookmark(resource, position))
+                        if position > last_sent:
+                            await self._send(response, self._bookmark(resource, position))
+                            last_sent = position
                         next_bookmark = self._next_bookmark(time.monotonic(), deadline)
                     continue
                 if change is None:  # fault injection: drop the connection
@@ -481,6 +487,7 @@ class KubeApiServer:
                 event = self._filter(change, resource, namespace, selection)
                 if event is not None:
                     await self._send(response, self._event(event[0], resource, event[1], as_table))
+                    last_sent = position
             await response.write_eof()
             return response
         except ConnectionResetError:
