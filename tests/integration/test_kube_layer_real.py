@@ -17,7 +17,7 @@ import pytest
 from syncer.kube import KubeClient, KubeWriter, WriteGate
 from syncer.kube.client import MERGE_PATCH
 from syncer.kube.errors import KubeError
-from syncer.kube.informer import Informer
+from syncer.kube.informer import Informer, WatchEventError
 from syncer.model.kube import KubeNodeSet
 from syncer.nodeset import manifests
 from syncer.testing.kubeapi.emulator import nodeset_manifest
@@ -110,8 +110,12 @@ async def test_informer_loses_no_event_through_compaction_and_relists(
                 except KubeError as exc:
                     assert exc.status == 404
                     await uncached.create(manifests.nodesets_path(ns), nodeset_manifest(name, 1))
-            # writes the informer does not watch move etcd's revision past its resume point
-            await uncached.create(manifests.nodesets_path(elsewhere), nodeset_manifest(f"other{round_}", 0))
+            # writes the informer does not watch move etcd's revision past its resume point (two, so the
+            # compaction point is beyond the version it resumes from)
+            for copy in ("a", "b"):
+                await uncached.create(
+                    manifests.nodesets_path(elsewhere), nodeset_manifest(f"o{round_}{copy}", 0)
+                )
             real_kube_api_uncached.compact()
             restarts = inf.stats.watch_restarts + inf.stats.errors
 
@@ -132,15 +136,53 @@ async def test_informer_loses_no_event_through_compaction_and_relists(
         assert live == sorted(live), f"{name}: versions went backwards: {versions}"
 
 
-async def test_informer_takes_bookmarks_before_the_watch_timeout(cached: KubeClient):
+async def test_a_watch_from_just_before_compaction_is_a_500_and_means_relist(
+    uncached: KubeClient, real_kube_api_uncached: RealKubeApi
+):
+    """Without a watch cache, resuming one version before etcd's compaction point, when the change at
+    that point modified an object, ends the watch with an ERROR 500 (etcd has no previous value to
+    give), not a 410. Resuming from the same version again would fail forever: the informer re-lists."""
     ns = namespace()
-    await cached.create(manifests.nodesets_path(ns), nodeset_manifest("a", 1))
-    inf = informer(cached, ns, watch_timeout_s=3.0, inactivity_timeout_s=30.0)
+    await uncached.create(manifests.nodesets_path(ns), nodeset_manifest("a", 1))
+    inf = informer(uncached, ns)
+    await inf.list_once()
+    await uncached.patch(manifests.nodeset_path(ns, "a"), {"spec": {"replicas": 3}}, MERGE_PATCH)
+    real_kube_api_uncached.compact()
+    with pytest.raises(WatchEventError) as ended:
+        await inf.watch_once()
+    assert ended.value.status == 500 and "PrevKv=nil" in str(ended.value)
+    assert not ended.value.gone
+    # the informer's run loop re-lists after such an event (WatchEventError), so it recovers
     async with running(inf):
-        await wait_for(lambda: inf.stats.bookmarks >= 1, 30, "a bookmark (2 s before the watch timeout)")
-        await wait_for(lambda: inf.stats.watch_restarts >= 1, 30, "the watch to end and resume")
-        await cached.patch(manifests.nodeset_path(ns, "a"), {"spec": {"replicas": 4}}, MERGE_PATCH)
-        await wait_for(lambda: inf.items["a"].spec.get("replicas") == 4, 20, "the change after resuming")
+        await wait_for(lambda: inf.items["a"].spec.get("replicas") == 3, 20, "the change after a re-list")
+
+
+async def test_informer_takes_bookmarks_before_the_watch_timeout(cached: KubeClient):
+    """Bookmarks come 2 s before a watch's timeout when NodeSets elsewhere moved the version on; the
+    informer resumes from them without a re-list."""
+    ns, elsewhere = namespace(), namespace()
+    await cached.create(manifests.nodesets_path(ns), nodeset_manifest("a", 1))
+    await cached.create(manifests.nodesets_path(elsewhere), nodeset_manifest("busy", 0))
+    inf = informer(cached, ns, watch_timeout_s=3.0, inactivity_timeout_s=30.0)
+
+    async def churn() -> None:  # changes this informer does not watch, so bookmarks have news
+        for replicas in range(200):
+            await cached.patch(
+                manifests.nodeset_path(elsewhere, "busy"), {"spec": {"replicas": replicas}}, MERGE_PATCH
+            )
+            await asyncio.sleep(0.5)  # pacing of the background writes, not synchronisation
+
+    writer = asyncio.create_task(churn())
+    try:
+        async with running(inf):
+            await wait_for(lambda: inf.stats.bookmarks >= 1, 30, "a bookmark (2 s before the watch timeout)")
+            await wait_for(lambda: inf.stats.watch_restarts >= 1, 30, "the watch to end and resume")
+            await cached.patch(manifests.nodeset_path(ns, "a"), {"spec": {"replicas": 4}}, MERGE_PATCH)
+            await wait_for(lambda: inf.items["a"].spec.get("replicas") == 4, 20, "the change after resuming")
+    finally:
+        writer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await writer
     assert inf.stats.errors == 0 and inf.stats.lists == 1
 
 
