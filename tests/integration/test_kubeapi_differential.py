@@ -436,3 +436,104 @@ async def test_watch_timeout_ends_the_stream(kube_target: KubeTarget):
     started = asyncio.get_running_loop().time()
     await kube_target.watch(kube_target.path(WIDGETS, "widgets"), {"timeoutSeconds": "1"})
     assert asyncio.get_running_loop().time() - started < 5
+
+
+def applied(name: str, spec: dict[str, Any], **labels: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, **({"labels": labels} if labels else {})}
+    return {"apiVersion": "test.slurm-syncer.dev/v1", "kind": "Widget", "metadata": meta, "spec": spec}
+
+
+def managers(obj: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    return {m["manager"]: (m["operation"], m["fieldsV1"]) for m in obj["metadata"].get("managedFields", [])}
+
+
+async def test_server_side_apply_owns_conflicts_forces_and_removes(kube_target: KubeTarget):
+    path = kube_target.path(WIDGETS, "widgets", "s")
+    first = applied("s", {"size": 3, "tags": ["p", "q"]}, x="1")
+    created = await kube_target.call("PATCH", path, first, APPLY, params={"fieldManager": "a"})
+    assert created.status == 201, created.body
+    a_fields = {
+        "f:metadata": {"f:labels": {"f:x": {}}},
+        "f:spec": {"f:size": {}, "f:tags": {'v:"p"': {}, 'v:"q"': {}}},
+    }
+    assert managers(created.body) == {"a": ("Apply", a_fields)}
+    entry = created.body["metadata"]["managedFields"][0]
+    assert (entry["apiVersion"], entry["fieldsType"]) == ("test.slurm-syncer.dev/v1", "FieldsV1") and entry[
+        "time"
+    ]
+    second = applied("s", {"size": 4, "color": "red", "tags": ["q", "r"]})
+    refused = await kube_target.call("PATCH", path, second, APPLY, params={"fieldManager": "b"})
+    assert status_of(refused) == (
+        409,
+        "Conflict",
+        'Apply failed with 1 conflict: conflict with "a": .spec.size',
+    )
+    assert refused.body["details"] == {
+        "causes": [{"reason": "FieldManagerConflict", "message": 'conflict with "a"', "field": ".spec.size"}]
+    }
+    forced = await kube_target.call(
+        "PATCH", path, second, APPLY, params={"fieldManager": "b", "force": "true"}
+    )
+    assert forced.status == 200 and forced.body["spec"] == {
+        "size": 4,
+        "color": "red",
+        "tags": ["p", "q", "r"],
+    }
+    b_fields = {"f:spec": {"f:color": {}, "f:size": {}, "f:tags": {'v:"q"': {}, 'v:"r"': {}}}}
+    a_fields = {"f:metadata": {"f:labels": {"f:x": {}}}, "f:spec": {"f:tags": {'v:"p"': {}, 'v:"q"': {}}}}
+    assert managers(forced.body) == {"a": ("Apply", a_fields), "b": ("Apply", b_fields)}
+    # a applies less: what only a owned goes (tag p, label x), what b owns too stays (tag q)
+    less = await kube_target.call("PATCH", path, applied("s", {}), APPLY, params={"fieldManager": "a"})
+    assert less.body["spec"] == {"size": 4, "color": "red", "tags": ["q", "r"]}
+    assert not less.body["metadata"].get("labels")
+    assert managers(less.body) == {"a": ("Apply", {"f:spec": {}}), "b": ("Apply", b_fields)}
+    # an ordinary write takes the fields it changes (operation Update) from their appliers
+    patched = await kube_target.call(
+        "PATCH", path, {"spec": {"size": 9}}, MERGE, params={"fieldManager": "m"}
+    )
+    assert managers(patched.body)["m"] == ("Update", {"f:spec": {"f:size": {}}})
+    assert managers(patched.body)["b"] == (
+        "Apply",
+        {"f:spec": {"f:color": {}, "f:tags": {'v:"q"': {}, 'v:"r"': {}}}},
+    )
+    again = await kube_target.call("PATCH", path, second, APPLY, params={"fieldManager": "b"})
+    assert status_of(again) == (
+        409, "Conflict",
+        'Apply failed with 1 conflict: conflict with "m" using test.slurm-syncer.dev/v1: .spec.size',
+    )  # fmt: skip
+    # applying the value another manager set is no conflict: both own the field then
+    same = applied("s", {"size": 9, "color": "red", "tags": ["q", "r"]})
+    shared = await kube_target.call("PATCH", path, same, APPLY, params={"fieldManager": "b"})
+    assert shared.status == 200 and shared.body["spec"]["size"] == 9
+    assert "f:size" in managers(shared.body)["b"][1]["f:spec"] and managers(shared.body)["m"][0] == "Update"
+
+
+async def test_apply_needs_a_field_manager_and_a_kind(kube_target: KubeTarget):
+    path = kube_target.path(WIDGETS, "widgets", "s")
+    nameless = await kube_target.call("PATCH", path, widget("s"), APPLY)
+    assert status_of(nameless) == (
+        422, "Invalid",
+        'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
+    )  # fmt: skip
+    kindless = await kube_target.call(
+        "PATCH", path, {"metadata": {"name": "s"}}, APPLY, params={"fieldManager": "a"}
+    )
+    assert status_of(kindless) == (400, "BadRequest", "invalid object type: /, Kind=")
+
+
+async def test_kubectl_apply_server_side_with_two_managers(kube_target: KubeTarget):
+    kubectl = kube_target.kubectl
+    manifest = "apiVersion: test.slurm-syncer.dev/v1\nkind: Widget\nmetadata: {name: k}\nspec: {size: %d}\n"
+    out = await kubectl("apply", "--server-side", "--field-manager=gitops", "-f", "-", stdin=manifest % 2)
+    assert "widget.test.slurm-syncer.dev/k serverside-applied" in out
+    conflict = await kubectl(
+        "apply", "--server-side", "--field-manager=other", "-f", "-", stdin=manifest % 5, ok=False
+    )
+    assert 'conflict with "gitops": .spec.size' in conflict
+    forced = await kubectl(
+        "apply", "--server-side", "--field-manager=other", "--force-conflicts", "-f", "-", stdin=manifest % 5
+    )
+    assert "serverside-applied" in forced
+    got = await kubectl.json("get", "widget", "k", "--show-managed-fields")
+    assert got["spec"]["size"] == 5
+    assert {m["manager"] for m in got["metadata"]["managedFields"]} >= {"other"}
