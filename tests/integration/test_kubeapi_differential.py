@@ -452,7 +452,7 @@ async def test_server_side_apply_owns_conflicts_forces_and_removes(kube_target: 
     first = applied("s", {"size": 3, "tags": ["p", "q"]}, x="1")
     created = await kube_target.call("PATCH", path, first, APPLY, params={"fieldManager": "a"})
     assert created.status == 201, created.body
-    a_fields = {
+    a_fields: dict[str, Any] = {
         "f:metadata": {"f:labels": {"f:x": {}}},
         "f:spec": {"f:size": {}, "f:tags": {'v:"p"': {}, 'v:"q"': {}}},
     }
@@ -479,7 +479,7 @@ async def test_server_side_apply_owns_conflicts_forces_and_removes(kube_target: 
         "color": "red",
         "tags": ["p", "q", "r"],
     }
-    b_fields = {"f:spec": {"f:color": {}, "f:size": {}, "f:tags": {'v:"q"': {}, 'v:"r"': {}}}}
+    b_fields: dict[str, Any] = {"f:spec": {"f:color": {}, "f:size": {}, "f:tags": {'v:"q"': {}, 'v:"r"': {}}}}
     a_fields = {"f:metadata": {"f:labels": {"f:x": {}}}, "f:spec": {"f:tags": {'v:"p"': {}, 'v:"q"': {}}}}
     assert managers(forced.body) == {"a": ("Apply", a_fields), "b": ("Apply", b_fields)}
     # a applies less: what only a owned goes (tag p, label x), what b owns too stays (tag q)
@@ -537,3 +537,21 @@ async def test_kubectl_apply_server_side_with_two_managers(kube_target: KubeTarg
     got = await kubectl.json("get", "widget", "k", "--show-managed-fields")
     assert got["spec"]["size"] == 5
     assert {m["manager"] for m in got["metadata"]["managedFields"]} >= {"other"}
+
+
+async def test_cel_rules_are_enforced_only_by_the_real_server(kube_target: KubeTarget):
+    """A known difference (docs/emulator.md): the emulator does not evaluate x-kubernetes-validations,
+    so a NodeSet only a CEL rule refuses is accepted there (the reconciler still marks it Valid=False)."""
+    body = {
+        "apiVersion": "slurm-syncer.dev/v1alpha1",
+        "kind": "NodeSet",
+        "metadata": {"name": "ds"},
+        "spec": {"mode": "DaemonSet", "replicas": 3, "template": {"spec": {"containers": [{"name": "s"}]}}},
+    }
+    answer = await kube_target.call("POST", kube_target.path(NODESETS, "nodesets"), body)
+    if kube_target.name == "real":
+        code, reason, message = status_of(answer)
+        assert (code, reason) == (422, "Invalid")
+        assert "replicas must be 0 in DaemonSet mode" in message
+    else:
+        assert answer.status == 201
