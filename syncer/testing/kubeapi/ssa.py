@@ -24,7 +24,7 @@ from syncer.testing.kubeapi.patch import MERGE_KEYS, MERGED_PRIMITIVE_LISTS
 from syncer.testing.kubeapi.resources import Resource
 
 # The current request's field manager (?fieldManager=, else the User-Agent's product) and ?force=.
-field_manager: ContextVar[str] = ContextVar("field_manager", default="")
+field_manager: ContextVar[str] = ContextVar("field_manager", default="kubeapi-emulator")  # in-process writes
 force_apply: ContextVar[bool] = ContextVar("force_apply", default=False)
 
 Step = str | tuple[str, str]
