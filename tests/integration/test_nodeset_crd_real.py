@@ -117,8 +117,7 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
     ),
     "replicas in DaemonSet mode": (
         {"mode": "DaemonSet", "replicas": 3, "template": TEMPLATE},
-        "spec.replicas: Invalid value: replicas must be 0 in DaemonSet mode (one pod per Node matching "
-        "nodeSelector)",
+        "spec: Invalid value: replicas must be 0 in DaemonSet mode (one pod per Node matching nodeSelector)",
     ),
     "feature with a comma": (
         {"slurm": {"features": ["a,b"]}, "template": TEMPLATE},

@@ -450,16 +450,15 @@ class KubeApiServer:
                 await self._send(response, self._event("ADDED", resource, obj, as_table))
             if send_initial:
                 await self._send(response, self._bookmark(resource, position, initial_end=True))
+            # kube-apiserver bookmarks only a version newer than the last one this watch was sent
+            last_sent = position if start_rv in ("", "0") or send_initial else int(start_rv)
             for change in replay:
                 event = self._filter(change, resource, namespace, selection)
                 if event is not None:
                     await self._send(response, self._event(event[0], resource, event[1], as_table))
+                    last_sent = change.rv
                 position = change.rv
             position = max(position, replay[-1].rv if replay else position)
-            # kube-apiserver bookmarks only a version newer than the last one this watch was sent
-            last_sent = position if start_rv in ("", "0") or send_initial else int(start_rv)
-            if replay:
-                last_sent = max(last_sent, replay[-1].rv)
             bookmarks = _flag(request, "allowWatchBookmarks")
             deadline = time.monotonic() + timeout_s
             next_bookmark = self._next_bookmark(time.monotonic(), deadline)
