@@ -556,3 +556,16 @@ async def test_cel_rules_are_enforced_only_by_the_real_server(kube_target: KubeT
         assert "replicas must be 0 in DaemonSet mode" in message
     else:
         assert answer.status == 201
+
+
+async def test_apply_to_the_status_subresource(kube_target: KubeTarget):
+    await make(kube_target, widget("s"))
+    path = kube_target.path(WIDGETS, "widgets", "s", "status")
+    config = {**applied("s", {"size": 99}), "status": {"phase": "Up"}}
+    answer = await kube_target.call("PATCH", path, config, APPLY, params={"fieldManager": "st"})
+    assert answer.status == 200, answer.body
+    assert answer.body["status"] == {"phase": "Up"} and answer.body["spec"]["size"] == 2
+    entry = next(m for m in answer.body["metadata"]["managedFields"] if m["manager"] == "st")
+    assert (entry["operation"], entry["subresource"], entry["fieldsV1"]) == (
+        "Apply", "status", {"f:status": {"f:phase": {}}},
+    )  # fmt: skip
