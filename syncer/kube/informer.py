@@ -1,6 +1,6 @@
 """List, then watch from the list's resourceVersion, forever: the informer pattern of client-go.
 
-Bookmarks keep the resume point fresh; a 410 (history compacted) or an ERROR event means re-list;
+Bookmarks keep the resume point fresh; a 410 (history compacted) or any other ERROR event means re-list;
 a silent stream is abandoned after `inactivity_timeout_s`; errors back off with jitter.
 """
 
@@ -22,6 +22,12 @@ from syncer.kube.errors import KubeError
 from syncer.runtime.backoff import Backoff
 
 log = structlog.get_logger("syncer.kube")
+
+
+class WatchEventError(KubeError):
+    """The server ended a watch with an ERROR event. Resuming from the same version would meet the same
+    error (a 500 "PrevKv=nil" from etcd right after compaction, for one), so the informer re-lists, as
+    client-go's reflector does."""
 
 
 class Keyed(Protocol):
@@ -153,7 +159,7 @@ class Informer(Generic[T]):
                     self.resource_version = obj.resourceVersion
                 continue
             if kind == "ERROR":
-                raise KubeError(obj.code or 500, obj.reason or "Unknown", obj.message)
+                raise WatchEventError(obj.code or 500, obj.reason or "Unknown", obj.message)
             self.stats.events += 1
             key = self.key(obj)
             previous = self.items.get(key)
@@ -186,6 +192,7 @@ class Informer(Generic[T]):
                     log.info("watch history expired, re-listing", kind=self.kind, rv=self.resource_version)
                     need_list = True
                     continue
+                need_list = need_list or isinstance(exc, WatchEventError)
                 failures += 1
                 delay = exc.retry_after_s if exc.retry_after_s is not None else self.backoff.delay(failures)
                 log.warning(

@@ -364,7 +364,8 @@ async def test_kubectl_scale_and_invalid_spec(rig: Rig, tmp_path: Path):
         assert shown["status"]["selector"] == f"{Keys.NODESET_LABEL}={nodeset.name}"
         table = await kubectl("get", "nodesets", "-n", NAMESPACE)
         assert re.search(rf"{nodeset.name}\s+2\s+2\s+2\s+2", table), table
-        # a spec the schema lets through but the reconciler refuses: named in an Event and a condition
+        # a spec the emulator lets through (a real server refuses it by a CEL rule) but the reconciler
+        # refuses: named in an Event and a condition
         bad = "b" * 41
         rig.kube.create(GROUP, VERSION, "nodesets", manifest(bad, 1), namespace=NAMESPACE)
         await wait_for(

@@ -261,6 +261,8 @@ async def test_informer_survives_dropped_watches_and_compaction(kube_api: KubeAp
     kube_api.api.store.compact()
     await wait_for(lambda: must(cache.node("node-0001")).annotations.get("late") == "1", what="annotation")
     assert cache.nodes.stats.lists >= lists_before
+    # a change the Node watch does not see: bookmarks carry only versions newer than the watch has seen
+    kube_api.create("", "v1", "configmaps", {"metadata": {"name": "news"}}, namespace="default")
     await wait_for(lambda: cache.nodes.stats.bookmarks > 0, what="a bookmark on a quiet watch")
 
 

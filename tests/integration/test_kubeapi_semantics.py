@@ -102,7 +102,7 @@ async def test_bookmarks_carry_the_latest_resource_version(
         "watch": "1",
         "resourceVersion": str(start),
         "allowWatchBookmarks": "true",
-        "timeoutSeconds": "1",
+        "timeoutSeconds": "3",  # bookmarks stop 2 s before the timeout, as in kube-apiserver
     }
     async with http.get("/api/v1/nodes", params=params) as response:
         events = [json.loads(line) async for line in response.content if line.strip()]

@@ -124,7 +124,7 @@ async def test_patch_of_each_type(kube_api: KubeApiEmulator, kubectl: Kubectl):
         '[{"op":"test","path":"/metadata/name","value":"x"}]',
         ok=False,
     )
-    assert "test operation failed" in failed
+    assert "the server rejected our request due to an error in our request" in failed  # as kube-apiserver
 
 
 async def test_delete(kube_api: KubeApiEmulator, kubectl: Kubectl):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from syncer.testing.kubeapi import patch as patching
+from syncer.testing.kubeapi import ssa
 from syncer.testing.kubeapi.errors import ApiError
 from syncer.testing.kubeapi.resources import Registry, Resource, from_crd
 from syncer.testing.kubeapi.schema import validate_custom_resource
@@ -35,6 +36,7 @@ _PATCH_TYPES = {
     "application/merge-patch+json": "merge",
     "application/strategic-merge-patch+json": "strategic",
     "application/json-patch+json": "json",
+    "application/apply-patch+yaml": "apply",
 }
 
 
@@ -127,7 +129,15 @@ class Api:
                 )
             if resource_version_match == "Exact":
                 at_rv = wanted
-        objects = self._state_at(resource, at_rv, continue_token != "")
+        try:
+            objects = self._state_at(resource, at_rv, continue_token != "")
+        except ApiError as gone:
+            if gone.code == 410 and not continue_token:
+                raise ApiError.gone("The resourceVersion for the provided list is too old.") from None
+            if continue_token and gone.code == 410:
+                # an inconsistent continuation from now on, as kube-apiserver offers in its 410
+                gone.list_meta = {"continue": _continue_token(self.store.rv, start_after)}
+            raise
         scope = namespace if resource.namespaced else None
         items = [
             obj
@@ -138,9 +148,7 @@ class Api:
         ]
         if limit and len(items) > limit:
             page = items[:limit]
-            token = base64.urlsafe_b64encode(
-                json.dumps({"rv": at_rv, "start": _sort_key(page[-1])}).encode()
-            ).decode()
+            token = _continue_token(at_rv, _sort_key(page[-1]))
             return ListResult(page, str(at_rv), token, len(items) - limit)
         return ListResult(items, str(at_rv))
 
@@ -154,7 +162,11 @@ class Api:
             if for_continue:
                 raise ApiError.gone(
                     "The provided continue parameter is too old to display a consistent list result. "
-                    "You can start a new list without the continue parameter."
+                    "You can start a new list without the continue parameter, or use the continue token "
+                    "in this response to retrieve the remainder of the results. Continuing with the "
+                    "provided token results in an inconsistent list - objects that were created, "
+                    "modified, or deleted between the time the first chunk was returned and now may show "
+                    "up in the list."
                 ) from None
             raise
         state = {
@@ -173,7 +185,14 @@ class Api:
         return [state[k] for k in sorted(state)]
 
     # -- writes -----------------------------------------------------------------------------------
-    def create(self, resource: Resource, namespace: str, body: Any, dry_run: bool = False) -> dict[str, Any]:
+    def create(
+        self,
+        resource: Resource,
+        namespace: str,
+        body: Any,
+        dry_run: bool = False,
+        managed: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise ApiError.bad_request("the body of the request must be a JSON object")
         obj = copy.deepcopy(body)
@@ -205,11 +224,38 @@ class Api:
         meta["creationTimestamp"] = rfc3339(self.clock())
         meta["generation"] = 1
         obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
+        meta.pop("managedFields", None)
         self._defaults_on_create(resource, obj)
         obj = self._validate(resource, obj)
+        if managed is None:
+            managed = ssa.record_update(
+                resource, None, obj, ssa.field_manager.get(), "", meta["creationTimestamp"]
+            )
+        if managed:
+            obj["metadata"]["managedFields"] = managed
         if dry_run:
             return obj
         return self.store.write(resource.key, obj, "ADDED").obj
+
+    def apply(
+        self, resource: Resource, namespace: str, name: str, config: Any, subresource: str, dry_run: bool
+    ) -> tuple[dict[str, Any], bool]:
+        """Server-side apply (ssa.py): the object, and whether it was created."""
+        live = self.store.get(resource.key, namespace if resource.namespaced else "", name)
+        if live is None and subresource:
+            raise ApiError.not_found(resource.plural, name, resource.group)
+        if isinstance(config, dict) and (config.get("metadata") or {}).get("name", name) != name:
+            raise ApiError.bad_request(
+                f"the name of the object ({config['metadata'].get('name')}) does not match the URL's ({name})"
+            )
+        result, managed = ssa.apply(
+            resource, live, config, ssa.field_manager.get(),
+            force=ssa.force_apply.get(), sub=subresource, now=rfc3339(self.clock()),
+        )  # fmt: skip
+        if live is None:
+            result.setdefault("metadata", {})["name"] = name
+            return self.create(resource, namespace, result, dry_run, managed=managed), True
+        return self._commit(resource, live, result, subresource, dry_run, managed=managed), False
 
     def update(
         self,
@@ -242,7 +288,7 @@ class Api:
     ) -> dict[str, Any]:
         kind = _PATCH_TYPES.get(content_type.split(";")[0].strip())
         if kind is None or (kind == "strategic" and not resource.builtin):
-            raise ApiError.unsupported_media_type(content_type)
+            raise ApiError.unsupported_media_type(accepted_patches(resource))
         try:
             patch_doc = json.loads(raw or b"null")
         except ValueError as exc:
@@ -306,7 +352,13 @@ class Api:
         ]
 
     def _commit(
-        self, resource: Resource, old: dict[str, Any], body: dict[str, Any], subresource: str, dry_run: bool
+        self,
+        resource: Resource,
+        old: dict[str, Any],
+        body: dict[str, Any],
+        subresource: str,
+        dry_run: bool,
+        managed: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         old_meta = old["metadata"]
         meta = dict(body.get("metadata") or {})
@@ -342,11 +394,24 @@ class Api:
             if _spec_part(new) != _spec_part(old):
                 meta["generation"] = int(old_meta.get("generation", 1)) + 1
         meta["resourceVersion"] = old_meta["resourceVersion"]
+        meta.pop("managedFields", None)  # the server keeps them, not the client
+        if "managedFields" in old_meta:
+            meta["managedFields"] = old_meta["managedFields"]
         new["metadata"] = meta
         new["apiVersion"], new["kind"] = resource.api_version, resource.kind
         new = self._validate(resource, new)
-        if new == old or dry_run:
-            return old if new == old else new  # a no-op write does not move the resourceVersion
+        if new == old and managed is None:
+            return old  # a no-op write does not move the resourceVersion
+        if managed is None:
+            now = rfc3339(self.clock())
+            managed = ssa.record_update(resource, old, new, ssa.field_manager.get(), subresource, now)
+        new["metadata"] = {k: v for k, v in new["metadata"].items() if k != "managedFields"}
+        if managed:
+            new["metadata"]["managedFields"] = managed
+        if _without_times(new) == _without_times(old):
+            return old  # an apply that changes nothing (times aside) does not move the resourceVersion
+        if dry_run:
+            return new
         kubelet_owned = resource.key == ("", "pods") and (new.get("spec") or {}).get("nodeName")
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and not kubelet_owned:
             return self.store.remove(resource.key, meta.get("namespace", ""), meta["name"]).obj
@@ -401,7 +466,7 @@ class Api:
         elif kind in ("merge", "strategic"):
             scale = patching.merge_patch(current, doc)
         else:
-            raise ApiError.unsupported_media_type(content_type)
+            raise ApiError.unsupported_media_type(accepted_patches(resource))
         return self.set_scale(resource, namespace, name, scale)
 
     def evict(self, namespace: str, name: str, body: Any) -> dict[str, Any]:
@@ -515,10 +580,20 @@ class Api:
                 ("metadata.annotations", f"Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes")
             )
         if not resource.builtin and resource.schema:
-            obj, schema_causes = validate_custom_resource(obj, resource.schema)
-            causes.extend(schema_causes)
+            obj, schema_causes, unknown = validate_custom_resource(obj, resource.schema)
+            if unknown:  # strict decoding fails before any validation, as in kube-apiserver
+                version = resource.api_version.rsplit("/", 1)[-1]
+                listed = ", ".join(f'unknown field "{field}"' for field in unknown)
+                raise ApiError.bad_request(
+                    f'{resource.kind} in version "{version}" cannot be handled as a {resource.kind}: '
+                    f"strict decoding error: {listed}"
+                )
+            causes.extend(sorted(schema_causes))
+            causes.extend(_scale_causes(resource, obj))
         if causes:
-            raise ApiError.invalid(resource.kind, name, causes)
+            raise ApiError.invalid(
+                resource.kind, name, causes, group=resource.group if not resource.builtin else ""
+            )
         return obj
 
     def _on_change(self, change: Change) -> None:
@@ -539,6 +614,41 @@ class Api:
             for key in list(self.store.objects):
                 for obj in list(self.store.objects_of(key, namespace)):
                     self.store.remove(key, namespace, obj["metadata"]["name"])
+
+
+def _without_times(obj: Mapping[str, Any]) -> Any:
+    meta = dict(obj.get("metadata") or {})
+    meta["managedFields"] = [
+        {k: v for k, v in entry.items() if k != "time"} for entry in meta.get("managedFields") or []
+    ]
+    return {**obj, "metadata": meta}
+
+
+def _continue_token(rv: int, start_after: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"rv": rv, "start": start_after}).encode()).decode()
+
+
+def accepted_patches(resource: Resource) -> tuple[str, ...]:
+    """The patch media types kube-apiserver lists in its 415 for this kind."""
+    if resource.builtin:
+        return (
+            "application/json-patch+json",
+            "application/merge-patch+json",
+            "application/strategic-merge-patch+json",
+            "application/apply-patch+yaml",
+        )
+    return ("application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml")
+
+
+def _scale_causes(resource: Resource, obj: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The scale subresource's own check of specReplicasPath, after the schema's (as the real server)."""
+    path = (resource.scale or {}).get("specReplicasPath", "")
+    if not path:
+        return []
+    value = _jsonpath(obj, path)
+    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+        return [(path, f"Invalid value: {value}: should be a non-negative integer")]
+    return []
 
 
 def pod_ready(pod: Mapping[str, Any]) -> bool:

@@ -50,7 +50,7 @@ class KubeApiEmulator:
         self,
         *,
         token: str | None = None,
-        bookmark_interval_s: float = 1.0,
+        bookmark_interval_s: float = 60.0,  # as kube-apiserver; tests may ask for quicker ones
         history_limit: int = 200_000,
         kubelet_termination_s: float = 0.5,
         with_crds: bool = True,

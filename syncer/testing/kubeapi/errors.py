@@ -13,12 +13,13 @@ class ApiError(Exception):
         self.message = message
         self.details = details or {}
         self.headers: dict[str, str] = {}
+        self.list_meta: dict[str, Any] = {}  # a Status's metadata (a 410's fresh continue token)
 
     def status(self) -> dict[str, Any]:
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": dict(self.list_meta),
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
@@ -64,18 +65,17 @@ class ApiError(Exception):
         )
 
     @classmethod
-    def invalid(cls, kind: str, name: str, causes: list[tuple[str, str]]) -> ApiError:
+    def invalid(cls, kind: str, name: str, causes: list[tuple[str, str]], group: str = "") -> ApiError:
+        """422 Invalid as kube-apiserver words it: `Kind.group "name" is invalid: [a, b]`."""
         text = ", ".join(f"{field}: {msg}" for field, msg in causes)
-        return cls(
-            422,
-            "Invalid",
-            f'{kind} "{name}" is invalid: {text}',
-            {
-                "name": name,
-                "kind": kind,
-                "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in causes],
-            },
+        if len(causes) > 1:
+            text = f"[{text}]"
+        qualified = f"{kind}.{group}" if group else kind
+        details: dict[str, Any] = (
+            {"name": name, "group": group, "kind": kind} if group else {"name": name, "kind": kind}
         )
+        details["causes"] = [{"reason": _cause_reason(m), "message": m, "field": f} for f, m in causes]
+        return cls(422, "Invalid", f'{qualified} "{name}" is invalid: {text}', details)
 
     @classmethod
     def gone(cls, message: str) -> ApiError:
@@ -86,10 +86,25 @@ class ApiError(Exception):
         return cls(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
     @classmethod
-    def unsupported_media_type(cls, content_type: str) -> ApiError:
+    def unsupported_media_type(cls, accepted: tuple[str, ...] = ()) -> ApiError:
+        listed = ", ".join(accepted or ("application/json-patch+json", "application/merge-patch+json"))
         return cls(
             415,
             "UnsupportedMediaType",
-            f"the body of the request was in an unknown format - accepted media types include: "
-            f"application/json-patch+json, application/merge-patch+json ({content_type} given)",
+            f"the body of the request was in an unknown format - accepted media types include: {listed}",
         )
+
+
+# The cause reasons of kube-apiserver's field errors, by the message's leading words.
+_REASONS = (
+    ("Unsupported value", "FieldValueNotSupported"),
+    ("Required value", "FieldValueRequired"),
+    ("Too long", "FieldValueTooLong"),
+    ("Too many", "FieldValueTooMany"),
+    ("Forbidden", "FieldValueForbidden"),
+    ("Duplicate value", "FieldValueDuplicate"),
+)
+
+
+def _cause_reason(message: str) -> str:
+    return next((reason for prefix, reason in _REASONS if message.startswith(prefix)), "FieldValueInvalid")

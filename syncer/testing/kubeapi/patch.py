@@ -93,11 +93,21 @@ def _merge_keyed_list(current: list[Any], patch: list[Any], merge_key: str) -> l
     return result
 
 
+# kube-apiserver answers every failed JSON patch (a failed `test` included) with this and no details.
+REJECTED = "the server rejected our request due to an error in our request"
+
+
+def _failed(why: str) -> ApiError:
+    error = ApiError(422, "Invalid", REJECTED)
+    error.add_note(why)  # kept for the emulator's own tracebacks; not in the response, as in Kubernetes
+    return error
+
+
 def _pointer(path: str) -> list[str]:
     if path == "":
         return []
     if not path.startswith("/"):
-        raise ApiError(422, "Invalid", f"JSON patch path {path!r} does not start with '/'")
+        raise _failed(f"JSON patch path {path!r} does not start with '/'")
     return [part.replace("~1", "/").replace("~0", "~") for part in path[1:].split("/")]
 
 
@@ -106,15 +116,15 @@ def _resolve(doc: Any, parts: list[str], path: str) -> Any:
     for part in parts:
         if isinstance(node, dict):
             if part not in node:
-                raise ApiError(422, "Invalid", f"JSON patch: path {path!r} does not exist")
+                raise _failed(f"JSON patch: path {path!r} does not exist")
             node = node[part]
         elif isinstance(node, list):
             try:
                 node = node[int(part)]
             except (ValueError, IndexError):
-                raise ApiError(422, "Invalid", f"JSON patch: path {path!r} does not exist") from None
+                raise _failed(f"JSON patch: path {path!r} does not exist") from None
         else:
-            raise ApiError(422, "Invalid", f"JSON patch: path {path!r} does not exist")
+            raise _failed(f"JSON patch: path {path!r} does not exist")
     return node
 
 
@@ -125,7 +135,7 @@ def _add(doc: Any, parts: list[str], value: Any, path: str, replace: bool) -> An
     last = parts[-1]
     if isinstance(parent, dict):
         if replace and last not in parent:
-            raise ApiError(422, "Invalid", f"JSON patch: cannot replace missing key at {path!r}")
+            raise _failed(f"JSON patch: cannot replace missing key at {path!r}")
         parent[last] = value
     elif isinstance(parent, list):
         if last == "-" and not replace:
@@ -134,35 +144,35 @@ def _add(doc: Any, parts: list[str], value: Any, path: str, replace: bool) -> An
             try:
                 index = int(last)
             except ValueError:
-                raise ApiError(422, "Invalid", f"JSON patch: bad array index at {path!r}") from None
+                raise _failed(f"JSON patch: bad array index at {path!r}") from None
             if replace:
                 if not 0 <= index < len(parent):
-                    raise ApiError(422, "Invalid", f"JSON patch: index out of range at {path!r}")
+                    raise _failed(f"JSON patch: index out of range at {path!r}")
                 parent[index] = value
             else:
                 if not 0 <= index <= len(parent):
-                    raise ApiError(422, "Invalid", f"JSON patch: index out of range at {path!r}")
+                    raise _failed(f"JSON patch: index out of range at {path!r}")
                 parent.insert(index, value)
     else:
-        raise ApiError(422, "Invalid", f"JSON patch: parent of {path!r} is not a container")
+        raise _failed(f"JSON patch: parent of {path!r} is not a container")
     return doc
 
 
 def _remove(doc: Any, parts: list[str], path: str) -> Any:
     if not parts:
-        raise ApiError(422, "Invalid", "JSON patch: cannot remove the whole document")
+        raise _failed("JSON patch: cannot remove the whole document")
     parent = _resolve(doc, parts[:-1], path)
     last = parts[-1]
     if isinstance(parent, dict):
         if last not in parent:
-            raise ApiError(422, "Invalid", f"JSON patch: cannot remove missing key at {path!r}")
+            raise _failed(f"JSON patch: cannot remove missing key at {path!r}")
         return parent.pop(last)
     if isinstance(parent, list):
         try:
             return parent.pop(int(last))
         except (ValueError, IndexError):
-            raise ApiError(422, "Invalid", f"JSON patch: cannot remove missing index at {path!r}") from None
-    raise ApiError(422, "Invalid", f"JSON patch: parent of {path!r} is not a container")
+            raise _failed(f"JSON patch: cannot remove missing index at {path!r}") from None
+    raise _failed(f"JSON patch: parent of {path!r} is not a container")
 
 
 def json_patch(target: Any, operations: Any) -> Any:
@@ -188,10 +198,8 @@ def json_patch(target: Any, operations: Any) -> Any:
             doc = _add(doc, parts, value, path, replace=False)
         elif op == "test":
             if _resolve(doc, parts, path) != operation.get("value"):
-                raise ApiError(
-                    422,
-                    "Invalid",
-                    f"JSON patch test operation failed: value at {path!r} is not {operation.get('value')!r}",
+                raise _failed(
+                    f"JSON patch test operation failed: value at {path!r} is not {operation.get('value')!r}"
                 )
         else:
             raise ApiError.bad_request(f"JSON patch: unknown operation {op!r}")

@@ -11,6 +11,7 @@ from typing import Any
 
 # `fieldValidation=Strict` on the current request: unknown fields are errors instead of pruned.
 strict_fields: ContextVar[bool] = ContextVar("strict_fields", default=False)
+UNKNOWN = "field not declared in schema"  # the marker of an unknown field among the errors
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,),
@@ -50,14 +51,16 @@ def apply_schema(value: Any, schema: dict[str, Any], path: str, errors: list[tup
             errors.append(
                 (
                     path,
-                    f"Invalid value: {value}: {path} in body should be >= {schema['minimum']}",
+                    f"Invalid value: {value}: {path} in body should be greater than or equal to "
+                    f"{schema['minimum']}",
                 )
             )
         if "maximum" in schema and value > schema["maximum"]:
             errors.append(
                 (
                     path,
-                    f"Invalid value: {value}: {path} in body should be <= {schema['maximum']}",
+                    f"Invalid value: {value}: {path} in body should be less than or equal to "
+                    f"{schema['maximum']}",
                 )
             )
     if isinstance(value, str):
@@ -94,7 +97,7 @@ def _apply_object(
         elif preserve or additional is True:
             result[key] = item
         elif strict_fields.get():
-            errors.append((child, "field not declared in schema"))
+            errors.append((child, UNKNOWN))
         # else: pruned, as kube-apiserver silently drops unknown fields of structural schemas
     for key, prop in properties.items():
         if key not in result and "default" in prop:
@@ -110,10 +113,11 @@ def _apply_object(
 
 def validate_custom_resource(
     obj: dict[str, Any], schema: dict[str, Any] | None
-) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-    """Validates everything but metadata, which the server checks itself."""
+) -> tuple[dict[str, Any], list[tuple[str, str]], list[str]]:
+    """Validates everything but metadata, which the server checks itself: (object with defaults and
+    pruning, field errors, unknown fields under fieldValidation=Strict)."""
     if not schema:
-        return obj, []
+        return obj, [], []
     errors: list[tuple[str, str]] = []
     body = {k: v for k, v in obj.items() if k not in ("metadata", "apiVersion", "kind")}
     props = {
@@ -122,9 +126,14 @@ def validate_custom_resource(
         if k not in ("metadata", "apiVersion", "kind")
     }
     checked = _apply_object(body, {**schema, "properties": props}, "", errors)
-    return {
-        "apiVersion": obj.get("apiVersion"),
-        "kind": obj.get("kind"),
-        "metadata": obj["metadata"],
-        **checked,
-    }, errors
+    unknown = [field for field, message in errors if message == UNKNOWN]
+    return (
+        {
+            "apiVersion": obj.get("apiVersion"),
+            "kind": obj.get("kind"),
+            "metadata": obj["metadata"],
+            **checked,
+        },
+        [(field, message) for field, message in errors if message != UNKNOWN],
+        unknown,
+    )

@@ -116,7 +116,7 @@ def parse_field_selector(text: str, supported: frozenset[str] | None = None) -> 
             )
         field, op, value = match.groups()
         if supported is not None and field not in supported:
-            raise ApiError.bad_request(f'field label not supported: "{field}"')
+            raise ApiError.bad_request(f"field label not supported: {field}")
         terms.append((field, op != "!=", value))
 
     def matches(obj: Mapping[str, Any]) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -12,7 +13,7 @@ from urllib.parse import unquote
 import msgspec
 from aiohttp import web
 
-from syncer.testing.kubeapi import protobuf
+from syncer.testing.kubeapi import protobuf, ssa
 from syncer.testing.kubeapi.api import Api, Selection
 from syncer.testing.kubeapi.errors import ApiError
 from syncer.testing.kubeapi.faults import Faults
@@ -33,6 +34,8 @@ KUBE_VERSION = {
     "platform": "linux/amd64",
 }
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+APPLY_PATCH = "application/apply-patch+yaml"
+PRE_TIMEOUT_BOOKMARK_S = 2.0  # kube-apiserver bookmarks a watch this long before its timeoutSeconds
 
 _encoder = msgspec.json.Encoder()
 
@@ -53,6 +56,30 @@ def _error(exc: ApiError) -> web.Response:
     return response
 
 
+def _check_initial_events(request: web.Request) -> None:
+    """sendInitialEvents needs resourceVersionMatch=NotOlderThan and bookmarks, as kube-apiserver says."""
+    if request.query.get("resourceVersionMatch") != "NotOlderThan":
+        field, why = (
+            "resourceVersionMatch",
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        )
+    elif not _flag(request, "allowWatchBookmarks"):
+        field, why = "allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks to true"
+    else:
+        return
+    message = f"Forbidden: {why}"
+    raise ApiError(
+        422,
+        "Invalid",
+        f'ListOptions.meta.k8s.io "" is invalid: {field}: {message}',
+        {
+            "group": "meta.k8s.io",
+            "kind": "ListOptions",
+            "causes": [{"reason": "FieldValueForbidden", "message": message, "field": field}],
+        },
+    )
+
+
 def _wants_table(request: web.Request) -> bool:
     return "as=Table" in request.headers.get("Accept", "")
 
@@ -65,7 +92,7 @@ class KubeApiServer:
     """Routes every request path by hand: Kubernetes paths are too regular and too irregular for a router."""
 
     def __init__(
-        self, api: Api, faults: Faults, bookmark_interval_s: float = 1.0, max_watch_s: float = 1800.0
+        self, api: Api, faults: Faults, bookmark_interval_s: float = 60.0, max_watch_s: float = 1800.0
     ):
         self.api = api
         self.faults = faults
@@ -114,6 +141,13 @@ class KubeApiServer:
 
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         strict_fields.set(request.query.get("fieldValidation") == "Strict")
+        if request.method == "PATCH" and request.content_type == APPLY_PATCH:
+            ssa.field_manager.set(request.query.get("fieldManager", ""))  # required for apply: no default
+        else:
+            ssa.field_manager.set(
+                ssa.manager_of(request.query.get("fieldManager"), request.headers.get("User-Agent", ""))
+            )
+        ssa.force_apply.set(request.query.get("force") == "true")
         try:
             return await self._dispatch(request)
         except ApiError as exc:
@@ -246,13 +280,13 @@ class KubeApiServer:
     async def _body(self, request: web.Request) -> Any:
         if request.content_type == "application/cbor":
             # client-go falls back to JSON after a 415, as it does with API servers without CBOR
-            raise ApiError.unsupported_media_type(request.content_type)
+            raise ApiError.unsupported_media_type()
         raw = await request.read()
         if request.content_type == "application/vnd.kubernetes.protobuf":
             try:
                 return protobuf.decode(raw)  # kubectl drain's Eviction, kubectl create namespace, ...
             except protobuf.ProtobufError as exc:
-                raise ApiError.unsupported_media_type(f"{request.content_type} ({exc})") from None
+                raise ApiError(415, "UnsupportedMediaType", f"{request.content_type}: {exc}") from None
         if not raw:
             return None
         try:
@@ -363,6 +397,11 @@ class KubeApiServer:
             return _json(
                 self.api.update(resource, namespace, name, await self._body(request), subresource, dry_run)
             )
+        if method == "PATCH" and request.content_type == APPLY_PATCH:
+            applied, created = self.api.apply(
+                resource, namespace, name, await self._body(request), subresource, dry_run
+            )
+            return _json(applied, 201 if created else 200)
         if method == "PATCH":
             content_type = request.headers.get("Content-Type", "")
             return _json(
@@ -382,6 +421,8 @@ class KubeApiServer:
         self, request: web.Request, resource: Resource, namespace: str | None, selection: Selection
     ) -> web.StreamResponse:
         query = request.query
+        if _flag(request, "sendInitialEvents"):
+            _check_initial_events(request)
         store = self.api.store
         queue = store.subscribe()  # before reading state, so nothing falls between the two
         try:
@@ -414,15 +455,18 @@ class KubeApiServer:
                 await self._send(response, self._event("ADDED", resource, obj, as_table))
             if send_initial:
                 await self._send(response, self._bookmark(resource, position, initial_end=True))
+            # kube-apiserver bookmarks only a version newer than the last one this watch was sent
+            last_sent = position if start_rv in ("", "0") or send_initial else int(start_rv)
             for change in replay:
                 event = self._filter(change, resource, namespace, selection)
                 if event is not None:
                     await self._send(response, self._event(event[0], resource, event[1], as_table))
+                    last_sent = change.rv
                 position = change.rv
             position = max(position, replay[-1].rv if replay else position)
             bookmarks = _flag(request, "allowWatchBookmarks")
             deadline = time.monotonic() + timeout_s
-            next_bookmark = time.monotonic() + self.bookmark_interval_s
+            next_bookmark = self._next_bookmark(time.monotonic(), deadline)
             while True:
                 now = time.monotonic()
                 if now >= deadline:
@@ -432,8 +476,10 @@ class KubeApiServer:
                     change = await asyncio.wait_for(queue.get(), timeout=max(wait_s, 0.001))  # type: ignore[arg-type]
                 except TimeoutError:
                     if bookmarks and time.monotonic() >= next_bookmark:
-                        await self._send(response, self._bookmark(resource, position))
-                        next_bookmark = time.monotonic() + self.bookmark_interval_s
+                        if position > last_sent:
+                            await self._send(response, self._bookmark(resource, position))
+                            last_sent = position
+                        next_bookmark = self._next_bookmark(time.monotonic(), deadline)
                     continue
                 if change is None:  # fault injection: drop the connection
                     if request.transport is not None:
@@ -445,12 +491,19 @@ class KubeApiServer:
                 event = self._filter(change, resource, namespace, selection)
                 if event is not None:
                     await self._send(response, self._event(event[0], resource, event[1], as_table))
+                    last_sent = position
             await response.write_eof()
             return response
         except ConnectionResetError:
             return response_or_empty(locals().get("response"))  # the client went away: nothing to tell it
         finally:
             store.unsubscribe(queue)
+
+    def _next_bookmark(self, now: float, deadline: float) -> float:
+        """When kube-apiserver's watch cache sends the next bookmark: every `bookmark_interval_s` (a
+        minute there) and once 2 s before the watch's timeout; never when that moment has passed."""
+        due = min(now + self.bookmark_interval_s, deadline - PRE_TIMEOUT_BOOKMARK_S)
+        return due if due >= now else math.inf
 
     async def _open_stream(self, request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
