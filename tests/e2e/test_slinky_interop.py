@@ -59,7 +59,7 @@ async def test_slinky_pods_bind_in_both_scaling_modes(rig: Rig) -> None:
     for body in (sts_pod, ds_pod, hn_pod):
         rig.kube.create("", "v1", "pods", body, namespace=NAMESPACE)
     assert hn_pod["metadata"]["labels"][Slinky.HOSTNAME_LABEL] == "hn-0"
-    async with running_syncer(rig, nodeset_enabled=False, max_drain_fraction=1.0):
+    async with running_syncer(rig, nodeset_enabled=False):
         for slurm_name, kube_node in ((sts, f"k8s-{sts}"), (ds, ds), (host_net, host_net)):
             cordon(rig, kube_node, True)
 
@@ -103,7 +103,7 @@ async def test_slinky_drains_and_ours_never_undo_each_other(rig: Rig) -> None:
             nodeset="slurm-worker-slinky", name=pods[slurm_name], hostname=slurm_name,
             kube_node=f"k8s-{slurm_name}", ordinal=int(slurm_name[-3:]),
         ), namespace=NAMESPACE)  # fmt: skip
-    async with running_syncer(rig, nodeset_enabled=False, max_drain_fraction=1.0) as service:
+    async with running_syncer(rig, nodeset_enabled=False) as service:
         # The operator reacts to a cordon first: its drain and its pod-cordon mark, then the cordon lands.
         text = f"Node (k8s-{theirs}) was cordoned, Pod ({NAMESPACE}/{pods[theirs]}) must be cordoned"
         await operator_drain(rig.reader, theirs, text)
