@@ -215,6 +215,41 @@ class _StateCollector(Collector):
         fetches.add_metric(["full"], cache.full_fetches)
         fetches.add_metric(["error"], cache.errors)
         yield fetches
+        reads = CounterMetricFamily(
+            "slurm_syncer_slurm_cache_reads",
+            "Node cache reads by path: probe (update_time), list (full list), metrics (slurmctld hint).",
+            labels=["path"],
+        )
+        read_bytes = CounterMetricFamily(
+            "slurm_syncer_slurm_cache_read_bytes",
+            "Bytes the node cache received by read path (probe: 200 answers that carried every node).",
+            labels=["path"],
+        )
+        for path in sorted(cache.reads):
+            reads.add_metric([path], cache.reads[path])
+            read_bytes.add_metric([path], cache.read_bytes[path])
+        yield reads
+        yield read_bytes
+        hint = CounterMetricFamily(
+            "slurm_syncer_slurm_metrics_hint",
+            "slurmctld metrics hint reads: changed (list now), unchanged (slurmrestd spared), "
+            "floor (full check due), error (fell back to probes).",
+            labels=["result"],
+        )
+        for result, count in (
+            ("changed", cache.hint_changed),
+            ("unchanged", cache.hint_unchanged),
+            ("floor", cache.hint_floor),
+            ("error", cache.hint_errors),
+        ):
+            hint.add_metric([result], count)
+        yield hint
+        failing = _gauge(
+            "slurm_syncer_slurm_metrics_hint_failing",
+            "1 while the last slurmctld metrics read failed (the cache polls without the hint).",
+        )
+        failing.add_metric([], int(cache.hint_failing))
+        yield failing
         snapshot = _gauge("slurm_syncer_slurm_snapshot_bytes", "Size of the last full node list.")
         snapshot.add_metric([], cache.last_snapshot_bytes)
         yield snapshot

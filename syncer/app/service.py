@@ -32,6 +32,7 @@ from syncer.runtime.manager import Manager, TaskExited
 from syncer.slurm.cache import NodeCache, Strategy
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmError
+from syncer.slurm.metrics_hint import MetricsReader
 from syncer.sync.engine import SyncEngine
 from syncer.sync.options import SyncOptions
 from syncer.sync.valve import DrainValve
@@ -48,6 +49,8 @@ class ServiceConfig:
     slurm_poll_interval_s: float = default("slurm_poll_interval")
     slurm_poll_strategy: Strategy = default("slurm_poll_strategy")  # noqa: RUF009 - a str, read once
     slurm_stale_after_s: float = default("slurm_stale_after")
+    slurm_metrics_url: str = default("slurm_metrics_url")
+    slurm_metrics_floor_s: float = default("slurm_metrics_floor")
     namespace: str = default("namespace")  # pods' namespace; "" = all
     bind_by_node_name: bool = default("bind_by_node_name")
     node_name_labels: tuple[str, ...] = default("node_name_label")
@@ -89,7 +92,11 @@ class SyncerService:
             poll_interval_s=config.slurm_poll_interval_s,
             strategy=config.slurm_poll_strategy,
             stale_after_s=config.slurm_stale_after_s,
+            hint=MetricsReader(config.slurm_metrics_url) if config.slurm_metrics_url else None,
+            hint_floor_s=config.slurm_metrics_floor_s,
         )
+        if self.slurm_cache.hint is not None:
+            self.manager.on_close(self.slurm_cache.hint.close)
         self.kube_cache = KubeCache(
             kube,
             namespace=config.namespace,

@@ -83,6 +83,13 @@ def _url(text: str) -> str:
     return text
 
 
+def _metrics_url(text: str) -> str:
+    value = text.strip()
+    if value and not re.match(r"^http://[^/\s]+/?$", value):
+        raise ValueError("empty (off) or http://slurmctld-host:SlurmctldPort")
+    return value
+
+
 def _fraction(text: str) -> float:
     value = float(text)
     if not 0 < value <= 1:
@@ -191,6 +198,23 @@ OPTIONS: tuple[Option, ...] = (
         _positive_duration,
         30.0,
         "Slurm data older than this is stale: no undrain, not ready",
+        "Slurm",
+        shown_default="30s",
+    ),
+    Option(
+        "slurm-metrics-url",
+        _metrics_url,
+        "",
+        "slurmctld's OpenMetrics (25.11+, MetricsType=metrics/openmetrics), http://host:SlurmctldPort: "
+        "node-state counts decide when to list; empty: off (update_time probes only)",
+        "Slurm",
+    ),
+    Option(
+        "slurm-metrics-floor",
+        _positive_duration,
+        30.0,
+        "with --slurm-metrics-url: a full check at least this often, even when no count moved "
+        "(bounds how late a drain whose counts cancel out is seen)",
         "Slurm",
         shown_default="30s",
     ),
@@ -382,6 +406,8 @@ class Settings:
     slurm_poll_interval: float
     slurm_poll_strategy: Literal["conditional", "full"]
     slurm_stale_after: float
+    slurm_metrics_url: str
+    slurm_metrics_floor: float
     slurm_timeout: float
     kubeconfig: str
     namespace: str

@@ -48,6 +48,8 @@ def service_config(settings: Settings, environ: Mapping[str, str]) -> ServiceCon
         slurm_poll_interval_s=settings.slurm_poll_interval,
         slurm_poll_strategy=settings.slurm_poll_strategy,
         slurm_stale_after_s=settings.slurm_stale_after,
+        slurm_metrics_url=settings.slurm_metrics_url,
+        slurm_metrics_floor_s=settings.slurm_metrics_floor,
         namespace=settings.namespace,
         bind_by_node_name=settings.bind_by_node_name,
         node_name_labels=settings.node_name_label,

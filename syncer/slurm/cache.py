@@ -13,6 +13,13 @@ Never silent: every poll that fails, whatever raised, is counted and kept in `la
 cause; a cache with no good answer for longer than `stale_after_s` reconnects its client. How the
 server answers "changed since?" is read from its answers (24.11: HTTP 500 "Unable to query
 partitions"; 26.05.3+: 200 with every node; both: 304 when nothing changed), not from its version.
+
+With a metrics hint (`hint=MetricsReader(...)`, slurmctld 25.11+), each poll reads slurmctld's
+node-state counts instead of probing slurmrestd: a changed fingerprint lists now, an unchanged one
+lists nothing until `hint_floor_s` after the last full list (or 304), when the usual probe runs. A
+drain that leaves every count as it was (one drain plus one undrain) therefore reaches the cache
+within `hint_floor_s` plus one poll. A hint that fails (absent, slow, garbage) is logged once, counted,
+and the cache polls as without it, trying the hint again after `hint_floor_s`.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import structlog
@@ -29,6 +36,7 @@ import structlog
 from syncer.model.slurm import SlurmNode
 from syncer.slurm.client import NodeListing, SlurmClient
 from syncer.slurm.errors import SlurmApiError, SlurmError
+from syncer.slurm.metrics_hint import Fingerprint, MetricsReader, SlurmMetricsError
 
 log = structlog.get_logger("syncer.slurm.cache")
 Strategy = Literal["conditional", "full"]
@@ -68,6 +76,14 @@ class CacheStats:
     changed_as_200: int = 0  # probes answered "changed" with the whole list (26.05.3+)
     reconnects: int = 0
     rejected_listings: int = 0  # answers not applied: they carried errors or lost every node
+    # what each read path cost: "probe" (update_time), "list" (full list), "metrics" (the hint)
+    reads: dict[str, int] = field(default_factory=lambda: {"probe": 0, "list": 0, "metrics": 0})
+    read_bytes: dict[str, int] = field(default_factory=lambda: {"probe": 0, "list": 0, "metrics": 0})
+    hint_changed: int = 0  # hint reads whose fingerprint differed from the last listed one
+    hint_unchanged: int = 0  # hint reads that let the cache skip slurmrestd
+    hint_floor: int = 0  # polls where the floor was due and the usual probe ran
+    hint_errors: int = 0  # failed hint reads (each falls back to the probe)
+    hint_failing: bool = False
 
     @property
     def probe_answers(self) -> str:
@@ -85,6 +101,8 @@ class NodeCache:
         strategy: Strategy = "conditional",
         max_duty: float = 0.25,
         stale_after_s: float | None = None,
+        hint: MetricsReader | None = None,
+        hint_floor_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not 0 < max_duty <= 1:
@@ -108,6 +126,12 @@ class NodeCache:
         self._subscribers: list[Callable[[list[NodeChange]], None]] = []
         self._wake = asyncio.Event()
         self._changed_pending = False
+        self.hint = hint
+        self.hint_floor_s = hint_floor_s
+        self._confirmed_at = 0.0  # last full list or 304: the floor counts from here
+        self._hint_seen: Fingerprint | None = None  # read before the list now pending
+        self._hint_listed: Fingerprint | None = None  # read before the last full list
+        self._hint_retry_at = 0.0
 
     # --- what consumers read ------------------------------------------------------------
     @property
@@ -151,6 +175,8 @@ class NodeCache:
         # Keep slurmrestd's share of wall time serving us under max_duty, whatever the cluster size.
         self._next_full_at = now + listing.seconds * (1 / self.max_duty - 1)
         self.stats.full_fetches += 1
+        self._confirmed_at = now
+        self._hint_listed = self._hint_seen
         self.stats.last_full_seconds = listing.seconds
         self.stats.last_snapshot_bytes = listing.body_bytes
         new = {node.name: node for node in listing.nodes}
@@ -167,7 +193,7 @@ class NodeCache:
     async def refresh(self) -> None:
         """A full list now, outside the duty limit: for rare decisions (which node to scale in) that
         must not rest on data a poll interval old."""
-        self._apply(await self._client.list_all_nodes())
+        await self._list()
 
     def _conditional(self) -> bool:
         version = self._client.version
@@ -182,13 +208,57 @@ class NodeCache:
         """The duty limit allows a full list, or waiting for it would let the data go stale."""
         return self._full_allowed() or self.age_s >= 0.8 * self.stale_after_s
 
+    async def _read_hint(self) -> Fingerprint | None:
+        """slurmctld's node-state counts, or None (logged once, counted) when they cannot be had."""
+        assert self.hint is not None
+        self.stats.reads["metrics"] += 1
+        try:
+            reading = await self.hint.read()
+        except SlurmMetricsError as exc:
+            self.stats.hint_errors += 1
+            self._hint_seen = None
+            self._hint_retry_at = self._clock() + self.hint_floor_s
+            if not self.stats.hint_failing:
+                log.warning("slurm_metrics_hint_failed", error=str(exc), fallback="update_time probes")
+            self.stats.hint_failing = True
+            return None
+        self.stats.read_bytes["metrics"] += reading.body_bytes
+        if self.stats.hint_failing:
+            log.info("slurm_metrics_hint_recovered")
+            self.stats.hint_failing = False
+        self._hint_seen = reading.fingerprint
+        return reading.fingerprint
+
+    async def _hinted(self) -> bool:
+        """Poll by the hint; True when that settled this poll (nothing to ask slurmrestd now)."""
+        if self.hint is None or self._clock() < self._hint_retry_at:
+            return False
+        fingerprint = await self._read_hint()
+        if fingerprint is None:
+            return False
+        if fingerprint != self._hint_listed:
+            self.stats.hint_changed += 1
+            self._changed_pending = True
+            return False
+        if self._clock() - self._confirmed_at >= self.hint_floor_s:
+            self.stats.hint_floor += 1
+            return False
+        self.stats.hint_unchanged += 1
+        self.last_success = self._clock()  # slurmctld answered and no health count moved
+        return True
+
     async def poll_once(self) -> None:
         """One probe (and a full list if something changed and the duty limit allows)."""
         if self._client.version is None:
             await self._client.start()  # a reconnect whose negotiation failed: try it again
+        if not self.synced and self.hint is not None:
+            await self._read_hint()  # the first list then carries a fingerprint to compare with
+        elif self.synced and not self._changed_pending and await self._hinted():
+            return
         conditional = self._conditional()
         if self.synced and conditional and not self._changed_pending:
             self.stats.probes += 1
+            self.stats.reads["probe"] += 1
             try:
                 listing = await self._client.list_nodes(update_time=self.last_update)
             except SlurmApiError as exc:
@@ -205,15 +275,22 @@ class NodeCache:
             else:
                 if listing is None:
                     self.stats.not_modified += 1
-                    self.last_success = self._clock()
+                    self.last_success = self._confirmed_at = self._clock()
                     return
                 self.stats.changed_as_200 += 1  # 26.05.3+: the answer is the whole list
+                self.stats.read_bytes["probe"] += listing.body_bytes
                 self._apply(listing)
                 return
         elif self.synced and not conditional:
             self._changed_pending = True  # no cheap probe here: only a full list refreshes freshness
         if not self.synced or (self._changed_pending and self._full_due()):
-            self._apply(await self._client.list_all_nodes())
+            await self._list()
+
+    async def _list(self) -> None:
+        self.stats.reads["list"] += 1
+        listing = await self._client.list_all_nodes()
+        self.stats.read_bytes["list"] += listing.body_bytes
+        self._apply(listing)
 
     async def _reconnect_if_silent(self) -> None:
         """No good answer for longer than the staleness bound: start over with a new connection."""

@@ -14,6 +14,7 @@ API (stable; other parts depend on it)::
         # SandboxError. Otherwise a FRESH cluster (earlier state/spool/work removed, keys kept, same
         # ports if free). A failed start stops what it started; the error has the daemon's log tail.
     sbx.rest_url        # "http://127.0.0.1:<port>", serves /slurm/<v> for v in sbx.api_versions
+    sbx.metrics_url     # "http://127.0.0.1:<slurmctld port>": slurmctld's OpenMetrics (26.05; "" on 24.11)
     sbx.release         # Release("26.05", suite "sid", api_versions ("v0.0.42", ..., "v0.0.45"))
     sbx.slurm_version   # "26.05.5-1": the Debian version of its Slurm packages
     sbx.token_file      # Path: a 30-day JWT for user `slurm` (SlurmUser, may update nodes)

@@ -57,7 +57,7 @@ def hosts_file() -> str:
     return f"127.0.0.1 {' '.join(names)}\n::1 localhost\n"
 
 
-def slurm_conf(nodes: int, ports: Ports, max_dynamic: int) -> str:
+def slurm_conf(nodes: int, ports: Ports, max_dynamic: int, openmetrics: bool = False) -> str:
     host = short_hostname()
     lines = [
         "ClusterName=sandbox",
@@ -99,6 +99,9 @@ def slurm_conf(nodes: int, ports: Ports, max_dynamic: int) -> str:
         "ResumeTimeout=600",
         f"NodeName={REAL_NODE} NodeHostname={host} NodeAddr=127.0.0.1 CPUs=2 RealMemory=1000 State=UNKNOWN",
     ]
+    if openmetrics:
+        # 25.11+: slurmctld answers GET /metrics/... on SlurmctldPort (a change hint for the node cache).
+        lines.append("MetricsType=metrics/openmetrics")
     if nodes:
         lines.append(
             f"NodeName=node[00001-{nodes:05d}] CPUs={SIM_CPUS} RealMemory={SIM_MEMORY_MB} State=CLOUD"
@@ -114,6 +117,7 @@ def write_instance(
     max_dynamic: int,
     slurm_ids: tuple[int, int],
     rest_ids: tuple[int, int],
+    openmetrics: bool = False,
 ) -> None:
     """Write a fresh configuration; keys are made once and kept across restarts."""
     uid, gid = slurm_ids
@@ -129,7 +133,7 @@ def write_instance(
     os.chown(directory / "run" / "rest", *rest_ids)
     os.chmod(directory / "log", 0o777)  # slurmd (root) and slurmctld (slurm) both log here
     etc = directory / "etc"
-    (etc / "slurm.conf").write_text(slurm_conf(nodes, ports, max_dynamic))
+    (etc / "slurm.conf").write_text(slurm_conf(nodes, ports, max_dynamic, openmetrics))
     (etc / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
     (etc / "hosts").write_text(hosts_file())
     for key in ("slurm.key", "jwt.key"):

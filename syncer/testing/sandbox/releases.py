@@ -19,6 +19,8 @@ class Release:
     api_versions: tuple[str, ...]  # REST versions its slurmrestd serves, oldest first
     # sid's Release file can be past its Valid-Until date; apt refuses such an index without this.
     apt_options: tuple[str, ...] = ()
+    # slurmctld serves OpenMetrics itself (MetricsType=metrics/openmetrics, Slurm 25.11+).
+    openmetrics: bool = False
 
     @property
     def common_api_version(self) -> str:
@@ -40,6 +42,7 @@ RELEASES: dict[str, Release] = {
         "sid",
         ("v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"),
         apt_options=("-o", "Acquire::Check-Valid-Until=false"),
+        openmetrics=True,
     ),
 }
 # What tests and benchmarks use when nothing is asked for; the demo defaults to what users run.

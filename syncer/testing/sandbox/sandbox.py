@@ -75,6 +75,11 @@ class Sandbox:
         return f"http://127.0.0.1:{self.ports.rest}"
 
     @property
+    def metrics_url(self) -> str:
+        """slurmctld's own OpenMetrics (``GET /metrics/nodes`` ...); "" where the release has none."""
+        return f"http://127.0.0.1:{self.ports.slurmctld}" if self.release.openmetrics else ""
+
+    @property
     def token_file(self) -> Path:
         return self.directory / "token"
 
@@ -575,7 +580,13 @@ def _start(
     for sub in ("state", "spool", "work"):
         shutil.rmtree(directory / sub, ignore_errors=True)
     write_instance(
-        directory, nodes, ports, max_dynamic, user_ids(rootfs, "slurm"), user_ids(rootfs, REST_USER)
+        directory,
+        nodes,
+        ports,
+        max_dynamic,
+        user_ids(rootfs, "slurm"),
+        user_ids(rootfs, REST_USER),
+        openmetrics=wanted.openmetrics,
     )
     sandbox = Sandbox(
         directory=directory, rootfs=rootfs, release=wanted, nodes=nodes, ports=ports, max_dynamic=max_dynamic

@@ -1,0 +1,143 @@
+"""slurmctld's own OpenMetrics (Slurm 25.11+, `MetricsType=metrics/openmetrics`) as a node-change hint.
+
+    reader = MetricsReader("http://slurmctld:6817", timeout_s=2.0)
+    reading = await reader.read()      # Reading(fingerprint, body_bytes, seconds)
+    await reader.close()
+
+`GET /metrics/partitions` (no authentication; ~12 KB per partition whatever the node count) lists per
+partition how many nodes are in each state. The fingerprint keeps the counts that move when a node's
+health or drain state moves (drain, drained, draining, down, fail, no_resp, maint, power_*, ...) plus
+the node total, and leaves out what jobs move every second (alloc, mixed, idle, cg, planned, CPU and
+memory gauges). A changed fingerprint is a strong "list now"; an unchanged one proves nothing (one drain
+and one undrain cancel out), so the cache keeps a periodic full list as its correctness floor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from dataclasses import dataclass
+
+import aiohttp
+
+from syncer.slurm.errors import SlurmError
+
+PATH = "/metrics/partitions"
+PREFIX = "slurm_partition_nodes"
+# Moved by jobs starting and ending, not by health or drains: a hint that followed them would fire on
+# every job, as the update_time probe does.
+JOB_DRIVEN = frozenset({"alloc", "mixed", "idle", "cg", "planned"})
+JOB_DRIVEN_PREFIXES = ("cpus_", "mem_")
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024  # measured 12 KB for one partition; a body this large is not metrics
+_LINE = re.compile(r'^(slurm_partition_nodes(?:_[a-z0-9_]+)?)\{partition="((?:[^"\\]|\\.)*)"\}\s+(\S+)')
+
+# (partition, state, count), sorted; state "total" is the partition's node count.
+Fingerprint = tuple[tuple[str, str, int], ...]
+
+
+class SlurmMetricsError(SlurmError):
+    """slurmctld's metrics could not be read as node-state counts; the hint is unusable for now."""
+
+
+class SlurmMetricsUnavailable(SlurmMetricsError):
+    """Nobody answered, or not with HTTP 200 (MetricsType not set, wrong port, slurmctld down)."""
+
+
+class SlurmMetricsTimeout(SlurmMetricsError):
+    """No whole answer within the deadline."""
+
+
+class SlurmMetricsDecodeError(SlurmMetricsError):
+    """The answer was not the per-partition node counts (garbage, truncated, too large)."""
+
+
+@dataclass(frozen=True)
+class Reading:
+    fingerprint: Fingerprint
+    body_bytes: int
+    seconds: float
+
+
+def _counted(metric: str) -> str | None:
+    """The state a metric counts, or None when jobs move it (left out of the fingerprint)."""
+    if metric == PREFIX:
+        return "total"
+    state = metric.removeprefix(PREFIX + "_")
+    if state in JOB_DRIVEN or state.startswith(JOB_DRIVEN_PREFIXES):
+        return None
+    return state
+
+
+def parse_fingerprint(text: str) -> Fingerprint:
+    """The node-state counts in a `/metrics/partitions` body; SlurmMetricsDecodeError if it has none."""
+    counts: dict[tuple[str, str], int] = {}
+    for line in text.splitlines():
+        if not line.startswith(PREFIX):
+            continue
+        match = _LINE.match(line)
+        if match is None:
+            raise SlurmMetricsDecodeError(f"unreadable metrics line {line[:80]!r}", endpoint=PATH)
+        metric, partition, raw = match.groups()
+        state = _counted(metric)
+        if state is None:
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            raise SlurmMetricsDecodeError(f"not a number in {line[:80]!r}", endpoint=PATH) from None
+        if not value.is_integer() or value < 0:
+            raise SlurmMetricsDecodeError(f"not a node count in {line[:80]!r}", endpoint=PATH)
+        counts[(partition, state)] = int(value)
+    if not any(state == "total" for _, state in counts):
+        raise SlurmMetricsDecodeError(f"no {PREFIX}{{partition=...}} counts in the answer", endpoint=PATH)
+    return tuple(sorted((p, s, n) for (p, s), n in counts.items()))
+
+
+class MetricsReader:
+    """Reads the fingerprint from slurmctld's metrics URL (``http://host:SlurmctldPort``)."""
+
+    def __init__(self, url: str, *, timeout_s: float = 2.0, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.url = url.rstrip("/") + PATH
+        self.timeout_s = timeout_s
+        self.max_bytes = max_bytes
+        self._session: aiohttp.ClientSession | None = None
+
+    async def read(self) -> Reading:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession()
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                async with self._session.get(self.url, allow_redirects=False) as response:
+                    if response.status != 200:
+                        raise SlurmMetricsUnavailable(f"HTTP {response.status}", endpoint=PATH)
+                    body = await self._capped(response)
+        except TimeoutError:
+            raise SlurmMetricsTimeout(f"no answer within {self.timeout_s} s", endpoint=PATH) from None
+        except aiohttp.ClientError as exc:
+            raise SlurmMetricsUnavailable(f"{type(exc).__name__}: {exc}", endpoint=PATH) from None
+        if len(body) > self.max_bytes:
+            raise SlurmMetricsDecodeError(f"answer larger than {self.max_bytes} bytes", endpoint=PATH)
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SlurmMetricsDecodeError("answer is not UTF-8 text", endpoint=PATH) from None
+        return Reading(parse_fingerprint(text), len(body), time.monotonic() - started)
+
+    async def _capped(self, response: aiohttp.ClientResponse) -> bytes:
+        """The body, read no further than one byte past the cap (a lying server cannot fill memory)."""
+        chunks: list[bytes] = []
+        size = 0
+        while size <= self.max_bytes:
+            chunk = await response.content.read(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
