@@ -1,0 +1,228 @@
+"""slurmctld's metrics as the node cache's change hint, against the real 26.05 slurmctld (and local
+servers that are absent, slow or lie). Not collected on 24.11: its slurmctld serves no metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+from structlog.testing import capture_logs
+
+from syncer.slurm.auth import TokenFile
+from syncer.slurm.cache import NodeCache
+from syncer.slurm.client import SlurmClient
+from syncer.slurm.metrics_hint import MetricsReader, parse_fingerprint
+from syncer.testing.sandbox import RELEASES, Sandbox
+from syncer.testing.sandbox.config import free_port
+from tests.fixtures.slurm import SELECTED
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.slurm
+CAPTURED = (
+    Path(__file__).parent.parent / "unit" / "data" / "slurmctld-26.05.5-metrics-partitions.txt"
+).read_text()
+
+
+def test_only_releases_with_openmetrics_enable_it(slurm_sandbox: Sandbox) -> None:
+    assert RELEASES["26.05"].openmetrics and not RELEASES["24.11"].openmetrics
+    configured = "MetricsType=metrics/openmetrics" in slurm_sandbox.slurm_conf.read_text()
+    assert configured == SELECTED.openmetrics
+    assert bool(slurm_sandbox.metrics_url) == SELECTED.openmetrics
+
+
+@contextlib.asynccontextmanager
+async def hinted_cache(
+    sandbox: Sandbox, metrics_url: str, *, timeout_s: float = 2.0, **options: object
+) -> AsyncIterator[NodeCache]:
+    reader = MetricsReader(metrics_url, timeout_s=timeout_s)
+    async with SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file)) as client:
+        cache = NodeCache(client, hint=reader, **options)  # type: ignore[arg-type]
+        task = asyncio.create_task(cache.run())
+        try:
+            await wait_for(lambda: cache.synced, deadline_s=20, what="first full list")
+            yield cache
+            assert not task.done(), "the cache's poll loop ended"
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await reader.close()
+
+
+@contextlib.contextmanager
+def drained(sandbox: Sandbox, node: str, reason: str = "admin: hint test") -> Iterator[None]:
+    sandbox.scontrol("update", f"nodename={node}", "state=drain", f"reason={reason}")
+    try:
+        yield
+    finally:
+        sandbox.scontrol("update", f"nodename={node}", "state=undrain")
+
+
+@contextlib.asynccontextmanager
+async def fake_metrics(kind: str) -> AsyncIterator[str]:
+    """A local stand-in for slurmctld's metrics that is slow, lies or talks garbage."""
+    if kind == "absent":
+        yield f"http://127.0.0.1:{free_port()}"  # nobody listens there
+        return
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if kind == "slow":
+            await asyncio.sleep(30)
+        if kind == "garbage":
+            return web.Response(text="<html><body>502 Bad Gateway</body></html>")
+        if kind == "huge":
+            response = web.StreamResponse()
+            await response.prepare(request)
+            for _ in range(100):  # 10 MB of comment lines: never finished, never all held
+                await response.write(b"# " + b"x" * 102400 + b"\n")
+            return response
+        return web.Response(text=CAPTURED)  # "frozen": counts that never change
+
+    app = web.Application()
+    app.router.add_get("/metrics/partitions", handler)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+if SELECTED.openmetrics:
+
+    async def test_slurmctld_serves_the_counts_without_a_token(slurm_sandbox: Sandbox) -> None:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{slurm_sandbox.metrics_url}/metrics/partitions") as response:
+                assert response.status == 200
+                body = await response.text()
+        counts = {(p, s): n for p, s, n in parse_fingerprint(body)}
+        assert counts[("main", "total")] >= slurm_sandbox.nodes + 1
+        assert len(body) < 64 * 1024  # per partition, not per node
+
+    async def test_a_drain_that_moves_a_count_is_listed_at_once(slurm_sandbox: Sandbox) -> None:
+        node = "node00901"
+        # a floor far away: only the hint can bring the drain in time
+        async with hinted_cache(
+            slurm_sandbox, slurm_sandbox.metrics_url, poll_interval_s=0.2, hint_floor_s=600
+        ) as cache:
+            await wait_for(lambda: cache.stats.hint_unchanged >= 2, deadline_s=20, what="the hint settles")
+            fulls, probes = cache.stats.full_fetches, cache.stats.reads["probe"]
+            with drained(slurm_sandbox, node):
+                started = time.monotonic()
+                await wait_for(lambda: cache.nodes[node].drain_flag, deadline_s=5, what=f"drain of {node}")
+                assert time.monotonic() - started < 2
+            assert cache.stats.hint_changed >= 1 and cache.stats.full_fetches > fulls
+            assert cache.stats.reads["probe"] == probes  # slurmrestd was asked for the list only
+            assert cache.stats.hint_errors == 0 and not cache.stale
+
+    async def test_cancelling_drains_arrive_within_the_floor(slurm_sandbox: Sandbox) -> None:
+        # one drain and one undrain: the counts end as they were; only the floor can bring the news
+        first, second = "node00902", "node00903"
+        floor = 4.0
+        slurm_sandbox.scontrol("update", f"nodename={second}", "state=drain", "reason=admin: earlier")
+        try:
+            async with hinted_cache(
+                slurm_sandbox, slurm_sandbox.metrics_url, poll_interval_s=1.0, hint_floor_s=floor
+            ) as cache:
+                await wait_for(
+                    lambda: cache.nodes[second].drain_flag, deadline_s=10, what="the earlier drain"
+                )
+                with drained(slurm_sandbox, first):
+                    slurm_sandbox.scontrol("update", f"nodename={second}", "state=undrain")
+                    started = time.monotonic()
+                    await wait_for(
+                        lambda: cache.nodes[first].drain_flag and not cache.nodes[second].drain_flag,
+                        deadline_s=floor + 5, what="both changes",
+                    )  # fmt: skip
+                    assert time.monotonic() - started <= floor + 1.0 + 1.0  # floor + a poll + slack
+        finally:
+            slurm_sandbox.scontrol("update", f"nodename={second}", "state=undrain")
+
+    async def test_job_churn_does_not_list_on_every_changed_probe(slurm_sandbox: Sandbox) -> None:
+        """The same churn seen by a cache without the hint (a list per "changed") and one with it."""
+        window = 20.0
+        async with (
+            SlurmClient(slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file)) as plain_client,
+            hinted_cache(
+                slurm_sandbox, slurm_sandbox.metrics_url, poll_interval_s=1.0, hint_floor_s=30
+            ) as hinted,
+        ):
+            plain = NodeCache(plain_client, poll_interval_s=1.0)
+            plain_task = asyncio.create_task(plain.run())
+            try:
+                await wait_for(lambda: plain.synced, deadline_s=20, what="first full list")
+                base_plain, base_hinted = plain.stats.full_fetches, hinted.stats.full_fetches
+                stop = asyncio.Event()
+
+                async def churn() -> None:
+                    while not stop.is_set():
+                        await asyncio.to_thread(
+                            slurm_sandbox.run,
+                            "sbatch",
+                            "-w",
+                            slurm_sandbox.real_node,
+                            "--wrap",
+                            "sleep 1",
+                            timeout=30,
+                        )
+                        with contextlib.suppress(TimeoutError):
+                            async with asyncio.timeout(1.0):
+                                await stop.wait()
+
+                churner = asyncio.create_task(churn())
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(window):
+                        await churner  # runs until the window closes
+                stop.set()
+                churner.cancel()
+                await asyncio.gather(churner, return_exceptions=True)
+                plain_lists = plain.stats.full_fetches - base_plain
+                hinted_lists = hinted.stats.full_fetches - base_hinted
+                assert plain_lists >= 8, (
+                    f"the churn should make the probe say 'changed' often ({plain_lists})"
+                )
+                assert hinted_lists * 4 <= plain_lists, (hinted_lists, plain_lists)
+                assert hinted.stats.hint_unchanged >= 10 and hinted.stats.hint_errors == 0
+                assert not hinted.stale
+            finally:
+                plain_task.cancel()
+                await asyncio.gather(plain_task, return_exceptions=True)
+                await asyncio.to_thread(slurm_sandbox.run, "scancel", "-u", "root", timeout=30)
+
+    @pytest.mark.parametrize("kind", ["absent", "slow", "garbage", "huge", "frozen"])
+    async def test_a_bad_endpoint_never_hides_a_drain_beyond_the_floor(
+        slurm_sandbox: Sandbox, kind: str
+    ) -> None:
+        node = {"absent": "node00911", "slow": "node00912", "garbage": "node00913", "huge": "node00914"}.get(
+            kind, "node00915"
+        )
+        floor = 3.0
+        with capture_logs() as logs:
+            async with (
+                fake_metrics(kind) as url,
+                hinted_cache(
+                    slurm_sandbox, url, timeout_s=0.5, poll_interval_s=0.2, hint_floor_s=floor
+                ) as cache,
+            ):
+                with drained(slurm_sandbox, node):
+                    started = time.monotonic()
+                    await wait_for(
+                        lambda: cache.nodes[node].drain_flag, deadline_s=floor + 5, what=f"drain of {node}"
+                    )
+                    assert time.monotonic() - started <= floor + 0.5 + 1.0  # floor + timeout + slack
+                    assert not cache.stale and cache.last_error == ""
+                if kind == "frozen":  # a lie that parses: only the floor stands between it and a missed drain
+                    assert cache.stats.hint_errors == 0 and cache.stats.hint_floor >= 1
+                else:  # the hint failed: the cache polled slurmrestd as it does without one
+                    await wait_for(lambda: cache.stats.hint_errors >= 2, deadline_s=floor + 5, what="a retry")
+                    assert cache.stats.hint_failing and cache.stats.reads["probe"] >= 1
+        failures = [e for e in logs if e["event"] == "slurm_metrics_hint_failed"]
+        assert len(failures) == (0 if kind == "frozen" else 1), failures  # said once, not per poll
