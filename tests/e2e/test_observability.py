@@ -39,7 +39,8 @@ def sample(text: str, name: str, **labels: str) -> float | None:
 async def test_health_and_metrics_of_a_running_syncer(rig: Rig):
     (name,) = fresh_slurm_nodes(1)
     kube_node, _ = rig.bind_pod(name)
-    async with running_syncer(rig) as service:
+    # with slurmctld's metrics as the cache's hint where the release serves them (26.05), off on 24.11
+    async with running_syncer(rig, slurm_metrics_url=rig.sandbox.metrics_url) as service:
         assert await get(service, "/healthz") == (200, "ok\n")
         status, body = await get(service, "/readyz")
         assert status == 200 and body.startswith("ok (leader")
@@ -64,6 +65,12 @@ async def test_health_and_metrics_of_a_running_syncer(rig: Rig):
         )
         assert text.count("\nslurm_node_info{") == slurm_nodes
         assert (sample(text, "slurm_partition_nodes", partition="main") or 0) >= 1
+        assert (sample(text, "slurm_syncer_slurm_cache_reads_total", path="list") or 0) >= 1
+        assert (sample(text, "slurm_syncer_slurm_cache_read_bytes_total", path="list") or 0) > 0
+        hinted = sample(text, "slurm_syncer_slurm_cache_reads_total", path="metrics") or 0
+        assert (hinted >= 1) == bool(rig.sandbox.metrics_url)
+        assert sample(text, "slurm_syncer_slurm_metrics_hint_failing") == 0
+        assert sample(text, "slurm_syncer_slurm_metrics_hint_total", result="error") == 0
         assert (
             sample(text, "slurm_syncer_propagation_latency_seconds_count", direction="k8s_to_slurm") or 0
         ) >= 1

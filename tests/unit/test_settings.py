@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from mypy import api as mypy_api
 
-from syncer.app import settings
+from syncer.app import settings, wiring
 from syncer.app.settings import SettingsError, load, markdown, parse_duration
 
 REPO = Path(__file__).resolve().parents[2]
@@ -211,3 +211,15 @@ def test_binding_labels_pod_selector_and_cordon_reason_annotations():
     assert chosen.pod_selector == "app.kubernetes.io/name=slurmd"
     with pytest.raises(SettingsError, match="bad value 'not a key!' for --node-name-label: expected a label"):
         load(parse("--slurm-url", "http://s:1", "--node-name-label", "not a key!"), {})
+
+
+def test_slurm_metrics_hint_options():
+    base = ("--slurm-url", "http://slurmrestd:6820")
+    off = load(parse(*base), {"SLURM_SYNCER_SLURM_METRICS_URL": ""})  # the chart's default: off
+    assert (off.slurm_metrics_url, off.slurm_metrics_floor) == ("", 30.0)
+    on = load(parse(*base, "--slurm-metrics-url", "http://slurmctld:6817", "--slurm-metrics-floor", "1m"), {})
+    assert (on.slurm_metrics_url, on.slurm_metrics_floor) == ("http://slurmctld:6817", 60.0)
+    config = wiring.service_config(on, {})
+    assert (config.slurm_metrics_url, config.slurm_metrics_floor_s) == ("http://slurmctld:6817", 60.0)
+    with pytest.raises(SettingsError, match="slurm-metrics-url"):
+        load(parse(*base, "--slurm-metrics-url", "http://slurmctld:6817/metrics/nodes"), {})
