@@ -2,7 +2,11 @@
 syncer's decode+diff time, their ratio, cache memory, and what polling costs on an idle cluster and on
 one running jobs (how often the "changed since?" probe says "changed", and the bytes that follow).
 
-    python benchmarks/slurm_snapshot.py --nodes 1000 10000 [--idle-seconds 60] [--slurm 24.11 26.05]
+    python benchmarks/slurm_snapshot.py --nodes 1000 10000 [--idle-seconds 60] [--slurm 24.11 26.05] [--hint]
+
+--hint (releases whose slurmctld serves OpenMetrics, 26.05) measures both windows again with slurmctld's
+node-state counts as the cache's change hint (`--slurm-metrics-url`, floor 30 s); its bytes include the
+metrics reads.
 
 "Busy" keeps short jobs starting and ending on the real node and three more real slurmd registered
 (their pings and the job churn move slurmctld's one global node timestamp, as on a live cluster).
@@ -30,6 +34,7 @@ import msgspec
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.cache import NodeCache, diff
 from syncer.slurm.client import SlurmClient
+from syncer.slurm.metrics_hint import MetricsReader
 from syncer.slurm.models import NodesResponse
 from syncer.testing.sandbox import RELEASE_ENV, RELEASES, Sandbox, up
 
@@ -90,17 +95,27 @@ def job_churn(sandbox: Sandbox, seconds: float) -> Iterator[None]:
         sandbox.run("scancel", "-u", "root", timeout=30)
 
 
-async def polling_cost(sandbox: Sandbox, seconds: float) -> dict[str, Any]:
+async def polling_cost(sandbox: Sandbox, seconds: float, hint: bool = False) -> dict[str, Any]:
+    reader = MetricsReader(sandbox.metrics_url) if hint else None
+    try:
+        return await _polling_cost(sandbox, seconds, reader)
+    finally:
+        if reader is not None:
+            await reader.close()
+
+
+async def _polling_cost(sandbox: Sandbox, seconds: float, reader: MetricsReader | None) -> dict[str, Any]:
     async with SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file)) as client:
-        cache = NodeCache(client, poll_interval_s=1.0)
+        cache = NodeCache(client, poll_interval_s=1.0, hint=reader, hint_floor_s=30.0)
         await cache.poll_once()  # first full list, not counted
         quiet_deadline = time.monotonic() + 30
         while time.monotonic() < quiet_deadline:  # let a fresh slurmctld settle first
             await cache.poll_once()
-            if cache.stats.not_modified:
+            if cache.stats.not_modified or cache.stats.hint_unchanged:
                 break
         requests_before = sum(client.stats.requests.values())
-        bytes_before = sum(client.stats.body_bytes.values())
+        bytes_before = sum(client.stats.body_bytes.values()) + cache.stats.read_bytes["metrics"]
+        hint_reads_before = cache.stats.reads["metrics"]
         fulls_before = cache.stats.full_fetches
         probes_before = cache.stats.probes
         changed_before = cache.stats.changed_as_500 + cache.stats.changed_as_200
@@ -111,7 +126,12 @@ async def polling_cost(sandbox: Sandbox, seconds: float) -> dict[str, Any]:
         per_minute = 60 / seconds
         return {
             "requests": (sum(client.stats.requests.values()) - requests_before) * per_minute,
-            "bytes": (sum(client.stats.body_bytes.values()) - bytes_before) * per_minute,
+            "bytes": (
+                sum(client.stats.body_bytes.values()) + cache.stats.read_bytes["metrics"] - bytes_before
+            )
+            * per_minute,
+            "hint_reads": (cache.stats.reads["metrics"] - hint_reads_before) * per_minute,
+            "hint_errors": cache.stats.hint_errors,
             "full_fetches": (cache.stats.full_fetches - fulls_before) * per_minute,
             "probes": (cache.stats.probes - probes_before) * per_minute,
             "changed": (cache.stats.changed_as_500 + cache.stats.changed_as_200 - changed_before)
@@ -120,7 +140,7 @@ async def polling_cost(sandbox: Sandbox, seconds: float) -> dict[str, Any]:
         }
 
 
-async def measure(nodes: int, idle_seconds: float, repeats: int, release: str) -> dict[str, Any]:
+async def measure(nodes: int, idle_seconds: float, repeats: int, release: str, hint: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="slurm-bench-") as tmp:
         sandbox = up(Path(tmp) / "sbx", nodes=nodes, slurm=release)
         try:
@@ -145,15 +165,22 @@ async def measure(nodes: int, idle_seconds: float, repeats: int, release: str) -
                 "ratio": syncer_s / rest_s,
                 "cache_mb": cache_memory_mb(body),
             }
-            idle = await polling_cost(sandbox, idle_seconds)
-            result["idle_probe_answers"] = idle.pop("probe_answers")
-            result.update({f"idle_{k}_per_min": v for k, v in idle.items()})
+            hinted = hint and bool(sandbox.metrics_url)
+            windows = [("idle", False), ("idle_hint", True)] if hinted else [("idle", False)]
+            for kind, with_hint in windows:
+                idle = await polling_cost(sandbox, idle_seconds, with_hint)
+                result[f"{kind}_probe_answers"] = idle.pop("probe_answers")
+                result[f"{kind}_hint_errors"] = idle.pop("hint_errors")
+                result.update({f"{kind}_{k}_per_min": v for k, v in idle.items()})
             for name in BUSY_SLURMD:
                 await asyncio.to_thread(sandbox.start_slurmd, name)
-            with job_churn(sandbox, idle_seconds):
-                busy = await polling_cost(sandbox, idle_seconds)
-            result["busy_probe_answers"] = busy.pop("probe_answers")
-            result.update({f"busy_{k}_per_min": v for k, v in busy.items()})
+            for kind, with_hint in [("busy", False), ("busy_hint", True)] if hinted else [("busy", False)]:
+                with job_churn(sandbox, idle_seconds):
+                    busy = await polling_cost(sandbox, idle_seconds, with_hint)
+                result[f"{kind}_probe_answers"] = busy.pop("probe_answers")
+                result[f"{kind}_hint_errors"] = busy.pop("hint_errors")
+                result.update({f"{kind}_{k}_per_min": v for k, v in busy.items()})
+            result["load"] = os.getloadavg()
             return result
         finally:
             sandbox.down()
@@ -173,6 +200,7 @@ def main() -> None:
         default=[os.environ.get(RELEASE_ENV) or "26.05"],
         help=f"Slurm releases to measure (default: ${RELEASE_ENV}, else 26.05)",
     )
+    parser.add_argument("--hint", action="store_true", help="also measure with the slurmctld metrics hint")
     args = parser.parse_args()
     print(
         "slurm    nodes  list_s(v42)  list_s(newest)  MB/list  syncer_s  ratio  cache_MB  "
@@ -180,7 +208,7 @@ def main() -> None:
     )
     for release in args.slurm:
         for count in args.nodes:
-            r = asyncio.run(measure(count, args.idle_seconds, args.repeats, release))
+            r = asyncio.run(measure(count, args.idle_seconds, args.repeats, release, args.hint))
 
             def row(kind: str, r: dict[str, Any] = r) -> str:
                 return (
@@ -196,6 +224,21 @@ def main() -> None:
                 f"(changed answered as HTTP {r['busy_probe_answers'] or '-'})",
                 flush=True,
             )
+            if "busy_hint_probes_per_min" in r:
+
+                def hinted(kind: str, r: dict[str, Any] = r) -> str:
+                    return (
+                        f"{r[kind + '_hint_reads_per_min']:>6.0f} {r[kind + '_probes_per_min']:>6.0f} "
+                        f"{r[kind + '_full_fetches_per_min']:>4.0f} {r[kind + '_bytes_per_min'] / 1e6:>6.1f} "
+                        f"(hint errors {r[kind + '_hint_errors']})"
+                    )
+
+                print(
+                    f"{'':<8} {'':>5}  with the metrics hint (floor 30 s), per min: hint reads, probes, "
+                    f"full lists, MB | idle {hinted('idle_hint')} | busy {hinted('busy_hint')}  "
+                    f"load {' '.join(f'{x:.2f}' for x in r['load'])}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

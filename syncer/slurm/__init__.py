@@ -12,5 +12,10 @@
   `SlurmVersionError`, `SlurmApiError` (carries Slurm's errors and warnings) > `SlurmNotFound`.
 - `cache.NodeCache(client, poll_interval_s=1, strategy="conditional"|"full", max_duty=0.25, stale_after_s=)`:
   `run()` polls; `subscribe(callback(list[NodeChange]))`; `nodes`, `synced`, `stale`, `age_s`, `nudge()`.
+- `cache.NodeCache(..., hint=MetricsReader(url), hint_floor_s=30)`: slurmctld's node-state counts decide
+  when to list; a full check at least every `hint_floor_s`; a failing hint falls back to probes.
+- `metrics_hint.MetricsReader(url, timeout_s=2, max_bytes=4 MiB).read() -> Reading(fingerprint, ...)`:
+  `GET /metrics/partitions` of slurmctld 25.11+; errors `SlurmMetricsError` > `SlurmMetricsUnavailable`,
+  `SlurmMetricsTimeout`, `SlurmMetricsDecodeError`.
 - `versions`: what differs per API version (live-verified: v0.0.40, v0.0.41, v0.0.42).
 """
