@@ -18,6 +18,7 @@ from syncer.slurm.auth import TokenFile
 from syncer.slurm.cache import NodeCache
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.metrics_hint import MetricsReader, parse_fingerprint
+from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.sandbox import RELEASES, Sandbox
 from syncer.testing.sandbox.config import free_port
 from tests.fixtures.slurm import SELECTED
@@ -38,10 +39,10 @@ def test_only_releases_with_openmetrics_enable_it(slurm_sandbox: Sandbox) -> Non
 
 @contextlib.asynccontextmanager
 async def hinted_cache(
-    sandbox: Sandbox, metrics_url: str, *, timeout_s: float = 2.0, **options: object
+    sandbox: Sandbox, metrics_url: str, *, timeout_s: float = 2.0, rest_url: str = "", **options: object
 ) -> AsyncIterator[NodeCache]:
     reader = MetricsReader(metrics_url, timeout_s=timeout_s)
-    async with SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file)) as client:
+    async with SlurmClient(rest_url or sandbox.rest_url, TokenFile(sandbox.token_file)) as client:
         cache = NodeCache(client, hint=reader, **options)  # type: ignore[arg-type]
         task = asyncio.create_task(cache.run())
         try:
@@ -226,3 +227,27 @@ if SELECTED.openmetrics:
                     assert cache.stats.hint_failing and cache.stats.reads["probe"] >= 1
         failures = [e for e in logs if e["event"] == "slurm_metrics_hint_failed"]
         assert len(failures) == (0 if kind == "frozen" else 1), failures  # said once, not per poll
+
+    async def test_a_dead_slurmrestd_shows_as_stale_within_floor_and_stale_after(
+        slurm_sandbox: Sandbox,
+    ) -> None:
+        # slurmctld's metrics still answer; only slurmrestd's answers may keep the data fresh past the floor
+        floor, stale_after = 2.0, 2.0
+        async with (
+            FaultProxy(slurm_sandbox.rest_url) as proxy,
+            hinted_cache(
+                slurm_sandbox, slurm_sandbox.metrics_url, rest_url=proxy.url,
+                poll_interval_s=0.2, hint_floor_s=floor, stale_after_s=stale_after,
+            ) as cache,
+        ):  # fmt: skip
+            await wait_for(lambda: cache.stats.hint_unchanged >= 2, deadline_s=20, what="the hint settles")
+            assert not cache.stale
+            proxy.fail_next(100_000, status=503)
+            started = time.monotonic()
+            await wait_for(
+                lambda: cache.stale, deadline_s=floor + stale_after + 5, what="stale data reported"
+            )
+            assert time.monotonic() - started <= floor + stale_after + 1.5
+            assert cache.stats.hint_errors == 0  # the hint was fine: slurmrestd was not
+            proxy.clear_faults()
+            await wait_for(lambda: not cache.stale, deadline_s=20, what="fresh again")
