@@ -85,6 +85,10 @@ class Outcome:
     observed: dict[str, int] = field(default_factory=dict)
     actions: int = 0  # Slurm writes that reached the proxy (acknowledged or not)
     kube_states: int = 0  # Slurm states the syncer wrote into Kubernetes
+    # writes that never reached slurmrestd (refused or answered by an injected failure): not judged, but
+    # counted, with how many would have been wrong had they arrived (stale resends of an older decision)
+    unforwarded: int = 0
+    unforwarded_wrong: int = 0
     wrong_actions: list[str] = field(default_factory=list)
     changes_lost: list[str] = field(default_factory=list)
     converge_s: float = 0.0
@@ -103,7 +107,8 @@ class Outcome:
         return {
             "scenario": self.scenario, "control": self.control, "faults_injected": self.faults_injected,
             "faults_observed": self.faults_observed, "observed": self.observed, "actions": self.actions,
-            "kube_states": self.kube_states, "wrong_actions": len(self.wrong_actions),
+            "kube_states": self.kube_states, "unforwarded": self.unforwarded,
+            "unforwarded_wrong": self.unforwarded_wrong, "wrong_actions": len(self.wrong_actions),
             "changes_lost": len(self.changes_lost), "converge_s": round(self.converge_s, 2),
             "examples": (self.wrong_actions + self.changes_lost)[:5], "kube_requests": self.kube,
             "events": self.events, "not_ready_s": round(self.not_ready_s, 1), "ready_after": self.ready_after,
@@ -152,6 +157,13 @@ def judge_writes(writes: list[Write], truth: Truth) -> tuple[int, list[str]]:
         if "UNDRAIN" in state and not lifted:
             wrong.append(f"undrained {node} while cordoned")
     return actions, wrong
+
+
+def forwarded(proxy: FaultProxy) -> list[Write]:
+    """The writes that may have reached slurmrestd: all but those answered by an injected failure or
+    refused for want of a slurmrestd (those cannot have changed Slurm; they are reported apart)."""
+    refused = {id(write) for write in proxy.unforwarded}
+    return [write for write in proxy.writes if id(write) not in refused]
 
 
 def judge_shown(shown: list[Shown], writes: list[Write], truth: Truth) -> list[str]:
@@ -458,9 +470,9 @@ async def run_scenario(
         try:
             await service.wait_ready(60)
             before = observed_counters(service)
-            done = asyncio.Event()
+            done, faults_over = asyncio.Event(), asyncio.Event()
             faults = Faults(stage, wire, done)
-            sampler = asyncio.create_task(sample_readiness(service, outcome, done))
+            sampler = asyncio.create_task(sample_readiness(service, outcome, faults_over))
             injector = asyncio.create_task(inject(faults))
             slurm_stream = asyncio.create_task(slurm_side_stream(stage, slurm_nodes, changes))
             plan = [(n, True) for n in cordon_nodes] + [(n, False) for n in cordon_nodes[: changes // 2]]
@@ -470,6 +482,7 @@ async def run_scenario(
             await slurm_stream
             done.set()
             await injector
+            faults_over.set()
             wire.clear_faults()
             stage.kube.faults.clear()
             await sampler
@@ -481,8 +494,14 @@ async def run_scenario(
             await service.stop()
             stage.end()
             outcome.kube, outcome.events = figures()
-        writes = list(wire.writes)
+        writes = forwarded(wire)
+        stale_attempts = judge_writes(list(wire.unforwarded), stage.truth)[1]
     outcome.actions, outcome.wrong_actions = judge_writes(writes, stage.truth)
+    outcome.unforwarded, outcome.unforwarded_wrong = len(wire.unforwarded), len(stale_attempts)
+    if wire.unforwarded:
+        outcome.notes = f"{len(wire.unforwarded)} writes never reached slurmrestd (not judged)"
+    if stale_attempts:
+        outcome.notes += f", {len(stale_attempts)} of them would have been wrong: {stale_attempts[:3]}"
     outcome.wrong_actions += judge_shown(stage.shown, writes, stage.truth)
     outcome.kube_states = len(stage.shown)
     stage.reset(picked)
@@ -549,11 +568,11 @@ def size(quick: bool) -> int:
 async def slurmrestd_restarts(stage: Stage, quick: bool) -> Outcome:
     async def inject(faults: Faults) -> None:
         outage = 0
-        while await faults.pause(0.5):
+        while await faults.pause(0.3):
             await asyncio.to_thread(stage.sandbox.stop_slurmrestd)
             faults.injected += 1
-            # mostly short outages; the second one longer than the staleness bound, so /readyz must say so
-            await asyncio.sleep(5.0 if outage == 1 else 1.0)  # the outage itself
+            # the first outage longer than the staleness bound (3 s), so /readyz must say so; then short ones
+            await asyncio.sleep(5.0 if outage == 0 else 1.0)  # the outage itself
             await asyncio.to_thread(stage.sandbox.start_slurmrestd)
             outage += 1
 
@@ -789,8 +808,8 @@ async def crash_scenario(stage: Stage, changes: int, kills: int, deadline_s: flo
             await syncer.stop()
             stage.end()
             outcome.kube, outcome.events = figures()
-        outcome.actions, outcome.wrong_actions = judge_writes(proxy.writes, stage.truth)
-        outcome.wrong_actions += judge_shown(stage.shown, proxy.writes, stage.truth)
+        outcome.actions, outcome.wrong_actions = judge_writes(forwarded(proxy), stage.truth)
+        outcome.wrong_actions += judge_shown(stage.shown, forwarded(proxy), stage.truth)
         outcome.kube_states = len(stage.shown)
     outcome.notes = f"{syncer.starts} processes, {killed_writing} of the {kills} kills after it had written"
     if outcome.changes_lost:
