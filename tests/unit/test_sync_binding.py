@@ -210,3 +210,40 @@ def test_a_pod_gone_from_the_store_is_not_a_sibling() -> None:
     # an index entry whose object vanished from the store (a race) is skipped, not a crash
     kube.pods_by_kube_node["k8s-a"].add("slurm/ghost")
     assert pod_bound_on_node(resolve("node1", kube), kube) == ("node1", "node3")
+
+
+def test_every_binding_names_its_slurm_node() -> None:
+    kube = cache()
+    put_node(kube, "host-a", slurm="node1")
+    put_node(kube, "host-b", slurm="node1")
+    put_node(kube, "host-c", slurm="node2")
+    put_node(kube, "k8s-p")
+    put_node(kube, "host-d", slurm="node3")
+    put_node(kube, "host-e", slurm="node3")
+    put_pod(kube, "slurmd-3", "node3", "k8s-p")
+    put_pod(kube, "slurmd-4", "node4", "k8s-p")
+    put_pod(kube, "slurmd-4b", "node4", "k8s-p")
+    for name in ("node1", "node2", "node3", "node4", "node9"):
+        assert resolve(name, kube).slurm_name == name
+    # a pod and two other Nodes: both Nodes named
+    assert resolve("node3", kube).conflict == (
+        "pod slurm/slurmd-3 and Node host-d, host-e both claim Slurm node node3"
+    )
+
+
+def test_no_sharing_for_a_binding_in_conflict_even_with_pod_and_node() -> None:
+    kube = cache()
+    node = put_node(kube, "k8s-a")
+    pod = put_pod(kube, "slurmd-1", "node1", "k8s-a")
+    put_pod(kube, "slurmd-2", "node2", "k8s-a")
+    assert pod_bound_on_node(Binding("node1", pod, node), kube) == ("node1", "node2")
+    assert pod_bound_on_node(Binding("node1", pod, node, conflict="two claims"), kube) is None
+
+
+def test_no_sharing_when_the_bindings_node_hosts_no_labelled_pod() -> None:
+    kube = cache()
+    put_node(kube, "k8s-a")
+    pod = put_pod(kube, "slurmd-1", "node1", "k8s-a")
+    put_pod(kube, "slurmd-2", "node2", "k8s-a")
+    elsewhere = put_node(kube, "k8s-empty")  # a Node no labelled pod runs on
+    assert pod_bound_on_node(Binding("node1", pod, elsewhere), kube) is None
