@@ -48,7 +48,8 @@ NAMESPACE = "slurm"
 CLI = str(Path(sys.executable).parent / "slurm-syncer")
 FETCH_RESULT = re.compile(r'result="([^"]+)"')
 # (mode, --slurm-poll-strategy, --slurm-poll-interval): this syncer, and its full-poll mode as a baseline
-MODES = (("syncer", "conditional", "1s"), ("baseline", "full", "30s"))
+MODES = (("syncer", "conditional", "1s"), ("slinky", "slinky-like", ""), ("baseline", "full", "30s"))
+PREFIX = {"syncer": "", "slinky": "slinky_", "baseline": "baseline_"}  # of the result keys
 TARGETS = {
     1000: {"k8s_to_slurm_p99": 0.25, "annotation_to_slurm_p99": 0.25, "slurm_to_k8s_p99": 2.0},
     10000: {"k8s_to_slurm_p99": 0.5, "slurm_to_k8s_p99": 4.0},
@@ -79,8 +80,14 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
     return figures
 
 
+def p50_text(figures: dict[str, float | None]) -> str:
+    return "n/a" if figures.get("p50") is None else f"{figures['p50']:.3f} s"
+
+
 def tail_text(figures: dict[str, float | None]) -> str:
     """The highest honest tail figure: `p99 X s (n=N)`, else `p95 ...`, else `max of N X s`."""
+    if not figures.get("n"):
+        return "no samples"
     for name in ("p99", "p95"):
         value = figures.get(name)
         if value is not None:
@@ -154,6 +161,15 @@ async def syncer(
     """`tuned`: the safety valve off (--max-drain-fraction 1.0) and 200 QPS to the API server, as the
     latency rounds and the labelled storm run; otherwise the defaults (10 % valve, 50 QPS)."""
     port = free_port()
+    if strategy == "slinky-like":  # benchmarks/slinky_like.py: Slinky's reconcile timing
+        argv = [
+            sys.executable, str(Path(__file__).with_name("slinky_like.py")), "--slurm-url",
+            slurm_url or sandbox.rest_url, "--slurm-token-file", str(sandbox.token_file),
+            "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE, "--listen-port", str(port),
+        ]  # fmt: skip
+        async with _process(argv, port, log) as handle:
+            yield handle
+        return
     argv = [
         CLI, "--log-level", "warning", "--log-format", "json", "run",
         "--slurm-url", slurm_url or sandbox.rest_url, "--slurm-token-file", str(sandbox.token_file),
@@ -163,6 +179,12 @@ async def syncer(
     ]  # fmt: skip
     if tuned:
         argv += ["--max-drain-fraction", "1.0", "--kube-qps", "200", "--kube-burst", "400"]
+    async with _process(argv, port, log) as handle:
+        yield handle
+
+
+@contextlib.asynccontextmanager
+async def _process(argv: list[str], port: int, log: Path) -> AsyncIterator[Syncer]:
     out = await asyncio.to_thread(log.open, "ab")
     process = await asyncio.create_subprocess_exec(*argv, stdout=out, stderr=out)
     out.close()
@@ -219,9 +241,10 @@ class Bench:
 
 
 async def latency_round(
-    bench: Bench, changes: int, spacing_s: float, deadline_s: float
+    bench: Bench, changes: int, spacing_s: float, deadline_s: float, *, annotations: bool = True
 ) -> dict[str, list[float]]:
-    """`changes` changes per direction, one every `spacing_s` on distinct nodes, measured concurrently."""
+    """`changes` changes per direction, one every `spacing_s` on distinct nodes, measured concurrently.
+    `annotations=False` leaves out the drain annotation (a Slinky-like baseline has no such input)."""
     out: dict[str, list[float]] = {"k8s_to_slurm": [], "annotation_to_slurm": [], "slurm_to_k8s": []}
 
     async def cordon(name: str) -> None:
@@ -269,7 +292,7 @@ async def latency_round(
 
     # one direction at a time: the syncer reads Slurm back right after its own writes, which would
     # otherwise speed up the other direction's observation (and flatter the full-poll baseline)
-    for change in (cordon, annotate, slurm_drain):
+    for change in (cordon, annotate, slurm_drain) if annotations else (cordon, slurm_drain):
         tasks = []
         for name in bench.take(changes):
             tasks.append(asyncio.create_task(change(name)))
@@ -390,7 +413,8 @@ def plot(results: dict[str, Any], samples: dict[str, dict[str, list[float]]], pa
     for ax, direction in zip(axes, ("k8s_to_slurm", "annotation_to_slurm", "slurm_to_k8s"), strict=True):
         for label, values in (
             ("syncer", samples["syncer"][direction]),
-            ("full poll 30 s", samples["baseline"][direction]),
+            ("Slinky-like", samples["slinky"].get(direction, [])),
+            ("our full-poll mode, 30 s", samples["baseline"][direction]),
         ):
             if values:
                 ordered = sorted(values)
@@ -477,14 +501,15 @@ async def main_async(args: argparse.Namespace) -> int:
                         progress(f"{mode}: {changes} changes per direction, {repeats} round(s)")
                         # at 10,000 nodes a full list takes ~2 s and is duty-limited: room to measure
                         deadline = (10.0 if nodes < 5000 else 60.0) if mode == "syncer" else 90.0
+                        spacing = 0.25 if mode == "syncer" else 0.5
                         samples[mode] = {}
                         for _ in range(repeats):  # pooled: a p99 needs 1,000 samples
                             rounds = await latency_round(
-                                bench, changes, 0.25 if mode == "syncer" else 0.5, deadline
+                                bench, changes, spacing, deadline, annotations=mode != "slinky"
                             )
                             for direction, values in rounds.items():
                                 samples[mode].setdefault(direction, []).extend(values)
-                        key = "" if mode == "syncer" else "baseline_"
+                        key = PREFIX[mode]
                         results[f"{key}latency_s"] = {d: percentiles(v) for d, v in samples[mode].items()}
                         results[f"{key}idle_per_minute"] = idle
                         if mode == "syncer":
@@ -557,9 +582,11 @@ def summary(r: dict[str, Any]) -> str:
     lines = [f"{r['nodes']} nodes, Slurm {r['slurm_release']} ({r['api_version']}), {r['date']}"]
     for direction in ("k8s_to_slurm", "annotation_to_slurm", "slurm_to_k8s"):
         mine, base = r["latency_s"][direction], r["baseline_latency_s"][direction]
+        slinky = r["slinky_latency_s"].get(direction, percentiles([]))
         lines.append(
-            f"  {direction:20s} p50 {mine['p50']:.3f} s  {tail_text(mine)}   "
-            f"full-poll p50 {base['p50']:.3f} s  {tail_text(base)}"
+            f"  {direction:20s} p50 {p50_text(mine)}  {tail_text(mine)}   "
+            f"Slinky-like p50 {p50_text(slinky)}  {tail_text(slinky)}   "
+            f"full-poll p50 {p50_text(base)}  {tail_text(base)}"
         )
     idle, base = r["idle_per_minute"], r["baseline_idle_per_minute"]
     lines.append(
@@ -567,6 +594,11 @@ def summary(r: dict[str, Any]) -> str:
         f"{idle['slurm_bytes'] / 1e6:.3f} MB, {idle['full_fetches']:.1f} full lists, "
         f"CPU {idle['syncer_cpu_percent']:.1f} %   full-poll: {base['slurm_requests']:.0f} requests, "
         f"{base['slurm_bytes'] / 1e6:.3f} MB (ratio {r['idle_bytes_ratio_to_baseline']:.3f})"
+    )
+    slinky = r["slinky_idle_per_minute"]
+    lines.append(
+        f"  Slinky-like idle/min: {slinky['slurm_requests']:.0f} requests, "
+        f"{slinky['slurm_bytes'] / 1e6:.3f} MB, {slinky['full_fetches']:.1f} full lists"
     )
     snap = r["snapshot"]
     lines.append(
