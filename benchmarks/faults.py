@@ -7,6 +7,7 @@ instant the API server stored it. Afterwards the faults are cleared and the harn
     python benchmarks/faults.py --out DIR                       # long versions
     python benchmarks/faults.py --quick --out DIR               # short versions (the tests run these)
     python benchmarks/faults.py --quick --controls --out DIR    # negative controls (wrong syncers)
+    python benchmarks/faults.py --table DIR/results.json        # the figures as docs/reliability.md shows
 
 Per scenario: faults injected, faults observed (the errors the syncer itself recorded: failed requests,
 decode errors, retries, watch errors and restarts), actions (Slurm writes at the wire), wrong actions
@@ -879,7 +880,27 @@ def verdict(rows: list[dict[str, Any]], *, controls: bool) -> int:
     return 1 if failed else 0
 
 
+def markdown(results: dict[str, Any]) -> str:
+    """The figures of a results.json as the Markdown table docs/reliability.md shows."""
+    lines = [
+        "| scenario | faults injected | faults observed | Slurm writes judged (never reached slurmrestd; "
+        "would have been wrong) | Kubernetes states judged | wrong | lost | converge |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in results["scenarios"]:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(row["observed"].items())) or "-"
+        lines.append(
+            f"| {row['scenario']} | {row['faults_injected']} | {row['faults_observed']} ({kinds}) | {row['actions']} "
+            f"({row.get('unforwarded', 0)}; {row.get('unforwarded_wrong', 0)}) | {row['kube_states']} | "
+            f"{row['wrong_actions']} | {row['changes_lost']} | {row['converge_s']:.1f} s |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--table"]:  # python benchmarks/faults.py --table DIR/results.json
+        print(markdown(json.loads(Path(sys.argv[2]).read_text())))
+        return 0
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
