@@ -890,8 +890,9 @@ def markdown(results: dict[str, Any]) -> str:
     for row in results["scenarios"]:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(row["observed"].items())) or "-"
         lines.append(
-            f"| {row['scenario']} | {row['faults_injected']} | {row['faults_observed']} ({kinds}) | {row['actions']} "
-            f"({row.get('unforwarded', 0)}; {row.get('unforwarded_wrong', 0)}) | {row['kube_states']} | "
+            f"| {row['scenario']} | {row['faults_injected']} | {row['faults_observed']} ({kinds}) | "
+            f"{row['actions']} ({row.get('unforwarded', 0)}; {row.get('unforwarded_wrong', 0)}) | "
+            f"{row['kube_states']} | "
             f"{row['wrong_actions']} | {row['changes_lost']} | {row['converge_s']:.1f} s |"
         )
     return "\n".join(lines)
