@@ -1,0 +1,55 @@
+"""The valve's sliding window of attempts and the lifetime of an operator's grant (mutation testing found
+both unchecked)."""
+
+from __future__ import annotations
+
+from syncer.sync.valve import DrainValve
+
+T0 = 1_000.0
+BOUND = 20  # threshold 2 at 10 %
+
+
+def test_a_key_attempted_again_moves_to_the_end_of_the_window() -> None:
+    valve = DrainValve(window_s=60.0)
+    assert valve.admit("a", T0, BOUND) and valve.admit("b", T0, BOUND)
+    assert not valve.admit("c", T0, BOUND)  # opens
+    assert not valve.admit("a", T0 + 50, BOUND)  # a tries again late in the window
+    # a full window after opening, b and c are older than the window and only a's late attempt is left:
+    # one attempt is fewer than the threshold (2), the storm subsided, the valve closes
+    assert not valve.tick(T0 + 70, BOUND)
+
+
+def test_the_valve_stays_open_while_the_window_still_holds_enough_attempts() -> None:
+    valve = DrainValve(window_s=60.0)
+    valve.admit("a", T0, BOUND)
+    valve.admit("b", T0, BOUND)
+    valve.admit("c", T0, BOUND)
+    valve.admit("a", T0 + 50, BOUND)
+    valve.admit("b", T0 + 55, BOUND)
+    assert valve.tick(T0 + 70, BOUND)  # a and b within the last window: 2 attempts, not fewer than 2
+
+
+def test_an_operator_grant_lasts_one_window_from_its_first_use() -> None:
+    valve = DrainValve(window_s=60.0)
+    valve.admit("a", T0, BOUND)
+    valve.admit("b", T0, BOUND)
+    assert not valve.admit("x", T0, BOUND)  # refused: pending
+    valve.reset()  # the operator lets x through
+    assert valve.admit("x", T0 + 100, BOUND)  # first use of the grant
+    assert valve.admit("y", T0 + 150, BOUND)  # x was not counted: y fits
+    assert valve.admit("x", T0 + 159, BOUND)  # within a window of its first use: still granted
+    # a window after its first use the grant is gone: x counts again, beside y the threshold is reached
+    assert valve.admit("z", T0 + 159, BOUND)
+    assert not valve.admit("x", T0 + 161, BOUND)
+    assert valve.is_open
+
+
+def test_an_unused_grant_waits() -> None:
+    valve = DrainValve(window_s=60.0)
+    valve.admit("a", T0, BOUND)
+    valve.admit("b", T0, BOUND)
+    valve.admit("x", T0, BOUND)
+    valve.reset()
+    valve.admit("c", T0 + 1, BOUND)
+    valve.admit("d", T0 + 1, BOUND)
+    assert valve.admit("x", T0 + 1_000, BOUND)  # unused grants never expire
