@@ -44,9 +44,18 @@ def test_quick_benchmark_writes_results_and_plot(tmp_path: Path) -> None:
             # every sample is kept; 5 samples give a median and a maximum, never a p95 or p99
             assert figures["n"] == 5 == len(results["samples"][mode][direction])
             assert 0 < figures["p50"] <= figures["max"] and figures["p99"] is None and figures["p95"] is None
+    # the Slinky-like baseline: cordons and Slurm drains (it has no drain annotation), each measured
+    slinky = results["slinky_latency_s"]
+    assert (
+        slinky["k8s_to_slurm"]["n"] == 5 == slinky["slurm_to_k8s"]["n"]
+        and "annotation_to_slurm" not in slinky
+    )
+    # its Kubernetes-side view of Slurm waits for the 30 s requeue; ours follows within the second
+    assert slinky["slurm_to_k8s"]["p50"] > results["latency_s"]["slurm_to_k8s"]["p50"]
+    assert results["slinky_idle_per_minute"]["full_fetches"] >= 1
     # the full-poll baseline really polls every 30 s: Slurm-side changes wait for it
     assert results["baseline_latency_s"]["slurm_to_k8s"]["p50"] > results["latency_s"]["slurm_to_k8s"]["p50"]
-    for key in ("idle_per_minute", "baseline_idle_per_minute"):
+    for key in ("idle_per_minute", "slinky_idle_per_minute", "baseline_idle_per_minute"):
         idle = results[key]
         assert set(idle) == {"seconds", "slurm_requests", "slurm_bytes", "full_fetches", "syncer_cpu_percent"}
         assert idle["seconds"] >= 31 and idle["slurm_requests"] > 0 and idle["slurm_bytes"] > 0  # at the wire
