@@ -478,10 +478,7 @@ async def main_async(args: argparse.Namespace) -> int:
             }
             samples: dict[str, dict[str, list[float]]] = {}
             async with WireCounter(sandbox.rest_url) as wire:  # every syncer talks to slurmrestd through it
-                for mode, strategy, interval in (
-                    ("syncer", "conditional", "1s"),
-                    ("baseline", "full", "30s"),
-                ):
+                for mode, strategy, interval in MODES:
                     progress(f"{mode}: --slurm-poll-strategy {strategy} --slurm-poll-interval {interval}")
                     async with syncer(
                         sandbox,
