@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import platform
+import random
 import re
 import signal
 import statistics
@@ -241,10 +242,17 @@ class Bench:
 
 
 async def latency_round(
-    bench: Bench, changes: int, spacing_s: float, deadline_s: float, *, annotations: bool = True
+    bench: Bench,
+    changes: int,
+    spacing_s: float,
+    deadline_s: float,
+    *,
+    annotations: bool = True,
+    phase_s: float = 0.0,
 ) -> dict[str, list[float]]:
     """`changes` changes per direction, one every `spacing_s` on distinct nodes, measured concurrently.
-    `annotations=False` leaves out the drain annotation (a Slinky-like baseline has no such input)."""
+    `annotations=False` leaves out the drain annotation (a Slinky-like baseline has no such input);
+    `phase_s`: a random wait up to that long before the Slurm-side changes (the baselines' cycle)."""
     out: dict[str, list[float]] = {"k8s_to_slurm": [], "annotation_to_slurm": [], "slurm_to_k8s": []}
 
     async def cordon(name: str) -> None:
@@ -293,6 +301,10 @@ async def latency_round(
     # one direction at a time: the syncer reads Slurm back right after its own writes, which would
     # otherwise speed up the other direction's observation (and flatter the full-poll baseline)
     for change in (cordon, annotate, slurm_drain) if annotations else (cordon, slurm_drain):
+        if change is slurm_drain and phase_s:
+            # a baseline's 30 s cycle restarts at its last reconcile or poll, which the changes before just
+            # set: a random wait gives the Slurm-side changes a random phase against it (else ~28 s, locked)
+            await asyncio.sleep(random.uniform(0.0, phase_s))
         tasks = []
         for name in bench.take(changes):
             tasks.append(asyncio.create_task(change(name)))
@@ -474,6 +486,9 @@ async def main_async(args: argparse.Namespace) -> int:
                 "slurm_release": reader.release or "",
                 "api_version": reader.version.name if reader.version else "",
                 "changes_per_direction": changes * repeats,
+                # the baselines' Slurm -> Kubernetes samples of one round share one random phase of their
+                # 30 s cycle: as many independent phases as rounds
+                "phases_per_baseline": repeats,
                 "idle_seconds": idle_s,
             }
             samples: dict[str, dict[str, list[float]]] = {}
@@ -502,7 +517,12 @@ async def main_async(args: argparse.Namespace) -> int:
                         samples[mode] = {}
                         for _ in range(repeats):  # pooled: a p99 needs 1,000 samples
                             rounds = await latency_round(
-                                bench, changes, spacing, deadline, annotations=mode != "slinky"
+                                bench,
+                                changes,
+                                spacing,
+                                deadline,
+                                annotations=mode != "slinky",
+                                phase_s=0.0 if mode == "syncer" else 30.0,
                             )
                             for direction, values in rounds.items():
                                 samples[mode].setdefault(direction, []).extend(values)
