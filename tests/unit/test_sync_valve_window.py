@@ -3,6 +3,8 @@ both unchecked)."""
 
 from __future__ import annotations
 
+import pytest
+
 from syncer.sync.valve import DrainValve
 
 T0 = 1_000.0
@@ -53,3 +55,44 @@ def test_an_unused_grant_waits() -> None:
     valve.admit("c", T0 + 1, BOUND)
     valve.admit("d", T0 + 1, BOUND)
     assert valve.admit("x", T0 + 1_000, BOUND)  # unused grants never expire
+
+
+def test_settings_errors_name_the_setting_and_edges_are_allowed() -> None:
+    with pytest.raises(ValueError, match=r"^max_fraction must be in \(0, 1\]$"):
+        DrainValve(max_fraction=0.0)
+    with pytest.raises(ValueError, match=r"^window_s must be positive$"):
+        DrainValve(window_s=0.0)
+    assert DrainValve(max_fraction=1.0).threshold(10) == 10  # 1.0 is allowed
+    assert DrainValve(window_s=0.5).window_s == 0.5  # below a second is allowed
+
+
+def test_a_fresh_and_a_reset_valve_read_closed() -> None:
+    valve = DrainValve()
+    assert valve.is_open is False and valve.opened_at is None and valve.refused == 0
+    valve.admit("a", T0, 10)
+    assert not valve.admit("b", T0, 10)
+    assert valve.is_open is True and valve.opened_at == T0 and valve.refused == 1
+    valve.reset()
+    assert valve.is_open is False and valve.opened_at is None
+
+
+def test_it_stays_open_for_a_full_window_even_if_the_cluster_grows() -> None:
+    valve = DrainValve(window_s=60.0)
+    valve.admit("a", T0, BOUND)
+    valve.admit("b", T0, BOUND)
+    valve.admit("c", T0, BOUND)
+    # 1,000 bound nodes now: three attempts are far below the new threshold, but the window is not over
+    assert valve.tick(T0 + 30, 1_000)
+    assert not valve.tick(T0 + 60, 1_000)
+
+
+def test_a_grant_expires_exactly_one_window_after_its_first_use() -> None:
+    valve = DrainValve(window_s=60.0)
+    valve.admit("a", T0, BOUND)
+    valve.admit("b", T0, BOUND)
+    valve.admit("x", T0, BOUND)
+    valve.reset()
+    assert valve.admit("x", T0 + 100, BOUND)
+    valve.admit("y", T0 + 130, BOUND)
+    valve.admit("z", T0 + 130, BOUND)
+    assert not valve.admit("x", T0 + 160, BOUND)  # 60 s after its first use: no longer granted
