@@ -96,3 +96,8 @@ def test_a_grant_expires_exactly_one_window_after_its_first_use() -> None:
     valve.admit("y", T0 + 130, BOUND)
     valve.admit("z", T0 + 130, BOUND)
     assert not valve.admit("x", T0 + 160, BOUND)  # 60 s after its first use: no longer granted
+
+
+def test_defaults_are_ten_percent_per_minute() -> None:
+    valve = DrainValve()
+    assert valve.max_fraction == 0.10 and valve.window_s == 60.0
