@@ -121,3 +121,24 @@ def test_every_old_record_of_ours_is_deleted_whatever_comes_first() -> None:
     }
     result = plan(NS, spec, [pod("gpu-0", spec)], nodes, nodes=[], slurm_fresh=True, now=NOW)
     assert result.delete_slurm_nodes == ["gpu-3"]
+
+
+def test_an_empty_removal_start_never_times_out() -> None:
+    spec = make_spec(0)
+    busy = {"gpu-0": slurm("gpu-0", "ALLOCATED", "DRAIN", reason="k8s: scale-in of NodeSet gpu")}
+    marked = pod("gpu-0", spec, removal="scale-in")
+    empty = marked.__class__(
+        namespace="hpc", name="gpu-0", labels=marked.labels, conditions=marked.conditions,
+        annotations={Keys.REMOVAL: "scale-in", Keys.REMOVAL_SINCE: ""},
+    )  # fmt: skip
+    assert run(spec, [empty], busy).timed_out == []
+
+
+def test_records_of_other_names_do_not_stop_the_clean_up() -> None:
+    spec = make_spec(0, nodeOnScaleIn="Delete")
+    ours = "k8s: scale-in of NodeSet gpu"
+    nodes = {
+        "gp-1": slurm("gp-1", "IDLE", "DRAIN", reason=ours),  # sorts first, not this NodeSet's name: kept
+        "gpu-3": slurm("gpu-3", "IDLE", "DRAIN", reason=ours),
+    }
+    assert run(spec, [], nodes).delete_slurm_nodes == ["gpu-3"]
