@@ -7,7 +7,8 @@
     await client.close()
 
 A unix socket works with `SlurmClient("unix:///run/slurmrestd.sock", NoToken())`.
-Idempotent calls are retried with exponential backoff and jitter, never past `deadline_s`.
+Reads are retried with exponential backoff and jitter, never past `deadline_s`; writes are not (a
+retried write can land after the decision it carried is stale: the syncer decides again instead).
 """
 
 from __future__ import annotations
@@ -406,9 +407,12 @@ class SlurmClient:
             body["features"] = features
         if not body:
             raise ValueError("update_node needs at least one of state, reason, comment, features")
-        # Setting the same state and reason twice ends the same way, so a retry is safe.
+        # Never retried here: a write retried for seconds may land after the cause it answered is gone
+        # (a drain after the uncordon). The caller decides again from fresh state and resends if needed.
         try:
-            await self._call("POST", f"/node/{name}", Envelope, endpoint="node_update", body=body)
+            await self._call(
+                "POST", f"/node/{name}", Envelope, endpoint="node_update", body=body, idempotent=False
+            )
         except SlurmApiError as exc:
             if exc.has_error("Invalid node name"):
                 raise SlurmNotFound(
@@ -434,7 +438,9 @@ class SlurmClient:
         if reason is not None:
             body["reason"] = reason
         try:
-            await self._call("POST", "/nodes/", Envelope, endpoint="nodes_update", body=body)
+            await self._call(
+                "POST", "/nodes/", Envelope, endpoint="nodes_update", body=body, idempotent=False
+            )
         except SlurmApiError as exc:
             if not exc.has_error("Invalid node name"):
                 raise
@@ -465,7 +471,7 @@ class SlurmClient:
 
     async def delete_node(self, name: str) -> None:
         try:
-            await self._call("DELETE", f"/node/{name}", Envelope, endpoint="node_delete")
+            await self._call("DELETE", f"/node/{name}", Envelope, endpoint="node_delete", idempotent=False)
         except SlurmApiError as exc:
             if exc.has_error("Invalid node name"):
                 raise SlurmNotFound(
