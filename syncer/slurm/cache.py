@@ -185,7 +185,7 @@ class NodeCache:
     async def poll_once(self) -> None:
         """One probe (and a full list if something changed and the duty limit allows)."""
         if self._client.version is None:
-            await self._client.start()  # a reconnect whose negotiation failed: try it again
+            await self._client.start()  # never negotiated yet (slurmrestd was away at start)
         conditional = self._conditional()
         if self.synced and conditional and not self._changed_pending:
             self.stats.probes += 1

@@ -169,24 +169,35 @@ class SlurmClient:
             )
             self._session = aiohttp.ClientSession(connector=connector)
         if self.version is None:
-            served = await self.served_versions()
-            chosen = choose(served, self._pinned)
-            if chosen is None:
-                wanted = self._pinned or ", ".join(VERSIONS)
-                raise SlurmVersionError(
-                    f"slurmrestd at {self.url} serves {', '.join(sorted(served)) or 'no known version'}, "
-                    f"but slurm-syncer needs {wanted}; pin a served one with --slurm-api-version"
-                )
-            self.version = chosen
-            if not chosen.verified_live:
-                log.warning("slurm_api_version_unverified", version=chosen.name)
+            self.version = await self._negotiate()
         return self.version
 
+    async def _negotiate(self) -> ApiVersion:
+        served = await self.served_versions()
+        chosen = choose(served, self._pinned)
+        if chosen is None:
+            wanted = self._pinned or ", ".join(VERSIONS)
+            raise SlurmVersionError(
+                f"slurmrestd at {self.url} serves {', '.join(sorted(served)) or 'no known version'}, "
+                f"but slurm-syncer needs {wanted}; pin a served one with --slurm-api-version"
+            )
+        if not chosen.verified_live:
+            log.warning("slurm_api_version_unverified", version=chosen.name)
+        return chosen
+
     async def reconnect(self) -> None:
-        """A new connection pool and a fresh version negotiation (slurmrestd may have been replaced)."""
+        """A new connection pool and a fresh version negotiation (slurmrestd may have been replaced).
+
+        The version in use stays until a new negotiation succeeds, so other callers of this client
+        keep working (or failing for the real reason) while slurmrestd is away."""
         await self.close()
-        self.version = None
         await self.start()
+        chosen = await self._negotiate()
+        if chosen != self.version:
+            log.info(
+                "slurm_api_version_changed", old=self.version.name if self.version else None, new=chosen.name
+            )
+            self.version = chosen
 
     async def close(self) -> None:
         if self._session is not None:

@@ -138,7 +138,7 @@ def test_records_not_ours_do_not_stop_the_clean_up() -> None:
     spec = make_spec(0, nodeOnScaleIn="Delete")
     ours = "k8s: scale-in of NodeSet gpu"
     nodes = {
-        "gp-1": slurm("gp-1", "IDLE", "DRAIN", reason=ours, comment=""),  # sorts first, not stamped ours: kept
+        "gp-1": slurm("gp-1", "IDLE", "DRAIN", reason=ours, comment=""),  # sorts first, no stamp: kept
         "gpu-3": slurm("gpu-3", "IDLE", "DRAIN", reason=ours),
     }
     assert run(spec, [], nodes).delete_slurm_nodes == ["gpu-3"]
