@@ -343,7 +343,8 @@ class Stage:
 
 def observed_counters(service: SyncerService) -> Counter[str]:
     """The syncer's own record of trouble: failed slurmrestd requests (errors, timeouts, non-2xx), failed
-    node-cache polls (decode errors included), reconciles retried, failed Kubernetes requests, watch
+    node-cache polls (decode errors included), periods the Slurm data outgrew the staleness bound (a poll
+    that hangs until slurmctld is back fails nothing), reconciles retried, failed Kubernetes requests, watch
     errors and watch streams that ended. Read from the same counters /metrics exports. Write conflicts
     (409) are left out: the harness's own Node patches cause them without any fault."""
     informers = (service.kube_cache.pods, service.kube_cache.nodes)
@@ -355,6 +356,7 @@ def observed_counters(service: SyncerService) -> Counter[str]:
                 if status[:1] not in ("2", "3") and (endpoint, status) not in SLURM_NOT_FAILURES
             ),
             "slurm_poll_errors": service.slurm_cache.stats.errors,
+            "slurm_stale_periods": service.slurm_cache.stats.stale_periods,
             "reconcile_retries": service.engine.queue.retries_total,
             "kube_failed_requests": service.kube.errors_total - service.writer.stats.conflicts,
             "watch_errors": sum(i.stats.errors for i in informers),

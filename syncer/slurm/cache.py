@@ -67,6 +67,7 @@ class CacheStats:
     changed_as_500: int = 0  # probes answered "changed" with HTTP 500 (slurmrestd 24.11 .. 26.05.2)
     changed_as_200: int = 0  # probes answered "changed" with the whole list (26.05.3+)
     reconnects: int = 0
+    stale_periods: int = 0  # times the gap between two good answers outgrew the staleness bound
     rejected_listings: int = 0  # answers not applied: they carried errors or lost every node
 
     @property
@@ -233,10 +234,16 @@ class NodeCache:
         while True:
             self._wake.clear()  # before polling, so a nudge that lands during the poll is kept
             self._polling_since = self._clock()
+            previous_success = self.last_success
             try:
                 await self._reconnect_if_silent()
                 await self.poll_once()
                 self.last_error = ""
+                # a poll that hangs until slurmctld is back (26.05's slurmrestd waits 10 s for it) fails
+                # nothing, yet the data was older than the bound meanwhile: that counts too
+                gap = self.last_success - previous_success
+                if previous_success and gap > self.stale_after_s:
+                    self.stats.stale_periods += 1
             except SlurmError as exc:
                 self._failed(str(exc))
             except Exception as exc:  # a bug or an unmapped library error must not end polling silently
