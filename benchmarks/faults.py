@@ -1,13 +1,19 @@
-"""Fault scenarios with figures: while a stream of Kubernetes-side changes (cordon, later uncordon, each
-node once) flows, faults are injected on one side; afterwards the harness checks every Slurm write the
-syncer made against the ground truth and waits for convergence.
+"""Fault scenarios with figures: while two streams of changes flow (Kubernetes-side cordons and uncordons,
+Slurm-side drains and resumes made with scontrol), faults are injected concurrently on one side. Every
+Slurm write the syncer sends goes through a recording proxy and is judged at the instant it arrived,
+whether or not it was ever acknowledged; every Slurm state the syncer shows in Kubernetes is judged at the
+instant the API server stored it. Afterwards the faults are cleared and the harness waits for convergence.
 
-    python benchmarks/faults.py --out DIR            # long versions
-    python benchmarks/faults.py --quick --out DIR    # short versions (the tests run these)
+    python benchmarks/faults.py --out DIR                       # long versions
+    python benchmarks/faults.py --quick --out DIR               # short versions (the tests run these)
+    python benchmarks/faults.py --quick --controls --out DIR    # negative controls (wrong syncers)
+    python benchmarks/faults.py --table DIR/results.json        # the figures as docs/reliability.md shows
 
-Per scenario: faults injected, actions taken, wrong actions (a drain of a node never cordoned, an undrain
-of a node still cordoned: must be 0), changes lost (a node whose Slurm state does not match its cordon
-after recovery: must be 0) and seconds to converge after the last fault.
+Per scenario: faults injected, faults observed (the errors the syncer itself recorded: failed requests,
+decode errors, retries, watch errors and restarts), actions (Slurm writes at the wire), wrong actions
+(must be 0), changes lost (must be 0) and seconds to converge after the last fault. A scenario whose
+faults the syncer never observed proves nothing and fails the run. A negative control must make the
+oracle report wrong actions or lost changes; one that does not fails the run (the harness is broken).
 """
 
 from __future__ import annotations
@@ -19,8 +25,9 @@ import random
 import sys
 import tempfile
 import time
+import zlib
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -31,13 +38,16 @@ from benchmarks.run import cancel_on_sigterm, seed
 from syncer.app.logs import configure_logging
 from syncer.app.service import ServiceConfig, SyncerService
 from syncer.kube.client import KubeClient
+from syncer.kube.writer import pod_path
+from syncer.model.keys import Keys
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.sync.options import SyncOptions
 from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.kubeapi import KubeApiEmulator
+from syncer.testing.kubeapi.store import Change
 from syncer.testing.processes import stop_process
-from syncer.testing.sandbox import Sandbox, up
+from syncer.testing.sandbox import RELEASES, Sandbox, up
 from syncer.testing.sandbox.config import sim_node_names
 
 NAMESPACE = "slurm"
@@ -50,6 +60,12 @@ CONFIG = ServiceConfig(
     listen_port=None,
     resync_s=5.0,
 )
+STATE_KEY = Keys.STATE
+SLURM_SIDE_REASON = "faults: Slurm-side drain"
+STEP_S = 0.1  # the pace of the change streams
+# answers that are not failures: before 26.05 slurmrestd answers a node list with `update_time` "something
+# changed" with HTTP 500 (docs/contract.md; the node cache counts real failures as poll errors)
+SLURM_NOT_FAILURES = {("nodes", "500")}
 
 
 def _is_list(path: str) -> bool:
@@ -66,24 +82,110 @@ def progress(text: str) -> None:
 class Outcome:
     scenario: str
     faults_injected: int = 0
-    actions: int = 0
+    # what the syncer itself recorded of the faults (its own counters), by kind; their sum is the figure
+    observed: dict[str, int] = field(default_factory=dict)
+    actions: int = 0  # Slurm writes that reached the proxy (acknowledged or not)
+    kube_states: int = 0  # Slurm states the syncer wrote into Kubernetes
+    # writes that never reached slurmrestd (refused or answered by an injected failure): not judged, but
+    # counted, with how many would have been wrong had they arrived (stale resends of an older decision)
+    unforwarded: int = 0
+    unforwarded_wrong: int = 0
     wrong_actions: list[str] = field(default_factory=list)
     changes_lost: list[str] = field(default_factory=list)
     converge_s: float = 0.0
     notes: str = ""
+    control: str = ""  # a negative control: the deliberately wrong syncer it ran
     kube: dict[str, float] = field(default_factory=dict)  # the syncer's Kubernetes API requests
     events: dict[str, int] = field(default_factory=dict)  # Event writes (creates and count bumps)
     not_ready_s: float = 0.0  # how long /readyz said not ready while the faults lasted
     ready_after: bool | None = None  # ready again once converged
 
+    @property
+    def faults_observed(self) -> int:
+        return sum(self.observed.values())
+
     def row(self) -> dict[str, Any]:
         return {
-            "scenario": self.scenario, "faults_injected": self.faults_injected, "actions": self.actions,
-            "wrong_actions": len(self.wrong_actions), "changes_lost": len(self.changes_lost),
-            "converge_s": round(self.converge_s, 2), "examples": (self.wrong_actions + self.changes_lost)[:5],
-            "kube_requests": self.kube, "events": self.events, "not_ready_s": round(self.not_ready_s, 1),
-            "ready_after": self.ready_after, "notes": self.notes,
+            "scenario": self.scenario, "control": self.control, "faults_injected": self.faults_injected,
+            "faults_observed": self.faults_observed, "observed": self.observed, "actions": self.actions,
+            "kube_states": self.kube_states, "unforwarded": self.unforwarded,
+            "unforwarded_wrong": self.unforwarded_wrong, "wrong_actions": len(self.wrong_actions),
+            "changes_lost": len(self.changes_lost), "converge_s": round(self.converge_s, 2),
+            "examples": (self.wrong_actions + self.changes_lost)[:5], "kube_requests": self.kube,
+            "events": self.events, "not_ready_s": round(self.not_ready_s, 1), "ready_after": self.ready_after,
+            "notes": self.notes,
         }  # fmt: skip
+
+
+# -- ground truth and the oracles ----------------------------------------------------------------------
+
+
+@dataclass
+class Truth:
+    """What the harness did and when (monotonic seconds): each node is cordoned at most once and
+    uncordoned at most once; Slurm-side drains are issued at most once per node."""
+
+    cordoned_at: dict[str, float] = field(default_factory=dict)
+    uncordoned_at: dict[str, float] = field(default_factory=dict)
+    slurm_drained_at: dict[str, float] = field(default_factory=dict)  # scontrol drain issued
+    slurm_resumed_at: dict[str, float] = field(default_factory=dict)
+
+
+Write = tuple[float, str, str, bytes]  # (arrival, method, path, body) as the proxy recorded it
+Shown = tuple[float, str, str]  # (stored at, Slurm node, state annotation or "" when removed)
+
+
+def judge_writes(writes: list[Write], truth: Truth) -> tuple[int, list[str]]:
+    """Every node write that reached the proxy, judged at the instant it arrived: a drain needs a cordon
+    that still held then (made before it, not yet lifted); an undrain needs the uncordon made before it."""
+    actions, wrong = 0, []
+    for at, method, path, body in writes:
+        if method != "POST" or "/node/" not in path:
+            continue
+        node = path.rstrip("/").rsplit("/", 1)[1]
+        try:
+            state = json.loads(body).get("state") or []
+        except ValueError:
+            wrong.append(f"unreadable write to {node}: {body[:80]!r}")
+            continue
+        actions += 1
+        cordoned = truth.cordoned_at.get(node, float("inf")) <= at
+        lifted = truth.uncordoned_at.get(node, float("inf")) <= at
+        if "DRAIN" in state and not cordoned:
+            wrong.append(f"drained {node}, not cordoned")
+        elif "DRAIN" in state and lifted:
+            wrong.append(f"drained {node} after its uncordon (stale)")
+        if "UNDRAIN" in state and not lifted:
+            wrong.append(f"undrained {node} while cordoned")
+    return actions, wrong
+
+
+def forwarded(proxy: FaultProxy) -> list[Write]:
+    """The writes that may have reached slurmrestd: all but those answered by an injected failure or
+    refused for want of a slurmrestd (those cannot have changed Slurm; they are reported apart)."""
+    refused = {id(write) for write in proxy.unforwarded}
+    return [write for write in proxy.writes if id(write) not in refused]
+
+
+def judge_shown(shown: list[Shown], writes: list[Write], truth: Truth) -> list[str]:
+    """Kubernetes never shows a Slurm state Slurm did not have: a DRAIN shown at time t needs a drain
+    in Slurm issued before t, by the harness (scontrol) or by the syncer (a drain write at the proxy)."""
+    drained_by_syncer: dict[str, float] = {}
+    for at, method, path, body in writes:
+        if method == "POST" and "/node/" in path and b'"DRAIN"' in body:
+            node = path.rstrip("/").rsplit("/", 1)[1]
+            drained_by_syncer.setdefault(node, at)
+    wrong = []
+    for at, node, state in shown:
+        if "DRAIN" not in state.split("+"):
+            continue
+        first = min(truth.slurm_drained_at.get(node, float("inf")), drained_by_syncer.get(node, float("inf")))
+        if not first <= at:
+            wrong.append(f"Kubernetes showed {node} as {state}, a drain Slurm never had by then")
+    return wrong
+
+
+# -- the stage --------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -94,24 +196,41 @@ class Stage:
     reader: SlurmClient
     names: list[str]
     workdir: Path
+    truth: Truth = field(default_factory=Truth)
     cordoned: set[str] = field(default_factory=set)
-    ever_cordoned: set[str] = field(default_factory=set)
-    actions: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, direction, node)
-    wrong: list[str] = field(default_factory=list)
+    shown: list[Shown] = field(default_factory=list)
+    foreign: set[str] = field(default_factory=set)  # nodes the harness drained in Slurm (their reason stays)
 
     def cordon(self, name: str, on: bool) -> None:
         self.kube.patch("", "v1", "nodes", f"k8s-{name}", {"spec": {"unschedulable": True if on else None}})
         (self.cordoned.add if on else self.cordoned.discard)(name)
-        if on:
-            self.ever_cordoned.add(name)
+        (self.truth.cordoned_at if on else self.truth.uncordoned_at)[name] = time.monotonic()
 
-    def record(self, kind: str, direction: str, node: str, _details: dict[str, Any]) -> None:
-        self.actions.append((kind, direction, node))
-        # judged at the moment it is acknowledged: a drain needs a cordon, an undrain needs none
-        if direction == "k8s_to_slurm" and kind == "drain" and node not in self.ever_cordoned:
-            self.wrong.append(f"drained {node}, never cordoned")
-        if direction == "k8s_to_slurm" and kind == "undrain" and node in self.cordoned:
-            self.wrong.append(f"undrained {node} while cordoned")
+    async def slurm_drain(self, name: str, on: bool) -> None:
+        """A Slurm-side change made as an admin would (scontrol, not through slurmrestd); the time it was
+        issued is what the oracle allows a Kubernetes state from (it may fail while slurmctld restarts).
+        Resumed with `state=resume`, which clears the reason too: `undrain` would leave the admin's reason
+        behind, and the syncer rightly never drains over someone else's reason."""
+        (self.truth.slurm_drained_at if on else self.truth.slurm_resumed_at)[name] = time.monotonic()
+        argv = [
+            f"nodename={name}",
+            *(("state=drain", f"reason={SLURM_SIDE_REASON}") if on else ("state=resume",)),
+        ]
+        result = await asyncio.to_thread(self.sandbox.run, "scontrol", "update", *argv)
+        if result.returncode != 0:
+            progress(
+                f"scontrol update {' '.join(argv)} failed (counted as maybe applied): {result.stderr.strip()}"
+            )
+
+    def on_change(self, change: Change) -> None:
+        """Every Slurm state the syncer writes into Kubernetes, timestamped when the API server stores it."""
+        if change.resource != ("", "pods") or change.type == "DELETED":
+            return
+        slurm_node = (change.obj["metadata"].get("labels") or {}).get(Keys.NODE_NAME_LABEL)
+        state = (change.obj["metadata"].get("annotations") or {}).get(STATE_KEY, "")
+        before = ((change.old or {}).get("metadata", {}).get("annotations") or {}).get(STATE_KEY, "")
+        if slurm_node and state != before:
+            self.shown.append((time.monotonic(), slurm_node, state))
 
     async def syncer(self, config: ServiceConfig = CONFIG, slurm_url: str = "") -> SyncerService:
         """A syncer in this process, on the sandbox (or `slurm_url`, e.g. a fault proxy) and the emulator."""
@@ -119,14 +238,35 @@ class Stage:
         kube = await KubeClient.from_config(str(self.kubeconfig), qps=200, burst=400)
         return SyncerService(slurm, kube, config)
 
+    def pick(self, cordons: int, slurm_side: int) -> tuple[list[str], list[str], str]:
+        """Nodes for the Kubernetes-side stream, the Slurm-side stream and one bystander. Once drained
+        in Slurm by the harness a node keeps its reason even when resumed (a powered-down CLOUD node), and
+        the syncer rightly never drains over someone else's reason: such nodes serve only Slurm-side
+        streams afterwards."""
+        clean = [n for n in self.names if n not in self.foreign]
+        chosen = random.sample(clean, cordons + 1)
+        rest = [n for n in self.names if n not in chosen]
+        slurm = sorted(rest, key=lambda n: (n not in self.foreign, random.random()))[:slurm_side]
+        self.foreign.update(slurm)
+        return chosen[:-1], slurm, chosen[-1]
+
+    def begin(self) -> None:
+        self.truth = Truth()
+        self.shown = []
+        self.kube.api.store.listeners.append(self.on_change)
+
+    def end(self) -> None:
+        self.kube.api.store.listeners.remove(self.on_change)
+
     def reset(self, touched: list[str]) -> None:
         """Leaves the stage clean for the next scenario."""
         for node in touched:
             if node in self.cordoned:
                 self.cordon(node, False)
         for node in touched:
+            if node in self.truth.slurm_drained_at and node not in self.truth.slurm_resumed_at:
+                self.sandbox.run("scontrol", "update", f"nodename={node}", "state=resume")
             self.sandbox.run("scontrol", "update", f"nodename={node}", "state=undrain")
-        self.ever_cordoned.clear()
 
     def event_counts(self) -> Counter[tuple[str, str]]:
         """(object, reason) -> how many times an Event was recorded (count summed over Event objects)."""
@@ -169,70 +309,227 @@ class Stage:
 
         return figures
 
-    async def wait_converged(self, outcome: Outcome, deadline_s: float) -> None:
-        """Records the nodes still wrong after `deadline_s` (none, once converged) and how long it took."""
+    async def wait_converged(self, outcome: Outcome, touched: list[str], deadline_s: float) -> None:
+        """Records what is still wrong after `deadline_s` (nothing, once converged) and how long it took."""
         cleared = time.monotonic()
         while time.monotonic() - cleared < deadline_s:
-            outcome.changes_lost = await self.converged()
+            outcome.changes_lost = await self.converged(touched)
             if not outcome.changes_lost:
                 break
             await asyncio.sleep(0.2)  # convergence poll
         outcome.converge_s = time.monotonic() - cleared
 
-    async def converged(self) -> list[str]:
+    async def converged(self, touched: list[str]) -> list[str]:
+        """Both directions: Slurm drains exactly the cordoned nodes of the Kubernetes-side stream, and every
+        touched node's state in Kubernetes shows the DRAIN flag exactly when Slurm has it."""
         listing = await self.reader.list_all_nodes()
         drained = {n.name for n in listing.nodes if n.drain_flag}
-        return sorted(n for n in self.names if (n in self.cordoned) != (n in drained))
+        slurm = {n.name: n for n in listing.nodes}
+        wrong = [
+            f"{n}: Slurm {'+'.join(sorted(slurm[n].state)) if n in slurm else 'missing'} "
+            f"(reason {slurm[n].reason if n in slurm else ''!r}), cordoned {n in self.cordoned}"
+            for n in self.truth.cordoned_at if (n in self.cordoned) != (n in drained)
+        ]  # fmt: skip
+        for name in touched:
+            pod = self.kube.pod(NAMESPACE, f"slurmd-{name}") or {}
+            shown = (pod.get("metadata", {}).get("annotations") or {}).get(STATE_KEY, "")
+            if ("DRAIN" in shown.split("+")) != (name in drained):
+                wrong.append(f"{name}: Kubernetes shows {shown!r}, Slurm drained {name in drained}")
+        return sorted(wrong)
+
+
+# -- what the syncer observed ------------------------------------------------------------------------
+
+
+def observed_counters(service: SyncerService) -> Counter[str]:
+    """The syncer's own record of trouble: failed slurmrestd requests (errors, timeouts, non-2xx), failed
+    node-cache polls (decode errors included), periods the Slurm data outgrew the staleness bound (a poll
+    that hangs until slurmctld is back fails nothing), reconciles retried, failed Kubernetes requests, watch
+    errors and watch streams that ended. Read from the same counters /metrics exports. Write conflicts
+    (409) are left out: the harness's own Node patches cause them without any fault."""
+    informers = (service.kube_cache.pods, service.kube_cache.nodes)
+    return Counter(
+        {
+            "slurm_failed_requests": sum(
+                n
+                for (endpoint, status), n in service.slurm.stats.requests.items()
+                if status[:1] not in ("2", "3") and (endpoint, status) not in SLURM_NOT_FAILURES
+            ),
+            "slurm_poll_errors": service.slurm_cache.stats.errors,
+            "slurm_stale_periods": service.slurm_cache.stats.stale_periods,
+            "reconcile_retries": service.engine.queue.retries_total,
+            "kube_failed_requests": service.kube.errors_total - service.writer.stats.conflicts,
+            "watch_errors": sum(i.stats.errors for i in informers),
+            "watch_restarts": sum(i.stats.watch_restarts for i in informers),
+        }
+    )
+
+
+# -- negative controls: deliberately wrong syncers ---------------------------------------------------
+
+
+def apply_control(control: str, service: SyncerService, bystander: str) -> None:
+    """Makes `service` wrong in one way; the oracle must notice (see CONTROLS)."""
+    slurm = service.slurm
+    update = slurm.update_node
+
+    async def drains_a_bystander(name: str, **body: Any) -> None:
+        await update(name, **body)
+        if body.get("state") == ["DRAIN"]:
+            await update(bystander, **body)
+
+    async def undrains_while_cordoned(name: str, **body: Any) -> None:
+        await update(name, **body)
+        if body.get("state") == ["DRAIN"]:
+            await update(name, state=["UNDRAIN"])  # as a syncer trusting a stale view of the cordon would
+
+    async def drops_writes(name: str, **body: Any) -> None:
+        if zlib.crc32(name.encode()) % 3:  # a third of the nodes, always the same ones
+            await update(name, **body)
+
+    set_annotations = service.writer.set_annotations
+
+    async def shows_a_fake_drain(path: str, wanted: dict[str, str | None], **kwargs: Any) -> Any:
+        written = await set_annotations(path, wanted, **kwargs)
+        if STATE_KEY in wanted:
+            await set_annotations(pod_path(NAMESPACE, f"slurmd-{bystander}"), {STATE_KEY: "IDLE+DRAIN"})
+        return written
+
+    replacement: dict[str, tuple[object, str, Callable[..., Awaitable[Any]]]] = {
+        "drains-bystander": (slurm, "update_node", drains_a_bystander),
+        "undrains-cordoned": (slurm, "update_node", undrains_while_cordoned),
+        "drops-writes": (slurm, "update_node", drops_writes),
+        "fake-kube-drain": (service.writer, "set_annotations", shows_a_fake_drain),
+    }
+    target, attribute, wrong = replacement[control]
+    setattr(target, attribute, wrong)  # a bound method replaced on this one instance
+
+
+CONTROLS = {
+    "drains-bystander": "drains a node nobody cordoned each time it drains one",
+    "undrains-cordoned": "undrains each node right after draining it, while it is still cordoned",
+    "drops-writes": "silently skips every Slurm write for a third of the nodes",
+    "fake-kube-drain": "shows a drain in Kubernetes on a node Slurm never drained",
+}
+
+
+# -- one scenario --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Faults:
+    """Handed to a scenario's injector: the stage, the proxy in front of slurmrestd, and whether the
+    change streams are over (the injector then finishes its current fault and returns)."""
+
+    stage: Stage
+    proxy: FaultProxy
+    streams_done: asyncio.Event
+    injected: int = 0
+
+    async def pause(self, seconds: float) -> bool:
+        """Waits `seconds`; False once the change streams are over."""
+        if self.streams_done.is_set():
+            return False
+        try:
+            await asyncio.wait_for(self.streams_done.wait(), seconds)
+        except TimeoutError:
+            return True
+        return False
+
+
+Injector = Callable[[Faults], Coroutine[Any, Any, None]]
+
+
+async def no_faults(_faults: Faults) -> None:
+    return None
 
 
 async def run_scenario(
     stage: Stage,
     name: str,
     changes: int,
-    inject: Callable[[int], Awaitable[int]],
+    inject: Injector,
     *,
-    slurm_url: str = "",
+    proxy: FaultProxy | None = None,
     config: ServiceConfig = CONFIG,
     deadline_s: float = 90.0,
+    control: str = "",
 ) -> Outcome:
-    """`changes` nodes are cordoned and later uncordoned, one step every 0.1 s; `inject(step)` adds faults
-    on the way and returns how many it added."""
-    progress(f"{name}: {changes} nodes, cordon then uncordon each")
-    outcome = Outcome(name)
-    stage.wrong = []
-    stage.actions = []
-    service = await stage.syncer(config, slurm_url)
-    service.engine.on_action = stage.record
-    picked = random.sample(stage.names, changes)
-    figures = stage.watch_kube()
-    await service.start()
-    try:
-        await service.wait_ready(60)
-
-        async def sample_readiness() -> None:
-            while True:
-                await asyncio.sleep(0.1)  # sampling period
-                if not service.readiness()[0]:
-                    outcome.not_ready_s += 0.1
-
-        sampler = asyncio.create_task(sample_readiness())
-        plan = [(n, True) for n in picked] + [(n, False) for n in picked[: changes // 2]]
-        for step, (node, on) in enumerate(plan):
-            stage.cordon(node, on)
-            outcome.faults_injected += await inject(step)
-            await asyncio.sleep(0.1)  # the pace of the change stream
-        outcome.faults_injected += await inject(-1)  # -1: clear every fault
-        sampler.cancel()
-        await stage.wait_converged(outcome, deadline_s)
-        await wait_ready_again(service, outcome)
-    finally:
-        await service.stop()
-        outcome.kube, outcome.events = figures()
-    outcome.actions = len(stage.actions)
-    outcome.wrong_actions = list(stage.wrong)
+    """`changes` nodes are cordoned and half of them later uncordoned (one step every STEP_S); meanwhile
+    `changes // 3` other nodes are drained in Slurm and half of them resumed; `inject` runs concurrently
+    with both streams. Every Slurm write goes through `proxy` (a plain recording one if None)."""
+    progress(f"{name}: {changes} nodes cordoned, {changes // 3} drained in Slurm, faults meanwhile")
+    outcome = Outcome(name, control=control)
+    async with FaultProxy(stage.sandbox.rest_url) as recorder:
+        wire = proxy or recorder
+        service = await stage.syncer(config, wire.url)
+        cordon_nodes, slurm_nodes, bystander = stage.pick(changes, changes // 3)
+        picked = [*cordon_nodes, *slurm_nodes, bystander]
+        if control:
+            apply_control(control, service, bystander)
+        figures = stage.watch_kube()
+        stage.begin()
+        await service.start()
+        try:
+            await service.wait_ready(60)
+            before = observed_counters(service)
+            done, faults_over = asyncio.Event(), asyncio.Event()
+            faults = Faults(stage, wire, done)
+            sampler = asyncio.create_task(sample_readiness(service, outcome, faults_over))
+            injector = asyncio.create_task(inject(faults))
+            slurm_stream = asyncio.create_task(slurm_side_stream(stage, slurm_nodes, changes))
+            plan = [(n, True) for n in cordon_nodes] + [(n, False) for n in cordon_nodes[: changes // 2]]
+            for node, on in plan:
+                stage.cordon(node, on)
+                await asyncio.sleep(STEP_S)  # the pace of the change stream
+            await slurm_stream
+            done.set()
+            await injector
+            faults_over.set()
+            wire.clear_faults()
+            stage.kube.faults.clear()
+            await sampler
+            outcome.faults_injected = faults.injected
+            await stage.wait_converged(outcome, picked, deadline_s)
+            await wait_ready_again(service, outcome)
+            outcome.observed = dict(observed_counters(service) - before)
+        finally:
+            await service.stop()
+            stage.end()
+            outcome.kube, outcome.events = figures()
+        writes = forwarded(wire)
+        stale_attempts = judge_writes(list(wire.unforwarded), stage.truth)[1]
+    outcome.actions, outcome.wrong_actions = judge_writes(writes, stage.truth)
+    outcome.unforwarded, outcome.unforwarded_wrong = len(wire.unforwarded), len(stale_attempts)
+    if wire.unforwarded:
+        outcome.notes = f"{len(wire.unforwarded)} writes never reached slurmrestd (not judged)"
+    if stale_attempts:
+        outcome.notes += f", {len(stale_attempts)} of them would have been wrong: {stale_attempts[:3]}"
+    outcome.wrong_actions += judge_shown(stage.shown, writes, stage.truth)
+    outcome.kube_states = len(stage.shown)
     stage.reset(picked)
     progress(f"{name}: {outcome.row()}")
     return outcome
+
+
+async def slurm_side_stream(stage: Stage, nodes: list[str], changes: int) -> None:
+    """Slurm-side drains spread over the Kubernetes-side stream's duration, then half of them resumed."""
+    if not nodes:
+        return
+    every = STEP_S * changes / len(nodes)
+    for node in nodes:
+        await stage.slurm_drain(node, True)
+        await asyncio.sleep(every)  # the pace of this stream
+    for node in nodes[: len(nodes) // 2]:
+        await stage.slurm_drain(node, False)
+        await asyncio.sleep(every)
+
+
+async def sample_readiness(service: SyncerService, outcome: Outcome, done: asyncio.Event) -> None:
+    while not done.is_set():
+        await asyncio.sleep(0.1)  # sampling period
+        if not service.readiness()[0]:
+            outcome.not_ready_s += 0.1
 
 
 async def wait_ready_again(service: SyncerService, outcome: Outcome, deadline_s: float = 30.0) -> None:
@@ -268,27 +565,28 @@ def size(quick: bool) -> int:
     return 12 if quick else 60
 
 
-async def slurmrestd_restarts(stage: Stage, quick: bool) -> Outcome:
-    every = 6 if quick else 15
+# -- the scenarios ----------------------------------------------------------------------------------
 
-    async def inject(step: int) -> int:
-        if step >= 0 and step % every == 3:
+
+async def slurmrestd_restarts(stage: Stage, quick: bool) -> Outcome:
+    async def inject(faults: Faults) -> None:
+        outage = 0
+        while await faults.pause(0.3):
             await asyncio.to_thread(stage.sandbox.stop_slurmrestd)
-            # mostly short outages; one longer than the staleness bound, so /readyz must say so
-            await asyncio.sleep(5.0 if step == every + 3 else 1.0)
+            faults.injected += 1
+            # the first outage longer than the staleness bound (3 s), so /readyz must say so; then short ones
+            await asyncio.sleep(5.0 if outage == 0 else 1.0)  # the outage itself
             await asyncio.to_thread(stage.sandbox.start_slurmrestd)
-            return 1
-        return 0
+            outage += 1
 
     return await run_scenario(stage, "slurmrestd killed and restarted", size(quick), inject)
 
 
 async def slurmctld_restart(stage: Stage, quick: bool) -> Outcome:
-    async def inject(step: int) -> int:
-        if step == size(quick) // 2:
+    async def inject(faults: Faults) -> None:
+        while await faults.pause(0.3):
             await asyncio.to_thread(stage.sandbox.restart_slurmctld)
-            return 1
-        return 0
+            faults.injected += 1
 
     return await run_scenario(stage, "slurmctld restarted", size(quick), inject)
 
@@ -297,99 +595,120 @@ async def bad_slurm_answers(stage: Stage, quick: bool) -> Outcome:
     async with FaultProxy(stage.sandbox.rest_url) as proxy:
         modes = ["corrupt", "truncate", "delay"]
 
-        async def inject(step: int) -> int:
-            proxy.clear_faults()
-            if step < 0:
-                return 0
-            mode = modes[step % 3]
-            if mode == "delay":
-                proxy.delay_s = 1.5
-            else:
-                setattr(proxy, mode, True)
-            return 1
+        async def inject(faults: Faults) -> None:
+            step = 0
+            while True:
+                proxy.clear_faults()
+                mode = modes[step % 3]
+                if mode == "delay":
+                    proxy.delay_s = 1.5
+                else:
+                    setattr(proxy, mode, True)
+                faults.injected += 1
+                step += 1
+                if not await faults.pause(0.4):
+                    return
 
         return await run_scenario(
-            stage,
-            "slurmrestd slow, corrupted and truncated answers",
-            size(quick),
-            inject,
-            slurm_url=proxy.url,
+            stage, "slurmrestd slow, corrupted and truncated answers", size(quick), inject, proxy=proxy
         )
 
 
 async def kube_api_faults(stage: Stage, quick: bool) -> Outcome:
-    async def inject(step: int) -> int:
-        faults = stage.kube.faults
-        if step < 0:
-            faults.clear()
-            return 0
-        if step % 4 == 0:
-            stage.kube.drop_watches()
-            return 1
-        if step % 4 == 1:
-            stage.kube.compact()
-            return 1
-        if step % 4 == 2:
-            faults.fail_next(5, status=500 if step % 8 == 2 else 429)
-            return 1
-        faults.latency_s = 0.3
-        return 1
+    async def inject(faults: Faults) -> None:
+        kube, step = stage.kube, 0
+        while True:
+            if step % 4 == 0:
+                kube.drop_watches()
+            elif step % 4 == 1:
+                kube.compact()
+            elif step % 4 == 2:
+                kube.faults.fail_next(5, status=500 if step % 8 == 2 else 429)
+            elif not kube.faults.latency_s:
+                kube.faults.latency_s = 0.3  # from then on: counted once, not once per step
+            else:
+                step += 1
+                continue
+            faults.injected += 1
+            step += 1
+            if not await faults.pause(0.4):
+                return
 
-    async def no_fault(_step: int) -> int:
-        return 0
-
-    # the same stream without faults first: the yardstick for requests and Events under faults
-    baseline = await run_scenario(stage, "Kubernetes API baseline (no faults)", size(quick), no_fault)
+    # the same streams without faults first: the yardstick for requests and Events under faults
+    baseline = await run_scenario(stage, "Kubernetes API baseline (no faults)", size(quick), no_faults)
     outcome = await run_scenario(
         stage, "Kubernetes API: dropped watches, 410, 500/429, latency", size(quick), inject
     )
     outcome.kube["baseline_total"] = baseline.kube["total"]
     outcome.kube["ratio_to_baseline"] = round(outcome.kube["total"] / max(baseline.kube["total"], 1), 2)
     outcome.events["baseline_written"] = baseline.events["written"]
+    if baseline.wrong_actions or baseline.changes_lost:
+        outcome.wrong_actions += [f"baseline: {w}" for w in baseline.wrong_actions]
+        outcome.changes_lost += [f"baseline: {w}" for w in baseline.changes_lost]
     return outcome
 
 
 async def mass_not_ready(stage: Stage, quick: bool) -> Outcome:
-    """A network partition: every Node loses Ready at once; the valve must hold."""
+    """A network partition: every Node loses Ready at once; the valve must hold. Drains are counted at
+    the wire (every drain that reached the proxy, acknowledged or not)."""
     outcome = Outcome("mass NotReady (all Nodes at once)")
     config = replace(CONFIG, options=SyncOptions(ready_grace_s=1.0), max_drain_fraction=0.10)
-    service = await stage.syncer(config)
-    drains: list[str] = []
-    service.engine.on_action = lambda kind, d, node, det: (
-        drains.append(node) if kind == "drain" and det.get("result") == "ok" else None
-    )
-    figures = stage.watch_kube()
-    await service.start()
-    try:
-        await service.wait_ready(60)
-        for name in stage.names:
-            stage.kube.set_node_condition(f"k8s-{name}", "Ready", "False", "NodeStatusUnknown", "partition")
-        outcome.faults_injected = len(stage.names)
-        await asyncio.sleep(8 if quick else 30)  # the storm lasts this long: the valve must hold throughout
-        threshold = service.engine.valve.threshold(len(stage.names))
-        outcome.actions = len(drains)
-        if len(set(drains)) > threshold:
-            outcome.wrong_actions.append(f"{len(set(drains))} drains past the valve threshold {threshold}")
-        outcome.notes = (
-            f"valve open: {service.engine.valve.is_open}, threshold {threshold}, drained {len(set(drains))}"
-        )
-        ready, reasons = service.readiness()
-        if ready or not any("valve" in r for r in reasons):
-            outcome.wrong_actions.append("readiness did not report the open valve")
-        for name in stage.names:
-            stage.kube.set_node_condition(f"k8s-{name}", "Ready", "True", "KubeletReady", "back")
-        cleared = time.monotonic()
-        while time.monotonic() - cleared < 60:
-            listing = await stage.reader.list_all_nodes()
-            left = [n.name for n in listing.nodes if n.drain_flag and n.name in set(stage.names)]
-            if not left:
-                break
-            await asyncio.sleep(0.2)  # recovery poll
-        outcome.changes_lost = left
-        outcome.converge_s = time.monotonic() - cleared
-    finally:
-        await service.stop()
-        outcome.kube, outcome.events = figures()
+    async with FaultProxy(stage.sandbox.rest_url) as proxy:
+        service = await stage.syncer(config, proxy.url)
+        figures = stage.watch_kube()
+        await service.start()
+        try:
+            await service.wait_ready(60)
+            refusals_before = service.engine.stats.valve_refusals
+            lost_ready_at = time.monotonic()
+            for name in stage.names:
+                stage.kube.set_node_condition(
+                    f"k8s-{name}", "Ready", "False", "NodeStatusUnknown", "partition"
+                )
+            outcome.faults_injected = len(stage.names)
+            await asyncio.sleep(
+                8 if quick else 30
+            )  # the storm lasts this long: the valve must hold throughout
+            threshold = service.engine.valve.threshold(len(stage.names))
+            drained = {
+                path.rstrip("/").rsplit("/", 1)[1]
+                for _t, m, path, body in proxy.writes
+                if m == "POST" and "/node/" in path and b'"DRAIN"' in body
+            }
+            outcome.observed = {"valve_refusals": service.engine.stats.valve_refusals - refusals_before}
+            if len(drained) > threshold:
+                outcome.wrong_actions.append(f"{len(drained)} drains past the valve threshold {threshold}")
+            outcome.notes = (
+                f"valve open: {service.engine.valve.is_open}, threshold {threshold}, drained {len(drained)}"
+            )
+            ready, reasons = service.readiness()
+            if ready or not any("valve" in r for r in reasons):
+                outcome.wrong_actions.append("readiness did not report the open valve")
+            ready_at = time.monotonic()
+            for name in stage.names:
+                stage.kube.set_node_condition(f"k8s-{name}", "Ready", "True", "KubeletReady", "back")
+            cleared = time.monotonic()
+            left: list[str] = []
+            while time.monotonic() - cleared < 60:
+                listing = await stage.reader.list_all_nodes()
+                left = [n.name for n in listing.nodes if n.drain_flag and n.name in set(stage.names)]
+                if not left:
+                    break
+                await asyncio.sleep(0.2)  # recovery poll
+            outcome.changes_lost = left
+            outcome.converge_s = time.monotonic() - cleared
+        finally:
+            await service.stop()
+            outcome.kube, outcome.events = figures()
+        for at, method, path, body in proxy.writes:
+            if method != "POST" or "/node/" not in path:
+                continue
+            outcome.actions += 1
+            node = path.rstrip("/").rsplit("/", 1)[1]
+            if b'"DRAIN"' in body and not lost_ready_at <= at:
+                outcome.wrong_actions.append(f"drained {node} before it lost Ready")
+            if b'"UNDRAIN"' in body and not ready_at <= at:
+                outcome.wrong_actions.append(f"undrained {node} while NotReady")
     progress(f"{outcome.scenario}: {outcome.row()}")
     return outcome
 
@@ -406,6 +725,17 @@ SCENARIOS: dict[str, Callable[[Stage, bool], Awaitable[Outcome]]] = {
     "not-ready": mass_not_ready,
     "crash": syncer_crashes,
 }
+
+
+async def negative_control(stage: Stage, control: str, quick: bool) -> Outcome:
+    return await run_scenario(
+        stage,
+        f"negative control: {CONTROLS[control]}",
+        size(quick),
+        no_faults,
+        control=control,
+        deadline_s=8.0,
+    )
 
 
 class SyncerProcess:
@@ -434,39 +764,16 @@ class SyncerProcess:
         with log:
             self.process = await asyncio.create_subprocess_exec(*argv, stdout=log, stderr=log)
 
-    async def kill(self) -> None:
-        if self.process is not None and self.process.returncode is None:
-            self.process.kill()
-            await self.process.wait()
+    async def kill(self) -> int:
+        """SIGKILL; 1 if that killed a running process (its exit status says so), else 0."""
+        if self.process is None or self.process.returncode is not None:
+            return 0
+        self.process.kill()
+        return int(await self.process.wait() == -9)
 
     async def stop(self) -> None:
         if self.process is not None:
             await stop_process(self.process)
-
-
-def judge_writes(
-    writes: list[tuple[float, str, str, bytes]],
-    cordoned_at: dict[str, float],
-    uncordoned_at: dict[str, float],
-) -> tuple[int, list[str]]:
-    """Every node write seen by the proxy, judged at the instant it arrived: a drain needs a cordon made
-    before it, an undrain needs the uncordon made before it (nodes are cordoned once, uncordoned once)."""
-    actions, wrong = 0, []
-    for at, method, path, body in writes:
-        if method != "POST" or "/node/" not in path:
-            continue
-        node = path.rstrip("/").rsplit("/", 1)[1]
-        try:
-            state = json.loads(body).get("state") or []
-        except ValueError:
-            wrong.append(f"unreadable write to {node}: {body[:80]!r}")
-            continue
-        actions += 1
-        if "DRAIN" in state and not cordoned_at.get(node, float("inf")) <= at:
-            wrong.append(f"drained {node}, not cordoned")
-        if "UNDRAIN" in state and not uncordoned_at.get(node, float("inf")) <= at:
-            wrong.append(f"undrained {node} while cordoned")
-    return actions, wrong
 
 
 async def crash_scenario(stage: Stage, changes: int, kills: int, deadline_s: float = 90.0) -> Outcome:
@@ -476,33 +783,37 @@ async def crash_scenario(stage: Stage, changes: int, kills: int, deadline_s: flo
     cordons = (changes * 2 + 2) // 3
     progress(f"{name}: {changes} changes ({cordons} cordons, {changes - cordons} uncordons), {kills} kills")
     outcome = Outcome(name)
-    picked = random.sample(stage.names, cordons)
+    picked, _none, _bystander = stage.pick(cordons, 0)
     plan = [(n, True) for n in picked] + [(n, False) for n in random.sample(picked, changes - cordons)]
     kill_after = set(random.sample(range(changes), kills))
-    cordoned_at: dict[str, float] = {}
-    uncordoned_at: dict[str, float] = {}
     killed_writing = 0  # kills of a process that had already written to Slurm
     figures = stage.watch_kube()
+    stage.begin()
     async with FaultProxy(stage.sandbox.rest_url) as proxy:  # records every write the syncer makes
         syncer = SyncerProcess(stage, proxy.url)
         await syncer.start()
         try:
             for step, (node, on) in enumerate(plan):
                 stage.cordon(node, on)
-                (cordoned_at if on else uncordoned_at)[node] = time.monotonic()
                 if step in kill_after:
                     # a random point of the process's life: starting, syncing, or writing
                     await asyncio.sleep(random.uniform(0.0, 4.0))
-                    await syncer.kill()
+                    killed = await syncer.kill()
                     outcome.faults_injected += 1
+                    outcome.observed["processes_killed_running"] = (
+                        outcome.observed.get("processes_killed_running", 0) + killed
+                    )
                     killed_writing += any(t > syncer.started_at for t, *_rest in proxy.writes)
                     await syncer.start()
                 await asyncio.sleep(0.1)  # the pace of the change stream
-            await stage.wait_converged(outcome, deadline_s)
+            await stage.wait_converged(outcome, picked, deadline_s)
         finally:
             await syncer.stop()
+            stage.end()
             outcome.kube, outcome.events = figures()
-        outcome.actions, outcome.wrong_actions = judge_writes(proxy.writes, cordoned_at, uncordoned_at)
+        outcome.actions, outcome.wrong_actions = judge_writes(forwarded(proxy), stage.truth)
+        outcome.wrong_actions += judge_shown(stage.shown, forwarded(proxy), stage.truth)
+        outcome.kube_states = len(stage.shown)
     outcome.notes = f"{syncer.starts} processes, {killed_writing} of the {kills} kills after it had written"
     if outcome.changes_lost:
         tail = (stage.workdir / f"syncer-{syncer.starts}.log").read_text(errors="replace")[-3000:]
@@ -519,7 +830,7 @@ async def main_async(args: argparse.Namespace) -> int:
     nodes = 60 if args.quick else 200
     random.seed(args.seed)
     with tempfile.TemporaryDirectory(prefix="faults-") as tmp:
-        sandbox = await asyncio.to_thread(up, Path(tmp) / "sandbox", nodes)
+        sandbox = await asyncio.to_thread(up, Path(tmp) / "sandbox", nodes, slurm=args.slurm)
         kube = KubeApiEmulator(bookmark_interval_s=1.0)
         await kube.start()
         reader = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file))
@@ -530,32 +841,93 @@ async def main_async(args: argparse.Namespace) -> int:
             kubeconfig = kube.write_kubeconfig(Path(tmp) / "kubeconfig")
             stage = Stage(sandbox, kube, kubeconfig, reader, names, Path(tmp))
             await warm_up(stage)
-            outcomes = [await SCENARIOS[key](stage, args.quick) for key in args.only or SCENARIOS]
+            if args.controls:
+                outcomes = [await negative_control(stage, c, args.quick) for c in args.only or CONTROLS]
+            else:
+                outcomes = [await SCENARIOS[key](stage, args.quick) for key in args.only or SCENARIOS]
         finally:
             await reader.close()
             await kube.stop()
             await asyncio.to_thread(sandbox.down)
     rows = [o.row() for o in outcomes]
-    results = {"date": time.strftime("%Y-%m-%d"), "nodes": nodes, "quick": args.quick, "scenarios": rows}
+    results = {
+        "date": time.strftime("%Y-%m-%d"), "nodes": nodes, "quick": args.quick, "slurm": sandbox.release.name,
+        "controls": args.controls, "scenarios": rows,
+    }  # fmt: skip
     await asyncio.to_thread((out / "results.json").write_text, json.dumps(results, indent=2))
     for row in rows:
         print(
-            f"{row['scenario']:58s} faults {row['faults_injected']:3d}  actions {row['actions']:4d}  "
-            f"wrong {row['wrong_actions']}  lost {row['changes_lost']}  converge {row['converge_s']:.1f} s"
+            f"{row['scenario']:58s} faults {row['faults_injected']:3d} "
+            f"(observed {row['faults_observed']:3d})  "
+            f"actions {row['actions']:4d}  wrong {row['wrong_actions']}  lost {row['changes_lost']}  "
+            f"converge {row['converge_s']:.1f} s"
         )
-    return 1 if any(r["wrong_actions"] or r["changes_lost"] for r in rows) else 0
+    return verdict(rows, controls=args.controls)
+
+
+def verdict(rows: list[dict[str, Any]], *, controls: bool) -> int:
+    """0 when the run proves what it should: fault scenarios with faults observed and nothing wrong or
+    lost; negative controls each caught (wrong or lost non-zero)."""
+    failed = []
+    for row in rows:
+        caught = bool(row["wrong_actions"] or row["changes_lost"])
+        if controls and not caught:
+            failed.append(f"{row['scenario']}: the oracle reported nothing; the harness is broken")
+        if not controls and caught:
+            failed.append(f"{row['scenario']}: {row['wrong_actions']} wrong, {row['changes_lost']} lost")
+        if not controls and row["faults_injected"] and not row["faults_observed"]:
+            failed.append(f"{row['scenario']}: {row['faults_injected']} faults injected, none observed")
+    for line in failed:
+        progress(f"FAILED {line}")
+    return 1 if failed else 0
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The figures of a results.json as the Markdown table docs/reliability.md shows."""
+    lines = [
+        "| scenario | faults injected | faults observed | Slurm writes judged (never reached slurmrestd; "
+        "would have been wrong) | Kubernetes states judged | wrong | lost | converge |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in results["scenarios"]:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(row["observed"].items())) or "-"
+        lines.append(
+            f"| {row['scenario']} | {row['faults_injected']} | {row['faults_observed']} ({kinds}) | "
+            f"{row['actions']} ({row.get('unforwarded', 0)}; {row.get('unforwarded_wrong', 0)}) | "
+            f"{row['kube_states']} | "
+            f"{row['wrong_actions']} | {row['changes_lost']} | {row['converge_s']:.1f} s |"
+        )
+    return "\n".join(lines)
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["--table"]:  # python benchmarks/faults.py --table DIR/results.json
+        print(markdown(json.loads(Path(sys.argv[2]).read_text())))
+        return 0
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", required=True)
     parser.add_argument("--quick", action="store_true", help="short versions (60 nodes, 12 changes each)")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--only", nargs="+", choices=list(SCENARIOS), help="run only these scenarios")
+    parser.add_argument(
+        "--slurm", choices=sorted(RELEASES), default=None,
+        help="Slurm release of the sandbox (default: $SLURM_SYNCER_SLURM_RELEASE, else 24.11)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--controls", action="store_true",
+        help="run the negative controls (deliberately wrong syncers) instead of the fault scenarios",
+    )  # fmt: skip
+    parser.add_argument(
+        "--only", nargs="+", choices=[*SCENARIOS, *CONTROLS], help="run only these scenarios (or controls)"
+    )
+    args = parser.parse_args()
+    wrong_kind = [o for o in args.only or [] if (o in CONTROLS) != args.controls]
+    if wrong_kind:
+        parser.error(f"--only {' '.join(wrong_kind)}: {'fault scenarios' if args.controls else 'controls'} "
+                     f"need {'no ' if args.controls else ''}--controls")  # fmt: skip
     configure_logging("console", "warning")  # the figures matter here, not the syncer's info lines
-    return asyncio.run(main_async(parser.parse_args()))
+    return asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import platform
+import random
 import re
 import signal
 import statistics
@@ -37,15 +38,19 @@ from syncer.slurm.client import SlurmClient
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.kubeapi.store import Change
 from syncer.testing.processes import stop_process
-from syncer.testing.sandbox import Sandbox, up
+from syncer.testing.sandbox import RELEASES, Sandbox, up
 from syncer.testing.sandbox.config import free_port, sim_node_names
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo root
 from benchmarks.slurm_snapshot import decode_and_diff, raw_list
+from benchmarks.wire import WireCounter
 
 NAMESPACE = "slurm"
 CLI = str(Path(sys.executable).parent / "slurm-syncer")
 FETCH_RESULT = re.compile(r'result="([^"]+)"')
+# (mode, --slurm-poll-strategy, --slurm-poll-interval): this syncer, and its full-poll mode as a baseline
+MODES = (("syncer", "conditional", "1s"), ("slinky", "slinky-like", ""), ("baseline", "full", "30s"))
+PREFIX = {"syncer": "", "slinky": "slinky_", "baseline": "baseline_"}  # of the result keys
 TARGETS = {
     1000: {"k8s_to_slurm_p99": 0.25, "annotation_to_slurm_p99": 0.25, "slurm_to_k8s_p99": 2.0},
     10000: {"k8s_to_slurm_p99": 0.5, "slurm_to_k8s_p99": 4.0},
@@ -56,15 +61,39 @@ def progress(text: str) -> None:
     print(f"[bench] {text}", file=sys.stderr, flush=True)
 
 
-def percentiles(values: list[float]) -> dict[str, float]:
+# a percentile is reported only from enough samples to be more than one of them: below these counts the
+# figure is the maximum of the samples and is labelled so (p99 of 50 samples would be the maximum)
+MIN_SAMPLES = {"p95": 100, "p99": 1000}
+
+
+def percentiles(values: list[float]) -> dict[str, float | None]:
+    """n, p50, max, and p95/p99 only from at least MIN_SAMPLES samples (None below)."""
     if not values:
-        return {"p50": float("nan"), "p95": float("nan"), "p99": float("nan"), "n": 0}
+        return {"n": 0, "p50": None, "p95": None, "p99": None, "max": None}
     ordered = sorted(values)
 
     def pick(q: float) -> float:
         return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
-    return {"p50": pick(0.5), "p95": pick(0.95), "p99": pick(0.99), "n": len(ordered)}
+    figures: dict[str, float | None] = {"n": len(ordered), "p50": pick(0.5), "max": ordered[-1]}
+    for name, minimum in MIN_SAMPLES.items():
+        figures[name] = pick(int(name[1:]) / 100) if len(ordered) >= minimum else None
+    return figures
+
+
+def p50_text(figures: dict[str, float | None]) -> str:
+    return "n/a" if figures.get("p50") is None else f"{figures['p50']:.3f} s"
+
+
+def tail_text(figures: dict[str, float | None]) -> str:
+    """The highest honest tail figure: `p99 X s (n=N)`, else `p95 ...`, else `max of N X s`."""
+    if not figures.get("n"):
+        return "no samples"
+    for name in ("p99", "p95"):
+        value = figures.get(name)
+        if value is not None:
+            return f"{name} {value:.3f} s (n={figures['n']})"
+    return f"max of {figures['n']} {figures['max'] or float('nan'):.3f} s"
 
 
 def seed(kube: KubeApiEmulator, names: list[str]) -> None:
@@ -94,9 +123,10 @@ class Syncer:
         fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-    def rss_mb(self) -> float:
+    def rss_mb(self, field: str = "VmRSS") -> float:
+        """Resident memory now (VmRSS) or its peak since the process started (VmHWM), in MB."""
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
         return float("nan")
 
@@ -120,17 +150,42 @@ class Syncer:
 
 @contextlib.asynccontextmanager
 async def syncer(
-    sandbox: Sandbox, kubeconfig: Path, strategy: str, interval: str, log: Path
+    sandbox: Sandbox,
+    kubeconfig: Path,
+    strategy: str,
+    interval: str,
+    log: Path,
+    *,
+    slurm_url: str = "",
+    tuned: bool = True,
 ) -> AsyncIterator[Syncer]:
+    """`tuned`: the safety valve off (--max-drain-fraction 1.0) and 200 QPS to the API server, as the
+    latency rounds and the labelled storm run; otherwise the defaults (10 % valve, 50 QPS)."""
     port = free_port()
+    if strategy == "slinky-like":  # benchmarks/slinky_like.py: Slinky's reconcile timing
+        argv = [
+            sys.executable, str(Path(__file__).with_name("slinky_like.py")), "--slurm-url",
+            slurm_url or sandbox.rest_url, "--slurm-token-file", str(sandbox.token_file),
+            "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE, "--listen-port", str(port),
+        ]  # fmt: skip
+        async with _process(argv, port, log) as handle:
+            yield handle
+        return
     argv = [
         CLI, "--log-level", "warning", "--log-format", "json", "run",
-        "--slurm-url", sandbox.rest_url, "--slurm-token-file", str(sandbox.token_file),
+        "--slurm-url", slurm_url or sandbox.rest_url, "--slurm-token-file", str(sandbox.token_file),
         "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE, "--no-leader-election",
         "--listen-address", f"127.0.0.1:{port}", "--slurm-poll-strategy", strategy,
-        "--slurm-poll-interval", interval, "--slurm-stale-after", "120s", "--max-drain-fraction", "1.0",
-        "--kube-qps", "200", "--kube-burst", "400", "--no-nodeset-enabled",
+        "--slurm-poll-interval", interval, "--slurm-stale-after", "120s", "--no-nodeset-enabled",
     ]  # fmt: skip
+    if tuned:
+        argv += ["--max-drain-fraction", "1.0", "--kube-qps", "200", "--kube-burst", "400"]
+    async with _process(argv, port, log) as handle:
+        yield handle
+
+
+@contextlib.asynccontextmanager
+async def _process(argv: list[str], port: int, log: Path) -> AsyncIterator[Syncer]:
     out = await asyncio.to_thread(log.open, "ab")
     process = await asyncio.create_subprocess_exec(*argv, stdout=out, stderr=out)
     out.close()
@@ -187,9 +242,17 @@ class Bench:
 
 
 async def latency_round(
-    bench: Bench, changes: int, spacing_s: float, deadline_s: float
+    bench: Bench,
+    changes: int,
+    spacing_s: float,
+    deadline_s: float,
+    *,
+    annotations: bool = True,
+    phase_s: float = 0.0,
 ) -> dict[str, list[float]]:
-    """`changes` changes per direction, one every `spacing_s` on distinct nodes, measured concurrently."""
+    """`changes` changes per direction, one every `spacing_s` on distinct nodes, measured concurrently.
+    `annotations=False` leaves out the drain annotation (a Slinky-like baseline has no such input);
+    `phase_s`: a random wait up to that long before the Slurm-side changes (the baselines' cycle)."""
     out: dict[str, list[float]] = {"k8s_to_slurm": [], "annotation_to_slurm": [], "slurm_to_k8s": []}
 
     async def cordon(name: str) -> None:
@@ -237,13 +300,19 @@ async def latency_round(
 
     # one direction at a time: the syncer reads Slurm back right after its own writes, which would
     # otherwise speed up the other direction's observation (and flatter the full-poll baseline)
-    for change in (cordon, annotate, slurm_drain):
+    for change in (cordon, annotate, slurm_drain) if annotations else (cordon, slurm_drain):
+        if change is slurm_drain and phase_s:
+            # a baseline's 30 s cycle restarts at its last reconcile or poll, which the changes before just
+            # set: a random wait gives the Slurm-side changes a random phase against it (else ~28 s, locked)
+            await asyncio.sleep(random.uniform(0.0, phase_s))
         tasks = []
         for name in bench.take(changes):
             tasks.append(asyncio.create_task(change(name)))
             await asyncio.sleep(spacing_s)  # spacing between changes, by design of the measurement
         await asyncio.gather(*tasks)
         await asyncio.sleep(spacing_s)  # let the last read-back settle before the next direction
+    if not annotations:
+        del out["annotation_to_slurm"]  # not measured: no samples, not a latency of zero
     return out
 
 
@@ -262,18 +331,23 @@ async def settled(handle: Syncer, deadline_s: float = 900.0) -> float:
     return time.monotonic() - started
 
 
-async def idle_cost(handle: Syncer, seconds: float) -> dict[str, float]:
+async def idle_cost(handle: Syncer, wire: WireCounter, seconds: float) -> dict[str, float]:
+    """Per minute over `seconds` of no change: what crossed the wire to slurmrestd (requests, bytes
+    both ways with headers, as the relay counted them), full lists (the syncer's counter) and CPU."""
     before, cpu0, t0 = await handle.metrics(), handle.cpu_seconds(), time.monotonic()
+    wire_before = wire.snapshot()
     await asyncio.sleep(seconds)  # the measured idle period
     after, cpu1, elapsed = await handle.metrics(), handle.cpu_seconds(), time.monotonic() - t0
+    crossed = wire.snapshot() - wire_before
     per_min = 60.0 / elapsed
 
     def delta(key: str) -> float:
         return (after.get(key, 0.0) - before.get(key, 0.0)) * per_min
 
     return {
-        "slurm_requests": delta("slurm_syncer_slurm_requests_total"),
-        "slurm_bytes": delta("slurm_syncer_slurm_response_bytes_total"),
+        "seconds": round(elapsed, 1),
+        "slurm_requests": crossed["requests"] * per_min,
+        "slurm_bytes": (crossed["bytes_up"] + crossed["bytes_down"]) * per_min,
         "full_fetches": delta("slurm_syncer_slurm_fetches_total:full"),
         "syncer_cpu_percent": 100.0 * (cpu1 - cpu0) / elapsed,
     }
@@ -303,6 +377,7 @@ async def storm(bench: Bench, size: int, deadline_s: float) -> dict[str, float]:
         pending -= {n.name for n in listing.nodes if n.drain_flag}
         await asyncio.sleep(0.1)  # read-back poll
     k8s_to_slurm = time.monotonic() - started if not pending else float("inf")
+    drained = size - len(pending)
     for name in names:
         bench.kube.patch("", "v1", "nodes", f"k8s-{name}", {"spec": {"unschedulable": None}})
     others = bench.take(size)
@@ -325,7 +400,21 @@ async def storm(bench: Bench, size: int, deadline_s: float) -> dict[str, float]:
         await asyncio.sleep(0.1)  # observation poll
     slurm_to_k8s = time.monotonic() - started if time.monotonic() - started < deadline_s else float("inf")
     bench.sandbox.scontrol("update", f"nodename={','.join(others)}", "state=undrain")
-    return {"nodes": size, "k8s_to_slurm_s": k8s_to_slurm, "slurm_to_k8s_s": slurm_to_k8s}
+    await all_undrained(bench, set(names) | set(others), deadline_s)  # the next phase starts clean
+    return {
+        "nodes": size, "of": len(bench.names), "drained_within_deadline": drained,
+        "k8s_to_slurm_s": k8s_to_slurm, "slurm_to_k8s_s": slurm_to_k8s,
+    }  # fmt: skip
+
+
+async def all_undrained(bench: Bench, names: set[str], deadline_s: float) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        listing = await bench.reader.list_all_nodes()
+        if not any(n.drain_flag for n in listing.nodes if n.name in names):
+            return
+        await asyncio.sleep(0.2)  # read-back poll
+    progress(f"storm nodes still drained after {deadline_s:.0f} s")
 
 
 def plot(results: dict[str, Any], samples: dict[str, dict[str, list[float]]], path: Path) -> None:
@@ -338,7 +427,8 @@ def plot(results: dict[str, Any], samples: dict[str, dict[str, list[float]]], pa
     for ax, direction in zip(axes, ("k8s_to_slurm", "annotation_to_slurm", "slurm_to_k8s"), strict=True):
         for label, values in (
             ("syncer", samples["syncer"][direction]),
-            ("full poll 30 s", samples["baseline"][direction]),
+            ("Slinky-like", samples["slinky"].get(direction, [])),
+            ("our full-poll mode, 30 s", samples["baseline"][direction]),
         ):
             if values:
                 ordered = sorted(values)
@@ -369,11 +459,12 @@ async def main_async(args: argparse.Namespace) -> int:
     await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
     nodes = 100 if args.quick else args.nodes
     changes = 5 if args.quick else args.changes
+    repeats = 1 if args.quick else args.repeats
     idle_s = 31.0 if args.quick else args.idle_seconds  # the baseline polls every 30 s
-    storm_size = min(50 if args.quick else 1000, nodes // 3)
+    storm_size = nodes // 2  # that many cordoned, as many others drained in Slurm
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         progress(f"sandbox with {nodes} simulated nodes")
-        sandbox = await asyncio.to_thread(up, Path(tmp) / "sandbox", nodes)
+        sandbox = await asyncio.to_thread(up, Path(tmp) / "sandbox", nodes, slurm=args.slurm)
         kube = KubeApiEmulator(bookmark_interval_s=5.0)
         await kube.start()
         reader = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file))
@@ -396,34 +487,70 @@ async def main_async(args: argparse.Namespace) -> int:
                 "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}",
                 "slurm_release": reader.release or "",
                 "api_version": reader.version.name if reader.version else "",
+                "changes_per_direction": changes * repeats,
+                # the baselines' Slurm -> Kubernetes samples of one round share one random phase of their
+                # 30 s cycle: as many independent phases as rounds
+                "phases_per_baseline": repeats,
+                "idle_seconds": idle_s,
             }
             samples: dict[str, dict[str, list[float]]] = {}
-            for mode, strategy, interval in (("syncer", "conditional", "1s"), ("baseline", "full", "30s")):
-                progress(f"{mode}: --slurm-poll-strategy {strategy} --slurm-poll-interval {interval}")
+            async with WireCounter(sandbox.rest_url) as wire:  # every syncer talks to slurmrestd through it
+                for mode, strategy, interval in MODES:
+                    progress(f"{mode}: --slurm-poll-strategy {strategy} --slurm-poll-interval {interval}")
+                    async with syncer(
+                        sandbox,
+                        kubeconfig,
+                        strategy,
+                        interval,
+                        out / f"syncer-{mode}.log",
+                        slurm_url=wire.url,
+                    ) as handle:
+                        took = await settled(handle)
+                        progress(f"{mode}: initial sync done after {took:.0f} s; idle for {idle_s:.0f} s")
+                        idle = await idle_cost(handle, wire, idle_s)
+                        steady_rss = handle.rss_mb("VmRSS")
+                        profiler = (
+                            await start_profiler(handle, out) if args.profile and mode == "syncer" else None
+                        )
+                        progress(f"{mode}: {changes} changes per direction, {repeats} round(s)")
+                        # at 10,000 nodes a full list takes ~2 s and is duty-limited: room to measure
+                        deadline = (10.0 if nodes < 5000 else 60.0) if mode == "syncer" else 90.0
+                        spacing = 0.25 if mode == "syncer" else 0.5
+                        samples[mode] = {}
+                        for _ in range(repeats):  # pooled: a p99 needs 1,000 samples
+                            rounds = await latency_round(
+                                bench,
+                                changes,
+                                spacing,
+                                deadline,
+                                annotations=mode != "slinky",
+                                phase_s=0.0 if mode == "syncer" else 30.0,
+                            )
+                            for direction, values in rounds.items():
+                                samples[mode].setdefault(direction, []).extend(values)
+                        key = PREFIX[mode]
+                        results[f"{key}latency_s"] = {d: percentiles(v) for d, v in samples[mode].items()}
+                        results[f"{key}idle_per_minute"] = idle
+                        if mode == "syncer":
+                            progress(f"storm of {storm_size} drains each way (valve off, 200 QPS)")
+                            results["storm_valve_off_200qps"] = await storm(bench, storm_size, 60.0)
+                            results["rss_mb"] = {"steady": steady_rss, "peak": handle.rss_mb("VmHWM")}
+                        if profiler is not None:
+                            results["profile_top"] = await stop_profiler(profiler, out)
+                progress(
+                    f"storm of {storm_size} drains each way at the default settings (10 % valve, 50 QPS)"
+                )
                 async with syncer(
-                    sandbox, kubeconfig, strategy, interval, out / f"syncer-{mode}.log"
-                ) as handle:
-                    took = await settled(handle)
-                    progress(f"{mode}: initial sync done after {took:.0f} s; idle for {idle_s:.0f} s")
-                    idle = await idle_cost(handle, idle_s)
-                    profiler = (
-                        await start_profiler(handle, out) if args.profile and mode == "syncer" else None
+                    sandbox, kubeconfig, "conditional", "1s", out / "syncer-defaults.log", slurm_url=wire.url,
+                    tuned=False,
+                ) as handle:  # fmt: skip
+                    await settled(handle)
+                    results["storm_defaults"] = await storm(bench, storm_size, 20.0 if args.quick else 60.0)
+                    figures = await handle.metrics()
+                    results["storm_defaults"]["valve_refusals"] = figures.get(
+                        "slurm_syncer_safety_valve_refusals_total", 0.0
                     )
-                    progress(f"{mode}: {changes} changes per direction")
-                    # at 10,000 nodes a full list takes ~2 s and is duty-limited: room to measure
-                    deadline = (10.0 if nodes < 5000 else 60.0) if mode == "syncer" else 90.0
-                    samples[mode] = await latency_round(
-                        bench, changes, 0.25 if mode == "syncer" else 0.5, deadline
-                    )
-                    key = "" if mode == "syncer" else "baseline_"
-                    results[f"{key}latency_s"] = {d: percentiles(v) for d, v in samples[mode].items()}
-                    results[f"{key}idle_per_minute"] = idle
-                    if mode == "syncer":
-                        progress(f"storm of {storm_size} drains each way")
-                        results["storm"] = await storm(bench, storm_size, 60.0)
-                        results["rss_mb"] = handle.rss_mb()
-                    if profiler is not None:
-                        results["profile_top"] = await stop_profiler(profiler, out)
+            results["samples"] = samples
             progress("snapshot cost")
             results["snapshot"] = await snapshot(sandbox)
         finally:
@@ -474,23 +601,32 @@ def summary(r: dict[str, Any]) -> str:
     lines = [f"{r['nodes']} nodes, Slurm {r['slurm_release']} ({r['api_version']}), {r['date']}"]
     for direction in ("k8s_to_slurm", "annotation_to_slurm", "slurm_to_k8s"):
         mine, base = r["latency_s"][direction], r["baseline_latency_s"][direction]
+        slinky = r["slinky_latency_s"].get(direction, percentiles([]))
         lines.append(
-            f"  {direction:20s} p50 {mine['p50']:.3f} s  p99 {mine['p99']:.3f} s  (n={mine['n']})   "
-            f"full-poll p50 {base['p50']:.3f} s  p99 {base['p99']:.3f} s"
+            f"  {direction:20s} p50 {p50_text(mine)}  {tail_text(mine)}   "
+            f"Slinky-like p50 {p50_text(slinky)}  {tail_text(slinky)}   "
+            f"full-poll p50 {p50_text(base)}  {tail_text(base)}"
         )
     idle, base = r["idle_per_minute"], r["baseline_idle_per_minute"]
     lines.append(
-        f"  idle/min: {idle['slurm_requests']:.0f} requests, {idle['slurm_bytes'] / 1e6:.2f} MB, "
-        f"{idle['full_fetches']:.1f} full lists, CPU {idle['syncer_cpu_percent']:.1f} %   "
-        f"full-poll: {base['slurm_requests']:.0f} requests, {base['slurm_bytes'] / 1e6:.2f} MB "
-        f"(ratio {r['idle_bytes_ratio_to_baseline']:.3f})"
+        f"  idle/min at the wire over {idle['seconds']:.0f} s: {idle['slurm_requests']:.0f} requests, "
+        f"{idle['slurm_bytes'] / 1e6:.3f} MB, {idle['full_fetches']:.1f} full lists, "
+        f"CPU {idle['syncer_cpu_percent']:.1f} %   full-poll: {base['slurm_requests']:.0f} requests, "
+        f"{base['slurm_bytes'] / 1e6:.3f} MB (ratio {r['idle_bytes_ratio_to_baseline']:.3f})"
+    )
+    slinky = r["slinky_idle_per_minute"]
+    lines.append(
+        f"  Slinky-like idle/min: {slinky['slurm_requests']:.0f} requests, "
+        f"{slinky['slurm_bytes'] / 1e6:.3f} MB, {slinky['full_fetches']:.1f} full lists"
     )
     snap = r["snapshot"]
     lines.append(
         f"  snapshot: slurmrestd {snap['slurmrestd_s']:.3f} s, syncer {snap['syncer_s']:.4f} s, "
         f"ratio {snap['ratio']:.3f}"
     )
-    lines.append(f"  RSS {r['rss_mb']:.0f} MB; storm {r['storm']}")
+    lines.append(f"  RSS {r['rss_mb']['steady']:.0f} MB steady, {r['rss_mb']['peak']:.0f} MB peak")
+    lines.append(f"  storm, valve off and 200 QPS: {r['storm_valve_off_200qps']}")
+    lines.append(f"  storm, default settings: {r['storm_defaults']}")
     return "\n".join(lines)
 
 
@@ -501,8 +637,15 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--out", required=True)
     parser.add_argument("--changes", type=int, default=50, help="changes per direction (default 50)")
-    parser.add_argument("--idle-seconds", type=float, default=60.0)
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="latency rounds pooled (e.g. 20 x 50 changes: a p99 of 1,000)"
+    )
+    parser.add_argument("--idle-seconds", type=float, default=300.0, help="idle window (default 300 s)")
     parser.add_argument("--quick", action="store_true", help="100 nodes, 5 changes, 31 s idle (CI)")
+    parser.add_argument(
+        "--slurm", choices=sorted(RELEASES), default=None,
+        help="Slurm release of the sandbox (default: $SLURM_SYNCER_SLURM_RELEASE, else 24.11)",
+    )  # fmt: skip
     parser.add_argument("--profile", action="store_true", help="py-spy the syncer: DIR/profile.txt")
     return asyncio.run(main_async(parser.parse_args()))
 

@@ -360,8 +360,8 @@ OPTIONS: tuple[Option, ...] = (
         "safety-valve-min-nodes",
         _positive_int,
         DrainValve().min_nodes,
-        "safety valve floor: it never trips below this many automatic drains per minute, whatever "
-        "the fraction of a small cluster",
+        "safety valve floor: it never trips below this many automatic drains per minute (it trips at the "
+        "first drain past max(this - 1, fraction x bound nodes)); at least 2",
         "Sync",
     ),
     Option("workers", _positive_int, 8, "Slurm nodes reconciled at once", "Sync"),

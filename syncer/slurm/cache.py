@@ -75,6 +75,7 @@ class CacheStats:
     changed_as_500: int = 0  # probes answered "changed" with HTTP 500 (slurmrestd 24.11 .. 26.05.2)
     changed_as_200: int = 0  # probes answered "changed" with the whole list (26.05.3+)
     reconnects: int = 0
+    stale_periods: int = 0  # times the gap between two good answers outgrew the staleness bound
     rejected_listings: int = 0  # answers not applied: they carried errors or lost every node
     # what each read path cost: "probe" (update_time), "list" (full list), "metrics" (the hint)
     reads: dict[str, int] = field(default_factory=lambda: {"probe": 0, "list": 0, "metrics": 0})
@@ -250,7 +251,7 @@ class NodeCache:
     async def poll_once(self) -> None:
         """One probe (and a full list if something changed and the duty limit allows)."""
         if self._client.version is None:
-            await self._client.start()  # a reconnect whose negotiation failed: try it again
+            await self._client.start()  # never negotiated yet (slurmrestd was away at start)
         if not self.synced and self.hint is not None:
             await self._read_hint()  # the first list then carries a fingerprint to compare with
         elif self.synced and not self._changed_pending and await self._hinted():
@@ -310,10 +311,16 @@ class NodeCache:
         while True:
             self._wake.clear()  # before polling, so a nudge that lands during the poll is kept
             self._polling_since = self._clock()
+            previous_success = self.last_success
             try:
                 await self._reconnect_if_silent()
                 await self.poll_once()
                 self.last_error = ""
+                # a poll that hangs until slurmctld is back (26.05's slurmrestd waits 10 s for it) fails
+                # nothing, yet the data was older than the bound meanwhile: that counts too
+                gap = self.last_success - previous_success
+                if previous_success and gap > self.stale_after_s:
+                    self.stats.stale_periods += 1
             except SlurmError as exc:
                 self._failed(str(exc))
             except Exception as exc:  # a bug or an unmapped library error must not end polling silently

@@ -7,7 +7,8 @@
     await client.close()
 
 A unix socket works with `SlurmClient("unix:///run/slurmrestd.sock", NoToken())`.
-Idempotent calls are retried with exponential backoff and jitter, never past `deadline_s`.
+Reads are retried with exponential backoff and jitter, never past `deadline_s`; writes are not (a
+retried write can land after the decision it carried is stale: the syncer decides again instead).
 """
 
 from __future__ import annotations
@@ -168,24 +169,35 @@ class SlurmClient:
             )
             self._session = aiohttp.ClientSession(connector=connector)
         if self.version is None:
-            served = await self.served_versions()
-            chosen = choose(served, self._pinned)
-            if chosen is None:
-                wanted = self._pinned or ", ".join(VERSIONS)
-                raise SlurmVersionError(
-                    f"slurmrestd at {self.url} serves {', '.join(sorted(served)) or 'no known version'}, "
-                    f"but slurm-syncer needs {wanted}; pin a served one with --slurm-api-version"
-                )
-            self.version = chosen
-            if not chosen.verified_live:
-                log.warning("slurm_api_version_unverified", version=chosen.name)
+            self.version = await self._negotiate()
         return self.version
 
+    async def _negotiate(self) -> ApiVersion:
+        served = await self.served_versions()
+        chosen = choose(served, self._pinned)
+        if chosen is None:
+            wanted = self._pinned or ", ".join(VERSIONS)
+            raise SlurmVersionError(
+                f"slurmrestd at {self.url} serves {', '.join(sorted(served)) or 'no known version'}, "
+                f"but slurm-syncer needs {wanted}; pin a served one with --slurm-api-version"
+            )
+        if not chosen.verified_live:
+            log.warning("slurm_api_version_unverified", version=chosen.name)
+        return chosen
+
     async def reconnect(self) -> None:
-        """A new connection pool and a fresh version negotiation (slurmrestd may have been replaced)."""
+        """A new connection pool and a fresh version negotiation (slurmrestd may have been replaced).
+
+        The version in use stays until a new negotiation succeeds, so other callers of this client
+        keep working (or failing for the real reason) while slurmrestd is away."""
         await self.close()
-        self.version = None
         await self.start()
+        chosen = await self._negotiate()
+        if chosen != self.version:
+            log.info(
+                "slurm_api_version_changed", old=self.version.name if self.version else None, new=chosen.name
+            )
+            self.version = chosen
 
     async def close(self) -> None:
         if self._session is not None:
@@ -406,9 +418,12 @@ class SlurmClient:
             body["features"] = features
         if not body:
             raise ValueError("update_node needs at least one of state, reason, comment, features")
-        # Setting the same state and reason twice ends the same way, so a retry is safe.
+        # Never retried here: a write retried for seconds may land after the cause it answered is gone
+        # (a drain after the uncordon). The caller decides again from fresh state and resends if needed.
         try:
-            await self._call("POST", f"/node/{name}", Envelope, endpoint="node_update", body=body)
+            await self._call(
+                "POST", f"/node/{name}", Envelope, endpoint="node_update", body=body, idempotent=False
+            )
         except SlurmApiError as exc:
             if exc.has_error("Invalid node name"):
                 raise SlurmNotFound(
@@ -434,7 +449,9 @@ class SlurmClient:
         if reason is not None:
             body["reason"] = reason
         try:
-            await self._call("POST", "/nodes/", Envelope, endpoint="nodes_update", body=body)
+            await self._call(
+                "POST", "/nodes/", Envelope, endpoint="nodes_update", body=body, idempotent=False
+            )
         except SlurmApiError as exc:
             if not exc.has_error("Invalid node name"):
                 raise
@@ -465,7 +482,7 @@ class SlurmClient:
 
     async def delete_node(self, name: str) -> None:
         try:
-            await self._call("DELETE", f"/node/{name}", Envelope, endpoint="node_delete")
+            await self._call("DELETE", f"/node/{name}", Envelope, endpoint="node_delete", idempotent=False)
         except SlurmApiError as exc:
             if exc.has_error("Invalid node name"):
                 raise SlurmNotFound(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -20,7 +21,7 @@ from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.model.kube import Condition, KubeNode, KubePod
 from syncer.slurm.cache import NodeCache
 from syncer.slurm.client import SlurmClient
-from syncer.sync.binding import Binding
+from syncer.sync.binding import Binding, resolve
 from syncer.sync.causes import is_automatic
 from syncer.sync.decide import (
     EVENT_CORDON,
@@ -104,6 +105,13 @@ class Applier:
         if ref is not None:
             await self.events.record(ref, type_, reason, message)
 
+    def binding(self, name: str) -> Binding:
+        """The node's Kubernetes objects as the cache shows them now, with our own recent writes laid over."""
+        found = resolve(name, self.kube_cache)
+        if not found.bound:
+            return found
+        return replace(found, pod=self.written.overlay(found.pod), node=self.written.overlay(found.node))
+
     async def _slurm_side(self, name: str, binding: Binding, decision: Decision, logger: Any) -> bool:
         """Carries out the Slurm action, if any; True when it was sent now as a new transition."""
         action = decision.slurm_action
@@ -122,11 +130,14 @@ class Applier:
             # and a drain someone else just made (Slinky's operator reacts to the same cordon) keeps its
             # reason instead of being overwritten by ours.
             current = await self.slurm.get_node(name)
+            # that read can take seconds (retries, a slow slurmrestd): decide again on what Kubernetes
+            # shows now too, so a drain never goes out after the uncordon that arrived meanwhile
+            binding = self.binding(name)
             recheck = decide(
                 current, binding.pod, binding.node, now=self.clock(), opts=self.options, slurm_fresh=True,
                 scale_in_of=self.scale_in_of(name),
-            )  # fmt: skip
-            if recheck.slurm_action is None or recheck.slurm_action.kind != action.kind:
+            ) if binding.bound else None  # fmt: skip
+            if recheck is None or recheck.slurm_action is None or recheck.slurm_action.kind != action.kind:
                 logger.info(
                     f"{action.kind} skipped: Slurm changed meanwhile",
                     reason=current.reason if current else None,

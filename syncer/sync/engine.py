@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -32,7 +31,7 @@ from syncer.slurm.cache import NodeCache, NodeChange
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmError
 from syncer.sync.apply import Applier
-from syncer.sync.binding import Binding, node_slurm, resolve
+from syncer.sync.binding import Binding, node_slurm
 from syncer.sync.decide import decide
 from syncer.sync.options import SyncOptions
 from syncer.sync.stats import EngineStats
@@ -177,11 +176,7 @@ class SyncEngine:
         self.stats.reconciles += 1
         if not self.kube_cache.synced or not self.slurm_cache.synced:
             return Result(requeue_after=1.0)
-        binding = resolve(name, self.kube_cache)
-        if binding.bound:
-            binding = replace(
-                binding, pod=self.written.overlay(binding.pod), node=self.written.overlay(binding.node)
-            )
+        binding = self.applier.binding(name)
         if binding.conflict:
             await self._report_conflict(binding)
             return DONE

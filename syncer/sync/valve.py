@@ -13,8 +13,9 @@ from collections import OrderedDict
 class DrainValve:
     """Counts new drains of distinct keys in a sliding window; time is passed in (pure, no clock).
 
-    At most `threshold(bound_nodes)` = max(min_nodes, floor(max_fraction * bound_nodes)) distinct keys are
-    admitted per window (the floor keeps a small cluster from tripping on two or three sick nodes). The
+    At most `threshold(bound_nodes)` = max(min_nodes - 1, floor(max_fraction * bound_nodes)) distinct keys
+    are admitted per window: the valve never trips below `min_nodes` drains a window, however small the
+    cluster (default 3: two sick nodes of five drain, a third waits). The
     first key beyond that is refused and opens the valve: while open, every new drain is refused and
     remembered as pending. The valve closes by itself once it has been open a full window and
     the last window holds fewer attempted drains (admitted or refused, distinct keys) than the threshold,
@@ -27,8 +28,8 @@ class DrainValve:
             raise ValueError("max_fraction must be in (0, 1]")
         if not window_s > 0.0:
             raise ValueError("window_s must be positive")
-        if min_nodes < 1:
-            raise ValueError("min_nodes must be at least 1")
+        if min_nodes < 2:
+            raise ValueError("min_nodes must be at least 2 (one automatic drain a window always passes)")
         self.max_fraction = max_fraction
         self.min_nodes = min_nodes
         self.window_s = window_s
@@ -71,7 +72,7 @@ class DrainValve:
         return key in self._pending
 
     def threshold(self, bound_nodes: int) -> int:
-        return max(self.min_nodes, math.floor(self.max_fraction * max(0, bound_nodes)))
+        return max(self.min_nodes - 1, math.floor(self.max_fraction * max(0, bound_nodes)))
 
     def admit(self, key: str, now: float, bound_nodes: int) -> bool:
         """May the new drain of `key` go ahead? Call once per intended new drain (retries are free)."""

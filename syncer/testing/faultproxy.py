@@ -24,8 +24,12 @@ class FaultProxy:
         self.truncate = False
         self.corrupt = False
         self.requests = 0
+        self.upstream_failures = 0  # requests whose upstream could not be reached or answered
         # (monotonic time, method, path, body) of non-GETs: who wrote what, and when
         self.writes: list[tuple[float, str, str, bytes]] = []
+        # the writes above that never reached slurmrestd: answered by an injected failure, or slurmrestd
+        # refused the connection (a write cut off after it was sent may have reached it: not listed)
+        self.unforwarded: list[tuple[float, str, str, bytes]] = []
         self._fail: list[int] = []
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -42,21 +46,34 @@ class FaultProxy:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1
         body = await request.read()
+        write = (time.monotonic(), request.method, request.path, body)
         if request.method != "GET":
-            self.writes.append((time.monotonic(), request.method, request.path, body))
+            self.writes.append(write)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)  # the injected fault itself
         if self._fail:
+            if request.method != "GET":
+                self.unforwarded.append(write)
             return web.json_response(
                 {"errors": [{"description": "injected fault"}]}, status=self._fail.pop(0)
             )
         assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
-        async with self._session.request(
-            request.method, self.upstream + request.path_qs, headers=headers, data=body
-        ) as upstream:
-            answer = await upstream.read()
-            status = upstream.status
+        try:
+            async with self._session.request(
+                request.method, self.upstream + request.path_qs, headers=headers, data=body
+            ) as upstream:
+                answer = await upstream.read()
+                status = upstream.status
+        except (aiohttp.ClientConnectionError, OSError) as exc:
+            # slurmrestd down or gone mid-answer: the client sees its connection cut, as it would
+            # without the proxy (not an HTTP error the proxy made up)
+            self.upstream_failures += 1
+            if request.method != "GET" and isinstance(exc, aiohttp.ClientConnectorError):
+                self.unforwarded.append(write)
+            if request.transport is not None:
+                request.transport.close()
+            return web.Response(status=502)
         if answer and self.truncate:
             answer = answer[: len(answer) // 2]
         if answer and self.corrupt:

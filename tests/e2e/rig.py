@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator
+import os
+import sys
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -19,6 +22,7 @@ from syncer.slurm.client import SlurmClient
 from syncer.sync.options import SyncOptions
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.sandbox import Sandbox, SandboxError
+from tests.helpers import wait_for
 
 NAMESPACE = "slurm"
 # Session sandbox nodes node00001..node01200; the low ones belong to the Slurm-side tests.
@@ -142,3 +146,48 @@ async def running_syncer(
         yield service
     finally:
         await service.stop()
+
+
+async def settled(
+    service: SyncerService, seen: Callable[[], bool], what: str, *, polls: int = 3, deadline_s: float = 20.0
+) -> None:
+    """Until the syncer's own caches show a change (`seen` reads them), then until `polls` more Slurm
+    polls (failed ones count) and a reconcile have passed and the queue is idle. An assertion that the
+    syncer did nothing about the change is then about a syncer that had its chance, not one that had not
+    looked yet (an empty queue alone says nothing: it is empty before the change arrives too)."""
+    await wait_for(seen, deadline_s, what=f"the syncer's caches to see {what}")
+    cache, engine = service.slurm_cache, service.engine
+
+    def polled() -> int:
+        return cache.stats.probes + cache.stats.full_fetches + cache.stats.errors
+
+    polls_from, reconciles_from = polled(), engine.stats.reconciles
+    await wait_for(
+        lambda: polled() >= polls_from + polls and engine.stats.reconciles > reconciles_from,
+        deadline_s,
+        what=f"{polls} Slurm polls and a reconcile after the syncer saw {what}",
+    )
+    await engine.queue.wait_idle()
+
+
+def syncer_environment(rig: Rig) -> dict[str, str]:
+    """`slurm-syncer run` as a process, configured through the environment as the Deployment does."""
+    return {
+        **os.environ,
+        "SLURM_SYNCER_SLURM_URL": rig.sandbox.rest_url,
+        "SLURM_SYNCER_SLURM_TOKEN_FILE": str(rig.sandbox.token_file),
+        "SLURM_SYNCER_KUBECONFIG": str(rig.kubeconfig),
+        "SLURM_SYNCER_SLURM_POLL_INTERVAL": "200ms",
+        "SLURM_SYNCER_LISTEN_ADDRESS": "127.0.0.1:0",
+        "SLURM_SYNCER_LEASE_DURATION": "3s",
+        "SLURM_SYNCER_RENEW_DEADLINE": "2s",
+        "SLURM_SYNCER_RETRY_PERIOD": "500ms",
+        "SLURM_SYNCER_MAX_DRAIN_FRACTION": "1.0",
+    }
+
+
+async def start_daemon(rig: Rig) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "syncer", "--log-format", "json", "run",
+        env=syncer_environment(rig), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import sys
 from pathlib import Path
@@ -13,26 +12,14 @@ from pathlib import Path
 import pytest
 
 from syncer.slurm.jwt import mint_token
-from tests.e2e.rig import Rig, fresh_slurm_nodes, running_syncer
+from tests.e2e.rig import Rig, fresh_slurm_nodes, running_syncer, start_daemon, syncer_environment
 from tests.fixtures.slurm import SELECTED
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
 
 
-def environment(rig: Rig) -> dict[str, str]:
-    return {
-        **os.environ,
-        "SLURM_SYNCER_SLURM_URL": rig.sandbox.rest_url,
-        "SLURM_SYNCER_SLURM_TOKEN_FILE": str(rig.sandbox.token_file),
-        "SLURM_SYNCER_KUBECONFIG": str(rig.kubeconfig),
-        "SLURM_SYNCER_SLURM_POLL_INTERVAL": "200ms",
-        "SLURM_SYNCER_LISTEN_ADDRESS": "127.0.0.1:0",
-        "SLURM_SYNCER_LEASE_DURATION": "3s",
-        "SLURM_SYNCER_RENEW_DEADLINE": "2s",
-        "SLURM_SYNCER_RETRY_PERIOD": "500ms",
-        "SLURM_SYNCER_MAX_DRAIN_FRACTION": "1.0",
-    }
+environment = syncer_environment
 
 
 async def command(rig: Rig, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -43,13 +30,6 @@ async def command(rig: Rig, *args: str, env: dict[str, str] | None = None) -> tu
     out, err = await asyncio.wait_for(process.communicate(), 120)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
-
-
-async def start_daemon(rig: Rig) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "syncer", "--log-format", "json", "run",
-        env=environment(rig), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
 
 
 async def test_run_killed_and_restarted_mid_change_converges(rig: Rig):

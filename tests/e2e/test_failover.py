@@ -24,6 +24,11 @@ from tests.helpers import wait_for
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
 CLI = str(Path(sys.executable).parent / "slurm-syncer")
 LEASE_S = 4.0
+RETRY_S = 0.5
+# docs/reliability.md promises this bound: the new leader observes the last renewal up to one retry
+# period late, takes the lease at its next attempt after a full lease duration, then needs up to 1 s to
+# reconcile and write (client-go's timing rules, syncer/kube/leader.py)
+TAKEOVER_S = LEASE_S + 2 * RETRY_S + 1.0
 
 
 @asynccontextmanager
@@ -36,7 +41,8 @@ async def syncer_process(
         "--slurm-url", slurm_url, "--slurm-token-file", str(rig.sandbox.token_file),
         "--kubeconfig", str(rig.kubeconfig), "--namespace", NAMESPACE, "--identity", identity,
         "--lease-namespace", NAMESPACE, "--lease-duration", f"{LEASE_S:.0f}s", "--renew-deadline", "3s",
-        "--retry-period", "500ms", "--listen-address", f"127.0.0.1:{port}", "--slurm-poll-interval", "200ms",
+        "--retry-period", f"{RETRY_S * 1000:.0f}ms", "--listen-address", f"127.0.0.1:{port}",
+        "--slurm-poll-interval", "200ms",
         "--max-drain-fraction", "1.0", "--no-nodeset-enabled",
     ]  # fmt: skip
     with log.open("wb") as out:
@@ -95,7 +101,7 @@ async def test_failover_never_has_two_writers(rig: Rig, tmp_path: Path):
                 )
                 assert holder(rig) == "b"
                 takeover_s = min(node_writes(proxy_b)) - frozen_at
-                assert takeover_s <= LEASE_S + 3.0, f"takeover took {takeover_s:.1f} s"
+                assert takeover_s <= TAKEOVER_S, f"takeover took {takeover_s:.1f} s, promised {TAKEOVER_S} s"
                 a.send_signal(signal.SIGCONT)  # a wakes up believing nothing: its term has expired
                 resumed_at = time.monotonic()
                 await wait_for(

@@ -3,18 +3,34 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 
 import pytest
 
+from syncer.app.service import SyncerService
 from syncer.model.keys import Keys
 from syncer.slurm.errors import SlurmNotFound
 from syncer.sync.options import SyncOptions
 from syncer.testing.faultproxy import FaultProxy
-from tests.e2e.rig import NAMESPACE, Rig, condition, fresh_slurm_nodes, running_syncer
+from tests.e2e.rig import (
+    NAMESPACE,
+    Rig,
+    condition,
+    fresh_slurm_nodes,
+    running_syncer,
+    settled,
+    start_daemon,
+)
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
+
+
+def uncordoned(service: SyncerService, kube_node: str) -> bool:
+    """The syncer's own cache has seen the Node uncordoned."""
+    node = service.kube_cache.node(kube_node)
+    return node is not None and not node.unschedulable
 
 
 async def drained_reason(rig: Rig, name: str) -> str | None:
@@ -59,7 +75,7 @@ async def test_admin_drain_is_never_lifted(rig: Rig):
             lambda: rig.pod_obj(name)["metadata"].get("annotations", {}).get(Keys.REASON) == "admin: firmware"
         )
         rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": None}})
-        await service.engine.queue.wait_idle()
+        await settled(service, lambda: uncordoned(service, kube_node), "the uncordon")
         node = await rig.slurm(name)
         assert node.drain_flag and node.reason == "admin: firmware"
         assert not any(k[0] == "undrain" for k in service.engine.stats.actions)
@@ -254,12 +270,25 @@ async def test_dry_run_writes_nothing(rig: Rig):
 
 
 async def test_restart_in_the_middle_converges(rig: Rig):
+    """`slurm-syncer run` SIGKILLed while its drains are going out (some sent, some not), two cordons
+    lifted while it is down; a new syncer converges from the two systems' state alone."""
     names = fresh_slurm_nodes(5)
     kube_nodes = [rig.bind_pod(n)[0] for n in names]
-    async with running_syncer(rig) as first:
+    daemon = await start_daemon(rig)
+    try:
         for node in kube_nodes:
             rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
-        await first.engine.stop()  # dies mid-way: some drains may have gone out, some not
+
+        async def some_drained() -> bool:
+            return any([(await rig.slurm(n)).drain_flag for n in names])
+
+        await wait_for(some_drained, deadline_s=30, what="the first drains to go out")
+        daemon.send_signal(signal.SIGKILL)
+        assert await daemon.wait() == -signal.SIGKILL
+    finally:
+        if daemon.returncode is None:
+            daemon.kill()
+            await daemon.wait()
     for node in kube_nodes[:2]:
         rig.kube.patch(
             "", "v1", "nodes", node, {"spec": {"unschedulable": None}}
@@ -324,7 +353,8 @@ async def test_no_undrain_on_stale_slurm_data(rig: Rig):
             proxy.fail_next(100_000, status=503)
             await wait_for(lambda: service.slurm_cache.stale, deadline_s=10, what="Slurm data stale")
             rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": None}})
-            await service.engine.queue.wait_idle()
+            await settled(service, lambda: uncordoned(service, kube_node), "the uncordon")
+            assert service.slurm_cache.stale, "the data became fresh again: the test proves nothing"
             assert await drained(), "undrained on stale data"
             assert not any(k[0] == "undrain" for k in service.engine.stats.actions)
             proxy.clear_faults()

@@ -27,7 +27,7 @@ async def test_three_cordons_on_a_five_node_cluster_all_drain_at_once(rig: Rig):
     names = fresh_slurm_nodes(5)
     nodes = [rig.bind_pod(n)[0] for n in names]
     async with running_syncer(rig) as service:
-        assert service.engine.valve.threshold(5) == 3  # the floor, not 10 % of 5
+        assert service.engine.valve.threshold(5) == 2  # automatic drains: the 3rd in a minute trips it
         for node in nodes[:3]:  # an admin cordons three machines within seconds
             rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
 
@@ -45,7 +45,7 @@ async def test_a_cordon_then_a_drain_annotation_both_drain(rig: Rig):
     """The measured case: a cordon followed by a `slurm-syncer.dev/drain` annotation on a 5-node cluster."""
     names = fresh_slurm_nodes(5)
     nodes = [rig.bind_pod(n)[0] for n in names]
-    async with running_syncer(rig, safety_valve_min_nodes=1) as service:  # even with the smallest floor
+    async with running_syncer(rig, safety_valve_min_nodes=2) as service:  # even with the smallest floor
         rig.kube.patch("", "v1", "nodes", nodes[0], {"spec": {"unschedulable": True}})
         rig.kube.patch(
             "", "v1", "pods", f"slurmd-{names[1]}",
@@ -63,21 +63,23 @@ async def test_a_cordon_then_a_drain_annotation_both_drain(rig: Rig):
 
 
 async def test_a_not_ready_storm_trips_the_valve_but_a_cordon_still_drains(rig: Rig):
-    names = fresh_slurm_nodes(10)
+    """On a 5-node cluster 60 % of the Nodes lose Ready together: two drain, the valve holds the third;
+    operators' cordons still drain while it is open."""
+    names = fresh_slurm_nodes(5)
     nodes = [rig.bind_pod(n)[0] for n in names]
-    storm = names[:6]  # 60 % of the Nodes lose Ready together
-    async with running_syncer(rig) as service:  # ready grace 2 s, default fraction and floor: 3 per minute
-        assert service.engine.valve.threshold(10) == 3
-        for node in nodes[:6]:
+    storm = names[:3]
+    async with running_syncer(rig) as service:  # ready grace 2 s, default fraction and floor (3 a minute)
+        assert service.engine.valve.threshold(5) == 2
+        for node in nodes[:3]:
             rig.kube.set_node_condition(
                 node, "Ready", "False", "NodeStatusUnknown", "kubelet stopped posting"
             )
         await wait_for(lambda: service.engine.valve.is_open, deadline_s=15, what="valve open")
-        await wait_for(lambda: len(service.engine.valve.pending) == 3, deadline_s=10, what="3 held back")
+        await wait_for(lambda: len(service.engine.valve.pending) == 1, deadline_s=10, what="1 held back")
         await service.engine.queue.wait_idle()
         passed = await drained(rig, names)
         held = sorted(service.engine.valve.pending)
-        assert len(passed) == 3 and set(passed) | set(held) == set(storm) and not set(passed) & set(held)
+        assert len(passed) == 2 and set(passed) | set(held) == set(storm) and not set(passed) & set(held)
         for name in passed:
             assert "Ready: NodeStatusUnknown" in (await rig.slurm(name)).reason
         ready, reasons = service.readiness()
@@ -99,9 +101,9 @@ async def test_a_not_ready_storm_trips_the_valve_but_a_cordon_still_drains(rig: 
             assert not other, "a held-back drain was sent"
         assert await drained(rig, names) == passed
 
-        # An operator's cordon while the valve is open: on a healthy node and on a held-back one.
-        healthy, held_one = names[6], held[0]
-        for node in (nodes[6], nodes[names.index(held_one)]):
+        # An operator's cordon while the valve is open: on a healthy node and on the held-back one.
+        healthy, held_one = names[3], held[0]
+        for node in (nodes[3], nodes[names.index(held_one)]):
             rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
 
         async def cordons_drained() -> bool:
@@ -113,6 +115,6 @@ async def test_a_not_ready_storm_trips_the_valve_but_a_cordon_still_drains(rig: 
         )
         await service.engine.queue.wait_idle()
         assert service.engine.valve.is_open, "explicit drains neither close nor count against the valve"
-        assert set(await drained(rig, names)) == {*passed, healthy, held_one}, "the other held drains wait"
-        assert sorted(service.engine.valve.pending) == held[1:]
+        assert set(await drained(rig, names)) == {*passed, healthy, held_one}
+        assert not service.engine.valve.pending
         assert not held_back_events(rig, [healthy])[healthy]

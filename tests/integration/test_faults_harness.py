@@ -1,5 +1,7 @@
 """The fault scenarios in their short form: under every fault the syncer takes no wrong action and loses
-no change (benchmarks/faults.py; the long versions write docs/reliability.md's figures)."""
+no change, as judged at the wire (benchmarks/faults.py; the long versions write docs/reliability.md's
+figures). And the negative controls: deliberately wrong syncers the same oracle must catch, or the zeros
+above would prove nothing."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,16 +17,24 @@ pytestmark = [pytest.mark.slurm, pytest.mark.kube]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_short_fault_scenarios_have_no_wrong_action_and_lose_nothing(tmp_path: Path) -> None:
+def run_faults(out: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[str, Any]]]:
     result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "faults.py"), "--quick", "--out", str(tmp_path)],
+        [sys.executable, str(ROOT / "benchmarks" / "faults.py"), "--quick", "--out", str(out), *extra],
         capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
-    assert (tmp_path / "results.json").exists(), result.stdout[-2000:] + result.stderr[-4000:]
-    rows = {row["scenario"]: row for row in json.loads((tmp_path / "results.json").read_text())["scenarios"]}
+    assert (out / "results.json").exists(), result.stdout[-2000:] + result.stderr[-4000:]
+    rows = {row["scenario"]: row for row in json.loads((out / "results.json").read_text())["scenarios"]}
+    return result, rows
+
+
+def test_short_fault_scenarios_have_no_wrong_action_and_lose_nothing(tmp_path: Path) -> None:
+    result, rows = run_faults(tmp_path)
     assert len(rows) == 6
     for row in rows.values():
         assert row["faults_injected"] > 0, row
+        # the syncer itself recorded trouble (failed requests, retries, watch errors ...): the faults hit
+        assert row["faults_observed"] > 0, row
+        assert row["actions"] > 0, row  # Slurm writes judged at the wire
         assert row["wrong_actions"] == 0, row
         assert row["changes_lost"] == 0, row
         # no Event storm: one transition or action is one Event (a retry may repeat it), even while the
@@ -31,6 +42,9 @@ def test_short_fault_scenarios_have_no_wrong_action_and_lose_nothing(tmp_path: P
         assert row["events"]["max_per_object_reason"] <= 3, row
     for row in rows.values():
         assert row["ready_after"] in (True, None), row  # /readyz recovers by itself (None: not measured)
+    # Slurm -> Kubernetes was exercised under the faults too: states written into Kubernetes were judged
+    for key in ("slurmrestd killed and restarted", "slurmctld restarted"):
+        assert rows[key]["kube_states"] > 0, rows[key]
     # slurmrestd down longer than the staleness bound: /readyz said so meanwhile
     assert rows["slurmrestd killed and restarted"]["not_ready_s"] > 0
     crash = rows["syncer SIGKILLed at random points and restarted"]
@@ -41,4 +55,18 @@ def test_short_fault_scenarios_have_no_wrong_action_and_lose_nothing(tmp_path: P
     assert kube["kube_requests"]["ratio_to_baseline"] <= 3.0, kube
     assert kube["kube_requests"]["lists"] <= 3 * kube["faults_injected"], kube  # a re-list per fault at most
     assert kube["events"]["written"] <= 2 * kube["events"]["baseline_written"], kube
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+
+
+def test_negative_controls_make_the_oracle_report(tmp_path: Path) -> None:
+    """Each deliberately wrong syncer must show up as wrong actions or lost changes; the script's exit
+    status says the same (it fails when a control goes unnoticed)."""
+    result, rows = run_faults(tmp_path, "--controls")
+    by_control = {row["control"]: row for row in rows.values()}
+    assert set(by_control) == {"drains-bystander", "undrains-cordoned", "drops-writes", "fake-kube-drain"}
+    assert by_control["drains-bystander"]["wrong_actions"] > 0, by_control["drains-bystander"]
+    assert by_control["undrains-cordoned"]["wrong_actions"] > 0, by_control["undrains-cordoned"]
+    assert by_control["drops-writes"]["changes_lost"] > 0, by_control["drops-writes"]
+    # Slurm -> Kubernetes: a drain shown that Slurm never had is wrong, and it is still there at the end
+    assert by_control["fake-kube-drain"]["wrong_actions"] > 0, by_control["fake-kube-drain"]
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]

@@ -140,9 +140,10 @@ async def test_bookmarks_come_2s_before_the_timeout_not_every_second(kube_target
     events = await watching
     assert events and {e["type"] for _, e in events} == {"BOOKMARK"}, events
     at, bookmark = events[0]
-    # 2 s before the timeout, within the real server's one-second bookmark buckets (when other writes
-    # move the version on meanwhile, the real server may send another before the end)
-    assert 3.5 < at < 6.0, f"the bookmark came after {at:.1f} s, not about 2 s before the 6 s timeout"
+    # 2 s before the timeout, within the real server's one-second bookmark buckets (its timer starts when
+    # it takes the request, ours a moment later; seen 3.3 s on a loaded machine), never within the first
+    # seconds as the emulator once did
+    assert 2.5 < at < 6.0, f"the bookmark came after {at:.1f} s, not about 2 s before the 6 s timeout"
     assert int(bookmark["object"]["metadata"]["resourceVersion"]) >= int(
         made.body["metadata"]["resourceVersion"]
     )
