@@ -14,7 +14,8 @@ import pytest
 
 from benchmarks.run import percentiles, tail_text
 
-pytestmark = [pytest.mark.slurm, pytest.mark.kube]
+# the harness is release-agnostic and takes minutes: scripts/test runs it on 26.05 only
+pytestmark = [pytest.mark.slurm, pytest.mark.kube, pytest.mark.one_release]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -66,7 +67,7 @@ def test_quick_benchmark_writes_results_and_plot(tmp_path: Path) -> None:
     off, defaults = results["storm_valve_off_200qps"], results["storm_defaults"]
     assert off["nodes"] == 50 and off["of"] == 100
     assert off["k8s_to_slurm_s"] < 60 and off["slurm_to_k8s_s"] < 60
-    # at the default settings the valve holds a storm of half the nodes back
-    assert defaults["drained_within_deadline"] < defaults["nodes"] and defaults["valve_refusals"] > 0
+    # cordons are explicit intents: at the default settings the valve holds none of them back (issue 17)
+    assert defaults["drained_within_deadline"] == defaults["nodes"] and defaults["valve_refusals"] == 0
     assert (out / "latency_cdf.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "slurm_to_k8s" in result.stdout and "max of 5" in result.stdout  # the human summary
