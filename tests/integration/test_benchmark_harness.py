@@ -67,7 +67,8 @@ def test_quick_benchmark_writes_results_and_plot(tmp_path: Path) -> None:
     off, defaults = results["storm_valve_off_200qps"], results["storm_defaults"]
     assert off["nodes"] == 50 and off["of"] == 100
     assert off["k8s_to_slurm_s"] < 60 and off["slurm_to_k8s_s"] < 60
-    # cordons are explicit intents: at the default settings the valve holds none of them back (issue 17)
-    assert defaults["drained_within_deadline"] == defaults["nodes"] and defaults["valve_refusals"] == 0
+    # cordons are explicit intents: at the default settings the valve holds none of them back (issue 17);
+    # how many drained within the deadline is a figure (50 QPS to the API server), not asserted
+    assert defaults["valve_refusals"] == 0 and 0 < defaults["drained_within_deadline"] <= defaults["nodes"]
     assert (out / "latency_cdf.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "slurm_to_k8s" in result.stdout and "max of 5" in result.stdout  # the human summary
