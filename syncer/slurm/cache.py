@@ -76,7 +76,7 @@ class CacheStats:
     changed_as_200: int = 0  # probes answered "changed" with the whole list (26.05.3+)
     reconnects: int = 0
     stale_periods: int = 0  # times the gap between two good answers outgrew the staleness bound
-    rejected_listings: int = 0  # answers not applied: they carried errors or lost every node
+    rejected_listings: int = 0  # full lists not applied: they listed no node where some were known
     # what each read path cost: "probe" (update_time), "list" (full list), "metrics" (the hint)
     reads: dict[str, int] = field(default_factory=lambda: {"probe": 0, "list": 0, "metrics": 0})
     read_bytes: dict[str, int] = field(default_factory=lambda: {"probe": 0, "list": 0, "metrics": 0})

@@ -35,7 +35,7 @@ from tenacity import (
 from syncer.model.slurm import SlurmNode
 from syncer.runtime.backoff import Backoff
 from syncer.slurm.auth import TokenSource
-from syncer.slurm.double_answer import is_double_answer, recover
+from syncer.slurm.double_answer import recover
 from syncer.slurm.errors import (
     SlurmApiError,
     SlurmAuthError,
@@ -247,7 +247,7 @@ class SlurmClient:
                 status = response.status
         except aiohttp.ClientResponseError as exc:
             # slurmrestd 25.11+ sends two answers on some errors; aiohttp refuses both.
-            recovered = recover(exc.message) if is_double_answer(exc.message) else None
+            recovered = recover(exc.message)
             if recovered is None:
                 self.stats.requests[(endpoint, "error")] += 1
                 raise SlurmApiError(

@@ -23,11 +23,6 @@ class Release:
     openmetrics: bool = False
 
     @property
-    def common_api_version(self) -> str:
-        """The REST version the sandbox itself uses for its health checks (served by every release)."""
-        return COMMON_API_VERSION
-
-    @property
     def newest_api_version(self) -> str:
         return self.api_versions[-1]
 
