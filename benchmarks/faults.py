@@ -387,19 +387,20 @@ def apply_control(control: str, service: SyncerService, bystander: str) -> None:
         if zlib.crc32(name.encode()) % 3:  # a third of the nodes, always the same ones
             await update(name, **body)
 
-    set_annotations = service.writer.set_annotations
+    set_status = service.writer.set_status  # the Slurm state's annotations go with the conditions
 
-    async def shows_a_fake_drain(path: str, wanted: dict[str, str | None], **kwargs: Any) -> Any:
-        written = await set_annotations(path, wanted, **kwargs)
-        if STATE_KEY in wanted:
-            await set_annotations(pod_path(NAMESPACE, f"slurmd-{bystander}"), {STATE_KEY: "IDLE+DRAIN"})
+    async def shows_a_fake_drain(path: str, conditions: Any, now: str, **kwargs: Any) -> Any:
+        written = await set_status(path, conditions, now, **kwargs)
+        if STATE_KEY in (kwargs.get("annotations") or {}):
+            fake: dict[str, str | None] = {STATE_KEY: "IDLE+DRAIN"}
+            await set_status(pod_path(NAMESPACE, f"slurmd-{bystander}"), [], now, annotations=fake)
         return written
 
     replacement: dict[str, tuple[object, str, Callable[..., Awaitable[Any]]]] = {
         "drains-bystander": (slurm, "update_node", drains_a_bystander),
         "undrains-cordoned": (slurm, "update_node", undrains_while_cordoned),
         "drops-writes": (slurm, "update_node", drops_writes),
-        "fake-kube-drain": (service.writer, "set_annotations", shows_a_fake_drain),
+        "fake-kube-drain": (service.writer, "set_status", shows_a_fake_drain),
     }
     target, attribute, wrong = replacement[control]
     setattr(target, attribute, wrong)  # a bound method replaced on this one instance

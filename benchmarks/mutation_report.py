@@ -6,7 +6,8 @@ Reads `mutmut results --all true` (run from the repository root, after `mutmut r
 mutants judged equivalent (benchmarks/mutation_equivalent.txt: `<mutant name>  <why>`, one a line).
 Prints per file: mutants, killed, surviving, equivalent and the score = killed / (mutants - equivalent);
 then every surviving non-equivalent mutant (with its diff when --diffs). Exits 1 when a file is below
-the target (95 %) or an equivalent entry names a mutant that no longer exists (the list went stale).
+the target (95 %) or an equivalent entry names a mutant that no longer exists or that the tests kill
+(the names follow the code: the list went stale).
 """
 
 from __future__ import annotations
@@ -45,8 +46,13 @@ class FileScore:
         return sorted(n for n, s in self.run.items() if s not in KILLED and n not in self.equivalent)
 
     @property
+    def misjudged(self) -> list[str]:
+        """Listed as equivalent but killed: the entry names another mutant now (the names follow the code)."""
+        return sorted(n for n in self.equivalent if self.statuses.get(n) in KILLED)
+
+    @property
     def score(self) -> float:
-        judged = len(self.run) - len(self.equivalent)
+        judged = len(self.run) - (len(self.equivalent) - len(self.misjudged))
         return self.killed / judged if judged else 1.0
 
 
@@ -118,6 +124,7 @@ def main() -> int:
     equivalent = parse_equivalent(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
     table = scores(statuses, equivalent, files)
     stale = sorted(set(equivalent) - set(statuses))  # gone from the code, not merely not run
+    stale += [name for row in table for name in row.misjudged]
     print(f"{'file':32s} {'mutants':>8s} {'killed':>7s} {'survived':>9s} {'equivalent':>11s} {'score':>7s}")
     for row in table:
         print(
@@ -130,7 +137,7 @@ def main() -> int:
             if args.diffs:
                 print(mutmut("show", name).rstrip())
     for name in stale:
-        print(f"\nSTALE equivalent entry (no such mutant now): {name}")
+        print(f"\nSTALE equivalent entry (no such mutant now, or one the tests kill): {name}")
     if args.json:
         args.json.write_text(
             json.dumps(

@@ -341,12 +341,14 @@ class _StateCollector(Collector):
         yield unbound
         events = CounterMetricFamily(
             "slurm_syncer_events",
-            "Kubernetes Events: created, aggregated into an existing one, dropped by the rate limit.",
+            "Kubernetes Events: created, aggregated into an existing one, dropped by the per-object limit, "
+            "folded into a storm summary on the Lease.",
             labels=["result"],
         )
         events.add_metric(["created"], service.events.created)
         events.add_metric(["aggregated"], service.events.aggregated)
         events.add_metric(["dropped"], service.events.dropped)
+        events.add_metric(["folded"], service.events.folded)
         yield events
         yield from self._nodesets()
 

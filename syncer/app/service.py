@@ -108,7 +108,9 @@ class SyncerService:
         self.registry = CollectorRegistry(auto_describe=True)
         reconcile_metrics = ReconcileMetrics(self.registry)
         self.writer = KubeWriter(kube, self.gate)
-        self.events = EventRecorder(kube, self.gate, node_event_namespace=config.lease_namespace)
+        self.events = EventRecorder(
+            kube, self.gate, node_event_namespace=config.lease_namespace, summary_ref=self._lease_ref()
+        )
         self.engine = SyncEngine(
             slurm=slurm,
             slurm_cache=self.slurm_cache,
@@ -187,6 +189,8 @@ class SyncerService:
         if self.nodesets is not None:
             manager.add("nodeset-reconciler", self.nodesets.run)
             manager.on_close(self.nodesets.stop)
+        manager.add("event-summaries", self.events.run_folding)
+        manager.on_close(self.events.flush)  # the last storm's summary is not lost on shutdown
         manager.add("heartbeat", self._heartbeat)
         manager.add("jobs-poller", self._poll_jobs)
         if self.config.listen_port is not None:
@@ -226,15 +230,19 @@ class SyncerService:
         log.warning(
             "safety valve reset by an operator", requested=requested, was_open=was_open, released=len(held)
         )
-        ref = ObjectRef(
-            "Lease", self.config.lease_name, self.config.lease_namespace, "", "coordination.k8s.io/v1"
-        )
+        ref = self._lease_ref()
         message = (
             f"safety valve reset on request ({Keys.VALVE_RESET}={requested!r}): "
             f"{len(held)} held drain(s) let through"
             + (f" ({', '.join(held[:10])}{' ...' if len(held) > 10 else ''})" if held else "")
         )
         await self.events.record(ref, "Normal", "SafetyValveReset", message)
+
+    def _lease_ref(self) -> ObjectRef:
+        """The syncer's own object: the leader Lease (Events about the syncer, storm summaries)."""
+        return ObjectRef(
+            "Lease", self.config.lease_name, self.config.lease_namespace, "", "coordination.k8s.io/v1"
+        )
 
     # -- health -----------------------------------------------------------------------------------
     def readiness(self) -> tuple[bool, list[str]]:

@@ -1,11 +1,15 @@
 """Kubernetes Events, aggregated: a repeat of the same event on the same object bumps `count` and
-`lastTimestamp` of the existing Event instead of creating another object (as client-go does)."""
+`lastTimestamp` of the existing Event instead of creating another object (as client-go does). In a storm
+(more Events across all objects than a burst, faster than a steady rate) the surplus is folded: one
+summary Event per type and reason on the syncer's own object names the objects, so a thousand drains
+cost a handful of Event writes; each object's conditions and annotations still carry its state."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -41,6 +45,15 @@ def _rfc3339(epoch: float) -> str:
 
 
 @dataclass
+class _Folded:
+    objects: list[str] = field(default_factory=list)
+    count: int = 0
+
+
+LISTED_IN_SUMMARY = 20  # objects named in a summary Event's message; the count says the rest
+
+
+@dataclass
 class _Seen:
     namespace: str
     name: str
@@ -57,6 +70,9 @@ class EventRecorder:
         node_event_namespace: str = "default",
         burst_per_object: int = 25,
         refill_s: float = 300.0,
+        storm_burst: int = 25,
+        storm_rate_per_s: float = 1.0,
+        summary_ref: ObjectRef | None = None,
     ) -> None:
         self.client = client
         self.gate = gate
@@ -68,9 +84,24 @@ class EventRecorder:
         self._budget: LRUCache[tuple[str, str, str], tuple[float, float]] = LRUCache(maxsize=16384)
         self.burst_per_object = burst_per_object
         self.refill_s = refill_s
+        # across all objects: past the burst, Events beyond the steady rate are folded into summaries
+        self.storm_burst = storm_burst
+        self.storm_rate_per_s = storm_rate_per_s
+        self._storm_tokens = (float(storm_burst), time.monotonic())
+        self.summary_ref = summary_ref
+        self._folded: dict[tuple[str, str], _Folded] = {}
         self.created = 0
         self.aggregated = 0
         self.dropped = 0
+        self.folded = 0
+
+    def _storm_allows(self) -> bool:
+        tokens, stamp = self._storm_tokens
+        now = time.monotonic()
+        tokens = min(float(self.storm_burst), tokens + (now - stamp) * self.storm_rate_per_s)
+        allowed = tokens >= 1
+        self._storm_tokens = (tokens - 1 if allowed else tokens, now)
+        return allowed
 
     def _allow(self, ref: ObjectRef, now: float) -> bool:
         key = (ref.kind, ref.namespace, ref.name)
@@ -91,6 +122,15 @@ class EventRecorder:
                 "event dropped by the per-object rate limit", kind=ref.kind, name=ref.name, reason=reason
             )
             return
+        if self.summary_ref is not None and not self._storm_allows():
+            folded = self._folded.setdefault((type_, reason), _Folded())
+            folded.count += 1
+            if len(folded.objects) < LISTED_IN_SUMMARY:
+                folded.objects.append(
+                    f"{ref.kind.lower()}/{ref.namespace + '/' if ref.namespace else ''}{ref.name}"
+                )
+            self.folded += 1
+            return
         try:
             if not self.gate.check():
                 log.info(
@@ -104,6 +144,31 @@ class EventRecorder:
             await self._write(ref, type_, reason, message[:1024], now)
         except KubeError as exc:
             log.warning("event not recorded", kind=ref.kind, name=ref.name, reason=reason, error=str(exc))
+
+    async def flush(self) -> None:
+        """One summary Event per type and reason folded since the last flush, on `summary_ref`."""
+        folded, self._folded = self._folded, {}
+        if self.summary_ref is None:
+            return
+        for (type_, reason), what in folded.items():
+            listed = ", ".join(what.objects) + (
+                f" and {what.count - len(what.objects)} more" if what.count > len(what.objects) else ""
+            )
+            message = (
+                f"{what.count} {reason} Events folded into this one (more than {self.storm_burst} at once "
+                f"across objects; each object's conditions and annotations still show its state): {listed}"
+            )
+            try:
+                if self.gate.check():
+                    await self._write(self.summary_ref, type_, reason, message[:1024], time.time())
+            except KubeError as exc:
+                log.warning("summary event not recorded", reason=reason, folded=what.count, error=str(exc))
+
+    async def run_folding(self, interval_s: float = 5.0) -> None:
+        """Writes the folded Events' summaries every `interval_s` (a Manager loop)."""
+        while True:
+            await asyncio.sleep(interval_s)  # the summary period
+            await self.flush()
 
     async def _write(self, ref: ObjectRef, type_: str, reason: str, message: str, now: float) -> None:
         namespace = ref.namespace or self.node_event_namespace

@@ -4,7 +4,7 @@ fetched again and the patch rebuilt (or found unnecessary)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,10 +109,7 @@ class KubeWriter:
         """Make the object's annotations match `wanted` (None removes a key); untouched keys stay."""
 
         def build(obj: dict[str, Any]) -> dict[str, Any] | None:
-            have = obj.get("metadata", {}).get("annotations") or {}
-            delta = {
-                k: v for k, v in wanted.items() if have.get(k) != v and not (v is None and k not in have)
-            }
+            delta = _map_delta(obj, "annotations", wanted)
             return {"metadata": {"annotations": delta}} if delta else None
 
         return await self.patch_from_current(path, build, current=current, what=what)
@@ -126,10 +123,7 @@ class KubeWriter:
         what: str = "",
     ) -> dict[str, Any] | None:
         def build(obj: dict[str, Any]) -> dict[str, Any] | None:
-            have = obj.get("metadata", {}).get("labels") or {}
-            delta = {
-                k: v for k, v in wanted.items() if have.get(k) != v and not (v is None and k not in have)
-            }
+            delta = _map_delta(obj, "labels", wanted)
             return {"metadata": {"labels": delta}} if delta else None
 
         return await self.patch_from_current(path, build, current=current, what=what)
@@ -145,23 +139,31 @@ class KubeWriter:
     ) -> dict[str, Any] | None:
         """Status conditions merged by type (strategic merge on /status); lastTransitionTime moves
         only when the status flips, as Kubernetes conventions ask."""
+        return await self.set_status(path, conditions, now_rfc3339, current=current, what=what)
+
+    async def set_status(
+        self,
+        path: str,
+        conditions: list[Condition],
+        now_rfc3339: str,
+        *,
+        annotations: Mapping[str, str | None] | None = None,
+        current: dict[str, Any] | None = None,
+        what: str = "",
+    ) -> dict[str, Any] | None:
+        """Conditions and annotations of a pod or Node in one strategic merge patch on /status: for
+        these two kinds kube-apiserver's status strategy resets only spec (and a pod's ownerReferences
+        and deletionTimestamp), so metadata changes go through. One write per object instead of two."""
 
         def build(obj: dict[str, Any]) -> dict[str, Any] | None:
-            have = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
-            changed = []
-            for cond in conditions:
-                old = have.get(cond.type)
-                if old and (old.get("status"), old.get("reason", ""), old.get("message", "")) == (
-                    cond.status,
-                    cond.reason,
-                    cond.message,
-                ):
-                    continue
-                body = condition_body(cond, now_rfc3339)
-                if old and old.get("status") == cond.status and old.get("lastTransitionTime"):
-                    body["lastTransitionTime"] = old["lastTransitionTime"]
-                changed.append(body)
-            return {"status": {"conditions": changed}} if changed else None
+            patch: dict[str, Any] = {}
+            delta = _map_delta(obj, "annotations", annotations or {})
+            if delta:
+                patch["metadata"] = {"annotations": delta}
+            changed = _condition_delta(obj, conditions, now_rfc3339)
+            if changed:
+                patch["status"] = {"conditions": changed}
+            return patch or None
 
         return await self.patch_from_current(
             path, build, current=current, subresource="status", content_type=STRATEGIC_PATCH, what=what
@@ -174,6 +176,7 @@ class KubeWriter:
         annotations: dict[str, str | None],
         *,
         only_if: PatchBuilder | None = None,
+        current: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """Cordon or uncordon a Node together with the annotations that say who did it.
         `only_if(current)` returning None aborts (e.g. someone else's cordon must not be lifted)."""
@@ -182,10 +185,7 @@ class KubeWriter:
             if only_if is not None and only_if(obj) is None:
                 return None
             have_unsched = bool((obj.get("spec") or {}).get("unschedulable"))
-            have = obj.get("metadata", {}).get("annotations") or {}
-            delta = {
-                k: v for k, v in annotations.items() if have.get(k) != v and not (v is None and k not in have)
-            }
+            delta = _map_delta(obj, "annotations", annotations)
             if have_unsched == unschedulable and not delta:
                 return None
             patch: dict[str, Any] = {"spec": {"unschedulable": unschedulable or None}}
@@ -194,5 +194,33 @@ class KubeWriter:
             return patch
 
         return await self.patch_from_current(
-            node_path(node_name), build, what="cordon" if unschedulable else "uncordon"
+            node_path(node_name), build, current=current, what="cordon" if unschedulable else "uncordon"
         )
+
+
+def _map_delta(obj: dict[str, Any], field: str, wanted: Mapping[str, str | None]) -> dict[str, str | None]:
+    """What of `wanted` differs from the object's labels or annotations (None removes a present key)."""
+    have = obj.get("metadata", {}).get(field) or {}
+    return {k: v for k, v in wanted.items() if have.get(k) != v and not (v is None and k not in have)}
+
+
+def _condition_delta(
+    obj: dict[str, Any], conditions: list[Condition], now_rfc3339: str
+) -> list[dict[str, Any]]:
+    """The conditions that differ from the object's, as patch bodies; lastTransitionTime kept unless the
+    status flips."""
+    have = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
+    changed = []
+    for cond in conditions:
+        old = have.get(cond.type)
+        if old and (old.get("status"), old.get("reason", ""), old.get("message", "")) == (
+            cond.status,
+            cond.reason,
+            cond.message,
+        ):
+            continue
+        body = condition_body(cond, now_rfc3339)
+        if old and old.get("status") == cond.status and old.get("lastTransitionTime"):
+            body["lastTransitionTime"] = old["lastTransitionTime"]
+        changed.append(body)
+    return changed

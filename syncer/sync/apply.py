@@ -37,7 +37,7 @@ from syncer.sync.decide import (
 from syncer.sync.options import SyncOptions
 from syncer.sync.stats import EngineStats
 from syncer.sync.valve import DrainValve
-from syncer.sync.written import WrittenAnnotations
+from syncer.sync.written import WrittenAnnotations, WrittenObjects
 
 log = structlog.get_logger("syncer.sync")
 SLURM_ACTION_EVENTS = frozenset({EVENT_DRAIN, EVENT_REDRAIN, EVENT_UNDRAIN})
@@ -77,6 +77,7 @@ class Applier:
         self.scale_in_of = scale_in_of
         self.clock = clock
         self.sent: dict[str, tuple[str, str, float]] = {}  # last Slurm write per node, to skip echoes
+        self.objects = WrittenObjects()  # each write starts from our last one until the cache has it
 
     def caught_up(self, name: str) -> None:
         """The Slurm cache changed for `name`: decide from what it shows now, not from our last write."""
@@ -205,40 +206,16 @@ class Applier:
         pod, node = binding.pod, binding.node
         wrote = False
         cordoned = False
-        fresh: dict[bool, dict[str, Any]] = {}  # True: the pod, False: the Node, as last written
-        if decision.annotations:
-            target_pod = decision.annotations_on == "pod" and pod is not None
-            path = (
-                pod_path(pod.namespace, pod.name)
-                if target_pod and pod
-                else node_path(node.name)
-                if node
-                else ""
+        on_pod = decision.annotations_on == "pod" and pod is not None
+        if pod is not None and (decision.pod_conditions or (on_pod and decision.annotations)):
+            written_pod = await self._status(
+                pod, decision.pod_conditions, decision.annotations if on_pod else {}
             )
-            current = _cached(pod if target_pod else node)
-            written = (
-                await self.writer.set_annotations(
-                    path, decision.annotations, current=current, what="slurm state"
-                )
-                if path
-                else None
-            )
-            if written is not None:
-                wrote = True
-                target = pod if target_pod else node
-                if target is not None:
-                    self.written.remember(target, decision.annotations)
-                # the written object carries the new resourceVersion: the next write starts from it
-                # instead of the cached one (which would only earn a 409 and a fresh GET)
-                fresh[target_pod] = written
-        if pod is not None and decision.pod_conditions:
-            wrote |= await self._conditions(
-                pod_path(pod.namespace, pod.name), decision.pod_conditions, pod, fresh.get(True)
-            )
-        if node is not None and decision.node_conditions:
-            wrote |= await self._conditions(
-                node_path(node.name), decision.node_conditions, node, fresh.get(False)
-            )
+            wrote |= written_pod is not None
+        if node is not None and (decision.node_conditions or (not on_pod and decision.annotations)):
+            annotations = {} if on_pod else decision.annotations
+            written_node = await self._status(node, decision.node_conditions, annotations)
+            wrote |= written_node is not None
         if decision.cordon and node is not None:
             cordoned = await self._cordon(node, decision.cordon, logger)
             wrote |= cordoned
@@ -254,27 +231,39 @@ class Applier:
                 continue
             await self._event(binding, event)
 
-    async def _conditions(
+    async def _status(
         self,
-        path: str,
-        conditions: tuple[Condition, ...],
         obj: KubePod | KubeNode,
-        fresh: dict[str, Any] | None = None,
-    ) -> bool:
-        now = rfc3339(self.clock()) or ""
-        current = fresh if fresh is not None else _cached(obj, with_conditions=True)
-        written = await self.writer.set_conditions(path, list(conditions), now, current=current)
-        return written is not None
+        conditions: tuple[Condition, ...],
+        annotations: dict[str, str | None],
+    ) -> dict[str, Any] | None:
+        """The object's conditions and annotations in one write; the written object, or None if none."""
+        path = pod_path(obj.namespace, obj.name) if isinstance(obj, KubePod) else node_path(obj.name)
+        written = await self.writer.set_status(
+            path,
+            list(conditions),
+            rfc3339(self.clock()) or "",
+            annotations=annotations,
+            current=self.objects.current(obj, _cached(obj, with_conditions=True)),
+            what="slurm state",
+        )
+        if written is not None:
+            self.objects.remember(obj, written)
+            if annotations:
+                self.written.remember(obj, annotations)
+        return written
 
     async def _cordon(self, node: KubeNode, action: str, logger: Any) -> bool:
+        current = self.objects.current(node, _cached(node, with_conditions=True))
         if action == "cordon":
 
             def allowed(obj: dict[str, Any]) -> dict[str, Any] | None:
                 return obj  # cordoning is always safe; the annotation records that it is ours
 
             written = await self.writer.set_unschedulable(
-                node.name, True, {Keys.CORDONED_BY: CORDONED_BY_SLURM}, only_if=allowed
-            )
+                node.name, True, {Keys.CORDONED_BY: CORDONED_BY_SLURM}, only_if=allowed,
+                current=current,
+            )  # fmt: skip
         else:
 
             def ours(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -282,10 +271,11 @@ class Applier:
                 return obj if annotations.get(Keys.CORDONED_BY) == CORDONED_BY_SLURM else None
 
             written = await self.writer.set_unschedulable(
-                node.name, False, {Keys.CORDONED_BY: None}, only_if=ours
+                node.name, False, {Keys.CORDONED_BY: None}, only_if=ours, current=current
             )
         if written is None:
             return False  # nothing to change (or not ours to lift)
+        self.objects.remember(node, written)
         logger.info(f"kubernetes node {action}ed for slurm")
         self.record(action, "slurm_to_k8s", "ok", node.name)
         return True
@@ -296,10 +286,8 @@ class Applier:
             await self.events.record(ref, event.type, event.reason, event.message)
 
 
-def _cached(obj: KubePod | KubeNode | None, with_conditions: bool = False) -> dict[str, Any] | None:
+def _cached(obj: KubePod | KubeNode, with_conditions: bool = False) -> dict[str, Any]:
     """The cached object in API shape, enough for the writer to diff against (409 if it is stale)."""
-    if obj is None:
-        return None
     body: dict[str, Any] = {
         "metadata": {
             "annotations": dict(obj.annotations),

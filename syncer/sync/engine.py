@@ -159,6 +159,7 @@ class SyncEngine:
             leading = self.gate.leading
             if leading != was_leading:
                 self.written.forget_all()  # another replica may have written meanwhile
+                self.applier.objects.forget_all()
             self.written.prune()
             if (was_open and not is_open) or (leading and not was_leading) or time.monotonic() >= next_resync:
                 self.enqueue_all()  # valve closed, leadership gained, or periodic: look at everything

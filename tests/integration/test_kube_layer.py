@@ -355,6 +355,36 @@ async def test_writer_sets_conditions_on_pod_and_node_status(
     assert stored["message"] == "k8s: other" and stored["lastTransitionTime"] == "2026-11-22T10:00:00Z"
 
 
+async def test_annotations_and_conditions_go_in_one_status_write(
+    kube_api: KubeApiEmulator, kube_client: KubeClient
+):
+    """pods/status and nodes/status accept metadata changes (kube-apiserver's status strategies for
+    these kinds reset only spec): the Slurm state's annotations and conditions cost one write per object."""
+    kube_api.seed(SeedOptions(nodes=1))
+    kube_api.create("", "v1", "pods", slurmd_pod("slurmd-a", "gpu-001", "node-0000"), "default")
+    await wait_for(
+        lambda: (kube_api.pod("default", "slurmd-a") or {}).get("status", {}).get("phase") == "Running"
+    )
+    writer = KubeWriter(kube_client, WriteGate(always_leader=True))
+    drained = Condition(type=Keys.CONDITION_DRAINED, status="True", reason="Drained", message="storm")
+    wanted = {Keys.STATE: "IDLE+DRAIN", Keys.REASON: "storm"}
+    for path in (pod_path("default", "slurmd-a"), node_path("node-0000")):
+        written = await writer.set_status(path, [drained], "2026-11-22T10:00:00Z", annotations=wanted)
+        assert must(written)["metadata"]["annotations"] == wanted
+    assert writer.stats.writes == 2
+    for obj in (must(kube_api.pod("default", "slurmd-a")), must(kube_api.node("node-0000"))):
+        assert obj["metadata"]["annotations"] == wanted
+        assert {c["type"]: c["status"] for c in obj["status"]["conditions"]}["SlurmNodeDrained"] == "True"
+    assert must(kube_api.pod("default", "slurmd-a"))["spec"]["nodeName"] == "node-0000"  # spec untouched
+    # already there: no request; one key removed, the rest kept
+    await writer.set_status(node_path("node-0000"), [drained], "2026-11-22T11:00:00Z", annotations=wanted)
+    assert writer.stats.writes == 2 and writer.stats.noops == 1
+    await writer.set_status(
+        node_path("node-0000"), [], "2026-11-22T11:00:00Z", annotations={Keys.REASON: None}
+    )
+    assert must(kube_api.node("node-0000"))["metadata"]["annotations"] == {Keys.STATE: "IDLE+DRAIN"}
+
+
 async def test_cordon_only_when_allowed(kube_api: KubeApiEmulator, kube_client: KubeClient):
     kube_api.seed(SeedOptions(nodes=1))
     writer = KubeWriter(kube_client, WriteGate(always_leader=True))
@@ -417,6 +447,33 @@ async def test_event_storm_is_bounded_per_object(kube_api: KubeApiEmulator, kube
     for index in range(10):
         await recorder.record(ObjectRef.node("node-0000"), "Warning", "Flap", f"flap {index}")
     assert len(kube_api.api.store.objects_of(("", "events"))) == 3 and recorder.dropped == 7
+
+
+async def test_event_storm_across_objects_is_folded_into_a_summary(
+    kube_api: KubeApiEmulator, kube_client: KubeClient
+):
+    lease = ObjectRef("Lease", "slurm-syncer", "default", "", "coordination.k8s.io/v1")
+    recorder = EventRecorder(
+        kube_client, WriteGate(always_leader=True), storm_burst=5, storm_rate_per_s=0.0, summary_ref=lease
+    )
+    for index in range(30):
+        await recorder.record(
+            ObjectRef.pod("default", f"slurmd-{index:02d}"), "Warning", "SlurmNodeDrained", f"drained {index}"
+        )
+    events = kube_api.api.store.objects_of(("", "events"))
+    assert len(events) == 5 and recorder.folded == 25
+    await recorder.flush()
+    summaries = [
+        e for e in kube_api.api.store.objects_of(("", "events")) if e["involvedObject"]["kind"] == "Lease"
+    ]
+    assert len(summaries) == 1
+    message = summaries[0]["message"]
+    assert summaries[0]["reason"] == "SlurmNodeDrained" and summaries[0]["type"] == "Warning"
+    assert message.startswith("25 SlurmNodeDrained Events folded into this one")
+    assert "pod/default/slurmd-05" in message and "pod/default/slurmd-04" not in message
+    assert message.endswith("and 5 more")  # 20 objects named, the count says the rest
+    await recorder.flush()  # nothing folded since: nothing written
+    assert len(kube_api.api.store.objects_of(("", "events"))) == 6
 
 
 async def test_leader_election_single_writer_and_takeover(kube_api: KubeApiEmulator, kubeconfig: Path):

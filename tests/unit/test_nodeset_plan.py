@@ -368,3 +368,13 @@ def test_a_member_that_stays_loses_a_stamp_left_from_an_earlier_removal() -> Non
     assert reused.unstamp == ["gpu-0"] and reused.stamp == []
     leaving = run(keep, [pod("gpu-0", keep, terminating=True)], {"gpu-0": slurm("gpu-0", comment=STAMP)})
     assert leaving.unstamp == []  # a terminating pod is on its way out: its stamp stays
+
+
+def test_a_member_without_a_slurm_record_does_not_stop_the_stamping_of_the_next() -> None:
+    """Scale-in from 3 to 1: gpu-1's slurmd never registered (no record), gpu-2's record must still get
+    the removal stamp, so its record can be found and removed later."""
+    spec = make_spec(1)
+    pods = [pod("gpu-0", spec), pod("gpu-1", spec), pod("gpu-2", spec)]
+    result = run(spec, pods, {"gpu-0": slurm("gpu-0", "ALLOCATED"), "gpu-2": slurm("gpu-2")})
+    assert set(result.mark_removal) == {"gpu-1", "gpu-2"}
+    assert result.stamp == ["gpu-2"]

@@ -143,11 +143,20 @@ def test_threshold_follows_the_bound_node_count() -> None:
 
 
 @pytest.mark.parametrize(
-    ("fraction", "window", "floor"),
-    [(0.0, 60.0, 3), (1.5, 60.0, 3), (0.1, 0.0, 3), (-0.1, 60.0, 3), (0.1, 60.0, 1), (0.1, 60.0, -2)],
+    ("fraction", "window", "floor", "names"),
+    [
+        (0.0, 60.0, 3, r"^max_fraction must be in \(0, 1\]$"),
+        (1.5, 60.0, 3, r"^max_fraction must be in \(0, 1\]$"),
+        (0.1, 0.0, 3, r"^window_s must be positive$"),
+        (-0.1, 60.0, 3, r"^max_fraction must be in \(0, 1\]$"),
+        (0.1, 60.0, 1, r"^min_nodes must be at least 2 \(one automatic drain a window always passes\)$"),
+        (0.1, 60.0, -2, r"^min_nodes must be at least 2 \(one automatic drain a window always passes\)$"),
+    ],
 )
-def test_refuses_nonsense_settings(fraction: float, window: float, floor: int) -> None:
-    with pytest.raises(ValueError):
+def test_refuses_nonsense_settings_naming_the_bad_one(
+    fraction: float, window: float, floor: int, names: str
+) -> None:
+    with pytest.raises(ValueError, match=names):
         DrainValve(max_fraction=fraction, window_s=window, min_nodes=floor)
 
 

@@ -39,6 +39,10 @@ _PATCH_TYPES = {
     "application/apply-patch+yaml": "apply",
 }
 
+# status subresources whose strategy keeps metadata changes (pkg/registry/core/{pod,node}/strategy.go);
+# a CRD's /status, like most others, ignores everything but status
+METADATA_THROUGH_STATUS = frozenset({("", "pods"), ("", "nodes")})
+
 
 def rfc3339(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
@@ -370,6 +374,14 @@ class Api:
             if "status" in body:
                 new["status"] = body["status"]
             meta = dict(old_meta)
+            if (resource.group, resource.plural) in METADATA_THROUGH_STATUS:
+                # kube-apiserver's pod and Node status strategies reset only spec (and a pod's
+                # ownerReferences and deletionTimestamp): labels and annotations go through
+                for field in ("labels", "annotations"):
+                    if field in (body.get("metadata") or {}):
+                        meta[field] = body["metadata"][field]
+                    else:
+                        meta.pop(field, None)
         else:
             new = (
                 {k: v for k, v in body.items() if k != "status"}

@@ -1,0 +1,73 @@
+"""What a change costs the Kubernetes API (issue 18): a storm of Slurm drains is shown with one write per
+pod and one per Node (annotations and conditions together on /status), and the Events beyond the storm
+burst are folded into one summary on the syncer's Lease. Real Slurm, emulator."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from syncer.model.keys import Keys
+from tests.e2e.rig import NAMESPACE, Rig, condition, fresh_slurm_nodes, running_syncer
+from tests.helpers import wait_for
+
+pytestmark = [pytest.mark.slurm, pytest.mark.kube]
+
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def annotations_of(obj: dict[str, Any]) -> dict[str, str]:
+    return (obj.get("metadata") or {}).get("annotations") or {}
+
+
+async def test_a_slurm_drain_storm_costs_one_write_per_object_and_one_summary_event(rig: Rig):
+    names = fresh_slurm_nodes(40)
+    nodes = {n: rig.bind_pod(n)[0] for n in names}
+    async with running_syncer(rig) as service:
+        await wait_for(
+            lambda: all(Keys.STATE in annotations_of(rig.pod_obj(n)) for n in names),
+            deadline_s=30,
+            what="the first pass showing every node's Slurm state",
+        )
+        await service.engine.queue.wait_idle()
+        server = rig.kube.server
+        server.requests.clear()
+        server.record_requests = True
+        try:
+            rig.scontrol("update", f"nodename={','.join(names)}", "state=drain", "reason=storm")
+
+            def shown() -> bool:
+                return all(
+                    annotations_of(rig.pod_obj(n)).get(Keys.REASON) == "storm"
+                    and (condition(rig.node_obj(nodes[n]), Keys.CONDITION_DRAINED) or {}).get("status")
+                    == "True"
+                    for n in names
+                )
+
+            await wait_for(shown, deadline_s=30, what="every pod and Node showing the storm's drain")
+
+            def summary() -> list[dict[str, Any]]:
+                return [e for e in rig.events_for(Keys.LEASE_NAME) if e["reason"] == "SlurmNodeDrained"]
+
+            await wait_for(
+                lambda: bool(summary()), deadline_s=15, what="the storm's summary Event on the Lease"
+            )
+            await service.engine.queue.wait_idle()
+        finally:
+            server.record_requests = False
+        writes = [(method, path.split("?")[0]) for _, method, path in server.requests if method in WRITES]
+        objects = Counter(path for _, path in writes if "/events" not in path)
+        expected = {f"/api/v1/namespaces/{NAMESPACE}/pods/slurmd-{n}/status" for n in names} | {
+            f"/api/v1/nodes/{nodes[n]}/status" for n in names
+        }
+        assert set(objects) == expected and set(objects.values()) == {1}  # one write per object
+        individual = [
+            e for n in names for e in rig.events_for(f"slurmd-{n}") if e["reason"] == "SlurmNodeDrained"
+        ]
+        (lease_event,) = summary()
+        folded = int(lease_event["message"].split()[0])
+        assert len(individual) + folded == len(names)  # every drain told once: itself or in the summary
+        assert folded > 0 and service.events.folded == folded
+        assert len([p for _, p in writes if "/events" in p]) == len(individual) + 1
