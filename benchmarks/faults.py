@@ -27,7 +27,7 @@ import tempfile
 import time
 import zlib
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -135,17 +135,32 @@ Write = tuple[float, str, str, bytes]  # (arrival, method, path, body) as the pr
 Shown = tuple[float, str, str]  # (stored at, Slurm node, state annotation or "" when removed)
 
 
+def node_writes(writes: list[Write]) -> Iterator[tuple[float, str, list[str] | None, bytes]]:
+    """Each node a Slurm write names, with the state it asks for (None: unreadable): `POST /node/X` names
+    one, the bulk `POST /nodes/` a comma-separated list in its body's `name`."""
+    for at, method, path, body in writes:
+        route = path.split("?")[0].rstrip("/")
+        if method != "POST" or not ("/node/" in route or route.endswith("/nodes")):
+            continue
+        try:
+            doc = json.loads(body)
+            state = list(doc.get("state") or [])
+        except (ValueError, AttributeError):
+            doc, state = {}, None
+        if "/node/" in route:
+            names = [route.rsplit("/", 1)[1]]
+        else:
+            names = [n for n in str(doc.get("name") or "").split(",") if n] or ["(unreadable bulk write)"]
+        for name in names:
+            yield at, name, state, body
+
+
 def judge_writes(writes: list[Write], truth: Truth) -> tuple[int, list[str]]:
     """Every node write that reached the proxy, judged at the instant it arrived: a drain needs a cordon
     that still held then (made before it, not yet lifted); an undrain needs the uncordon made before it."""
     actions, wrong = 0, []
-    for at, method, path, body in writes:
-        if method != "POST" or "/node/" not in path:
-            continue
-        node = path.rstrip("/").rsplit("/", 1)[1]
-        try:
-            state = json.loads(body).get("state") or []
-        except ValueError:
+    for at, node, state, body in node_writes(writes):
+        if state is None:
             wrong.append(f"unreadable write to {node}: {body[:80]!r}")
             continue
         actions += 1
@@ -171,9 +186,8 @@ def judge_shown(shown: list[Shown], writes: list[Write], truth: Truth) -> list[s
     """Kubernetes never shows a Slurm state Slurm did not have: a DRAIN shown at time t needs a drain
     in Slurm issued before t, by the harness (scontrol) or by the syncer (a drain write at the proxy)."""
     drained_by_syncer: dict[str, float] = {}
-    for at, method, path, body in writes:
-        if method == "POST" and "/node/" in path and b'"DRAIN"' in body:
-            node = path.rstrip("/").rsplit("/", 1)[1]
+    for at, node, asked, _body in node_writes(writes):
+        if asked and "DRAIN" in asked:
             drained_by_syncer.setdefault(node, at)
     wrong = []
     for at, node, state in shown:
@@ -370,8 +384,8 @@ def observed_counters(service: SyncerService) -> Counter[str]:
 
 def apply_control(control: str, service: SyncerService, bystander: str) -> None:
     """Makes `service` wrong in one way; the oracle must notice (see CONTROLS)."""
-    slurm = service.slurm
-    update = slurm.update_node
+    bulk = service.engine.applier.bulk  # every Slurm write the engine makes goes through it
+    update = bulk.update
 
     async def drains_a_bystander(name: str, **body: Any) -> None:
         await update(name, **body)
@@ -397,9 +411,9 @@ def apply_control(control: str, service: SyncerService, bystander: str) -> None:
         return written
 
     replacement: dict[str, tuple[object, str, Callable[..., Awaitable[Any]]]] = {
-        "drains-bystander": (slurm, "update_node", drains_a_bystander),
-        "undrains-cordoned": (slurm, "update_node", undrains_while_cordoned),
-        "drops-writes": (slurm, "update_node", drops_writes),
+        "drains-bystander": (bulk, "update", drains_a_bystander),
+        "undrains-cordoned": (bulk, "update", undrains_while_cordoned),
+        "drops-writes": (bulk, "update", drops_writes),
         "fake-kube-drain": (service.writer, "set_status", shows_a_fake_drain),
     }
     target, attribute, wrong = replacement[control]
@@ -672,9 +686,7 @@ async def mass_not_ready(stage: Stage, quick: bool) -> Outcome:
             )  # the storm lasts this long: the valve must hold throughout
             threshold = service.engine.valve.threshold(len(stage.names))
             drained = {
-                path.rstrip("/").rsplit("/", 1)[1]
-                for _t, m, path, body in proxy.writes
-                if m == "POST" and "/node/" in path and b'"DRAIN"' in body
+                node for _t, node, state, _b in node_writes(proxy.writes) if state and "DRAIN" in state
             }
             outcome.observed = {"valve_refusals": service.engine.stats.valve_refusals - refusals_before}
             if len(drained) > threshold:
@@ -701,14 +713,11 @@ async def mass_not_ready(stage: Stage, quick: bool) -> Outcome:
         finally:
             await service.stop()
             outcome.kube, outcome.events = figures()
-        for at, method, path, body in proxy.writes:
-            if method != "POST" or "/node/" not in path:
-                continue
+        for at, node, state, _body in node_writes(proxy.writes):
             outcome.actions += 1
-            node = path.rstrip("/").rsplit("/", 1)[1]
-            if b'"DRAIN"' in body and not lost_ready_at <= at:
+            if state and "DRAIN" in state and not lost_ready_at <= at:
                 outcome.wrong_actions.append(f"drained {node} before it lost Ready")
-            if b'"UNDRAIN"' in body and not ready_at <= at:
+            if state and "UNDRAIN" in state and not ready_at <= at:
                 outcome.wrong_actions.append(f"undrained {node} while NotReady")
     progress(f"{outcome.scenario}: {outcome.row()}")
     return outcome

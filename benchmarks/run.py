@@ -366,8 +366,31 @@ async def snapshot(sandbox: Sandbox) -> dict[str, float]:
     return {"slurmrestd_s": r, "syncer_s": s, "ratio": s / r}
 
 
+def kube_writes(bench: Bench, objects: set[str]) -> int:
+    """Write requests the emulator served since recording started to these pods and Nodes, and every
+    Event written meanwhile (some may be about other nodes: the figure errs high, never low)."""
+
+    def counted(path: str) -> bool:
+        parts = path.split("?")[0].split("/")
+        if "events" in parts:
+            return True
+        for kind in ("pods", "nodes"):
+            if kind in parts and parts.index(kind) + 1 < len(parts):
+                return parts[parts.index(kind) + 1] in objects
+        return False
+
+    return sum(
+        1
+        for _, method, path in bench.kube.server.requests
+        if method in ("POST", "PUT", "PATCH", "DELETE") and counted(path)
+    )
+
+
 async def storm(bench: Bench, size: int, deadline_s: float) -> dict[str, float]:
+    server = bench.kube.server
     names = bench.take(size)
+    server.requests.clear()
+    server.record_requests = True
     started = time.monotonic()
     for name in names:
         bench.kube.patch("", "v1", "nodes", f"k8s-{name}", {"spec": {"unschedulable": True}})
@@ -380,30 +403,41 @@ async def storm(bench: Bench, size: int, deadline_s: float) -> dict[str, float]:
     drained = size - len(pending)
     for name in names:
         bench.kube.patch("", "v1", "nodes", f"k8s-{name}", {"spec": {"unschedulable": None}})
+    await all_undrained(bench, set(names), deadline_s)
     others = bench.take(size)
     for name in others:
         bench.seen.pop(f"slurmd-{name}", None)
+    server.requests.clear()
     started = time.monotonic()
     bench.sandbox.scontrol("update", f"nodename={','.join(others)}", "state=drain", "reason=storm")
-    pods = {f"slurmd-{n}" for n in others}
-    while time.monotonic() - started < deadline_s:
-        shown = {
-            p
-            for p in pods
-            if ((bench.kube.pod(NAMESPACE, p) or {}).get("metadata", {}).get("annotations") or {}).get(
-                Keys.REASON
-            )
-            == "storm"
-        }
-        if shown == pods:
-            break
-        await asyncio.sleep(0.1)  # observation poll
-    slurm_to_k8s = time.monotonic() - started if time.monotonic() - started < deadline_s else float("inf")
+
+    def shows_it(name: str) -> bool:
+        pod = bench.kube.pod(NAMESPACE, f"slurmd-{name}") or {}
+        node = bench.kube.node(f"k8s-{name}") or {}
+        drained_condition = [
+            c
+            for c in (node.get("status") or {}).get("conditions") or []
+            if c.get("type") == Keys.CONDITION_DRAINED
+        ]
+        return ((pod.get("metadata") or {}).get("annotations") or {}).get(Keys.REASON) == "storm" and any(
+            c.get("status") == "True" for c in drained_condition
+        )
+
+    waiting = set(others)
+    while waiting and time.monotonic() - started < deadline_s:
+        waiting = {n for n in waiting if not shows_it(n)}
+        if waiting:
+            await asyncio.sleep(0.1)  # observation poll
+    slurm_to_k8s = time.monotonic() - started if not waiting else float("inf")
+    writes = kube_writes(bench, {f"slurmd-{n}" for n in others} | {f"k8s-{n}" for n in others})
+    server.record_requests = False
     bench.sandbox.scontrol("update", f"nodename={','.join(others)}", "state=undrain")
     await all_undrained(bench, set(names) | set(others), deadline_s)  # the next phase starts clean
     return {
         "nodes": size, "of": len(bench.names), "drained_within_deadline": drained,
         "k8s_to_slurm_s": k8s_to_slurm, "slurm_to_k8s_s": slurm_to_k8s,
+        # every write the syncer made until each pod and Node showed the drain, per drained node
+        "kube_writes_per_node": writes / size,
     }  # fmt: skip
 
 
@@ -460,6 +494,7 @@ async def main_async(args: argparse.Namespace) -> int:
     nodes = 100 if args.quick else args.nodes
     changes = 5 if args.quick else args.changes
     repeats = 1 if args.quick else args.repeats
+    baseline_repeats = 1 if args.quick else (args.baseline_repeats or args.repeats)
     idle_s = 31.0 if args.quick else args.idle_seconds  # the baseline polls every 30 s
     storm_size = nodes // 2  # that many cordoned, as many others drained in Slurm
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
@@ -490,7 +525,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 "changes_per_direction": changes * repeats,
                 # the baselines' Slurm -> Kubernetes samples of one round share one random phase of their
                 # 30 s cycle: as many independent phases as rounds
-                "phases_per_baseline": repeats,
+                "phases_per_baseline": baseline_repeats,
                 "idle_seconds": idle_s,
             }
             samples: dict[str, dict[str, list[float]]] = {}
@@ -512,12 +547,13 @@ async def main_async(args: argparse.Namespace) -> int:
                         profiler = (
                             await start_profiler(handle, out) if args.profile and mode == "syncer" else None
                         )
-                        progress(f"{mode}: {changes} changes per direction, {repeats} round(s)")
+                        rounds_here = repeats if mode == "syncer" else baseline_repeats
+                        progress(f"{mode}: {changes} changes per direction, {rounds_here} round(s)")
                         # at 10,000 nodes a full list takes ~2 s and is duty-limited: room to measure
                         deadline = (10.0 if nodes < 5000 else 60.0) if mode == "syncer" else 90.0
                         spacing = 0.25 if mode == "syncer" else 0.5
                         samples[mode] = {}
-                        for _ in range(repeats):  # pooled: a p99 needs 1,000 samples
+                        for _ in range(rounds_here):  # pooled: a p99 needs 1,000 samples
                             rounds = await latency_round(
                                 bench,
                                 changes,
@@ -640,6 +676,10 @@ def main() -> int:
     parser.add_argument(
         "--repeats", type=int, default=1, help="latency rounds pooled (e.g. 20 x 50 changes: a p99 of 1,000)"
     )
+    parser.add_argument(
+        "--baseline-repeats", type=int, default=0,
+        help="latency rounds for the two baselines (default: --repeats); their 30 s cycle makes a round long",
+    )  # fmt: skip
     parser.add_argument("--idle-seconds", type=float, default=300.0, help="idle window (default 300 s)")
     parser.add_argument("--quick", action="store_true", help="100 nodes, 5 changes, 31 s idle (CI)")
     parser.add_argument(

@@ -22,6 +22,7 @@ from syncer.model.kube import Condition, KubeNode, KubePod
 from syncer.slurm.cache import NodeCache
 from syncer.slurm.client import SlurmClient
 from syncer.sync.binding import Binding, resolve
+from syncer.sync.bulk import BulkWriter
 from syncer.sync.causes import is_automatic
 from syncer.sync.decide import (
     EVENT_CORDON,
@@ -78,6 +79,7 @@ class Applier:
         self.clock = clock
         self.sent: dict[str, tuple[str, str, float]] = {}  # last Slurm write per node, to skip echoes
         self.objects = WrittenObjects()  # each write starts from our last one until the cache has it
+        self.bulk = BulkWriter(slurm, gate)  # identical Slurm updates decided together: one request
 
     def caught_up(self, name: str) -> None:
         """The Slurm cache changed for `name`: decide from what it shows now, not from our last write."""
@@ -149,9 +151,9 @@ class Applier:
             self.record(action.kind, "k8s_to_slurm", "dry_run", name)
             return True
         if action.kind == "drain":
-            await self.slurm.update_node(name, state=["DRAIN"], reason=action.reason)
+            await self.bulk.update(name, state=["DRAIN"], reason=action.reason)
         else:
-            await self.slurm.update_node(name, state=["UNDRAIN"])
+            await self.bulk.update(name, state=["UNDRAIN"])
         self.sent[name] = (*signature, time.monotonic())
         logger.info(
             f"slurm node {action.kind}ed", reason=action.reason, redrain=action.redrain, resent=repeat

@@ -71,3 +71,47 @@ async def test_a_slurm_drain_storm_costs_one_write_per_object_and_one_summary_ev
         assert len(individual) + folded == len(names)  # every drain told once: itself or in the summary
         assert folded > 0 and service.events.folded == folded
         assert len([p for _, p in writes if "/events" in p]) == len(individual) + 1
+
+
+async def test_a_rack_cordoned_with_one_reason_reaches_slurm_in_bulk_requests(rig: Rig):
+    """Identical updates (same state and reason) decided together go in one request: a rack cordoned with
+    one cordon reason drains in bulk, and its undrains (no reason) too. Without a cordon reason each drain
+    names its own Node (the contract), so those go one by one."""
+    names = fresh_slurm_nodes(30)
+    nodes = [rig.bind_pod(n)[0] for n in names]
+    async with running_syncer(rig) as service:
+        await wait_for(
+            lambda: all(Keys.STATE in annotations_of(rig.pod_obj(n)) for n in names),
+            deadline_s=30,
+            what="the first pass over every node",
+        )
+        for node in nodes:  # an admin (or a tool like NVSentinel) cordons a whole rack, saying why
+            why = {Keys.CORDON_REASON: "rack 12 maintenance"}
+            rig.kube.patch(
+                "", "v1", "nodes", node, {"metadata": {"annotations": why}, "spec": {"unschedulable": True}}
+            )
+
+        async def drained() -> set[str]:
+            listing = await rig.reader.list_all_nodes()
+            return {n.name for n in listing.nodes if n.drain_flag} & set(names)
+
+        async def all_drained() -> bool:
+            return await drained() == set(names)
+
+        await wait_for(all_drained, deadline_s=30, what="every cordoned node drained in Slurm")
+        await service.engine.queue.wait_idle()
+        for name in names:
+            assert (await rig.slurm(name)).reason == "k8s: rack 12 maintenance", name
+        stats = service.engine.applier.bulk.stats
+        # 8 workers decide at once: drains queued behind one in flight go together
+        assert stats.nodes == len(names) and stats.bulk_requests >= 1 and stats.requests < len(names), stats
+        assert stats.partial == 0
+        drains = stats.requests
+        for node in nodes:
+            rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": None}})
+
+        async def none_drained() -> bool:
+            return not await drained()
+
+        await wait_for(none_drained, deadline_s=30, what="every node undrained in Slurm")
+        assert stats.nodes == 2 * len(names) and stats.requests - drains < len(names), stats

@@ -1,0 +1,123 @@
+"""Group commit of Slurm node updates: identical actions (same state, same reason) decided while one is on
+its way to Slurm go together in the next request, one `POST /nodes/` for many nodes.
+
+The first caller's update goes out at once (no added latency when quiet); callers that arrive meanwhile
+queue behind it and the caller that sent carries on with the queue until it is empty. A bulk request
+that Slurm refuses part-way (it stops at the first unknown node, in hostlist order) is never reported as
+done: each node gets its own outcome as read back from Slurm, the unknown ones SlurmNotFound, the ones
+Slurm did not reach are sent again without them."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import structlog
+
+from syncer.kube.gate import WriteGate
+from syncer.slurm.client import BulkUpdateError, SlurmClient
+from syncer.slurm.errors import SlurmNotFound
+
+log = structlog.get_logger("syncer.sync")
+Key = tuple[tuple[str, ...], str | None]  # (state, reason)
+
+
+@dataclass
+class BulkStats:
+    requests: int = 0  # update requests sent (single or bulk)
+    bulk_requests: int = 0  # of which `POST /nodes/` for more than one node
+    nodes: int = 0  # node updates carried
+    partial: int = 0  # bulk requests Slurm refused part-way
+
+
+@dataclass
+class _Queue:
+    waiting: list[tuple[str, asyncio.Future[None]]] = field(default_factory=list)
+    sending: bool = False
+
+
+class BulkWriter:
+    def __init__(self, slurm: SlurmClient, gate: WriteGate, *, max_batch: int = 500) -> None:
+        self.slurm = slurm
+        self.gate = gate  # checked before every request: nothing queued goes out after leadership is lost
+        self.max_batch = max_batch  # a list of 500 names is ~5 KB: far under any request limit
+        self.stats = BulkStats()
+        self._queues: dict[Key, _Queue] = {}
+
+    async def update(self, name: str, *, state: list[str], reason: str | None = None) -> None:
+        """Sets `state` (and `reason`) on one node, possibly in one request with others; raises as
+        `SlurmClient.update_node` would for this node alone (NotLeader if the gate closed meanwhile).
+        The caller checks the gate for dry-run before calling."""
+        key: Key = (tuple(state), reason)
+        queue = self._queues.setdefault(key, _Queue())
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        queue.waiting.append((name, done))
+        if not queue.sending:
+            queue.sending = True
+            batch: list[tuple[str, asyncio.Future[None]]] = []
+            try:
+                await asyncio.sleep(0)  # the updates decided in this same turn of the loop join the first
+                while queue.waiting:
+                    batch, queue.waiting = queue.waiting[: self.max_batch], queue.waiting[self.max_batch :]
+                    await self._send(batch, list(state), reason)
+            except BaseException as exc:  # cancelled mid-send: nobody else would settle these
+                error = asyncio.CancelledError() if isinstance(exc, asyncio.CancelledError) else exc
+                for _, future in batch + queue.waiting:
+                    _settle(future, error)
+                queue.waiting.clear()
+                raise
+            finally:
+                queue.sending = False
+                if self._queues.get(key) is queue and not queue.waiting:
+                    del self._queues[key]
+        await done
+
+    async def _send(
+        self, batch: list[tuple[str, asyncio.Future[None]]], state: list[str], reason: str | None
+    ) -> None:
+        futures = {name: future for name, future in batch if not future.done()}  # a cancelled caller: skip
+        names = list(futures)
+        if not names:
+            return
+        try:
+            self.gate.check()
+            self.stats.requests += 1
+            self.stats.nodes += len(names)
+            if len(names) == 1:
+                await self.slurm.update_node(names[0], state=state, reason=reason)
+            else:
+                self.stats.bulk_requests += 1
+                await self.slurm.update_nodes(names, state=state, reason=reason)
+        except BulkUpdateError as exc:
+            self.stats.partial += 1
+            outcome = exc.outcome
+            log.warning(
+                "bulk slurm update refused part-way: unknown nodes fail, the rest are sent again",
+                unknown=sorted(outcome.unknown), applied=len(outcome.applied), again=len(outcome.not_applied),
+            )  # fmt: skip
+            for name in outcome.unknown:
+                _settle(futures[name], SlurmNotFound(f"node {name} does not exist", endpoint="nodes_update"))
+            for name in outcome.applied:
+                _settle(futures[name], None)
+            again = [(name, futures[name]) for name in names if name in outcome.not_applied]
+            if len(again) < len(names):  # fewer nodes each time: this ends
+                await self._send(again, state, reason)
+            else:
+                for _, future in again:
+                    _settle(future, exc)
+            return
+        except Exception as exc:  # the outcome is unknown for every node of the request: each caller decides
+            for future in futures.values():
+                _settle(future, exc)
+            return
+        for future in futures.values():
+            _settle(future, None)
+
+
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
