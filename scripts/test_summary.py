@@ -1,6 +1,6 @@
 """Counts per Slurm release from pytest's JUnit XML files, then one closing total line.
 
-    python scripts/test_summary.py .test-results/slurm-26.05.xml .test-results/slurm-24.11.xml
+python scripts/test_summary.py .test-results/slurm-26.05.xml .test-results/slurm-24.11.xml
 """
 
 from __future__ import annotations
