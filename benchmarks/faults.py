@@ -599,8 +599,12 @@ async def slurmrestd_restarts(stage: Stage, quick: bool) -> Outcome:
 
 async def slurmctld_restart(stage: Stage, quick: bool) -> Outcome:
     async def inject(faults: Faults) -> None:
+        # the long version's first outage outlasts 26.05 slurmrestd's 10 s wait for slurmctld, so the
+        # syncer sees errors and stale data, not only one slow answer; then quick restarts
+        outage_s = 0.0 if quick else 12.0
         while await faults.pause(0.3):
-            await asyncio.to_thread(stage.sandbox.restart_slurmctld)
+            await asyncio.to_thread(stage.sandbox.restart_slurmctld, outage_s)
+            outage_s = 0.0
             faults.injected += 1
 
     return await run_scenario(stage, "slurmctld restarted", size(quick), inject)

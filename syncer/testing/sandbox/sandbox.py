@@ -258,12 +258,15 @@ class Sandbox:
     def stop_slurmctld(self) -> None:
         self._stop("slurmctld")
 
-    def restart_slurmctld(self) -> None:
-        """Stop slurmctld and start it again from its saved state (dynamic nodes survive).
+    def restart_slurmctld(self, down_s: float = 0.0) -> None:
+        """Stop slurmctld, leave it down `down_s` seconds (an outage, not just a restart), and start it
+        again from its saved state (dynamic nodes survive).
 
         Returns once slurmctld answers and the real node (when its slurmd runs) is responding again.
         """
         self._stop("slurmctld")
+        if down_s > 0:
+            time.sleep(down_s)  # the outage itself: its length is what is being tested
         self.start_slurmctld()
         if self.running(f"slurmd:{REAL_NODE}"):
             wait_until(
