@@ -178,6 +178,9 @@ async def syncer(
         "--listen-address", f"127.0.0.1:{port}", "--slurm-poll-strategy", strategy,
         "--slurm-poll-interval", interval, "--slurm-stale-after", "120s", "--no-nodeset-enabled",
     ]  # fmt: skip
+    if strategy == "conditional" and sandbox.metrics_url:
+        # where slurmctld serves OpenMetrics (25.11+) an admin turns the change hint on (issue 18)
+        argv += ["--slurm-metrics-url", sandbox.metrics_url]
     if tuned:
         argv += ["--max-drain-fraction", "1.0", "--kube-qps", "200", "--kube-burst", "400"]
     async with _process(argv, port, log) as handle:
@@ -527,6 +530,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 # 30 s cycle: as many independent phases as rounds
                 "phases_per_baseline": baseline_repeats,
                 "idle_seconds": idle_s,
+                "metrics_hint": sandbox.metrics_url or "",  # the syncer's change hint (26.05 sandbox)
             }
             samples: dict[str, dict[str, list[float]]] = {}
             async with WireCounter(sandbox.rest_url) as wire:  # every syncer talks to slurmrestd through it
@@ -634,7 +638,10 @@ def write_outputs(out: Path, results: dict[str, Any], samples: dict[str, dict[st
 
 
 def summary(r: dict[str, Any]) -> str:
-    lines = [f"{r['nodes']} nodes, Slurm {r['slurm_release']} ({r['api_version']}), {r['date']}"]
+    lines = [
+        f"{r['nodes']} nodes, Slurm {r['slurm_release']} ({r['api_version']}), {r['date']}, "
+        f"metrics hint {'on' if r.get('metrics_hint') else 'off'}"
+    ]
     for direction in ("k8s_to_slurm", "annotation_to_slurm", "slurm_to_k8s"):
         mine, base = r["latency_s"][direction], r["baseline_latency_s"][direction]
         slinky = r["slinky_latency_s"].get(direction, percentiles([]))
