@@ -17,7 +17,7 @@ from cachetools import LRUCache
 
 from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeError
-from syncer.kube.gate import WriteGate
+from syncer.kube.gate import NotLeader, WriteGate
 
 log = structlog.get_logger("syncer.kube")
 
@@ -122,6 +122,11 @@ class EventRecorder:
                 "event dropped by the per-object rate limit", kind=ref.kind, name=ref.name, reason=reason
             )
             return
+        if not self.gate.check():  # NotLeader propagates: the caller's writes stop there too
+            log.info(
+                "dry-run: would record event", kind=ref.kind, name=ref.name, reason=reason, message=message
+            )
+            return
         if self.summary_ref is not None and not self._storm_allows():
             folded = self._folded.setdefault((type_, reason), _Folded())
             folded.count += 1
@@ -132,15 +137,6 @@ class EventRecorder:
             self.folded += 1
             return
         try:
-            if not self.gate.check():
-                log.info(
-                    "dry-run: would record event",
-                    kind=ref.kind,
-                    name=ref.name,
-                    reason=reason,
-                    message=message,
-                )
-                return
             await self._write(ref, type_, reason, message[:1024], now)
         except KubeError as exc:
             log.warning("event not recorded", kind=ref.kind, name=ref.name, reason=reason, error=str(exc))
@@ -159,8 +155,13 @@ class EventRecorder:
                 f"across objects; each object's conditions and annotations still show its state): {listed}"
             )
             try:
-                if self.gate.check():
-                    await self._write(self.summary_ref, type_, reason, message[:1024], time.time())
+                if not self.gate.check():
+                    log.info("dry-run: would record summary event", reason=reason, folded=what.count)
+                    continue
+                await self._write(self.summary_ref, type_, reason, message[:1024], time.time())
+            except NotLeader:  # leadership moved since: the new leader tells its own story
+                log.info("summary events dropped: not the leader", reasons=len(folded))
+                return
             except KubeError as exc:
                 log.warning("summary event not recorded", reason=reason, folded=what.count, error=str(exc))
 

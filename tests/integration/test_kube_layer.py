@@ -476,6 +476,23 @@ async def test_event_storm_across_objects_is_folded_into_a_summary(
     assert len(kube_api.api.store.objects_of(("", "events"))) == 6
 
 
+async def test_summaries_folded_before_leadership_moved_are_dropped_not_fatal(
+    kube_api: KubeApiEmulator, kube_client: KubeClient
+):
+    gate = WriteGate()
+    gate.grant(60.0)
+    lease = ObjectRef("Lease", "slurm-syncer", "default", "", "coordination.k8s.io/v1")
+    recorder = EventRecorder(kube_client, gate, storm_burst=1, storm_rate_per_s=0.0, summary_ref=lease)
+    for index in range(3):
+        await recorder.record(ObjectRef.pod("default", f"slurmd-{index}"), "Warning", "SlurmNodeDrained", "x")
+    assert recorder.folded == 2
+    gate.revoke()  # another replica leads now
+    await recorder.flush()  # no summary from a follower, and no error that would end its loop
+    assert [e["involvedObject"]["kind"] for e in kube_api.api.store.objects_of(("", "events"))] == ["Pod"]
+    with pytest.raises(NotLeader):  # a follower's own Event is refused like any write
+        await recorder.record(ObjectRef.pod("default", "slurmd-9"), "Warning", "SlurmNodeDrained", "x")
+
+
 async def test_leader_election_single_writer_and_takeover(kube_api: KubeApiEmulator, kubeconfig: Path):
     clients = [await KubeClient.from_config(str(kubeconfig)) for _ in range(2)]
     gates = [WriteGate(), WriteGate()]
