@@ -16,6 +16,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from benchmarks import faults
 from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.sandbox.config import free_port
 from tests.e2e.rig import NAMESPACE, Rig, fresh_slurm_nodes
@@ -72,7 +73,8 @@ def holder(rig: Rig) -> str:
 
 
 def node_writes(proxy: FaultProxy) -> list[float]:
-    return [t for t, method, path, _body in proxy.writes if method == "POST" and "/node/" in path]
+    """When each Slurm node write arrived, single-node and bulk alike (the fault harness's reading)."""
+    return [at for at, _node, _state, _body in faults.node_writes(proxy.writes)]
 
 
 async def test_failover_never_has_two_writers(rig: Rig, tmp_path: Path):
