@@ -283,10 +283,17 @@ class Stage:
             self.sandbox.run("scontrol", "update", f"nodename={node}", "state=undrain")
 
     def event_counts(self) -> Counter[tuple[str, str]]:
-        """(object, reason) -> how many times an Event was recorded (count summed over Event objects)."""
+        """(object, reason) -> how many times an Event was recorded (count summed over Event objects).
+        Storm summaries on the syncer's Lease are counted apart: ("(summaries)", reason) and
+        ("(folded)", reason), the Events they stand for."""
         counts: Counter[tuple[str, str]] = Counter()
         for event in self.kube.api.store.objects_of(("", "events")):
-            counts[(event["involvedObject"]["name"], event["reason"])] += int(event.get("count") or 1)
+            times = int(event.get("count") or 1)
+            if event["involvedObject"].get("kind") == "Lease":
+                counts[("(summaries)", event["reason"])] += times
+                counts[("(folded)", event["reason"])] += times * int(event["message"].split()[0])
+            else:
+                counts[(event["involvedObject"]["name"], event["reason"])] += times
         return counts
 
     def watch_kube(self) -> Callable[[], tuple[dict[str, float], dict[str, int]]]:
@@ -311,13 +318,17 @@ class Stage:
                 "watches": sum(1 for _t, m, path in requests if m == "GET" and "watch=" in path),
                 "writes": sum(1 for _t, m, _path in requests if m != "GET"),
             }  # fmt: skip
-            written = self.event_counts() - events_before
+            counted = self.event_counts() - events_before
+            written = Counter({k: n for k, n in counted.items() if not k[0].startswith("(")})
             repeated = sorted((n, f"{obj} {reason}") for (obj, reason), n in written.items() if n > 1)
             if repeated:
                 progress(f"Events recorded more than once: {repeated[-5:]}")
             events = {
                 "written": sum(written.values()),
                 "max_per_object_reason": max(written.values(), default=0),
+                # past the storm burst: summary Events on the Lease and how many Events they stand for
+                "summaries": sum(n for (obj, _r), n in counted.items() if obj == "(summaries)"),
+                "folded": sum(n for (obj, _r), n in counted.items() if obj == "(folded)"),
             }
             return kube, events
 
