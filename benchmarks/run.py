@@ -499,7 +499,7 @@ async def main_async(args: argparse.Namespace) -> int:
     repeats = 1 if args.quick else args.repeats
     baseline_repeats = 1 if args.quick else (args.baseline_repeats or args.repeats)
     idle_s = 31.0 if args.quick else args.idle_seconds  # the baseline polls every 30 s
-    storm_size = nodes // 2  # that many cordoned, as many others drained in Slurm
+    storm_size = min(nodes // 2, 1000)  # that many cordoned, as many others drained (issue 18: 1,000 at 10k)
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         progress(f"sandbox with {nodes} simulated nodes")
         sandbox = await asyncio.to_thread(up, Path(tmp) / "sandbox", nodes, slurm=args.slurm)
