@@ -115,3 +115,39 @@ async def test_a_rack_cordoned_with_one_reason_reaches_slurm_in_bulk_requests(ri
 
         await wait_for(none_drained, deadline_s=30, what="every node undrained in Slurm")
         assert stats.nodes == 2 * len(names) and stats.requests - drains < len(names), stats
+
+
+async def test_a_restart_with_nothing_changed_writes_nothing(rig: Rig):
+    """Never write what is already there: a syncer started over objects that already show every Slurm
+    state makes no write to Kubernetes or Slurm in its first pass."""
+    names = fresh_slurm_nodes(20)
+    for name in names:
+        rig.bind_pod(name)
+    rig.scontrol("update", f"nodename={names[0]}", "state=drain", "reason=admin: fan")  # one foreign drain
+    async with running_syncer(rig) as first:
+        await wait_for(
+            lambda: (
+                annotations_of(rig.pod_obj(names[0])).get(Keys.REASON) == "admin: fan"
+                and all(Keys.STATE in annotations_of(rig.pod_obj(n)) for n in names)
+            ),
+            deadline_s=30,
+            what="the first syncer showing every node",
+        )
+        await first.engine.queue.wait_idle()
+    server = rig.kube.server
+    server.requests.clear()
+    server.record_requests = True
+    try:
+        async with running_syncer(rig) as second:
+            reconciles = second.engine.stats.reconciles
+            await wait_for(
+                lambda: second.engine.stats.reconciles >= reconciles + len(names),
+                deadline_s=30,
+                what="the restarted syncer's first pass over every node",
+            )
+            await second.engine.queue.wait_idle()
+            writes = [(m, p) for _, m, p in server.requests if m in WRITES]
+            assert writes == [], writes[:5]
+            assert second.engine.applier.bulk.stats.requests == 0
+    finally:
+        server.record_requests = False
