@@ -523,7 +523,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 "nodes": nodes,
                 "date": time.strftime("%Y-%m-%d"),
                 "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}",
-                "slurm_release": reader.release or "",
+                "slurm_release": reader.release or sandbox.slurm_version,
                 "api_version": reader.version.name if reader.version else "",
                 "changes_per_direction": changes * repeats,
                 # the baselines' Slurm -> Kubernetes samples of one round share one random phase of their
@@ -673,7 +673,86 @@ def summary(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def cell(figures: dict[str, float | None]) -> str:
+    """`p50 X s, p99 Y s (n=N)` or `p50 X s, max of N Y s`: the honest tail beside its sample count."""
+    return "no samples" if not figures.get("n") else f"p50 {p50_text(figures)}, {tail_text(figures)}"
+
+
+def markdown(r: dict[str, Any]) -> str:
+    """The figures as benchmarks/RESULTS.md shows them (`python benchmarks/run.py --table results.json`)."""
+    modes = (("syncer", ""), ("Slinky-like", "slinky_"), ("our full-poll mode", "baseline_"))
+    rows = [
+        f"| {r['nodes']:,} nodes, Slurm {r['slurm_release']} ({r['api_version']}), "
+        f"metrics hint {'on' if r.get('metrics_hint') else 'off'} | "
+        + " | ".join(m for m, _ in modes)
+        + " |",
+        "|---|---|---|---|",
+    ]
+    names = {
+        "k8s_to_slurm": "cordon -> Slurm drain",
+        "annotation_to_slurm": "drain annotation -> Slurm drain",
+        "slurm_to_k8s": "Slurm drain -> pod annotation",
+    }
+    for direction, label in names.items():
+        cells = [cell(r[f"{key}latency_s"].get(direction) or {}) for _, key in modes]
+        rows.append(f"| {label} | " + " | ".join(cells) + " |")
+    idle = [r[f"{key}idle_per_minute"] for _, key in modes]
+    rows.append(
+        f"| idle at the wire per minute (over {idle[0]['seconds']:.0f} s) | "
+        + " | ".join(
+            f"{i['slurm_requests']:.0f} requests, {i['slurm_bytes'] / 1e6:.2f} MB, "
+            f"{i['full_fetches']:.1f} full lists"
+            for i in idle
+        )
+        + " |"
+    )
+    rows.append(
+        "| idle CPU of the process | " + " | ".join(f"{i['syncer_cpu_percent']:.1f} %" for i in idle) + " |"
+    )
+    lines = ["\n".join(rows), ""]
+    snap, rss = r["snapshot"], r["rss_mb"]
+    off, defaults = r["storm_valve_off_200qps"], r["storm_defaults"]
+
+    def storm_rows(label: str, storm: dict[str, float]) -> list[str]:
+        k8s = storm["k8s_to_slurm_s"]
+        return [
+            f"| storm, {storm['nodes']:.0f} cordons -> Slurm drained ({label}) | "
+            + (
+                f"{k8s:.2f} s"
+                if k8s != float("inf")
+                else f"{storm['drained_within_deadline']:.0f} drained within the deadline"
+            )
+            + " |",
+            f"| storm, {storm['nodes']:.0f} Slurm drains -> every pod and Node shows it ({label}) | "
+            + (
+                f"{storm['slurm_to_k8s_s']:.2f} s"
+                if storm["slurm_to_k8s_s"] != float("inf")
+                else "not within the deadline"
+            )
+            + f"; {storm.get('kube_writes_per_node', float('nan')):.2f} Kubernetes writes per node |",
+        ]
+
+    rows = [
+        "| figure | measured |",
+        "|---|---|",
+        *storm_rows("valve off, 200 QPS", off),
+        *storm_rows(
+            f"default settings: 10 % valve, 50 QPS; valve refusals {defaults.get('valve_refusals', 0):.0f}",
+            defaults,
+        ),
+        f"| RSS of the syncer | {rss['steady']:.0f} MB steady (after the idle window), "
+        f"{rss['peak']:.0f} MB peak (VmHWM after the storm) |",
+        f"| snapshot: slurmrestd full list / syncer decode+diff | {snap['slurmrestd_s']:.3f} s / "
+        f"{snap['syncer_s']:.4f} s (ratio {snap['ratio']:.3f}) |",
+    ]
+    lines.append("\n".join(rows))
+    return "\n".join(lines)
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--table"]:  # python benchmarks/run.py --table DIR/results.json
+        print(markdown(json.loads(Path(sys.argv[2]).read_text())))
+        return 0
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
