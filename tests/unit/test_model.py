@@ -26,3 +26,17 @@ def test_busy() -> None:
     assert node("ALLOCATED").busy
     assert node("IDLE", "COMPLETING").busy
     assert not node("IDLE", "DRAIN").busy
+
+
+def test_every_base_state_is_recognised_in_order_and_none_reads_unknown() -> None:
+    """The base state decides what an annotation shows and whether a node is busy: ERROR and FUTURE are
+    base states like the others, DOWN wins over any other, and a node listing flags only reads UNKNOWN."""
+    assert node("ERROR", "DRAIN").base_state == "ERROR"
+    assert node("ERROR", "DRAIN").state_text == "ERROR+DRAIN"
+    assert node("FUTURE", "CLOUD").state_text == "FUTURE+CLOUD"
+    assert node("DOWN", "ERROR").base_state == "DOWN"
+    assert node("ERROR", "ALLOCATED").base_state == "ERROR"
+    assert node("FUTURE", "MIXED").base_state == "FUTURE"
+    assert node("DRAIN", "CLOUD").base_state == "UNKNOWN"
+    assert node("DRAIN", "CLOUD").state_text == "UNKNOWN+CLOUD+DRAIN"
+    assert not node("ERROR", "COMPLETING").drained and node("ERROR", "DRAIN").drained
