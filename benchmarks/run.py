@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import platform
 import random
@@ -25,7 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,10 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
     def pick(q: float) -> float:
         return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
-    figures: dict[str, float | None] = {"n": len(ordered), "p50": pick(0.5), "max": ordered[-1]}
+    figures: dict[str, float | None] = {
+        "n": len(ordered), "p50": pick(0.5), "max": ordered[-1],
+        "not_shown": sum(1 for v in ordered if math.isinf(v)),  # past the deadline: counted, never dropped
+    }  # fmt: skip
     for name, minimum in MIN_SAMPLES.items():
         figures[name] = pick(int(name[1:]) / 100) if len(ordered) >= minimum else None
     return figures
@@ -158,6 +162,7 @@ async def syncer(
     *,
     slurm_url: str = "",
     tuned: bool = True,
+    metrics_hint: str = "",
 ) -> AsyncIterator[Syncer]:
     """`tuned`: the safety valve off (--max-drain-fraction 1.0) and 200 QPS to the API server, as the
     latency rounds and the labelled storm run; otherwise the defaults (10 % valve, 50 QPS)."""
@@ -178,9 +183,9 @@ async def syncer(
         "--listen-address", f"127.0.0.1:{port}", "--slurm-poll-strategy", strategy,
         "--slurm-poll-interval", interval, "--slurm-stale-after", "120s", "--no-nodeset-enabled",
     ]  # fmt: skip
-    if strategy == "conditional" and sandbox.metrics_url:
-        # where slurmctld serves OpenMetrics (25.11+) an admin turns the change hint on (issue 18)
-        argv += ["--slurm-metrics-url", sandbox.metrics_url]
+    if metrics_hint and strategy == "conditional":
+        # where slurmctld serves OpenMetrics (25.11+) an admin may turn the change hint on (issue 18)
+        argv += ["--slurm-metrics-url", metrics_hint]
     if tuned:
         argv += ["--max-drain-fraction", "1.0", "--kube-qps", "200", "--kube-burst", "400"]
     async with _process(argv, port, log) as handle:
@@ -258,13 +263,27 @@ async def latency_round(
     `phase_s`: a random wait up to that long before the Slurm-side changes (the baselines' cycle)."""
     out: dict[str, list[float]] = {"k8s_to_slurm": [], "annotation_to_slurm": [], "slurm_to_k8s": []}
 
+    async def measured(direction: str, shown: Awaitable[float], started: float) -> None:
+        """One sample; a change not shown within the deadline is a sample too (infinite), not a crash."""
+        try:
+            out[direction].append(await shown - started)
+        except TimeoutError as exc:
+            progress(f"{direction}: {exc} within {deadline_s:.0f} s (counted as not shown)")
+            out[direction].append(math.inf)
+
+    async def settle(shown: Awaitable[float]) -> None:
+        try:
+            await shown
+        except TimeoutError as exc:
+            progress(f"clean-up: {exc}")
+
     async def cordon(name: str) -> None:
         node = f"k8s-{name}"
         started = time.monotonic()
         bench.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
-        out["k8s_to_slurm"].append(await bench.slurm_shows(name, True, deadline_s) - started)
+        await measured("k8s_to_slurm", bench.slurm_shows(name, True, deadline_s), started)
         bench.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": None}})
-        await bench.slurm_shows(name, False, deadline_s)
+        await settle(bench.slurm_shows(name, False, deadline_s))
 
     async def annotate(name: str) -> None:
         pod = f"slurmd-{name}"
@@ -277,7 +296,7 @@ async def latency_round(
             {"metadata": {"annotations": {Keys.DRAIN_REQUEST: "bench"}}},
             namespace=NAMESPACE,
         )
-        out["annotation_to_slurm"].append(await bench.slurm_shows(name, True, deadline_s) - started)
+        await measured("annotation_to_slurm", bench.slurm_shows(name, True, deadline_s), started)
         bench.kube.patch(
             "",
             "v1",
@@ -286,7 +305,7 @@ async def latency_round(
             {"metadata": {"annotations": {Keys.DRAIN_REQUEST: None}}},
             namespace=NAMESPACE,
         )
-        await bench.slurm_shows(name, False, deadline_s)
+        await settle(bench.slurm_shows(name, False, deadline_s))
 
     async def slurm_drain(name: str) -> None:
         pod = f"slurmd-{name}"
@@ -298,7 +317,7 @@ async def latency_round(
         def shown(obj: dict[str, Any]) -> bool:
             return bool(((obj.get("metadata") or {}).get("annotations") or {}).get(Keys.REASON) == reason)
 
-        out["slurm_to_k8s"].append(await bench.kube_shows(pod, shown, deadline_s) - started)
+        await measured("slurm_to_k8s", bench.kube_shows(pod, shown, deadline_s), started)
         await bench.reader.update_node(name, state=["UNDRAIN"])
 
     # one direction at a time: the syncer reads Slurm back right after its own writes, which would
@@ -468,9 +487,10 @@ def plot(results: dict[str, Any], samples: dict[str, dict[str, list[float]]], pa
             ("our full-poll mode, 30 s", samples["baseline"][direction]),
         ):
             if values:
-                ordered = sorted(values)
+                # changes never shown stay out of the curve but in the fraction: it ends below 1
+                ordered = sorted(v for v in values if math.isfinite(v))
                 ax.step(
-                    ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], where="post", label=label
+                    ordered, [(i + 1) / len(values) for i in range(len(ordered))], where="post", label=label
                 )
         ax.set_xscale("log")
         ax.set_xlabel("seconds")
@@ -503,6 +523,11 @@ async def main_async(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         progress(f"sandbox with {nodes} simulated nodes")
         sandbox = await asyncio.to_thread(up, Path(tmp) / "sandbox", nodes, slurm=args.slurm)
+        hint = sandbox.metrics_url if args.metrics_hint else ""
+        if args.metrics_hint and not hint:
+            progress(
+                f"--metrics-hint: Slurm {sandbox.release.name}'s slurmctld serves no OpenMetrics: hint off"
+            )
         kube = KubeApiEmulator(bookmark_interval_s=5.0)
         await kube.start()
         reader = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file))
@@ -530,7 +555,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 # 30 s cycle: as many independent phases as rounds
                 "phases_per_baseline": baseline_repeats,
                 "idle_seconds": idle_s,
-                "metrics_hint": sandbox.metrics_url or "",  # the syncer's change hint (26.05 sandbox)
+                "metrics_hint": hint,  # the syncer's --slurm-metrics-url ("" = off, the default)
             }
             samples: dict[str, dict[str, list[float]]] = {}
             async with WireCounter(sandbox.rest_url) as wire:  # every syncer talks to slurmrestd through it
@@ -543,6 +568,7 @@ async def main_async(args: argparse.Namespace) -> int:
                         interval,
                         out / f"syncer-{mode}.log",
                         slurm_url=wire.url,
+                        metrics_hint=hint,
                     ) as handle:
                         took = await settled(handle)
                         progress(f"{mode}: initial sync done after {took:.0f} s; idle for {idle_s:.0f} s")
@@ -582,7 +608,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 )
                 async with syncer(
                     sandbox, kubeconfig, "conditional", "1s", out / "syncer-defaults.log", slurm_url=wire.url,
-                    tuned=False,
+                    tuned=False, metrics_hint=hint,
                 ) as handle:  # fmt: skip
                     await settled(handle)
                     results["storm_defaults"] = await storm(bench, storm_size, 20.0 if args.quick else 60.0)
@@ -675,7 +701,10 @@ def summary(r: dict[str, Any]) -> str:
 
 def cell(figures: dict[str, float | None]) -> str:
     """`p50 X s, p99 Y s (n=N)` or `p50 X s, max of N Y s`: the honest tail beside its sample count."""
-    return "no samples" if not figures.get("n") else f"p50 {p50_text(figures)}, {tail_text(figures)}"
+    if not figures.get("n"):
+        return "no samples"
+    missed = f"; {figures['not_shown']:.0f} not shown within the deadline" if figures.get("not_shown") else ""
+    return f"p50 {p50_text(figures)}, {tail_text(figures)}{missed}"
 
 
 def markdown(r: dict[str, Any]) -> str:
@@ -773,6 +802,10 @@ def main() -> int:
         help="Slurm release of the sandbox (default: $SLURM_SYNCER_SLURM_RELEASE, else 24.11)",
     )  # fmt: skip
     parser.add_argument("--profile", action="store_true", help="py-spy the syncer: DIR/profile.txt")
+    parser.add_argument(
+        "--metrics-hint", action="store_true",
+        help="the syncer with --slurm-metrics-url (slurmctld's OpenMetrics, 26.05 sandbox); off by default",
+    )  # fmt: skip
     return asyncio.run(main_async(parser.parse_args()))
 
 
