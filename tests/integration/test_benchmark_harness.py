@@ -6,13 +6,14 @@ cost counted at the wire, storms labelled by their settings, RSS as steady and p
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from benchmarks.run import percentiles, tail_text
+from benchmarks.run import cell, percentiles, tail_text
 
 # the harness is release-agnostic and takes minutes: scripts/test runs it on 26.05 only
 pytestmark = [pytest.mark.slurm, pytest.mark.kube, pytest.mark.one_release]
@@ -28,6 +29,10 @@ def test_percentiles_need_enough_samples() -> None:
     assert tail_text(many) == "p99 990.000 s (n=1000)"
     assert tail_text(percentiles([1.0] * 100)) == "p95 1.000 s (n=100)"
     assert percentiles([])["n"] == 0
+    # a change never shown is a sample past every other, counted apart, never dropped
+    missed = percentiles([0.1] * 99 + [math.inf])
+    assert missed["n"] == 100 and missed["not_shown"] == 1 and missed["max"] == math.inf
+    assert cell(missed) == "p50 0.100 s, p95 0.100 s (n=100); 1 not shown within the deadline"
 
 
 def test_quick_benchmark_writes_results_and_plot(tmp_path: Path) -> None:
@@ -45,6 +50,7 @@ def test_quick_benchmark_writes_results_and_plot(tmp_path: Path) -> None:
             # every sample is kept; 5 samples give a median and a maximum, never a p95 or p99
             assert figures["n"] == 5 == len(results["samples"][mode][direction])
             assert 0 < figures["p50"] <= figures["max"] and figures["p99"] is None and figures["p95"] is None
+            assert figures["not_shown"] == 0
     # the Slinky-like baseline: cordons and Slurm drains (it has no drain annotation), each measured
     slinky = results["slinky_latency_s"]
     assert (
