@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from syncer.app.service import SyncerService
 from syncer.model.keys import Keys
 from tests.e2e.rig import NAMESPACE, Rig, condition, fresh_slurm_nodes, running_syncer
 from tests.helpers import wait_for
@@ -22,16 +23,21 @@ def annotations_of(obj: dict[str, Any]) -> dict[str, str]:
     return (obj.get("metadata") or {}).get("annotations") or {}
 
 
+async def first_pass_done(rig: Rig, service: SyncerService, names: list[str]) -> None:
+    """Until every pod shows its Slurm state and the queue is idle: what follows is measured alone."""
+    await wait_for(
+        lambda: all(Keys.STATE in annotations_of(rig.pod_obj(n)) for n in names),
+        deadline_s=30,
+        what="the first pass showing every node's Slurm state",
+    )
+    await service.engine.queue.wait_idle()
+
+
 async def test_a_slurm_drain_storm_costs_one_write_per_object_and_one_summary_event(rig: Rig):
     names = fresh_slurm_nodes(40)
     nodes = {n: rig.bind_pod(n)[0] for n in names}
     async with running_syncer(rig) as service:
-        await wait_for(
-            lambda: all(Keys.STATE in annotations_of(rig.pod_obj(n)) for n in names),
-            deadline_s=30,
-            what="the first pass showing every node's Slurm state",
-        )
-        await service.engine.queue.wait_idle()
+        await first_pass_done(rig, service, names)
         server = rig.kube.server
         server.requests.clear()
         server.record_requests = True
@@ -80,11 +86,7 @@ async def test_a_rack_cordoned_with_one_reason_reaches_slurm_in_bulk_requests(ri
     names = fresh_slurm_nodes(30)
     nodes = [rig.bind_pod(n)[0] for n in names]
     async with running_syncer(rig) as service:
-        await wait_for(
-            lambda: all(Keys.STATE in annotations_of(rig.pod_obj(n)) for n in names),
-            deadline_s=30,
-            what="the first pass over every node",
-        )
+        await first_pass_done(rig, service, names)
         for node in nodes:  # an admin (or a tool like NVSentinel) cordons a whole rack, saying why
             why = {Keys.CORDON_REASON: "rack 12 maintenance"}
             rig.kube.patch(
@@ -125,15 +127,8 @@ async def test_a_restart_with_nothing_changed_writes_nothing(rig: Rig):
         rig.bind_pod(name)
     rig.scontrol("update", f"nodename={names[0]}", "state=drain", "reason=admin: fan")  # one foreign drain
     async with running_syncer(rig) as first:
-        await wait_for(
-            lambda: (
-                annotations_of(rig.pod_obj(names[0])).get(Keys.REASON) == "admin: fan"
-                and all(Keys.STATE in annotations_of(rig.pod_obj(n)) for n in names)
-            ),
-            deadline_s=30,
-            what="the first syncer showing every node",
-        )
-        await first.engine.queue.wait_idle()
+        await first_pass_done(rig, first, names)
+        assert annotations_of(rig.pod_obj(names[0])).get(Keys.REASON) == "admin: fan"
     server = rig.kube.server
     server.requests.clear()
     server.record_requests = True
