@@ -326,15 +326,20 @@ async def test_writer_patches_with_resource_version_and_retries_conflicts(
     assert writer.stats.writes == 1 and writer.stats.noops == 1
 
 
-async def test_writer_sets_conditions_on_pod_and_node_status(
-    kube_api: KubeApiEmulator, kube_client: KubeClient
-):
+async def running_pod_and_writer(kube_api: KubeApiEmulator, kube_client: KubeClient) -> KubeWriter:
+    """Node node-0000 with the running pod default/slurmd-a, and a writer that may write."""
     kube_api.seed(SeedOptions(nodes=1))
     kube_api.create("", "v1", "pods", slurmd_pod("slurmd-a", "gpu-001", "node-0000"), "default")
     await wait_for(
         lambda: (kube_api.pod("default", "slurmd-a") or {}).get("status", {}).get("phase") == "Running"
     )
-    writer = KubeWriter(kube_client, WriteGate(always_leader=True))
+    return KubeWriter(kube_client, WriteGate(always_leader=True))
+
+
+async def test_writer_sets_conditions_on_pod_and_node_status(
+    kube_api: KubeApiEmulator, kube_client: KubeClient
+):
+    writer = await running_pod_and_writer(kube_api, kube_client)
     drained = Condition(type=Keys.CONDITION_DRAINED, status="True", reason="Drained", message="k8s: cordon")
     for path in (pod_path("default", "slurmd-a"), node_path("node-0000")):
         await writer.set_conditions(path, [drained], "2026-11-22T10:00:00Z")
@@ -360,12 +365,7 @@ async def test_annotations_and_conditions_go_in_one_status_write(
 ):
     """pods/status and nodes/status accept metadata changes (kube-apiserver's status strategies for
     these kinds reset only spec): the Slurm state's annotations and conditions cost one write per object."""
-    kube_api.seed(SeedOptions(nodes=1))
-    kube_api.create("", "v1", "pods", slurmd_pod("slurmd-a", "gpu-001", "node-0000"), "default")
-    await wait_for(
-        lambda: (kube_api.pod("default", "slurmd-a") or {}).get("status", {}).get("phase") == "Running"
-    )
-    writer = KubeWriter(kube_client, WriteGate(always_leader=True))
+    writer = await running_pod_and_writer(kube_api, kube_client)
     drained = Condition(type=Keys.CONDITION_DRAINED, status="True", reason="Drained", message="storm")
     wanted = {Keys.STATE: "IDLE+DRAIN", Keys.REASON: "storm"}
     for path in (pod_path("default", "slurmd-a"), node_path("node-0000")):
