@@ -161,6 +161,7 @@ class SyncEngine:
                 self.written.forget_all()  # another replica may have written meanwhile
                 self.applier.objects.forget_all()
             self.written.prune()
+            self.applier.objects.prune()
             if (was_open and not is_open) or (leading and not was_leading) or time.monotonic() >= next_resync:
                 self.enqueue_all()  # valve closed, leadership gained, or periodic: look at everything
                 next_resync = time.monotonic() + self.resync_s

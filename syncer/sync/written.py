@@ -13,7 +13,10 @@ from typing import Any, TypeVar
 import msgspec
 from cachetools import TTLCache
 
+from syncer.model.keys import ANNOTATION_PREFIX, Keys
 from syncer.model.kube import KubeNode, KubePod
+
+OUR_CONDITIONS = frozenset({Keys.CONDITION_DRAINED, Keys.CONDITION_HEALTHY})
 
 T = TypeVar("T", KubePod, KubeNode)
 
@@ -96,19 +99,29 @@ class WrittenObjects:
         return entry[1]
 
     def remember(self, obj: KubePod | KubeNode, written: dict[str, Any]) -> None:
+        """Keeps only what our writes diff against: our annotations, our conditions, the cordon and the
+        resourceVersion (20,000 whole objects' metadata and conditions would hold ~60 MB)."""
         meta = written.get("metadata") or {}
+        conditions = (written.get("status") or {}).get("conditions") or []
         self._written[self._key(obj)] = (
             obj.resource_version,
             {
                 "metadata": {
-                    "annotations": dict(meta.get("annotations") or {}),
-                    "labels": dict(meta.get("labels") or {}),
+                    "annotations": {
+                        k: v
+                        for k, v in (meta.get("annotations") or {}).items()
+                        if k.startswith(ANNOTATION_PREFIX)
+                    },
                     "resourceVersion": meta.get("resourceVersion"),
                 },
-                "status": {"conditions": list((written.get("status") or {}).get("conditions") or [])},
+                "status": {"conditions": [c for c in conditions if c.get("type") in OUR_CONDITIONS]},
                 "spec": {"unschedulable": bool((written.get("spec") or {}).get("unschedulable"))},
             },
         )
+
+    def prune(self) -> None:
+        """Drops what outlived its time (the cache expires lazily: only when written to)."""
+        self._written.expire()
 
     def forget_all(self) -> None:
         self._written.clear()
