@@ -36,6 +36,7 @@ import aiohttp
 from syncer.model.keys import Keys
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
+from syncer.slurm.metrics_hint import parse_fingerprint
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.kubeapi.store import Change
 from syncer.testing.processes import stop_process
@@ -48,10 +49,16 @@ from benchmarks.wire import WireCounter
 
 NAMESPACE = "slurm"
 CLI = str(Path(sys.executable).parent / "slurm-syncer")
-FETCH_RESULT = re.compile(r'result="([^"]+)"')
+FETCH_RESULT = re.compile(r'(?:result|path)="([^"]+)"')
 # (mode, --slurm-poll-strategy, --slurm-poll-interval): this syncer, and its full-poll mode as a baseline
-MODES = (("syncer", "conditional", "1s"), ("slinky", "slinky-like", ""), ("baseline", "full", "30s"))
-PREFIX = {"syncer": "", "slinky": "slinky_", "baseline": "baseline_"}  # of the result keys
+# and last, the full poller at the interval where its bytes per minute equal the syncer's (issue 18)
+MODES = (
+    ("syncer", "conditional", "1s"),
+    ("slinky", "slinky-like", ""),
+    ("baseline", "full", "30s"),
+    ("equal", "full", ""),
+)
+PREFIX = {"syncer": "", "slinky": "slinky_", "baseline": "baseline_", "equal": "equal_cost_"}  # result keys
 TARGETS = {
     1000: {"k8s_to_slurm_p99": 0.25, "annotation_to_slurm_p99": 0.25, "slurm_to_k8s_p99": 2.0},
     10000: {"k8s_to_slurm_p99": 0.5, "slurm_to_k8s_p99": 4.0},
@@ -122,6 +129,8 @@ def seed(kube: KubeApiEmulator, names: list[str]) -> None:
 class Syncer:
     process: asyncio.subprocess.Process
     port: int
+    started_at: float = 0.0  # monotonic: the process was spawned
+    ready_at: float = 0.0  # monotonic: /readyz first answered 200
 
     def cpu_seconds(self) -> float:
         fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -146,7 +155,9 @@ class Syncer:
             name = head.split("{", 1)[0]
             key = name
             result = FETCH_RESULT.search(head)
-            if name == "slurm_syncer_slurm_fetches_total" and result:
+            labelled = ("slurm_syncer_slurm_fetches_total", "slurm_syncer_slurm_cache_reads_total",
+                        "slurm_syncer_slurm_cache_read_bytes_total")  # fmt: skip
+            if name in labelled and result:
                 key = f"{name}:{result.group(1)}"
             totals[key] = totals.get(key, 0.0) + float(value)
         return totals
@@ -195,9 +206,10 @@ async def syncer(
 @contextlib.asynccontextmanager
 async def _process(argv: list[str], port: int, log: Path) -> AsyncIterator[Syncer]:
     out = await asyncio.to_thread(log.open, "ab")
+    started = time.monotonic()
     process = await asyncio.create_subprocess_exec(*argv, stdout=out, stderr=out)
     out.close()
-    handle = Syncer(process, port)
+    handle = Syncer(process, port, started_at=started)
     try:
         deadline = time.monotonic() + 300
         async with aiohttp.ClientSession() as http:
@@ -207,10 +219,11 @@ async def _process(argv: list[str], port: int, log: Path) -> AsyncIterator[Synce
                 with contextlib.suppress(aiohttp.ClientError):
                     async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
                         if response.status == 200:
+                            handle.ready_at = time.monotonic()
                             break
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"slurm-syncer not ready within 300 s; see {log}")
-                await asyncio.sleep(0.2)  # readiness poll
+                await asyncio.sleep(0.1)  # readiness poll
         yield handle
     finally:
         await stop_process(process)
@@ -238,6 +251,16 @@ class Bench:
                 return time.monotonic()
             await asyncio.sleep(0.02)  # read-back poll of one node (adds at most 20 ms)
         raise TimeoutError(f"Slurm never showed {name} {'drained' if drained else 'undrained'}")
+
+    async def drained_count(self) -> int | None:
+        """Nodes with the drain flag as slurmctld's own metrics count them (26.05: 12 KB, no list, so a
+        storm's end is seen within 50 ms, not within one 1.2 s list at 10,000 nodes); None on 24.11."""
+        if not self.sandbox.metrics_url:
+            return None
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{self.sandbox.metrics_url}/metrics/partitions") as response:
+                text = await response.text()
+        return sum(count for _, state, count in parse_fingerprint(text) if state == "drain")
 
     async def kube_shows(self, pod: str, check: Callable[[dict[str, Any]], bool], deadline_s: float) -> float:
         end = time.monotonic() + deadline_s
@@ -349,7 +372,7 @@ async def settled(handle: Syncer, deadline_s: float = 900.0) -> float:
         figures = await handle.metrics()
         busy = figures.get("slurm_syncer_queue_depth", 1) + figures.get("slurm_syncer_queue_in_flight", 1)
         quiet = quiet + 1 if busy == 0 else 0
-        await asyncio.sleep(1.0)  # metrics poll
+        await asyncio.sleep(0.5)  # metrics poll
     return time.monotonic() - started
 
 
@@ -375,6 +398,45 @@ async def idle_cost(handle: Syncer, wire: WireCounter, seconds: float) -> dict[s
     }
 
 
+def equal_cost_interval(results: dict[str, Any]) -> str:
+    """The full poller's interval at which its lists cost slurmrestd the bytes per minute the syncer's
+    idle window measured (both at the wire; one list's bytes from the 30 s poller's window)."""
+    base = results["baseline_idle_per_minute"]
+    per_list = base["slurm_bytes"] / max(base["full_fetches"], 1e-9)
+    syncer_bytes = max(results["idle_per_minute"]["slurm_bytes"], 1.0)
+    return f"{max(60.0 * per_list / syncer_bytes, 1.0):.1f}s"
+
+
+async def read_paths(handle: Syncer) -> dict[str, float]:
+    """What each of the syncer's Slurm read paths cost over the whole run: reads and bytes per path."""
+    figures = await handle.metrics()
+    paths = ("probe", "list", "metrics")
+    return {
+        **{
+            f"{path}_reads": figures.get(f"slurm_syncer_slurm_cache_reads_total:{path}", 0.0)
+            for path in paths
+        },
+        **{
+            f"{path}_bytes": figures.get(f"slurm_syncer_slurm_cache_read_bytes_total:{path}", 0.0)
+            for path in paths
+        },
+    }
+
+
+def restart_figures(bench: Bench, handle: Syncer) -> dict[str, float]:
+    """A syncer started over objects that are all in agreement: how soon it was ready and caught up
+    (first pass done), from the process's start, and what it wrote meanwhile (the goal: nothing)."""
+    caught_up = time.monotonic()
+    writes = sum(
+        1 for _, method, _ in bench.kube.server.requests if method in ("POST", "PUT", "PATCH", "DELETE")
+    )
+    return {
+        "ready_s": handle.ready_at - handle.started_at,
+        "caught_up_s": caught_up - handle.started_at,
+        "kube_writes": writes,
+    }
+
+
 async def snapshot(sandbox: Sandbox) -> dict[str, float]:
     rest: list[float] = []
     syncer_s: list[float] = []
@@ -386,6 +448,32 @@ async def snapshot(sandbox: Sandbox) -> dict[str, float]:
         syncer_s.append(took)
     r, s = statistics.median(rest), statistics.median(syncer_s)
     return {"slurmrestd_s": r, "syncer_s": s, "ratio": s / r}
+
+
+@contextlib.asynccontextmanager
+async def job_churn(sandbox: Sandbox, interval_s: float) -> AsyncIterator[dict[str, int]]:
+    """Real jobs through the whole run: a one-second job on the real slurmd every `interval_s` (0: none),
+    so job starts and ends move slurmctld's node timestamp as on a production cluster."""
+    counts = {"submitted": 0, "refused": 0}
+    if interval_s <= 0:
+        yield counts
+        return
+
+    async def churn() -> None:
+        while True:
+            result = await asyncio.to_thread(
+                sandbox.run, "sbatch", "-w", sandbox.real_node, "--wrap", "sleep 1", timeout=30
+            )
+            counts["submitted" if result.returncode == 0 else "refused"] += 1
+            await asyncio.sleep(interval_s)  # the churn's pace
+
+    task = asyncio.create_task(churn())
+    try:
+        yield counts
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await asyncio.to_thread(sandbox.run, "scancel", "-u", "root", timeout=30)
 
 
 def kube_writes(bench: Bench, objects: set[str]) -> int:
@@ -408,20 +496,29 @@ def kube_writes(bench: Bench, objects: set[str]) -> int:
     )
 
 
-async def storm(bench: Bench, size: int, deadline_s: float) -> dict[str, float]:
+async def storm(bench: Bench, size: int, deadline_s: float) -> dict[str, Any]:
     server = bench.kube.server
     names = bench.take(size)
     server.requests.clear()
     server.record_requests = True
+    before = await bench.drained_count()
     started = time.monotonic()
     for name in names:
         bench.kube.patch("", "v1", "nodes", f"k8s-{name}", {"spec": {"unschedulable": True}})
     pending = set(names)
-    while pending and time.monotonic() - started < deadline_s:
+    while before is not None and time.monotonic() - started < deadline_s:
+        count = await bench.drained_count()
+        if count is not None and count >= before + size:
+            break
+        await asyncio.sleep(0.05)  # read-back poll of slurmctld's counts
+    counted_at = time.monotonic()
+    while pending and time.monotonic() - started < deadline_s:  # by name: the count could hide a wrong node
         listing = await bench.reader.list_all_nodes()
         pending -= {n.name for n in listing.nodes if n.drain_flag}
-        await asyncio.sleep(0.1)  # read-back poll
-    k8s_to_slurm = time.monotonic() - started if not pending else float("inf")
+        if pending:
+            await asyncio.sleep(0.1)  # read-back poll
+    ended = counted_at if before is not None else time.monotonic()
+    k8s_to_slurm = ended - started if not pending else float("inf")
     drained = size - len(pending)
     for name in names:
         bench.kube.patch("", "v1", "nodes", f"k8s-{name}", {"spec": {"unschedulable": None}})
@@ -458,6 +555,7 @@ async def storm(bench: Bench, size: int, deadline_s: float) -> dict[str, float]:
     return {
         "nodes": size, "of": len(bench.names), "drained_within_deadline": drained,
         "k8s_to_slurm_s": k8s_to_slurm, "slurm_to_k8s_s": slurm_to_k8s,
+        "read_back": "slurmctld metrics, every 50 ms" if before is not None else "full lists",
         # every write the syncer made until each pod and Node showed the drain, per drained node
         "kube_writes_per_node": writes / size,
     }  # fmt: skip
@@ -558,8 +656,15 @@ async def main_async(args: argparse.Namespace) -> int:
                 "metrics_hint": hint,  # the syncer's --slurm-metrics-url ("" = off, the default)
             }
             samples: dict[str, dict[str, list[float]]] = {}
-            async with WireCounter(sandbox.rest_url) as wire:  # every syncer talks to slurmrestd through it
-                for mode, strategy, interval in MODES:
+            async with (
+                WireCounter(sandbox.rest_url) as wire,  # every syncer talks to slurmrestd through it
+                job_churn(sandbox, args.job_churn) as jobs,
+            ):
+                modes = list(MODES)
+                for mode, strategy, interval in modes:
+                    if mode == "equal":  # the full poller at the syncer's bytes per minute
+                        interval = equal_cost_interval(results)
+                        results["equal_cost_interval_s"] = float(interval.removesuffix("s"))
                     progress(f"{mode}: --slurm-poll-strategy {strategy} --slurm-poll-interval {interval}")
                     async with syncer(
                         sandbox,
@@ -582,6 +687,7 @@ async def main_async(args: argparse.Namespace) -> int:
                         # at 10,000 nodes a full list takes ~2 s and is duty-limited: room to measure
                         deadline = (10.0 if nodes < 5000 else 60.0) if mode == "syncer" else 90.0
                         spacing = 0.25 if mode == "syncer" else 0.5
+                        cycle = float(interval.removesuffix("s")) if strategy == "full" else 30.0
                         samples[mode] = {}
                         for _ in range(rounds_here):  # pooled: a p99 needs 1,000 samples
                             rounds = await latency_round(
@@ -590,7 +696,7 @@ async def main_async(args: argparse.Namespace) -> int:
                                 spacing,
                                 deadline,
                                 annotations=mode != "slinky",
-                                phase_s=0.0 if mode == "syncer" else 30.0,
+                                phase_s=0.0 if mode == "syncer" else cycle,
                             )
                             for direction, values in rounds.items():
                                 samples[mode].setdefault(direction, []).extend(values)
@@ -601,21 +707,28 @@ async def main_async(args: argparse.Namespace) -> int:
                             progress(f"storm of {storm_size} drains each way (valve off, 200 QPS)")
                             results["storm_valve_off_200qps"] = await storm(bench, storm_size, 60.0)
                             results["rss_mb"] = {"steady": steady_rss, "peak": handle.rss_mb("VmHWM")}
+                            results["slurm_reads"] = await read_paths(handle)
                         if profiler is not None:
                             results["profile_top"] = await stop_profiler(profiler, out)
                 progress(
-                    f"storm of {storm_size} drains each way at the default settings (10 % valve, 50 QPS)"
+                    f"restart over the settled objects, then a storm of {storm_size} drains each way at the "
+                    "default settings (10 % valve, 50 QPS)"
                 )
+                bench.kube.server.requests.clear()
+                bench.kube.server.record_requests = True
                 async with syncer(
                     sandbox, kubeconfig, "conditional", "1s", out / "syncer-defaults.log", slurm_url=wire.url,
                     tuned=False, metrics_hint=hint,
                 ) as handle:  # fmt: skip
                     await settled(handle)
+                    bench.kube.server.record_requests = False
+                    results["restart"] = restart_figures(bench, handle)
                     results["storm_defaults"] = await storm(bench, storm_size, 20.0 if args.quick else 60.0)
                     figures = await handle.metrics()
                     results["storm_defaults"]["valve_refusals"] = figures.get(
                         "slurm_syncer_safety_valve_refusals_total", 0.0
                     )
+                results["job_churn"] = {"interval_s": args.job_churn, **jobs}
             results["samples"] = samples
             progress("snapshot cost")
             results["snapshot"] = await snapshot(sandbox)
@@ -671,10 +784,12 @@ def summary(r: dict[str, Any]) -> str:
     for direction in ("k8s_to_slurm", "annotation_to_slurm", "slurm_to_k8s"):
         mine, base = r["latency_s"][direction], r["baseline_latency_s"][direction]
         slinky = r["slinky_latency_s"].get(direction, percentiles([]))
+        equal = r["equal_cost_latency_s"][direction]
         lines.append(
             f"  {direction:20s} p50 {p50_text(mine)}  {tail_text(mine)}   "
             f"Slinky-like p50 {p50_text(slinky)}  {tail_text(slinky)}   "
-            f"full-poll p50 {p50_text(base)}  {tail_text(base)}"
+            f"full-poll p50 {p50_text(base)}  {tail_text(base)}   "
+            f"full-poll at equal cost p50 {p50_text(equal)}  {tail_text(equal)}"
         )
     idle, base = r["idle_per_minute"], r["baseline_idle_per_minute"]
     lines.append(
@@ -683,11 +798,17 @@ def summary(r: dict[str, Any]) -> str:
         f"CPU {idle['syncer_cpu_percent']:.1f} %   full-poll: {base['slurm_requests']:.0f} requests, "
         f"{base['slurm_bytes'] / 1e6:.3f} MB (ratio {r['idle_bytes_ratio_to_baseline']:.3f})"
     )
-    slinky = r["slinky_idle_per_minute"]
+    slinky, equal = r["slinky_idle_per_minute"], r["equal_cost_idle_per_minute"]
     lines.append(
         f"  Slinky-like idle/min: {slinky['slurm_requests']:.0f} requests, "
         f"{slinky['slurm_bytes'] / 1e6:.3f} MB, {slinky['full_fetches']:.1f} full lists"
     )
+    lines.append(
+        f"  full-poll every {r['equal_cost_interval_s']:.1f} s (equal cost) idle/min: "
+        f"{equal['slurm_requests']:.0f} requests, {equal['slurm_bytes'] / 1e6:.3f} MB"
+    )
+    lines.append(f"  job churn: {r['job_churn']}; syncer's Slurm reads by path: {r['slurm_reads']}")
+    lines.append(f"  restart over settled objects: {r['restart']}")
     snap = r["snapshot"]
     lines.append(
         f"  snapshot: slurmrestd {snap['slurmrestd_s']:.3f} s, syncer {snap['syncer_s']:.4f} s, "
@@ -709,13 +830,21 @@ def cell(figures: dict[str, float | None]) -> str:
 
 def markdown(r: dict[str, Any]) -> str:
     """The figures as benchmarks/RESULTS.md shows them (`python benchmarks/run.py --table results.json`)."""
-    modes = (("syncer", ""), ("Slinky-like", "slinky_"), ("our full-poll mode", "baseline_"))
+    modes = (
+        ("syncer", ""),
+        ("Slinky-like", "slinky_"),
+        ("our full-poll mode, 30 s", "baseline_"),
+        (f"full poll every {r['equal_cost_interval_s']:.1f} s (the syncer's bytes)", "equal_cost_"),
+    )
+    churn = r["job_churn"]
     rows = [
         f"| {r['nodes']:,} nodes, Slurm {r['slurm_release']} ({r['api_version']}), "
-        f"metrics hint {'on' if r.get('metrics_hint') else 'off'} | "
+        f"metrics hint {'on' if r.get('metrics_hint') else 'off'}, "
+        + (f"a job every {churn['interval_s']:.0f} s" if churn["interval_s"] else "no jobs")
+        + " | "
         + " | ".join(m for m, _ in modes)
         + " |",
-        "|---|---|---|---|",
+        "|---|---|---|---|---|",
     ]
     names = {
         "k8s_to_slurm": "cordon -> Slurm drain",
@@ -739,13 +868,14 @@ def markdown(r: dict[str, Any]) -> str:
         "| idle CPU of the process | " + " | ".join(f"{i['syncer_cpu_percent']:.1f} %" for i in idle) + " |"
     )
     lines = ["\n".join(rows), ""]
-    snap, rss = r["snapshot"], r["rss_mb"]
+    snap, rss, restart, reads = r["snapshot"], r["rss_mb"], r["restart"], r["slurm_reads"]
     off, defaults = r["storm_valve_off_200qps"], r["storm_defaults"]
 
     def storm_rows(label: str, storm: dict[str, float]) -> list[str]:
         k8s = storm["k8s_to_slurm_s"]
         return [
-            f"| storm, {storm['nodes']:.0f} cordons -> Slurm drained ({label}) | "
+            f"| storm, {storm['nodes']:.0f} cordons -> Slurm drained ({label}; read back by "
+            f"{storm.get('read_back', 'full lists')}) | "
             + (
                 f"{k8s:.2f} s"
                 if k8s != float("inf")
@@ -769,6 +899,14 @@ def markdown(r: dict[str, Any]) -> str:
             f"default settings: 10 % valve, 50 QPS; valve refusals {defaults.get('valve_refusals', 0):.0f}",
             defaults,
         ),
+        f"| restart over objects in agreement: ready / caught up (first pass done) / writes | "
+        f"{restart['ready_s']:.1f} s / {restart['caught_up_s']:.1f} s / {restart['kube_writes']:.0f} |",
+        "| the syncer's Slurm reads over the run, by path | "
+        + ", ".join(
+            f"{path}: {reads[f'{path}_reads']:.0f} reads, {reads[f'{path}_bytes'] / 1e6:.1f} MB"
+            for path in ("probe", "list", "metrics")
+        )
+        + " |",
         f"| RSS of the syncer | {rss['steady']:.0f} MB steady (after the idle window), "
         f"{rss['peak']:.0f} MB peak (VmHWM after the storm) |",
         f"| snapshot: slurmrestd full list / syncer decode+diff | {snap['slurmrestd_s']:.3f} s / "
@@ -802,6 +940,10 @@ def main() -> int:
         help="Slurm release of the sandbox (default: $SLURM_SYNCER_SLURM_RELEASE, else 24.11)",
     )  # fmt: skip
     parser.add_argument("--profile", action="store_true", help="py-spy the syncer: DIR/profile.txt")
+    parser.add_argument(
+        "--job-churn", type=float, default=2.0, metavar="SECONDS",
+        help="a one-second job on the real slurmd every SECONDS through the whole run (default 2; 0: none)",
+    )  # fmt: skip
     parser.add_argument(
         "--metrics-hint", action="store_true",
         help="the syncer with --slurm-metrics-url (slurmctld's OpenMetrics, 26.05 sandbox); off by default",

@@ -51,6 +51,7 @@ class ServiceConfig:
     slurm_stale_after_s: float = default("slurm_stale_after")
     slurm_metrics_url: str = default("slurm_metrics_url")
     slurm_metrics_floor_s: float = default("slurm_metrics_floor")
+    slurm_metrics_duty: float = default("slurm_metrics_duty")
     namespace: str = default("namespace")  # pods' namespace; "" = all
     bind_by_node_name: bool = default("bind_by_node_name")
     node_name_labels: tuple[str, ...] = default("node_name_label")
@@ -94,6 +95,7 @@ class SyncerService:
             stale_after_s=config.slurm_stale_after_s,
             hint=MetricsReader(config.slurm_metrics_url) if config.slurm_metrics_url else None,
             hint_floor_s=config.slurm_metrics_floor_s,
+            hint_duty=config.slurm_metrics_duty,
         )
         if self.slurm_cache.hint is not None:
             self.manager.on_close(self.slurm_cache.hint.close)

@@ -219,6 +219,14 @@ OPTIONS: tuple[Option, ...] = (
         shown_default="30s",
     ),
     Option(
+        "slurm-metrics-duty",
+        _fraction,
+        1.0,
+        "with --slurm-metrics-url: the share of time slurmrestd may spend listing for us while the counts "
+        "keep moving (1.0: lists back to back during a burst; 0.25 otherwise)",
+        "Slurm",
+    ),
+    Option(
         "slurm-timeout",
         _positive_duration,
         10.0,
@@ -408,6 +416,7 @@ class Settings:
     slurm_stale_after: float
     slurm_metrics_url: str
     slurm_metrics_floor: float
+    slurm_metrics_duty: float
     slurm_timeout: float
     kubeconfig: str
     namespace: str

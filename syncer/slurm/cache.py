@@ -20,6 +20,10 @@ lists nothing until `hint_floor_s` after the last full list (or 304), when the u
 drain that leaves every count as it was (one drain plus one undrain) therefore reaches the cache
 within `hint_floor_s` plus one poll. A hint that fails (absent, slow, garbage) is logged once, counted,
 and the cache polls as without it, trying the hint again after `hint_floor_s`.
+
+While the hint keeps saying "changed" (a burst of drains or failures), lists follow each other under
+`hint_duty` instead of `max_duty` (default 1.0: back to back), and the hint is read again as soon as
+another list is allowed rather than a poll interval later: the budget is spent while things change.
 """
 
 from __future__ import annotations
@@ -104,10 +108,12 @@ class NodeCache:
         stale_after_s: float | None = None,
         hint: MetricsReader | None = None,
         hint_floor_s: float = 30.0,
+        hint_duty: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if not 0 < max_duty <= 1:
-            raise ValueError(f"max duty must be in (0, 1], got {max_duty}")
+        for label, duty in (("max duty", max_duty), ("hint duty", hint_duty)):
+            if not 0 < duty <= 1:
+                raise ValueError(f"{label} must be in (0, 1], got {duty}")
         self._client = client
         self.poll_interval_s = poll_interval_s
         self.strategy: Strategy = strategy
@@ -129,6 +135,8 @@ class NodeCache:
         self._changed_pending = False
         self.hint = hint
         self.hint_floor_s = hint_floor_s
+        self.hint_duty = hint_duty
+        self._hint_hot = False  # the last hint read said "changed": list again as soon as allowed
         self._confirmed_at = 0.0  # last full list or 304: the floor counts from here
         self._hint_seen: Fingerprint | None = None  # read before the list now pending
         self._hint_listed: Fingerprint | None = None  # read before the last full list
@@ -173,8 +181,10 @@ class NodeCache:
                 endpoint="nodes",
             )
         now = self._clock()
-        # Keep slurmrestd's share of wall time serving us under max_duty, whatever the cluster size.
-        self._next_full_at = now + listing.seconds * (1 / self.max_duty - 1)
+        # Keep slurmrestd's share of wall time serving us under max_duty, whatever the cluster size
+        # (hint_duty while the hint says things are changing).
+        duty = self.hint_duty if self._hint_hot else self.max_duty
+        self._next_full_at = now + listing.seconds * (1 / duty - 1)
         self.stats.full_fetches += 1
         self._confirmed_at = now
         self._hint_listed = self._hint_seen
@@ -218,6 +228,7 @@ class NodeCache:
         except SlurmMetricsError as exc:
             self.stats.hint_errors += 1
             self._hint_seen = None
+            self._hint_hot = False
             self._hint_retry_at = self._clock() + self.hint_floor_s
             if not self.stats.hint_failing:
                 log.warning("slurm_metrics_hint_failed", error=str(exc), fallback="update_time probes")
@@ -237,7 +248,8 @@ class NodeCache:
         fingerprint = await self._read_hint()
         if fingerprint is None:
             return False
-        if fingerprint != self._hint_listed:
+        self._hint_hot = fingerprint != self._hint_listed
+        if self._hint_hot:
             self.stats.hint_changed += 1
             self._changed_pending = True
             return False
@@ -328,7 +340,7 @@ class NodeCache:
             finally:
                 self._polling_since = None
             delay = self.poll_interval_s
-            if self._changed_pending:
+            if self._changed_pending or self._hint_hot:
                 delay = min(delay, max(0.0, self._next_full_at - self._clock()))
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that lands
             # as a nudge wakes it, and the cache would then never stop

@@ -12,6 +12,9 @@ from syncer.sync.options import SyncOptions
 from syncer.sync.reason import sanitise_capped
 
 CORDON: Final = "cordon"
+# One text for every cordon without a reason annotation: a rack cordoned at once is one bulk drain in
+# Slurm (its bulk update takes one reason); the Node's name is on the pod and in the Event.
+CORDON_TEXT: Final = "Node cordoned"
 NOT_READY: Final = "not-ready"
 CONDITION: Final = "condition"
 DRAIN_ANNOTATION: Final = "drain-annotation"
@@ -86,7 +89,7 @@ def drain_causes(
                 "",
             )
             note = sanitise_capped(raw, opts.max_reason_bytes)
-            add(CORDON, note or f"Node {node.name} cordoned")
+            add(CORDON, note or CORDON_TEXT)
         ready = node.condition("Ready") or MISSING_READY
         if ready.status != "True":
             since = ready.last_transition_time if math.isfinite(ready.last_transition_time) else 0.0

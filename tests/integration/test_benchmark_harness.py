@@ -44,7 +44,11 @@ def test_quick_benchmark_writes_results_and_plot(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     results = json.loads((out / "results.json").read_text())
     assert results["nodes"] == 100 and results["api_version"].startswith("v0.0.")
-    for key, mode in (("latency_s", "syncer"), ("baseline_latency_s", "baseline")):
+    for key, mode in (
+        ("latency_s", "syncer"),
+        ("baseline_latency_s", "baseline"),
+        ("equal_cost_latency_s", "equal"),
+    ):
         for direction in ("k8s_to_slurm", "annotation_to_slurm", "slurm_to_k8s"):
             figures = results[key][direction]
             # every sample is kept; 5 samples give a median and a maximum, never a p95 or p99
@@ -63,7 +67,28 @@ def test_quick_benchmark_writes_results_and_plot(tmp_path: Path) -> None:
         assert results[key]["slurm_to_k8s"]["max"] < 31.0 + 5.0, results[key]
     assert results["slinky_idle_per_minute"]["full_fetches"] >= 1
     assert results["phases_per_baseline"] == 1
-    for key in ("idle_per_minute", "slinky_idle_per_minute", "baseline_idle_per_minute"):
+    # the full poller at the syncer's bytes per minute: its interval follows from the two idle windows
+    one_list = (
+        results["baseline_idle_per_minute"]["slurm_bytes"]
+        / results["baseline_idle_per_minute"]["full_fetches"]
+    )
+    interval = results["equal_cost_interval_s"]
+    assert interval == pytest.approx(
+        max(60 * one_list / results["idle_per_minute"]["slurm_bytes"], 1.0), abs=0.06
+    )
+    # real jobs ran through the run; every read path of the syncer is counted
+    assert results["job_churn"]["submitted"] >= 10 and results["job_churn"]["refused"] == 0
+    reads = results["slurm_reads"]
+    assert reads["list_reads"] >= 1 and reads["list_bytes"] > 0 and reads["probe_reads"] >= 1
+    # a restart over objects in agreement writes nothing to Kubernetes
+    restart = results["restart"]
+    assert 0 < restart["ready_s"] <= restart["caught_up_s"] and restart["kube_writes"] == 0, restart
+    for key in (
+        "idle_per_minute",
+        "slinky_idle_per_minute",
+        "baseline_idle_per_minute",
+        "equal_cost_idle_per_minute",
+    ):
         idle = results[key]
         assert set(idle) == {"seconds", "slurm_requests", "slurm_bytes", "full_fetches", "syncer_cpu_percent"}
         assert idle["seconds"] >= 31 and idle["slurm_requests"] > 0 and idle["slurm_bytes"] > 0  # at the wire

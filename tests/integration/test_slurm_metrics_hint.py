@@ -15,7 +15,7 @@ from aiohttp import web
 from structlog.testing import capture_logs
 
 from syncer.slurm.auth import TokenFile
-from syncer.slurm.cache import NodeCache
+from syncer.slurm.cache import NodeCache, NodeChange
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.metrics_hint import MetricsReader, parse_fingerprint
 from syncer.testing.faultproxy import FaultProxy
@@ -123,6 +123,49 @@ if SELECTED.openmetrics:
             assert cache.stats.hint_changed >= 1 and cache.stats.full_fetches > fulls
             assert cache.stats.reads["probe"] == probes  # slurmrestd was asked for the list only
             assert cache.stats.hint_errors == 0 and not cache.stale
+
+    async def test_a_burst_of_drains_is_listed_back_to_back(slurm_sandbox: Sandbox) -> None:
+        # slurmrestd slowed to a 10,000-node list's time, where a 0.25 duty spaces lists 2.4 s apart: only
+        # back-to-back lists while the counts move see each drain of the burst within about two lists
+        nodes = [f"node009{i:02d}" for i in range(30, 42)]
+        drained_at: dict[str, float] = {}
+        seen_at: dict[str, float] = {}
+        async with (
+            FaultProxy(slurm_sandbox.rest_url) as proxy,
+            hinted_cache(
+                slurm_sandbox, slurm_sandbox.metrics_url, rest_url=proxy.url, poll_interval_s=1.0,
+                hint_floor_s=600, max_duty=0.25,
+            ) as cache,
+        ):  # fmt: skip
+
+            def record(changes: list[NodeChange]) -> None:
+                for change in changes:
+                    if change.after is not None and change.after.drain_flag:
+                        seen_at.setdefault(change.name, time.monotonic())
+
+            cache.subscribe(record)
+            await wait_for(lambda: cache.stats.hint_unchanged >= 1, deadline_s=20, what="the hint settles")
+            proxy.delay_s = 0.8
+            lists = cache.stats.full_fetches
+            try:
+                for node in nodes:
+                    drained_at[node] = time.monotonic()  # before: a delay errs long, never short
+                    await asyncio.to_thread(
+                        slurm_sandbox.scontrol,
+                        "update",
+                        f"nodename={node}",
+                        "state=drain",
+                        "reason=admin: burst",
+                    )
+                    await asyncio.sleep(0.3)  # the burst's pace, not a synchronisation
+                await wait_for(lambda: set(seen_at) >= set(nodes), deadline_s=15, what="every drain")
+            finally:
+                for node in nodes:
+                    slurm_sandbox.scontrol("update", f"nodename={node}", "state=undrain")
+        # the first drains wait for the poll interval and the first list, as without the burst
+        delays = {node: round(seen_at[node] - drained_at[node], 2) for node in nodes[4:]}
+        assert max(delays.values()) <= 2.0, delays  # two lists of ~0.85 s and slack, not 2.4 s + a list
+        assert cache.stats.full_fetches - lists >= 3
 
     async def test_cancelling_drains_arrive_within_the_floor(slurm_sandbox: Sandbox) -> None:
         # one drain and one undrain: the counts end as they were; only the floor can bring the news

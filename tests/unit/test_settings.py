@@ -216,10 +216,20 @@ def test_binding_labels_pod_selector_and_cordon_reason_annotations():
 def test_slurm_metrics_hint_options():
     base = ("--slurm-url", "http://slurmrestd:6820")
     off = load(parse(*base), {"SLURM_SYNCER_SLURM_METRICS_URL": ""})  # the chart's default: off
-    assert (off.slurm_metrics_url, off.slurm_metrics_floor) == ("", 30.0)
-    on = load(parse(*base, "--slurm-metrics-url", "http://slurmctld:6817", "--slurm-metrics-floor", "1m"), {})
-    assert (on.slurm_metrics_url, on.slurm_metrics_floor) == ("http://slurmctld:6817", 60.0)
+    assert (off.slurm_metrics_url, off.slurm_metrics_floor, off.slurm_metrics_duty) == ("", 30.0, 1.0)
+    on = load(
+        parse(*base, "--slurm-metrics-url", "http://slurmctld:6817", "--slurm-metrics-floor", "1m",
+              "--slurm-metrics-duty", "0.5"),
+        {},
+    )  # fmt: skip
+    assert (on.slurm_metrics_url, on.slurm_metrics_floor, on.slurm_metrics_duty) == (
+        "http://slurmctld:6817", 60.0, 0.5
+    )
     config = wiring.service_config(on, {})
-    assert (config.slurm_metrics_url, config.slurm_metrics_floor_s) == ("http://slurmctld:6817", 60.0)
+    assert (config.slurm_metrics_url, config.slurm_metrics_floor_s, config.slurm_metrics_duty) == (
+        "http://slurmctld:6817", 60.0, 0.5
+    )
+    with pytest.raises(SettingsError, match="slurm-metrics-duty"):
+        load(parse(*base, "--slurm-metrics-duty", "0"), {})
     with pytest.raises(SettingsError, match="slurm-metrics-url"):
         load(parse(*base, "--slurm-metrics-url", "http://slurmctld:6817/metrics/nodes"), {})

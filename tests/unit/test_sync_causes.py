@@ -60,7 +60,7 @@ GPU_BAD = Condition(type="GpuUnhealthy", status="True", reason="XidError", messa
     [
         pytest.param(kpod(), knode(), (), id="healthy: nothing"),
         pytest.param(None, None, (), id="nothing bound"),
-        pytest.param(None, knode(unschedulable=True), (Cause("cordon", "Node k1 cordoned"),), id="cordon"),
+        pytest.param(None, knode(unschedulable=True), (Cause("cordon", "Node cordoned"),), id="cordon"),
         pytest.param(
             None,
             knode(unschedulable=True, annotations={Keys.CORDON_REASON: "kernel upgrade\nCHG-42"}),
@@ -70,7 +70,7 @@ GPU_BAD = Condition(type="GpuUnhealthy", status="True", reason="XidError", messa
         pytest.param(
             None,
             knode(unschedulable=True, annotations={Keys.CORDON_REASON: " \t"}),
-            (Cause("cordon", "Node k1 cordoned"),),
+            (Cause("cordon", "Node cordoned"),),
             id="cordon with blank reason annotation",
         ),
         pytest.param(
@@ -82,7 +82,7 @@ GPU_BAD = Condition(type="GpuUnhealthy", status="True", reason="XidError", messa
         pytest.param(
             None,
             knode(unschedulable=True, annotations={Keys.CORDONED_BY: "someone"}),
-            (Cause("cordon", "Node k1 cordoned"),),
+            (Cause("cordon", "Node cordoned"),),
             id="a cordon marked by someone else is a cause",
         ),
         pytest.param(

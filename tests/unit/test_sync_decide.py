@@ -22,7 +22,7 @@ NOW = 1_700_000_000.0
 OPTS = SyncOptions(drain_on_conditions=(("GpuUnhealthy", "True"),))
 CORDON_OPTS = replace(OPTS, cordon_on_slurm_drain=True)
 READY = Condition(type="Ready", status="True", reason="KubeletReady", last_transition_time=NOW - 3600)
-OURS = "k8s: Node k1 cordoned"
+OURS = "k8s: Node cordoned"
 ADMIN = "bad DIMM, ticket 4711"
 
 
@@ -250,7 +250,7 @@ def test_several_causes_join_in_one_reason() -> None:
     pod = kpod(annotations={Keys.DRAIN_REQUEST: "IB"}, deletion_timestamp=NOW)
     action = run(snode("IDLE"), pod, knode(unschedulable=True))
     assert action.slurm_action == SlurmAction(
-        "drain", "k8s: Node k1 cordoned; IB; pod hpc/slurmd-0 terminating"
+        "drain", "k8s: Node cordoned; IB; pod hpc/slurmd-0 terminating"
     )
     assert [c.kind for c in action.causes] == ["cordon", "drain-annotation", "terminating"]
 
@@ -268,7 +268,7 @@ def test_ready_grace_gives_recheck_time_then_drains() -> None:
 def test_custom_owner_prefix() -> None:
     opts = SyncOptions(owner_prefix="kube> ")
     assert run(snode("IDLE"), None, knode(unschedulable=True), opts=opts).slurm_action == SlurmAction(
-        "drain", "kube> Node k1 cordoned"
+        "drain", "kube> Node cordoned"
     )
     # With another prefix, a "k8s: " reason belongs to someone else.
     assert run(snode("IDLE", "DRAIN", reason=OURS), None, knode(), opts=opts).slurm_action is None

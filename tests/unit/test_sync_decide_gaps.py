@@ -73,7 +73,7 @@ def test_drain_undrain_and_redrain_events_name_the_action() -> None:
     cordoned = knode(unschedulable=True)
     drain = decide(snode(), kpod(), cordoned, now=NOW, opts=OPTS, slurm_fresh=True)
     assert [e for e in drain.events if e.reason == "DrainingSlurmNode"] == [
-        EventSpec("DrainingSlurmNode", "draining Slurm node n1: k8s: Node k1 cordoned", "Normal", "pod")
+        EventSpec("DrainingSlurmNode", "draining Slurm node n1: k8s: Node cordoned", "Normal", "pod")
     ]
     undrain = decide(
         snode("IDLE", "DRAIN", reason=OURS), kpod(), knode(), now=NOW, opts=OPTS, slurm_fresh=True
@@ -86,7 +86,7 @@ def test_drain_undrain_and_redrain_events_name_the_action() -> None:
     assert [e for e in redrain.events if e.reason == "UpdatingSlurmDrainReason"] == [
         EventSpec(
             "UpdatingSlurmDrainReason",
-            "updating drain reason of Slurm node n1: k8s: Node k1 cordoned",
+            "updating drain reason of Slurm node n1: k8s: Node cordoned",
             "Normal",
             "pod",
         )

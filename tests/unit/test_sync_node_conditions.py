@@ -16,7 +16,7 @@ from syncer.sync.options import SyncOptions
 NOW = 1_700_000_000.0
 OPTS = SyncOptions()
 READY = Condition(type="Ready", status="True", reason="KubeletReady", last_transition_time=NOW - 3600)
-OURS = "k8s: Node k1 cordoned"
+OURS = "k8s: Node cordoned"
 ADMIN = "bad DIMM, ticket 4711"
 
 

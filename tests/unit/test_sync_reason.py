@@ -45,8 +45,8 @@ def test_sanitise(raw: str, clean: str) -> None:
 
 
 def test_compose_joins_causes_after_the_owner_prefix() -> None:
-    assert compose_reason([cause("Node n1 cordoned"), cause("(Ready: KubeletNotReady)")], OTHER_OPTS) == (
-        "mine> Node n1 cordoned; (Ready: KubeletNotReady)"
+    assert compose_reason([cause("Node cordoned"), cause("(Ready: KubeletNotReady)")], OTHER_OPTS) == (
+        "mine> Node cordoned; (Ready: KubeletNotReady)"
     )
     assert compose_reason([cause("a"), cause("b")], OPTS) == "k8s: a; b"
 
@@ -78,7 +78,7 @@ def test_cut_does_not_leave_a_dangling_separator() -> None:
 
 
 def test_is_ours() -> None:
-    assert is_ours("k8s: Node n1 cordoned", OPTS)
+    assert is_ours("k8s: Node cordoned", OPTS)
     assert not is_ours("admin: bad DIMM", OPTS)
     assert not is_ours("", OPTS)
     assert not is_ours("K8S: shouting", OPTS)
