@@ -423,7 +423,24 @@ async def read_paths(handle: Syncer) -> dict[str, float]:
     }
 
 
-def restart_figures(bench: Bench, handle: Syncer) -> dict[str, float]:
+async def shown_undrained(bench: Bench, deadline_s: float) -> None:
+    """Until Kubernetes shows every node undrained again (the running syncer caught up with the last
+    undrains), so that a restart after it has, rightly, nothing to write."""
+
+    def drained(name: str) -> bool:
+        pod = bench.kube.pod(NAMESPACE, f"slurmd-{name}") or {}
+        state = ((pod.get("metadata") or {}).get("annotations") or {}).get(Keys.STATE, "")
+        return "DRAIN" in state.split("+")
+
+    end = time.monotonic() + deadline_s
+    while any(drained(name) for name in bench.names):
+        if time.monotonic() > end:
+            progress(f"pods still shown drained after {deadline_s:.0f} s: the restart has work to do")
+            return
+        await asyncio.sleep(0.5)  # observation poll
+
+
+def restart_figures(bench: Bench, handle: Syncer) -> dict[str, Any]:
     """A syncer started over objects that are all in agreement: how soon it was ready and caught up
     (first pass done), from the process's start, and what it wrote meanwhile (the goal: nothing)."""
     caught_up = time.monotonic()
@@ -710,6 +727,8 @@ async def main_async(args: argparse.Namespace) -> int:
                             results["slurm_reads"] = await read_paths(handle)
                         if profiler is not None:
                             results["profile_top"] = await stop_profiler(profiler, out)
+                        if mode == modes[-1][0]:
+                            await shown_undrained(bench, 2 * cycle + 30.0)
                 progress(
                     f"restart over the settled objects, then a storm of {storm_size} drains each way at the "
                     "default settings (10 % valve, 50 QPS)"
