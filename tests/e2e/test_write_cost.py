@@ -79,19 +79,25 @@ async def test_a_slurm_drain_storm_costs_one_write_per_object_and_one_summary_ev
         assert len([p for _, p in writes if "/events" in p]) == len(individual) + 1
 
 
-async def test_a_rack_cordoned_with_one_reason_reaches_slurm_in_bulk_requests(rig: Rig):
+@pytest.mark.parametrize(
+    ("why", "reason"),
+    [("rack 12 maintenance", "k8s: rack 12 maintenance"), ("", "k8s: Node cordoned")],
+    ids=["cordon-reason", "plain-kubectl-cordon"],
+)
+async def test_a_cordoned_rack_reaches_slurm_in_bulk_requests(rig: Rig, why: str, reason: str):
     """Identical updates (same state and reason) decided together go in one request: a rack cordoned with
-    one cordon reason drains in bulk, and its undrains (no reason) too. Without a cordon reason each drain
-    names its own Node (the contract), so those go one by one."""
+    one cordon reason, or with none (every such drain reads the same), drains in bulk, and its undrains
+    (no reason) too."""
     names = fresh_slurm_nodes(30)
     nodes = [rig.bind_pod(n)[0] for n in names]
     async with running_syncer(rig) as service:
         await first_pass_done(rig, service, names)
-        for node in nodes:  # an admin (or a tool like NVSentinel) cordons a whole rack, saying why
-            why = {Keys.CORDON_REASON: "rack 12 maintenance"}
+        for node in nodes:  # an admin (or a tool like NVSentinel) cordons a whole rack
+            annotations = {Keys.CORDON_REASON: why} if why else {}
             rig.kube.patch(
-                "", "v1", "nodes", node, {"metadata": {"annotations": why}, "spec": {"unschedulable": True}}
-            )
+                "", "v1", "nodes", node,
+                {"metadata": {"annotations": annotations}, "spec": {"unschedulable": True}},
+            )  # fmt: skip
 
         async def drained() -> set[str]:
             listing = await rig.reader.list_all_nodes()
@@ -103,7 +109,7 @@ async def test_a_rack_cordoned_with_one_reason_reaches_slurm_in_bulk_requests(ri
         await wait_for(all_drained, deadline_s=30, what="every cordoned node drained in Slurm")
         await service.engine.queue.wait_idle()
         for name in names:
-            assert (await rig.slurm(name)).reason == "k8s: rack 12 maintenance", name
+            assert (await rig.slurm(name)).reason == reason, name
         stats = service.engine.applier.bulk.stats
         # 8 workers decide at once: drains queued behind one in flight go together
         assert stats.nodes == len(names) and stats.bulk_requests >= 1 and stats.requests < len(names), stats
