@@ -223,11 +223,15 @@ def test_slurm_metrics_hint_options():
         {},
     )  # fmt: skip
     assert (on.slurm_metrics_url, on.slurm_metrics_floor, on.slurm_metrics_duty) == (
-        "http://slurmctld:6817", 60.0, 0.5
+        "http://slurmctld:6817",
+        60.0,
+        0.5,
     )
     config = wiring.service_config(on, {})
     assert (config.slurm_metrics_url, config.slurm_metrics_floor_s, config.slurm_metrics_duty) == (
-        "http://slurmctld:6817", 60.0, 0.5
+        "http://slurmctld:6817",
+        60.0,
+        0.5,
     )
     with pytest.raises(SettingsError, match="slurm-metrics-duty"):
         load(parse(*base, "--slurm-metrics-duty", "0"), {})

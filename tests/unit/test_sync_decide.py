@@ -249,9 +249,7 @@ def test_scale_in_reason_matches_the_contract() -> None:
 def test_several_causes_join_in_one_reason() -> None:
     pod = kpod(annotations={Keys.DRAIN_REQUEST: "IB"}, deletion_timestamp=NOW)
     action = run(snode("IDLE"), pod, knode(unschedulable=True))
-    assert action.slurm_action == SlurmAction(
-        "drain", "k8s: Node cordoned; IB; pod hpc/slurmd-0 terminating"
-    )
+    assert action.slurm_action == SlurmAction("drain", "k8s: Node cordoned; IB; pod hpc/slurmd-0 terminating")
     assert [c.kind for c in action.causes] == ["cordon", "drain-annotation", "terminating"]
 
 
