@@ -467,21 +467,41 @@ async def snapshot(sandbox: Sandbox) -> dict[str, float]:
     return {"slurmrestd_s": r, "syncer_s": s, "ratio": s / r}
 
 
+CHURN_JOB = "slurm-syncer-churn"
+CHURN_MAX_PENDING = 4  # a steady queue: the run's late phases meet the same scheduler load as its early ones
+
+
 @contextlib.asynccontextmanager
 async def job_churn(sandbox: Sandbox, interval_s: float) -> AsyncIterator[dict[str, int]]:
     """Real jobs through the whole run: a one-second job on the real slurmd every `interval_s` (0: none),
-    so job starts and ends move slurmctld's node timestamp as on a production cluster."""
-    counts = {"submitted": 0, "refused": 0}
+    so job starts and ends move slurmctld's node timestamp as on a production cluster. At most
+    CHURN_MAX_PENDING wait at once (one real node runs them one by one; an ever longer queue would make
+    each backfill cycle, which holds slurmctld's node lock, longer as the run goes on)."""
+    counts = {"submitted": 0, "refused": 0, "skipped_queue_full": 0}
     if interval_s <= 0:
         yield counts
         return
 
     async def churn() -> None:
         while True:
-            result = await asyncio.to_thread(
-                sandbox.run, "sbatch", "-w", sandbox.real_node, "--wrap", "sleep 1", timeout=30
+            queue = await asyncio.to_thread(
+                sandbox.run, "squeue", "-h", "-t", "PENDING", "-n", CHURN_JOB, "-o", "%i", timeout=30
             )
-            counts["submitted" if result.returncode == 0 else "refused"] += 1
+            if len(queue.stdout.split()) >= CHURN_MAX_PENDING:
+                counts["skipped_queue_full"] += 1
+            else:
+                result = await asyncio.to_thread(
+                    sandbox.run,
+                    "sbatch",
+                    "-J",
+                    CHURN_JOB,
+                    "-w",
+                    sandbox.real_node,
+                    "--wrap",
+                    "sleep 1",
+                    timeout=30,
+                )
+                counts["submitted" if result.returncode == 0 else "refused"] += 1
             await asyncio.sleep(interval_s)  # the churn's pace
 
     task = asyncio.create_task(churn())
@@ -491,6 +511,36 @@ async def job_churn(sandbox: Sandbox, interval_s: float) -> AsyncIterator[dict[s
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await asyncio.to_thread(sandbox.run, "scancel", "-u", "root", timeout=30)
+
+
+SDIAG_FIGURE = re.compile(
+    r"^\s*(Jobs submitted|Jobs started|Total cycles|Last cycle|Max cycle|Mean cycle):\s+(\d+)\s*$"
+)
+
+
+def scheduler_load(sandbox: Sandbox) -> dict[str, float]:
+    """slurmctld's own scheduler figures (`sdiag`) at the end of the run: its main scheduler and backfill
+    cycles hold the node lock that every list, read and update waits for."""
+    section, figures = "", {}
+    for line in sandbox.run("sdiag", timeout=30).stdout.splitlines():
+        if line.startswith("Main schedule statistics"):
+            section = "main_"
+        elif line.startswith("Backfilling stats"):
+            section = "backfill_"
+        elif line and not line[0].isspace():
+            section = "" if not line.startswith("Jobs") else section
+        match = SDIAG_FIGURE.match(line)
+        if match is None:
+            continue
+        name = match.group(1).lower().replace(" ", "_")
+        if name.startswith("jobs_"):
+            figures[name] = float(match.group(2))
+        elif section:
+            microseconds = name.endswith("_cycle") and name != "total_cycles"
+            figures[section + name + ("_s" if microseconds else "")] = (
+                float(match.group(2)) / 1e6 if microseconds else float(match.group(2))
+            )
+    return figures
 
 
 def kube_writes(bench: Bench, objects: set[str]) -> int:
@@ -751,6 +801,7 @@ async def main_async(args: argparse.Namespace) -> int:
             results["samples"] = samples
             progress("snapshot cost")
             results["snapshot"] = await snapshot(sandbox)
+            results["slurmctld_scheduler"] = await asyncio.to_thread(scheduler_load, sandbox)
         finally:
             await reader.close()
             await kube.stop()
@@ -828,6 +879,7 @@ def summary(r: dict[str, Any]) -> str:
     )
     lines.append(f"  job churn: {r['job_churn']}; syncer's Slurm reads by path: {r['slurm_reads']}")
     lines.append(f"  restart over settled objects: {r['restart']}")
+    lines.append(f"  slurmctld's scheduler at the end (sdiag): {r['slurmctld_scheduler']}")
     snap = r["snapshot"]
     lines.append(
         f"  snapshot: slurmrestd {snap['slurmrestd_s']:.3f} s, syncer {snap['syncer_s']:.4f} s, "
@@ -845,6 +897,18 @@ def cell(figures: dict[str, float | None]) -> str:
         return "no samples"
     missed = f"; {figures['not_shown']:.0f} not shown within the deadline" if figures.get("not_shown") else ""
     return f"p50 {p50_text(figures)}, {tail_text(figures)}{missed}"
+
+
+def scheduler_text(figures: dict[str, float]) -> str:
+    parts = [
+        f"{label} {figures[f'{key}_total_cycles']:.0f} cycles, mean {figures[f'{key}_mean_cycle_s']:.2f} s, "
+        f"max {figures[f'{key}_max_cycle_s']:.2f} s"
+        for label, key in (("main", "main"), ("backfill", "backfill"))
+        if f"{key}_total_cycles" in figures and f"{key}_mean_cycle_s" in figures
+    ]
+    submitted, started = figures.get("jobs_submitted", 0), figures.get("jobs_started", 0)
+    jobs = f"; jobs submitted {submitted:.0f}, started {started:.0f}"
+    return ("; ".join(parts) or "no figures") + jobs
 
 
 def markdown(r: dict[str, Any]) -> str:
@@ -925,6 +989,9 @@ def markdown(r: dict[str, Any]) -> str:
             f"{path}: {reads[f'{path}_reads']:.0f} reads, {reads[f'{path}_bytes'] / 1e6:.1f} MB"
             for path in ("probe", "list", "metrics")
         )
+        + " |",
+        "| slurmctld's scheduler cycles (sdiag at the end; they hold the node lock requests wait for) | "
+        + scheduler_text(r["slurmctld_scheduler"])
         + " |",
         f"| RSS of the syncer | {rss['steady']:.0f} MB steady (after the idle window), "
         f"{rss['peak']:.0f} MB peak (VmHWM after the storm) |",

@@ -78,6 +78,10 @@ def test_quick_benchmark_writes_results_and_plot(tmp_path: Path) -> None:
     )
     # real jobs ran through the run; every read path of the syncer is counted
     assert results["job_churn"]["submitted"] >= 10 and results["job_churn"]["refused"] == 0
+    scheduler = results["slurmctld_scheduler"]  # slurmctld's own figures of the load the jobs made
+    assert (
+        scheduler["jobs_submitted"] >= 1 and scheduler["main_total_cycles"] >= 1
+    )  # sdiag resets at midnight
     reads = results["slurm_reads"]
     assert reads["list_reads"] >= 1 and reads["list_bytes"] > 0 and reads["probe_reads"] >= 1
     # a restart over objects in agreement writes nothing to Kubernetes
