@@ -7,11 +7,9 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp import web
 from structlog.testing import capture_logs
 
 from syncer.slurm.auth import TokenFile
@@ -20,14 +18,11 @@ from syncer.slurm.client import SlurmClient
 from syncer.slurm.metrics_hint import MetricsReader, parse_fingerprint
 from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.sandbox import RELEASES, Sandbox
-from syncer.testing.sandbox.config import free_port
+from tests.fixtures.metrics import fake_metrics
 from tests.fixtures.slurm import SELECTED
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slurm
-CAPTURED = (
-    Path(__file__).parent.parent / "unit" / "data" / "slurmctld-26.05.5-metrics-partitions.txt"
-).read_text()
 
 
 def test_only_releases_with_openmetrics_enable_it(slurm_sandbox: Sandbox) -> None:
@@ -62,39 +57,6 @@ def drained(sandbox: Sandbox, node: str, reason: str = "admin: hint test") -> It
         yield
     finally:
         sandbox.scontrol("update", f"nodename={node}", "state=undrain")
-
-
-@contextlib.asynccontextmanager
-async def fake_metrics(kind: str) -> AsyncIterator[str]:
-    """A local stand-in for slurmctld's metrics that is slow, lies or talks garbage."""
-    if kind == "absent":
-        yield f"http://127.0.0.1:{free_port()}"  # nobody listens there
-        return
-
-    async def handler(request: web.Request) -> web.StreamResponse:
-        if kind == "slow":
-            await asyncio.sleep(30)
-        if kind == "garbage":
-            return web.Response(text="<html><body>502 Bad Gateway</body></html>")
-        if kind == "huge":
-            response = web.StreamResponse()
-            await response.prepare(request)
-            for _ in range(100):  # 10 MB of comment lines: never finished, never all held
-                await response.write(b"# " + b"x" * 102400 + b"\n")
-            return response
-        return web.Response(text=CAPTURED)  # "frozen": counts that never change
-
-    app = web.Application()
-    app.router.add_get("/metrics/partitions", handler)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
 
 
 if SELECTED.openmetrics:

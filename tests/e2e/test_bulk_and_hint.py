@@ -1,0 +1,100 @@
+"""Issue 18's two risky paths with the whole syncer running: a bulk drain whose batch names a node that
+Slurm no longer knows, and slurmctld's metrics hint when its endpoint is absent, slow or lying."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from structlog.testing import capture_logs
+
+from syncer.model.keys import Keys
+from syncer.testing.faultproxy import FaultProxy
+from tests.e2e.rig import Rig, fresh_slurm_nodes, running_syncer
+from tests.fixtures.metrics import fake_metrics
+from tests.helpers import wait_for
+
+GONE = "dyn-e2e-gone"  # a dynamic node: sorts before "node...", so Slurm stops at it before any other
+
+
+async def test_a_node_deleted_while_its_bulk_drain_is_on_the_way_fails_alone(rig: Rig):
+    """A rack is cordoned; while the bulk drain is on its way, another controller deletes one of the nodes
+    (a dynamic node scaled in). Slurm refuses the request at that node; every other node must still be
+    drained, none reported drained that is not, and the syncer must stay up and ready."""
+    names = fresh_slurm_nodes(6)
+    await asyncio.to_thread(rig.sandbox.start_slurmd, GONE)
+    nodes = [rig.bind_pod(n)[0] for n in [*names, GONE]]
+    deleted = asyncio.Event()
+    first_update = asyncio.Event()
+
+    async def meanwhile(method: str, path: str, body: bytes) -> None:
+        if method != "POST":
+            return
+        if not first_update.is_set():  # hold the first update so the others queue behind it as one batch
+            first_update.set()
+            await asyncio.sleep(0.5)  # the window in which the rest of the rack is decided
+        elif path.endswith("/nodes/") and GONE.encode() in body and not deleted.is_set():
+            await asyncio.to_thread(rig.sandbox.delete_node, GONE)
+            deleted.set()
+
+    try:
+        async with (
+            FaultProxy(rig.sandbox.rest_url) as proxy,
+            running_syncer(rig, slurm_url=proxy.url) as service,
+        ):
+            await wait_for(lambda: GONE in service.slurm_cache.nodes, deadline_s=20, what="the dynamic node")
+            await service.engine.queue.wait_idle()
+            proxy.before_forward = meanwhile
+            with capture_logs() as logs:
+                for node in nodes:  # the dynamic node's Node last: its drain queues behind the first
+                    rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
+
+                async def rest_drained() -> bool:
+                    listing = await rig.reader.list_all_nodes()
+                    return {n.name for n in listing.nodes if n.drain_flag} >= set(names)
+
+                await wait_for(rest_drained, deadline_s=30, what="every other node of the rack drained")
+                assert deleted.is_set(), "the bulk request never named the deleted node"
+            stats = service.engine.applier.bulk.stats
+            assert stats.partial >= 1 and stats.bulk_requests >= 2, stats
+            assert any("refused part-way" in str(e.get("event")) for e in logs), [e["event"] for e in logs]
+            for name in names:
+                assert (await rig.slurm(name)).reason == "k8s: Node cordoned", name
+            # the deleted node is never shown drained: no Slurm record, nothing written as if it were
+            pod = rig.pod_obj(GONE)
+            assert "DRAIN" not in (pod["metadata"].get("annotations") or {}).get(Keys.STATE, "")
+            assert service.readiness()[0], service.readiness()  # still ready after the refused request
+            assert service.manager.failure is None
+    finally:
+        if not deleted.is_set() and rig.sandbox.running(f"slurmd:{GONE}"):
+            await asyncio.to_thread(rig.sandbox.delete_node, GONE)
+
+
+@pytest.mark.parametrize("kind", ["absent", "slow", "frozen"])
+async def test_a_bad_metrics_endpoint_never_hides_a_slurm_drain(rig: Rig, kind: str):
+    """`--slurm-metrics-url` pointing at nothing, at an endpoint slower than the hint's timeout, or at one
+    whose counts never move (a lie that parses): a Slurm drain still reaches the pod within the floor, and
+    the syncer stays ready; a failing hint says so once and in its metric."""
+    (name,) = fresh_slurm_nodes(1)
+    rig.bind_pod(name)
+    floor = 3.0
+    with capture_logs() as logs:
+        async with (
+            fake_metrics(kind) as url,
+            running_syncer(rig, slurm_metrics_url=url, slurm_metrics_floor_s=floor) as service,
+        ):
+            await wait_for(lambda: name in service.slurm_cache.nodes, deadline_s=20, what="the node listed")
+            await service.engine.queue.wait_idle()
+            rig.scontrol("update", f"nodename={name}", "state=drain", f"reason=admin: hint {kind}")
+
+            def shown() -> bool:
+                annotations = rig.pod_obj(name)["metadata"].get("annotations") or {}
+                return annotations.get(Keys.REASON) == f"admin: hint {kind}"
+
+            # floor + the hint's 2 s timeout + a poll and a list, with slack
+            await wait_for(shown, deadline_s=floor + 2.0 + 5.0, what=f"the drain on the pod ({kind})")
+            assert service.readiness()[0] and not service.slurm_cache.stale, service.readiness()
+            failing = service.slurm_cache.stats.hint_failing
+            assert failing == (kind != "frozen"), service.slurm_cache.stats
+    said = [e for e in logs if e.get("event") == "slurm_metrics_hint_failed"]
+    assert len(said) == (0 if kind == "frozen" else 1), said
