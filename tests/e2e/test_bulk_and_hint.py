@@ -4,12 +4,12 @@ Slurm no longer knows, and slurmctld's metrics hint when its endpoint is absent,
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
 from syncer.model.keys import Keys
-from syncer.testing.faultproxy import FaultProxy
 from tests.e2e.rig import Rig, fresh_slurm_nodes, running_syncer
 from tests.fixtures.metrics import fake_metrics
 from tests.helpers import wait_for
@@ -25,26 +25,28 @@ async def test_a_node_deleted_while_its_bulk_drain_is_on_the_way_fails_alone(rig
     await asyncio.to_thread(rig.sandbox.start_slurmd, GONE)
     nodes = [rig.bind_pod(n)[0] for n in [*names, GONE]]
     deleted = asyncio.Event()
-    first_update = asyncio.Event()
-
-    async def meanwhile(method: str, path: str, body: bytes) -> None:
-        if method != "POST":
-            return
-        if not first_update.is_set():  # hold the first update so the others queue behind it as one batch
-            first_update.set()
-            await asyncio.sleep(0.5)  # the window in which the rest of the rack is decided
-        elif path.endswith("/nodes/") and GONE.encode() in body and not deleted.is_set():
-            await asyncio.to_thread(rig.sandbox.delete_node, GONE)
-            deleted.set()
-
+    held = asyncio.Event()
     try:
-        async with (
-            FaultProxy(rig.sandbox.rest_url) as proxy,
-            running_syncer(rig, slurm_url=proxy.url) as service,
-        ):
+        async with running_syncer(rig) as service:
             await wait_for(lambda: GONE in service.slurm_cache.nodes, deadline_s=20, what="the dynamic node")
             await service.engine.queue.wait_idle()
-            proxy.before_forward = meanwhile
+            # the seam is the syncer's own Slurm client: the requests still go to the real slurmrestd
+            client = service.engine.applier.bulk.slurm
+            single, bulk = client.update_node, client.update_nodes
+
+            async def held_first(name: str, **kwargs: Any) -> None:
+                if not held.is_set():  # hold the first update so the rest of the rack queues as one batch
+                    held.set()
+                    await asyncio.sleep(0.5)  # the window in which the rest of the rack is decided
+                await single(name, **kwargs)
+
+            async def deleted_meanwhile(names: list[str], **kwargs: Any) -> None:
+                if GONE in names and not deleted.is_set():
+                    await asyncio.to_thread(rig.sandbox.delete_node, GONE)
+                    deleted.set()
+                await bulk(names, **kwargs)
+
+            client.update_node, client.update_nodes = held_first, deleted_meanwhile  # type: ignore[method-assign,assignment]
             with capture_logs() as logs:
                 for node in nodes:  # the dynamic node's Node last: its drain queues behind the first
                     rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
