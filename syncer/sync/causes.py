@@ -13,7 +13,7 @@ from syncer.sync.reason import sanitise_capped
 
 CORDON: Final = "cordon"
 # One text for every cordon without a reason annotation: a rack cordoned at once is one bulk drain in
-# Slurm (its bulk update takes one reason); the Node's name is on the pod and in the Event.
+# Slurm (its bulk update takes one reason); the Node stays named by the pod's spec.nodeName.
 CORDON_TEXT: Final = "Node cordoned"
 NOT_READY: Final = "not-ready"
 CONDITION: Final = "condition"
