@@ -36,7 +36,7 @@ import aiohttp
 from syncer.model.keys import Keys
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
-from syncer.slurm.metrics_hint import parse_fingerprint
+from syncer.slurm.metrics_hint import MetricsReader
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.kubeapi.store import Change
 from syncer.testing.processes import stop_process
@@ -235,6 +235,7 @@ class Bench:
     kube: KubeApiEmulator
     reader: SlurmClient
     names: list[str]
+    metrics: MetricsReader | None = None  # slurmctld's OpenMetrics where the release serves them (26.05)
     cursor: int = 0
     seen: dict[str, float] = field(default_factory=dict)  # pod name -> time a watched change showed
 
@@ -255,12 +256,10 @@ class Bench:
     async def drained_count(self) -> int | None:
         """Nodes with the drain flag as slurmctld's own metrics count them (26.05: 12 KB, no list, so a
         storm's end is seen within 50 ms, not within one 1.2 s list at 10,000 nodes); None on 24.11."""
-        if not self.sandbox.metrics_url:
+        if self.metrics is None:
             return None
-        async with aiohttp.ClientSession() as http:
-            async with http.get(f"{self.sandbox.metrics_url}/metrics/partitions") as response:
-                text = await response.text()
-        return sum(count for _, state, count in parse_fingerprint(text) if state == "drain")
+        reading = await self.metrics.read()
+        return sum(count for _, state, count in reading.fingerprint if state == "drain")
 
     async def kube_shows(self, pod: str, check: Callable[[dict[str, Any]], bool], deadline_s: float) -> float:
         end = time.monotonic() + deadline_s
@@ -443,14 +442,10 @@ async def shown_undrained(bench: Bench, deadline_s: float) -> None:
 def restart_figures(bench: Bench, handle: Syncer) -> dict[str, Any]:
     """A syncer started over objects that are all in agreement: how soon it was ready and caught up
     (first pass done), from the process's start, and what it wrote meanwhile (the goal: nothing)."""
-    caught_up = time.monotonic()
-    writes = sum(
-        1 for _, method, _ in bench.kube.server.requests if method in ("POST", "PUT", "PATCH", "DELETE")
-    )
     return {
         "ready_s": handle.ready_at - handle.started_at,
-        "caught_up_s": caught_up - handle.started_at,
-        "kube_writes": writes,
+        "caught_up_s": time.monotonic() - handle.started_at,
+        "kube_writes": len(write_paths(bench)),
     }
 
 
@@ -528,7 +523,7 @@ def scheduler_load(sandbox: Sandbox) -> dict[str, float]:
         elif line.startswith("Backfilling stats"):
             section = "backfill_"
         elif line and not line[0].isspace():
-            section = "" if not line.startswith("Jobs") else section
+            section = ""
         match = SDIAG_FIGURE.match(line)
         if match is None:
             continue
@@ -541,6 +536,13 @@ def scheduler_load(sandbox: Sandbox) -> dict[str, float]:
                 float(match.group(2)) / 1e6 if microseconds else float(match.group(2))
             )
     return figures
+
+
+def write_paths(bench: Bench) -> list[str]:
+    """Paths of the write requests the emulator served since recording started."""
+    return [
+        path for _, method, path in bench.kube.server.requests if method in ("POST", "PUT", "PATCH", "DELETE")
+    ]
 
 
 def kube_writes(bench: Bench, objects: set[str]) -> int:
@@ -556,11 +558,7 @@ def kube_writes(bench: Bench, objects: set[str]) -> int:
                 return parts[parts.index(kind) + 1] in objects
         return False
 
-    return sum(
-        1
-        for _, method, path in bench.kube.server.requests
-        if method in ("POST", "PUT", "PATCH", "DELETE") and counted(path)
-    )
+    return sum(1 for path in write_paths(bench) if counted(path))
 
 
 async def storm(bench: Bench, size: int, deadline_s: float) -> dict[str, Any]:
@@ -702,7 +700,13 @@ async def main_async(args: argparse.Namespace) -> int:
             progress(f"emulator with {nodes} Nodes and slurmd pods")
             seed(kube, names)
             kubeconfig = kube.write_kubeconfig(Path(tmp) / "kubeconfig")
-            bench = Bench(sandbox, kube, reader, names)
+            bench = Bench(
+                sandbox,
+                kube,
+                reader,
+                names,
+                MetricsReader(sandbox.metrics_url) if sandbox.metrics_url else None,
+            )
 
             def stamp(change: Change) -> None:
                 if change.resource == ("", "pods") and change.type == "MODIFIED":
@@ -727,11 +731,9 @@ async def main_async(args: argparse.Namespace) -> int:
                 WireCounter(sandbox.rest_url) as wire,  # every syncer talks to slurmrestd through it
                 job_churn(sandbox, args.job_churn) as jobs,
             ):
-                modes = list(MODES)
-                for mode, strategy, interval in modes:
+                for mode, strategy, interval in MODES:
                     if mode == "equal":  # the full poller at the syncer's bytes per minute
                         interval = equal_cost_interval(results)
-                        results["equal_cost_interval_s"] = float(interval.removesuffix("s"))
                     progress(f"{mode}: --slurm-poll-strategy {strategy} --slurm-poll-interval {interval}")
                     async with syncer(
                         sandbox,
@@ -755,6 +757,8 @@ async def main_async(args: argparse.Namespace) -> int:
                         deadline = (10.0 if nodes < 5000 else 60.0) if mode == "syncer" else 90.0
                         spacing = 0.25 if mode == "syncer" else 0.5
                         cycle = float(interval.removesuffix("s")) if strategy == "full" else 30.0
+                        if mode == "equal":
+                            results["equal_cost_interval_s"] = cycle
                         samples[mode] = {}
                         for _ in range(rounds_here):  # pooled: a p99 needs 1,000 samples
                             rounds = await latency_round(
@@ -777,7 +781,7 @@ async def main_async(args: argparse.Namespace) -> int:
                             results["slurm_reads"] = await read_paths(handle)
                         if profiler is not None:
                             results["profile_top"] = await stop_profiler(profiler, out)
-                        if mode == modes[-1][0]:
+                        if mode == MODES[-1][0]:
                             await shown_undrained(bench, 2 * cycle + 30.0)
                 progress(
                     f"restart over the settled objects, then a storm of {storm_size} drains each way at the "
@@ -804,6 +808,8 @@ async def main_async(args: argparse.Namespace) -> int:
             results["slurmctld_scheduler"] = await asyncio.to_thread(scheduler_load, sandbox)
         finally:
             await reader.close()
+            if bench.metrics is not None:
+                await bench.metrics.close()
             await kube.stop()
             await asyncio.to_thread(sandbox.down)
     base_bytes = results["baseline_idle_per_minute"]["slurm_bytes"] or 1.0

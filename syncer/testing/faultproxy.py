@@ -3,7 +3,6 @@ corrupted bodies. Tests and the fault benchmarks use it instead of a hand-writte
 
     async with FaultProxy(sandbox.rest_url) as proxy:
         proxy.fail_next(2, status=503); proxy.truncate = True; proxy.delay_s = 3.0
-        proxy.before_forward = hook     # async hook(method, path, body), awaited before each forward
         client = SlurmClient(proxy.url, ...)
 """
 
@@ -11,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 
 import aiohttp
 from aiohttp import web
@@ -33,8 +31,6 @@ class FaultProxy:
         # refused the connection (a write cut off after it was sent may have reached it: not listed)
         self.unforwarded: list[tuple[float, str, str, bytes]] = []
         self._fail: list[int] = []
-        # something that happens in Slurm while a request is on its way (a node deleted by someone else)
-        self.before_forward: Callable[[str, str, bytes], Awaitable[None]] | None = None
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self.url = ""
@@ -61,8 +57,6 @@ class FaultProxy:
             return web.json_response(
                 {"errors": [{"description": "injected fault"}]}, status=self._fail.pop(0)
             )
-        if self.before_forward is not None:
-            await self.before_forward(request.method, request.path, body)
         assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
         try:
