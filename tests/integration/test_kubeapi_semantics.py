@@ -387,6 +387,46 @@ async def test_fake_kubelet_runs_pods_and_follows_node_health(
     assert ready() == "True"
 
 
+async def test_fake_kubelet_tracks_which_pods_each_node_runs(
+    kube_api: KubeApiEmulator, api_client: client.ApiClient
+):
+    kube_api.seed(SeedOptions(nodes=2))
+    core: Any = client.CoreV1Api(api_client)
+    for node in ("node-0000", "node-0001"):
+        await core.patch_node(node, {"spec": {"unschedulable": True}})
+    pod = {"metadata": {"name": "waiting"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    await core.create_namespaced_pod("default", pod)
+
+    def placed(name: str) -> str | None:
+        return ((kube_api.pod("default", name) or {}).get("spec") or {}).get("nodeName")
+
+    def ready(name: str) -> str:
+        conditions = ((kube_api.pod("default", name) or {}).get("status") or {}).get("conditions") or []
+        return next((c["status"] for c in conditions if c["type"] == "Ready"), "")
+
+    await wait_for(
+        lambda: any(
+            c.get("reason") == "Unschedulable"
+            for c in ((kube_api.pod("default", "waiting") or {}).get("status") or {}).get("conditions") or []
+        ),
+        what="pod Unschedulable while every Node is cordoned",
+    )
+    await core.patch_node("node-0001", {"spec": {"unschedulable": None}})  # a waiting pod follows any Node
+    await wait_for(lambda: placed("waiting") == "node-0001" and ready("waiting") == "True", what="pod placed")
+    # the pod leaves; one of that name comes back on the other Node: the first Node's health is no longer its
+    await core.delete_namespaced_pod("waiting", "default", grace_period_seconds=0)
+    await wait_for(lambda: kube_api.pod("default", "waiting") is None, what="pod gone")
+    spec = {"nodeName": "node-0000", "containers": [{"name": "c", "image": "i"}]}
+    await core.create_namespaced_pod("default", {"metadata": {"name": "waiting"}, "spec": spec})
+    await wait_for(lambda: ready("waiting") == "True", what="pod Ready on node-0000")
+    kube_api.set_node_condition("node-0001", "Ready", "False", "KubeletNotReady", "PLEG is not healthy")
+    kube_api.set_node_condition("node-0000", "Ready", "False", "KubeletNotReady", "PLEG is not healthy")
+    await wait_for(lambda: ready("waiting") == "False", what="pod NotReady with its own Node")
+    kube_api.set_node_condition("node-0000", "Ready", "True", "KubeletReady")
+    await wait_for(lambda: ready("waiting") == "True", what="pod Ready again with its own Node")
+    assert placed("waiting") == "node-0000"
+
+
 async def test_graceful_pod_deletion_shows_deletion_timestamp(
     kube_api: KubeApiEmulator, api_client: client.ApiClient
 ):

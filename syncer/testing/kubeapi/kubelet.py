@@ -34,10 +34,14 @@ class FakeKubelet:
         self._timers: set[asyncio.TimerHandle] = set()
         self._ip_counter = 0
         self._terminating_since: dict[tuple[str, str, str], float] = {}
+        # pod key -> its nodeName ("" while unscheduled), so a Node's change finds its pods without a scan
+        self._placement: dict[tuple[str, str], str] = {}
+        self._pods_on: dict[str, set[tuple[str, str]]] = {}
 
     def start(self) -> None:
         self.api.store.listeners.append(self._on_change)
         for pod in self.api.store.objects_of(PODS):
+            self._place(pod, deleted=False)
             self._mark(pod)
         self._task = asyncio.create_task(self._run(), name="emulator-kubelet")
 
@@ -54,16 +58,27 @@ class FakeKubelet:
     def _mark(self, pod: dict[str, Any]) -> None:
         self._dirty.put_nowait((pod["metadata"]["namespace"], pod["metadata"]["name"]))
 
+    def _place(self, pod: dict[str, Any], *, deleted: bool) -> None:
+        meta = pod["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        node_name = "" if deleted else (pod.get("spec") or {}).get("nodeName") or ""
+        before = self._placement.pop(key, None)
+        if before is not None:
+            self._pods_on[before].discard(key)
+        if not deleted:
+            self._placement[key] = node_name
+            self._pods_on.setdefault(node_name, set()).add(key)
+
     def _on_change(self, change: Change) -> None:
-        if change.resource == PODS and change.type != "DELETED":
-            self._mark(change.obj)
+        if change.resource == PODS:
+            self._place(change.obj, deleted=change.type == "DELETED")
+            if change.type != "DELETED":
+                self._mark(change.obj)
         elif change.resource == NODES:
             # A Node's health or schedulability changed: its pods, and pods waiting for a Node, follow.
             name = change.obj["metadata"]["name"]
-            for pod in self.api.store.objects_of(PODS):
-                node_name = (pod.get("spec") or {}).get("nodeName")
-                if node_name == name or not node_name:
-                    self._mark(pod)
+            for namespace, pod_name in sorted(self._pods_on.get(name, set()) | self._pods_on.get("", set())):
+                self._dirty.put_nowait((namespace, pod_name))
 
     async def _run(self) -> None:
         while True:
