@@ -19,13 +19,16 @@ class TokenBucket:
 
     async def acquire(self) -> None:
         async with self._lock:  # FIFO: waiters are served in order
-            now = time.monotonic()
-            self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
-            self._stamp = now
+            self._refill()
             if self._tokens < 1:
                 delay = (1 - self._tokens) / self.qps
                 self.waited_s += delay
                 await asyncio.sleep(delay)
-                self._tokens = 1.0
-                self._stamp = time.monotonic()
-            self._tokens -= 1
+                # a busy loop wakes us late: what accrued meanwhile is kept, or the rate falls below qps
+                self._refill()
+            self._tokens -= 1  # may go a hair below 0 after an early wake-up: the next caller repays it
+
+    def _refill(self) -> None:
+        now = time.monotonic()
+        self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
+        self._stamp = now
