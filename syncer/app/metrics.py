@@ -328,6 +328,7 @@ class _StateCollector(Collector):
         )
         refusals.add_metric([], service.engine.stats.valve_refusals)
         yield refusals
+        yield from self._slurm_updates()
         bound_pod = sum(1 for n in service.kube_cache.pods_by_slurm_node)
         bound_names = service.kube_cache.slurm_names()
         bound = _gauge(
@@ -351,6 +352,30 @@ class _StateCollector(Collector):
         events.add_metric(["folded"], service.events.folded)
         yield events
         yield from self._nodesets()
+
+    def _slurm_updates(self) -> Iterator[Metric]:
+        """Drains and undrains sent to Slurm: how well identical ones were batched (issue 18)."""
+        bulk = self.service.engine.applier.bulk.stats
+        requests = CounterMetricFamily(
+            "slurm_syncer_slurm_update_requests",
+            "Node update requests sent to Slurm (drain, undrain): for one node, or one bulk POST for many.",
+            labels=["kind"],
+        )
+        requests.add_metric(["single"], bulk.requests - bulk.bulk_requests)
+        requests.add_metric(["bulk"], bulk.bulk_requests)
+        yield requests
+        nodes = CounterMetricFamily(
+            "slurm_syncer_slurm_updated_nodes",
+            "Node updates those requests carried (nodes per request: the ratio of the two).",
+        )
+        nodes.add_metric([], bulk.nodes)
+        yield nodes
+        partial = CounterMetricFamily(
+            "slurm_syncer_slurm_bulk_refused",
+            "Bulk updates Slurm refused part-way (a node it does not know): it failed, the rest went again.",
+        )
+        partial.add_metric([], bulk.partial)
+        yield partial
 
     def _nodesets(self) -> Iterator[Metric]:
         reconciler = self.service.nodesets

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from syncer.app.service import ServiceConfig, SyncerService
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
@@ -191,3 +193,24 @@ async def start_daemon(rig: Rig) -> asyncio.subprocess.Process:
         sys.executable, "-m", "syncer", "--log-format", "json", "run",
         env=syncer_environment(rig), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
+
+
+async def get(service: SyncerService, path: str) -> tuple[int, str]:
+    """GET one of the running syncer's HTTP endpoints: (status, body)."""
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"http://127.0.0.1:{service.http_port}{path}") as response:
+            return response.status, await response.text()
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    """The value of one series in Prometheus text format."""
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        head, _, value = line.rpartition(" ")
+        series_name, _, label_text = head.partition("{")
+        if series_name != name:
+            continue
+        if all(f'{k}="{v}"' in label_text for k, v in labels.items()):
+            return float(value)
+    return None

@@ -10,7 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from syncer.model.keys import Keys
-from tests.e2e.rig import Rig, fresh_slurm_nodes, running_syncer
+from tests.e2e.rig import Rig, fresh_slurm_nodes, get, running_syncer, sample
 from tests.fixtures.metrics import fake_metrics
 from tests.helpers import wait_for
 
@@ -59,6 +59,8 @@ async def test_a_node_deleted_while_its_bulk_drain_is_on_the_way_fails_alone(rig
                 assert deleted.is_set(), "the bulk request never named the deleted node"
             stats = service.engine.applier.bulk.stats
             assert stats.partial >= 1 and stats.bulk_requests >= 2, stats
+            _, exposed = await get(service, "/metrics")
+            assert sample(exposed, "slurm_syncer_slurm_bulk_refused_total") == stats.partial
             assert any("refused part-way" in str(e.get("event")) for e in logs), [e["event"] for e in logs]
             for name in names:
                 assert (await rig.slurm(name)).reason == "k8s: Node cordoned", name

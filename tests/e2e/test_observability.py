@@ -5,35 +5,13 @@ from __future__ import annotations
 import asyncio
 import shutil
 
-import aiohttp
 import pytest
 
-from syncer.app.service import SyncerService
 from syncer.testing.faultproxy import FaultProxy
-from tests.e2e.rig import Rig, fresh_slurm_nodes, running_syncer
+from tests.e2e.rig import Rig, fresh_slurm_nodes, get, running_syncer, sample
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
-
-
-async def get(service: SyncerService, path: str) -> tuple[int, str]:
-    async with aiohttp.ClientSession() as session:
-        async with session.get(f"http://127.0.0.1:{service.http_port}{path}") as response:
-            return response.status, await response.text()
-
-
-def sample(text: str, name: str, **labels: str) -> float | None:
-    """The value of one series in Prometheus text format."""
-    for line in text.splitlines():
-        if line.startswith("#") or not line.startswith(name):
-            continue
-        head, _, value = line.rpartition(" ")
-        series_name, _, label_text = head.partition("{")
-        if series_name != name:
-            continue
-        if all(f'{k}="{v}"' in label_text for k, v in labels.items()):
-            return float(value)
-    return None
 
 
 async def test_health_and_metrics_of_a_running_syncer(rig: Rig):

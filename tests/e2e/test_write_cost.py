@@ -11,7 +11,7 @@ import pytest
 
 from syncer.app.service import SyncerService
 from syncer.model.keys import Keys
-from tests.e2e.rig import NAMESPACE, Rig, condition, fresh_slurm_nodes, running_syncer
+from tests.e2e.rig import NAMESPACE, Rig, condition, fresh_slurm_nodes, get, running_syncer, sample
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
@@ -114,6 +114,13 @@ async def test_a_cordoned_rack_reaches_slurm_in_bulk_requests(rig: Rig, why: str
         # 8 workers decide at once: drains queued behind one in flight go together
         assert stats.nodes == len(names) and stats.bulk_requests >= 1 and stats.requests < len(names), stats
         assert stats.partial == 0
+        _, exposed = await get(service, "/metrics")  # what an admin sees of the batching
+        assert sample(exposed, "slurm_syncer_slurm_update_requests_total", kind="bulk") == stats.bulk_requests
+        assert sample(exposed, "slurm_syncer_slurm_update_requests_total", kind="single") == (
+            stats.requests - stats.bulk_requests
+        )
+        assert sample(exposed, "slurm_syncer_slurm_updated_nodes_total") == len(names)
+        assert sample(exposed, "slurm_syncer_slurm_bulk_refused_total") == 0
         drains = stats.requests
         for node in nodes:
             rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": None}})
