@@ -173,6 +173,18 @@ SYNCER = (
     Panel(
         "Events", ((f"sum by (result) (rate(slurm_syncer_events_total[{RATE}]))", "{{result}}"),), unit="ops"
     ),
+    Panel(
+        "Slurm updates (drain, undrain)",
+        (
+            (f"sum by (kind) (rate(slurm_syncer_slurm_update_requests_total[{RATE}]))", "requests {{kind}}"),
+            (
+                f"sum(rate(slurm_syncer_slurm_updated_nodes_total[{RATE}])) / "
+                f"sum(rate(slurm_syncer_slurm_update_requests_total[{RATE}]))",
+                "nodes per request",
+            ),
+            (f"sum(rate(slurm_syncer_slurm_bulk_refused_total[{RATE}]))", "bulk refused part-way/s"),
+        ),
+    ),
 )
 
 ALERTS = (
