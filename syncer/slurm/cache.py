@@ -38,7 +38,6 @@ from typing import Literal
 import structlog
 
 from syncer.model.slurm import SlurmNode
-from syncer.runtime.memory import give_free_pages_back
 from syncer.slurm.client import NodeListing, SlurmClient
 from syncer.slurm.errors import SlurmApiError, SlurmError
 from syncer.slurm.metrics_hint import Fingerprint, MetricsReader, SlurmMetricsError
@@ -325,7 +324,6 @@ class NodeCache:
             self._wake.clear()  # before polling, so a nudge that lands during the poll is kept
             self._polling_since = self._clock()
             previous_success = self.last_success
-            lists_before = self.stats.full_fetches
             try:
                 await self._reconnect_if_silent()
                 await self.poll_once()
@@ -341,8 +339,6 @@ class NodeCache:
                 self._failed(f"unexpected {type(exc).__name__}: {exc}", exc_info=True)
             finally:
                 self._polling_since = None
-            if self.stats.full_fetches != lists_before:
-                give_free_pages_back()  # the replaced snapshot's objects were freed all over the heap
             delay = self.poll_interval_s
             if self._changed_pending or self._hint_hot:
                 delay = min(delay, max(0.0, self._next_full_at - self._clock()))
