@@ -63,6 +63,10 @@ class WireCounter:
                 self._pipe(client_r, upstream_w, "bytes_up", count_requests=True),
                 self._pipe(upstream_r, client_w, "bytes_down"),
             )
+        except asyncio.CancelledError:
+            # only __aexit__ cancels a connection; ended quietly, else asyncio's stream callback
+            # prints the cancellation as an unhandled error at the end of every run
+            pass
         finally:
             for writer in (client_w, upstream_w):
                 writer.close()
