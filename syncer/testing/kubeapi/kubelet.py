@@ -34,14 +34,13 @@ class FakeKubelet:
         self._timers: set[asyncio.TimerHandle] = set()
         self._ip_counter = 0
         self._terminating_since: dict[tuple[str, str, str], float] = {}
-        # pod key -> its nodeName ("" while unscheduled), so a Node's change finds its pods without a scan
-        self._placement: dict[tuple[str, str], str] = {}
+        # nodeName ("" while unscheduled) -> its pods, so a Node's change finds them without a scan
         self._pods_on: dict[str, set[tuple[str, str]]] = {}
 
     def start(self) -> None:
         self.api.store.listeners.append(self._on_change)
         for pod in self.api.store.objects_of(PODS):
-            self._place(pod, deleted=False)
+            self._place(None, pod)
             self._mark(pod)
         self._task = asyncio.create_task(self._run(), name="emulator-kubelet")
 
@@ -56,29 +55,26 @@ class FakeKubelet:
                 await self._task
 
     def _mark(self, pod: dict[str, Any]) -> None:
-        self._dirty.put_nowait((pod["metadata"]["namespace"], pod["metadata"]["name"]))
+        self._dirty.put_nowait(_pod_key(pod))
 
-    def _place(self, pod: dict[str, Any], *, deleted: bool) -> None:
-        meta = pod["metadata"]
-        key = (meta.get("namespace", ""), meta["name"])
-        node_name = "" if deleted else (pod.get("spec") or {}).get("nodeName") or ""
-        before = self._placement.pop(key, None)
-        if before is not None:
-            self._pods_on[before].discard(key)
-        if not deleted:
-            self._placement[key] = node_name
-            self._pods_on.setdefault(node_name, set()).add(key)
+    def _place(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        """Moves a pod in the index from where its old version ran to where its new one runs."""
+        if old is not None:
+            self._pods_on.get(_node_of(old), set()).discard(_pod_key(old))
+        if new is not None:
+            self._pods_on.setdefault(_node_of(new), set()).add(_pod_key(new))
 
     def _on_change(self, change: Change) -> None:
         if change.resource == PODS:
-            self._place(change.obj, deleted=change.type == "DELETED")
-            if change.type != "DELETED":
+            deleted = change.type == "DELETED"
+            self._place(change.old, None if deleted else change.obj)
+            if not deleted:
                 self._mark(change.obj)
         elif change.resource == NODES:
             # A Node's health or schedulability changed: its pods, and pods waiting for a Node, follow.
             name = change.obj["metadata"]["name"]
-            for namespace, pod_name in sorted(self._pods_on.get(name, set()) | self._pods_on.get("", set())):
-                self._dirty.put_nowait((namespace, pod_name))
+            for key in sorted(self._pods_on.get(name, set()) | self._pods_on.get("", set())):
+                self._dirty.put_nowait(key)
 
     async def _run(self) -> None:
         while True:
@@ -225,6 +221,15 @@ class FakeKubelet:
         chosen = min(candidates, key=lambda n: (load.get(n["metadata"]["name"], 0), n["metadata"]["name"]))
         spec = {**pod["spec"], "nodeName": chosen["metadata"]["name"]}
         self.api.update(pods, meta["namespace"], meta["name"], {**pod, "spec": spec})
+
+
+def _pod_key(pod: dict[str, Any]) -> tuple[str, str]:
+    return pod["metadata"]["namespace"], pod["metadata"]["name"]
+
+
+def _node_of(pod: dict[str, Any]) -> str:
+    """The Node a pod is bound to, "" while it waits for one."""
+    return str((pod.get("spec") or {}).get("nodeName") or "")
 
 
 def _node_ip(node: dict[str, Any] | None) -> str:
