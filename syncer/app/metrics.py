@@ -250,6 +250,12 @@ class _StateCollector(Collector):
         )
         failing.add_metric([], int(cache.hint_failing))
         yield failing
+        early = CounterMetricFamily(
+            "slurm_syncer_slurm_early_lists",
+            "Full node lists started while another was in flight, because slurmctld's counts moved again.",
+        )
+        early.add_metric([], cache.early_lists)
+        yield early
         snapshot = _gauge("slurm_syncer_slurm_snapshot_bytes", "Size of the last full node list.")
         snapshot.add_metric([], cache.last_snapshot_bytes)
         yield snapshot

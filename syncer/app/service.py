@@ -52,6 +52,7 @@ class ServiceConfig:
     slurm_metrics_url: str = default("slurm_metrics_url")
     slurm_metrics_floor_s: float = default("slurm_metrics_floor")
     slurm_metrics_duty: float = default("slurm_metrics_duty")
+    slurm_metrics_lists_in_flight: int = default("slurm_metrics_lists_in_flight")
     namespace: str = default("namespace")  # pods' namespace; "" = all
     bind_by_node_name: bool = default("bind_by_node_name")
     node_name_labels: tuple[str, ...] = default("node_name_label")
@@ -96,6 +97,7 @@ class SyncerService:
             hint=MetricsReader(config.slurm_metrics_url) if config.slurm_metrics_url else None,
             hint_floor_s=config.slurm_metrics_floor_s,
             hint_duty=config.slurm_metrics_duty,
+            lists_in_flight=config.slurm_metrics_lists_in_flight,
         )
         if self.slurm_cache.hint is not None:
             self.manager.on_close(self.slurm_cache.hint.close)

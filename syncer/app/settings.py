@@ -227,6 +227,14 @@ OPTIONS: tuple[Option, ...] = (
         "Slurm",
     ),
     Option(
+        "slurm-metrics-lists-in-flight",
+        _positive_int,
+        2,
+        "with --slurm-metrics-url and duty 1.0: while a list runs and the counts move again, start the next "
+        "list at once, up to this many at a time (1: one after another)",
+        "Slurm",
+    ),
+    Option(
         "slurm-timeout",
         _positive_duration,
         10.0,
@@ -417,6 +425,7 @@ class Settings:
     slurm_metrics_url: str
     slurm_metrics_floor: float
     slurm_metrics_duty: float
+    slurm_metrics_lists_in_flight: int
     slurm_timeout: float
     kubeconfig: str
     namespace: str

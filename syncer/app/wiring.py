@@ -51,6 +51,7 @@ def service_config(settings: Settings, environ: Mapping[str, str]) -> ServiceCon
         slurm_metrics_url=settings.slurm_metrics_url,
         slurm_metrics_floor_s=settings.slurm_metrics_floor,
         slurm_metrics_duty=settings.slurm_metrics_duty,
+        slurm_metrics_lists_in_flight=settings.slurm_metrics_lists_in_flight,
         namespace=settings.namespace,
         bind_by_node_name=settings.bind_by_node_name,
         node_name_labels=settings.node_name_label,

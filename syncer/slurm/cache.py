@@ -24,6 +24,10 @@ and the cache polls as without it, trying the hint again after `hint_floor_s`.
 While the hint keeps saying "changed" (a burst of drains or failures), lists follow each other under
 `hint_duty` instead of `max_duty` (default 1.0: back to back), and the hint is read again as soon as
 another list is allowed rather than a poll interval later: the budget is spent while things change.
+slurmctld answers a list from the moment it starts, so a drain landing just after is not in it; at duty
+1.0 the counts are therefore also read every `hint_recheck_s` while a list runs, and a count that moved
+starts the next list at once (up to `lists_in_flight` at a time, answers applied in the order the lists
+started) instead of after the one in flight: a drain then waits one list, not two.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -89,6 +94,7 @@ class CacheStats:
     hint_floor: int = 0  # polls where the floor was due and the usual probe ran
     hint_errors: int = 0  # failed hint reads (each falls back to the probe)
     hint_failing: bool = False
+    early_lists: int = 0  # lists started while another was in flight (the counts moved meanwhile)
 
     @property
     def probe_answers(self) -> str:
@@ -109,11 +115,15 @@ class NodeCache:
         hint: MetricsReader | None = None,
         hint_floor_s: float = 30.0,
         hint_duty: float = 1.0,
+        lists_in_flight: int = 2,
+        hint_recheck_s: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         for label, duty in (("max duty", max_duty), ("hint duty", hint_duty)):
             if not 0 < duty <= 1:
                 raise ValueError(f"{label} must be in (0, 1], got {duty}")
+        if lists_in_flight < 1:
+            raise ValueError(f"lists in flight must be at least 1, got {lists_in_flight}")
         self._client = client
         self.poll_interval_s = poll_interval_s
         self.strategy: Strategy = strategy
@@ -136,6 +146,8 @@ class NodeCache:
         self.hint = hint
         self.hint_floor_s = hint_floor_s
         self.hint_duty = hint_duty
+        self.lists_in_flight = lists_in_flight
+        self.hint_recheck_s = hint_recheck_s
         self._hint_hot = False  # the last hint read said "changed": list again as soon as allowed
         self._confirmed_at = 0.0  # last full list or 304: the floor counts from here
         self._hint_seen: Fingerprint | None = None  # read before the list now pending
@@ -171,7 +183,8 @@ class NodeCache:
     def _full_allowed(self) -> bool:
         return self._clock() >= self._next_full_at
 
-    def _apply(self, listing: NodeListing) -> None:
+    def _apply(self, listing: NodeListing, fingerprint: Fingerprint | None) -> None:
+        """`fingerprint`: the hint read before this list started (what it is known to reflect)."""
         if not listing.nodes and self.nodes:
             # slurmctld restarting can answer an empty list; applying it would "remove" every node
             self.stats.rejected_listings += 1
@@ -187,7 +200,7 @@ class NodeCache:
         self._next_full_at = now + listing.seconds * (1 / duty - 1)
         self.stats.full_fetches += 1
         self._confirmed_at = now
-        self._hint_listed = self._hint_seen
+        self._hint_listed = fingerprint
         self.stats.last_full_seconds = listing.seconds
         self.stats.last_snapshot_bytes = listing.body_bytes
         new = {node.name: node for node in listing.nodes}
@@ -292,18 +305,56 @@ class NodeCache:
                     return
                 self.stats.changed_as_200 += 1  # 26.05.3+: the answer is the whole list
                 self.stats.read_bytes["probe"] += listing.body_bytes
-                self._apply(listing)
+                self._apply(listing, self._hint_seen)
                 return
         elif self.synced and not conditional:
             self._changed_pending = True  # no cheap probe here: only a full list refreshes freshness
         if not self.synced or (self._changed_pending and self._full_due()):
-            await self._list()
+            if self.synced and self._hint_hot and self.hint_duty >= 1.0 and self.lists_in_flight > 1:
+                await self._lists_following_hint()
+            else:
+                await self._list()
 
-    async def _list(self) -> None:
+    async def _fetch(self) -> NodeListing:
         self.stats.reads["list"] += 1
         listing = await self._client.list_all_nodes()
         self.stats.read_bytes["list"] += listing.body_bytes
-        self._apply(listing)
+        return listing
+
+    async def _list(self) -> None:
+        fingerprint = self._hint_seen
+        self._apply(await self._fetch(), fingerprint)
+
+    async def _lists_following_hint(self) -> None:
+        """Lists while the counts move: re-read them every `hint_recheck_s` while a list runs (and as soon
+        as one ends) and start another at once when they moved since the newest list started, up to
+        `lists_in_flight`; answers are applied in the order the lists started."""
+        loop = asyncio.get_running_loop()
+        flights: deque[tuple[asyncio.Task[NodeListing], Fingerprint | None]] = deque()
+        flights.append((asyncio.create_task(self._fetch()), self._hint_seen))
+        recheck_at = loop.time() + self.hint_recheck_s
+        try:
+            while flights:
+                oldest, fingerprint = flights[0]
+                timeout: float | None = None  # every slot taken: wait for the oldest list
+                if len(flights) < self.lists_in_flight and not self.stats.hint_failing:
+                    if loop.time() >= recheck_at:
+                        recheck_at = loop.time() + self.hint_recheck_s
+                        seen = await self._read_hint()
+                        if seen is not None and seen != flights[-1][1]:
+                            self.stats.early_lists += 1
+                            flights.append((asyncio.create_task(self._fetch()), seen))
+                            continue
+                    timeout = max(0.0, recheck_at - loop.time())
+                await asyncio.wait({oldest}, timeout=timeout)
+                if oldest.done():
+                    flights.popleft()
+                    self._apply(oldest.result(), fingerprint)
+                    recheck_at = loop.time()  # a slot is free: look at the counts again now
+        finally:  # a failed list or a cancelled cache leaves no list running behind it
+            for task, _ in flights:
+                task.cancel()
+            await asyncio.gather(*(task for task, _ in flights), return_exceptions=True)
 
     async def _reconnect_if_silent(self) -> None:
         """No good answer for longer than the staleness bound: start over with a new connection."""

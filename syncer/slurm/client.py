@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import aiohttp
 import msgspec
@@ -72,6 +72,13 @@ class NodeListing:
     last_update: int
     body_bytes: int
     seconds: float
+
+
+class Answer(NamedTuple, Generic[T]):
+    status: int
+    decoded: T | None  # None for 304
+    body_bytes: int
+    seconds: float  # the attempt that answered
 
 
 @dataclass(frozen=True)
@@ -157,7 +164,6 @@ class SlurmClient:
         self._session: aiohttp.ClientSession | None = None
         self.version: ApiVersion | None = None
         self.release = ""  # Slurm's release as slurmrestd reports it in `meta` (e.g. "26.05.5")
-        self.last_answer_s = 0.0
         self.stats = RequestStats()
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -295,22 +301,23 @@ class SlurmClient:
         body: Any = None,
         idempotent: bool = True,
         ok: tuple[int, ...] = (200,),
-    ) -> tuple[int, T | None, int]:
-        """One call with retries; returns (status, decoded body or None for 304, body bytes).
+    ) -> Answer[T]:
+        """One call with retries: status, decoded body (None for 304), body bytes.
 
-        `last_answer_s` holds how long the attempt that answered took (earlier failed tries excluded).
+        `seconds` is how long the attempt that answered took (earlier failed tries excluded); it belongs
+        to the answer, not the client, as other calls run concurrently on the same client.
         """
 
-        async def once() -> tuple[int, T | None, int]:
+        async def once() -> Answer[T]:
             started = time.monotonic()
             status, payload = await self._send(
                 method, self._prefix() + path, endpoint=endpoint, params=params, body=body
             )
-            self.last_answer_s = time.monotonic() - started
+            seconds = time.monotonic() - started
             if decoded_release := _release_of(payload):
                 self.release = decoded_release
             if status == 304 and 304 in ok:
-                return status, None, 0
+                return Answer(status, None, 0, seconds)
             if status in RETRY_STATUSES:
                 raise _Retryable(f"slurmrestd answered HTTP {status}", endpoint=endpoint)
             decoded = self._decode(payload, shape, endpoint, status)
@@ -327,7 +334,7 @@ class SlurmClient:
                     errors=_messages(decoded.errors if decoded else []),
                     warnings=_messages(decoded.warnings if decoded else []),
                 )  # fmt: skip
-            return status, decoded, len(payload)
+            return Answer(status, decoded, len(payload), seconds)
 
         if not idempotent:
             return await once()
@@ -360,7 +367,7 @@ class SlurmClient:
 
     # --- endpoints ----------------------------------------------------------------------
     async def ping(self) -> bool:
-        _, decoded, _ = await self._call("GET", "/ping/", PingResponse, endpoint="ping")
+        decoded = (await self._call("GET", "/ping/", PingResponse, endpoint="ping")).decoded
         return bool(decoded and decoded.pings and all(p.up for p in decoded.pings))
 
     async def list_nodes(self, update_time: int | None = None) -> NodeListing | None:
@@ -370,13 +377,11 @@ class SlurmClient:
         """
         params = {"update_time": str(update_time)} if update_time is not None else None
         ok = (200, 304) if update_time is not None else (200,)
-        status, decoded, size = await self._call(
-            "GET", "/nodes/", NodesResponse, endpoint="nodes", params=params, ok=ok
-        )
-        if status == 304 or decoded is None:
+        answer = await self._call("GET", "/nodes/", NodesResponse, endpoint="nodes", params=params, ok=ok)
+        if answer.status == 304 or answer.decoded is None:
             return None
-        nodes = tuple(raw.to_node() for raw in decoded.nodes)
-        return NodeListing(nodes, unwrap(decoded.last_update), size, self.last_answer_s)
+        nodes = tuple(raw.to_node() for raw in answer.decoded.nodes)
+        return NodeListing(nodes, unwrap(answer.decoded.last_update), answer.body_bytes, answer.seconds)
 
     async def list_all_nodes(self) -> NodeListing:
         listing = await self.list_nodes()
@@ -386,7 +391,7 @@ class SlurmClient:
 
     async def get_node(self, name: str) -> SlurmNode:
         try:
-            _, decoded, _ = await self._call("GET", f"/node/{name}", NodesResponse, endpoint="node")
+            decoded = (await self._call("GET", f"/node/{name}", NodesResponse, endpoint="node")).decoded
         except SlurmApiError as exc:
             if exc.has_error("Failure to query node") or exc.has_error("Invalid node name"):
                 raise SlurmNotFound(
@@ -491,14 +496,14 @@ class SlurmClient:
             raise
 
     async def list_partitions(self) -> list[Partition]:
-        _, decoded, _ = await self._call("GET", "/partitions/", PartitionsResponse, endpoint="partitions")
+        decoded = (await self._call("GET", "/partitions/", PartitionsResponse, endpoint="partitions")).decoded
         return [
             Partition(p.name, p.nodes.configured, p.nodes.total, p.cpus.total)
             for p in (decoded.partitions if decoded else [])
         ]
 
     async def list_jobs(self) -> list[Job]:
-        _, decoded, _ = await self._call("GET", "/jobs/", JobsResponse, endpoint="jobs")
+        decoded = (await self._call("GET", "/jobs/", JobsResponse, endpoint="jobs")).decoded
         jobs = []
         for raw in decoded.jobs if decoded else []:
             states = [raw.job_state] if isinstance(raw.job_state, str) else raw.job_state
@@ -506,7 +511,7 @@ class SlurmClient:
         return jobs
 
     async def diag(self) -> dict[str, object]:
-        _, decoded, _ = await self._call("GET", "/diag/", DiagResponse, endpoint="diag")
+        decoded = (await self._call("GET", "/diag/", DiagResponse, endpoint="diag")).decoded
         return dict(decoded.statistics) if decoded else {}
 
 

@@ -20,7 +20,10 @@ HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection"}
 class FaultProxy:
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream.rstrip("/")
-        self.delay_s = 0.0
+        self.delay_s = 0.0  # before forwarding: slurmrestd sees the request late
+        # after slurmrestd answered: a slow answer to a request slurmctld served when it came in (a large
+        # list is read at its start and spends its time being written out)
+        self.answer_delay_s = 0.0
         self.truncate = False
         self.corrupt = False
         self.requests = 0
@@ -40,7 +43,7 @@ class FaultProxy:
 
     def clear_faults(self) -> None:
         self._fail.clear()
-        self.delay_s = 0.0
+        self.delay_s = self.answer_delay_s = 0.0
         self.truncate = self.corrupt = False
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
@@ -74,6 +77,8 @@ class FaultProxy:
             if request.transport is not None:
                 request.transport.close()
             return web.Response(status=502)
+        if self.answer_delay_s:
+            await asyncio.sleep(self.answer_delay_s)  # the injected fault itself
         if answer and self.truncate:
             answer = answer[: len(answer) // 2]
         if answer and self.corrupt:
