@@ -337,7 +337,13 @@ class NodeCache:
             while flights:
                 oldest, fingerprint = flights[0]
                 timeout: float | None = None  # every slot taken: wait for the oldest list
-                if len(flights) < self.lists_in_flight and not self.stats.hint_failing:
+                # an early list yields to the syncer's own work on nodes: the counts moved because of it
+                # (a storm of cordons), and its fresh reads and bulk writes wait behind every list
+                if (
+                    len(flights) < self.lists_in_flight
+                    and not self.stats.hint_failing
+                    and not self._client.acting_on_nodes(self.hint_recheck_s)
+                ):
                     if loop.time() >= recheck_at:
                         recheck_at = loop.time() + self.hint_recheck_s
                         seen = await self._read_hint()

@@ -14,6 +14,7 @@ retried write can land after the decision it carried is stale: the syncer decide
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import time
 from collections import Counter
@@ -64,6 +65,8 @@ log = structlog.get_logger("syncer.slurm")
 T = TypeVar("T", bound=Envelope)
 AUTH_STATUSES = (401, 403, 511)  # 24.11 answers a bad token with 511
 RETRY_STATUSES = (502, 503, 504)
+# what the syncer sends when it acts on nodes one by one or in bulk (the fresh GET before a drain included)
+NODE_CALLS = frozenset({"node", "node_update", "nodes_update", "node_delete"})
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,8 @@ class SlurmClient:
         self.version: ApiVersion | None = None
         self.release = ""  # Slurm's release as slurmrestd reports it in `meta` (e.g. "26.05.5")
         self.stats = RequestStats()
+        self._node_calls = 0  # per-node reads and writes in flight (the syncer acting on nodes)
+        self._node_calls_ended = -math.inf  # monotonic time the last one ended
 
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> ApiVersion:
@@ -239,6 +244,29 @@ class SlurmClient:
         if self._session is None:
             raise SlurmError("client not started: call start() first", endpoint=endpoint)
         started = time.monotonic()
+        acting = endpoint in NODE_CALLS
+        self._node_calls += acting
+        try:
+            return await self._request(method, path, endpoint, params, body, started)
+        finally:
+            self._node_calls -= acting
+            if acting:
+                self._node_calls_ended = time.monotonic()
+
+    def acting_on_nodes(self, within_s: float) -> bool:
+        """A per-node read or write is in flight or ended less than `within_s` ago."""
+        return self._node_calls > 0 or time.monotonic() - self._node_calls_ended < within_s
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        endpoint: str,
+        params: dict[str, str] | None,
+        body: Any,
+        started: float,
+    ) -> tuple[int, bytes]:
+        assert self._session is not None
         headers = {"Accept": "application/json", **self._token.headers()}
         data = None
         if body is not None:

@@ -169,6 +169,45 @@ if SELECTED.openmetrics:
             assert not fetching()
             assert time.monotonic() - stopping < 1.0  # the lists were cut off, not waited for (2 s each)
 
+    async def test_an_early_list_yields_to_the_syncers_own_work_on_nodes(slurm_sandbox: Sandbox) -> None:
+        # counts moved by the syncer's own drains: another list at once would only slow its next fresh reads
+        # and writes at slurmrestd (a storm of cordons); counts moved by someone else start one
+        def fetching() -> int:
+            return sum("NodeCache._fetch" in repr(t.get_coro()) for t in asyncio.all_tasks())
+
+        ours, theirs = ["node00960", "node00961"], ["node00962", "node00963"]
+        reader = MetricsReader(slurm_sandbox.metrics_url)
+        async with (
+            FaultProxy(slurm_sandbox.rest_url) as proxy,
+            SlurmClient(proxy.url, TokenFile(slurm_sandbox.token_file)) as client,
+        ):
+            cache = NodeCache(client, hint=reader, poll_interval_s=0.2, hint_floor_s=600)
+            task = asyncio.create_task(cache.run())
+            try:
+                await wait_for(
+                    lambda: cache.stats.hint_unchanged >= 1, deadline_s=20, what="the hint settles"
+                )
+                proxy.answer_delay_s = 1.0
+                for node in ours:  # each answered 1 s late, the first one's list running meanwhile
+                    await client.update_node(node, state=["DRAIN"], reason="k8s: ours")
+                await wait_for(
+                    lambda: all(cache.nodes[n].drain_flag for n in ours), deadline_s=10, what="our drains"
+                )
+                assert cache.stats.early_lists == 0
+                await wait_for(lambda: fetching() == 0, deadline_s=10, what="the lists end")
+                with drained(slurm_sandbox, theirs[0]):
+                    await wait_for(lambda: fetching() == 1, deadline_s=5, what="a list in flight")
+                    with drained(slurm_sandbox, theirs[1]):
+                        await wait_for(
+                            lambda: cache.stats.early_lists == 1, deadline_s=5, what="an early list"
+                        )
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                await reader.close()
+                for node in ours:
+                    slurm_sandbox.scontrol("update", f"nodename={node}", "state=undrain")
+
     async def test_cancelling_drains_arrive_within_the_floor(slurm_sandbox: Sandbox) -> None:
         # one drain and one undrain: the counts end as they were; only the floor can bring the news
         first, second = "node00902", "node00903"
