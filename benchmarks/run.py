@@ -563,9 +563,12 @@ def kube_writes(bench: Bench, objects: set[str]) -> int:
 
 async def storm(bench: Bench, handle: Syncer, size: int, deadline_s: float) -> dict[str, Any]:
     """Each half starts once the syncer is quiet: else it would also time the writes still owed to the
-    phase before (the cordons' undrains mirrored back to 2,000 objects take 10 s at 200 QPS)."""
+    phase before (the cordons' undrains mirrored back to 2,000 objects take 10 s at 200 QPS). Quiet means
+    Kubernetes shows the last undrains too: an empty work queue alone passed while the list bringing them
+    was still on its way, and 2,000 mirror writes then ran inside the next cordon storm (10 s, not 2-4 s)."""
     server = bench.kube.server
     names = bench.take(size)
+    await shown_undrained(bench, deadline_s)
     await settled(handle)
     server.requests.clear()
     server.record_requests = True
