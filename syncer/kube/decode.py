@@ -3,6 +3,8 @@ only the fields the syncer reads are materialised, the rest of each object is sk
 
 from __future__ import annotations
 
+import functools
+import sys
 from datetime import datetime
 from typing import Any
 
@@ -108,6 +110,21 @@ class _NodeEvent(msgspec.Struct):
     object: msgspec.Raw
 
 
+# Strings every object repeats (condition types, statuses, reasons and messages, label and annotation
+# keys) are shared instead of held once per object: at 10,000 pods and 10,000 Nodes that was about 16 of
+# the 37 MB the informers held (tracemalloc). Values (mostly per-object names) are kept as decoded.
+_SHARED_MAX_LEN = 256
+
+
+def _shared(text: str) -> str:
+    return sys.intern(text) if len(text) <= _SHARED_MAX_LEN else text
+
+
+def _shared_keys(raw: dict[str, str] | None) -> dict[str, str]:
+    return {sys.intern(k): v for k, v in raw.items()} if raw else {}
+
+
+@functools.lru_cache(maxsize=4096)  # transition times repeat across objects: one float each
 def epoch(text: str | None) -> float:
     if not text:
         return 0.0
@@ -122,10 +139,10 @@ def _conditions(raw: list[_RawCondition] | None) -> tuple[Condition, ...]:
         return ()
     return tuple(
         Condition(
-            type=c.type,
-            status=c.status,
-            reason=c.reason,
-            message=c.message,
+            type=sys.intern(c.type),
+            status=sys.intern(c.status),
+            reason=_shared(c.reason),
+            message=_shared(c.message),
             last_transition_time=epoch(c.lastTransitionTime),
         )
         for c in raw
@@ -139,8 +156,8 @@ def _node(raw: _RawNode) -> KubeNode:
         uid=meta.uid,
         resource_version=meta.resourceVersion,
         unschedulable=raw.spec.unschedulable,
-        labels=meta.labels or {},
-        annotations=meta.annotations or {},
+        labels=_shared_keys(meta.labels),
+        annotations=_shared_keys(meta.annotations),
         conditions=_conditions(raw.status.conditions),
     )
 
@@ -156,10 +173,10 @@ def _pod(raw: _RawPod) -> KubePod:
         node_name=raw.spec.nodeName,
         hostname=raw.spec.hostname,
         host_network=raw.spec.hostNetwork,
-        labels=meta.labels or {},
-        annotations=meta.annotations or {},
+        labels=_shared_keys(meta.labels),
+        annotations=_shared_keys(meta.annotations),
         deletion_timestamp=epoch(meta.deletionTimestamp) if meta.deletionTimestamp else None,
-        phase=raw.status.phase,
+        phase=sys.intern(raw.status.phase),
         conditions=_conditions(raw.status.conditions),
         owner_kind=owner.kind if owner else "",
         owner_name=owner.name if owner else "",
