@@ -13,7 +13,8 @@
 - `cache.NodeCache(client, poll_interval_s=1, strategy="conditional"|"full", max_duty=0.25, stale_after_s=)`:
   `run()` polls; `subscribe(callback(list[NodeChange]))`; `nodes`, `synced`, `stale`, `age_s`, `nudge()`.
 - `cache.NodeCache(..., hint=MetricsReader(url), hint_floor_s=30)`: slurmctld's node-state counts decide
-  when to list; a full check at least every `hint_floor_s`; a failing hint falls back to probes.
+  when to list; a full check at least every `hint_floor_s`; a failing hint falls back to probes; while the
+  counts keep moving, a list starts when they move again during one (`lists_in_flight=2`).
 - `metrics_hint.MetricsReader(url, timeout_s=2, max_bytes=4 MiB).read() -> Reading(fingerprint, ...)`:
   `GET /metrics/partitions` of slurmctld 25.11+; errors `SlurmMetricsError` > `SlurmMetricsUnavailable`,
   `SlurmMetricsTimeout`, `SlurmMetricsDecodeError`.
