@@ -140,14 +140,18 @@ if SELECTED.openmetrics:
             assert max(delays.values()) <= 1.6, delays
             assert cache.stats.early_lists >= 2
 
-    async def test_a_cache_stopped_mid_burst_leaves_no_list_running(slurm_sandbox: Sandbox) -> None:
-        def fetching() -> list[asyncio.Task[object]]:
-            return [t for t in asyncio.all_tasks() if "NodeCache._fetch" in repr(t.get_coro())]
+    def lists_running() -> int:
+        return sum("NodeCache._fetch" in repr(t.get_coro()) for t in asyncio.all_tasks())
 
-        reader = MetricsReader(slurm_sandbox.metrics_url)
+    @contextlib.asynccontextmanager
+    async def settled_cache_behind_proxy(
+        sandbox: Sandbox,
+    ) -> AsyncIterator[tuple[FaultProxy, SlurmClient, NodeCache, asyncio.Task[None]]]:
+        """A hinted cache polling every 0.2 s through a FaultProxy, its hint settled; stopped on exit."""
+        reader = MetricsReader(sandbox.metrics_url)
         async with (
-            FaultProxy(slurm_sandbox.rest_url) as proxy,
-            SlurmClient(proxy.url, TokenFile(slurm_sandbox.token_file)) as client,
+            FaultProxy(sandbox.rest_url) as proxy,
+            SlurmClient(proxy.url, TokenFile(sandbox.token_file)) as client,
         ):
             cache = NodeCache(client, hint=reader, poll_interval_s=0.2, hint_floor_s=600)
             task = asyncio.create_task(cache.run())
@@ -155,56 +159,47 @@ if SELECTED.openmetrics:
                 await wait_for(
                     lambda: cache.stats.hint_unchanged >= 1, deadline_s=20, what="the hint settles"
                 )
-                proxy.answer_delay_s = 2.0
-                with drained(slurm_sandbox, "node00950"):
-                    await wait_for(lambda: len(fetching()) == 1, deadline_s=5, what="a list in flight")
-                    with drained(slurm_sandbox, "node00951"):
-                        await wait_for(lambda: len(fetching()) == 2, deadline_s=5, what="a second list")
-                assert cache.stats.early_lists == 1
+                yield proxy, client, cache, task
             finally:
-                stopping = time.monotonic()
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
                 await reader.close()
-            assert not fetching()
+
+    async def test_a_cache_stopped_mid_burst_leaves_no_list_running(slurm_sandbox: Sandbox) -> None:
+        async with settled_cache_behind_proxy(slurm_sandbox) as (proxy, _, cache, task):
+            proxy.answer_delay_s = 2.0
+            with drained(slurm_sandbox, "node00950"):
+                await wait_for(lambda: lists_running() == 1, deadline_s=5, what="a list in flight")
+                with drained(slurm_sandbox, "node00951"):
+                    await wait_for(lambda: lists_running() == 2, deadline_s=5, what="a second list")
+            assert cache.stats.early_lists == 1
+            stopping = time.monotonic()
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            assert lists_running() == 0
             assert time.monotonic() - stopping < 1.0  # the lists were cut off, not waited for (2 s each)
 
     async def test_an_early_list_yields_to_the_syncers_own_work_on_nodes(slurm_sandbox: Sandbox) -> None:
         # counts moved by the syncer's own drains: another list at once would only slow its next fresh reads
         # and writes at slurmrestd (a storm of cordons); counts moved by someone else start one
-        def fetching() -> int:
-            return sum("NodeCache._fetch" in repr(t.get_coro()) for t in asyncio.all_tasks())
-
         ours, theirs = ["node00960", "node00961"], ["node00962", "node00963"]
-        reader = MetricsReader(slurm_sandbox.metrics_url)
-        async with (
-            FaultProxy(slurm_sandbox.rest_url) as proxy,
-            SlurmClient(proxy.url, TokenFile(slurm_sandbox.token_file)) as client,
-        ):
-            cache = NodeCache(client, hint=reader, poll_interval_s=0.2, hint_floor_s=600)
-            task = asyncio.create_task(cache.run())
+        async with settled_cache_behind_proxy(slurm_sandbox) as (proxy, client, cache, _):
+            proxy.answer_delay_s = 1.0
             try:
-                await wait_for(
-                    lambda: cache.stats.hint_unchanged >= 1, deadline_s=20, what="the hint settles"
-                )
-                proxy.answer_delay_s = 1.0
                 for node in ours:  # each answered 1 s late, the first one's list running meanwhile
                     await client.update_node(node, state=["DRAIN"], reason="k8s: ours")
                 await wait_for(
                     lambda: all(cache.nodes[n].drain_flag for n in ours), deadline_s=10, what="our drains"
                 )
                 assert cache.stats.early_lists == 0
-                await wait_for(lambda: fetching() == 0, deadline_s=10, what="the lists end")
+                await wait_for(lambda: lists_running() == 0, deadline_s=10, what="the lists end")
                 with drained(slurm_sandbox, theirs[0]):
-                    await wait_for(lambda: fetching() == 1, deadline_s=5, what="a list in flight")
+                    await wait_for(lambda: lists_running() == 1, deadline_s=5, what="a list in flight")
                     with drained(slurm_sandbox, theirs[1]):
                         await wait_for(
                             lambda: cache.stats.early_lists == 1, deadline_s=5, what="an early list"
                         )
             finally:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-                await reader.close()
                 for node in ours:
                     slurm_sandbox.scontrol("update", f"nodename={node}", "state=undrain")
 
