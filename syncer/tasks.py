@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from typing import Any
 
 
-async def cancel_and_wait(tasks: Iterable[asyncio.Task[None]]) -> None:
+async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any]]) -> None:
     """Cancels every task, then waits for each to finish. Nothing is re-raised: neither their
     cancellations nor a failure (whoever ran them has reported it, e.g. the runtime's Manager)."""
     pending = list(tasks)

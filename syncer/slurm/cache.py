@@ -46,6 +46,7 @@ from syncer.model.slurm import SlurmNode
 from syncer.slurm.client import NodeListing, SlurmClient
 from syncer.slurm.errors import SlurmApiError, SlurmError
 from syncer.slurm.metrics_hint import Fingerprint, MetricsReader, SlurmMetricsError
+from syncer.tasks import cancel_and_wait
 
 log = structlog.get_logger("syncer.slurm.cache")
 Strategy = Literal["conditional", "full"]
@@ -358,9 +359,7 @@ class NodeCache:
                     self._apply(oldest.result(), fingerprint)
                     recheck_at = loop.time()  # a slot is free: look at the counts again now
         finally:  # a failed list or a cancelled cache leaves no list running behind it
-            for task, _ in flights:
-                task.cancel()
-            await asyncio.gather(*(task for task, _ in flights), return_exceptions=True)
+            await cancel_and_wait(task for task, _ in flights)
 
     async def _reconnect_if_silent(self) -> None:
         """No good answer for longer than the staleness bound: start over with a new connection."""

@@ -14,11 +14,12 @@ retried write can land after the decision it carried is stale: the syncer decide
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import re
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -244,29 +245,6 @@ class SlurmClient:
         if self._session is None:
             raise SlurmError("client not started: call start() first", endpoint=endpoint)
         started = time.monotonic()
-        acting = endpoint in NODE_CALLS
-        self._node_calls += acting
-        try:
-            return await self._request(method, path, endpoint, params, body, started)
-        finally:
-            self._node_calls -= acting
-            if acting:
-                self._node_calls_ended = time.monotonic()
-
-    def acting_on_nodes(self, within_s: float) -> bool:
-        """A per-node read or write is in flight or ended less than `within_s` ago."""
-        return self._node_calls > 0 or time.monotonic() - self._node_calls_ended < within_s
-
-    async def _request(
-        self,
-        method: str,
-        path: str,
-        endpoint: str,
-        params: dict[str, str] | None,
-        body: Any,
-        started: float,
-    ) -> tuple[int, bytes]:
-        assert self._session is not None
         headers = {"Accept": "application/json", **self._token.headers()}
         data = None
         if body is not None:
@@ -313,6 +291,22 @@ class SlurmClient:
             self._token.invalidate()
         return status, payload
 
+    @contextlib.contextmanager
+    def _counted_if_on_nodes(self, endpoint: str) -> Iterator[None]:
+        if endpoint not in NODE_CALLS:
+            yield
+            return
+        self._node_calls += 1
+        try:
+            yield
+        finally:
+            self._node_calls -= 1
+            self._node_calls_ended = time.monotonic()
+
+    def acting_on_nodes(self, within_s: float) -> bool:
+        """A per-node read or write is in flight or ended less than `within_s` ago."""
+        return self._node_calls > 0 or time.monotonic() - self._node_calls_ended < within_s
+
     def _prefix(self) -> str:
         if self.version is None:
             raise SlurmError("client not started: call start() first")
@@ -338,9 +332,10 @@ class SlurmClient:
 
         async def once() -> Answer[T]:
             started = time.monotonic()
-            status, payload = await self._send(
-                method, self._prefix() + path, endpoint=endpoint, params=params, body=body
-            )
+            with self._counted_if_on_nodes(endpoint):
+                status, payload = await self._send(
+                    method, self._prefix() + path, endpoint=endpoint, params=params, body=body
+                )
             seconds = time.monotonic() - started
             if decoded_release := _release_of(payload):
                 self.release = decoded_release
