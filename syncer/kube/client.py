@@ -1,16 +1,14 @@
 """The Kubernetes API client of the syncer: one aiohttp session, raw JSON, a client-side rate limit.
 
-kubernetes_asyncio is used only to read kubeconfig/in-cluster credentials (exec plugins, token
-refresh, TLS files); requests go through this thin client so hot paths decode raw bytes straight
-into compact structs and every call shares one connection pool.
+Credentials come from syncer.kube.credentials (kubeconfig, exec plugins, in-cluster token files); requests
+go through this thin client so hot paths decode raw bytes straight into compact structs and every call
+shares one connection pool.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
-import os
 import ssl
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -18,9 +16,11 @@ from typing import Any
 import aiohttp
 import structlog
 
+from syncer.kube import credentials
 from syncer.kube.errors import KubeConnectionError, KubeError
 from syncer.kube.kubeconfig import resolve
 from syncer.kube.ratelimit import TokenBucket
+from syncer.kube.tokens import TokenSource
 
 log = structlog.get_logger("syncer.kube")
 MERGE_PATCH = "application/merge-patch+json"
@@ -35,17 +35,19 @@ class KubeClient:
         *,
         headers: Mapping[str, str] | None = None,
         ssl_context: ssl.SSLContext | bool | None = None,
+        token: TokenSource | None = None,
+        tls_server_name: str | None = None,
         qps: float = 50.0,
         burst: int = 100,
         timeout_s: float = 30.0,
-        configuration: Any = None,
     ) -> None:
         self.server = server.rstrip("/")
         self._headers = dict(headers or {})
         self._ssl = ssl_context
+        self._token = token
+        self._server_name = tls_server_name
         self.limiter = TokenBucket(qps, burst)
         self.timeout_s = timeout_s
-        self._configuration = configuration  # kubernetes_asyncio Configuration, for token refresh
         self._session: aiohttp.ClientSession | None = None
         self.requests_total = 0
         self.errors_total = 0
@@ -56,58 +58,31 @@ class KubeClient:
         cls, kubeconfig: str | None = None, *, qps: float = 50.0, burst: int = 100
     ) -> KubeClient:
         """From `kubeconfig`, else $KUBECONFIG (merged), else ~/.kube/config, else in-cluster credentials
-        (client-go's order); `source` then says which was used."""
-        from kubernetes_asyncio import client as k8s_client
-        from kubernetes_asyncio import config as k8s_config
-
+        (client-go's order); `credentials` then says which was used."""
         source = resolve(kubeconfig)
-        configuration = k8s_client.Configuration()
         try:
-            if source.in_cluster:
-                k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            else:
-                # a colon-joined list is merged the way kubectl merges $KUBECONFIG
-                await k8s_config.load_kube_config(
-                    config_file=os.pathsep.join(source.files), client_configuration=configuration
-                )
-        except (k8s_config.ConfigException, OSError) as exc:
-            raise KubeError(
-                0, "ConfigError", f"cannot load Kubernetes credentials from {source.origin}: {exc}"
-            ) from None
-        host = str(configuration.host or "")
-        if not host:
-            raise KubeError(0, "ConfigError", "the Kubernetes credentials name no API server")
-        headers: dict[str, str] = {}
-        if configuration.username and configuration.password:
-            basic = base64.b64encode(f"{configuration.username}:{configuration.password}".encode()).decode()
-            headers["Authorization"] = f"Basic {basic}"
-        context: ssl.SSLContext | bool | None = None
-        if host.startswith("https"):
-            if not configuration.verify_ssl:
-                context = False
-            else:
-                context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
-                if configuration.cert_file:
-                    context.load_cert_chain(configuration.cert_file, configuration.key_file)
+            found = await credentials.load(source)
+        except KubeError as exc:
+            raise KubeError(0, "ConfigError", f"cannot load Kubernetes credentials from {source.origin}: "
+                            f"{exc.message}") from None  # fmt: skip
         client = cls(
-            host,
-            headers=headers,
-            ssl_context=context,
+            found.server,
+            headers=found.headers,
+            ssl_context=found.ssl_context,
+            token=found.token,
+            tls_server_name=found.tls_server_name,
             qps=qps,
             burst=burst,
-            configuration=configuration,
         )
         client.credentials = source.origin
         return client
 
     async def _auth_headers(self) -> dict[str, str]:
         headers = dict(self._headers)
-        cfg = self._configuration
-        if cfg is not None and "BearerToken" in cfg.api_key:
-            # refreshes rotating tokens (exec plugins, projected service-account tokens) when due
-            token = await cfg.get_api_key_with_prefix("BearerToken")
+        if self._token is not None:
+            token = await self._token.token()  # token files and exec plugins refresh here when due
             if token:
-                headers["Authorization"] = token
+                headers["Authorization"] = f"Bearer {token}"
         return headers
 
     @property
@@ -131,8 +106,10 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
     ) -> bytes:
-        """One request; retried on 429 (honouring Retry-After) and 5xx a few times, else KubeError."""
+        """One request; retried on 429 (honouring Retry-After) and 5xx a few times, once at once on a 401
+        with a refreshable token, else KubeError."""
         data = None if body is None else json.dumps(body).encode()
+        token_refreshed = False
         for attempt in range(4):
             await self.limiter.acquire()
             self.requests_total += 1
@@ -148,6 +125,7 @@ class KubeClient:
                     data=data,
                     headers=headers,
                     timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+                    server_hostname=self._server_name,
                 ) as response:
                     raw = await response.read()
                     if response.status < 400:
@@ -156,6 +134,10 @@ class KubeClient:
             except (aiohttp.ClientError, TimeoutError) as exc:
                 error = KubeConnectionError(f"{method} {path}: {exc.__class__.__name__}: {exc}")
             self.errors_total += 1
+            if error.status == 401 and self._token is not None and not token_refreshed:
+                self._token.forget()  # rotated or expired: read the file or run the plugin again
+                token_refreshed = True
+                continue
             retryable = error.status in (0, 429, 500, 502, 503, 504) and (
                 method == "GET" or error.status == 429
             )
@@ -199,8 +181,14 @@ class KubeClient:
         )
         try:
             async with self.session.get(
-                self.server + path, params=params, headers=headers, timeout=timeout
+                self.server + path,
+                params=params,
+                headers=headers,
+                timeout=timeout,
+                server_hostname=self._server_name,
             ) as response:
+                if response.status == 401 and self._token is not None:
+                    self._token.forget()  # the informer's next attempt reads or runs it again
                 if response.status >= 400:
                     raise _error_from(
                         response.status, await response.read(), response.headers.get("Retry-After")
