@@ -193,9 +193,14 @@ class KubeClient:
                     raise _error_from(
                         response.status, await response.read(), response.headers.get("Retry-After")
                     )
-                async for line in response.content:
-                    if line.strip():
-                        yield line
+                try:
+                    async for line in response.content:
+                        if line.strip():
+                            yield line
+                except aiohttp.SocketTimeoutError:
+                    # a quiet resource with no bookmark to send: end the stream; the caller watches again
+                    log.debug("watch silent, ended", path=path, silent_s=inactivity_timeout_s)
+                    return
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise KubeConnectionError(f"watch {path}: {exc.__class__.__name__}: {exc}") from None
 

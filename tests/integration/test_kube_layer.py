@@ -24,8 +24,10 @@ from syncer.kube import (
     pod_path,
 )
 from syncer.kube.errors import KubeError
+from syncer.kube.informer import Informer
 from syncer.model.keys import Keys
-from syncer.model.kube import Condition
+from syncer.model.kube import Condition, KubeNode
+from syncer.tasks import cancel_and_wait
 from syncer.testing.kubeapi import KubeApiEmulator, SeedOptions
 from tests.helpers import wait_for
 
@@ -294,6 +296,25 @@ async def test_informer_backs_off_on_errors_and_recovers(kube_api: KubeApiEmulat
         assert cache.node("node-0000") is not None
     finally:
         await cache.stop()
+
+
+async def test_a_silent_watch_ends_quietly_and_is_watched_again(
+    kube_api: KubeApiEmulator, kube_client: KubeClient
+):
+    """Nothing changes and no bookmark comes for longer than the inactivity timeout (a quiet resource): the
+    stream is ended and watched again at once, not counted as a failure (no warning, no backoff)."""
+    kube_api.seed(SeedOptions(nodes=1))
+    informer: Informer[KubeNode] = Informer(
+        kube_client, "/api/v1/nodes", "Node", lambda node: node.name, inactivity_timeout_s=0.3
+    )
+    task = asyncio.create_task(informer.run())
+    try:
+        await wait_for(lambda: informer.stats.watch_restarts >= 3, deadline_s=10, what="three silent watches")
+        assert (informer.stats.errors, informer.stats.lists) == (0, 1)
+        kube_api.create("", "v1", "nodes", {"metadata": {"name": "after-the-silence"}})
+        await wait_for(lambda: "after-the-silence" in informer.items, deadline_s=5, what="the next change")
+    finally:
+        await cancel_and_wait([task])
 
 
 async def test_undecodable_watch_event_is_skipped_not_fatal(kube_api: KubeApiEmulator, cache: KubeCache):
