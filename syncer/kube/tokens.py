@@ -63,14 +63,15 @@ class TokenFile:
             self._read_at = time.monotonic()
             try:
                 value = self.path.read_text().strip()
+                problem = "" if value else "it is empty"
             except OSError as exc:
-                if self._value is None:
-                    raise config_error(f"cannot read the token file {self.path}: {exc.strerror}") from None
-                log.warning("token file unreadable, last token kept", path=str(self.path), error=str(exc))
-                return self._value
-            if not value:
-                raise config_error(f"the token file {self.path} is empty")
-            self._value = value
+                value, problem = "", exc.strerror or str(exc)
+            if value:
+                self._value = value
+            elif self._value is None:
+                raise config_error(f"cannot use the token file {self.path}: {problem}")
+            else:
+                log.warning("token file unusable, last token kept", path=str(self.path), problem=problem)
         return self._value
 
     def forget(self) -> None:

@@ -24,6 +24,7 @@ from syncer.kube import credentials
 from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeError
 from syncer.kube.kubeconfig import CredentialSource
+from syncer.kube.tokens import TokenFile
 
 pytestmark = pytest.mark.kube
 
@@ -372,3 +373,18 @@ async def test_each_kubeconfig_mistake_names_the_file_and_what_to_fix(tmp_path: 
         await KubeClient.from_config(str(path))
     message = caught.value.message
     assert said in message and f"--kubeconfig {path}" in message, message
+
+
+async def test_a_token_file_that_goes_empty_or_missing_keeps_the_last_token(tmp_path: Path):
+    path = tmp_path / "token"
+    source = TokenFile(path, period_s=0)
+    with pytest.raises(KubeError, match=r"cannot use the token file .*: No such file or directory"):
+        await source.token()
+    path.write_text("t1\n")
+    assert await source.token() == "t1"
+    path.write_text("")
+    assert await source.token() == "t1"
+    path.unlink()
+    assert await source.token() == "t1"
+    path.write_text("t2\n")
+    assert await source.token() == "t2"
