@@ -359,6 +359,8 @@ def cluster_with(fields: str) -> str:
         (CONTEXT + cluster_with("certificate-authority-data: 'not base64!'"),
          "certificate-authority-data is not base64 of a PEM file"),
         (CONTEXT + cluster_with("certificate-authority: ca.pem"), "cannot read certificate-authority"),
+        (CONTEXT_U + CLUSTER + "users: [{name: u, user: {tokenFile: gone}}]\n",
+         "cannot use the token file"),
         (CONTEXT_U + CLUSTER + "users: [{name: u, user: {client-key-data: 'a2V5'}}]\n",
          "has a client certificate or key without the other"),
         (CONTEXT_U + CLUSTER + "users: [{name: u, user: {exec: {command: k, apiVersion: "
