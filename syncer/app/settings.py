@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from syncer.model.keys import DEFAULT_CORDON_REASON_ANNOTATIONS, DEFAULT_NODE_NAME_LABELS
+from syncer.runtime.yaml_file import YamlFileError, load_mapping
 from syncer.sync.options import SyncOptions
 from syncer.sync.valve import DrainValve
 
@@ -520,13 +519,9 @@ def _parse(option: Option, raw: Any, source: str) -> Any:
 
 def _read_file(path: Path) -> dict[str, Any]:
     try:
-        loaded = yaml.safe_load(path.read_text()) or {}
-    except OSError as exc:
-        raise SettingsError(f"cannot read the config file {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise SettingsError(f"the config file {path} is not valid YAML: {exc}") from None
-    if not isinstance(loaded, dict):
-        raise SettingsError(f"the config file {path} must be a mapping of option names to values")
+        loaded = load_mapping(path, f"the config file {path}", "a mapping of option names to values")
+    except YamlFileError as exc:
+        raise SettingsError(str(exc)) from None
     values: dict[str, Any] = {}
     for key, value in loaded.items():
         attr = str(key).replace("-", "_")

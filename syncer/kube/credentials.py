@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from syncer.kube.kubeconfig import CredentialSource
 from syncer.kube.tokens import ExecPlugin, StaticToken, TokenFile, TokenSource, config_error
+from syncer.runtime.yaml_file import YamlFileError, load_mapping
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 UNSUPPORTED_USER_FIELDS = {
@@ -142,13 +141,9 @@ def _merge(
     for name in files:
         path = Path(name)
         try:
-            loaded = yaml.safe_load(path.read_text()) or {}
-        except OSError as exc:
-            raise config_error(f"cannot read kubeconfig {path}: {exc.strerror}") from None
-        except yaml.YAMLError as exc:
-            raise config_error(f"kubeconfig {path} is not valid YAML: {exc}") from None
-        if not isinstance(loaded, dict):
-            raise config_error(f"kubeconfig {path} is not a mapping (kind: Config)")
+            loaded = load_mapping(path, f"kubeconfig {path}", "a mapping (kind: Config)")
+        except YamlFileError as exc:
+            raise config_error(str(exc)) from None
         current = current or str(loaded.get("current-context") or "")
         for section, entries in merged.items():
             singular = section[:-1]

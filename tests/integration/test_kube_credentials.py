@@ -345,7 +345,7 @@ def cluster_with(fields: str) -> str:
 @pytest.mark.parametrize(
     ("config", "said"),
     [
-        ("- just a list", "is not a mapping"),
+        ("- just a list", "must be a mapping (kind: Config)"),
         ("clusters: [", "is not valid YAML"),
         ("apiVersion: v1\nkind: Config\n", "sets no current-context; run `kubectl config use-context NAME`"),
         ("current-context: x\n", "current-context 'x' is not among its contexts"),
