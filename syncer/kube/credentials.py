@@ -120,12 +120,11 @@ async def from_kubeconfig(files: tuple[str, ...]) -> Credentials:
     context_tls: ssl.SSLContext | bool | None = None
     if server.startswith("https://"):
         if cluster.body.get("insecure-skip-tls-verify"):
-            context_tls = False
+            context_tls = _unverified() if cert else False
         else:
-            ca = _pem(cluster.body, "certificate-authority", cluster.base_dir, where)
-            context_tls = _tls(ca_data=ca)
-            if cert and key:
-                _load_client_pair(context_tls, cert, key)
+            context_tls = _tls(ca_data=_pem(cluster.body, "certificate-authority", cluster.base_dir, where))
+        if cert and key and isinstance(context_tls, ssl.SSLContext):
+            _load_client_pair(context_tls, cert, key)
     if token is not None:
         await token.token()  # a missing token file is a start-up error, not a failure of the first request
     server_name = str(cluster.body.get("tls-server-name") or "") or None
@@ -196,6 +195,14 @@ def _tls(ca_file: str | None = None, ca_data: str | None = None) -> ssl.SSLConte
         return ssl.create_default_context(cafile=ca_file, cadata=ca_data)
     except (ssl.SSLError, ValueError) as exc:
         raise config_error(f"the API server's certificate authority cannot be used: {exc}") from None
+
+
+def _unverified() -> ssl.SSLContext:
+    """insecure-skip-tls-verify with a client certificate: the server is not checked, but we are."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 def _load_client_pair(context: ssl.SSLContext, cert: str, key: str) -> None:

@@ -162,6 +162,11 @@ async def test_the_server_certificate_is_checked_against_the_named_ca_and_name(
                            {"username": "admin", "password": "pw"})  # fmt: skip
     basic = "Basic " + base64.b64encode(b"admin:pw").decode()
     assert await whoami(unchecked) == {"authorization": basic, "cn": None}
+    pair = {"client-certificate-data": pki.data("client.crt"), "client-key-data": pki.data("client.key")}
+    unchecked_with_pair = kubeconfig(
+        tmp_path / "ip", {"server": echo.url, "insecure-skip-tls-verify": True}, pair
+    )
+    assert await whoami(unchecked_with_pair) == {"authorization": "", "cn": "client"}
 
 
 async def test_a_token_file_is_read_again_when_the_server_refuses_the_old_token(
