@@ -125,7 +125,7 @@ async def from_kubeconfig(files: tuple[str, ...]) -> Credentials:
             context_tls = _tls(ca_data=_pem(cluster.body, "certificate-authority", cluster.base_dir, where))
         if cert and key and isinstance(context_tls, ssl.SSLContext):
             _load_client_pair(context_tls, cert, key)
-    if token is not None:
+    if isinstance(token, TokenFile):
         await token.token()  # a missing token file is a start-up error, not a failure of the first request
     server_name = str(cluster.body.get("tls-server-name") or "") or None
     return Credentials(server, context_tls, headers, token, server_name)

@@ -9,7 +9,7 @@ SCRIPT = """
 import importlib, pkgutil, sys
 import syncer
 for module in pkgutil.walk_packages(syncer.__path__, "syncer."):
-    if not module.name.startswith("syncer.testing"):
+    if not module.name.startswith("syncer.testing") and not module.name.endswith("__main__"):
         importlib.import_module(module.name)
 print(len([m for m in sys.modules if m.startswith("syncer.")]))
 print(sorted({m.split(".")[0] for m in sys.modules if m.startswith("kubernetes")}))
