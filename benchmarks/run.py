@@ -49,7 +49,7 @@ from benchmarks.wire import WireCounter
 
 NAMESPACE = "slurm"
 CLI = str(Path(sys.executable).parent / "slurm-syncer")
-FETCH_RESULT = re.compile(r'(?:result|path)="([^"]+)"')
+FETCH_RESULT = re.compile(r'(?:result|path|endpoint)="([^"]+)"')
 # (mode, --slurm-poll-strategy, --slurm-poll-interval): this syncer, and its full-poll mode as a baseline
 # and last, the full poller at the interval where its bytes per minute equal the syncer's (issue 18)
 MODES = (
@@ -156,7 +156,8 @@ class Syncer:
             key = name
             result = FETCH_RESULT.search(head)
             labelled = ("slurm_syncer_slurm_fetches_total", "slurm_syncer_slurm_cache_reads_total",
-                        "slurm_syncer_slurm_cache_read_bytes_total")  # fmt: skip
+                        "slurm_syncer_slurm_cache_read_bytes_total",
+                        "slurm_syncer_slurm_request_seconds_total")  # fmt: skip
             if name in labelled and result:
                 key = f"{name}:{result.group(1)}"
             totals[key] = totals.get(key, 0.0) + float(value)
@@ -404,6 +405,42 @@ def equal_cost_interval(results: dict[str, Any]) -> str:
     per_list = base["slurm_bytes"] / max(base["full_fetches"], 1e-9)
     syncer_bytes = max(results["idle_per_minute"]["slurm_bytes"], 1.0)
     return f"{max(60.0 * per_list / syncer_bytes, 1.0):.1f}s"
+
+
+def round_record(
+    number: int,
+    samples: dict[str, list[float]],
+    before: dict[str, float],
+    after: dict[str, float],
+    took_s: float,
+) -> dict[str, Any]:
+    """One latency round of the syncer: its Slurm -> Kubernetes figures beside the lists it read meanwhile,
+    so a slow round can be told from a slow run (a p99 over 1,000 samples pools 20 rounds)."""
+
+    def grew(key: str) -> float:
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    shown = [v for v in samples["slurm_to_k8s"] if not math.isinf(v)]
+    return {
+        "round": number, "seconds": took_s,
+        "slurm_to_k8s_p50": statistics.median(shown) if shown else None,
+        "slurm_to_k8s_max": max(samples["slurm_to_k8s"], default=None),
+        "lists": grew("slurm_syncer_slurm_cache_reads_total:list"),
+        "early_lists": grew("slurm_syncer_slurm_early_lists_total"),
+        "probes": grew("slurm_syncer_slurm_cache_reads_total:probe"),
+        # time spent in /nodes requests (lists and probes) and in single-node fresh reads
+        "nodes_request_s": grew("slurm_syncer_slurm_request_seconds_total:nodes"),
+        "fresh_reads_s": grew("slurm_syncer_slurm_request_seconds_total:node"),
+    }  # fmt: skip
+
+
+def round_text(record: dict[str, Any]) -> str:
+    worst = record["slurm_to_k8s_max"]
+    worst_text = "n/a" if worst is None else f"{worst:.2f} s"
+    return (
+        f"Slurm -> Kubernetes max {worst_text}; {record['lists']:.0f} lists ({record['early_lists']:.0f} "
+        f"early), {record['probes']:.0f} probes, {record['nodes_request_s']:.1f} s in /nodes requests"
+    )
 
 
 async def read_paths(handle: Syncer) -> dict[str, float]:
@@ -768,7 +805,9 @@ async def main_async(args: argparse.Namespace) -> int:
                         if mode == "equal":
                             results["equal_cost_interval_s"] = cycle
                         samples[mode] = {}
-                        for _ in range(rounds_here):  # pooled: a p99 needs 1,000 samples
+                        for number in range(1, rounds_here + 1):  # pooled: a p99 needs 1,000 samples
+                            before = await handle.metrics() if mode == "syncer" else None
+                            round_started = time.monotonic()
                             rounds = await latency_round(
                                 bench,
                                 changes,
@@ -779,6 +818,13 @@ async def main_async(args: argparse.Namespace) -> int:
                             )
                             for direction, values in rounds.items():
                                 samples[mode].setdefault(direction, []).extend(values)
+                            if before is not None:
+                                record = round_record(
+                                    number, rounds, before, await handle.metrics(),
+                                    time.monotonic() - round_started,
+                                )  # fmt: skip
+                                results.setdefault("rounds", []).append(record)
+                                progress(f"{mode}: round {number}/{rounds_here}: {round_text(record)}")
                         key = PREFIX[mode]
                         results[f"{key}latency_s"] = {d: percentiles(v) for d, v in samples[mode].items()}
                         results[f"{key}idle_per_minute"] = idle

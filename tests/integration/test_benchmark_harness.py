@@ -55,6 +55,12 @@ def test_quick_benchmark_writes_results_and_plot(tmp_path: Path) -> None:
             assert figures["n"] == 5 == len(results["samples"][mode][direction])
             assert 0 < figures["p50"] <= figures["max"] and figures["p99"] is None and figures["p95"] is None
             assert figures["not_shown"] == 0
+    # each syncer round is kept apart with the lists read meanwhile: a slow round is told from a slow run
+    (only,) = results["rounds"]
+    assert only["round"] == 1 and only["lists"] + only["probes"] >= 1 and only["seconds"] > 0
+    assert only["slurm_to_k8s_max"] == results["latency_s"]["slurm_to_k8s"]["max"]
+    assert only["nodes_request_s"] > 0 and only["fresh_reads_s"] > 0
+    assert "syncer: round 1/1: Slurm -> Kubernetes max" in result.stderr
     # the Slinky-like baseline: cordons and Slurm drains (it has no drain annotation), each measured
     slinky = results["slinky_latency_s"]
     assert (
