@@ -350,7 +350,8 @@ async def scale_in(w: World, members: list[str]) -> None:
     w.kube.patch(GROUP, VERSION, "nodesets", NODESET, {"spec": {"replicas": keep}}, namespace=NAMESPACE)
 
     def gone(name: str) -> bool:
-        return not w.pod(name) and name not in w.sinfo().split()
+        # sinfo can show the deletion before the syncer has its answer and logs it: wait for the log too
+        return not w.pod(name) and name not in w.sinfo().split() and w.tap.saw(name, "delete-node")
 
     took = await wait(lambda: gone(idle), f"idle {idle} to go", 60)
     w.told(idle, kinds=("drain", "delete-pod", "delete-node"))

@@ -67,6 +67,11 @@ class ActionTap:
         with self._lock:
             self._actions.clear()
 
+    def saw(self, subject: str, kind: str) -> bool:
+        """Whether an action of `kind` about `subject` was logged and not yet taken."""
+        with self._lock:
+            return any(a.subject == subject and a.kind == kind for a in self._actions)
+
     def take(self, *subjects: str, kinds: tuple[str, ...] = ()) -> list[str]:
         """The texts of the actions about `subjects` (of `kinds`; empty: any) logged so far, each text
         once, in order; taken actions are forgotten, the others wait for a later take or `clear`."""

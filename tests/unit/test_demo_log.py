@@ -32,6 +32,7 @@ def test_take_returns_matching_actions_once_and_keeps_the_others() -> None:
         tap(None, "info", event)
     assert tap.take("gpu-0") == ["created pod gpu-0"]
     assert tap.take("gpu-0") == []
+    assert tap.saw("gpu-1", "drain") and not tap.saw("gpu-1", "undrain") and not tap.saw("gpu-0", "create")
     assert tap.take("gpu-1", kinds=("undrain",)) == []
     assert tap.take("gpu-1", kinds=("drain",)) == ["drained gpu-1 in Slurm, reason 'r'"]
     tap(None, "info", {"event": "slurm node undrained", "slurm_node": "n1"})
