@@ -17,7 +17,7 @@ import aiohttp
 import structlog
 
 from syncer.kube import credentials
-from syncer.kube.errors import KubeConnectionError, KubeError
+from syncer.kube.errors import KubeConnectionError, KubeError, config_error
 from syncer.kube.kubeconfig import resolve
 from syncer.kube.ratelimit import TokenBucket
 from syncer.kube.tokens import TokenSource
@@ -63,8 +63,8 @@ class KubeClient:
         try:
             found = await credentials.load(source)
         except KubeError as exc:
-            raise KubeError(0, "ConfigError", f"cannot load Kubernetes credentials from {source.origin}: "
-                            f"{exc.message}") from None  # fmt: skip
+            what = f"cannot load Kubernetes credentials from {source.origin}"
+            raise config_error(f"{what}: {exc.message}") from None
         client = cls(
             found.server,
             headers=found.headers,

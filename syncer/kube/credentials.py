@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from syncer.kube.errors import config_error
 from syncer.kube.kubeconfig import CredentialSource
-from syncer.kube.tokens import ExecPlugin, StaticToken, TokenFile, TokenSource, config_error
+from syncer.kube.tokens import ExecPlugin, StaticToken, TokenFile, TokenSource
 from syncer.runtime.yaml_file import YamlFileError, load_mapping
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")

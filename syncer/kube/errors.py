@@ -24,6 +24,11 @@ class KubeError(Exception):
         return self.status == 410
 
 
+def config_error(message: str) -> KubeError:
+    """Credentials or a kubeconfig that cannot be used; `message` says which and what to fix."""
+    return KubeError(0, "ConfigError", message)
+
+
 class KubeConnectionError(KubeError):
     def __init__(self, message: str) -> None:
         super().__init__(0, "ConnectionError", message)

@@ -8,9 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from syncer.kube.errors import KubeError
-
-IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+from syncer.kube.errors import config_error
 
 
 @dataclass(frozen=True)
@@ -31,10 +29,8 @@ def resolve(
     env = os.environ if env is None else env
     if explicit:
         if not Path(explicit).expanduser().is_file():
-            raise KubeError(
-                0,
-                "ConfigError",
-                f"cannot load Kubernetes credentials from --kubeconfig {explicit}: no such file",
+            raise config_error(
+                f"cannot load Kubernetes credentials from --kubeconfig {explicit}: no such file"
             )
         return CredentialSource((str(Path(explicit).expanduser()),), f"--kubeconfig {explicit}")
     listed = env.get("KUBECONFIG", "")
@@ -42,11 +38,10 @@ def resolve(
         paths = [str(Path(p).expanduser()) for p in listed.split(os.pathsep) if p]
         present = tuple(p for p in paths if Path(p).is_file())
         if not present:
-            raise KubeError(
-                0, "ConfigError",
+            raise config_error(
                 f"cannot load Kubernetes credentials: KUBECONFIG names {listed!r}, but none of those files "
-                "exists; fix KUBECONFIG or unset it",
-            )  # fmt: skip
+                "exists; fix KUBECONFIG or unset it"
+            )
         return CredentialSource(present, f"KUBECONFIG ({os.pathsep.join(present)})")
     default = (home or Path.home()) / ".kube" / "config"
     if default.is_file():

@@ -20,16 +20,12 @@ from typing import Any, Protocol
 
 import structlog
 
-from syncer.kube.errors import KubeError
+from syncer.kube.errors import config_error
 
 log = structlog.get_logger("syncer.kube")
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 TOKEN_FILE_PERIOD_S = 60.0  # client-go re-reads a token file at most once a minute
 EXEC_TIMEOUT_S = 60.0
-
-
-def config_error(message: str) -> KubeError:
-    return KubeError(0, "ConfigError", message)
 
 
 class TokenSource(Protocol):

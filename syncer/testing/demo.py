@@ -351,7 +351,7 @@ async def scale_in(w: World, members: list[str]) -> None:
 
     def gone(name: str) -> bool:
         # sinfo can show the deletion before the syncer has its answer and logs it: wait for the log too
-        return not w.pod(name) and name not in w.sinfo().split() and w.tap.saw(name, "delete-node")
+        return w.tap.saw(name, "delete-node") and not w.pod(name) and name not in w.sinfo().split()
 
     took = await wait(lambda: gone(idle), f"idle {idle} to go", 60)
     w.told(idle, kinds=("drain", "delete-pod", "delete-node"))
