@@ -610,6 +610,7 @@ async def storm(bench: Bench, handle: Syncer, size: int, deadline_s: float) -> d
     server.requests.clear()
     server.record_requests = True
     before = await bench.drained_count()
+    figures_before = await handle.metrics()
     started = time.monotonic()
     for name in names:
         bench.kube.patch("", "v1", "nodes", f"k8s-{name}", {"spec": {"unschedulable": True}})
@@ -627,6 +628,15 @@ async def storm(bench: Bench, handle: Syncer, size: int, deadline_s: float) -> d
             await asyncio.sleep(0.1)  # read-back poll
     ended = counted_at if before is not None else time.monotonic()
     k8s_to_slurm = ended - started if not pending else float("inf")
+    figures_after = await handle.metrics()
+    # what the syncer's node cache did meanwhile: lists compete with the storm's fresh reads and writes
+    during_cordons = {
+        key: figures_after.get(metric, 0.0) - figures_before.get(metric, 0.0)
+        for key, metric in (
+            ("lists", "slurm_syncer_slurm_cache_reads_total:list"),
+            ("own_work_waits", "slurm_syncer_slurm_own_work_waits_total"),
+        )
+    }
     drained = size - len(pending)
     for name in names:
         bench.kube.patch("", "v1", "nodes", f"k8s-{name}", {"spec": {"unschedulable": None}})
@@ -668,6 +678,7 @@ async def storm(bench: Bench, handle: Syncer, size: int, deadline_s: float) -> d
         "read_back": "slurmctld metrics, every 50 ms" if before is not None else "full lists",
         # every write the syncer made until each pod and Node showed the drain, per drained node
         "kube_writes_per_node": writes / size,
+        "cache_during_cordons": during_cordons,  # lists and waits for our own calls, until read back
     }  # fmt: skip
 
 
@@ -1016,7 +1027,13 @@ def markdown(r: dict[str, Any]) -> str:
     snap, rss, restart, reads = r["snapshot"], r["rss_mb"], r["restart"], r["slurm_reads"]
     off, defaults = r["storm_valve_off_200qps"], r["storm_defaults"]
 
-    def storm_rows(label: str, storm: dict[str, float]) -> list[str]:
+    def cache_text(during: dict[str, float] | None) -> str:
+        if during is None:  # runs before this was recorded
+            return ""
+        lists, waits = during["lists"], during["own_work_waits"]
+        return f"; meanwhile {lists:.0f} lists, {waits:.0f} waits for its own calls"
+
+    def storm_rows(label: str, storm: dict[str, Any]) -> list[str]:
         k8s = storm["k8s_to_slurm_s"]
         return [
             f"| storm, {storm['nodes']:.0f} cordons -> Slurm drained ({label}; read back by "
@@ -1026,6 +1043,7 @@ def markdown(r: dict[str, Any]) -> str:
                 if k8s != float("inf")
                 else f"{storm['drained_within_deadline']:.0f} drained within the deadline"
             )
+            + cache_text(storm.get("cache_during_cordons"))
             + " |",
             f"| storm, {storm['nodes']:.0f} Slurm drains -> every pod and Node shows it ({label}) | "
             + (

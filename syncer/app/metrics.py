@@ -256,6 +256,13 @@ class _StateCollector(Collector):
         )
         early.add_metric([], cache.early_lists)
         yield early
+        waits = CounterMetricFamily(
+            "slurm_syncer_slurm_own_work_waits",
+            "Full node lists the counts asked for that first waited for the syncer's own drains and undrains "
+            "in flight at slurmrestd (at most 2 s each).",
+        )
+        waits.add_metric([], cache.own_work_waits)
+        yield waits
         snapshot = _gauge("slurm_syncer_slurm_snapshot_bytes", "Size of the last full node list.")
         snapshot.add_metric([], cache.last_snapshot_bytes)
         yield snapshot

@@ -50,6 +50,7 @@ class ServiceConfig:
     slurm_poll_strategy: Strategy = default("slurm_poll_strategy")  # noqa: RUF009 - a str, read once
     slurm_stale_after_s: float = default("slurm_stale_after")
     slurm_metrics_url: str = default("slurm_metrics_url")
+    slurm_metrics_interval_s: float = default("slurm_metrics_interval")
     slurm_metrics_floor_s: float = default("slurm_metrics_floor")
     slurm_metrics_duty: float = default("slurm_metrics_duty")
     slurm_metrics_lists_in_flight: int = default("slurm_metrics_lists_in_flight")
@@ -95,6 +96,7 @@ class SyncerService:
             strategy=config.slurm_poll_strategy,
             stale_after_s=config.slurm_stale_after_s,
             hint=MetricsReader(config.slurm_metrics_url) if config.slurm_metrics_url else None,
+            hint_interval_s=config.slurm_metrics_interval_s,
             hint_floor_s=config.slurm_metrics_floor_s,
             hint_duty=config.slurm_metrics_duty,
             lists_in_flight=config.slurm_metrics_lists_in_flight,

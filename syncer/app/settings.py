@@ -209,6 +209,15 @@ OPTIONS: tuple[Option, ...] = (
         "Slurm",
     ),
     Option(
+        "slurm-metrics-interval",
+        _positive_duration,
+        0.25,
+        "with --slurm-metrics-url: how often slurmctld's node-state counts are read (12 KB from slurmctld, "
+        "nothing from slurmrestd), idle and while a list runs",
+        "Slurm",
+        shown_default="250ms",
+    ),
+    Option(
         "slurm-metrics-floor",
         _positive_duration,
         30.0,
@@ -422,6 +431,7 @@ class Settings:
     slurm_poll_strategy: Literal["conditional", "full"]
     slurm_stale_after: float
     slurm_metrics_url: str
+    slurm_metrics_interval: float
     slurm_metrics_floor: float
     slurm_metrics_duty: float
     slurm_metrics_lists_in_flight: int

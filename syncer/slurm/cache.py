@@ -21,13 +21,19 @@ drain that leaves every count as it was (one drain plus one undrain) therefore r
 within `hint_floor_s` plus one poll. A hint that fails (absent, slow, garbage) is logged once, counted,
 and the cache polls as without it, trying the hint again after `hint_floor_s`.
 
+The counts are read every `hint_interval_s` (0.25 s: 12 KB from slurmctld, no list), not every poll
+interval: the wait for that read is part of every drain's way to Kubernetes, and slurmrestd is untouched.
 While the hint keeps saying "changed" (a burst of drains or failures), lists follow each other under
 `hint_duty` instead of `max_duty` (default 1.0: back to back), and the hint is read again as soon as
-another list is allowed rather than a poll interval later: the budget is spent while things change.
-slurmctld answers a list from the moment it starts, so a drain landing just after is not in it; at duty
-1.0 the counts are therefore also read every `hint_recheck_s` while a list runs, and a count that moved
-starts the next list at once (up to `lists_in_flight` at a time, answers applied in the order the lists
-started) instead of after the one in flight: a drain then waits one list, not two.
+another list is allowed: the budget is spent while things change. slurmctld answers a list from the
+moment it starts, so a drain landing just after is not in it; at duty 1.0 the counts are therefore also
+read every `hint_interval_s` while a list runs, and a count that moved starts the next list at once (up to
+`lists_in_flight` at a time, answers applied in the order the lists started) instead of after the one in
+flight: a drain then waits one list, not two.
+
+Counts moved while the syncer's own drains and undrains are in flight at slurmrestd (a storm of cordons)
+were most likely moved by them, and a list then only slows their fresh reads and writes: the list waits
+until those calls have ended, at most `own_work_wait_s` (2 s) at a time.
 """
 
 from __future__ import annotations
@@ -96,6 +102,7 @@ class CacheStats:
     hint_errors: int = 0  # failed hint reads (each falls back to the probe)
     hint_failing: bool = False
     early_lists: int = 0  # lists started while another was in flight (the counts moved meanwhile)
+    own_work_waits: int = 0  # hinted lists that waited for the syncer's own node calls to end first
 
     @property
     def probe_answers(self) -> str:
@@ -117,7 +124,8 @@ class NodeCache:
         hint_floor_s: float = 30.0,
         hint_duty: float = 1.0,
         lists_in_flight: int = 2,
-        hint_recheck_s: float = 0.25,
+        hint_interval_s: float = 0.25,
+        own_work_wait_s: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         for label, duty in (("max duty", max_duty), ("hint duty", hint_duty)):
@@ -148,7 +156,9 @@ class NodeCache:
         self.hint_floor_s = hint_floor_s
         self.hint_duty = hint_duty
         self.lists_in_flight = lists_in_flight
-        self.hint_recheck_s = hint_recheck_s
+        self.hint_interval_s = hint_interval_s
+        self.own_work_wait_s = own_work_wait_s
+        self._own_work_since: float | None = None  # a hinted list has waited for our node calls since
         self._hint_hot = False  # the last hint read said "changed": list again as soon as allowed
         self._confirmed_at = 0.0  # last full list or 304: the floor counts from here
         self._hint_seen: Fingerprint | None = None  # read before the list now pending
@@ -208,6 +218,7 @@ class NodeCache:
         changes = diff(self.nodes, new)
         self.nodes, self.last_update = new, listing.last_update
         self.synced, self.last_success, self._changed_pending = True, now, False
+        self._own_work_since = None
         if changes:
             for callback in self._subscribers:
                 try:
@@ -311,10 +322,35 @@ class NodeCache:
         elif self.synced and not conditional:
             self._changed_pending = True  # no cheap probe here: only a full list refreshes freshness
         if not self.synced or (self._changed_pending and self._full_due()):
+            if self._waits_for_own_work():
+                return
             if self.synced and self._hint_hot and self.hint_duty >= 1.0 and self.lists_in_flight > 1:
                 await self._lists_following_hint()
             else:
                 await self._list()
+
+    def _waits_for_own_work(self) -> bool:
+        """A list the counts asked for waits while the syncer's own node calls run (they most likely moved
+        the counts), at most `own_work_wait_s` since it first waited; never past the staleness margin."""
+        if not (self.synced and self._hint_hot) or self.age_s >= 0.8 * self.stale_after_s:
+            return False
+        if not self._client.acting_on_nodes(self.hint_interval_s):
+            self._own_work_since = None
+            return False
+        now = self._clock()
+        if self._own_work_since is None:
+            self._own_work_since = now
+            self.stats.own_work_waits += 1
+        return now - self._own_work_since < self.own_work_wait_s
+
+    def _poll_delay(self) -> float:
+        """Seconds to the next poll: the counts' interval while they can be read, else the poll interval
+        (sooner while a list is owed and the duty limit allows one)."""
+        hint_usable = self.hint is not None and self._clock() >= self._hint_retry_at
+        delay = min(self.poll_interval_s, self.hint_interval_s) if hint_usable else self.poll_interval_s
+        if (self._changed_pending or self._hint_hot) and self._own_work_since is None:
+            delay = min(delay, max(0.0, self._next_full_at - self._clock()))
+        return delay
 
     async def _fetch(self) -> NodeListing:
         self.stats.reads["list"] += 1
@@ -327,13 +363,13 @@ class NodeCache:
         self._apply(await self._fetch(), fingerprint)
 
     async def _lists_following_hint(self) -> None:
-        """Lists while the counts move: re-read them every `hint_recheck_s` while a list runs (and as soon
+        """Lists while the counts move: re-read them every `hint_interval_s` while a list runs (and as soon
         as one ends) and start another at once when they moved since the newest list started, up to
         `lists_in_flight`; answers are applied in the order the lists started."""
         loop = asyncio.get_running_loop()
         flights: deque[tuple[asyncio.Task[NodeListing], Fingerprint | None]] = deque()
         flights.append((asyncio.create_task(self._fetch()), self._hint_seen))
-        recheck_at = loop.time() + self.hint_recheck_s
+        recheck_at = loop.time() + self.hint_interval_s
         try:
             while flights:
                 oldest, fingerprint = flights[0]
@@ -343,10 +379,10 @@ class NodeCache:
                 if (
                     len(flights) < self.lists_in_flight
                     and not self.stats.hint_failing
-                    and not self._client.acting_on_nodes(self.hint_recheck_s)
+                    and not self._client.acting_on_nodes(self.hint_interval_s)
                 ):
                     if loop.time() >= recheck_at:
-                        recheck_at = loop.time() + self.hint_recheck_s
+                        recheck_at = loop.time() + self.hint_interval_s
                         seen = await self._read_hint()
                         if seen is not None and seen != flights[-1][1]:
                             self.stats.early_lists += 1
@@ -395,9 +431,7 @@ class NodeCache:
                 self._failed(f"unexpected {type(exc).__name__}: {exc}", exc_info=True)
             finally:
                 self._polling_since = None
-            delay = self.poll_interval_s
-            if self._changed_pending or self._hint_hot:
-                delay = min(delay, max(0.0, self._next_full_at - self._clock()))
+            delay = self._poll_delay()
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that lands
             # as a nudge wakes it, and the cache would then never stop
             with contextlib.suppress(TimeoutError):

@@ -110,6 +110,9 @@ def test_quick_benchmark_writes_results_and_plot(tmp_path: Path) -> None:
     assert off["k8s_to_slurm_s"] < 60 and off["slurm_to_k8s_s"] < 60
     # counted at the emulator until every pod and Node showed the drain: at least the pod and the Node
     assert off["kube_writes_per_node"] >= 2 and defaults["kube_writes_per_node"] >= 2
+    # the node cache during the cordons, recorded so a slow storm can be told apart (lists compete with it)
+    assert set(off["cache_during_cordons"]) == {"lists", "own_work_waits"}
+    assert all(value >= 0 for value in off["cache_during_cordons"].values())
     # cordons are explicit intents: at the default settings the valve holds none of them back (issue 17);
     # how many drained within the deadline is a figure (50 QPS to the API server), not asserted
     assert defaults["valve_refusals"] == 0 and 0 < defaults["drained_within_deadline"] <= defaults["nodes"]

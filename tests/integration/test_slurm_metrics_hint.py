@@ -145,7 +145,7 @@ if SELECTED.openmetrics:
 
     @contextlib.asynccontextmanager
     async def settled_cache_behind_proxy(
-        sandbox: Sandbox,
+        sandbox: Sandbox, own_work_wait_s: float = 2.0
     ) -> AsyncIterator[tuple[FaultProxy, SlurmClient, NodeCache, asyncio.Task[None]]]:
         """A hinted cache polling every 0.2 s through a FaultProxy, its hint settled; stopped on exit."""
         reader = MetricsReader(sandbox.metrics_url)
@@ -153,7 +153,9 @@ if SELECTED.openmetrics:
             FaultProxy(sandbox.rest_url) as proxy,
             SlurmClient(proxy.url, TokenFile(sandbox.token_file)) as client,
         ):
-            cache = NodeCache(client, hint=reader, poll_interval_s=0.2, hint_floor_s=600)
+            cache = NodeCache(
+                client, hint=reader, poll_interval_s=0.2, hint_floor_s=600, own_work_wait_s=own_work_wait_s
+            )
             task = asyncio.create_task(cache.run())
             try:
                 await wait_for(
@@ -202,6 +204,55 @@ if SELECTED.openmetrics:
             finally:
                 for node in ours:
                     slurm_sandbox.scontrol("update", f"nodename={node}", "state=undrain")
+
+    async def test_counts_are_read_every_hint_interval_not_each_poll(slurm_sandbox: Sandbox) -> None:
+        # probes every 5 s: only the counts, read every 0.25 s, can bring the drain within a second and a list
+        node = "node00904"
+        async with hinted_cache(
+            slurm_sandbox, slurm_sandbox.metrics_url, poll_interval_s=5.0, hint_floor_s=600
+        ) as cache:
+            await wait_for(lambda: cache.stats.hint_unchanged >= 2, deadline_s=20, what="the hint settles")
+            reads = cache.stats.reads["metrics"]
+            with drained(slurm_sandbox, node):
+                started = time.monotonic()
+                await wait_for(lambda: cache.nodes[node].drain_flag, deadline_s=10, what=f"drain of {node}")
+                took = time.monotonic() - started
+            assert took < 1.5, took  # one read of the counts (<= 0.25 s) and a 1,000-node list, not 5 s
+            assert cache.stats.reads["metrics"] > reads
+
+    async def test_a_list_waits_for_the_syncers_own_drain_in_flight(slurm_sandbox: Sandbox) -> None:
+        # our drain is applied at once and answered 1.5 s later: the counts move while it is in flight, and
+        # a list then would compete with the rest of a storm's calls at slurmrestd
+        node = "node00964"
+        async with settled_cache_behind_proxy(slurm_sandbox) as (proxy, client, cache, _):
+            proxy.answer_delay_s = 1.5
+            lists = cache.stats.reads["list"]
+            try:
+                call = asyncio.create_task(client.update_node(node, state=["DRAIN"], reason="k8s: ours"))
+                await wait_for(lambda: cache.stats.own_work_waits == 1, deadline_s=5, what="the list waits")
+                await call
+                assert cache.stats.reads["list"] == lists  # none started while the drain was in flight
+                await wait_for(lambda: cache.nodes[node].drain_flag, deadline_s=10, what="our drain listed")
+                assert cache.stats.own_work_waits == 1 and cache.stats.early_lists == 0
+            finally:
+                slurm_sandbox.scontrol("update", f"nodename={node}", "state=undrain")
+
+    async def test_the_wait_for_our_own_calls_is_bounded(slurm_sandbox: Sandbox) -> None:
+        # calls that never stop (here one answered 4 s late) must not hold the counts' list back for long
+        node = "node00965"
+        async with settled_cache_behind_proxy(slurm_sandbox, 1.0) as (proxy, client, cache, _):
+            proxy.answer_delay_s = 4.0
+            lists = cache.stats.reads["list"]
+            try:
+                call = asyncio.create_task(client.update_node(node, state=["DRAIN"], reason="k8s: ours"))
+                await wait_for(lambda: cache.stats.own_work_waits == 1, deadline_s=5, what="the list waits")
+                waiting = time.monotonic()
+                await wait_for(lambda: cache.stats.reads["list"] > lists, deadline_s=5, what="the list")
+                assert not call.done()  # listed while our drain was still in flight
+                assert 0.7 <= time.monotonic() - waiting <= 2.0
+                await call
+            finally:
+                slurm_sandbox.scontrol("update", f"nodename={node}", "state=undrain")
 
     async def test_cancelling_drains_arrive_within_the_floor(slurm_sandbox: Sandbox) -> None:
         # one drain and one undrain: the counts end as they were; only the floor can bring the news

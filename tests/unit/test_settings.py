@@ -217,10 +217,11 @@ def test_slurm_metrics_hint_options():
     base = ("--slurm-url", "http://slurmrestd:6820")
     off = load(parse(*base), {"SLURM_SYNCER_SLURM_METRICS_URL": ""})  # the chart's default: off
     assert (off.slurm_metrics_url, off.slurm_metrics_floor, off.slurm_metrics_duty) == ("", 30.0, 1.0)
-    assert off.slurm_metrics_lists_in_flight == 2
+    assert off.slurm_metrics_lists_in_flight == 2 and off.slurm_metrics_interval == 0.25
     on = load(
         parse(*base, "--slurm-metrics-url", "http://slurmctld:6817", "--slurm-metrics-floor", "1m",
-              "--slurm-metrics-duty", "0.5", "--slurm-metrics-lists-in-flight", "1"),
+              "--slurm-metrics-duty", "0.5", "--slurm-metrics-lists-in-flight", "1",
+              "--slurm-metrics-interval", "500ms"),
         {},
     )  # fmt: skip
     assert (on.slurm_metrics_url, on.slurm_metrics_floor, on.slurm_metrics_duty) == (
@@ -234,10 +235,12 @@ def test_slurm_metrics_hint_options():
         60.0,
         0.5,
     )
-    assert config.slurm_metrics_lists_in_flight == 1
+    assert config.slurm_metrics_lists_in_flight == 1 and config.slurm_metrics_interval_s == 0.5
     with pytest.raises(SettingsError, match="slurm-metrics-duty"):
         load(parse(*base, "--slurm-metrics-duty", "0"), {})
     with pytest.raises(SettingsError, match="slurm-metrics-lists-in-flight"):
         load(parse(*base, "--slurm-metrics-lists-in-flight", "0"), {})
+    with pytest.raises(SettingsError, match="slurm-metrics-interval"):
+        load(parse(*base, "--slurm-metrics-interval", "0s"), {})
     with pytest.raises(SettingsError, match="slurm-metrics-url"):
         load(parse(*base, "--slurm-metrics-url", "http://slurmctld:6817/metrics/nodes"), {})
