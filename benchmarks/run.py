@@ -437,9 +437,12 @@ def round_record(
 def round_text(record: dict[str, Any]) -> str:
     worst = record["slurm_to_k8s_max"]
     worst_text = "n/a" if worst is None else f"{worst:.2f} s"
+    reads = record["lists"] + record["probes"]
+    per_read = f" ({record['nodes_request_s'] / reads:.2f} s each)" if reads else ""
     return (
         f"Slurm -> Kubernetes max {worst_text}; {record['lists']:.0f} lists ({record['early_lists']:.0f} "
         f"early), {record['probes']:.0f} probes, {record['nodes_request_s']:.1f} s in /nodes requests"
+        + per_read
     )
 
 
