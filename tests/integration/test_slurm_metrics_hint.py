@@ -72,16 +72,18 @@ if SELECTED.openmetrics:
 
     async def test_a_drain_that_moves_a_count_is_listed_at_once(slurm_sandbox: Sandbox) -> None:
         node = "node00901"
-        # a floor far away: only the hint can bring the drain in time
+        # a floor far away and probes every 5 s: only the counts, read every 0.25 s (the default interval),
+        # can bring the drain within one read and a 1,000-node list
         async with hinted_cache(
-            slurm_sandbox, slurm_sandbox.metrics_url, poll_interval_s=0.2, hint_floor_s=600
+            slurm_sandbox, slurm_sandbox.metrics_url, poll_interval_s=5.0, hint_floor_s=600
         ) as cache:
             await wait_for(lambda: cache.stats.hint_unchanged >= 2, deadline_s=20, what="the hint settles")
             fulls, probes = cache.stats.full_fetches, cache.stats.reads["probe"]
             with drained(slurm_sandbox, node):
                 started = time.monotonic()
-                await wait_for(lambda: cache.nodes[node].drain_flag, deadline_s=5, what=f"drain of {node}")
-                assert time.monotonic() - started < 2
+                await wait_for(lambda: cache.nodes[node].drain_flag, deadline_s=10, what=f"drain of {node}")
+                took = time.monotonic() - started
+                assert took < 1.5, took
             assert cache.stats.hint_changed >= 1 and cache.stats.full_fetches > fulls
             assert cache.stats.reads["probe"] == probes  # slurmrestd was asked for the list only
             assert cache.stats.hint_errors == 0 and not cache.stale
@@ -204,21 +206,6 @@ if SELECTED.openmetrics:
             finally:
                 for node in ours:
                     slurm_sandbox.scontrol("update", f"nodename={node}", "state=undrain")
-
-    async def test_counts_are_read_every_hint_interval_not_each_poll(slurm_sandbox: Sandbox) -> None:
-        # probes every 5 s: only the counts, read every 0.25 s, can bring the drain within a second and a list
-        node = "node00904"
-        async with hinted_cache(
-            slurm_sandbox, slurm_sandbox.metrics_url, poll_interval_s=5.0, hint_floor_s=600
-        ) as cache:
-            await wait_for(lambda: cache.stats.hint_unchanged >= 2, deadline_s=20, what="the hint settles")
-            reads = cache.stats.reads["metrics"]
-            with drained(slurm_sandbox, node):
-                started = time.monotonic()
-                await wait_for(lambda: cache.nodes[node].drain_flag, deadline_s=10, what=f"drain of {node}")
-                took = time.monotonic() - started
-            assert took < 1.5, took  # one read of the counts (<= 0.25 s) and a 1,000-node list, not 5 s
-            assert cache.stats.reads["metrics"] > reads
 
     async def test_a_list_waits_for_the_syncers_own_drain_in_flight(slurm_sandbox: Sandbox) -> None:
         # our drain is applied at once and answered 1.5 s later: the counts move while it is in flight, and
