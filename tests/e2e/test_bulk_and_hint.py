@@ -48,8 +48,14 @@ async def test_a_node_deleted_while_its_bulk_drain_is_on_the_way_fails_alone(rig
 
             client.update_node, client.update_nodes = held_first, deleted_meanwhile  # type: ignore[method-assign,assignment]
             with capture_logs() as logs:
-                for node in nodes:  # the dynamic node's Node last: its drain queues behind the first
-                    rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
+                # the first cordon alone, held at its request; then the rest with the dynamic node, whose
+                # drains all queue behind it and go as one batch (cordoned at once, two or more could be
+                # decided in one turn of the loop and leave the dynamic node alone in a later request)
+                cordon = {"spec": {"unschedulable": True}}
+                rig.kube.patch("", "v1", "nodes", nodes[0], cordon)
+                await wait_for(held.is_set, deadline_s=10, what="the first drain held at its request")
+                for node in nodes[1:]:
+                    rig.kube.patch("", "v1", "nodes", node, cordon)
 
                 async def rest_drained() -> bool:
                     listing = await rig.reader.list_all_nodes()
