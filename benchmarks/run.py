@@ -387,7 +387,7 @@ async def idle_cost(handle: Syncer, wire: WireCounter, seconds: float) -> dict[s
     per_min = 60.0 / elapsed
 
     def delta(key: str) -> float:
-        return (after.get(key, 0.0) - before.get(key, 0.0)) * per_min
+        return grew(before, after, key) * per_min
 
     return {
         "seconds": round(elapsed, 1),
@@ -407,6 +407,11 @@ def equal_cost_interval(results: dict[str, Any]) -> str:
     return f"{max(60.0 * per_list / syncer_bytes, 1.0):.1f}s"
 
 
+def grew(before: dict[str, float], after: dict[str, float], key: str) -> float:
+    """How much one of the syncer's counters grew between two reads of its /metrics."""
+    return after.get(key, 0.0) - before.get(key, 0.0)
+
+
 def round_record(
     number: int,
     samples: dict[str, list[float]],
@@ -417,20 +422,17 @@ def round_record(
     """One latency round of the syncer: its Slurm -> Kubernetes figures beside the lists it read meanwhile,
     so a slow round can be told from a slow run (a p99 over 1,000 samples pools 20 rounds)."""
 
-    def grew(key: str) -> float:
-        return after.get(key, 0.0) - before.get(key, 0.0)
-
     shown = [v for v in samples["slurm_to_k8s"] if not math.isinf(v)]
     return {
         "round": number, "seconds": took_s,
         "slurm_to_k8s_p50": statistics.median(shown) if shown else None,
         "slurm_to_k8s_max": max(samples["slurm_to_k8s"], default=None),
-        "lists": grew("slurm_syncer_slurm_cache_reads_total:list"),
-        "early_lists": grew("slurm_syncer_slurm_early_lists_total"),
-        "probes": grew("slurm_syncer_slurm_cache_reads_total:probe"),
+        "lists": grew(before, after, "slurm_syncer_slurm_cache_reads_total:list"),
+        "early_lists": grew(before, after, "slurm_syncer_slurm_early_lists_total"),
+        "probes": grew(before, after, "slurm_syncer_slurm_cache_reads_total:probe"),
         # time spent in /nodes requests (lists and probes) and in single-node fresh reads
-        "nodes_request_s": grew("slurm_syncer_slurm_request_seconds_total:nodes"),
-        "fresh_reads_s": grew("slurm_syncer_slurm_request_seconds_total:node"),
+        "nodes_request_s": grew(before, after, "slurm_syncer_slurm_request_seconds_total:nodes"),
+        "fresh_reads_s": grew(before, after, "slurm_syncer_slurm_request_seconds_total:node"),
     }  # fmt: skip
 
 
@@ -634,7 +636,7 @@ async def storm(bench: Bench, handle: Syncer, size: int, deadline_s: float) -> d
     figures_after = await handle.metrics()
     # what the syncer's node cache did meanwhile: lists compete with the storm's fresh reads and writes
     during_cordons = {
-        key: figures_after.get(metric, 0.0) - figures_before.get(metric, 0.0)
+        key: grew(figures_before, figures_after, metric)
         for key, metric in (
             ("lists", "slurm_syncer_slurm_cache_reads_total:list"),
             ("own_work_waits", "slurm_syncer_slurm_own_work_waits_total"),

@@ -240,9 +240,13 @@ class NodeCache:
             and not self._conditional_refused
         )
 
+    def _nearly_stale(self) -> bool:
+        """Waiting any longer for a list could let the data go stale."""
+        return self.age_s >= 0.8 * self.stale_after_s
+
     def _full_due(self) -> bool:
         """The duty limit allows a full list, or waiting for it would let the data go stale."""
-        return self._full_allowed() or self.age_s >= 0.8 * self.stale_after_s
+        return self._full_allowed() or self._nearly_stale()
 
     async def _read_hint(self) -> Fingerprint | None:
         """slurmctld's node-state counts, or None (logged once, counted) when they cannot be had."""
@@ -332,7 +336,7 @@ class NodeCache:
     def _waits_for_own_work(self) -> bool:
         """A list the counts asked for waits while the syncer's own node calls run (they most likely moved
         the counts), at most `own_work_wait_s` since it first waited; never past the staleness margin."""
-        if not (self.synced and self._hint_hot) or self.age_s >= 0.8 * self.stale_after_s:
+        if not (self.synced and self._hint_hot) or self._nearly_stale():
             return False
         if not self._client.acting_on_nodes(self.hint_interval_s):
             self._own_work_since = None
