@@ -270,9 +270,12 @@ class NodeCache:
         self._hint_seen = reading.fingerprint
         return reading.fingerprint
 
+    def _hint_usable(self) -> bool:
+        return self.hint is not None and self._clock() >= self._hint_retry_at
+
     async def _hinted(self) -> bool:
         """Poll by the hint; True when that settled this poll (nothing to ask slurmrestd now)."""
-        if self.hint is None or self._clock() < self._hint_retry_at:
+        if not self._hint_usable():
             return False
         fingerprint = await self._read_hint()
         if fingerprint is None:
@@ -297,6 +300,10 @@ class NodeCache:
             await self._read_hint()  # the first list then carries a fingerprint to compare with
         elif self.synced and not self._changed_pending and await self._hinted():
             return
+        elif self._changed_pending and self._hint_usable():
+            # a list owed (waiting for the duty limit or our own calls) carries the counts read just before
+            # it starts: counts that moved meanwhile are in that list, and must not start an early one
+            await self._read_hint()
         conditional = self._conditional()
         if self.synced and conditional and not self._changed_pending:
             self.stats.probes += 1
@@ -350,8 +357,8 @@ class NodeCache:
     def _poll_delay(self) -> float:
         """Seconds to the next poll: the counts' interval while they can be read, else the poll interval
         (sooner while a list is owed and the duty limit allows one)."""
-        hint_usable = self.hint is not None and self._clock() >= self._hint_retry_at
-        delay = min(self.poll_interval_s, self.hint_interval_s) if hint_usable else self.poll_interval_s
+        usable = self._hint_usable()
+        delay = min(self.poll_interval_s, self.hint_interval_s) if usable else self.poll_interval_s
         if (self._changed_pending or self._hint_hot) and self._own_work_since is None:
             delay = min(delay, max(0.0, self._next_full_at - self._clock()))
         return delay
