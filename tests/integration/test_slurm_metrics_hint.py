@@ -190,7 +190,7 @@ if SELECTED.openmetrics:
         # the counts read before our second drain unless it reads them again first: a CI failure at f0040bf
         # (an early list whenever the list started after the calls rather than at the 2 s bound)
         ours, theirs = ["node00960", "node00961"], ["node00962", "node00963"]
-        async with settled_cache_behind_proxy(slurm_sandbox, own_work_wait_s=5.0) as (proxy, client, cache, _):
+        async with settled_cache_behind_proxy(slurm_sandbox, 5.0) as (proxy, client, cache, _):
             proxy.answer_delay_s = 1.0
             try:
                 for node in ours:  # each applied at once and answered 1 s late
