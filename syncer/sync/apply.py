@@ -146,6 +146,10 @@ class Applier:
                     reason=current.reason if current else None,
                 )
                 return False
+            # the reason too is the one decided on what both sides show now (a drain annotation or a
+            # condition that arrived during the read joins it)
+            action = recheck.slurm_action
+            signature = (action.kind, action.reason)
         if not self.gate.check():
             logger.info(f"dry-run: would {action.kind} in Slurm", reason=action.reason)
             self.record(action.kind, "k8s_to_slurm", "dry_run", name)
@@ -219,7 +223,7 @@ class Applier:
             written_node = await self._status(node, decision.node_conditions, annotations)
             wrote |= written_node is not None
         if decision.cordon and node is not None:
-            cordoned = await self._cordon(node, decision.cordon, logger)
+            cordoned = await self._cordon(name, node, decision.cordon, logger)
             wrote |= cordoned
         if wrote:
             state = self.slurm_cache.nodes.get(name)
@@ -255,7 +259,8 @@ class Applier:
                 self.written.remember(obj, annotations)
         return written
 
-    async def _cordon(self, node: KubeNode, action: str, logger: Any) -> bool:
+    async def _cordon(self, name: str, node: KubeNode, action: str, logger: Any) -> bool:
+        """Cordons or uncordons the Node of Slurm node `name` (recorded, its latency too, by that name)."""
         current = self.objects.current(node, _cached(node, with_conditions=True))
         if action == "cordon":
 
@@ -279,7 +284,7 @@ class Applier:
             return False  # nothing to change (or not ours to lift)
         self.objects.remember(node, written)
         logger.info(f"kubernetes node {action}ed for slurm")
-        self.record(action, "slurm_to_k8s", "ok", node.name)
+        self.record(action, "slurm_to_k8s", "ok", name, node=node.name)
         return True
 
     async def _event(self, binding: Binding, event: EventSpec) -> None:

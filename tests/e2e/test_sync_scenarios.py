@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from typing import Any
 
 import pytest
 
 from syncer.app.service import SyncerService
 from syncer.model.keys import Keys
+from syncer.model.slurm import SlurmNode
 from syncer.slurm.errors import SlurmNotFound
 from syncer.sync.options import SyncOptions
 from syncer.testing.faultproxy import FaultProxy
@@ -207,8 +209,18 @@ async def test_slurm_drain_shows_in_kubernetes(rig: Rig):
 async def test_cordon_on_slurm_drain_round_trip_without_echo(rig: Rig):
     (name,) = fresh_slurm_nodes(1)
     kube_node, _ = rig.bind_pod(name)
+    assert kube_node != name  # the cordon is reported by the Slurm node's name, not the Node's
     options = SyncOptions(ready_grace_s=2.0, cordon_on_slurm_drain=True)
     async with running_syncer(rig, options=options) as service:
+        actions: list[tuple[str, str, dict[str, object]]] = []
+        exporter = service.engine.on_action
+        assert exporter is not None
+
+        def recorded(kind: str, direction: str, slurm_node: str, details: dict[str, Any]) -> None:
+            actions.append((kind, slurm_node, details))
+            exporter(kind, direction, slurm_node, details)
+
+        service.engine.on_action = recorded
         rig.scontrol("update", f"nodename={name}", "state=drain", "reason=admin: memory test")
 
         def cordoned() -> bool:
@@ -221,6 +233,10 @@ async def test_cordon_on_slurm_drain_round_trip_without_echo(rig: Rig):
         await wait_for(cordoned, deadline_s=10, what="cordon marked as ours")
         await service.engine.queue.wait_idle()
         assert (await rig.slurm(name)).reason == "admin: memory test", "our own cordon must not feed back"
+        cordons = [(node, details) for kind, node, details in actions if kind == "cordon"]
+        assert [node for node, _ in cordons] == [name], actions
+        # the drain's propagation to the Node: its latency is kept under the Slurm node it was seen on
+        assert isinstance(cordons[0][1].get("latency_s"), float), cordons
         rig.scontrol("update", f"nodename={name}", "state=undrain")
         await wait_for(
             lambda: not rig.node_obj(kube_node).get("spec", {}).get("unschedulable"),
@@ -484,3 +500,43 @@ async def test_node_with_two_slurmd_pods_shows_both_without_flapping(rig: Rig):
         )
         rig.scontrol("update", f"nodename={second}", "state=undrain")
         await wait_for(lambda: node_drained().get("status") == "False", what="last drain lifted -> False")
+
+
+async def test_a_drain_carries_the_reason_decided_after_its_fresh_read(rig: Rig):
+    """The applier reads the node again before a new drain and decides again on what both sides show
+    then; a reason annotation that arrived during that read belongs in the drain it sends."""
+    (name,) = fresh_slurm_nodes(1)
+    kube_node, _ = rig.bind_pod(name)
+    async with running_syncer(rig) as service:
+        applier = service.engine.applier
+        read, update = applier.slurm.get_node, applier.bulk.update
+        sent: list[str | None] = []
+
+        async def annotated_while_reading(node: str) -> SlurmNode:
+            answer = await read(node)
+            if node == name and not sent:
+                annotated = {"metadata": {"annotations": {Keys.CORDON_REASON: "bad GPU 3"}}}
+                rig.kube.patch("", "v1", "nodes", kube_node, annotated)
+
+                def cached() -> bool:
+                    seen = service.kube_cache.node(kube_node)
+                    return seen is not None and Keys.CORDON_REASON in seen.annotations
+
+                await wait_for(cached, deadline_s=10, what="the reason annotation in the syncer's cache")
+            return answer
+
+        async def recorded(node: str, *, state: list[str], reason: str | None = None) -> None:
+            if node == name:
+                sent.append(reason)
+            await update(node, state=state, reason=reason)
+
+        applier.slurm.get_node = annotated_while_reading  # type: ignore[method-assign,assignment]
+        applier.bulk.update = recorded  # type: ignore[method-assign,assignment]
+        rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": True}})
+        await wait_for(lambda: bool(sent), deadline_s=10, what="the drain sent")
+        assert sent[0] is not None and "bad GPU 3" in sent[0], sent
+
+        async def drained_with_it() -> bool:
+            return "bad GPU 3" in (await rig.slurm(name)).reason
+
+        await wait_for(drained_with_it, deadline_s=10, what="the drain in Slurm")
