@@ -18,9 +18,10 @@ class WriteGate:
         self._halted = False
         self.refused = 0
 
-    def grant(self, valid_for_s: float) -> None:
-        """Leadership confirmed now and safe for `valid_for_s` (less than the lease duration)."""
-        self._valid_until = time.monotonic() + valid_for_s
+    def grant(self, valid_for_s: float, since: float | None = None) -> None:
+        """Leadership confirmed and safe for `valid_for_s` (less than the lease duration) from `since`
+        (the monotonic time the confirming renewal was sent; now when not given)."""
+        self._valid_until = (time.monotonic() if since is None else since) + valid_for_s
 
     def revoke(self) -> None:
         self._valid_until = 0.0

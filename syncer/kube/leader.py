@@ -72,12 +72,20 @@ class LeaderElector:
     async def run(self) -> None:
         try:
             while True:
-                acquired = await self._try_acquire_or_renew()
+                sent_at = await self._try_acquire_or_renew()
                 now = time.monotonic()
-                if acquired:
-                    self._last_renew = now
-                    # writes stay allowed only up to the renew deadline from this confirmation
-                    self.gate.grant(self.renew_deadline_s)
+                # a peer counts the lease duration from when it sees our renewal, which is after we sent
+                # it: the write window runs from the sending, so an answer that comes late cannot stretch
+                # it past the moment the peer may take over
+                acquired = sent_at is not None and now - sent_at < self.renew_deadline_s
+                if sent_at is not None and not acquired:
+                    log.warning(
+                        "lease renewal answered too late to lead on",
+                        lease=self.name, answered_after_s=round(now - sent_at, 2),
+                    )  # fmt: skip
+                if acquired and sent_at is not None:
+                    self._last_renew = sent_at
+                    self.gate.grant(self.renew_deadline_s, since=sent_at)
                     self._set_leader(True)
                     reset, self._reset = self._reset, None
                     if reset is not None and self.on_reset is not None:
@@ -109,14 +117,15 @@ class LeaderElector:
             if self.on_change is not None:
                 self.on_change(leading)
 
-    async def _try_acquire_or_renew(self) -> bool:
+    async def _try_acquire_or_renew(self) -> float | None:
+        """The monotonic time the write that acquired or renewed the lease was sent; None if it was not."""
         try:
             lease = await self.client.get(self.path)
         except KubeError as exc:
             if exc.not_found:
                 return await self._create()
             log.debug("lease read failed", error=str(exc))
-            return False
+            return None
         spec: dict[str, Any] = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
         observed = (holder, spec.get("renewTime") or "")
@@ -125,7 +134,7 @@ class LeaderElector:
             self._observed, self._observed_at = observed, now
         duration = float(spec.get("leaseDurationSeconds") or self.lease_duration_s)
         if holder and holder != self.identity and now - self._observed_at < duration:
-            return False  # someone else holds a live lease
+            return None  # someone else holds a live lease
         stamp = _now_micro()
         new_spec = dict(spec)
         new_spec.update(
@@ -140,19 +149,20 @@ class LeaderElector:
         if reset is not None:
             metadata["annotations"] = annotations  # consumed by this very write (resourceVersion-checked)
         body = {**lease, "metadata": metadata, "spec": new_spec}
+        sent_at = time.monotonic()
         try:
             updated = await self.client.replace(self.path, body)
         except KubeError as exc:
             log.debug("lease update failed", error=str(exc), conflict=exc.conflict)
-            return False
+            return None
         if reset is not None:
             self._reset = str(reset)
         updated_spec = updated.get("spec") or {}
         self._observed = (updated_spec.get("holderIdentity") or "", updated_spec.get("renewTime") or "")
-        self._observed_at = now
-        return True
+        self._observed_at = sent_at
+        return sent_at
 
-    async def _create(self) -> bool:
+    async def _create(self) -> float | None:
         stamp = _now_micro()
         body = {
             "apiVersion": "coordination.k8s.io/v1",
@@ -166,13 +176,14 @@ class LeaderElector:
                 "leaseTransitions": 0,
             },
         }
+        sent_at = time.monotonic()
         try:
             await self.client.create(self.collection, body)
         except KubeError as exc:
             log.debug("lease create failed", error=str(exc))
-            return False
-        self._observed, self._observed_at = (self.identity, stamp), time.monotonic()
-        return True
+            return None
+        self._observed, self._observed_at = (self.identity, stamp), sent_at
+        return sent_at
 
     async def _release(self) -> None:
         """Hand over at once on a clean shutdown: an empty holder may be taken immediately."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections.abc import AsyncIterator, Callable
@@ -558,6 +559,76 @@ async def test_leader_election_single_writer_and_takeover(kube_api: KubeApiEmula
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, watcher, return_exceptions=True)
+        for client in clients:
+            await client.close()
+
+
+async def test_a_renewal_answered_late_does_not_stretch_the_write_window(
+    kube_api: KubeApiEmulator, kubeconfig: Path
+):
+    """The leader's renewal is carried out at once but answered long after: the peer, counting the lease
+    duration from when it saw the renewal, takes over meanwhile. The old leader's write window counts from
+    when it sent the renewal, so none of its writes lands after the new leader acquired the lease (judged
+    from the emulator's own request log)."""
+    lease_s, deadline_s, retry_s = 2.0, 1.5, 0.2
+    clients = [await KubeClient.from_config(str(kubeconfig)) for _ in range(2)]
+    gates = [WriteGate(), WriteGate()]
+    acquired_at: dict[str, float] = {}
+
+    def elector(i: int) -> LeaderElector:
+        identity = "ab"[i]
+
+        def changed(leading: bool) -> None:
+            if leading:
+                acquired_at.setdefault(identity, time.monotonic())
+
+        return LeaderElector(
+            clients[i], gates[i], namespace="default", name="fence", identity=identity,
+            lease_duration_s=lease_s, renew_deadline_s=deadline_s, retry_period_s=retry_s, on_change=changed,
+        )  # fmt: skip
+
+    for name in ("writer-a", "writer-b"):
+        kube_api.create("", "v1", "nodes", {"metadata": {"name": name}})
+
+    async def write_while_leading(i: int) -> None:
+        """A writer behind gate i: a Node patch every 20 ms while the gate is open."""
+        path = f"/api/v1/nodes/writer-{'ab'[i]}"
+        for count in range(1000):  # bounded: 20 s at most
+            if gates[i].leading:
+                with contextlib.suppress(NotLeader):
+                    gates[i].check()
+                    await clients[i].patch(path, {"metadata": {"annotations": {"n": str(count)}}})
+            await asyncio.sleep(0.02)  # the writer's pace, not a synchronisation
+
+    leader = elector(0)
+    first = asyncio.create_task(leader.run())
+    writers = [asyncio.create_task(write_while_leading(i)) for i in range(2)]
+    second: asyncio.Task[None] | None = None
+    try:
+        await wait_for(lambda: "a" in acquired_at, deadline_s=5, what="a to lead")
+        kube_api.server.record_requests = True
+        # a's next renewal lands at once and is answered after a full lease duration and more
+        kube_api.faults.answer_late("PUT", "/leases/fence", seconds=lease_s + 2.0)
+        second = asyncio.create_task(elector(1).run())
+        await wait_for(lambda: "b" in acquired_at, deadline_s=10, what="b to take over")
+        # a follower again only once its late answer has come back and been acted on
+        await wait_for(lambda: not leader.is_leader, deadline_s=10, what="a's late answer")
+        await cancel_and_wait(writers[:1])
+        log = kube_api.server.requests
+        renewal, takeover = [at for at, method, path in log if method == "PUT" and "/leases/fence" in path][
+            :2
+        ]
+        writes = {
+            who: [at for at, method, path in log if method == "PATCH" and path.endswith(f"writer-{who}")]
+            for who in "ab"
+        }
+        assert writes["b"], "b never wrote"
+        late = [round(at - takeover, 2) for at in writes["a"] if at >= takeover]
+        assert not late, (
+            f"a wrote {late} s after b acquired the lease ({takeover - renewal:.1f} s after a renewed)"
+        )
+    finally:
+        await cancel_and_wait([first, *writers, *([second] if second else [])])
         for client in clients:
             await client.close()
 

@@ -14,6 +14,8 @@ class Faults:
     latency_s: float = 0.0
     requests_total: int = 0
     requests_failed: int = 0
+    # (method, path fragment, seconds, answers left): requests applied at once, answered late
+    late_answers: list[tuple[str, str, float, int]] = field(default_factory=list)
     _running: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
@@ -22,6 +24,22 @@ class Faults:
     def fail_next(self, count: int, status: int = 500, retry_after_s: int = 1) -> None:
         """The next `count` API requests (not watches already open) get `status` (429 adds Retry-After)."""
         self.fail_remaining, self.fail_status, self.retry_after_s = count, status, retry_after_s
+
+    def answer_late(self, method: str, path_part: str, seconds: float, count: int = 1) -> None:
+        """The next `count` `method` requests whose path contains `path_part` are carried out when they
+        arrive and answered `seconds` later: a server (or a network) slow on the way back."""
+        self.late_answers.append((method, path_part, seconds, count))
+
+    def answer_delay(self, method: str, path: str) -> float:
+        """Seconds to hold this request's answer (taking one from its rule), 0 for none."""
+        for index, (wanted, part, seconds, left) in enumerate(self.late_answers):
+            if method == wanted and part in path:
+                if left <= 1:
+                    del self.late_answers[index]
+                else:
+                    self.late_answers[index] = (wanted, part, seconds, left - 1)
+                return seconds
+        return 0.0
 
     def pause(self) -> None:
         """Requests hang (accepted, unanswered) until resume(): an API server that stopped responding."""
@@ -40,4 +58,5 @@ class Faults:
     def clear(self) -> None:
         self.fail_remaining = 0
         self.latency_s = 0.0
+        self.late_answers.clear()
         self.resume()

@@ -137,7 +137,11 @@ class KubeApiServer:
                 error.headers["Retry-After"] = str(self.faults.retry_after_s)
                 error.details = {"retryAfterSeconds": self.faults.retry_after_s}
             return _error(error)
-        return await handler(request)
+        late_s = self.faults.answer_delay(request.method, request.path)
+        response = await handler(request)
+        if late_s:
+            await asyncio.sleep(late_s)  # the injected fault itself: done already, answered late
+        return response
 
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         strict_fields.set(request.query.get("fieldValidation") == "Strict")
