@@ -7,7 +7,6 @@ shares one connection pool.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import ssl
 from collections.abc import AsyncIterator, Mapping
@@ -21,11 +20,26 @@ from syncer.kube.errors import KubeConnectionError, KubeError, config_error
 from syncer.kube.kubeconfig import resolve
 from syncer.kube.ratelimit import TokenBucket
 from syncer.kube.tokens import TokenSource
+from syncer.runtime.backoff import Backoff
+from syncer.runtime.retry import retrying
 
 log = structlog.get_logger("syncer.kube")
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+RETRY_STATUSES = frozenset({0, 429, 500, 502, 503, 504})  # 0: no answer (connection lost, timed out)
+_RETRY = Backoff(0.2, 10.0)  # the runtime's one policy
+
+
+def _server_wait(exc: BaseException) -> float | None:
+    """How long the failure itself says to wait: none after a 401 (fresh credentials), Retry-After (at
+    most 10 s) on a 429 or 503, else the backoff's."""
+    if isinstance(exc, KubeError):
+        if exc.status == 401:
+            return 0.0
+        if exc.retry_after_s is not None:
+            return min(exc.retry_after_s, 10.0)
+    return None
 
 
 class KubeClient:
@@ -106,47 +120,61 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
     ) -> bytes:
-        """One request; retried on 429 (honouring Retry-After) and 5xx a few times, once at once on a 401
-        with a refreshable token, else KubeError."""
+        """One request; retried (the runtime's one retry loop) on 429, honouring Retry-After, and on 5xx
+        or a lost connection for reads; once at once on a 401 with a refreshable token; else KubeError."""
         data = None if body is None else json.dumps(body).encode()
-        token_refreshed = False
-        for attempt in range(4):
-            await self.limiter.acquire()
-            self.requests_total += 1
-            headers = await self._auth_headers()
-            headers["Accept"] = "application/json"
-            if data is not None:
-                headers["Content-Type"] = content_type
-            try:
-                async with self.session.request(
-                    method,
-                    self.server + path,
-                    params=params,
-                    data=data,
-                    headers=headers,
-                    timeout=aiohttp.ClientTimeout(total=self.timeout_s),
-                    server_hostname=self._server_name,
-                ) as response:
-                    raw = await response.read()
-                    if response.status < 400:
-                        return raw
-                    error = _error_from(response.status, raw, response.headers.get("Retry-After"))
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                error = KubeConnectionError(f"{method} {path}: {exc.__class__.__name__}: {exc}")
-            self.errors_total += 1
-            if error.status == 401 and self._token is not None and not token_refreshed:
-                self._token.forget()  # rotated or expired: read the file or run the plugin again
-                token_refreshed = True
-                continue
-            retryable = error.status in (0, 429, 500, 502, 503, 504) and (
-                method == "GET" or error.status == 429
-            )
-            if not retryable or attempt == 3:
-                raise error
-            delay = error.retry_after_s if error.retry_after_s is not None else 0.2 * 2**attempt
-            log.debug("kube request retried", method=method, path=path, status=error.status, delay_s=delay)
-            await asyncio.sleep(min(delay, 10.0))
-        raise AssertionError("unreachable")
+        refreshed: list[KubeError] = []  # the 401 after which the token was read or run again (once)
+
+        def retry_if(exc: BaseException) -> bool:
+            if not isinstance(exc, KubeError):
+                return False
+            if exc.status == 401:
+                return any(exc is seen for seen in refreshed)
+            return exc.status in RETRY_STATUSES and (method == "GET" or exc.status == 429)
+
+        def logged(exc: BaseException, delay_s: float) -> None:
+            status = exc.status if isinstance(exc, KubeError) else None
+            log.debug("kube request retried", method=method, path=path, status=status, delay_s=delay_s)
+
+        async for attempt in retrying(
+            backoff=_RETRY, attempts=4, retry_if=retry_if, wait_hint=_server_wait, before_sleep=logged
+        ):
+            with attempt:
+                try:
+                    return await self._once(method, path, params, data, content_type)
+                except KubeError as exc:
+                    self.errors_total += 1
+                    if exc.status == 401 and self._token is not None and not refreshed:
+                        self._token.forget()  # rotated or expired: read the file or run the plugin again
+                        refreshed.append(exc)
+                    raise
+        raise AssertionError("unreachable: tenacity reraises")
+
+    async def _once(
+        self, method: str, path: str, params: Mapping[str, str] | None, data: bytes | None, content_type: str
+    ) -> bytes:
+        await self.limiter.acquire()
+        self.requests_total += 1
+        headers = await self._auth_headers()
+        headers["Accept"] = "application/json"
+        if data is not None:
+            headers["Content-Type"] = content_type
+        try:
+            async with self.session.request(
+                method,
+                self.server + path,
+                params=params,
+                data=data,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+                server_hostname=self._server_name,
+            ) as response:
+                raw = await response.read()
+                if response.status < 400:
+                    return raw
+                raise _error_from(response.status, raw, response.headers.get("Retry-After"))
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise KubeConnectionError(f"{method} {path}: {exc.__class__.__name__}: {exc}") from exc
 
     async def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         raw = await self.request_bytes(method, path, **kwargs)

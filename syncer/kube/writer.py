@@ -14,10 +14,14 @@ from syncer.kube.client import MERGE_PATCH, STRATEGIC_PATCH, KubeClient
 from syncer.kube.errors import KubeError
 from syncer.kube.gate import WriteGate
 from syncer.model.kube import Condition
+from syncer.runtime.backoff import Backoff
+from syncer.runtime.retry import retrying
 
 log = structlog.get_logger("syncer.kube")
 
 PatchBuilder = Callable[[dict[str, Any]], dict[str, Any] | None]  # current object -> patch, None = no-op
+
+_CONFLICT = Backoff(0.01, 0.1)  # client-go's RetryOnConflict: a fresh read and a short, jittered wait
 
 
 @dataclass
@@ -66,37 +70,41 @@ class KubeWriter:
         """Build a patch from `current` (fetched when None), send it with a resourceVersion
         precondition, and on 409 start over from a fresh read. Returns the written object, or None
         when nothing needed writing (or dry-run)."""
-        for attempt in range(self.max_attempts):
-            if current is None:
-                current = await self.client.get(path)
-            patch = build(current)
-            if not patch:
-                self.stats.noops += 1
-                return None
-            rv = current.get("metadata", {}).get("resourceVersion")
-            body = {**patch, "metadata": {**patch.get("metadata", {}), "resourceVersion": rv}}
-            if not self.gate.check():
-                self.stats.skipped_dry_run += 1
-                log.info(
-                    "dry-run: would patch",
-                    path=path + (f"/{subresource}" if subresource else ""),
-                    patch=patch,
-                    what=what,
-                )
-                return None
-            try:
-                written = await self.client.patch(
-                    path + (f"/{subresource}" if subresource else ""), body, content_type
-                )
-                self.stats.writes += 1
-                return written
-            except KubeError as exc:
-                if not exc.conflict:
-                    raise
-                self.stats.conflicts += 1
-                log.debug("write conflict, retrying from fresh state", path=path, attempt=attempt + 1)
-                current = None
-        raise KubeError(409, "Conflict", f"{path}: still conflicting after {self.max_attempts} attempts")
+        target = path + (f"/{subresource}" if subresource else "")
+
+        def conflicted(exc: BaseException, delay_s: float) -> None:
+            self.stats.conflicts += 1
+            log.debug("write conflict, retrying from fresh state", path=path, delay_s=round(delay_s, 3))
+
+        try:
+            async for attempt in retrying(
+                backoff=_CONFLICT, attempts=self.max_attempts, before_sleep=conflicted,
+                retry_if=lambda exc: isinstance(exc, KubeError) and exc.conflict,
+            ):  # fmt: skip
+                with attempt:
+                    if current is None or attempt.retry_state.attempt_number > 1:
+                        current = await self.client.get(path)  # someone else wrote first: start from theirs
+                    patch = build(current)
+                    if not patch:
+                        self.stats.noops += 1
+                        return None
+                    rv = current.get("metadata", {}).get("resourceVersion")
+                    body = {**patch, "metadata": {**patch.get("metadata", {}), "resourceVersion": rv}}
+                    if not self.gate.check():
+                        self.stats.skipped_dry_run += 1
+                        log.info("dry-run: would patch", path=target, patch=patch, what=what)
+                        return None
+                    written = await self.client.patch(target, body, content_type)
+                    self.stats.writes += 1
+                    return written
+        except KubeError as exc:
+            if not exc.conflict:
+                raise
+            self.stats.conflicts += 1
+            raise KubeError(
+                409, "Conflict", f"{path}: still conflicting after {self.max_attempts} attempts"
+            ) from exc
+        raise AssertionError("unreachable: tenacity reraises")
 
     async def set_annotations(
         self,

@@ -26,16 +26,10 @@ from typing import Any, Generic, NamedTuple, TypeVar
 import aiohttp
 import msgspec
 import structlog
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception_type,
-    stop_after_attempt,
-    stop_after_delay,
-)
 
 from syncer.model.slurm import SlurmNode
 from syncer.runtime.backoff import Backoff
+from syncer.runtime.retry import retrying
 from syncer.slurm.auth import TokenSource
 from syncer.slurm.double_answer import recover
 from syncer.slurm.errors import (
@@ -126,10 +120,7 @@ def _release_of(payload: bytes) -> str:
 
 
 _RETRY = Backoff(0.1, 2.0)  # the runtime's one policy, short: a request has its own deadline
-
-
-def _retry_wait(state: RetryCallState) -> float:
-    return _RETRY.delay(state.attempt_number)
+_RETRYABLE = (SlurmConnectionError, SlurmTimeout, _Retryable)
 
 
 def _messages(items: list[Any]) -> tuple[SlurmMessage, ...]:
@@ -361,13 +352,10 @@ class SlurmClient:
 
         if not idempotent:
             return await once()
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self._attempts) | stop_after_delay(self._deadline),
-            wait=_retry_wait,
-            retry=retry_if_exception_type((SlurmConnectionError, SlurmTimeout, _Retryable)),
-            reraise=True,
-        )
-        async for attempt in retrying:
+        async for attempt in retrying(
+            backoff=_RETRY, attempts=self._attempts, deadline_s=self._deadline,
+            retry_if=lambda exc: isinstance(exc, _RETRYABLE),
+        ):  # fmt: skip
             with attempt:
                 return await once()
         raise AssertionError("unreachable: tenacity reraises")

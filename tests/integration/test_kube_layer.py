@@ -299,6 +299,30 @@ async def test_informer_backs_off_on_errors_and_recovers(kube_api: KubeApiEmulat
         await cache.stop()
 
 
+async def test_requests_failing_together_do_not_retry_in_lock_step(
+    kube_api: KubeApiEmulator, kube_client: KubeClient
+):
+    """Reads failing at once (an API server restarting) are retried by the runtime's one retry loop:
+    after a jittered backoff, spread out, not all at the same instant; a 429's Retry-After is honoured."""
+    kube_api.seed(SeedOptions(nodes=1))
+    readers = 16
+    kube_api.server.record_requests = True
+    kube_api.faults.fail_next(readers, 500)
+    answers = await asyncio.gather(*(kube_client.get("/api/v1/nodes/node-0000") for _ in range(readers)))
+    assert all(a["metadata"]["name"] == "node-0000" for a in answers)
+    times = [at for at, method, path in kube_api.server.requests if path.endswith("/nodes/node-0000")]
+    failed, retried = times[:readers], times[readers:]
+    assert len(retried) == readers
+    # jitter spreads the first retries over half the first delay (0.1 to 0.2 s after the failure)
+    assert max(retried) - min(retried) >= 0.04, [round(t - min(failed), 3) for t in retried]
+    assert min(retried) - max(failed) >= 0.05
+    kube_api.server.requests.clear()
+    kube_api.faults.fail_next(1, 429, retry_after_s=1)
+    await kube_client.get("/api/v1/nodes/node-0000")
+    first, second = [at for at, _, path in kube_api.server.requests if path.endswith("/nodes/node-0000")]
+    assert second - first >= 0.9
+
+
 async def test_a_silent_watch_ends_quietly_and_is_watched_again(
     kube_api: KubeApiEmulator, kube_client: KubeClient
 ):
