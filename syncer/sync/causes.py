@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
 from syncer.model import Condition, KubeNode, KubePod
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.sync.options import SyncOptions
-from syncer.sync.reason import sanitise_capped
+from syncer.sync.reason import SEPARATOR, cap_utf8, sanitise, sanitise_capped
 
 CORDON: Final = "cordon"
 # One text for every cordon without a reason annotation: a rack cordoned at once is one bulk drain in
@@ -111,3 +112,19 @@ def drain_causes(
     if scale_in_of is not None:
         add(SCALE_IN, f"scale-in of NodeSet {scale_in_of}")
     return tuple(found), recheck_at
+
+
+def compose_reason(causes: Iterable[Cause], opts: SyncOptions) -> str:
+    """`<owner_prefix><cause>; <cause>`, sanitised and capped at `opts.max_reason_bytes` (prefix included)."""
+    texts = [text for text in (sanitise(cause.text) for cause in causes) if text]
+    full = opts.owner_prefix + SEPARATOR.join(texts)
+    reason = cap_utf8(full, opts.max_reason_bytes)
+    if len(reason) == len(full):
+        return full
+    # A cut may end in a space or a dangling separator; drop it so the text reads cleanly.
+    return opts.owner_prefix + reason[len(opts.owner_prefix) :].rstrip(" ;")
+
+
+def is_ours(reason: str, opts: SyncOptions) -> bool:
+    """A reason the syncer wrote (and so may change or clear)."""
+    return reason.startswith(opts.owner_prefix)

@@ -14,9 +14,9 @@ from typing import Final, Literal
 from syncer.model import Condition, KubeNode, KubePod, SlurmNode
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.model.slurm import DRAIN_FLAGS, UNHEALTHY_FLAGS
-from syncer.sync.causes import Cause, drain_causes
+from syncer.sync.causes import Cause, compose_reason, drain_causes, is_ours
 from syncer.sync.options import SyncOptions
-from syncer.sync.reason import compose_reason, is_ours, sanitise_capped
+from syncer.sync.reason import sanitise_capped
 
 SlurmActionKind = Literal["drain", "undrain"]
 CordonAction = Literal["cordon", "uncordon"]

@@ -1,14 +1,8 @@
-"""Drain reason text: sanitised, owned by prefix, capped in UTF-8 bytes."""
+"""Drain reason text: sanitised and capped in UTF-8 bytes (no project imports: options and causes use it)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from syncer.sync.causes import Cause
-    from syncer.sync.options import SyncOptions
 
 # C0/C1 controls (newlines and tabs too), line/paragraph separators, bidi overrides that could make a
 # reason read differently in `sinfo` than it is, and lone surrogates (not encodable in UTF-8).
@@ -41,19 +35,3 @@ def sanitise_capped(text: str, max_bytes: int) -> str:
         if chars >= len(text) or len(clean.encode("utf-8")) >= max_bytes:
             return cap_utf8(clean, max_bytes)
         chars *= 4
-
-
-def compose_reason(causes: Iterable[Cause], opts: SyncOptions) -> str:
-    """`<owner_prefix><cause>; <cause>`, sanitised and capped at `opts.max_reason_bytes` (prefix included)."""
-    texts = [text for text in (sanitise(cause.text) for cause in causes) if text]
-    full = opts.owner_prefix + SEPARATOR.join(texts)
-    reason = cap_utf8(full, opts.max_reason_bytes)
-    if len(reason) == len(full):
-        return full
-    # A cut may end in a space or a dangling separator; drop it so the text reads cleanly.
-    return opts.owner_prefix + reason[len(opts.owner_prefix) :].rstrip(" ;")
-
-
-def is_ours(reason: str, opts: SyncOptions) -> bool:
-    """A reason the syncer wrote (and so may change or clear)."""
-    return reason.startswith(opts.owner_prefix)

@@ -58,3 +58,40 @@ def test_the_cordon_owner_value_is_never_written_as_a_literal() -> None:
                 if mentions_key and isinstance(value, ast.Constant) and value.value == CORDONED_BY_SLURM:
                     offenders.append(f"{path.relative_to(REPO)}:{getattr(node, 'lineno', 0)}")
     assert not offenders, f"literal {CORDONED_BY_SLURM!r} beside Keys.CORDONED_BY: {offenders}"
+
+
+def import_cycles(package: str) -> list[list[str]]:
+    """Groups of modules of `package` that import each other in a circle (type-checking imports too)."""
+    import grimp  # import-linter's graph builder
+
+    graph = grimp.build_graph(package, include_external_packages=False)
+    imports = {module: graph.find_modules_directly_imported_by(module) for module in graph.modules}
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for imported in imports[module]:
+            if imported not in order:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], order[imported])
+        if low[module] == order[module]:
+            component = []
+            while (member := stack.pop()) != module:
+                component.append(member)
+            if component:
+                cycles.append(sorted([module, *component]))
+
+    for module in sorted(imports):
+        if module not in order:
+            visit(module)
+    return cycles
+
+
+def test_no_module_of_the_syncer_imports_itself_in_a_circle() -> None:
+    assert import_cycles("syncer") == []
