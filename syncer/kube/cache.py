@@ -15,7 +15,7 @@ from syncer.kube.informer import Informer
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubePod
 from syncer.model.naming import SlurmNameRule
-from syncer.tasks import cancel_and_wait
+from syncer.runtime.tasks import cancel_and_wait
 
 KeysHandler = Callable[[set[str]], None]
 

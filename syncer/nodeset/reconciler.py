@@ -40,12 +40,12 @@ from syncer.nodeset.spec import NodeSetSpec, SpecError, parse
 from syncer.nodeset.status import compute_status, invalid_status
 from syncer.runtime.backoff import Backoff
 from syncer.runtime.controller import DONE, ControllerRunner, ReconcileMetrics, Result
+from syncer.runtime.tasks import cancel_and_wait
 from syncer.slurm.cache import NodeCache, NodeChange
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmError, SlurmNotFound
 from syncer.sync.decide import rfc3339
 from syncer.sync.engine import SyncEngine
-from syncer.tasks import cancel_and_wait
 
 log = structlog.get_logger("syncer.nodeset")
 
@@ -117,7 +117,6 @@ class NodeSetReconciler:
         self._pods: dict[str, set[str]] = {}  # NodeSet key -> pod keys
         self._pdbs: set[str] = set()  # NodeSet uids whose PodDisruptionBudget exists
         self._reported: set[tuple[str, str]] = set()  # (kind, object) Warning events sent once
-        self._tasks: list[asyncio.Task[None]] = []
         self.informer.subscribe(self._on_nodeset)
         kube_cache.pods.subscribe(self._on_pod)
         kube_cache.nodes.subscribe(self._on_node)
@@ -169,35 +168,30 @@ class NodeSetReconciler:
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def run(self) -> None:
-        self._tasks = [asyncio.create_task(self.informer.run(), name="informer-nodesets")]
+        """The NodeSet informer and the reconciler's queue; the first of the two to end ends both."""
+        tasks = [
+            asyncio.create_task(self.informer.run(), name="informer-nodesets"),
+            asyncio.create_task(self._serve(), name="nodeset-serve"),
+        ]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()  # its failure, if it failed; a loop that returned is reported by the Manager
+        finally:
+            await cancel_and_wait(tasks)
+
+    async def _serve(self) -> None:
         await self.informer.synced.wait()
         await self.kube_cache.wait_synced()
         log.info("nodeset reconciler started", nodesets=len(self.informer.items))
-        self._tasks += [
-            asyncio.create_task(self.queue.run(), name="nodeset-queue"),
-            asyncio.create_task(self._resync(), name="nodeset-resync"),
-        ]
         self.enqueue_all()
-        try:
-            await asyncio.gather(*self._tasks)
-        finally:
-            await self.stop()
+        await self.runner.serve(
+            enqueue_all=self.enqueue_all, resync_s=self.resync_s, leading=lambda: self.gate.leading,
+            name="nodeset",
+        )  # fmt: skip
 
     async def stop(self) -> None:
-        self.queue.stop()
-        await cancel_and_wait(self._tasks)
-        self._tasks = []
-
-    async def _resync(self) -> None:
-        was_leading = self.gate.leading
-        next_resync = time.monotonic() + self.resync_s
-        while True:
-            await asyncio.sleep(1.0)
-            leading = self.gate.leading
-            if (leading and not was_leading) or time.monotonic() >= next_resync:
-                self.enqueue_all()
-                next_resync = time.monotonic() + self.resync_s
-            was_leading = leading
+        self.runner.stop()
 
     # -- one NodeSet ------------------------------------------------------------------------------
     def pods_of(self, nodeset: KubeNodeSet) -> list[KubePod]:

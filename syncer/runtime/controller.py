@@ -13,7 +13,9 @@ controller, into the registry it is given (each controller's own metrics).
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -21,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from syncer.runtime.backoff import Backoff
 from syncer.runtime.queue import WorkQueue
+from syncer.runtime.tasks import cancel_and_wait
 
 RECONCILE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -89,6 +92,49 @@ class ControllerRunner:
 
     def stop(self) -> None:
         self.queue.stop()
+
+    async def serve(
+        self,
+        *,
+        enqueue_all: Callable[[], object],
+        resync_s: float,
+        leading: Callable[[], bool],
+        every_second: Callable[[], bool] | None = None,
+        name: str = "",
+    ) -> None:
+        """The queue's workers plus the level-triggered safety net: every key again every `resync_s`, when
+        this replica gains leadership, and when `every_second` (the controller's own housekeeping, called
+        once a second) asks for it. Runs until cancelled or one of the two fails; both are stopped then."""
+        name = name or self.controller.name
+        tasks = [
+            asyncio.create_task(self.queue.run(), name=f"{name}-queue"),
+            asyncio.create_task(
+                self._resync(enqueue_all, resync_s, leading, every_second), name=f"{name}-resync"
+            ),
+        ]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            self.queue.stop()
+            await cancel_and_wait(tasks)
+
+    @staticmethod
+    async def _resync(
+        enqueue_all: Callable[[], object],
+        resync_s: float,
+        leading: Callable[[], bool],
+        every_second: Callable[[], bool] | None,
+    ) -> None:
+        next_resync = time.monotonic() + resync_s
+        was_leading = leading()
+        while True:
+            await asyncio.sleep(1.0)  # the housekeeping's tick, not a synchronisation
+            is_leading = leading()
+            asked = every_second() if every_second is not None else False
+            if asked or (is_leading and not was_leading) or time.monotonic() >= next_resync:
+                enqueue_all()
+                next_resync = time.monotonic() + resync_s
+            was_leading = is_leading
 
     async def _handle(self, key: str) -> None:
         started = time.perf_counter()

@@ -49,10 +49,10 @@ from typing import Literal
 import structlog
 
 from syncer.model.slurm import SlurmNode
+from syncer.runtime.tasks import cancel_and_wait
 from syncer.slurm.client import NodeListing, SlurmClient
 from syncer.slurm.errors import SlurmApiError, SlurmError
 from syncer.slurm.metrics_hint import Fingerprint, MetricsReader, SlurmMetricsError
-from syncer.tasks import cancel_and_wait
 
 log = structlog.get_logger("syncer.slurm.cache")
 Strategy = Literal["conditional", "full"]

@@ -37,7 +37,6 @@ from syncer.sync.options import SyncOptions
 from syncer.sync.stats import EngineStats
 from syncer.sync.valve import DrainValve
 from syncer.sync.written import WrittenAnnotations
-from syncer.tasks import cancel_and_wait
 
 log = structlog.get_logger("syncer.sync")
 
@@ -89,7 +88,7 @@ class SyncEngine:
             gate=gate, options=options, valve=self.valve, written=self.written, stats=self.stats,
             record=self._record, scale_in_of=self._scale_in_of, clock=clock,
         )  # fmt: skip
-        self._tasks: list[asyncio.Task[None]] = []
+        self._was_open = self._was_leading = False  # the valve and leadership at the last housekeeping
         slurm_cache.subscribe(self._on_slurm_changes)
         kube_cache.subscribe(self._on_kube_keys)
 
@@ -132,40 +131,30 @@ class SyncEngine:
         while not self.slurm_cache.synced:  # noqa: ASYNC110 - NodeCache has no event for its first answer
             await asyncio.sleep(0.1)
         log.info("caches synced, reconciling every bound Slurm node", bound=self.enqueue_all())
-        self._tasks = [
-            asyncio.create_task(self.queue.run(), name="sync-queue"),
-            asyncio.create_task(self._housekeeping(), name="sync-housekeeping"),
-        ]
-        try:
-            await asyncio.gather(*self._tasks)
-        finally:
-            await self.stop()
+        self._was_open, self._was_leading = self.valve.is_open, self.gate.leading
+        await self.runner.serve(
+            enqueue_all=self.enqueue_all, resync_s=self.resync_s, leading=lambda: self.gate.leading,
+            every_second=self._housekeeping, name="sync",
+        )  # fmt: skip
 
     async def stop(self) -> None:
-        self.queue.stop()
-        await cancel_and_wait(self._tasks)
-        self._tasks = []
+        self.runner.stop()
 
-    async def _housekeeping(self) -> None:
-        """Full resync now and then (level-triggered safety net) and the valve closing by itself."""
-        next_resync = time.monotonic() + self.resync_s
-        was_open = self.valve.is_open
-        was_leading = self.gate.leading
-        while True:
-            await asyncio.sleep(1.0)
-            bound = len(self.kube_cache.slurm_names())
-            self.stats.bound = bound
-            is_open = self.valve.tick(self.clock(), bound)
-            leading = self.gate.leading
-            if leading != was_leading:
-                self.written.forget_all()  # another replica may have written meanwhile
-                self.applier.objects.forget_all()
-            self.written.prune()
-            self.applier.objects.prune()
-            if (was_open and not is_open) or (leading and not was_leading) or time.monotonic() >= next_resync:
-                self.enqueue_all()  # valve closed, leadership gained, or periodic: look at everything
-                next_resync = time.monotonic() + self.resync_s
-            was_open, was_leading = is_open, leading
+    def _housekeeping(self) -> bool:
+        """Once a second: the valve closing by itself, our write records kept or forgotten; True when every
+        key must be looked at again (the valve closed)."""
+        bound = len(self.kube_cache.slurm_names())
+        self.stats.bound = bound
+        is_open = self.valve.tick(self.clock(), bound)
+        leading = self.gate.leading
+        if leading != self._was_leading:
+            self.written.forget_all()  # another replica may have written meanwhile
+            self.applier.objects.forget_all()
+        self.written.prune()
+        self.applier.objects.prune()
+        closed = self._was_open and not is_open
+        self._was_open, self._was_leading = is_open, leading
+        return closed
 
     def reset_valve(self) -> None:
         """Operator override: let the refused drains through."""

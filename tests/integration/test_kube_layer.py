@@ -28,7 +28,7 @@ from syncer.kube.errors import KubeError
 from syncer.kube.informer import Informer
 from syncer.model.keys import Keys
 from syncer.model.kube import Condition, KubeNode
-from syncer.tasks import cancel_and_wait
+from syncer.runtime.tasks import cancel_and_wait
 from syncer.testing.kubeapi import KubeApiEmulator, SeedOptions
 from tests.helpers import wait_for
 

@@ -14,9 +14,9 @@ import pytest
 from syncer.app.service import ServiceConfig, SyncerService
 from syncer.kube.client import KubeClient
 from syncer.nodeset.reconciler import NodeSetReconciler
+from syncer.runtime.tasks import cancel_and_wait
 from syncer.slurm.auth import NoToken
 from syncer.slurm.client import SlurmClient
-from syncer.tasks import cancel_and_wait
 from syncer.testing.kubeapi import KubeApiEmulator, SeedOptions
 from tests.helpers import wait_for
 
