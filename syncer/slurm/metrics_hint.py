@@ -15,11 +15,11 @@ and one undrain cancel out), so the cache keeps a periodic full list as its corr
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from dataclasses import dataclass
 
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 
 from syncer.slurm.errors import SlurmError
 
@@ -30,7 +30,6 @@ PREFIX = "slurm_partition_nodes"
 JOB_DRIVEN = frozenset({"alloc", "mixed", "idle", "cg", "planned"})
 JOB_DRIVEN_PREFIXES = ("cpus_", "mem_")
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024  # measured 12 KB for one partition; a body this large is not metrics
-_LINE = re.compile(r'^(slurm_partition_nodes(?:_[a-z0-9_]+)?)\{partition="((?:[^"\\]|\\.)*)"\}\s+(\S+)')
 
 # (partition, state, count), sorted; state "total" is the partition's node count.
 Fingerprint = tuple[tuple[str, str, int], ...]
@@ -70,28 +69,38 @@ def _counted(metric: str) -> str | None:
 
 
 def parse_fingerprint(text: str) -> Fingerprint:
-    """The node-state counts in a `/metrics/partitions` body; SlurmMetricsDecodeError if it has none."""
+    """The node-state counts in a `/metrics/partitions` body (read by prometheus-client's parser of the
+    text exposition format, any labels beside `partition` kept apart); SlurmMetricsDecodeError if it has
+    none."""
     counts: dict[tuple[str, str], int] = {}
-    for line in text.splitlines():
-        if not line.startswith(PREFIX):
-            continue
-        match = _LINE.match(line)
-        if match is None:
-            raise SlurmMetricsDecodeError(f"unreadable metrics line {line[:80]!r}", endpoint=PATH)
-        metric, partition, raw = match.groups()
-        state = _counted(metric)
-        if state is None:
-            continue
-        try:
-            value = float(raw)
-        except ValueError:
-            raise SlurmMetricsDecodeError(f"not a number in {line[:80]!r}", endpoint=PATH) from None
-        if not value.is_integer() or value < 0:
-            raise SlurmMetricsDecodeError(f"not a node count in {line[:80]!r}", endpoint=PATH)
-        counts[(partition, state)] = int(value)
+    # only the node-count samples go to the parser: the rest of the body (jobs, CPUs) is nine tenths of it
+    wanted = "\n".join(line for line in text.splitlines() if line.startswith(PREFIX))
+    try:
+        for family in text_string_to_metric_families(wanted):
+            for sample in family.samples:
+                if not sample.name.startswith(PREFIX):
+                    continue
+                state = _counted(sample.name)
+                if state is None:
+                    continue
+                value = sample.value
+                if not float(value).is_integer() or value < 0:
+                    raise SlurmMetricsDecodeError(
+                        f"not a node count: {sample.name}{sample.labels} {value}", endpoint=PATH
+                    )
+                counts[(_partition(sample.labels), state)] = int(value)
+    except (ValueError, TypeError, IndexError) as exc:
+        raise SlurmMetricsDecodeError(f"unreadable metrics: {exc}"[:160], endpoint=PATH) from None
     if not any(state == "total" for _, state in counts):
         raise SlurmMetricsDecodeError(f"no {PREFIX}{{partition=...}} counts in the answer", endpoint=PATH)
     return tuple(sorted((p, s, n) for (p, s), n in counts.items()))
+
+
+def _partition(labels: dict[str, str]) -> str:
+    """The partition a count is for; other labels (a newer slurmctld's) keep their series apart."""
+    others = ",".join(f"{key}={value}" for key, value in sorted(labels.items()) if key != "partition")
+    partition = labels.get("partition", "")
+    return f"{partition}{{{others}}}" if others else partition
 
 
 class MetricsReader:

@@ -78,3 +78,18 @@ def test_garbage_is_a_typed_error(text: str) -> None:
 def test_other_metrics_are_ignored() -> None:
     text = 'slurm_partition_jobs{partition="main"} 5\nslurm_partition_nodes{partition="main"} 4\nfoo 1\n'
     assert parse_fingerprint(text) == (("main", "total", 4),)
+
+
+def test_counts_with_more_labels_than_the_partition_are_read_and_kept_apart() -> None:
+    # the exposition format allows any labels; a newer slurmctld may add one (a cluster name, say)
+    text = (
+        "# TYPE slurm_partition_nodes gauge\n"
+        'slurm_partition_nodes{cluster="c1",partition="main"} 4\n'
+        'slurm_partition_nodes{partition="main",cluster="c2"} 2\n'
+        'slurm_partition_nodes_drain{partition="main",cluster="c1"} 1\n'
+    )
+    assert parse_fingerprint(text) == (
+        ("main{cluster=c1}", "drain", 1),
+        ("main{cluster=c1}", "total", 4),
+        ("main{cluster=c2}", "total", 2),
+    )
