@@ -28,7 +28,7 @@ from syncer.testing.sandbox import (
     up,
 )
 from syncer.testing.sandbox.processes import ProcessId, processes_in, start_time, wait_until
-from syncer.testing.sandbox.rootfs import check_release
+from syncer.testing.sandbox.rootfs import check_release, ensure_rootfs, in_use, replace_tree
 from tests.fixtures.slurm import SELECTED
 
 pytestmark = pytest.mark.slurm
@@ -351,3 +351,32 @@ def test_an_early_state_file_with_bare_pids_is_adopted(tmp_path: Path, slurm_san
     sandbox = load(tmp_path)
     assert sandbox is not None
     assert sandbox.daemons == {"slurmctld": ctld}
+
+
+def test_a_root_file_system_in_use_is_never_removed(tmp_path: Path) -> None:
+    """A newer checkout rebuilds the cached tree while a sandbox of an older one still runs from it: the
+    running sandbox keeps its tree until it ends; the next rebuild then removes it."""
+    base = tmp_path / "cache"
+    base.mkdir()
+    target = base / "rootfs-test"
+    subprocess.run(["cp", "-al", str(ensure_rootfs()), str(target)], check=True)  # hard links: no copy
+    daemon = subprocess.Popen(["chroot", str(target), "sleep", "120"])  # a sandbox's daemon, bounded
+    try:
+        wait_until(lambda: daemon.pid in in_use(target), 10, "the chrooted process seen in the tree")
+        newer = base / "rootfs-test-build-1"
+        (newer / "etc").mkdir(parents=True)
+        replace_tree(target, newer)
+        assert (target / "etc").is_dir() and not (target / "bin").exists()  # the new tree is in place
+        kept = list(base.glob("rootfs-test-old-*"))
+        assert len(kept) == 1 and (kept[0] / "bin" / "sleep").exists(), kept
+        assert daemon.poll() is None and in_use(kept[0]) == [daemon.pid]
+        daemon.kill()
+        daemon.wait()
+        newest = base / "rootfs-test-build-2"
+        newest.mkdir()
+        replace_tree(target, newest)
+        assert list(base.glob("rootfs-test-old-*")) == []  # no longer in use: removed
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()

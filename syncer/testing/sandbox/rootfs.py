@@ -150,17 +150,44 @@ def ensure_rootfs(base: Path | None = None, wanted: Release | None = None) -> Pa
             version = _slurm_version(build)
             check_release(wanted, version)
             (build / MARKER).write_text(f"{ROOTFS_VERSION}\n{version}\n")
-            if target.exists():
-                old = base / f"rootfs-old-{os.getpid()}"
-                target.rename(old)  # running sandboxes keep their (now unlinked) tree
-                shutil.rmtree(old, ignore_errors=True)
-            build.rename(target)
+            replace_tree(target, build)
             took = time.monotonic() - started
             progress(f"root file system with Slurm {version} ready at {target} ({took:.0f} s)")
         finally:
             if build.exists():
                 shutil.rmtree(build, ignore_errors=True)
     return target
+
+
+def in_use(tree: Path) -> list[int]:
+    """PIDs of the processes whose root directory is `tree` or inside it (a sandbox's chrooted daemons)."""
+    inside = os.path.realpath(tree)
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            root = os.readlink(entry / "root")
+        except OSError:  # gone meanwhile, or a kernel thread
+            continue
+        if root == inside or root.startswith(inside + "/"):
+            pids.append(int(entry.name))
+    return pids
+
+
+def replace_tree(target: Path, build: Path) -> None:
+    """`build` becomes `target`. The tree it replaces is moved aside (a running sandbox keeps using it where
+    it is) and removed only when no process runs in it; set-aside trees whose sandboxes have ended since
+    are removed too."""
+    base = target.parent
+    if target.exists():
+        target.rename(base / f"{target.name}-old-{os.getpid()}-{time.monotonic_ns()}")
+    build.rename(target)
+    for old in sorted(base.glob(f"{target.name}-old-*")):
+        if users := in_use(old):
+            progress(f"keeping {old}: sandbox processes {users[:5]} still run from it")
+            continue
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def user_ids(rootfs: Path, user: str) -> tuple[int, int]:
