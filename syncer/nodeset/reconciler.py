@@ -8,7 +8,6 @@ identity (owner UID, the removal stamp on Slurm records; see plan.py), never by 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,9 +16,9 @@ from typing import Any
 import structlog
 
 from syncer.kube.cache import KubeCache
-from syncer.kube.client import MERGE_PATCH, KubeClient
+from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeError
-from syncer.kube.events import EventRecorder, ObjectRef
+from syncer.kube.events import EventRecorder
 from syncer.kube.gate import NotLeader, WriteGate
 from syncer.kube.informer import Informer
 from syncer.kube.writer import KubeWriter, pod_path
@@ -38,6 +37,7 @@ from syncer.nodeset.plan import (
 )
 from syncer.nodeset.spec import NodeSetSpec, SpecError, parse
 from syncer.nodeset.status import compute_status, invalid_status
+from syncer.nodeset.writes import NodeSetWrites
 from syncer.runtime.backoff import Backoff
 from syncer.runtime.controller import DONE, ControllerRunner, ReconcileMetrics, Result
 from syncer.runtime.tasks import cancel_and_wait
@@ -104,6 +104,7 @@ class NodeSetReconciler:
         self.writer = writer
         self.events = events
         self.gate = gate
+        self.writes = NodeSetWrites(kube=kube, slurm=slurm, slurm_cache=slurm_cache, gate=gate, events=events)
         self.resync_s = resync_s
         self.requeue_s = requeue_s
         self.clock = clock
@@ -284,35 +285,15 @@ class NodeSetReconciler:
         return True
 
     async def _event(self, nodeset: KubeNodeSet, type_: str, reason: str, message: str) -> None:
-        ref = ObjectRef("NodeSet", nodeset.name, nodeset.namespace, nodeset.uid, manifests.API_VERSION)
-        await self.events.record(ref, type_, reason, message)
+        await self.writes.event(nodeset, type_, reason, message)
 
     async def _write_status(self, nodeset: KubeNodeSet, status: dict[str, Any]) -> None:
-        if status == nodeset.status:
-            return
-        if not self.gate.check():
-            log.info("dry-run: would update NodeSet status", nodeset=nodeset.key, status=status)
-            return
-        path = manifests.nodeset_path(nodeset.namespace, nodeset.name) + "/status"
-        try:
-            await self.kube.patch(path, {"status": status}, MERGE_PATCH)
-        except KubeError as exc:
-            if exc.status != 404:  # deleted meanwhile
-                raise
+        if status != nodeset.status:
+            await self.writes.status(nodeset, status)
 
     async def _ensure_pdb(self, nodeset: KubeNodeSet) -> None:
-        if nodeset.uid in self._pdbs:
-            return
-        if not self.gate.check():
-            return
-        path = f"/apis/policy/v1/namespaces/{nodeset.namespace}/poddisruptionbudgets"
-        try:
-            await self.kube.create(path, manifests.busy_pdb_manifest(nodeset))
-            log.info("created PodDisruptionBudget for busy slurmd pods", nodeset=nodeset.key)
-        except KubeError as exc:
-            if exc.status != 409:  # AlreadyExists: fine
-                raise
-        self._pdbs.add(nodeset.uid)
+        if nodeset.uid not in self._pdbs and await self.writes.busy_pdb(nodeset):
+            self._pdbs.add(nodeset.uid)
 
     async def _busy_labels(self, nodeset: KubeNodeSet, by_name: dict[str, KubePod], result: Plan) -> None:
         for name, busy in sorted(result.busy_labels.items()):
@@ -378,12 +359,7 @@ class NodeSetReconciler:
         such a record is deleted after its pod, whatever its name or drain reason say."""
         stamp = removal_stamp(nodeset)
         for name, comment in [(n, stamp) for n in result.stamp] + [(n, "") for n in result.unstamp]:
-            if not self.gate.check():
-                logger.info("dry-run: would set Slurm node comment", slurm_node=name, comment=comment)
-                continue
-            with contextlib.suppress(SlurmNotFound):  # gone already: nothing to mark
-                await self.slurm.update_node(name, comment=comment)
-            self.slurm_cache.nudge()
+            await self.writes.slurm_comment(name, comment)
         for name in result.unstampable:
             if self._once("unstampable", name):
                 logger.warning(
@@ -400,16 +376,7 @@ class NodeSetReconciler:
         if current is not None and not removable(current):
             logger.info("pod removal waits: Slurm node not drained any more", pod=pod.name)
             return
-        if not self.gate.check():
-            logger.info("dry-run: would delete pod", pod=pod.name)
-            return
-        try:
-            await self.kube.delete(
-                pod_path(pod.namespace, pod.name), {"preconditions": {"uid": pod.uid}} if pod.uid else None
-            )
-        except KubeError as exc:
-            if exc.status not in (404, 409):  # gone, or replaced by a new pod of that name
-                raise
+        if not await self.writes.delete_pod(pod):
             return
         self.stats.pods_deleted += 1
         logger.info("pod deleted: its Slurm node is drained and idle", pod=pod.name)
@@ -426,13 +393,9 @@ class NodeSetReconciler:
         if current.busy or not removed_by_us(current, nodeset, self.owner_prefix):
             logger.info("slurm node kept: busy or no longer drained by us", slurm_node=name)
             return
-        if not self.gate.check():
-            logger.info("dry-run: would delete Slurm node", slurm_node=name)
+        if not await self.writes.delete_slurm_node(name):
             return
-        with contextlib.suppress(SlurmNotFound):  # gone already
-            await self.slurm.delete_node(name)
         self.engine.mark_scale_in(name, None)
-        self.slurm_cache.nudge()
         self.stats.slurm_nodes_deleted += 1
         logger.info("slurm node deleted after its pod", slurm_node=name)
         await self._event(
@@ -440,15 +403,10 @@ class NodeSetReconciler:
         )
 
     async def _create_pod(self, nodeset: KubeNodeSet, spec: NodeSetSpec, member: Any, logger: Any) -> None:
-        if not self.gate.check():
-            logger.info("dry-run: would create pod", pod=member.name)
-            return
-        path = f"/api/v1/namespaces/{nodeset.namespace}/pods"
         try:
-            await self.kube.create(path, manifests.pod_manifest(nodeset, spec, member))
+            if not await self.writes.create_pod(nodeset, spec, member):
+                return  # exists already (the cache has not seen it yet), or a dry run
         except KubeError as exc:
-            if exc.status == 409:
-                return  # exists already (the cache has not seen it yet)
             if exc.status in (400, 422):
                 if self._once("bad-template", f"{nodeset.key}@{nodeset.generation}"):
                     await self._event(

@@ -108,6 +108,14 @@ class Applier:
         if ref is not None:
             await self.events.record(ref, type_, reason, message)
 
+    async def conflict_events(self, binding: Binding) -> None:
+        """A Warning on every pod and Node that claims the Slurm node of a conflicting binding."""
+        name = binding.slurm_name
+        refs = [ObjectRef.pod(p.namespace, p.name, p.uid) for p in self.kube_cache.pods_for(name)]
+        refs += [ObjectRef.node(n.name) for n in self.kube_cache.nodes_for(name)]
+        for ref in refs:
+            await self.events.record(ref, "Warning", "SlurmBindingConflict", binding.conflict)
+
     def binding(self, name: str) -> Binding:
         """The node's Kubernetes objects as the cache shows them now, with our own recent writes laid over."""
         found = resolve(name, self.kube_cache)

@@ -19,7 +19,7 @@ from typing import Any
 import structlog
 
 from syncer.kube.cache import KubeCache
-from syncer.kube.events import EventRecorder, ObjectRef
+from syncer.kube.events import EventRecorder
 from syncer.kube.gate import WriteGate
 from syncer.kube.writer import KubeWriter
 from syncer.model.keys import Keys
@@ -226,19 +226,8 @@ class SyncEngine:
             return
         self.stats.conflicts.add(name)
         log.warning("conflicting bindings: Slurm node left alone", slurm_node=name, conflict=binding.conflict)
-        if not self.gate.leading:
-            return
-        for pod in self.kube_cache.pods_for(name):
-            await self.events.record(
-                ObjectRef.pod(pod.namespace, pod.name, pod.uid),
-                "Warning",
-                "SlurmBindingConflict",
-                binding.conflict,
-            )
-        for node in self.kube_cache.nodes_for(name):
-            await self.events.record(
-                ObjectRef.node(node.name), "Warning", "SlurmBindingConflict", binding.conflict
-            )
+        if self.gate.leading:
+            await self.applier.conflict_events(binding)
 
     async def _report_missing(self, binding: Binding) -> float | None:
         """A label naming a Slurm node that Slurm does not know (a typo, or slurmd never registered) is

@@ -95,3 +95,34 @@ def import_cycles(package: str) -> list[list[str]]:
 
 def test_no_module_of_the_syncer_imports_itself_in_a_circle() -> None:
     assert import_cycles("syncer") == []
+
+
+# The calls that write: to slurmrestd, to the Kubernetes API, Events, and the gate that admits them.
+WRITE_CALLS = frozenset(
+    {"update_node", "update_nodes", "delete_node", "create", "patch", "replace", "delete", "record", "check"}
+)
+# Each controller decides and hands its writes to the one path of that kind; only these modules write.
+CONTROLLERS = ("syncer/sync/engine.py", "syncer/nodeset/reconciler.py")
+
+
+def test_controllers_write_only_through_their_one_path() -> None:
+    """The engine writes through its Applier, the NodeSet reconciler through NodeSetWrites (and the
+    KubeWriter / EventRecorder those use): the write gate is checked where the write is made, once."""
+    found = []
+    for relative in CONTROLLERS:
+        tree = ast.parse((REPO / relative).read_text())
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            if node.func.attr not in WRITE_CALLS:
+                continue
+            owner = node.func.value
+            # self.<client>.<write>(...): a write made in the controller itself
+            if (
+                isinstance(owner, ast.Attribute)
+                and isinstance(owner.value, ast.Name)
+                and owner.value.id == "self"
+                and owner.attr in {"slurm", "kube", "events", "gate", "client"}
+            ):
+                found.append(f"{relative}:{node.lineno} self.{owner.attr}.{node.func.attr}()")
+    assert found == []
