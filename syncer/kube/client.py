@@ -21,6 +21,7 @@ from syncer.kube.kubeconfig import resolve
 from syncer.kube.ratelimit import TokenBucket
 from syncer.kube.tokens import TokenSource
 from syncer.runtime.backoff import Backoff
+from syncer.runtime.proxy import proxy_for
 from syncer.runtime.retry import retrying
 
 log = structlog.get_logger("syncer.kube")
@@ -54,10 +55,16 @@ class KubeClient:
         qps: float = 50.0,
         burst: int = 100,
         timeout_s: float = 30.0,
+        proxy: str | None = None,
+        client_tls: credentials.RotatingClientTls | None = None,
     ) -> None:
         self.server = server.rstrip("/")
         self._headers = dict(headers or {})
         self._ssl = ssl_context
+        # the kubeconfig's proxy-url, else HTTPS_PROXY / NO_PROXY as client-go reads them
+        self.proxy = proxy or proxy_for(self.server)
+        self._client_tls = client_tls
+        self._retired: aiohttp.ClientSession | None = None  # the session of the certificate before
         self._token = token
         self._server_name = tls_server_name
         self.limiter = TokenBucket(qps, burst)
@@ -87,11 +94,23 @@ class KubeClient:
             tls_server_name=found.tls_server_name,
             qps=qps,
             burst=burst,
+            proxy=found.proxy_url,
+            client_tls=found.client_tls,
         )
         client.credentials = source.origin
         return client
 
     async def _auth_headers(self) -> dict[str, str]:
+        """The headers of the next request; first, a client certificate rotated by its exec plugin is taken
+        up (a new connection pool: open connections keep the certificate they were made with)."""
+        if self._client_tls is not None:
+            context = await self._client_tls.context()
+            if context is not None and context is not self._ssl:
+                self._ssl = context
+                if self._session is not None:
+                    if self._retired is not None:
+                        await self._retired.close()  # two rotations ago: its streams have ended by now
+                    self._retired, self._session = self._session, None
         headers = dict(self._headers)
         if self._token is not None:
             token = await self._token.token()  # token files and exec plugins refresh here when due
@@ -107,9 +126,10 @@ class KubeClient:
         return self._session
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for session in (self._session, self._retired):
+            if session is not None:
+                await session.close()
+        self._session = self._retired = None
 
     async def request_bytes(
         self,
@@ -168,6 +188,7 @@ class KubeClient:
                 headers=headers,
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s),
                 server_hostname=self._server_name,
+                proxy=self.proxy,
             ) as response:
                 raw = await response.read()
                 if response.status < 400:
@@ -214,6 +235,7 @@ class KubeClient:
                 headers=headers,
                 timeout=timeout,
                 server_hostname=self._server_name,
+                proxy=self.proxy,
             ) as response:
                 if response.status == 401 and self._token is not None:
                     self._token.forget()  # the informer's next attempt reads or runs it again

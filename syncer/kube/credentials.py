@@ -12,7 +12,7 @@ import binascii
 import os
 import ssl
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,30 @@ UNSUPPORTED_USER_FIELDS = {
 }
 
 
+class RotatingClientTls:
+    """The TLS context for a client certificate that an exec plugin gives: asked before each request, it
+    answers the context for the plugin's current certificate, a new one when the plugin (run again on
+    expiry or after a 401) hands out another, so a rotated certificate is taken without a restart."""
+
+    def __init__(self, plugin: ExecPlugin, base: Callable[[], ssl.SSLContext]) -> None:
+        self.plugin = plugin
+        self._base = base  # the server-side checks (CA, or none), without a client certificate
+        self._pair: tuple[str, str] | None = None
+        self._context: ssl.SSLContext | None = None
+
+    async def context(self) -> ssl.SSLContext | None:
+        """None while the plugin gives no certificate (tokens only)."""
+        given = await self.plugin.credential()
+        if not (given.client_certificate and given.client_key):
+            return self._context
+        pair = (given.client_certificate, given.client_key)
+        if pair != self._pair:
+            context = self._base()
+            _load_client_pair(context, *pair)
+            self._pair, self._context = pair, context
+        return self._context
+
+
 @dataclass
 class Credentials:
     server: str
@@ -38,6 +62,8 @@ class Credentials:
     headers: dict[str, str] = field(default_factory=dict)
     token: TokenSource | None = None
     tls_server_name: str | None = None
+    proxy_url: str | None = None  # the cluster's proxy-url; else HTTP(S)_PROXY / NO_PROXY
+    client_tls: RotatingClientTls | None = None  # an exec plugin's certificate, followed as it rotates
 
 
 @dataclass(frozen=True)
@@ -88,8 +114,12 @@ async def from_kubeconfig(files: tuple[str, ...]) -> Credentials:
     server = str(cluster.body.get("server") or "").rstrip("/")
     if not server.startswith(("http://", "https://")):
         raise config_error(f"{where}: cluster {cluster_name!r} has no http(s) server URL ({server!r})")
-    if cluster.body.get("proxy-url"):
-        raise config_error(f"{where}: cluster {cluster_name!r} sets proxy-url, which the syncer cannot use")
+    proxy_url = str(cluster.body.get("proxy-url") or "") or None
+    if proxy_url and not proxy_url.startswith(("http://", "https://")):
+        raise config_error(
+            f"{where}: cluster {cluster_name!r} sets proxy-url {proxy_url!r}: only http:// and https:// "
+            "proxies are supported (not socks5)"
+        )
     user = users.get(user_name) if user_name else None
     if user_name and user is None:
         raise config_error(f"{where}: context {current!r} names user {user_name!r}, which is not defined")
@@ -101,6 +131,7 @@ async def from_kubeconfig(files: tuple[str, ...]) -> Credentials:
     headers: dict[str, str] = {}
     token: TokenSource | None = None
     cert = key = None
+    plugin: ExecPlugin | None = None
     if user is not None:
         cert = _pem(body, "client-certificate", user.base_dir, where)
         key = _pem(body, "client-key", user.base_dir, where)
@@ -119,17 +150,24 @@ async def from_kubeconfig(files: tuple[str, ...]) -> Credentials:
     if bool(cert) != bool(key):
         raise config_error(f"{where}: user {user_name!r} has a client certificate or key without the other")
     context_tls: ssl.SSLContext | bool | None = None
+    client_tls: RotatingClientTls | None = None
     if server.startswith("https://"):
-        if cluster.body.get("insecure-skip-tls-verify"):
-            context_tls = _unverified() if cert else False
-        else:
-            context_tls = _tls(ca_data=_pem(cluster.body, "certificate-authority", cluster.base_dir, where))
+        ca = _pem(cluster.body, "certificate-authority", cluster.base_dir, where)
+        insecure = bool(cluster.body.get("insecure-skip-tls-verify"))
+
+        def server_checks() -> ssl.SSLContext:
+            return _unverified() if insecure else _tls(ca_data=ca)
+
+        context_tls = server_checks() if cert or not insecure else False
         if cert and key and isinstance(context_tls, ssl.SSLContext):
             _load_client_pair(context_tls, cert, key)
+        if plugin is not None and cert:
+            client_tls = RotatingClientTls(plugin, server_checks)
+            context_tls = await client_tls.context() or context_tls
     if isinstance(token, TokenFile):
         await token.token()  # a missing token file is a start-up error, not a failure of the first request
     server_name = str(cluster.body.get("tls-server-name") or "") or None
-    return Credentials(server, context_tls, headers, token, server_name)
+    return Credentials(server, context_tls, headers, token, server_name, proxy_url, client_tls)
 
 
 def _merge(

@@ -29,6 +29,7 @@ import structlog
 
 from syncer.model.slurm import SlurmNode
 from syncer.runtime.backoff import Backoff
+from syncer.runtime.proxy import proxy_for
 from syncer.runtime.retry import retrying
 from syncer.slurm.auth import TokenSource
 from syncer.slurm.double_answer import recover
@@ -151,6 +152,8 @@ class SlurmClient:
         else:
             raise SlurmError(f"Slurm URL {url!r} must start with http://, https:// or unix://")
         self.url = url
+        # HTTP(S)_PROXY / NO_PROXY as client-go reads them; never for a unix socket
+        self.proxy = None if self._unix_path else proxy_for(self._base)
         self._token = token
         self._pinned = api_version
         self._timeout = timeout_s
@@ -244,7 +247,7 @@ class SlurmClient:
         try:
             async with self._session.request(
                 method, self._base + path, params=params, data=data, headers=headers,
-                timeout=aiohttp.ClientTimeout(total=self._timeout),
+                timeout=aiohttp.ClientTimeout(total=self._timeout), proxy=self.proxy,
             ) as response:  # fmt: skip
                 payload = await response.read()
                 status = response.status

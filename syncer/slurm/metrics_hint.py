@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
+from syncer.runtime.proxy import proxy_for
 from syncer.slurm.errors import SlurmError
 
 PATH = "/metrics/partitions"
@@ -108,6 +109,7 @@ class MetricsReader:
 
     def __init__(self, url: str, *, timeout_s: float = 2.0, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.url = url.rstrip("/") + PATH
+        self.proxy = proxy_for(self.url)  # HTTP_PROXY / NO_PROXY as for slurmrestd
         self.timeout_s = timeout_s
         self.max_bytes = max_bytes
         self._session: aiohttp.ClientSession | None = None
@@ -118,7 +120,7 @@ class MetricsReader:
         started = time.monotonic()
         try:
             async with asyncio.timeout(self.timeout_s):
-                async with self._session.get(self.url, allow_redirects=False) as response:
+                async with self._session.get(self.url, allow_redirects=False, proxy=self.proxy) as response:
                     if response.status != 200:
                         raise SlurmMetricsUnavailable(f"HTTP {response.status}", endpoint=PATH)
                     body = await self._capped(response)

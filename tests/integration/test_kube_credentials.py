@@ -25,6 +25,7 @@ from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeError
 from syncer.kube.kubeconfig import CredentialSource
 from syncer.kube.tokens import TokenFile
+from tests.fixtures.http_proxy import http_proxy
 
 pytestmark = pytest.mark.kube
 
@@ -53,7 +54,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
         _openssl("req", "-x509", *ec, "-keyout", f"{ca}.key", "-out", f"{ca}.crt", "-days", "2",
                  "-subj", f"/CN={ca}", cwd=d)  # fmt: skip
     (d / "server.ext").write_text("subjectAltName=DNS:kube.test,IP:127.0.0.1\n")
-    for name, ext in (("server", ["-extfile", "server.ext"]), ("client", [])):
+    for name, ext in (("server", ["-extfile", "server.ext"]), ("client", []), ("client2", [])):
         _openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
         _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
                  "-out", f"{name}.crt", "-days", "2", *ext, cwd=d)  # fmt: skip
@@ -358,7 +359,8 @@ def cluster_with(fields: str) -> str:
         (CONTEXT_U + CLUSTER, "names user 'u', which is not defined"),
         (CONTEXT + "clusters: [{name: c, cluster: {server: 'h:443'}}]\n",
          "has no http(s) server URL ('h:443')"),
-        (CONTEXT + cluster_with("proxy-url: 'http://p'"), "sets proxy-url"),
+        (CONTEXT + cluster_with("proxy-url: 'socks5://p:1080'"),
+         "only http:// and https:// proxies are supported"),
         (CONTEXT_U + CLUSTER + "users: [{name: u, user: {auth-provider: {name: oidc}}}]\n",
          "sets auth-provider: legacy auth providers"),
         (CONTEXT + cluster_with("certificate-authority-data: 'not base64!'"),
@@ -395,3 +397,90 @@ async def test_a_token_file_that_goes_empty_or_missing_keeps_the_last_token(tmp_
     assert await source.token() == "t1"
     path.write_text("t2\n")
     assert await source.token() == "t2"
+
+
+CERT_PLUGIN = """
+import json, pathlib, sys
+runs = pathlib.Path(sys.argv[1])
+count = int(runs.read_text()) + 1 if runs.exists() else 1
+runs.write_text(str(count))
+pki = pathlib.Path(sys.argv[2])
+name = "client" if count == 1 else "client2"  # the certificate rotates after the first run
+print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+                  "status": {"clientCertificateData": (pki / f"{name}.crt").read_text(),
+                             "clientKeyData": (pki / f"{name}.key").read_text(),
+                             "expirationTimestamp": sys.argv[3]}}))
+"""
+
+
+def cert_user(tmp_path: Path, pki: Pki, expires: str) -> dict[str, Any]:
+    script = tmp_path / "cert-plugin.py"
+    script.write_text(CERT_PLUGIN)
+    args = [str(script), str(tmp_path / "runs"), str(pki.directory), expires]
+    return {
+        "exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable, "args": args}
+    }
+
+
+async def test_a_client_certificate_rotated_by_its_exec_plugin_is_taken_without_a_restart(
+    echo: Echo, pki: Pki, tmp_path: Path
+):
+    runs = tmp_path / "runs"
+    user = cert_user(tmp_path, pki, "2999-01-01T00:00:00Z")
+    cluster = {"server": echo.url, "certificate-authority-data": pki.data("ca.crt")}
+    client = await KubeClient.from_config(str(kubeconfig(tmp_path / "k", cluster, user)))
+    try:
+        assert (await client.get("/whoami"))["cn"] == "client"
+        assert (await client.get("/whoami"))["cn"] == "client"  # valid: the plugin is not run again
+        assert runs.read_text() == "1"
+        echo.accept = {""}  # stays open for certificates; the plugin's next run is what changes them
+        client._client_tls.plugin.forget()  # type: ignore[union-attr]  # as after a 401 or at expiry
+        assert (await client.get("/whoami"))["cn"] == "client2"
+        assert runs.read_text() == "2"
+    finally:
+        await client.close()
+
+
+async def test_an_expired_client_certificate_is_replaced_before_the_request(
+    echo: Echo, pki: Pki, tmp_path: Path
+):
+    user = cert_user(tmp_path, pki, "2000-01-01T00:00:00Z")
+    cluster = {"server": echo.url, "certificate-authority-data": pki.data("ca.crt")}
+    client = await KubeClient.from_config(str(kubeconfig(tmp_path / "k", cluster, user)))  # run 1: client
+    try:
+        assert (await client.get("/whoami"))["cn"] == "client2"  # expired: run again before the request
+    finally:
+        await client.close()
+
+
+async def test_https_goes_through_the_proxy_the_environment_names_unless_no_proxy_says_not(
+    echo: Echo, pki: Pki, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    port = echo.url.rsplit(":", 1)[1]
+    cluster = {"server": f"https://kube.test:{port}", "certificate-authority-data": pki.data("ca.crt")}
+    config = kubeconfig(tmp_path / "k", cluster, {"token": "t"})
+    async with http_proxy() as proxy:
+        proxy.names.add("kube.test")
+        monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+        monkeypatch.setenv("NO_PROXY", "10.96.0.0/12,.cluster.local")
+        assert (await whoami(config))["authorization"] == "Bearer t"
+        assert proxy.seen == [("CONNECT", f"kube.test:{port}")]  # a tunnel: TLS still ends at the server
+        monkeypatch.setenv("NO_PROXY", "kube.test")
+        with pytest.raises(KubeError):  # straight to kube.test, a name only the proxy knows
+            await whoami(config)
+        assert len(proxy.seen) == 1
+
+
+async def test_a_kubeconfig_proxy_url_wins_over_the_environment(
+    echo: Echo, pki: Pki, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    port = echo.url.rsplit(":", 1)[1]
+    async with http_proxy() as proxy:
+        proxy.names.add("kube.test")
+        cluster = {"server": f"https://kube.test:{port}", "certificate-authority-data": pki.data("ca.crt"),
+                   "proxy-url": proxy.url}  # fmt: skip
+        monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")  # nothing listens there
+        assert (await whoami(kubeconfig(tmp_path / "k", cluster, {"token": "t"})))[
+            "authorization"
+        ] == "Bearer t"
+        assert proxy.seen == [("CONNECT", f"kube.test:{port}")]

@@ -20,6 +20,7 @@ from syncer.slurm.errors import (
 from syncer.slurm.jwt import mint_token
 from syncer.slurm.versions import VERSIONS as KNOWN
 from syncer.testing.sandbox import REAL_NODE, Sandbox
+from tests.fixtures.http_proxy import http_proxy
 from tests.fixtures.slurm import API_VERSIONS, SELECTED
 from tests.helpers import wait_for
 
@@ -248,3 +249,25 @@ if SELECTED.name != "24.11":  # EXTERNAL nodes and the flag exist from 25.11 on 
                     assert not node.unhealthy and not node.drain_flag and node.base_state == "IDLE"
         finally:
             slurm_sandbox.scontrol("delete", "nodename=ext-flag1")
+
+
+async def test_slurmrestd_is_reached_through_the_proxy_the_environment_names(
+    slurm_sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = slurm_sandbox.rest_url.rsplit(":", 1)[1]
+    async with http_proxy() as proxy:
+        proxy.names.add("slurmrestd.test")
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.setenv("NO_PROXY", "10.0.0.0/8")
+        async with SlurmClient(
+            f"http://slurmrestd.test:{port}", TokenFile(slurm_sandbox.token_file)
+        ) as client:
+            assert client.proxy == proxy.url
+            assert (await client.get_node(REAL_NODE)).name == REAL_NODE
+        assert proxy.seen and all(
+            target.startswith(f"http://slurmrestd.test:{port}/") for _, target in proxy.seen
+        )
+        monkeypatch.setenv("NO_PROXY", "slurmrestd.test")
+        assert (
+            SlurmClient(f"http://slurmrestd.test:{port}", TokenFile(slurm_sandbox.token_file)).proxy is None
+        )
