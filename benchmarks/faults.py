@@ -939,7 +939,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
         "--slurm", choices=sorted(RELEASES), default=None,
-        help="Slurm release of the sandbox (default: $SLURM_SYNCER_SLURM_RELEASE, else 24.11)",
+        help="Slurm release of the sandbox (default: $SLURM_SYNCER_SLURM_RELEASE, else 26.05)",
     )  # fmt: skip
     parser.add_argument(
         "--controls", action="store_true",

@@ -1108,7 +1108,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="100 nodes, 5 changes, 31 s idle (CI)")
     parser.add_argument(
         "--slurm", choices=sorted(RELEASES), default=None,
-        help="Slurm release of the sandbox (default: $SLURM_SYNCER_SLURM_RELEASE, else 24.11)",
+        help="Slurm release of the sandbox (default: $SLURM_SYNCER_SLURM_RELEASE, else 26.05)",
     )  # fmt: skip
     parser.add_argument("--profile", action="store_true", help="py-spy the syncer: DIR/profile.txt")
     parser.add_argument(

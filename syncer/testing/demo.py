@@ -34,7 +34,7 @@ from syncer.sync.drift import Row, drift_rows
 from syncer.sync.options import SyncOptions
 from syncer.testing.demo_log import ActionTap, log_path, logging_to
 from syncer.testing.kubeapi import KubeApiEmulator
-from syncer.testing.sandbox import DEMO_RELEASE, RELEASES, Sandbox, SandboxError, up
+from syncer.testing.sandbox import DEFAULT_RELEASE, RELEASES, Sandbox, SandboxError, up
 from syncer.testing.sandbox.config import free_port
 from syncer.testing.sandbox.rootfs import cache_dir, rootfs_path
 from syncer.testing.slurmd_standin import SlurmdStandIn
@@ -57,8 +57,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--slurm",
         choices=sorted(RELEASES),
-        default=DEMO_RELEASE,
-        help=f"Slurm release of the sandbox (default {DEMO_RELEASE}, what Slinky and current clusters run)",
+        default=DEFAULT_RELEASE,
+        help=f"Slurm release of the sandbox (default {DEFAULT_RELEASE}, what current clusters run)",
     )
     parser.add_argument("--replicas", type=int, default=3, help="slurmd pods of the NodeSet (default 3)")
     parser.add_argument("--keep", action="store_true", help="keep everything running after the scenario")

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from syncer.testing.sandbox import RELEASE_ENV, RELEASES, SandboxError, down, load, up
+from syncer.testing.sandbox import DEFAULT_RELEASE, RELEASE_ENV, RELEASES, SandboxError, down, load, up
 
 DEFAULT_DIR = Path(".sandbox/default")
 
@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--slurm",
         choices=sorted(RELEASES),
         default=None,
-        help=f"Slurm release (default: ${RELEASE_ENV}, else 24.11)",
+        help=f"Slurm release (default: ${RELEASE_ENV}, else {DEFAULT_RELEASE})",
     )
     start.set_defaults(func=_up)
     with_dir(actions.add_parser("down", help="stop what 'up' started in --dir")).set_defaults(func=_down)

@@ -287,8 +287,10 @@ def test_bad_arguments_are_rejected_with_a_clear_message(tmp_path: Path) -> None
 def test_the_release_comes_from_the_environment_and_unknown_ones_say_so(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv(RELEASE_ENV, "26.05")
-    assert release().suite == "sid" and release("24.11").suite == "trixie"
+    monkeypatch.delenv(RELEASE_ENV, raising=False)
+    assert release().name == "26.05"  # the default: what current clusters run
+    monkeypatch.setenv(RELEASE_ENV, "24.11")
+    assert release().suite == "trixie" and release("26.05").suite == "sid"
     monkeypatch.setenv(RELEASE_ENV, "25.11")
     with pytest.raises(SandboxError, match=r"'25\.11' in \$SLURM_SYNCER_SLURM_RELEASE"):
         release()

@@ -3,7 +3,7 @@
 Needs root. One Debian root file system per release is built once (trixie for 24.11, about 30 s; sid
 for 26.05, about 1 min) into ``${SLURM_SYNCER_CACHE:-~/.cache/slurm-syncer}/rootfs-<suite>`` and
 shared read-mostly by every instance; each instance lives in its own directory, so many can run at
-once. The release is `up(slurm=...)`, else $SLURM_SYNCER_SLURM_RELEASE, else 24.11.
+once. The release is `up(slurm=...)`, else $SLURM_SYNCER_SLURM_RELEASE, else 26.05.
 
 API (stable; other parts depend on it)::
 
@@ -54,13 +54,13 @@ from __future__ import annotations
 
 from syncer.testing.sandbox.config import PARTITION, REAL_NODE, Ports
 from syncer.testing.sandbox.errors import SandboxError
-from syncer.testing.sandbox.releases import DEMO_RELEASE, RELEASE_ENV, RELEASES, Release, release
+from syncer.testing.sandbox.releases import DEFAULT_RELEASE, RELEASE_ENV, RELEASES, Release, release
 from syncer.testing.sandbox.rootfs import cache_dir, ensure_rootfs
 from syncer.testing.sandbox.sandbox import API_VERSION, Sandbox, down, load, up
 
 __all__ = [
     "API_VERSION",
-    "DEMO_RELEASE",
+    "DEFAULT_RELEASE",
     "PARTITION",
     "REAL_NODE",
     "RELEASES",

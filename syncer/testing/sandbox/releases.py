@@ -40,9 +40,9 @@ RELEASES: dict[str, Release] = {
         openmetrics=True,
     ),
 }
-# What tests and benchmarks use when nothing is asked for; the demo defaults to what users run.
-DEFAULT_RELEASE = "24.11"
-DEMO_RELEASE = "26.05"
+# What the sandbox, tests, demo and benchmarks use when nothing is asked for: what current clusters run
+# (24.11 by --slurm / $SLURM_SYNCER_SLURM_RELEASE; scripts/test runs the Slurm-facing tests on both).
+DEFAULT_RELEASE = "26.05"
 
 
 class UnknownReleaseError(SandboxError):

@@ -514,7 +514,7 @@ def up(
 ) -> Sandbox:
     """Start (or reuse) a sandbox: one real slurmd node plus `nodes` simulated CLOUD nodes.
 
-    `slurm` names the release ("24.11", "26.05"); default: $SLURM_SYNCER_SLURM_RELEASE, else 24.11.
+    `slurm` names the release ("24.11", "26.05"); default: $SLURM_SYNCER_SLURM_RELEASE, else 26.05.
 
     Idempotent: a healthy sandbox with the same settings in `directory` is returned as it is; one with
     other settings is an error saying what to do. A failed start stops what it started and raises
