@@ -32,12 +32,20 @@ from syncer.runtime.manager import Manager, TaskExited
 from syncer.slurm.cache import NodeCache, Strategy
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmError
-from syncer.slurm.metrics_hint import MetricsReader
+from syncer.slurm.metrics_hint import HintReader, MetricsReader
+from syncer.slurm.metrics_locate import LocatedMetricsReader
 from syncer.sync.engine import SyncEngine
 from syncer.sync.options import SyncOptions
 from syncer.sync.valve import DrainValve
 
 log = structlog.get_logger("syncer.app")
+
+
+def hint_reader(slurm: SlurmClient, url: str, port: int) -> HintReader | None:
+    """--slurm-metrics-url: auto (found from slurmrestd's ping), off (or empty), or the URL given."""
+    if url == "auto":
+        return LocatedMetricsReader(slurm, port)
+    return MetricsReader(url) if url not in ("off", "") else None
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,7 @@ class ServiceConfig:
     slurm_poll_strategy: Strategy = default("slurm_poll_strategy")  # noqa: RUF009 - a str, read once
     slurm_stale_after_s: float = default("slurm_stale_after")
     slurm_metrics_url: str = default("slurm_metrics_url")
+    slurm_metrics_port: int = default("slurm_metrics_port")
     slurm_metrics_interval_s: float = default("slurm_metrics_interval")
     slurm_metrics_floor_s: float = default("slurm_metrics_floor")
     slurm_metrics_duty: float = default("slurm_metrics_duty")
@@ -95,7 +104,7 @@ class SyncerService:
             poll_interval_s=config.slurm_poll_interval_s,
             strategy=config.slurm_poll_strategy,
             stale_after_s=config.slurm_stale_after_s,
-            hint=MetricsReader(config.slurm_metrics_url) if config.slurm_metrics_url else None,
+            hint=hint_reader(slurm, config.slurm_metrics_url, config.slurm_metrics_port),
             hint_interval_s=config.slurm_metrics_interval_s,
             hint_floor_s=config.slurm_metrics_floor_s,
             hint_duty=config.slurm_metrics_duty,

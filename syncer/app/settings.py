@@ -84,8 +84,17 @@ def _url(text: str) -> str:
 
 def _metrics_url(text: str) -> str:
     value = text.strip()
-    if value and not re.match(r"^http://[^/\s]+/?$", value):
-        raise ValueError("empty (off) or http://slurmctld-host:SlurmctldPort")
+    if value.lower() in ("auto", "off", ""):
+        return value.lower() or "off"
+    if not re.match(r"^http://[^/\s]+/?$", value):
+        raise ValueError("auto, off, or http://slurmctld-host:SlurmctldPort")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 < value < 65536:
+        raise ValueError("a TCP port, 1 to 65535")
     return value
 
 
@@ -203,9 +212,18 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "slurm-metrics-url",
         _metrics_url,
-        "",
-        "slurmctld's OpenMetrics (25.11+, MetricsType=metrics/openmetrics), http://host:SlurmctldPort: "
-        "node-state counts decide when to list; empty: off (update_time probes only)",
+        "auto",
+        "slurmctld's OpenMetrics (25.11+, MetricsType=metrics/openmetrics): node-state counts decide when to "
+        "list. auto: the primary slurmctld slurmrestd's ping names, on --slurm-metrics-port, checked and "
+        "followed after a failover (where there are none: update_time probes, logged and exported); "
+        "http://host:SlurmctldPort: that one; off: update_time probes only",
+        "Slurm",
+    ),
+    Option(
+        "slurm-metrics-port",
+        _port,
+        6817,
+        "with --slurm-metrics-url auto: slurmctld's SlurmctldPort, where it serves its metrics",
         "Slurm",
     ),
     Option(
@@ -431,6 +449,7 @@ class Settings:
     slurm_poll_strategy: Literal["conditional", "full"]
     slurm_stale_after: float
     slurm_metrics_url: str
+    slurm_metrics_port: int
     slurm_metrics_interval: float
     slurm_metrics_floor: float
     slurm_metrics_duty: float

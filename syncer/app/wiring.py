@@ -49,6 +49,7 @@ def service_config(settings: Settings, environ: Mapping[str, str]) -> ServiceCon
         slurm_poll_strategy=settings.slurm_poll_strategy,
         slurm_stale_after_s=settings.slurm_stale_after,
         slurm_metrics_url=settings.slurm_metrics_url,
+        slurm_metrics_port=settings.slurm_metrics_port,
         slurm_metrics_interval_s=settings.slurm_metrics_interval,
         slurm_metrics_floor_s=settings.slurm_metrics_floor,
         slurm_metrics_duty=settings.slurm_metrics_duty,

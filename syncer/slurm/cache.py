@@ -14,10 +14,10 @@ cause; a cache with no good answer for longer than `stale_after_s` reconnects it
 server answers "changed since?" is read from its answers (24.11: HTTP 500 "Unable to query
 partitions"; 26.05.3+: 200 with every node; both: 304 when nothing changed), not from its version.
 
-With a metrics hint (`hint=MetricsReader(...)`, slurmctld 25.11+), each poll reads slurmctld's
-node-state counts instead of probing slurmrestd: a changed fingerprint lists now, an unchanged one
-lists nothing until `hint_floor_s` after the last full list (or 304), when the usual probe runs. A
-drain that leaves every count as it was (one drain plus one undrain) therefore reaches the cache
+With a metrics hint (`hint=MetricsReader(...)` or `LocatedMetricsReader`, slurmctld 25.11+), each poll
+reads slurmctld's node-state counts instead of probing slurmrestd: a changed fingerprint lists now, an
+unchanged one lists nothing until `hint_floor_s` after the last full list (or 304), when the usual probe
+runs. A drain that leaves every count as it was (one drain plus one undrain) therefore reaches the cache
 within `hint_floor_s` plus one poll. A hint that fails (absent, slow, garbage) is logged once, counted,
 and the cache polls as without it, trying the hint again after `hint_floor_s`.
 
@@ -52,7 +52,7 @@ from syncer.model.slurm import SlurmNode
 from syncer.runtime.tasks import cancel_and_wait
 from syncer.slurm.client import NodeListing, SlurmClient
 from syncer.slurm.errors import SlurmApiError, SlurmError
-from syncer.slurm.metrics_hint import Fingerprint, MetricsReader, SlurmMetricsError
+from syncer.slurm.metrics_hint import Fingerprint, HintReader, SlurmMetricsError
 
 log = structlog.get_logger("syncer.slurm.cache")
 Strategy = Literal["conditional", "full"]
@@ -120,7 +120,7 @@ class NodeCache:
         strategy: Strategy = "conditional",
         max_duty: float = 0.25,
         stale_after_s: float | None = None,
-        hint: MetricsReader | None = None,
+        hint: HintReader | None = None,
         hint_floor_s: float = 30.0,
         hint_duty: float = 1.0,
         lists_in_flight: int = 2,
@@ -260,7 +260,10 @@ class NodeCache:
             self._hint_hot = False
             self._hint_retry_at = self._clock() + self.hint_floor_s
             if not self.stats.hint_failing:
-                log.warning("slurm_metrics_hint_failed", error=str(exc), fallback="update_time probes")
+                log.warning(
+                    "slurm_metrics_hint_failed", error=str(exc), fallback="update_time probes",
+                    cost="every job start or end then costs slurmrestd a full node list",
+                )  # fmt: skip
             self.stats.hint_failing = True
             return None
         self.stats.read_bytes["metrics"] += reading.body_bytes

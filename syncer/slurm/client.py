@@ -52,6 +52,7 @@ from syncer.slurm.models import (
     NodesResponse,
     Partition,
     PartitionsResponse,
+    PingEntry,
     PingResponse,
     unwrap,
 )
@@ -381,8 +382,12 @@ class SlurmClient:
 
     # --- endpoints ----------------------------------------------------------------------
     async def ping(self) -> bool:
+        return bool((pings := await self.controllers()) and all(p.up for p in pings))
+
+    async def controllers(self) -> list[PingEntry]:
+        """slurmctld's controllers as slurmrestd pings them: host name, primary or backup, answering."""
         decoded = (await self._call("GET", "/ping/", PingResponse, endpoint="ping")).decoded
-        return bool(decoded and decoded.pings and all(p.up for p in decoded.pings))
+        return list(decoded.pings) if decoded else []
 
     async def list_nodes(self, update_time: int | None = None) -> NodeListing | None:
         """All nodes, or None when `update_time` is given and nothing changed since (HTTP 304).

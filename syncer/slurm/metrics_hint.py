@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
@@ -102,6 +103,15 @@ def _partition(labels: dict[str, str]) -> str:
     others = ",".join(f"{key}={value}" for key, value in sorted(labels.items()) if key != "partition")
     partition = labels.get("partition", "")
     return f"{partition}{{{others}}}" if others else partition
+
+
+class HintReader(Protocol):
+    """What the node cache reads its hint from: a MetricsReader for a given URL, or one that finds
+    slurmctld by itself (syncer/slurm/metrics_locate.py)."""
+
+    async def read(self) -> Reading: ...
+
+    async def close(self) -> None: ...
 
 
 class MetricsReader:

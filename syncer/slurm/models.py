@@ -178,11 +178,16 @@ class PingEntry(msgspec.Struct):
     hostname: str = ""
     pinged: str = ""
     responding: bool | None = None  # absent before v0.0.42: `pinged` says "UP" there
-    mode: str = ""
+    mode: str = ""  # "primary" or "backup" (v0.0.42; v0.0.43+ has only `primary`)
+    primary: bool | None = None
 
     @property
     def up(self) -> bool:
         return self.responding if self.responding is not None else self.pinged.upper() == "UP"
+
+    @property
+    def is_primary(self) -> bool:
+        return self.primary if self.primary is not None else self.mode == "primary"
 
 
 class PingResponse(Envelope):

@@ -165,3 +165,30 @@ async def test_kubeconfig_comes_from_kubeconfig_env_then_home_like_kubectl(rig: 
     (tmp_path / ".kube" / "config").write_text(rig.kubeconfig.read_text())
     code, out, err = await command(rig, "check", env=env)
     assert code == 0 and f"credentials from {tmp_path / '.kube' / 'config'}" in out, out + err
+
+
+async def test_check_finds_slurmctlds_metrics_by_itself_or_says_what_it_costs(rig: Rig):
+    """--slurm-metrics-url auto (the default): the primary controller from slurmrestd's ping, on
+    SlurmctldPort; where it serves no metrics (24.11, or the wrong port), a warning with the remedy."""
+    port = str(rig.sandbox.ports.slurmctld)
+    code, out, err = await command(
+        rig, "check", env={**environment(rig), "SLURM_SYNCER_SLURM_METRICS_PORT": port}
+    )
+    hint = [line for line in out.splitlines() if "metrics hint" in line]
+    assert code == 0 and len(hint) == 1, out + err
+    if SELECTED.openmetrics:
+        assert hint[0].startswith(
+            "ok    slurmctld's metrics hint: node counts of 1 partition(s) read at http://"
+        ), hint
+        assert hint[0].endswith(f":{port} (auto)"), hint
+    else:  # 24.11: slurmctld serves no metrics
+        assert hint[0].startswith("warn  slurmctld's metrics hint (auto) unusable: "), hint
+        assert f":{port} serves no metrics" in hint[0], hint
+        assert "full node list" in hint[0] and "MetricsType=metrics/openmetrics" in out
+    code, out, _ = await command(rig, "check")  # the default port 6817: nobody there
+    hint = [line for line in out.splitlines() if "metrics hint" in line]
+    assert code == 0 and hint[0].startswith("warn") and ":6817 serves no metrics" in hint[0], hint
+    assert "fix: enable MetricsType=metrics/openmetrics in slurm.conf (Slurm 25.11+)" in out
+    env = {**environment(rig), "SLURM_SYNCER_SLURM_METRICS_URL": "off"}
+    code, out, _ = await command(rig, "check", env=env)
+    assert code == 0 and "warn  slurmctld's metrics hint: off; without it" in out

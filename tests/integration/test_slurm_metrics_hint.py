@@ -1,5 +1,6 @@
 """slurmctld's metrics as the node cache's change hint, against the real 26.05 slurmctld (and local
-servers that are absent, slow or lie). Not collected on 24.11: its slurmctld serves no metrics."""
+servers that are absent, slow or lie). On 24.11, whose slurmctld serves no metrics, only the tests of
+finding it (`--slurm-metrics-url auto`) and of the release table run."""
 
 from __future__ import annotations
 
@@ -371,3 +372,33 @@ if SELECTED.openmetrics:
             assert cache.stats.hint_errors == 0  # the hint was fine: slurmrestd was not
             proxy.clear_faults()
             await wait_for(lambda: not cache.stale, deadline_s=20, what="fresh again")
+
+
+async def test_auto_finds_slurmctld_from_slurmrestds_ping_and_looks_again_after_a_failure(
+    slurm_sandbox: Sandbox,
+) -> None:
+    from syncer.slurm.metrics_locate import LocatedMetricsReader
+
+    port = slurm_sandbox.ports.slurmctld
+    async with SlurmClient(slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file)) as client:
+        reader = LocatedMetricsReader(client, port=1)  # nothing listens on port 1: as a controller gone
+        cache = NodeCache(client, hint=reader, poll_interval_s=0.2, hint_floor_s=1.0)
+        task = asyncio.create_task(cache.run())
+        try:
+            with capture_logs() as logs:
+                await wait_for(lambda: cache.synced and cache.stats.hint_failing, 20, "the hint failing")
+            failed = [e for e in logs if e["event"] == "slurm_metrics_hint_failed"]
+            assert len(failed) == 1 and ":1 serves no metrics" in failed[0]["error"], failed
+            assert "full node list" in failed[0]["cost"]
+            reader.port = port  # the controller is back (or another took over): found at the next try
+            if SELECTED.openmetrics:
+                await wait_for(lambda: not cache.stats.hint_failing, 10, "the hint found again")
+                assert reader.url.endswith(f":{port}") and cache.stats.reads["metrics"] >= 2
+            else:  # 24.11's slurmctld serves no metrics on its port either
+                errors = cache.stats.hint_errors
+                await wait_for(lambda: cache.stats.hint_errors > errors, 10, "another try")
+                assert cache.stats.hint_failing and reader.url == ""
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await reader.close()

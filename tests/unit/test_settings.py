@@ -215,9 +215,18 @@ def test_binding_labels_pod_selector_and_cordon_reason_annotations():
 
 def test_slurm_metrics_hint_options():
     base = ("--slurm-url", "http://slurmrestd:6820")
-    off = load(parse(*base), {"SLURM_SYNCER_SLURM_METRICS_URL": ""})  # the chart's default: off
-    assert (off.slurm_metrics_url, off.slurm_metrics_floor, off.slurm_metrics_duty) == ("", 30.0, 1.0)
-    assert off.slurm_metrics_lists_in_flight == 2 and off.slurm_metrics_interval == 0.25
+    default = load(parse(*base), {})
+    assert (default.slurm_metrics_url, default.slurm_metrics_port) == ("auto", 6817)  # found by itself
+    assert (default.slurm_metrics_floor, default.slurm_metrics_duty) == (30.0, 1.0)
+    assert default.slurm_metrics_lists_in_flight == 2 and default.slurm_metrics_interval == 0.25
+    for off in ("", "off", "OFF"):
+        assert load(parse(*base), {"SLURM_SYNCER_SLURM_METRICS_URL": off}).slurm_metrics_url == "off"
+    auto = load(parse(*base, "--slurm-metrics-url", "auto", "--slurm-metrics-port", "16817"), {})
+    assert (auto.slurm_metrics_url, wiring.service_config(auto, {}).slurm_metrics_port) == ("auto", 16817)
+    with pytest.raises(SettingsError, match="slurm-metrics-url: expected auto, off, or http://"):
+        load(parse(*base, "--slurm-metrics-url", "slurmctld:6817"), {})
+    with pytest.raises(SettingsError, match="slurm-metrics-port"):
+        load(parse(*base, "--slurm-metrics-port", "70000"), {})
     on = load(
         parse(*base, "--slurm-metrics-url", "http://slurmctld:6817", "--slurm-metrics-floor", "1m",
               "--slurm-metrics-duty", "0.5", "--slurm-metrics-lists-in-flight", "1",

@@ -93,3 +93,41 @@ def test_counts_with_more_labels_than_the_partition_are_read_and_kept_apart() ->
         ("main{cluster=c1}", "total", 4),
         ("main{cluster=c2}", "total", 2),
     )
+
+
+def test_auto_follows_the_primary_controller_that_answers() -> None:
+    from syncer.slurm.metrics_locate import primary_host
+    from syncer.slurm.models import PingEntry
+
+    # v0.0.43+: `primary`; v0.0.42: `mode` and `pinged`
+    assert (
+        primary_host(
+            [
+                PingEntry("ctld-a", responding=True, primary=True),
+                PingEntry("ctld-b", responding=True, primary=False),
+            ]
+        )
+        == "ctld-a"
+    )
+    # failed over: the old primary no longer answers, the backup took over
+    assert (
+        primary_host(
+            [
+                PingEntry("ctld-a", responding=False, primary=False),
+                PingEntry("ctld-b", responding=True, primary=True),
+            ]
+        )
+        == "ctld-b"
+    )
+    assert (
+        primary_host(
+            [
+                PingEntry("ctld-a", pinged="DOWN", mode="primary"),
+                PingEntry("ctld-b", pinged="UP", mode="backup"),
+            ]
+        )
+        == "ctld-b"
+    )
+    assert primary_host([PingEntry("ctld-a", pinged="UP", mode="primary")]) == "ctld-a"
+    assert primary_host([PingEntry("ctld-a", responding=False)]) is None
+    assert primary_host([]) is None
