@@ -171,13 +171,14 @@ class SlurmClient:
     async def start(self) -> ApiVersion:
         """Open the session and pick the API version (the pinned one, else the newest both speak)."""
         if self._session is None:
-            connector = (
-                aiohttp.UnixConnector(path=self._unix_path) if self._unix_path else aiohttp.TCPConnector()
-            )
-            self._session = aiohttp.ClientSession(connector=connector)
+            self._session = self._new_session()
         if self.version is None:
             self.version = await self._negotiate()
         return self.version
+
+    def _new_session(self) -> aiohttp.ClientSession:
+        connector = aiohttp.UnixConnector(path=self._unix_path) if self._unix_path else aiohttp.TCPConnector()
+        return aiohttp.ClientSession(connector=connector)
 
     async def _negotiate(self) -> ApiVersion:
         served = await self.served_versions()
@@ -196,9 +197,12 @@ class SlurmClient:
         """A new connection pool and a fresh version negotiation (slurmrestd may have been replaced).
 
         The version in use stays until a new negotiation succeeds, so other callers of this client
-        keep working (or failing for the real reason) while slurmrestd is away."""
-        await self.close()
-        await self.start()
+        keep working (or failing for the real reason) while slurmrestd is away. The new pool is in place
+        before the old one closes: a call made meanwhile never meets a closed session (calls still on the old
+        one see their connection cut, a SlurmConnectionError)."""
+        old, self._session = self._session, self._new_session()
+        if old is not None:
+            await old.close()
         chosen = await self._negotiate()
         if chosen != self.version:
             log.info(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
-from syncer.slurm.errors import SlurmApiError, SlurmDecodeError, SlurmTimeout
+from syncer.slurm.errors import SlurmApiError, SlurmDecodeError, SlurmError, SlurmTimeout
 from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.sandbox import Sandbox
 
@@ -55,3 +56,26 @@ async def test_a_slow_server_times_out_within_the_deadline(slurm_sandbox: Sandbo
         with pytest.raises(SlurmTimeout, match="no answer"):
             await client.get_node("node00001")
         assert time.monotonic() - started < 3.0, "retries must stop at the deadline"
+
+
+async def test_calls_during_a_reconnect_never_meet_a_closed_session(slurm_sandbox: Sandbox) -> None:
+    """The node cache reconnects after a silence while reconciles use the same client: their calls succeed or
+    fail as SlurmErrors (retried, counted), never with aiohttp's "Session is closed" (found under load in the
+    long fault suite, issue 31)."""
+    async with FaultProxy(slurm_sandbox.rest_url) as proxy:
+        async with SlurmClient(proxy.url, TokenFile(slurm_sandbox.token_file), attempts=1) as client:
+            proxy.answer_delay_s = 0.05  # calls stay in flight across the reconnects
+
+            async def calls() -> list[object]:
+                return await asyncio.gather(
+                    *(client.get_node("node00001") for _ in range(40)), return_exceptions=True
+                )
+
+            async def reconnects() -> None:
+                for _ in range(5):
+                    await client.reconnect()
+
+            answers, _ = await asyncio.gather(calls(), reconnects())
+            failures = [a for a in answers if isinstance(a, BaseException)]
+            assert all(isinstance(f, SlurmError) for f in failures), failures
+            assert len(failures) < len(answers)
