@@ -226,13 +226,15 @@ def _matches(reservation: Reservation, window: Window, now: float) -> bool:
     return reservation.end == window.end and _same_start(reservation, window, now)
 
 
-def plan(desired: Sequence[Desired], existing: Iterable[Reservation], tag: str, now: float) -> list[Write]:
+def plan(
+    desired: Sequence[Desired], existing: Iterable[Reservation], tag: str, now: float
+) -> tuple[list[Write], dict[Window, str]]:
     """The writes that make Slurm's reservations (ours only: `existing` is already filtered) match.
 
     Each desired window takes the reservation with exactly its window, else the one named for it, else
     the one sharing most nodes (a changed window updates its reservation); the rest are deleted. A window
     already under way starts now. A reservation that has begun cannot move its start (Slurm refuses):
-    it is replaced."""
+    it is replaced. Also returns each window's reservation name once the writes are done."""
     remaining = {r.name: r for r in existing}
     unmatched: list[Desired] = []
     pairs: list[tuple[Desired, Reservation | None]] = []
@@ -252,17 +254,20 @@ def plan(desired: Sequence[Desired], existing: Iterable[Reservation], tag: str, 
         else:
             pairs.append((want, None))
     writes = [Write("delete", r.name, before=r) for r in remaining.values()]
+    names: dict[Window, str] = {}
     for want, have in pairs:
         start = max(want.window.start, int(now))
+        fresh = reservation_name(tag, want.window)
+        names[want.window] = fresh if have is None or (have.start <= now < want.window.start) else have.name
         if have is None:
-            writes.append(Write("create", reservation_name(tag, want.window), want.window, want.nodes, start))
-        elif have.start <= now and want.window.start > now:
+            writes.append(Write("create", fresh, want.window, want.nodes, start))
+        elif have.start <= now < want.window.start:
             writes.append(Write("delete", have.name, before=have))
-            writes.append(Write("create", reservation_name(tag, want.window), want.window, want.nodes, start))
+            writes.append(Write("create", fresh, want.window, want.nodes, start))
         elif not _matches(have, want.window, now) or have.nodes != want.nodes:
             begun = have.start <= now
             writes.append(Write("update", have.name, want.window, want.nodes, None if begun else start, have))
-    return writes
+    return writes, names
 
 
 def running_at(jobs: Iterable[tuple[Sequence[str], int]], starts: Mapping[str, int]) -> dict[str, int]:
