@@ -171,10 +171,6 @@ class SyncerService:
             if config.nodeset_enabled
             else None
         )
-        self.job_counts: dict[tuple[str, str], int] = {}
-        self.diag: dict[str, object] = {}
-        self.metrics = SyncerMetrics(self, self.registry)
-        self.engine.on_action = self.metrics.on_action
         self.maintenance = MaintenanceReservations(
             slurm=slurm,
             slurm_cache=self.slurm_cache,
@@ -185,11 +181,15 @@ class SyncerService:
             # the reservations' owner tag: one per syncer deployment (its Lease), so two never share names
             options=replace(config.maintenance, owner=f"{config.lease_namespace}/{config.lease_name}"),
             bound_node=self._bound_node,
-            record=self.metrics.on_action,
             resync_s=config.resync_s,
             reconcile_metrics=reconcile_metrics,
             backoff=config.backoff,
         )
+        self.job_counts: dict[tuple[str, str], int] = {}
+        self.diag: dict[str, object] = {}
+        self.metrics = SyncerMetrics(self, self.registry)
+        self.engine.on_action = self.metrics.on_action
+        self.maintenance.record = self.metrics.on_action
         self._runner: web.AppRunner | None = None
         self.http_port: int | None = None
         self._loop_heartbeat = time.monotonic()

@@ -58,6 +58,10 @@ EVENT_UNSUPPORTED = "MaintenanceWindowUnsupported"
 NEEDS = "maintenance windows need Slurm 25.05+ (REST API v0.0.43+ creates reservations)"
 
 
+def _not_recorded(_kind: str, _direction: str, _name: str, _details: dict[str, Any]) -> None:
+    pass
+
+
 @dataclass
 class Summary:
     """The last reconcile's figures, read by the exporter at scrape time."""
@@ -82,8 +86,8 @@ class MaintenanceReservations:
         gate: WriteGate,
         options: MaintenanceOptions,
         bound_node: BoundNode,
-        record: Recorder,
         resync_s: float,
+        record: Recorder | None = None,
         reconcile_metrics: ReconcileMetrics | None = None,
         backoff: Backoff | None = None,
         clock: Callable[[], float] = time.time,
@@ -96,7 +100,7 @@ class MaintenanceReservations:
         self.gate = gate
         self.options = options
         self.bound_node = bound_node
-        self.record = record
+        self.record: Recorder = record or _not_recorded
         self.resync_s = resync_s
         self.clock = clock
         self.tag = owner_tag(options.owner)
