@@ -226,47 +226,62 @@ def _matches(reservation: Reservation, window: Window, now: float) -> bool:
     return reservation.end == window.end and _same_start(reservation, window, now)
 
 
+def _merged(desired: Sequence[Desired], now: float) -> list[tuple[Window, tuple[str, ...], list[Window]]]:
+    """Windows already under way with the same end are one window to Slurm (both start now): one
+    reservation, named after the earliest. Returns (its window, its nodes, the windows it stands for)."""
+    merged: dict[tuple[int | None, int], tuple[Window, set[str], list[Window]]] = {}
+    for want in desired:
+        key = (want.window.start if want.window.start > now else None, want.window.end)
+        have = merged.get(key)
+        if have is None:
+            merged[key] = (want.window, set(want.nodes), [want.window])
+        else:
+            first = min(have[0], want.window, key=lambda w: w.start)
+            merged[key] = (first, have[1] | set(want.nodes), [*have[2], want.window])
+    return [(w, tuple(sorted(nodes)), windows) for w, nodes, windows in merged.values()]
+
+
 def plan(
     desired: Sequence[Desired], existing: Iterable[Reservation], tag: str, now: float
 ) -> tuple[list[Write], dict[Window, str]]:
     """The writes that make Slurm's reservations (ours only: `existing` is already filtered) match.
 
-    Each desired window takes the reservation with exactly its window, else the one named for it, else
-    the one sharing most nodes (a changed window updates its reservation); the rest are deleted. A window
-    already under way starts now. A reservation that has begun cannot move its start (Slurm refuses):
-    it is replaced. Also returns each window's reservation name once the writes are done."""
+    Each desired window takes the reservation named for it, else one with its window, else the one sharing
+    most nodes (a changed window updates its reservation); the rest are deleted. A window already under
+    way starts now. A reservation that has begun cannot move its start (Slurm refuses): it is replaced.
+    Also returns each window's reservation name once the writes are done."""
+    wants = _merged(desired, now)
     remaining = {r.name: r for r in existing}
-    unmatched: list[Desired] = []
-    pairs: list[tuple[Desired, Reservation | None]] = []
-    for want in desired:
-        found = next((r for r in remaining.values() if _matches(r, want.window, now)), None)
-        found = found or remaining.get(reservation_name(tag, want.window))
-        if found is None:
-            unmatched.append(want)
-            continue
-        del remaining[found.name]
-        pairs.append((want, found))
-    for want in unmatched:
-        best = max(remaining.values(), key=lambda r: len(set(r.nodes) & set(want.nodes)), default=None)
-        if best is not None and set(best.nodes) & set(want.nodes):
-            del remaining[best.name]
-            pairs.append((want, best))
-        else:
-            pairs.append((want, None))
+    matched: dict[int, Reservation] = {}
+    for i, (window, _nodes, _windows) in enumerate(wants):  # the same window always has the same name
+        found = remaining.pop(reservation_name(tag, window), None)
+        if found is not None:
+            matched[i] = found
+    for i, (window, _nodes, _windows) in enumerate(wants):
+        if i not in matched and (
+            found := next((r for r in remaining.values() if _matches(r, window, now)), None)
+        ):
+            matched[i] = remaining.pop(found.name)
+    for i, (_window, nodes, _windows) in enumerate(wants):
+        best = max(remaining.values(), key=lambda r: len(set(r.nodes) & set(nodes)), default=None)
+        if i not in matched and best is not None and set(best.nodes) & set(nodes):
+            matched[i] = remaining.pop(best.name)
     writes = [Write("delete", r.name, before=r) for r in remaining.values()]
     names: dict[Window, str] = {}
-    for want, have in pairs:
-        start = max(want.window.start, int(now))
-        fresh = reservation_name(tag, want.window)
-        names[want.window] = fresh if have is None or (have.start <= now < want.window.start) else have.name
+    for i, (window, nodes, windows) in enumerate(wants):
+        have = matched.get(i)
+        start = max(window.start, int(now))
+        fresh = reservation_name(tag, window)
+        replace = have is not None and have.start <= now < window.start
+        names.update(dict.fromkeys(windows, fresh if have is None or replace else have.name))
         if have is None:
-            writes.append(Write("create", fresh, want.window, want.nodes, start))
-        elif have.start <= now < want.window.start:
+            writes.append(Write("create", fresh, window, nodes, start))
+        elif replace:
             writes.append(Write("delete", have.name, before=have))
-            writes.append(Write("create", fresh, want.window, want.nodes, start))
-        elif not _matches(have, want.window, now) or have.nodes != want.nodes:
+            writes.append(Write("create", fresh, window, nodes, start))
+        elif not _matches(have, window, now) or have.nodes != nodes:
             begun = have.start <= now
-            writes.append(Write("update", have.name, want.window, want.nodes, None if begun else start, have))
+            writes.append(Write("update", have.name, window, nodes, None if begun else start, have))
     return writes, names
 
 
