@@ -9,6 +9,7 @@ safety valve is not involved (a reservation drains nothing: jobs that end before
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -55,6 +56,10 @@ EVENT_REMOVED = "MaintenanceReservationRemoved"
 EVENT_FAILED = "MaintenanceReservationFailed"
 EVENT_INVALID = "MaintenanceWindowInvalid"
 EVENT_UNSUPPORTED = "MaintenanceWindowUnsupported"
+# a change is looked at this long after it arrives, so Nodes annotated together (a rack's window) land
+# in one reservation write instead of one growing update per informer event
+BATCH_S = 0.5
+CONDITION_WRITES_AT_ONCE = 16
 NEEDS = "maintenance windows need Slurm 25.05+ (REST API v0.0.43+ creates reservations)"
 
 
@@ -128,12 +133,12 @@ class MaintenanceReservations:
 
     def _on_node(self, old: KubeNode | None, new: KubeNode | None) -> None:
         if old is None or new is None or self._inputs(old) != self._inputs(new):
-            self.runner.queue.add(KEY, urgent=True)
+            self.runner.queue.add_after(KEY, BATCH_S)
 
     def _on_pod(self, old: KubePod | None, new: KubePod | None) -> None:
         names = self.kube_cache.slurm_name_of
         if old is None or new is None or (old.node_name, names(old)) != (new.node_name, names(new)):
-            self.runner.queue.add(KEY, urgent=True)
+            self.runner.queue.add_after(KEY, BATCH_S)
 
     # -- one reconcile ---------------------------------------------------------------------------------
     async def reconcile(self, key: str) -> Result:
@@ -187,6 +192,11 @@ class MaintenanceReservations:
             + sum(w.action == "create" for w in writes)
             - sum(w.action == "delete" for w in writes),
         )
+        if writes:
+            log.info(
+                "maintenance reservations reconciled", windows=len(desired), slurm_nodes=len(wanted),
+                writes=len(writes), failed=len(failed), seconds=round(self.clock() - now, 3),
+            )  # fmt: skip
         if failed:
             raise SlurmError(f"maintenance reservations not written: {', '.join(sorted(failed))}")
         return Result(requeue_after=self._next_edge(desired, now))
@@ -268,7 +278,14 @@ class MaintenanceReservations:
             reason = EVENT_CREATED if write.action == "create" else EVENT_UPDATED
             verb = "created" if write.action == "create" else "changed"
             assert write.window is not None
-            for node in self._kube_nodes(sorted(now_in)):
+            same_times = (
+                write.before is not None
+                and write.before.end == write.window.end
+                and (write.start is None or write.before.start == write.start)
+            )
+            # a reservation that only grew: its Event goes to the Nodes that joined it, not to all again
+            told = now_in - before if same_times else now_in
+            for node in self._kube_nodes(sorted(told)):
                 await self._event(
                     node, "Normal", reason,
                     f"Slurm reservation {write.name} (MAINT) {verb} for the maintenance window "
@@ -309,36 +326,33 @@ class MaintenanceReservations:
                 )
 
     async def _write_conditions(self, conditions: dict[str, Condition]) -> None:
+        """Only conditions that differ from the cached Node, a few at a time (a window over a rack)."""
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
-        for name, wanted in conditions.items():
+        at_once = asyncio.Semaphore(CONDITION_WRITES_AT_ONCE)
+
+        async def write(name: str, wanted: Condition) -> None:
             node = self.kube_cache.node(name)
             have = node.condition(wanted.type) if node is not None else None
             if node is None or (
                 have is not None
                 and (have.status, have.reason, have.message) == (wanted.status, wanted.reason, wanted.message)
             ):
-                continue
+                return
             # the cached Node with only our condition: the writer's diff and 409 retry need no more
-            current = {
-                "metadata": {"resourceVersion": node.resource_version},
-                "status": {
-                    "conditions": [
-                        {
-                            "type": have.type,
-                            "status": have.status,
-                            "reason": have.reason,
-                            "message": have.message,
-                        }
-                    ]
-                    if have
-                    else []
-                },
-            }
-            written = await self.writer.set_status(
-                node_path(name), [wanted], stamp, current=current, what="maintenance"
-            )
+            mine = [
+                {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
+                for c in [have]
+                if c
+            ]
+            current = {"metadata": {"resourceVersion": node.resource_version}, "status": {"conditions": mine}}
+            async with at_once:
+                written = await self.writer.set_status(
+                    node_path(name), [wanted], stamp, current=current, what="maintenance"
+                )
             if written is not None:
                 self.record("maintenance_condition", "slurm_to_k8s", name, {"result": "ok"})
+
+        await asyncio.gather(*(write(name, wanted) for name, wanted in conditions.items()))
 
     async def _event(self, node: str, type_: str, reason: str, message: str) -> None:
         await self.events.record(ObjectRef.node(node), type_, reason, message)
