@@ -266,7 +266,7 @@ class MaintenanceReservations:
                     f"Slurm refused to {write.action} reservation {what}: {exc}",
                 )
             return False
-        log.info(f"reservation {write.action}d", reservation=what, nodes=len(write.nodes))
+        log.info(f"reservation {write.action}d", name=write.name, reservation=what, nodes=len(write.nodes))
         self.record(kind, "k8s_to_slurm", write.name, {"result": "ok"})
         await self._tell_written(write)
         return True
