@@ -30,6 +30,7 @@ from syncer.plan.maintenance import PREFIX
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.sync.options import SyncOptions
+from syncer.testing.demo import wait
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.sandbox import up
 from syncer.testing.sandbox.config import sim_node_names
@@ -45,20 +46,6 @@ CONFIG = ServiceConfig(
 
 def progress(text: str) -> None:
     print(f"[bench] {text}", file=sys.stderr, flush=True)
-
-
-async def until(check: Any, deadline_s: float, what: str) -> float:
-    """Seconds until `check()` (sync or async) is true, within 0.25 s (a measurement, not a wait)."""
-    started = time.monotonic()
-    while True:
-        result = check()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return time.monotonic() - started
-        if time.monotonic() - started > deadline_s:
-            raise TimeoutError(f"{what}: not within {deadline_s} s")
-        await asyncio.sleep(0.25)  # the syncer and the emulator share this process: poll gently
 
 
 def reservation_requests(service: SyncerService) -> dict[str, int]:
@@ -90,13 +77,13 @@ async def run(nodes: int, directory: Path) -> dict[str, Any]:
         await service.start()
         await service.wait_ready(120)
         # the engine's first pass writes every Node's Slurm state: measured windows start after it
-        await until(
+        await wait(
             lambda: all(
                 Keys.STATE in (kube.node(f"host-{n}") or {}).get("metadata", {}).get("annotations", {})
                 for n in names
             ),
+            "the first pass",
             300,
-            "first pass",
         )
         await service.engine.queue.wait_idle()
         start = datetime.fromtimestamp(int(time.time()) + 3600, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -105,6 +92,11 @@ async def run(nodes: int, directory: Path) -> dict[str, Any]:
         async def one_over_all() -> bool:
             ours = [r for r in await reader.list_reservations() if r.name.startswith(PREFIX)]
             return len(ours) == 1 and len(ours[0].nodes) == nodes
+
+        def annotate_all(value: str | None) -> None:
+            annotation = {"metadata": {"annotations": {Keys.MAINTENANCE_WINDOW: value}}}
+            for name in names:
+                kube.patch("", "v1", "nodes", f"host-{name}", annotation)
 
         def shown(status: str | None) -> bool:
             for name in names:
@@ -119,38 +111,25 @@ async def run(nodes: int, directory: Path) -> dict[str, Any]:
             return True
 
         progress(f"annotating {nodes} Nodes with {window}")
-        for name in names:
-            kube.patch(
-                "",
-                "v1",
-                "nodes",
-                f"host-{name}",
-                {"metadata": {"annotations": {Keys.MAINTENANCE_WINDOW: window}}},
-            )
-        results["annotate_to_reservation_s"] = await until(
-            one_over_all, 300, "one reservation over all nodes"
+        annotate_all(window)
+        results["annotate_to_reservation_s"] = await wait(one_over_all, "one reservation over all nodes", 300)
+        # the syncer's own count (cheap to poll beside it), then the API's objects once
+        results["annotate_to_all_conditions_s"] = await wait(
+            lambda: service.maintenance.summary.reserved == nodes, "every condition True", 300
         )
-        results["annotate_to_all_conditions_s"] = await until(
-            lambda: shown("True"), 300, "every condition True"
-        )
+        assert shown("True"), "the API shows every SlurmMaintenanceReserved condition True"
         results["requests_to_make"] = reservation_requests(service)
         progress(f"removing the window from {nodes} Nodes")
-        for name in names:
-            kube.patch(
-                "",
-                "v1",
-                "nodes",
-                f"host-{name}",
-                {"metadata": {"annotations": {Keys.MAINTENANCE_WINDOW: None}}},
-            )
+        annotate_all(None)
 
         async def none_left() -> bool:
             return not [r for r in await reader.list_reservations() if r.name.startswith(PREFIX)]
 
-        results["removal_to_no_reservation_s"] = await until(none_left, 300, "the reservation removed")
-        results["removal_to_all_conditions_s"] = await until(
-            lambda: shown("False"), 300, "every condition False"
+        results["removal_to_no_reservation_s"] = await wait(none_left, "the reservation removed", 300)
+        results["removal_to_all_conditions_s"] = await wait(
+            lambda: service.maintenance.summary.reserved == 0, "every condition False", 300
         )
+        await wait(lambda: shown("False"), "the API's conditions False", 60)
         results["requests_total"] = reservation_requests(service)
     finally:
         await service.stop()
