@@ -25,6 +25,7 @@ from syncer.model.keys import Keys
 from syncer.model.kube import Condition, KubeNode, KubePod
 from syncer.plan.maintenance import (
     FLAGS,
+    RULE_PAST,
     STAMP,
     USERS,
     Desired,
@@ -111,6 +112,7 @@ class MaintenanceReservations:
         self.tag = owner_tag(options.owner)
         self.summary = Summary()
         self._told: dict[tuple[str, str], str] = {}  # (Node, Event reason) -> what it said, said once
+        self._live: set[tuple[tuple[str, str], str]] = set()  # what the last reconcile would have said
         self.runner = ControllerRunner(self, workers=1, metrics=reconcile_metrics, backoff=backoff)
         kube_cache.nodes.subscribe(self._on_node)
         kube_cache.pods.subscribe(self._on_pod)
@@ -147,7 +149,11 @@ class MaintenanceReservations:
         if not self.kube_cache.synced or self.slurm_cache.stale:
             return Result(requeue_after=1.0)  # fail closed: no reservation removed on stale data
         try:
-            return await self._reconcile(self.clock())
+            self._live = set()
+            result = await self._reconcile(self.clock())
+            # forget what was said about inputs that are gone, so the same mistake made again is told again
+            self._told = {k: v for k, v in self._told.items() if (k, v) in self._live}
+            return result
         except NotLeader:
             log.info("leadership lost mid-reconcile: remaining maintenance writes dropped")
             return Result(requeue_after=1.0)
@@ -156,8 +162,9 @@ class MaintenanceReservations:
         found = [
             w for n in list(self.kube_cache.nodes.items.values()) if (w := window_of(n, self.options, now))
         ]
+        ended = {w.node for w in found if w.problem == RULE_PAST and self._was_reserved(w.node)}
         for window in found:
-            if window.problem:
+            if window.problem and window.node not in ended:
                 await self._tell_invalid(window)
         windows = {w.node: w for w in found if w.window is not None}
         slurm_of = {node: self._slurm_nodes(node) for node in windows}
@@ -303,10 +310,22 @@ class MaintenanceReservations:
         return sorted({n.name for s in slurm_nodes if (n := self.bound_node(s)) is not None})
 
     # -- Kubernetes: conditions and Events ----------------------------------------------------------------
+    def _was_reserved(self, node: str) -> bool:
+        """The Node shows our condition as reserved or ended (its window was accepted before)."""
+        kube_node = self.kube_cache.node(node)
+        cond = kube_node.condition(Keys.CONDITION_MAINTENANCE) if kube_node is not None else None
+        return cond is not None and (cond.status == "True" or cond.reason == "WindowEnded")
+
     def _conditions_for_problems(self, found: list[NodeWindow], conditions: dict[str, Condition]) -> None:
         """Refused input: False naming the rule. A Node that showed our condition and has no window: False."""
         for window in found:
-            if window.problem:
+            if window.problem == RULE_PAST and self._was_reserved(window.node):
+                # a window that was reserved and has now ended: no mistake, nothing to warn about
+                conditions[window.node] = Condition(
+                    type=Keys.CONDITION_MAINTENANCE, status="False", reason="WindowEnded",
+                    message=f"the maintenance window {window.value!r} from {window.source} has ended",
+                )  # fmt: skip
+            elif window.problem:
                 conditions[window.node] = Condition(
                     type=Keys.CONDITION_MAINTENANCE, status="False", reason="InvalidWindow",
                     message=f"{window.source} {window.value!r} not used: {window.problem}",
@@ -359,6 +378,7 @@ class MaintenanceReservations:
 
     async def _tell_once(self, node: str, type_: str, reason: str, message: str) -> bool:
         """An Event for a Node's input, once per distinct message (resyncs do not repeat it)."""
+        self._live.add(((node, reason), message))
         if self._told.get((node, reason)) == message:
             return False
         await self._event(node, type_, reason, message)

@@ -314,3 +314,26 @@ async def test_check_says_whether_maintenance_windows_can_work(rig: Rig):
     warned = [i for i in items if i.warn and "maintenance windows need Slurm 25.05+" in i.what]
     assert len(warned) == (0 if WRITES else 1), items
     assert all(i.ok for i in warned)  # a note, not a failure: everything else still works
+
+
+@needs_writes
+async def test_a_window_that_ends_removes_its_reservation_without_a_warning(rig: Rig):
+    name = fresh_slurm_nodes(1)[0]
+    node = rig.bind_node(name)
+    ends = time.time() + 8
+    async with running_syncer(rig):
+        annotate(rig, node, f"{iso(ends - 3600)}/{iso(ends)}")  # under way: reserved from now
+
+        def state() -> tuple[str | None, str | None]:
+            cond = condition(rig.node_obj(node), Keys.CONDITION_MAINTENANCE) or {}
+            return cond.get("status"), cond.get("reason")
+
+        await wait_for(lambda: state() == ("True", "Reserved"), 20, what="the window reserved")
+        await wait_for(lambda: state() == ("False", "WindowEnded"), 30, what="the window ended")
+
+        async def gone() -> bool:
+            return not any(name in r.nodes for r in await ours(rig))
+
+        await wait_for(gone, 10, what="no reservation left")
+        assert "MaintenanceWindowInvalid" not in reasons(rig, node)
+    annotate(rig, node, None)
