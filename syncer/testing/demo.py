@@ -3,7 +3,8 @@
 A real Slurm sandbox (slurmctld, slurmd, slurmrestd) and the Kubernetes API emulator with slurmd pods and
 a NodeSet whose pods are backed by real slurmd processes; the syncer between them; then a short scenario:
 cordon a Node and watch Slurm drain it, drain a node in Slurm and watch Kubernetes see it, scale the
-NodeSet down while a job runs. The screen is the story: each claim is printed once the demo has seen it
+NodeSet down while a job runs, announce a maintenance window on the real node (a long job kept off, a
+short one placed). The screen is the story: each claim is printed once the demo has seen it
 hold, with a short line per syncer action it tells of; the syncer's log goes to a file named at the start
 (`--verbose`: to the terminal instead). `--keep` leaves everything running for kubectl and scontrol;
 Ctrl-C ends it.
