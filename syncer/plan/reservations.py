@@ -194,7 +194,7 @@ class MaintenanceReservations:
         await self._write_conditions(conditions)
         self.summary = Summary(
             reserved=len([n for n in conditions.values() if n.status == "True"]),
-            invalid=len([w for w in found if w.problem]),
+            invalid=len([w for w in found if w.problem and w.node not in ended]),
             reservations=len(mine)
             + sum(w.action == "create" for w in writes)
             - sum(w.action == "delete" for w in writes),
