@@ -25,7 +25,7 @@ from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.models import Reservation
 from syncer.testing.sandbox import SandboxError
-from tests.e2e.rig import Rig, condition, fresh_slurm_nodes, get, running_syncer, sample, settled
+from tests.e2e.rig import NAMESPACE, Rig, condition, fresh_slurm_nodes, get, running_syncer, sample, settled
 from tests.fixtures.slurm import SELECTED
 from tests.helpers import wait_for
 
@@ -368,3 +368,26 @@ async def test_a_running_job_does_not_block_the_reservation_and_is_counted(rig: 
             await wait_for(gone, 20, what="the reservation removed")
     finally:
         rig.sandbox.run("scancel", job)
+
+
+@needs_writes
+async def test_a_pod_bound_slurm_node_follows_its_pods_node(rig: Rig):
+    name = fresh_slurm_nodes(1)[0]
+    node, _pod = rig.bind_pod(name)  # slurmd in a pod on that Node
+    try:
+        async with running_syncer(rig):
+            annotate(rig, node, f"{iso(time.time() + 3600)}/PT1H")
+
+            async def reserved() -> bool:
+                return any(r.nodes == (name,) for r in await ours(rig))
+
+            await wait_for(reserved, 20, what="the reservation over the pod's Slurm node")
+            unlabel = {"metadata": {"labels": {Keys.NODE_NAME_LABEL: None}}}
+            rig.kube.patch("", "v1", "pods", f"slurmd-{name}", unlabel, namespace=NAMESPACE)  # unbound now
+
+            async def gone() -> bool:
+                return not any(name in r.nodes for r in await ours(rig))
+
+            await wait_for(gone, 20, what="the reservation gone with the binding")
+    finally:
+        annotate(rig, node, None)
