@@ -105,6 +105,15 @@ async def check_slurm(client: SlurmClient) -> list[Item]:
             + (f" (Slurm {client.release})" if client.release else ""),
         )
     )
+    if not version.reservation_writes:
+        items.append(
+            Item(
+                True,
+                f"maintenance windows need Slurm 25.05+: API {version.name} cannot create reservations, so "
+                "windows are reported on their Nodes (Event, condition, metric) and not reserved in Slurm",
+                warn=True,
+            )
+        )
     if not version.verified_live:
         verified = ", ".join(v.name for v in VERSIONS.values() if v.verified_live)
         items.append(
@@ -229,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     items = asyncio.run(collect(settings))
     for item in items:
-        print(f"{('warn' if item.warn else 'ok  ') if item.ok else 'FAIL'}  {item.what}")
+        print(f"{('WARN' if item.warn else 'ok  ') if item.ok else 'FAIL'}  {item.what}")
         if (item.warn or not item.ok) and item.fix:
             print(f"      fix: {item.fix}")
     failed = sum(not i.ok for i in items)

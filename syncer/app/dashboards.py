@@ -171,6 +171,15 @@ SYNCER = (
     ),
     Panel("Drift", (("sum(slurm_syncer_drift_nodes)", "nodes whose two sides disagree"),)),
     Panel(
+        "Maintenance windows",
+        (
+            ("sum by (state) (slurm_syncer_maintenance_windows)", "Nodes {{state}}"),
+            ("max(slurm_syncer_maintenance_reservations)", "k8s-maint reservations in Slurm"),
+        ),
+        description="Nodes whose window is reserved in Slurm, refused (Event on the Node), or waiting for "
+        "Slurm 25.05+; and the MAINT reservations the syncer owns.",
+    ),
+    Panel(
         "Events", ((f"sum by (result) (rate(slurm_syncer_events_total[{RATE}]))", "{{result}}"),), unit="ops"
     ),
     Panel(

@@ -22,6 +22,7 @@ from syncer.kube.events import EventRecorder
 from syncer.kube.gate import WriteGate
 from syncer.model.slurm import BASE_STATES, SlurmNode
 from syncer.nodeset.reconciler import NodeSetReconciler
+from syncer.plan.reservations import MaintenanceReservations
 from syncer.slurm.cache import NodeCache
 from syncer.slurm.client import SlurmClient
 from syncer.sync.engine import SyncEngine
@@ -38,6 +39,7 @@ class Observed(Protocol):
     gate: WriteGate
     events: EventRecorder
     nodesets: NodeSetReconciler | None
+    maintenance: MaintenanceReservations
     job_counts: dict[tuple[str, str], int]
     diag: dict[str, object]
 
@@ -80,7 +82,9 @@ class SyncerMetrics:
         )
         self.actions = PromCounter(
             "slurm_syncer_actions",
-            "Actions by kind (drain, undrain, annotate, cordon, uncordon), direction and result.",
+            "Actions by kind (drain, undrain, annotate, cordon, uncordon, reservation_create, "
+            "reservation_update, reservation_delete, maintenance_window, maintenance_condition), direction "
+            "and result.",
             ["kind", "direction", "result"],
             registry=self.registry,
         )
@@ -365,6 +369,7 @@ class _StateCollector(Collector):
         events.add_metric(["folded"], service.events.folded)
         yield events
         yield from self._nodesets()
+        yield from self._maintenance()
 
     def _slurm_updates(self) -> Iterator[Metric]:
         """Drains and undrains sent to Slurm: how well identical ones were batched (issue 18)."""
@@ -389,6 +394,25 @@ class _StateCollector(Collector):
         )
         partial.add_metric([], bulk.partial)
         yield partial
+
+    def _maintenance(self) -> Iterator[Metric]:
+        summary = self.service.maintenance.summary
+        windows = _gauge(
+            "slurm_syncer_maintenance_windows",
+            "Nodes with a maintenance window, by state: reserved (its Slurm reservation exists), invalid "
+            "(input refused, Event on the Node), unsupported (Slurm before 25.05 cannot create "
+            "reservations).",
+            ["state"],
+        )
+        windows.add_metric(["reserved"], summary.reserved)
+        windows.add_metric(["invalid"], summary.invalid)
+        windows.add_metric(["unsupported"], summary.unsupported)
+        yield windows
+        yield GaugeMetricFamily(
+            "slurm_syncer_maintenance_reservations",
+            "Slurm MAINT reservations the syncer owns (k8s-maint-...), as of its last look.",
+            value=summary.reservations,
+        )
 
     def _nodesets(self) -> Iterator[Metric]:
         reconciler = self.service.nodesets

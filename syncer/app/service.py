@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import structlog
 from aiohttp import web
@@ -24,8 +24,11 @@ from syncer.kube.gate import WriteGate
 from syncer.kube.leader import LeaderElector
 from syncer.kube.writer import KubeWriter
 from syncer.model.keys import Keys
+from syncer.model.kube import KubeNode
 from syncer.model.naming import SlurmNameRule
 from syncer.nodeset.reconciler import NodeSetReconciler
+from syncer.plan.maintenance import MaintenanceOptions
+from syncer.plan.reservations import MaintenanceReservations
 from syncer.runtime.backoff import Backoff
 from syncer.runtime.controller import ReconcileMetrics
 from syncer.runtime.manager import Manager, TaskExited
@@ -34,6 +37,7 @@ from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmError
 from syncer.slurm.metrics_hint import HintReader, MetricsReader
 from syncer.slurm.metrics_locate import LocatedMetricsReader
+from syncer.sync.binding import resolve
 from syncer.sync.engine import SyncEngine
 from syncer.sync.options import SyncOptions
 from syncer.sync.valve import DrainValve
@@ -86,6 +90,7 @@ class ServiceConfig:
     nodeset_enabled: bool = default("nodeset_enabled")
     nodeset_requeue_s: float = 2.0  # re-check of a NodeSet that is still converging
     backoff: Backoff = field(default_factory=Backoff)  # retries of a failed reconcile, every controller
+    maintenance: MaintenanceOptions = field(default_factory=MaintenanceOptions)  # owner: set from the Lease
 
 
 class SyncerService:
@@ -175,10 +180,25 @@ class SyncerService:
             if config.nodeset_enabled
             else None
         )
+        self.maintenance = MaintenanceReservations(
+            slurm=slurm,
+            slurm_cache=self.slurm_cache,
+            kube_cache=self.kube_cache,
+            writer=self.writer,
+            events=self.events,
+            gate=self.gate,
+            # the reservations' owner tag: one per syncer deployment (its Lease), so two never share names
+            options=replace(config.maintenance, owner=f"{config.lease_namespace}/{config.lease_name}"),
+            bound_node=self._bound_node,
+            resync_s=config.resync_s,
+            reconcile_metrics=reconcile_metrics,
+            backoff=config.backoff,
+        )
         self.job_counts: dict[tuple[str, str], int] = {}
         self.diag: dict[str, object] = {}
         self.metrics = SyncerMetrics(self, self.registry)
         self.engine.on_action = self.metrics.on_action
+        self.maintenance.record = self.metrics.on_action
         self._runner: web.AppRunner | None = None
         self.http_port: int | None = None
         self._loop_heartbeat = time.monotonic()
@@ -204,6 +224,8 @@ class SyncerService:
         if self.nodesets is not None:
             manager.add("nodeset-reconciler", self.nodesets.run)
             manager.on_close(self.nodesets.stop)
+        manager.add("maintenance-reservations", self.maintenance.run)
+        manager.on_close(self.maintenance.stop)
         manager.add("event-summaries", self.events.run_folding)
         manager.on_close(self.events.flush)  # the last storm's summary is not lost on shutdown
         manager.add("heartbeat", self._heartbeat)
@@ -252,6 +274,11 @@ class SyncerService:
             + (f" ({', '.join(held[:10])}{' ...' if len(held) > 10 else ''})" if held else "")
         )
         await self.events.record(ref, "Normal", "SafetyValveReset", message)
+
+    def _bound_node(self, slurm_name: str) -> KubeNode | None:
+        """The Kubernetes Node a Slurm node is bound to (SPEC "Binding"); None when unbound or in conflict."""
+        binding = resolve(slurm_name, self.kube_cache)
+        return binding.node if binding.bound else None
 
     def _lease_ref(self) -> ObjectRef:
         """The syncer's own object: the leader Lease (Events about the syncer, storm summaries)."""

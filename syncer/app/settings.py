@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from syncer.model.keys import DEFAULT_CORDON_REASON_ANNOTATIONS, DEFAULT_NODE_NAME_LABELS
+from syncer.plan.maintenance import MaintenanceCondition, MaintenanceOptions
 from syncer.runtime.yaml_file import YamlFileError, load_mapping
 from syncer.sync.options import SyncOptions
 from syncer.sync.valve import DrainValve
 
 ENV_PREFIX = "SLURM_SYNCER_"
 _SYNC = SyncOptions()  # the decision knobs' defaults are the contract's, written in SyncOptions
+_MAINT = MaintenanceOptions()
 
 
 class SettingsError(Exception):
@@ -74,6 +76,16 @@ def _condition(text: str) -> tuple[str, str]:
     if match is None:
         raise ValueError("Type=Status with Status True, False or Unknown, e.g. GpuUnhealthy=True")
     return match.group(1), match.group(2)
+
+
+def _maintenance_condition(text: str) -> MaintenanceCondition:
+    match = re.fullmatch(r"\s*([A-Za-z][A-Za-z0-9_.-]*)(?:=([+-])(\S+))?\s*", text)
+    if match is None:
+        raise ValueError("Type or Type=+DURATION / Type=-DURATION, e.g. CSPMaintenance=+30m")
+    shift = 0.0
+    if match.group(3):
+        shift = parse_duration(match.group(3)) * (-1 if match.group(2) == "-" else 1)
+    return MaintenanceCondition(match.group(1), shift)
 
 
 def _url(text: str) -> str:
@@ -409,6 +421,34 @@ OPTIONS: tuple[Option, ...] = (
     Option("workers", _positive_int, 8, "Slurm nodes reconciled at once", "Sync"),
     Option("dry-run", parse_bool, False, "compute and log every action, write nothing", "Sync", "flag"),
     Option("nodeset-enabled", parse_bool, True, "run the NodeSet reconciler", "Sync", "flag"),
+    # Maintenance
+    Option(
+        "maintenance-condition",
+        _maintenance_condition,
+        (),
+        "Node condition type that announces maintenance while True (repeatable), Type[=+/-DURATION]: the "
+        "window is read from its message (an ISO 8601 interval, or timestamps: start, end), else starts at "
+        "its lastTransitionTime; the DURATION shifts the start (NVSentinel CSPMaintenance=+30m, "
+        "NebiusMaintenanceScheduled=-1h; docs/interop.md)",
+        "Maintenance",
+        "list",
+    ),
+    Option(
+        "max-maintenance-window",
+        _positive_duration,
+        _MAINT.max_window_s,
+        "a longer maintenance window is refused (Event on the Node, no reservation)",
+        "Maintenance",
+        shown_default="168h",
+    ),
+    Option(
+        "maintenance-default-duration",
+        _positive_duration,
+        _MAINT.default_duration_s,
+        "length of a window whose source gives a start but no end",
+        "Maintenance",
+        shown_default="4h",
+    ),
     # Server
     Option(
         "listen-address",
@@ -478,6 +518,9 @@ class Settings:
     workers: int
     dry_run: bool
     nodeset_enabled: bool
+    maintenance_condition: tuple[MaintenanceCondition, ...]
+    max_maintenance_window: float
+    maintenance_default_duration: float
     listen_address: tuple[str, int]
     jobs_poll_interval: float
     sources: Mapping[str, str] = field(default_factory=dict)  # attr -> "flag", "env", "file" or "default"

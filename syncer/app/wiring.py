@@ -8,6 +8,7 @@ from pathlib import Path
 from syncer.app.service import ServiceConfig, SyncerService
 from syncer.app.settings import Settings
 from syncer.kube.client import KubeClient
+from syncer.plan.maintenance import MaintenanceOptions
 from syncer.slurm.auth import JwtKeyToken, NoToken, TokenFile, TokenSource
 from syncer.slurm.client import SlurmClient
 from syncer.sync.options import SyncOptions
@@ -72,6 +73,11 @@ def service_config(settings: Settings, environ: Mapping[str, str]) -> ServiceCon
         listen_port=port,
         jobs_poll_interval_s=settings.jobs_poll_interval,
         nodeset_enabled=settings.nodeset_enabled,
+        maintenance=MaintenanceOptions(
+            conditions=settings.maintenance_condition,
+            max_window_s=settings.max_maintenance_window,
+            default_duration_s=settings.maintenance_default_duration,
+        ),
     )
 
 

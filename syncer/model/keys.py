@@ -29,6 +29,9 @@ class Keys:
     # on the leader Lease: an operator's request to reset the safety valve (the value says who or why);
     # the leader consumes it, lets the held drains through and records an Event on the Lease
     VALVE_RESET: Final = ANNOTATION_PREFIX + "reset-safety-valve"
+    # a Node's planned maintenance, an ISO 8601 interval: becomes a Slurm MAINT reservation (docs/contract.md)
+    MAINTENANCE_WINDOW: Final = ANNOTATION_PREFIX + "maintenance-window"
+    CONDITION_MAINTENANCE: Final = "SlurmMaintenanceReserved"
     CONDITION_DRAINED: Final = "SlurmNodeDrained"
     CONDITION_HEALTHY: Final = "SlurmNodeHealthy"
     LEASE_NAME: Final = "slurm-syncer"

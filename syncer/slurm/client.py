@@ -44,6 +44,7 @@ from syncer.slurm.errors import (
     SlurmTimeout,
     SlurmVersionError,
 )
+from syncer.slurm.hostlist import expand
 from syncer.slurm.models import (
     DiagResponse,
     Envelope,
@@ -54,6 +55,8 @@ from syncer.slurm.models import (
     PartitionsResponse,
     PingEntry,
     PingResponse,
+    Reservation,
+    ReservationsResponse,
     unwrap,
 )
 from syncer.slurm.versions import VERSIONS, ApiVersion, choose
@@ -530,8 +533,79 @@ class SlurmClient:
         jobs = []
         for raw in decoded.jobs if decoded else []:
             states = [raw.job_state] if isinstance(raw.job_state, str) else raw.job_state
-            jobs.append(Job(raw.job_id, raw.name, frozenset(states), raw.partition, raw.nodes, raw.user_name))
+            jobs.append(
+                Job(
+                    raw.job_id, raw.name, frozenset(states), raw.partition, raw.nodes, raw.user_name,
+                    unwrap(raw.end_time),
+                )
+            )  # fmt: skip
         return jobs
+
+    # --- reservations (maintenance windows) ------------------------------------------------
+    @property
+    def reservation_writes(self) -> bool:
+        """This slurmrestd's API can create and update reservations (v0.0.43+, Slurm 25.05+)."""
+        return self.version is not None and self.version.reservation_writes
+
+    async def list_reservations(self) -> list[Reservation]:
+        answer = await self._call("GET", "/reservations/", ReservationsResponse, endpoint="reservations")
+        found = []
+        for raw in answer.decoded.reservations if answer.decoded else []:
+            listed = raw.node_list if isinstance(raw.node_list, list) else expand(raw.node_list)
+            found.append(
+                Reservation(
+                    raw.name, tuple(sorted(listed)), unwrap(raw.start_time), unwrap(raw.end_time),
+                    frozenset(f.upper() for f in raw.flags),
+                )
+            )  # fmt: skip
+        return found
+
+    async def put_reservation(
+        self,
+        name: str,
+        *,
+        nodes: Sequence[str],
+        end: int,
+        start: int | None,
+        flags: Sequence[str],
+        users: Sequence[str],
+        comment: str,
+    ) -> None:
+        """Create the reservation `name`, or update it when it exists (one `POST /reservation`, whatever
+        the number of nodes). `start=None` leaves the start alone: Slurm refuses to move the start of a
+        reservation that has begun ("Reservation already started")."""
+        if not self.reservation_writes:
+            raise SlurmVersionError(
+                f"REST API {self.version.name if self.version else '?'} cannot create reservations: "
+                "maintenance windows need Slurm 25.05+ (REST v0.0.43+)",
+                endpoint="reservation_update",
+            )
+        body: dict[str, Any] = {
+            "name": name,
+            "node_list": list(nodes),
+            "end_time": {"set": True, "number": end},
+            "flags": list(flags),
+            "users": list(users),
+            "comment": comment,
+        }
+        if start is not None:
+            body["start_time"] = {"set": True, "number": start}
+        # not retried: the reconcile decides again from a fresh list (as node writes)
+        await self._call(
+            "POST", "/reservation", Envelope, endpoint="reservation_update", body=body, idempotent=False
+        )
+
+    async def delete_reservation(self, name: str) -> bool:
+        """False when Slurm has no such reservation (already gone: it ended, or someone removed it)."""
+        try:
+            await self._call(
+                "DELETE", f"/reservation/{name}", Envelope, endpoint="reservation_delete", idempotent=False
+            )
+        except SlurmApiError as exc:
+            if exc.has_error("Requested reservation is invalid"):
+                return False
+            raise
+        return True
 
     async def diag(self) -> dict[str, object]:
         decoded = (await self._call("GET", "/diag/", DiagResponse, endpoint="diag")).decoded

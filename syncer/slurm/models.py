@@ -159,6 +159,7 @@ class RawJob(msgspec.Struct):
     partition: str = ""
     nodes: str = ""
     user_name: str = ""
+    end_time: MaybeNumber = None  # a running job: its start plus its time limit
 
 
 class JobsResponse(Envelope):
@@ -172,6 +173,30 @@ class Job(msgspec.Struct, frozen=True):
     partition: str
     nodes: str
     user: str
+    end_time: int = 0  # epoch seconds; 0 when Slurm gives none
+
+
+class RawReservation(msgspec.Struct):
+    """A reservation as GET /reservations/ answers it (v0.0.42 .. v0.0.45 alike). slurmrestd does not
+    return a reservation's comment (measured on 26.05.5), so ownership cannot be read from it."""
+
+    name: str
+    node_list: str | list[str] = ""
+    start_time: MaybeNumber = None
+    end_time: MaybeNumber = None
+    flags: list[str] = []
+
+
+class ReservationsResponse(Envelope):
+    reservations: list[RawReservation] = []
+
+
+class Reservation(msgspec.Struct, frozen=True):
+    name: str
+    nodes: tuple[str, ...]  # expanded, sorted
+    start: int  # epoch seconds
+    end: int
+    flags: frozenset[str]
 
 
 class PingEntry(msgspec.Struct):

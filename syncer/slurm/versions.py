@@ -27,6 +27,9 @@ class ApiVersion:
     conditional_nodes: bool
     # The releases this version was verified on, for `check` and the docs.
     verified_on: tuple[str, ...] = ()
+    # POST /reservation (create and update) exists from v0.0.43 (Slurm 25.05); v0.0.42 has only GET and
+    # DELETE, so maintenance windows cannot become reservations there.
+    reservation_writes: bool = False
 
     @property
     def prefix(self) -> str:
@@ -36,9 +39,9 @@ class ApiVersion:
 VERSIONS: dict[str, ApiVersion] = {
     v.name: v
     for v in (
-        ApiVersion("v0.0.45", verified_live=True, conditional_nodes=True, verified_on=("26.05",)),
-        ApiVersion("v0.0.44", verified_live=True, conditional_nodes=True, verified_on=("26.05",)),
-        ApiVersion("v0.0.43", verified_live=True, conditional_nodes=True, verified_on=("26.05",)),
+        ApiVersion("v0.0.45", True, conditional_nodes=True, verified_on=("26.05",), reservation_writes=True),
+        ApiVersion("v0.0.44", True, conditional_nodes=True, verified_on=("26.05",), reservation_writes=True),
+        ApiVersion("v0.0.43", True, conditional_nodes=True, verified_on=("26.05",), reservation_writes=True),
         ApiVersion("v0.0.42", verified_live=True, conditional_nodes=True, verified_on=("24.11", "26.05")),
         ApiVersion("v0.0.41", verified_live=True, conditional_nodes=False, verified_on=("24.11",)),
         ApiVersion("v0.0.40", verified_live=True, conditional_nodes=False, verified_on=("24.11",)),

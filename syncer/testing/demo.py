@@ -3,7 +3,8 @@
 A real Slurm sandbox (slurmctld, slurmd, slurmrestd) and the Kubernetes API emulator with slurmd pods and
 a NodeSet whose pods are backed by real slurmd processes; the syncer between them; then a short scenario:
 cordon a Node and watch Slurm drain it, drain a node in Slurm and watch Kubernetes see it, scale the
-NodeSet down while a job runs. The screen is the story: each claim is printed once the demo has seen it
+NodeSet down while a job runs, announce a maintenance window on the real node (a long job kept off, a
+short one placed). The screen is the story: each claim is printed once the demo has seen it
 hold, with a short line per syncer action it tells of; the syncer's log goes to a file named at the start
 (`--verbose`: to the terminal instead). `--keep` leaves everything running for kubectl and scontrol;
 Ctrl-C ends it.
@@ -28,6 +29,7 @@ from syncer.app.service import ServiceConfig, SyncerService
 from syncer.app.status_cmd import render
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
+from syncer.plan.maintenance import PREFIX
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.sync.drift import Row, drift_rows
@@ -35,7 +37,7 @@ from syncer.sync.options import SyncOptions
 from syncer.testing.demo_log import ActionTap, log_path, logging_to
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.sandbox import DEFAULT_RELEASE, RELEASES, Sandbox, SandboxError, up
-from syncer.testing.sandbox.config import free_port
+from syncer.testing.sandbox.config import REAL_NODE, free_port
 from syncer.testing.sandbox.rootfs import cache_dir, rootfs_path
 from syncer.testing.slurmd_standin import SlurmdStandIn
 
@@ -43,6 +45,7 @@ NAMESPACE = "slurm"
 GROUP, VERSION = "slurm-syncer.dev", "v1alpha1"
 NODESET = "gpu"
 BOUND = ("node00001", "node00002", "node00003")  # simulated Slurm nodes with a slurmd pod each
+REAL_HOST = "cpu-real"  # a Kubernetes Node bound to the sandbox's real slurmd (hybrid host, by label)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -178,6 +181,7 @@ def seed(kube: KubeApiEmulator, replicas: int) -> None:
             "spec": {"nodeName": node, "containers": [{"name": "slurmd", "image": "slurmd:24.11"}]},
         }  # fmt: skip
         kube.create("", "v1", "pods", pod, namespace=NAMESPACE)
+    kube.create("", "v1", "nodes", _node(REAL_HOST, {Keys.NODE_NAME_LABEL: REAL_NODE}))
     for index in range(max(1, replicas)):
         kube.create("", "v1", "nodes", _node(f"gpu-node-{index}", {"pool": "gpu"}))
     nodeset = {
@@ -331,6 +335,70 @@ async def scenario(w: World, replicas: int) -> None:
         f"slurmrestd cost: {stats.probes} cheap probes ({stats.not_modified} answered 304), "
         f"{stats.full_fetches} full lists"
     )
+    await maintenance(w)
+
+
+def _iso(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+async def maintenance(w: World) -> None:
+    """A maintenance window 4 minutes ahead on the real node: long jobs kept off, short ones placed."""
+    window = f"{_iso(time.time() + 240)}/PT1H"
+    say(f"5. maintenance on {REAL_HOST} (the real slurmd {REAL_NODE}) is announced for {window}")
+    w.tap.clear()
+    announce = {"metadata": {"annotations": {Keys.MAINTENANCE_WINDOW: window}}}
+    w.kube.patch("", "v1", "nodes", REAL_HOST, announce)
+    if not w.service.slurm.reservation_writes:
+        await wait(
+            lambda: bool(w.events_of(REAL_HOST, "MaintenanceWindowUnsupported")), "the Event saying why"
+        )
+        detail(f"not reserved: {w.events_of(REAL_HOST, 'MaintenanceWindowUnsupported')[0]['message']}")
+        w.kube.patch(
+            "", "v1", "nodes", REAL_HOST, {"metadata": {"annotations": {Keys.MAINTENANCE_WINDOW: None}}}
+        )
+        return
+
+    async def reservation() -> str:
+        found = [
+            r.name
+            for r in await w.reader.list_reservations()
+            if r.name.startswith(PREFIX) and REAL_NODE in r.nodes
+        ]
+        return found[0] if found else ""
+
+    async def reserved() -> bool:
+        return bool(await reservation())
+
+    took = await wait(reserved, "the Slurm reservation")
+    name = await reservation()
+    w.told(name, kinds=("reserve",))
+    detail(f"Slurm reservation {name} (MAINT) over {REAL_NODE}, {took:.1f} s after the announcement")
+    long = w.sandbox.run(
+        "sbatch",
+        "--parsable",
+        "--no-requeue",
+        "-w",
+        REAL_NODE,
+        "--time=10",
+        "--wrap",
+        "sleep 600",
+        check=True,
+    ).stdout.strip()
+    short = w.sandbox.run(
+        "sbatch", "--parsable", "--no-requeue", "-w", REAL_NODE, "--time=1", "--wrap", "sleep 10", check=True
+    ).stdout.strip()
+    took = await wait(lambda: w.job_states(short) == ["RUNNING"], "the 1-minute job to start", 90)
+    reason = w.sandbox.run("squeue", "-h", "-j", long, "-o", "%r").stdout.strip()
+    detail(f"job {short} (1-minute limit) runs: it ends before the window ({took:.1f} s after submission)")
+    detail(f"job {long} (10-minute limit) is kept off: PENDING, {reason}")
+    say("6. the maintenance is called off: the annotation is removed")
+    w.tap.clear()
+    w.kube.patch("", "v1", "nodes", REAL_HOST, {"metadata": {"annotations": {Keys.MAINTENANCE_WINDOW: None}}})
+    await wait(lambda: w.job_states(long) == ["RUNNING"], "the 10-minute job to start", 120)
+    w.told(name, kinds=("reserve",))
+    detail(f"reservation removed; job {long} (10-minute limit) runs now")
+    w.sandbox.run("scancel", long)
 
 
 async def scale_in(w: World, members: list[str]) -> None:

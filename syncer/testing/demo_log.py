@@ -19,7 +19,7 @@ SCALE_IN_DRAIN = ": draining Slurm node before removing its pod"  # after "scale
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # drain, undrain, annotate, create, scale-in, delete-pod, delete-node
+    kind: str  # drain, undrain, annotate, create, scale-in, delete-pod, delete-node, reserve
     subject: str  # the Slurm node or pod the action was about
     text: str
 
@@ -27,6 +27,10 @@ class Action:
 def story_line(event: MutableMapping[str, Any]) -> Action | None:
     """One short line for a log event that is a syncer action the story may tell; None for the rest."""
     name = str(event.get("event", ""))
+    if name in ("reservation created", "reservation updated", "reservation deleted"):
+        verb = name.removeprefix("reservation ")
+        text = f"{verb} Slurm reservation {event.get('reservation')} ({event.get('nodes')} node(s))"
+        return Action("reserve", str(event.get("name") or ""), text) if event.get("name") else None
     node = str(event.get("slurm_node") or "")
     pod = str(event.get("pod") or "").rpartition("/")[2]
     subject = node or pod

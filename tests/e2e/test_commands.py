@@ -182,13 +182,13 @@ async def test_check_finds_slurmctlds_metrics_by_itself_or_says_what_it_costs(ri
         ), hint
         assert hint[0].endswith(f":{port} (auto)"), hint
     else:  # 24.11: slurmctld serves no metrics
-        assert hint[0].startswith("warn  slurmctld's metrics hint (auto) unusable: "), hint
+        assert hint[0].startswith("WARN  slurmctld's metrics hint (auto) unusable: "), hint
         assert f":{port} serves no metrics" in hint[0], hint
         assert "full node list" in hint[0] and "MetricsType=metrics/openmetrics" in out
     code, out, _ = await command(rig, "check")  # the default port 6817: nobody there
     hint = [line for line in out.splitlines() if "metrics hint" in line]
-    assert code == 0 and hint[0].startswith("warn") and ":6817 serves no metrics" in hint[0], hint
+    assert code == 0 and hint[0].startswith("WARN") and ":6817 serves no metrics" in hint[0], hint
     assert "fix: enable MetricsType=metrics/openmetrics in slurm.conf (Slurm 25.11+)" in out
     env = {**environment(rig), "SLURM_SYNCER_SLURM_METRICS_URL": "off"}
     code, out, _ = await command(rig, "check", env=env)
-    assert code == 0 and "warn  slurmctld's metrics hint: off; without it" in out
+    assert code == 0 and "WARN  slurmctld's metrics hint: off; without it" in out

@@ -106,6 +106,17 @@ async def test_demo_plays_the_scenario_shows_only_its_story_and_tears_down(tmp_p
         "stays with its job",
         "syncer: undrained node00001 in Slurm",
         "keeps the admin's drain",
+        *(
+            (
+                "syncer: created Slurm reservation k8s-maint-",
+                "(1-minute limit) runs",
+                "(10-minute limit) is kept off",
+                "syncer: deleted Slurm reservation k8s-maint-",
+                "(10-minute limit) runs now",
+            )
+            if SELECTED.name != "24.11"
+            else ("not reserved:", "maintenance windows need Slurm 25.05+")
+        ),
         "stopping the Slurm sandbox",
         f"==> done; the syncer's log is in {log}",
     ):

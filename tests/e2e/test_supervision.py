@@ -68,6 +68,7 @@ TASKS: dict[str, Inject] = {
     "heartbeat": lambda s, t: fail_inside(s, "_heartbeat", t),
     "jobs-poller": lambda s, t: fail_inside(s, "_poll_jobs", t),
     "event-summaries": lambda s, t: fail_inside(s.events, "run_folding", t),
+    "maintenance-reservations": lambda s, t: fail_inside(s.maintenance, "run", t),
     # the defects as found: a bad Lease body ended the elector (a silent follower for ever), and the
     # engine's housekeeping died while the probes stayed green
     "leader-election/bad-lease-body": lambda s, t: raise_when(
@@ -88,7 +89,7 @@ def test_every_background_task_is_covered() -> None:
     # the tasks a fully configured syncer runs (the HTTP server is a resource, not a loop)
     assert covered == {
         "informer-pods", "informer-nodes", "slurm-cache", "leader-election", "sync-engine",
-        "nodeset-reconciler", "heartbeat", "jobs-poller", "event-summaries",
+        "nodeset-reconciler", "heartbeat", "jobs-poller", "event-summaries", "maintenance-reservations",
     }  # fmt: skip
 
 

@@ -1,0 +1,422 @@
+"""The maintenance controller: Nodes' maintenance windows become Slurm MAINT reservations over their
+bound Slurm nodes, and each Node shows its reservation in the `SlurmMaintenanceReserved` condition.
+
+One key for the whole cluster: nodes with the same window share a reservation, so a Node's change can
+move a Slurm node from one reservation to another (the old one shrinks, the new one grows). A single key
+decides all reservations from one list of Slurm's, never two reconciles at once, and reads only the
+Nodes (cheap: a dict scan) and one `GET /reservations/`. A window over many nodes is one request; the
+safety valve is not involved (a reservation drains nothing: jobs that end before it still run there)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from syncer.kube.cache import KubeCache
+from syncer.kube.events import EventRecorder, ObjectRef
+from syncer.kube.gate import NotLeader, WriteGate
+from syncer.kube.writer import KubeWriter, node_path
+from syncer.model.keys import Keys
+from syncer.model.kube import Condition, KubeNode, KubePod
+from syncer.plan.maintenance import (
+    FLAGS,
+    RULE_PAST,
+    STAMP,
+    USERS,
+    Desired,
+    MaintenanceOptions,
+    NodeWindow,
+    Write,
+    group,
+    owned,
+    owner_tag,
+    plan,
+    running_at,
+    window_of,
+)
+from syncer.runtime.backoff import Backoff
+from syncer.runtime.controller import ControllerRunner, ReconcileMetrics, Result
+from syncer.slurm.cache import NodeCache
+from syncer.slurm.client import SlurmClient
+from syncer.slurm.errors import SlurmError
+from syncer.slurm.hostlist import expand
+
+log = structlog.get_logger("syncer.plan")
+KEY = "cluster"
+Recorder = Callable[[str, str, str, dict[str, Any]], None]  # (kind, direction, object, details)
+BoundNode = Callable[[str], KubeNode | None]  # Slurm node -> the Kubernetes Node it is bound to, if bound
+
+EVENT_CREATED = "MaintenanceReservationCreated"
+EVENT_UPDATED = "MaintenanceReservationUpdated"
+EVENT_REMOVED = "MaintenanceReservationRemoved"
+EVENT_FAILED = "MaintenanceReservationFailed"
+EVENT_INVALID = "MaintenanceWindowInvalid"
+EVENT_UNSUPPORTED = "MaintenanceWindowUnsupported"
+# a change is looked at this long after it arrives, so Nodes annotated together (a rack's window) land
+# in one reservation write instead of one growing update per informer event
+BATCH_S = 0.5
+CONDITION_WRITES_AT_ONCE = 16
+NEEDS = "maintenance windows need Slurm 25.05+ (REST API v0.0.43+ creates reservations)"
+
+
+def _not_recorded(_kind: str, _direction: str, _name: str, _details: dict[str, Any]) -> None:
+    pass
+
+
+@dataclass
+class Summary:
+    """The last reconcile's figures, read by the exporter at scrape time."""
+
+    reserved: int = 0  # Nodes whose window has its reservation
+    invalid: int = 0  # Nodes whose window input was refused
+    unsupported: int = 0  # Nodes whose window Slurm cannot take (24.11)
+    reservations: int = 0  # reservations of ours in Slurm
+
+
+class MaintenanceReservations:
+    name = "maintenance"
+
+    def __init__(
+        self,
+        *,
+        slurm: SlurmClient,
+        slurm_cache: NodeCache,
+        kube_cache: KubeCache,
+        writer: KubeWriter,
+        events: EventRecorder,
+        gate: WriteGate,
+        options: MaintenanceOptions,
+        bound_node: BoundNode,
+        resync_s: float,
+        record: Recorder | None = None,
+        reconcile_metrics: ReconcileMetrics | None = None,
+        backoff: Backoff | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.slurm = slurm
+        self.slurm_cache = slurm_cache
+        self.kube_cache = kube_cache
+        self.writer = writer
+        self.events = events
+        self.gate = gate
+        self.options = options
+        self.bound_node = bound_node
+        self.record: Recorder = record or _not_recorded
+        self.resync_s = resync_s
+        self.clock = clock
+        self.tag = owner_tag(options.owner)
+        self.summary = Summary()
+        self._told: dict[tuple[str, str], str] = {}  # (Node, Event reason) -> what it said, said once
+        self._live: set[tuple[tuple[str, str], str]] = set()  # what the last reconcile would have said
+        self.runner = ControllerRunner(self, workers=1, metrics=reconcile_metrics, backoff=backoff)
+        kube_cache.nodes.subscribe(self._on_node)
+        kube_cache.pods.subscribe(self._on_pod)
+
+    async def run(self) -> None:
+        self.runner.queue.add(KEY)
+        await self.runner.run()
+
+    async def stop(self) -> None:
+        self.runner.stop()
+
+    # -- what names the key -------------------------------------------------------------------------
+    def _inputs(self, node: KubeNode) -> tuple[object, ...]:
+        conditions = tuple(node.condition(spec.type) for spec in self.options.conditions)
+        return (
+            node.annotations.get(Keys.MAINTENANCE_WINDOW),
+            node.labels.get(Keys.NODE_NAME_LABEL),
+            conditions,
+        )
+
+    def _on_node(self, old: KubeNode | None, new: KubeNode | None) -> None:
+        if old is None or new is None or self._inputs(old) != self._inputs(new):
+            self.runner.queue.add_after(KEY, BATCH_S)
+
+    def _on_pod(self, old: KubePod | None, new: KubePod | None) -> None:
+        names = self.kube_cache.slurm_name_of
+        if old is None or new is None or (old.node_name, names(old)) != (new.node_name, names(new)):
+            self.runner.queue.add_after(KEY, BATCH_S)
+
+    # -- one reconcile ---------------------------------------------------------------------------------
+    async def reconcile(self, key: str) -> Result:
+        if not self.gate.leading:
+            return Result(requeue_after=1.0)  # a follower: looked at again when it may lead
+        if not self.kube_cache.synced or self.slurm_cache.stale:
+            return Result(requeue_after=1.0)  # fail closed: no reservation removed on stale data
+        try:
+            self._live = set()
+            result = await self._reconcile(self.clock())
+            # forget what was said about inputs that are gone, so the same mistake made again is told again
+            self._told = {k: v for k, v in self._told.items() if (k, v) in self._live}
+            return result
+        except NotLeader:
+            log.info("leadership lost mid-reconcile: remaining maintenance writes dropped")
+            return Result(requeue_after=1.0)
+
+    async def _reconcile(self, now: float) -> Result:
+        found = [
+            w for n in list(self.kube_cache.nodes.items.values()) if (w := window_of(n, self.options, now))
+        ]
+        ended = {w.node for w in found if w.problem == RULE_PAST and self._was_reserved(w.node)}
+        for window in found:
+            if window.problem and window.node not in ended:
+                await self._tell_invalid(window)
+        windows = {w.node: w for w in found if w.window is not None}
+        slurm_of = {node: self._slurm_nodes(node) for node in windows}
+        if not self.slurm.reservation_writes:
+            await self._unsupported(windows, found, now)
+            return Result(requeue_after=self.resync_s)
+        wanted = {s: w.window for node, w in windows.items() for s in slurm_of[node] if w.window is not None}
+        desired = group(wanted)
+        mine = [r for r in await self.slurm.list_reservations() if owned(r, self.tag)]
+        writes, names = plan(desired, mine, self.tag, now)
+        failed = {w.name for w in writes if not await self._write(w)}
+        counts = await self._jobs_at({s: w.start for s, w in wanted.items()}) if wanted else {}
+        conditions: dict[str, Condition] = {}
+        for node, window in windows.items():
+            assert window.window is not None
+            name = names.get(window.window, "")
+            if not slurm_of[node] or name in failed or not name:
+                continue
+            on = slurm_of[node]
+            jobs = sum(counts.get(s, 0) for s in on)
+            conditions[node] = Condition(
+                type=Keys.CONDITION_MAINTENANCE, status="True", reason="Reserved",
+                message=f"Slurm reservation {name} (MAINT) for {window.window.text} over {', '.join(on)}; "
+                f"{jobs} running job(s) there will still run at its start",
+            )  # fmt: skip
+        self._conditions_for_problems(found, conditions)
+        await self._write_conditions(conditions)
+        self.summary = Summary(
+            reserved=len([n for n in conditions.values() if n.status == "True"]),
+            invalid=len([w for w in found if w.problem and w.node not in ended]),
+            reservations=len(mine)
+            + sum(w.action == "create" for w in writes)
+            - sum(w.action == "delete" for w in writes),
+        )
+        if writes:
+            log.info(
+                "maintenance reservations reconciled", windows=len(desired), slurm_nodes=len(wanted),
+                writes=len(writes), failed=len(failed), seconds=round(self.clock() - now, 3),
+            )  # fmt: skip
+        if failed:
+            raise SlurmError(f"maintenance reservations not written: {', '.join(sorted(failed))}")
+        return Result(requeue_after=self._next_edge(desired, now))
+
+    def _next_edge(self, desired: Iterable[Desired], now: float) -> float:
+        """Until the next window starts (its job counts) or ends (its removal), at most a resync."""
+        edges = [t - now for d in desired for t in (d.window.start, d.window.end) if t > now]
+        return max(1.0, min([self.resync_s, *edges]))
+
+    def _slurm_nodes(self, node: str) -> tuple[str, ...]:
+        """The Slurm nodes Slurm knows that are bound to this Kubernetes Node (pod- or node-bound)."""
+        kube_node = self.kube_cache.node(node)
+        candidates: set[str] = set()
+        if kube_node is not None and (label := kube_node.labels.get(Keys.NODE_NAME_LABEL)):
+            candidates.add(label)
+        if self.kube_cache.bind_by_node_name:
+            candidates.add(node)
+        for key in self.kube_cache.pods_by_kube_node.get(node, ()):
+            pod = self.kube_cache.pods.items.get(key)
+            if pod is not None:
+                candidates.add(self.kube_cache.slurm_name_of(pod))
+        return tuple(
+            sorted(
+                name
+                for name in candidates
+                if name in self.slurm_cache.nodes
+                and (b := self.bound_node(name)) is not None
+                and b.name == node
+            )
+        )
+
+    async def _jobs_at(self, starts: dict[str, int]) -> dict[str, int]:
+        try:
+            jobs = await self.slurm.list_jobs()
+        except SlurmError as exc:
+            log.warning("jobs not read: the maintenance condition keeps its last job counts", error=str(exc))
+            return {}
+        running = [(expand(j.nodes), j.end_time) for j in jobs if "RUNNING" in j.states and j.nodes]
+        return running_at(running, starts)
+
+    # -- Slurm writes ------------------------------------------------------------------------------------
+    async def _write(self, write: Write) -> bool:
+        """One reservation write behind the gate, with its metric and Events; False when Slurm refused it."""
+        kind = f"reservation_{write.action}"
+        what = f"{write.name} for {write.window.text}" if write.window else write.name
+        if not self.gate.check():
+            log.info(f"dry-run: would {write.action} reservation", reservation=what, nodes=len(write.nodes))
+            self.record(kind, "k8s_to_slurm", write.name, {"result": "dry_run"})
+            return True
+        try:
+            if write.action == "delete":
+                await self.slurm.delete_reservation(write.name)
+            else:
+                await self.slurm.put_reservation(
+                    write.name, nodes=write.nodes, end=write.window.end if write.window else 0,
+                    start=write.start, flags=FLAGS, users=USERS,
+                    comment=f"{STAMP} owner={self.options.owner} window={what}",
+                )  # fmt: skip
+        except SlurmError as exc:
+            log.warning(f"reservation {write.action} refused", reservation=what, error=str(exc))
+            self.record(kind, "k8s_to_slurm", write.name, {"result": "error"})
+            for node in self._kube_nodes(write.nodes or (write.before.nodes if write.before else ())):
+                await self._event(
+                    node,
+                    "Warning",
+                    EVENT_FAILED,
+                    f"Slurm refused to {write.action} reservation {what}: {exc}",
+                )
+            return False
+        log.info(f"reservation {write.action}d", name=write.name, reservation=what, nodes=len(write.nodes))
+        self.record(kind, "k8s_to_slurm", write.name, {"result": "ok"})
+        await self._tell_written(write)
+        return True
+
+    async def _tell_written(self, write: Write) -> None:
+        before = set(write.before.nodes) if write.before else set()
+        now_in = set(write.nodes)
+        if write.action in ("create", "update"):
+            reason = EVENT_CREATED if write.action == "create" else EVENT_UPDATED
+            verb = "created" if write.action == "create" else "changed"
+            assert write.window is not None
+            same_times = (
+                write.before is not None
+                and write.before.end == write.window.end
+                and (write.start is None or write.before.start == write.start)
+            )
+            # a reservation that only grew: its Event goes to the Nodes that joined it, not to all again
+            told = now_in - before if same_times else now_in
+            for node in self._kube_nodes(sorted(told)):
+                await self._event(
+                    node, "Normal", reason,
+                    f"Slurm reservation {write.name} (MAINT) {verb} for the maintenance window "
+                    f"{write.window.text} over {len(now_in)} node(s): jobs that would run into it are not "
+                    "started there, shorter ones still are",
+                )  # fmt: skip
+        for node in self._kube_nodes(sorted(before - now_in)):
+            await self._event(
+                node, "Normal", EVENT_REMOVED,
+                f"Slurm reservation {write.name} removed"
+                + (" (window gone or past)" if write.action == "delete" else " for this node (window moved)"),
+            )  # fmt: skip
+
+    def _kube_nodes(self, slurm_nodes: Iterable[str]) -> list[str]:
+        return sorted({n.name for s in slurm_nodes if (n := self.bound_node(s)) is not None})
+
+    # -- Kubernetes: conditions and Events ----------------------------------------------------------------
+    def _was_reserved(self, node: str) -> bool:
+        """The Node shows our condition as reserved or ended (its window was accepted before)."""
+        kube_node = self.kube_cache.node(node)
+        cond = kube_node.condition(Keys.CONDITION_MAINTENANCE) if kube_node is not None else None
+        return cond is not None and (cond.status == "True" or cond.reason == "WindowEnded")
+
+    def _conditions_for_problems(self, found: list[NodeWindow], conditions: dict[str, Condition]) -> None:
+        """Refused input: False naming the rule. A Node that showed our condition and has no window: False."""
+        for window in found:
+            if window.problem == RULE_PAST and self._was_reserved(window.node):
+                # a window that was reserved and has now ended: no mistake, nothing to warn about
+                conditions[window.node] = Condition(
+                    type=Keys.CONDITION_MAINTENANCE, status="False", reason="WindowEnded",
+                    message=f"the maintenance window {window.value!r} from {window.source} has ended",
+                )  # fmt: skip
+            elif window.problem:
+                conditions[window.node] = Condition(
+                    type=Keys.CONDITION_MAINTENANCE, status="False", reason="InvalidWindow",
+                    message=f"{window.source} {window.value!r} not used: {window.problem}",
+                )  # fmt: skip
+        asked = {w.node for w in found}
+        for node in list(self.kube_cache.nodes.items.values()):
+            if (
+                node.name not in asked
+                and node.name not in conditions
+                and node.condition(Keys.CONDITION_MAINTENANCE)
+            ):
+                conditions[node.name] = Condition(
+                    type=Keys.CONDITION_MAINTENANCE,
+                    status="False",
+                    reason="NoWindow",
+                    message="no maintenance window",
+                )
+
+    async def _write_conditions(self, conditions: dict[str, Condition]) -> None:
+        """Only conditions that differ from the cached Node, a few at a time (a window over a rack)."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
+        at_once = asyncio.Semaphore(CONDITION_WRITES_AT_ONCE)
+
+        async def write(name: str, wanted: Condition) -> None:
+            node = self.kube_cache.node(name)
+            have = node.condition(wanted.type) if node is not None else None
+            if node is None or (
+                have is not None
+                and (have.status, have.reason, have.message) == (wanted.status, wanted.reason, wanted.message)
+            ):
+                return
+            # the cached Node with only our condition: the writer's diff and 409 retry need no more
+            mine = [
+                {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
+                for c in [have]
+                if c
+            ]
+            current = {"metadata": {"resourceVersion": node.resource_version}, "status": {"conditions": mine}}
+            async with at_once:
+                written = await self.writer.set_status(
+                    node_path(name), [wanted], stamp, current=current, what="maintenance"
+                )
+            if written is not None:
+                self.record("maintenance_condition", "slurm_to_k8s", name, {"result": "ok"})
+
+        await asyncio.gather(*(write(name, wanted) for name, wanted in conditions.items()))
+
+    async def _event(self, node: str, type_: str, reason: str, message: str) -> None:
+        await self.events.record(ObjectRef.node(node), type_, reason, message)
+
+    async def _tell_once(self, node: str, type_: str, reason: str, message: str) -> bool:
+        """An Event for a Node's input, once per distinct message (resyncs do not repeat it)."""
+        self._live.add(((node, reason), message))
+        if self._told.get((node, reason)) == message:
+            return False
+        await self._event(node, type_, reason, message)
+        self._told[(node, reason)] = message
+        return True
+
+    async def _tell_invalid(self, window: NodeWindow) -> None:
+        message = (
+            f"maintenance window from {window.source} {window.value!r} not used: {window.problem}; "
+            "nothing written to Slurm"
+        )
+        if await self._tell_once(window.node, "Warning", EVENT_INVALID, message):
+            log.warning(
+                "maintenance window refused",
+                node=window.node,
+                source=window.source,
+                value=window.value,
+                rule=window.problem,
+            )
+            self.record("maintenance_window", "k8s_to_slurm", window.node, {"result": "invalid"})
+
+    async def _unsupported(self, windows: dict[str, NodeWindow], found: list[NodeWindow], now: float) -> None:
+        """24.11 (REST v0.0.42): no reservation can be made. Said on each Node, counted, never silent."""
+        version = self.slurm.version.name if self.slurm.version else "?"
+        release = f"Slurm {self.slurm.release}" if self.slurm.release else "this Slurm"
+        conditions: dict[str, Condition] = {}
+        for node, window in windows.items():
+            assert window.window is not None
+            message = (
+                f"maintenance window {window.window.text} not reserved: {release} (REST {version}) "
+                f"cannot create reservations; {NEEDS}"
+            )
+            if await self._tell_once(node, "Warning", EVENT_UNSUPPORTED, message):
+                log.warning("maintenance window not reserved: Slurm too old", node=node, api_version=version)
+                self.record("reservation_create", "k8s_to_slurm", node, {"result": "unsupported"})
+            conditions[node] = Condition(
+                type=Keys.CONDITION_MAINTENANCE, status="False", reason="SlurmTooOld", message=message
+            )
+        self._conditions_for_problems(found, conditions)
+        await self._write_conditions(conditions)
+        self.summary = Summary(unsupported=len(windows), invalid=len([w for w in found if w.problem]))
