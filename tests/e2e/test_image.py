@@ -169,6 +169,14 @@ def kubelet_volume(path: Path, files: dict[str, bytes], mode: int, gid: int) -> 
     return path
 
 
+def quantity_bytes(quantity: str) -> int:
+    """A Kubernetes memory quantity (64Mi, 1G, 512) in bytes."""
+    number, suffix = re.fullmatch(r"([0-9.]+)([KMGT]i?)?", quantity).groups()  # type: ignore[union-attr]
+    power = {"K": 1, "M": 2, "G": 3, "T": 4}
+    scale = 1 if not suffix else (1024 if suffix.endswith("i") else 1000) ** power[suffix[0]]
+    return int(float(number) * scale)
+
+
 @dataclass
 class Pod:
     name: str
@@ -187,6 +195,15 @@ class Pod:
         """/proc/PID/status of the syncer (the chrooted process itself: pod_exec.py execs it)."""
         text = Path(f"/proc/{self.process.pid}/status").read_text()
         return dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
+
+    def mounts(self) -> dict[str, tuple[str, set[str]]]:
+        """The syncer's mounts as it sees them: mount point -> (file system type, options)."""
+        found = {}
+        for line in Path(f"/proc/{self.process.pid}/mountinfo").read_text().splitlines():
+            fields = line.split()
+            fs_type = fields[fields.index("-") + 1]
+            found[fields[4]] = (fs_type, set(fields[5].split(",")))
+        return found
 
     def rss_mb(self) -> float:
         return int(self.status()["VmRSS"].split()[0]) / 1024
@@ -231,7 +248,8 @@ async def run_pod(
     for mount in main["volumeMounts"]:
         volume = volumes[mount["name"]]
         if "emptyDir" in volume:
-            tmpfs.append({"path": mount["mountPath"], "size": volume["emptyDir"].get("sizeLimit", "64Mi")})
+            size = quantity_bytes(volume["emptyDir"].get("sizeLimit") or "64Mi")
+            tmpfs.append({"path": mount["mountPath"], "size": str(size)})
         elif "secret" in volume:
             assert mount.get("readOnly") is True and "subPath" not in mount
             secret = volume["secret"]
@@ -340,7 +358,14 @@ async def test_the_image_runs_as_the_chart_runs_it(
         status = pod.status()
         assert status["Uid"].split()[:2] == ["65532", "65532"] and status["Gid"].split()[:2] == ["65532"] * 2
         assert status["Groups"].split() == ["65532"] and status["NoNewPrivs"].strip() == "1"
-        assert int(status["CapEff"], 16) == 0
+        assert int(status["CapEff"], 16) == 0 and int(status["CapPrm"], 16) == 0
+        mounts = pod.mounts()  # in its own mount namespace, chrooted: "/" is the image, read-only
+        assert mounts["/"][0] == "overlay" and "ro" in mounts["/"][1], mounts["/"]
+        assert mounts["/tmp"][0] == "tmpfs" and "rw" in mounts["/tmp"][1]
+        for secret_dir in ("/run/secrets/slurm-syncer", "/run/secrets/kubernetes.io/serviceaccount"):
+            assert "ro" in mounts[secret_dir][1], (secret_dir, mounts)  # /var/run links to /run
+        exe = os.readlink(f"/proc/{pod.process.pid}/exe")  # the image's Python, seen from the host
+        assert f"/pod-{pod.name}/root/usr/bin/python3" in exe, exe
         assert front.connections > 0  # in-cluster configuration: through the TLS front with the SA's CA
         assert lease(rig).get("holderIdentity") == pod.name  # the host name is the identity
         rss_ready = pod.rss_mb()
@@ -428,6 +453,7 @@ async def test_two_image_replicas_fail_over_within_the_lease(
         takeover_s = time.monotonic() - killed
         assert lease(rig).get("holderIdentity") == standby.name
         assert takeover_s <= TAKEOVER_S, f"takeover took {takeover_s:.1f} s, lease {LEASE_S:.0f} s"
+        sys.stderr.write(f"\nimage failover: SIGKILL to the standby's drains {takeover_s:.2f} s\n")
         assert standby.process.returncode is None
     for name in names[6:]:  # never cordoned, never drained
         assert not await drained(name)
