@@ -78,11 +78,12 @@ def image() -> Iterator[Image]:
     assert built.returncode == 0, f"scripts/image failed:\n{built.stderr[-4000:]}"
     sys.stderr.write(f"\n{built.stderr}")
     (inspected,) = json.loads(_podman("image", "inspect", TAG))
-    root = Path(_podman("image", "mount", TAG).strip())
+    image_id = inspected["Id"]  # mounted and unmounted by ID: another build may move the tag meanwhile
+    root = Path(_podman("image", "mount", image_id).strip())
     try:
         yield Image(TAG, root, inspected["Config"], int(inspected["Size"]), build_s)
     finally:
-        _podman("image", "unmount", TAG)
+        _podman("image", "unmount", image_id)
 
 
 def _podman(*args: str) -> str:
