@@ -97,6 +97,7 @@ class ApiFront:
     port: int
     ca: bytes
     connections: int = 0
+    bearer_token_seen: int = 0  # connections whose first request carried the service account's token
 
 
 def api_certificates(certs: Path) -> Path:
@@ -136,9 +137,12 @@ async def tls_front(rig: Rig, tmp_path: Path) -> AsyncIterator[ApiFront]:
         front.connections += 1
         try:
             up_r, up_w = await asyncio.open_connection(host, int(port))
-        except OSError:
+            first = await client_r.read(65536)  # the first request's head: the service account's token?
+        except (OSError, ssl.SSLError):
             client_w.close()
             return
+        front.bearer_token_seen += f"Authorization: Bearer {SA_TOKEN}".encode().lower() in first.lower()
+        up_w.write(first)
         await asyncio.gather(pipe(client_r, up_w), pipe(up_r, client_w))
 
     def start(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
@@ -374,7 +378,8 @@ async def test_the_image_runs_as_the_chart_runs_it(
             assert "ro" in mounts[secret_dir][1], (secret_dir, mounts)  # /var/run links to /run
         exe = os.readlink(f"/proc/{pod.process.pid}/exe")  # the image's Python, seen from the host
         assert f"/pod-{pod.name}/root/usr/bin/python3" in exe, exe
-        assert front.connections > 0  # in-cluster configuration: through the TLS front with the SA's CA
+        # in-cluster configuration: through the TLS front (the service account's CA) with its token
+        assert front.connections > 0 and front.bearer_token_seen > 0
         assert lease(rig).get("holderIdentity") == pod.name  # the host name is the identity
         rss_ready = pod.rss_mb()
 
