@@ -8,7 +8,10 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/slurm-syncer
 COPY pyproject.toml README.md ./
 COPY syncer ./syncer
-RUN /opt/slurm-syncer/bin/pip install --no-compile . \
+# syncer/testing (the Kubernetes API emulator, the Slurm sandbox, the demo) is not for production: left out
+# by .dockerignore, and removed here too for builders that ignore that file
+RUN rm -rf syncer/testing \
+ && /opt/slurm-syncer/bin/pip install --no-compile . \
  && /opt/slurm-syncer/bin/python -m compileall -q /opt/slurm-syncer/lib
 
 FROM ${PYTHON_IMAGE} AS runtime

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 from collections.abc import Callable, Sequence
 from typing import Protocol, cast
@@ -35,7 +36,21 @@ TOOL_COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "demo": ("syncer.testing.demo", "run everything locally (Slurm sandbox + Kubernetes emulator), narrated"),
 }
+# The container image ships the daemon only (the Dockerfile leaves syncer/testing out): there the local
+# tools say where to get them instead of failing with an ImportError.
+TOOLS_MISSING = (
+    "slurm-syncer {command}: not in this installation. The container image ships the daemon only "
+    "(run, status, check): the Slurm sandbox, the Kubernetes API emulator and the demo come with a "
+    "checkout of the source. There: scripts/bootstrap (or pip install -e '.[dev]'), then "
+    ".venv/bin/slurm-syncer {command} --help"
+)
 _GLOBAL_WITH_VALUE = ("--log-format", "--log-level")
+
+
+def tools_installed() -> bool:
+    """Whether syncer.testing (the sandbox, the emulator, the demo) is importable; asked only when one
+    of its commands runs, so the daemon's commands never load it."""
+    return importlib.util.find_spec("syncer.testing") is not None
 
 
 def command_of(argv: Sequence[str]) -> str | None:
@@ -69,7 +84,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         cast(CommandModule, importlib.import_module(name)).register(subparsers)
     wanted = command_of(sys.argv[1:] if argv is None else argv)
     for command, (module, summary) in TOOL_COMMANDS.items():
-        if command == wanted:
+        if command == wanted and tools_installed():
             cast(CommandModule, importlib.import_module(module)).register(subparsers)
         else:
             subparsers.add_parser(command, help=summary)
@@ -77,6 +92,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    wanted = command_of(sys.argv[1:] if argv is None else argv)
+    if wanted in TOOL_COMMANDS and not tools_installed():  # whatever its arguments: this is the answer
+        print(TOOLS_MISSING.format(command=wanted), file=sys.stderr)
+        return 2
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     configure_logging(args.log_format, args.log_level)

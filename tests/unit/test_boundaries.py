@@ -126,3 +126,21 @@ def test_controllers_write_only_through_their_one_path() -> None:
             ):
                 found.append(f"{relative}:{node.lineno} self.{owner.attr}.{node.func.attr}()")
     assert found == []
+
+
+def test_a_local_tool_missing_from_the_installation_says_where_to_get_it() -> None:
+    """In the container image syncer/testing is absent: `slurm-syncer sandbox ...` answers with where
+    the tools live instead of an ImportError (tests/e2e/test_image.py runs it in the real image)."""
+    code = (
+        "import sys\n"
+        "import importlib.util\n"
+        "real = importlib.util.find_spec\n"
+        "hide = lambda name, *a: None if name.startswith('syncer.testing') else real(name, *a)\n"
+        "importlib.util.find_spec = hide\n"
+        "from syncer.app.cli import main\n"
+        "sys.exit(main(['demo', '--anything', 'goes']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "slurm-syncer demo: not in this installation" in done.stderr
+    assert "Traceback" not in done.stderr
