@@ -590,6 +590,7 @@ def _start(
         user_ids(rootfs, "slurm"),
         user_ids(rootfs, REST_USER),
         openmetrics=wanted.openmetrics,
+        topology=wanted.topology,
     )
     sandbox = Sandbox(
         directory=directory, rootfs=rootfs, release=wanted, nodes=nodes, ports=ports, max_dynamic=max_dynamic
