@@ -26,6 +26,7 @@ from syncer.kube.writer import KubeWriter
 from syncer.model.keys import Keys
 from syncer.model.naming import SlurmNameRule
 from syncer.nodeset.reconciler import NodeSetReconciler
+from syncer.plan.attributes import AttributeController, AttributeOptions
 from syncer.runtime.backoff import Backoff
 from syncer.runtime.controller import ReconcileMetrics
 from syncer.runtime.manager import Manager, TaskExited
@@ -46,6 +47,7 @@ class ServiceConfig:
     the one place each is written; the rest are internal tunables with their default here."""
 
     options: SyncOptions = field(default_factory=SyncOptions)
+    attributes: AttributeOptions = field(default_factory=AttributeOptions)  # labels -> features, topology
     slurm_poll_interval_s: float = default("slurm_poll_interval")
     slurm_poll_strategy: Strategy = default("slurm_poll_strategy")  # noqa: RUF009 - a str, read once
     slurm_stale_after_s: float = default("slurm_stale_after")
@@ -132,6 +134,23 @@ class SyncerService:
             reconcile_metrics=reconcile_metrics,
             backoff=config.backoff,
         )
+        self.attributes = (
+            AttributeController(
+                slurm=slurm,
+                slurm_cache=self.slurm_cache,
+                kube_cache=self.kube_cache,
+                events=self.events,
+                gate=self.gate,
+                bulk=self.engine.applier.bulk,  # one group commit for every Slurm node update
+                options=config.attributes,
+                workers=config.workers,
+                resync_s=config.resync_s,
+                reconcile_metrics=reconcile_metrics,
+                backoff=config.backoff,
+            )
+            if config.attributes.enabled
+            else None
+        )
         self.elector = (
             LeaderElector(
                 kube,
@@ -192,6 +211,9 @@ class SyncerService:
             manager.add("leader-election", self.elector.run)
         manager.add("sync-engine", self.engine.run)
         manager.on_close(self.engine.stop)
+        if self.attributes is not None:
+            manager.add("attributes", self.attributes.run)
+            manager.on_close(self.attributes.stop)
         if self.nodesets is not None:
             manager.add("nodeset-reconciler", self.nodesets.run)
             manager.on_close(self.nodesets.stop)

@@ -8,6 +8,8 @@ from pathlib import Path
 from syncer.app.service import ServiceConfig, SyncerService
 from syncer.app.settings import Settings
 from syncer.kube.client import KubeClient
+from syncer.plan.attributes import AttributeOptions
+from syncer.plan.topology import TopologySpec
 from syncer.slurm.auth import JwtKeyToken, NoToken, TokenFile, TokenSource
 from syncer.slurm.client import SlurmClient
 from syncer.sync.options import SyncOptions
@@ -41,6 +43,19 @@ def sync_options(settings: Settings) -> SyncOptions:
     )
 
 
+def attribute_options(settings: Settings) -> AttributeOptions:
+    return AttributeOptions(
+        feature_labels=settings.feature_label,
+        feature_prefix=settings.feature_prefix,
+        topology=TopologySpec(
+            block_name=settings.topology_block_name,
+            block_label=settings.topology_block_label,
+            tree_name=settings.topology_tree_name,
+            tree_labels=settings.topology_tree_label,
+        ),
+    )
+
+
 def service_config(settings: Settings, environ: Mapping[str, str]) -> ServiceConfig:
     host, port = settings.listen_address
     return ServiceConfig(
@@ -71,6 +86,7 @@ def service_config(settings: Settings, environ: Mapping[str, str]) -> ServiceCon
         listen_port=port,
         jobs_poll_interval_s=settings.jobs_poll_interval,
         nodeset_enabled=settings.nodeset_enabled,
+        attributes=attribute_options(settings),
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import structlog
 
+from syncer.kube.binding import Binding, node_slurm
 from syncer.kube.cache import KubeCache
 from syncer.kube.events import EventRecorder, ObjectRef
 from syncer.kube.gate import WriteGate
@@ -31,7 +32,6 @@ from syncer.slurm.cache import NodeCache, NodeChange
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmError
 from syncer.sync.apply import Applier
-from syncer.sync.binding import Binding, node_slurm
 from syncer.sync.decide import decide
 from syncer.sync.options import SyncOptions
 from syncer.sync.stats import EngineStats

@@ -1,0 +1,235 @@
+"""The attribute controller: carries what a Kubernetes Node says about its machine to the Slurm nodes bound
+to it: labels as Slurm features (syncer/plan/features.py) and topology labels as the node's topology
+(syncer/plan/topology.py). Keyed by Slurm node name like the sync engine and fed by the same caches, so a
+relabel, a restart, a re-list or a dynamic node registering all end in one level-triggered reconcile.
+
+Writes go through the write gate and the sync engine's group commit (syncer/sync/bulk.py): a rack
+relabelled at once is one `POST /nodes/` per distinct update. Features and topology are separate updates,
+so a topology Slurm refuses (a unit topology.yaml does not declare) does not hold features back."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import structlog
+
+from syncer.kube.binding import resolve
+from syncer.kube.cache import KubeCache
+from syncer.kube.events import EventRecorder, ObjectRef
+from syncer.kube.gate import WriteGate
+from syncer.model.slurm import SlurmNode
+from syncer.plan import features, topology
+from syncer.plan.features import FeatureLabel
+from syncer.plan.topology import TopologySpec
+from syncer.runtime.backoff import Backoff
+from syncer.runtime.controller import DONE, ControllerRunner, ReconcileMetrics, Result
+from syncer.slurm.bulk import BulkWriter
+from syncer.slurm.cache import NodeCache, NodeChange
+from syncer.slurm.client import SlurmClient
+from syncer.slurm.errors import SlurmApiError
+from syncer.slurm.updates import NodeUpdate
+from syncer.tasks import cancel_and_wait
+
+log = structlog.get_logger("syncer.plan")
+ECHO_S = 5.0  # a write the Slurm cache has not shown yet is not sent again for this long
+EVENT_FEATURE_REFUSED = "SlurmFeatureRefused"
+EVENT_TOPOLOGY_REFUSED = "SlurmTopologyRefused"
+
+
+@dataclass(frozen=True)
+class AttributeOptions:
+    feature_labels: tuple[FeatureLabel, ...] = ()
+    feature_prefix: str = features.DEFAULT_PREFIX
+    topology: TopologySpec = field(default_factory=TopologySpec)
+
+    def __post_init__(self) -> None:
+        # an empty prefix would make every admin's feature look like ours
+        if not self.feature_prefix or not features.FEATURE.fullmatch(self.feature_prefix):
+            raise ValueError(f"feature prefix {self.feature_prefix!r}: letters, digits, '.', '_', '-', ':'")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.feature_labels) or self.topology.enabled
+
+
+@dataclass
+class AttributeStats:
+    writes: Counter[tuple[str, str]] = field(default_factory=Counter)  # (features|topology, result)
+    refused_labels: int = 0  # label values Slurm cannot take (one Event each)
+    topology_unsupported: bool = False  # topology configured, the Slurm REST API has no topology_str
+
+
+class AttributeController:
+    name = "attributes"
+
+    def __init__(
+        self,
+        *,
+        slurm: SlurmClient,
+        slurm_cache: NodeCache,
+        kube_cache: KubeCache,
+        events: EventRecorder,
+        gate: WriteGate,
+        bulk: BulkWriter,
+        options: AttributeOptions,
+        workers: int,
+        resync_s: float,
+        reconcile_metrics: ReconcileMetrics | None = None,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.slurm = slurm
+        self.slurm_cache = slurm_cache
+        self.kube_cache = kube_cache
+        self.events = events
+        self.gate = gate
+        self.bulk = bulk
+        self.options = options
+        self.resync_s = resync_s
+        self.stats = AttributeStats()
+        self.runner = ControllerRunner(self, workers=workers, metrics=reconcile_metrics, backoff=backoff)
+        self.queue = self.runner.queue
+        self._sent: dict[tuple[str, str], tuple[object, float]] = {}  # (node, kind) -> (what, monotonic)
+        self._told: dict[tuple[str, str], str] = {}  # (Node, what) -> the message an Event already said
+        self._tasks: list[asyncio.Task[None]] = []
+        slurm_cache.subscribe(self._on_slurm_changes)
+        kube_cache.subscribe(self._on_kube_keys)
+
+    def _on_slurm_changes(self, changes: list[NodeChange]) -> None:
+        for change in changes:
+            if change.kind != "removed":
+                self.queue.add(change.name, urgent=True)
+
+    def _on_kube_keys(self, keys: set[str]) -> None:
+        for key in keys:
+            self.queue.add(key, urgent=True)
+
+    def enqueue_all(self) -> None:
+        for name in set(self.kube_cache.slurm_names()):
+            self.queue.add(name)
+
+    async def run(self) -> None:
+        await self.kube_cache.wait_synced()
+        while not self.slurm_cache.synced:  # noqa: ASYNC110 - NodeCache has no event for its first answer
+            await asyncio.sleep(0.1)
+        self._check_topology_support()
+        self.enqueue_all()
+        self._tasks = [
+            asyncio.create_task(self.queue.run(), name="attributes-queue"),
+            asyncio.create_task(self._resync(), name="attributes-resync"),
+        ]
+        try:
+            await asyncio.gather(*self._tasks)
+        finally:
+            await self.stop()
+
+    async def stop(self) -> None:
+        self.queue.stop()
+        await cancel_and_wait(self._tasks)
+        self._tasks = []
+
+    async def _resync(self) -> None:
+        """Every key now and then (level-triggered safety net), and at once when leadership is gained."""
+        next_at, was_leading = time.monotonic() + self.resync_s, self.gate.leading
+        while True:
+            await asyncio.sleep(1.0)
+            now, leading = time.monotonic(), self.gate.leading
+            if now >= next_at or (leading and not was_leading):
+                self._sent = {k: v for k, v in self._sent.items() if now - v[1] < ECHO_S}
+                self.enqueue_all()
+                next_at = now + self.resync_s
+            was_leading = leading
+
+    def _check_topology_support(self) -> None:
+        version = self.slurm.version
+        if self.options.topology.enabled and version is not None and not version.topology:
+            self.stats.topology_unsupported = True
+            log.warning(
+                "node topology from labels needs Slurm 25.05+ (REST v0.0.43+): not written",
+                api_version=version.name, release=self.slurm.release or None,
+            )  # fmt: skip
+
+    # -- one key ----------------------------------------------------------------------------------
+    async def reconcile(self, name: str) -> Result:
+        if not self.kube_cache.synced or not self.slurm_cache.synced:
+            return Result(requeue_after=1.0)
+        slurm_node = self.slurm_cache.nodes.get(name)
+        binding = resolve(name, self.kube_cache)
+        kube_node = binding.node
+        if slurm_node is None or not binding.bound or kube_node is None or not self.gate.leading:
+            return DONE
+        labels = kube_node.labels
+        requeue: list[float] = []
+        if self.options.feature_labels:
+            want = features.wanted(labels, self.options.feature_labels, self.options.feature_prefix)
+            for refused in want.refused:
+                await self._tell(kube_node.name, refused.label, EVENT_FEATURE_REFUSED, refused.message)
+            await self._write_features(slurm_node, want.owned, requeue)
+        if self.options.topology.enabled and not self.stats.topology_unsupported:
+            place = topology.wanted(labels, self.options.topology)
+            for label, value in place.refused:
+                message = f"label {label}={value!r} names no Slurm topology unit: letters, digits, . _ - only"
+                await self._tell(kube_node.name, label, EVENT_TOPOLOGY_REFUSED, message)
+            new = topology.merged(slurm_node.topology, place.topology, self.options.topology)
+            if new is not None:
+                await self._write_topology(slurm_node, kube_node.name, new, requeue)
+        return Result(requeue_after=min(requeue)) if requeue else DONE
+
+    async def _write_features(self, node: SlurmNode, owned: tuple[str, ...], requeue: list[float]) -> None:
+        prefix = self.options.feature_prefix
+        available = features.with_owned(node.features, owned, prefix)
+        active = features.with_owned(node.active_features, owned, prefix)
+        if available is None and active is None:
+            self._sent.pop((node.name, "features"), None)
+            return
+        update = NodeUpdate(
+            features=available if available is not None else node.features,
+            features_act=active if active is not None else node.active_features,
+        )
+        if await self._send(node.name, "features", owned, update, requeue):
+            log.info("slurm features set from labels", slurm_node=node.name, owned=list(owned))
+
+    async def _write_topology(self, node: SlurmNode, kube_node: str, new: str, requeue: list[float]) -> None:
+        try:
+            if await self._send(node.name, "topology", new, NodeUpdate(topology=new), requeue):
+                log.info("slurm topology set from labels", slurm_node=node.name, topology=new)
+        except SlurmApiError as exc:  # e.g. a block or top switch topology.yaml does not declare
+            self.stats.writes["topology", "refused"] += 1
+            message = f"Slurm refused topology {new!r} for node {node.name}: {exc}"
+            log.warning(
+                "slurm refused a topology from labels", slurm_node=node.name, topology=new, error=str(exc)
+            )
+            await self._tell(kube_node, "topology", EVENT_TOPOLOGY_REFUSED, message)
+            requeue.append(self.resync_s)
+
+    async def _send(
+        self, name: str, kind: str, what: object, update: NodeUpdate, requeue: list[float]
+    ) -> bool:
+        """Sends unless the same was just sent and the cache has not shown it yet; True when sent."""
+        sent = self._sent.get((name, kind))
+        if sent is not None and sent[0] == what and time.monotonic() - sent[1] < ECHO_S:
+            requeue.append(ECHO_S)  # looked at again once the echo is overdue
+            return False
+        if not self.gate.check():
+            log.info("dry-run: would update slurm node", slurm_node=name, kind=kind, update=update.body())
+            self.stats.writes[kind, "dry-run"] += 1
+            return False
+        try:
+            await self.bulk.update(name, update)
+        except Exception:
+            self.stats.writes[kind, "error"] += 1
+            raise
+        self.stats.writes[kind, "ok"] += 1
+        self._sent[name, kind] = (what, time.monotonic())
+        return True
+
+    async def _tell(self, node: str, what: str, reason: str, message: str) -> None:
+        """One Warning Event on the Node per distinct problem (not one per reconcile)."""
+        if self._told.get((node, what)) == message:
+            return
+        self._told[node, what] = message
+        self.stats.refused_labels += reason == EVENT_FEATURE_REFUSED
+        log.warning("node attribute not carried to slurm", node=node, reason=reason, detail=message)
+        await self.events.record(ObjectRef.node(node), "Warning", reason, message)
