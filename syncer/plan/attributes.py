@@ -57,6 +57,7 @@ class AttributeOptions:
 
 @dataclass
 class AttributeStats:
+    reconciles: int = 0
     writes: Counter[tuple[str, str]] = field(default_factory=Counter)  # (features|topology, result)
     refused_labels: int = 0  # label values Slurm cannot take (one Event each)
     topology_unsupported: bool = False  # topology configured, the Slurm REST API has no topology_str
@@ -153,6 +154,7 @@ class AttributeController:
 
     # -- one key ----------------------------------------------------------------------------------
     async def reconcile(self, name: str) -> Result:
+        self.stats.reconciles += 1
         if not self.kube_cache.synced or not self.slurm_cache.synced:
             return Result(requeue_after=1.0)
         slurm_node = self.slurm_cache.nodes.get(name)

@@ -1,0 +1,150 @@
+"""Node labels -> Slurm features and topology, end to end: the real slurmctld and slurmd (dynamic nodes
+with admin features of their own), the emulator's Nodes, real jobs placed by `--constraint` and by the
+block topology. Node labels are core objects: emulator only."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from syncer.app.service import SyncerService
+from syncer.plan.attributes import EVENT_FEATURE_REFUSED, AttributeOptions
+from syncer.plan.features import FeatureLabel
+from syncer.plan.topology import TopologySpec
+from syncer.testing.sandbox.config import BLOCK_TOPOLOGY, PARTITION, TREE_TOPOLOGY
+from tests.e2e.rig import FAST, Rig, running_syncer
+from tests.helpers import wait_for
+
+pytestmark = [pytest.mark.slurm, pytest.mark.kube]
+GPU, IB, NVLINK, SPINE, LEAF = (
+    "example.com/gpu", "example.com/ib", "example.com/nvlink", "example.com/spine", "example.com/leaf",
+)  # fmt: skip
+ATTRIBUTES = AttributeOptions(
+    feature_labels=(FeatureLabel.parse(GPU), FeatureLabel.parse(f"{IB}=infiniband")),
+    topology=TopologySpec(
+        block_name=BLOCK_TOPOLOGY, block_label=NVLINK, tree_name=TREE_TOPOLOGY, tree_labels=(SPINE, LEAF)
+    ),
+)
+_ids = itertools.count(1)
+
+
+@contextmanager
+def real_nodes(rig: Rig, count: int) -> Iterator[list[str]]:
+    """`count` dynamic Slurm nodes with a real slurmd each and an admin feature of their own."""
+    prefix = f"attr{next(_ids)}x"
+    names = [f"{prefix}{i}" for i in range(count)]
+    try:
+        for name in names:
+            rig.sandbox.start_slurmd(name, features=[f"admin-{name}"])
+        yield names
+    finally:
+        for name in names:
+            for job in rig.sandbox.run("squeue", "-h", "-w", name, "-o", "%i").stdout.split():
+                rig.sandbox.run("scancel", job)
+        for name in names:
+            rig.sandbox.delete_node(name)
+
+
+@asynccontextmanager
+async def attribute_syncer(rig: Rig) -> AsyncIterator[SyncerService]:
+    async with running_syncer(rig, replace(FAST, attributes=ATTRIBUTES)) as service:
+        yield service
+
+
+def label(rig: Rig, slurm_name: str, labels: dict[str, str | None]) -> None:
+    rig.kube.patch("", "v1", "nodes", f"k8s-{slurm_name}", {"metadata": {"labels": labels}})
+
+
+async def features_are(rig: Rig, name: str, expected: set[str]) -> bool:
+    node = await rig.slurm(name)
+    return set(node.features) == expected and set(node.active_features) == expected
+
+
+def run_job(rig: Rig, *args: str) -> str:
+    """Submits a short job; returns its id."""
+    out = rig.sandbox.run("sbatch", "--parsable", *args, "--wrap", "true", check=True).stdout
+    return out.strip().split(";")[0]
+
+
+def job_field(rig: Rig, job: str, name: str) -> str:
+    found = re.search(rf"\b{name}=(\S*)", rig.sandbox.run("scontrol", "show", "job", job).stdout)
+    return found.group(1) if found else ""
+
+
+async def ran_on(rig: Rig, job: str) -> str:
+    await wait_for(lambda: job_field(rig, job, "JobState") == "COMPLETED", 60, what=f"job {job} completed")
+    return job_field(rig, job, "NodeList")
+
+
+async def test_labels_become_features_that_place_jobs_and_follow_relabels(rig: Rig) -> None:
+    with real_nodes(rig, 2) as (a, b):
+        rig.bind_pod(a, node_labels={GPU: "h100", IB: "true"})
+        rig.bind_pod(b, node_labels={GPU: "a100"})
+        async with attribute_syncer(rig) as service:
+            await wait_for(
+                lambda: features_are(rig, a, {f"admin-{a}", "k8s.gpu:h100", "k8s.infiniband"}), 10,
+                what="labels of A as features",
+            )  # fmt: skip
+            await wait_for(lambda: features_are(rig, b, {f"admin-{b}", "k8s.gpu:a100"}), 10, what="B's")
+            job = run_job(rig, "-p", PARTITION, "--constraint=k8s.gpu:h100")
+            assert await ran_on(rig, job) == a
+            label(rig, a, {GPU: "a100", IB: "false"})
+            label(rig, b, {GPU: "h100"})
+            await wait_for(
+                lambda: features_are(rig, a, {f"admin-{a}", "k8s.gpu:a100"}), 10, what="A relabelled"
+            )
+            await wait_for(
+                lambda: features_are(rig, b, {f"admin-{b}", "k8s.gpu:h100"}), 10, what="B relabelled"
+            )
+            job = run_job(rig, "-p", PARTITION, "--constraint=k8s.gpu:h100")
+            assert await ran_on(rig, job) == b
+            label(rig, b, {GPU: None})
+            await wait_for(lambda: features_are(rig, b, {f"admin-{b}"}), 10, what="B's label removed")
+            writes = service.attributes.stats.writes if service.attributes else {}
+            assert writes["features", "ok"] >= 5 and not writes["features", "error"]
+
+
+async def test_a_restart_writes_nothing_when_slurm_already_agrees(rig: Rig) -> None:
+    with real_nodes(rig, 1) as (a,):
+        rig.bind_pod(a, node_labels={GPU: "h100"})
+        async with attribute_syncer(rig):
+            await wait_for(lambda: features_are(rig, a, {f"admin-{a}", "k8s.gpu:h100"}), 10, what="features")
+        async with attribute_syncer(rig) as again:
+            assert again.attributes is not None
+            before = again.attributes.stats.reconciles
+            await wait_for(lambda: again.attributes.stats.reconciles > before, 10, what="a reconcile of A")  # type: ignore[union-attr]
+            await again.attributes.queue.wait_idle()
+            assert not again.attributes.stats.writes
+            assert again.engine.applier.bulk.stats.requests == 0
+
+
+async def test_a_value_slurm_cannot_take_gives_no_feature_and_one_event(rig: Rig) -> None:
+    with real_nodes(rig, 1) as (a,):
+        node_name, _ = rig.bind_pod(a, node_labels={GPU: "h100"})
+        async with attribute_syncer(rig) as service:
+            await wait_for(lambda: features_are(rig, a, {f"admin-{a}", "k8s.gpu:h100"}), 10, what="features")
+            # A validating API server refuses this value (label values are [A-Za-z0-9._-]): it is written
+            # straight into the emulator's store, as another API server or an old object could hold it.
+            node = copy.deepcopy(rig.node_obj(node_name))
+            node["metadata"]["labels"][GPU] = "h100=sxm"
+            rig.kube.api.store.write(("", "nodes"), node, "MODIFIED")
+            await wait_for(lambda: features_are(rig, a, {f"admin-{a}"}), 10, what="the feature removed")
+
+            def refused() -> list[dict[str, Any]]:
+                return [e for e in rig.events_for(node_name) if e["reason"] == EVENT_FEATURE_REFUSED]
+
+            await wait_for(lambda: bool(refused()), 10, what="an Event naming the label")
+            assert GPU in refused()[0]["message"] and "h100=sxm" in refused()[0]["message"]
+            assert service.attributes is not None
+            before = service.attributes.stats.reconciles
+            service.attributes.enqueue_all()
+            await wait_for(lambda: service.attributes.stats.reconciles > before, 10, what="another reconcile")  # type: ignore[union-attr]
+            await service.attributes.queue.wait_idle()
+            assert [e.get("count", 1) for e in refused()] == [1]  # not repeated by the reconcile
