@@ -19,7 +19,8 @@ from syncer.plan.attributes import EVENT_FEATURE_REFUSED, AttributeOptions
 from syncer.plan.features import FeatureLabel
 from syncer.plan.topology import TopologySpec
 from syncer.testing.sandbox.config import BLOCK_TOPOLOGY, PARTITION, TREE_TOPOLOGY
-from tests.e2e.rig import FAST, Rig, running_syncer
+from tests.e2e.rig import FAST, Rig, get, running_syncer
+from tests.fixtures.slurm import SELECTED
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
@@ -148,3 +149,71 @@ async def test_a_value_slurm_cannot_take_gives_no_feature_and_one_event(rig: Rig
             await wait_for(lambda: service.attributes.stats.reconciles > before, 10, what="another reconcile")  # type: ignore[union-attr]
             await service.attributes.queue.wait_idle()
             assert [e.get("count", 1) for e in refused()] == [1]  # not repeated by the reconcile
+
+
+def topology_entries(text: str) -> set[str]:
+    return {entry for entry in text.split(",") if entry}
+
+
+def hostnames(rig: Rig, hostlist: str) -> set[str]:
+    return set(rig.sandbox.run("scontrol", "show", "hostnames", hostlist, check=True).stdout.split())
+
+
+def unit_nodes(rig: Rig, topology: str, kind: str, unit: str) -> set[str]:
+    """The nodes `scontrol show topology` lists under one block or switch."""
+    out = rig.sandbox.scontrol("show", "topology", topology)
+    found = re.search(rf"^{kind}={re.escape(unit)} .*?Nodes=(\S*)", out, re.MULTILINE)
+    return hostnames(rig, found.group(1)) if found and found.group(1) else set()
+
+
+@pytest.mark.skipif(not SELECTED.topology, reason="needs Slurm 25.05+: see test_topology_needs_slurm_25_05")
+async def test_topology_labels_place_nodes_in_blocks_and_switches_and_jobs_stay_inside(rig: Rig) -> None:
+    with real_nodes(rig, 3) as (a, b, c):
+        rig.bind_pod(a, node_labels={NVLINK: "b1", SPINE: "spine1", LEAF: "leafx"})
+        rig.bind_pod(b, node_labels={NVLINK: "b2", SPINE: "spine2", LEAF: "leafy"})
+        rig.bind_pod(c, node_labels={NVLINK: "b1", SPINE: "spine1", LEAF: "leafx"})
+        async with attribute_syncer(rig):
+
+            async def placed(name: str, block: str, *path: str) -> bool:
+                wanted = {f"{BLOCK_TOPOLOGY}:{block}", ":".join((TREE_TOPOLOGY, *path))}
+                return topology_entries((await rig.slurm(name)).topology) == wanted
+
+            async def all_placed() -> bool:
+                wanted = (
+                    (a, "b1", "spine1", "leafx"),
+                    (b, "b2", "spine2", "leafy"),
+                    (c, "b1", "spine1", "leafx"),
+                )
+                return all([await placed(name, block, *path) for name, block, *path in wanted])
+
+            await wait_for(all_placed, 10, what="every node in its block and under its switches")
+            assert unit_nodes(rig, BLOCK_TOPOLOGY, "BlockName", "b1") == {a, c}
+            assert unit_nodes(rig, TREE_TOPOLOGY, "SwitchName", "leafx") == {a, c}
+            assert unit_nodes(rig, TREE_TOPOLOGY, "SwitchName", "spine1") >= {a, c}
+            for _ in range(2):  # a two-node segment fits only in b1 (b2 holds one node, b-seed one)
+                job = run_job(rig, "-p", BLOCK_TOPOLOGY, "-N2", "--segment=2")
+                assert hostnames(rig, await ran_on(rig, job)) == {a, c}
+            job = run_job(rig, "-p", TREE_TOPOLOGY, "-N2", "--switches=1@10:00")
+            assert hostnames(rig, await ran_on(rig, job)) == {a, c}
+            label(rig, c, {NVLINK: "b2"})  # c moves to b's block
+            await wait_for(lambda: placed(c, "b2", "spine1", "leafx"), 10, what="c moved to b2")
+            assert unit_nodes(rig, BLOCK_TOPOLOGY, "BlockName", "b2") == {b, c}
+            job = run_job(rig, "-p", BLOCK_TOPOLOGY, "-N2", "--segment=2")
+            assert hostnames(rig, await ran_on(rig, job)) == {b, c}
+
+
+async def test_topology_needs_slurm_25_05(rig: Rig) -> None:
+    """On REST v0.0.42 (all 24.11 has; 26.05 pinned to it) topology is never written: one log line and a
+    metric say why; features still work."""
+    with real_nodes(rig, 1) as (a,):
+        rig.bind_pod(a, node_labels={GPU: "h100", NVLINK: "b1", SPINE: "spine1", LEAF: "leafx"})
+        before = (await rig.slurm(a)).topology
+        async with running_syncer(
+            rig, replace(FAST, attributes=ATTRIBUTES), api_version="v0.0.42"
+        ) as service:
+            await wait_for(lambda: features_are(rig, a, {f"admin-{a}", "k8s.gpu:h100"}), 10, what="features")
+            assert service.attributes is not None and service.attributes.stats.topology_unsupported
+            _, metrics = await get(service, "/metrics")
+            assert "slurm_syncer_topology_unsupported 1.0" in metrics
+            assert not service.attributes.stats.writes["topology", "ok"]
+        assert (await rig.slurm(a)).topology == before
