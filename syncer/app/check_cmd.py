@@ -61,6 +61,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run)
 
 
+def check_topology(client: SlurmClient, settings: settings_mod.Settings) -> list[Item]:
+    """Topology from labels is written only where the REST API takes `topology_str` (Slurm 25.05+)."""
+    named = [n for n in (settings.topology_block_name, settings.topology_tree_name) if n]
+    if not named or client.version is None:
+        return []
+    api = f"API {client.version.name}" + (f" (Slurm {client.release})" if client.release else "")
+    if client.version.topology:
+        return [Item(True, f"node topology from labels can be written ({', '.join(named)}; {api})")]
+    return [
+        Item(
+            False,
+            f"node topology from labels ({', '.join(named)}) needs Slurm 25.05+ (REST v0.0.43+); "
+            f"{api} has no topology_str: nothing will be written",
+            "upgrade Slurm to 25.05+, or leave --topology-block-name and --topology-tree-name empty",
+        )
+    ]
+
+
 async def check_slurm(client: SlurmClient) -> list[Item]:
     items = []
     try:
@@ -176,6 +194,7 @@ async def collect(settings: settings_mod.Settings) -> list[Item]:
     slurm = slurm_client(settings)
     try:
         items = await check_slurm(slurm)
+        items += check_topology(slurm, settings)
     finally:
         await slurm.close()
     try:

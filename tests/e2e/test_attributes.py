@@ -19,7 +19,8 @@ from syncer.plan.attributes import EVENT_FEATURE_REFUSED, AttributeOptions
 from syncer.plan.features import FeatureLabel
 from syncer.plan.topology import TopologySpec
 from syncer.testing.sandbox.config import BLOCK_TOPOLOGY, PARTITION, TREE_TOPOLOGY
-from tests.e2e.rig import FAST, Rig, get, running_syncer
+from tests.e2e.rig import FAST, Rig, get, running_syncer, syncer_environment
+from tests.e2e.test_commands import command
 from tests.fixtures.slurm import SELECTED
 from tests.helpers import wait_for
 
@@ -217,3 +218,12 @@ async def test_topology_needs_slurm_25_05(rig: Rig) -> None:
             assert "slurm_syncer_topology_unsupported 1.0" in metrics
             assert not service.attributes.stats.writes["topology", "ok"]
         assert (await rig.slurm(a)).topology == before
+
+
+async def test_check_says_topology_needs_slurm_25_05(rig: Rig) -> None:
+    env = {**syncer_environment(rig), "SLURM_SYNCER_TOPOLOGY_BLOCK_NAME": BLOCK_TOPOLOGY}
+    code, out, _ = await command(rig, "check", env={**env, "SLURM_SYNCER_SLURM_API_VERSION": "v0.0.42"})
+    assert code == 1 and "FAIL  node topology from labels (block) needs Slurm 25.05+" in out, out
+    if SELECTED.topology:
+        code, out, _ = await command(rig, "check", env=env)
+        assert code == 0 and "ok    node topology from labels can be written (block; API v0.0.4" in out, out
