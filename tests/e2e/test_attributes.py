@@ -18,9 +18,11 @@ from syncer.app.service import SyncerService
 from syncer.plan.attributes import EVENT_FEATURE_REFUSED, AttributeOptions
 from syncer.plan.features import FeatureLabel
 from syncer.plan.topology import TopologySpec
+from syncer.slurm.errors import SlurmNotFound
 from syncer.testing.sandbox.config import BLOCK_TOPOLOGY, PARTITION, TREE_TOPOLOGY
-from tests.e2e.rig import FAST, Rig, get, running_syncer, syncer_environment
+from tests.e2e.rig import FAST, Rig, fresh_slurm_nodes, get, node_body, running_syncer, syncer_environment
 from tests.e2e.test_commands import command
+from tests.e2e.test_nodeset import nodeset_rig
 from tests.fixtures.slurm import SELECTED
 from tests.helpers import wait_for
 
@@ -227,3 +229,42 @@ async def test_check_says_topology_needs_slurm_25_05(rig: Rig) -> None:
     if SELECTED.topology:
         code, out, _ = await command(rig, "check", env=env)
         assert code == 0 and "ok    node topology from labels can be written (block; API v0.0.4" in out, out
+
+
+async def test_a_nodeset_node_gets_its_features_when_it_registers(rig: Rig) -> None:
+    """A dynamic node registered by a NodeSet's slurmd: the Slurm cache sees it appear, its reconcile
+    writes the features of the Node its pod runs on, next to the NodeSet's own feature."""
+    for pool in ("pool-0", "pool-1"):
+        if rig.kube.node(pool) is None:
+            rig.kube.create("", "v1", "nodes", node_body(pool, {"pool": "nodeset"}))
+        rig.kube.patch("", "v1", "nodes", pool, {"metadata": {"labels": {GPU: "h100"}}})
+    async with nodeset_rig(rig, attributes=ATTRIBUTES) as (nodeset, service, _):
+        nodeset.patch_spec({"replicas": 1})
+        member = nodeset.member(0)
+
+        async def registered_with_features() -> bool:
+            try:
+                return await features_are(rig, member, {"nsfeat", "k8s.gpu:h100"})
+            except SlurmNotFound:
+                return False
+
+        await wait_for(registered_with_features, 60, what="the NodeSet's node registered with its features")
+        job = run_job(rig, "-p", PARTITION, "--constraint=k8s.gpu:h100&nsfeat")
+        assert await ran_on(rig, job) == member
+        assert service.attributes is not None and service.attributes.stats.writes["features", "ok"] >= 1
+
+
+async def test_a_rack_relabelled_at_once_goes_to_slurm_in_bulk(rig: Rig) -> None:
+    names = fresh_slurm_nodes(30)
+    for name in names:
+        rig.bind_pod(name, node_labels={GPU: "b200"})
+    async with attribute_syncer(rig) as service:
+
+        async def all_labelled() -> bool:
+            listing = {n.name: n for n in (await rig.reader.list_all_nodes()).nodes}
+            return all("k8s.gpu:b200" in listing[n].features for n in names)
+
+        await wait_for(all_labelled, 20, what="30 nodes' features")
+        bulk = service.engine.applier.bulk.stats
+        # the initial reconcile of every node decides 30 identical updates together
+        assert bulk.nodes == 30 and bulk.bulk_requests >= 1 and bulk.requests < 30, bulk
