@@ -18,7 +18,10 @@ from syncer.app.service import SyncerService
 from syncer.plan.attributes import EVENT_FEATURE_REFUSED, AttributeOptions
 from syncer.plan.features import FeatureLabel
 from syncer.plan.topology import TopologySpec
+from syncer.slurm.auth import TokenFile
+from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmNotFound
+from syncer.testing.sandbox import up
 from syncer.testing.sandbox.config import BLOCK_TOPOLOGY, PARTITION, TREE_TOPOLOGY
 from tests.e2e.rig import FAST, Rig, fresh_slurm_nodes, get, node_body, running_syncer, syncer_environment
 from tests.e2e.test_commands import command
@@ -169,8 +172,25 @@ def unit_nodes(rig: Rig, topology: str, kind: str, unit: str) -> set[str]:
     return hostnames(rig, found.group(1)) if found and found.group(1) else set()
 
 
+@pytest.fixture
+async def topology_rig(rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Rig]:
+    """The test's emulator with a Slurm sandbox of its own that has topology.yaml (block and tree
+    topologies and their partitions), so the session's sandbox keeps its one partition."""
+    sandbox = up(tmp_path_factory.mktemp("topology-sandbox"), nodes=0, slurm=SELECTED.name, topology=True)
+    reader = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file))
+    try:
+        await reader.start()
+        yield Rig(sandbox, rig.kube, rig.kubeconfig, reader)
+    finally:
+        await reader.close()
+        sandbox.down()
+
+
 @pytest.mark.skipif(not SELECTED.topology, reason="needs Slurm 25.05+: see test_topology_needs_slurm_25_05")
-async def test_topology_labels_place_nodes_in_blocks_and_switches_and_jobs_stay_inside(rig: Rig) -> None:
+async def test_topology_labels_place_nodes_in_blocks_and_switches_and_jobs_stay_inside(
+    topology_rig: Rig,
+) -> None:
+    rig = topology_rig
     with real_nodes(rig, 3) as (a, b, c):
         rig.bind_pod(a, node_labels={NVLINK: "b1", SPINE: "spine1", LEAF: "leafx"})
         rig.bind_pod(b, node_labels={NVLINK: "b2", SPINE: "spine2", LEAF: "leafy"})

@@ -14,8 +14,8 @@ REAL_NODE = "sbx-real"
 PARTITION = "main"
 SIM_CPUS = 64
 SIM_MEMORY_MB = 512000
-# Partitions whose jobs are placed by the block / tree topology of topology.yaml (Slurm 25.05+); the
-# default partition keeps the flat topology, so nothing else changes for other tests.
+# A topology sandbox (`up(topology=True)`, Slurm 25.05+) adds partitions whose jobs are placed by the block /
+# tree topology of topology.yaml; its default partition keeps the flat topology.
 BLOCK_TOPOLOGY = "block"
 TREE_TOPOLOGY = "tree"
 # Slurm 26.05 moves a node only into units topology.yaml declares (blocks; in a tree, the first switch of
