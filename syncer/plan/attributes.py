@@ -35,6 +35,7 @@ from syncer.tasks import cancel_and_wait
 
 log = structlog.get_logger("syncer.plan")
 ECHO_S = 5.0  # a write the Slurm cache has not shown yet is not sent again for this long
+ERROR_RETRY_S = 2.0  # a write that failed (Slurm away, leadership lost) is decided again after this
 EVENT_FEATURE_REFUSED = "SlurmFeatureRefused"
 EVENT_TOPOLOGY_REFUSED = "SlurmTopologyRefused"
 
@@ -92,7 +93,10 @@ class AttributeController:
         self.stats = AttributeStats()
         self.runner = ControllerRunner(self, workers=workers, metrics=reconcile_metrics, backoff=backoff)
         self.queue = self.runner.queue
-        self._sent: dict[tuple[str, str], tuple[object, float]] = {}  # (node, kind) -> (what, monotonic)
+        self._sent: dict[
+            tuple[str, str], tuple[NodeUpdate, float]
+        ] = {}  # (node, kind) -> (update, monotonic)
+        self._writing: dict[tuple[str, str], asyncio.Task[None]] = {}  # (node, kind) -> its write
         self._told: dict[tuple[str, str], str] = {}  # (Node, what) -> the message an Event already said
         self._tasks: list[asyncio.Task[None]] = []
         slurm_cache.subscribe(self._on_slurm_changes)
@@ -128,7 +132,7 @@ class AttributeController:
 
     async def stop(self) -> None:
         self.queue.stop()
-        await cancel_and_wait(self._tasks)
+        await cancel_and_wait([*self._tasks, *self._writing.values()])
         self._tasks = []
 
     async def _resync(self) -> None:
@@ -168,7 +172,9 @@ class AttributeController:
             want = features.wanted(labels, self.options.feature_labels, self.options.feature_prefix)
             for refused in want.refused:
                 await self._tell(kube_node.name, refused.label, EVENT_FEATURE_REFUSED, refused.message)
-            await self._write_features(slurm_node, want.owned, requeue)
+            update = self._features_update(slurm_node, want.owned)
+            if update is not None:
+                self._send(name, kube_node.name, "features", update, requeue)
         if self.options.topology.enabled and not self.stats.topology_unsupported:
             place = topology.wanted(labels, self.options.topology)
             for label, value in place.refused:
@@ -176,56 +182,70 @@ class AttributeController:
                 await self._tell(kube_node.name, label, EVENT_TOPOLOGY_REFUSED, message)
             new = topology.merged(slurm_node.topology, place.topology, self.options.topology)
             if new is not None:
-                await self._write_topology(slurm_node, kube_node.name, new, requeue)
+                self._send(name, kube_node.name, "topology", NodeUpdate(topology=new), requeue)
         return Result(requeue_after=min(requeue)) if requeue else DONE
 
-    async def _write_features(self, node: SlurmNode, owned: tuple[str, ...], requeue: list[float]) -> None:
+    def _features_update(self, node: SlurmNode, owned: tuple[str, ...]) -> NodeUpdate | None:
         prefix = self.options.feature_prefix
         available = features.with_owned(node.features, owned, prefix)
         active = features.with_owned(node.active_features, owned, prefix)
         if available is None and active is None:
-            self._sent.pop((node.name, "features"), None)
-            return
-        update = NodeUpdate(
+            return None
+        return NodeUpdate(
             features=available if available is not None else node.features,
             features_act=active if active is not None else node.active_features,
         )
-        if await self._send(node.name, "features", owned, update, requeue):
-            log.info("slurm features set from labels", slurm_node=node.name, owned=list(owned))
 
-    async def _write_topology(self, node: SlurmNode, kube_node: str, new: str, requeue: list[float]) -> None:
-        try:
-            if await self._send(node.name, "topology", new, NodeUpdate(topology=new), requeue):
-                log.info("slurm topology set from labels", slurm_node=node.name, topology=new)
-        except SlurmApiError as exc:  # e.g. a block or top switch topology.yaml does not declare
-            self.stats.writes["topology", "refused"] += 1
-            message = f"Slurm refused topology {new!r} for node {node.name}: {exc}"
-            log.warning(
-                "slurm refused a topology from labels", slurm_node=node.name, topology=new, error=str(exc)
-            )
-            await self._tell(kube_node, "topology", EVENT_TOPOLOGY_REFUSED, message)
-            requeue.append(self.resync_s)
-
-    async def _send(
-        self, name: str, kind: str, what: object, update: NodeUpdate, requeue: list[float]
-    ) -> bool:
-        """Sends unless the same was just sent and the cache has not shown it yet; True when sent."""
-        sent = self._sent.get((name, kind))
-        if sent is not None and sent[0] == what and time.monotonic() - sent[1] < ECHO_S:
+    def _send(self, name: str, kube_node: str, kind: str, update: NodeUpdate, requeue: list[float]) -> None:
+        """Starts the write unless one of this kind is on its way for the node (its end looks again) or
+        the same was just written and the cache has not shown it yet. The write runs beside the worker,
+        so a rack relabelled at once waits in the group commit together: a few bulk requests, not one per
+        worker's node."""
+        key = (name, kind)
+        if key in self._writing:
+            return
+        sent = self._sent.get(key)
+        if sent is not None and sent[0] == update and time.monotonic() - sent[1] < ECHO_S:
             requeue.append(ECHO_S)  # looked at again once the echo is overdue
-            return False
+            return
         if not self.gate.check():
             log.info("dry-run: would update slurm node", slurm_node=name, kind=kind, update=update.body())
             self.stats.writes[kind, "dry-run"] += 1
-            return False
+            return
+        self._writing[key] = asyncio.create_task(
+            self._write(name, kube_node, kind, update), name=f"{kind}-{name}"
+        )
+
+    async def _write(self, name: str, kube_node: str, kind: str, update: NodeUpdate) -> None:
+        again_s = 0.0
         try:
             await self.bulk.update(name, update)
-        except Exception:
+            self.stats.writes[kind, "ok"] += 1
+            self._sent[name, kind] = (update, time.monotonic())
+            log.info("slurm node updated from labels", slurm_node=name, kind=kind, update=update.body())
+        except SlurmApiError as exc:
+            result = "refused" if kind == "topology" else "error"  # topology: a unit topology.yaml lacks
+            self.stats.writes[kind, result] += 1
+            log.warning("slurm refused a node update from labels", slurm_node=name, kind=kind, error=str(exc))
+            if kind == "topology":
+                message = f"Slurm refused topology {update.topology!r} for node {name}: {exc}"
+                await self._tell(kube_node, "topology", EVENT_TOPOLOGY_REFUSED, message)
+            again_s = self.resync_s
+        except Exception as exc:  # NotLeader, Slurm unreachable: decided again from fresh state
             self.stats.writes[kind, "error"] += 1
-            raise
-        self.stats.writes[kind, "ok"] += 1
-        self._sent[name, kind] = (what, time.monotonic())
-        return True
+            log.warning("node update from labels failed", slurm_node=name, kind=kind, error=str(exc))
+            again_s = ERROR_RETRY_S
+        finally:
+            del self._writing[name, kind]
+        if again_s:
+            self.queue.add_after(name, again_s)
+        else:
+            self.queue.add(name)  # what changed meanwhile (skipped while this was on its way)
+
+    @property
+    def writing(self) -> int:
+        """Node updates on their way to Slurm."""
+        return len(self._writing)
 
     async def _tell(self, node: str, what: str, reason: str, message: str) -> None:
         """One Warning Event on the Node per distinct problem (not one per reconcile)."""
