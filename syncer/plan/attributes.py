@@ -10,6 +10,8 @@ so a topology Slurm refuses (a unit topology.yaml does not declare) does not hol
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -29,12 +31,13 @@ from syncer.runtime.controller import DONE, ControllerRunner, ReconcileMetrics, 
 from syncer.slurm.bulk import BulkWriter
 from syncer.slurm.cache import NodeCache, NodeChange
 from syncer.slurm.client import SlurmClient
-from syncer.slurm.errors import SlurmApiError
+from syncer.slurm.errors import SlurmApiError, SlurmError
 from syncer.slurm.updates import NodeUpdate
 from syncer.tasks import cancel_and_wait
 
 log = structlog.get_logger("syncer.plan")
-ECHO_S = 5.0  # a write the Slurm cache has not shown yet is not sent again for this long
+# a node we wrote is read fresh before another write for this long (the cache may lag behind our write)
+FRESH_READ_S = 60.0
 ERROR_RETRY_S = 2.0  # a write that failed (Slurm away, leadership lost) is decided again after this
 EVENT_FEATURE_REFUSED = "SlurmFeatureRefused"
 EVENT_TOPOLOGY_REFUSED = "SlurmTopologyRefused"
@@ -93,9 +96,7 @@ class AttributeController:
         self.stats = AttributeStats()
         self.runner = ControllerRunner(self, workers=workers, metrics=reconcile_metrics, backoff=backoff)
         self.queue = self.runner.queue
-        self._sent: dict[
-            tuple[str, str], tuple[NodeUpdate, float]
-        ] = {}  # (node, kind) -> (update, monotonic)
+        self._written_at: dict[str, float] = {}  # Slurm node -> monotonic time of our last write to it
         self._writing: dict[tuple[str, str], asyncio.Task[None]] = {}  # (node, kind) -> its write
         self._told: dict[tuple[str, str], str] = {}  # (Node, what) -> the message an Event already said
         self._tasks: list[asyncio.Task[None]] = []
@@ -142,7 +143,7 @@ class AttributeController:
             await asyncio.sleep(1.0)
             now, leading = time.monotonic(), self.gate.leading
             if now >= next_at or (leading and not was_leading):
-                self._sent = {k: v for k, v in self._sent.items() if now - v[1] < ECHO_S}
+                self._written_at = {k: t for k, t in self._written_at.items() if now - t < FRESH_READ_S}
                 self.enqueue_all()
                 next_at = now + self.resync_s
             was_leading = leading
@@ -167,23 +168,38 @@ class AttributeController:
         if slurm_node is None or not binding.bound or kube_node is None or not self.gate.leading:
             return DONE
         labels = kube_node.labels
-        requeue: list[float] = []
+        owned: tuple[str, ...] | None = None
         if self.options.feature_labels:
             want = features.wanted(labels, self.options.feature_labels, self.options.feature_prefix)
             for refused in want.refused:
                 await self._tell(kube_node.name, refused.label, EVENT_FEATURE_REFUSED, refused.message)
-            update = self._features_update(slurm_node, want.owned)
-            if update is not None:
-                self._send(name, kube_node.name, "features", update, requeue)
+            owned = want.owned
+        place: str | None = None
         if self.options.topology.enabled and not self.stats.topology_unsupported:
-            place = topology.wanted(labels, self.options.topology)
-            for label, value in place.refused:
+            wanted_place = topology.wanted(labels, self.options.topology)
+            for label, value in wanted_place.refused:
                 message = f"label {label}={value!r} names no Slurm topology unit: letters, digits, . _ - only"
                 await self._tell(kube_node.name, label, EVENT_TOPOLOGY_REFUSED, message)
-            new = topology.merged(slurm_node.topology, place.topology, self.options.topology)
-            if new is not None:
-                self._send(name, kube_node.name, "topology", NodeUpdate(topology=new), requeue)
-        return Result(requeue_after=min(requeue)) if requeue else DONE
+            place = wanted_place.topology
+        updates = self._updates(slurm_node, owned, place)
+        if updates and time.monotonic() - self._written_at.get(name, -math.inf) < FRESH_READ_S:
+            # our own write may not be in the cache yet (with --slurm-metrics-url a feature change moves no
+            # node count, so it is listed only at the floor): decide on the node as Slurm has it now
+            with contextlib.suppress(SlurmError):
+                updates = self._updates(await self.slurm.get_node(name), owned, place)
+        for kind, update in updates:
+            self._send(name, kube_node.name, kind, update)
+        return DONE
+
+    def _updates(
+        self, node: SlurmNode, owned: tuple[str, ...] | None, place: str | None
+    ) -> list[tuple[str, NodeUpdate]]:
+        updates: list[tuple[str, NodeUpdate]] = []
+        if owned is not None and (update := self._features_update(node, owned)) is not None:
+            updates.append(("features", update))
+        if (new := topology.merged(node.topology, place, self.options.topology)) is not None:
+            updates.append(("topology", NodeUpdate(topology=new)))
+        return updates
 
     def _features_update(self, node: SlurmNode, owned: tuple[str, ...]) -> NodeUpdate | None:
         prefix = self.options.feature_prefix
@@ -196,17 +212,12 @@ class AttributeController:
             features_act=active if active is not None else node.active_features,
         )
 
-    def _send(self, name: str, kube_node: str, kind: str, update: NodeUpdate, requeue: list[float]) -> None:
-        """Starts the write unless one of this kind is on its way for the node (its end looks again) or
-        the same was just written and the cache has not shown it yet. The write runs beside the worker,
-        so a rack relabelled at once waits in the group commit together: a few bulk requests, not one per
-        worker's node."""
+    def _send(self, name: str, kube_node: str, kind: str, update: NodeUpdate) -> None:
+        """Starts the write unless one of this kind is on its way for the node (its end looks again). The
+        write runs beside the worker, so a rack relabelled at once waits in the group commit together: a
+        few bulk requests, not one per worker's node."""
         key = (name, kind)
         if key in self._writing:
-            return
-        sent = self._sent.get(key)
-        if sent is not None and sent[0] == update and time.monotonic() - sent[1] < ECHO_S:
-            requeue.append(ECHO_S)  # looked at again once the echo is overdue
             return
         if not self.gate.check():
             log.info("dry-run: would update slurm node", slurm_node=name, kind=kind, update=update.body())
@@ -221,7 +232,7 @@ class AttributeController:
         try:
             await self.bulk.update(name, update)
             self.stats.writes[kind, "ok"] += 1
-            self._sent[name, kind] = (update, time.monotonic())
+            self._written_at[name] = time.monotonic()
             log.info("slurm node updated from labels", slurm_node=name, kind=kind, update=update.body())
         except SlurmApiError as exc:
             result = "refused" if kind == "topology" else "error"  # topology: a unit topology.yaml lacks
