@@ -101,6 +101,7 @@ async def main_async(nodes: int, release: str | None) -> int:
         await service.start()
         try:
             await service.wait_ready(60)
+            await service.engine.queue.wait_idle()  # the first status writes of every bound node are done
             progress(f"{nodes} bound nodes, Slurm {sandbox.slurm_version}; relabelling all of them, twice")
             first = await relabel(kube, service, reader, names, "h100")
             second = await relabel(kube, service, reader, names, "b200")

@@ -38,6 +38,9 @@ from syncer.tasks import cancel_and_wait
 log = structlog.get_logger("syncer.plan")
 # a node we wrote is read fresh before another write for this long (the cache may lag behind our write)
 FRESH_READ_S = 60.0
+# a first write of a batch waits this long for identical ones (a relabelled rack arrives as a stream of
+# watch events, not at once); well inside the second a label change may take to show in Slurm
+LINGER_S = 0.1
 ERROR_RETRY_S = 2.0  # a write that failed (Slurm away, leadership lost) is decided again after this
 EVENT_FEATURE_REFUSED = "SlurmFeatureRefused"
 EVENT_TOPOLOGY_REFUSED = "SlurmTopologyRefused"
@@ -230,7 +233,7 @@ class AttributeController:
     async def _write(self, name: str, kube_node: str, kind: str, update: NodeUpdate) -> None:
         again_s = 0.0
         try:
-            await self.bulk.update(name, update)
+            await self.bulk.update(name, update, linger_s=LINGER_S)
             self.stats.writes[kind, "ok"] += 1
             self._written_at[name] = time.monotonic()
             log.info("slurm node updated from labels", slurm_node=name, kind=kind, update=update.body())

@@ -53,11 +53,12 @@ class BulkWriter:
 
     async def update(
         self, name: str, update: NodeUpdate | None = None, *, state: list[str] | None = None,
-        reason: str | None = None,
+        reason: str | None = None, linger_s: float = 0.0,
     ) -> None:  # fmt: skip
         """Applies `update` (or sets `state` and `reason`) on one node, possibly in one request with others;
         raises as `SlurmClient.update_node` would for this node alone (NotLeader if the gate closed
-        meanwhile). The caller checks the gate for dry-run before calling."""
+        meanwhile). The caller checks the gate for dry-run before calling. `linger_s`: how long the first
+        of a batch waits for others (drains: none; updates that can wait a little: more share a request)."""
         key = update or NodeUpdate(tuple(state) if state is not None else None, reason)
         queue = self._queues.setdefault(key, _Queue())
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -66,7 +67,9 @@ class BulkWriter:
             queue.sending = True
             batch: list[tuple[str, asyncio.Future[None]]] = []
             try:
-                await asyncio.sleep(0)  # the updates decided in this same turn of the loop join the first
+                await asyncio.sleep(
+                    linger_s
+                )  # the updates decided meanwhile (at least this turn) join the first
                 while queue.waiting:
                     batch, queue.waiting = queue.waiting[: self.max_batch], queue.waiting[self.max_batch :]
                     await self._send(batch, key)
