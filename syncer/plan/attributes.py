@@ -102,7 +102,6 @@ class AttributeController:
         self._written_at: dict[str, float] = {}  # Slurm node -> monotonic time of our last write to it
         self._writing: dict[tuple[str, str], asyncio.Task[None]] = {}  # (node, kind) -> its write
         self._told: dict[tuple[str, str], str] = {}  # (Node, what) -> the message an Event already said
-        self._tasks: list[asyncio.Task[None]] = []
         slurm_cache.subscribe(self._on_slurm_changes)
         kube_cache.subscribe(self._on_kube_keys)
 
@@ -121,23 +120,19 @@ class AttributeController:
 
     async def run(self) -> None:
         await self.kube_cache.wait_synced()
-        while not self.slurm_cache.synced:  # noqa: ASYNC110 - NodeCache has no event for its first answer
-            await asyncio.sleep(0.1)
+        await self.slurm_cache.wait_synced()
         self._check_topology_support()
         self.enqueue_all()
-        self._tasks = [
-            asyncio.create_task(self.queue.run(), name="attributes-queue"),
-            asyncio.create_task(self._resync(), name="attributes-resync"),
-        ]
         try:
-            await asyncio.gather(*self._tasks)
+            async with asyncio.TaskGroup() as loops:
+                loops.create_task(self.queue.run(), name="attributes-queue")
+                loops.create_task(self._resync(), name="attributes-resync")
         finally:
             await self.stop()
 
     async def stop(self) -> None:
         self.queue.stop()
-        await cancel_and_wait([*self._tasks, *self._writing.values()])
-        self._tasks = []
+        await cancel_and_wait(list(self._writing.values()))
 
     async def _resync(self) -> None:
         """Every key now and then (level-triggered safety net), and at once when leadership is gained."""

@@ -129,8 +129,7 @@ class SyncEngine:
     # -- lifecycle --------------------------------------------------------------------------------
     async def run(self) -> None:
         await self.kube_cache.wait_synced()
-        while not self.slurm_cache.synced:  # noqa: ASYNC110 - NodeCache has no event for its first answer
-            await asyncio.sleep(0.1)
+        await self.slurm_cache.wait_synced()
         log.info("caches synced, reconciling every bound Slurm node", bound=self.enqueue_all())
         self._tasks = [
             asyncio.create_task(self.queue.run(), name="sync-queue"),
