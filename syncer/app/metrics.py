@@ -22,7 +22,7 @@ from syncer.kube.events import EventRecorder
 from syncer.kube.gate import WriteGate
 from syncer.model.slurm import BASE_STATES, SlurmNode
 from syncer.nodeset.reconciler import NodeSetReconciler
-from syncer.plan.attributes import AttributeController
+from syncer.plan.attributes import AttributeController, AttributeStats
 from syncer.slurm.cache import NodeCache
 from syncer.slurm.client import SlurmClient
 from syncer.sync.engine import SyncEngine
@@ -372,9 +372,7 @@ class _StateCollector(Collector):
     def _attributes(self) -> Iterator[Metric]:
         """Node labels carried to Slurm as features and topology (issue 29)."""
         controller = self.service.attributes
-        if controller is None:
-            return
-        stats = controller.stats
+        stats = controller.stats if controller is not None else AttributeStats()  # zeros: panels stay whole
         writes = CounterMetricFamily(
             "slurm_syncer_node_attribute_writes",
             "Slurm node updates from Node labels, by kind (features, topology) and result (ok, error, "
