@@ -292,3 +292,14 @@ async def test_a_rack_relabelled_at_once_goes_to_slurm_in_bulk(rig: Rig) -> None
         bulk = service.engine.applier.bulk.stats
         # the initial reconcile of every node decides 30 identical updates together
         assert bulk.nodes == 30 and bulk.bulk_requests >= 1 and bulk.requests < 30, bulk
+
+
+async def test_dry_run_logs_the_update_and_writes_nothing(rig: Rig) -> None:
+    (name,) = fresh_slurm_nodes(1)
+    rig.bind_pod(name, node_labels={GPU: "h100"})
+    async with running_syncer(rig, replace(FAST, attributes=ATTRIBUTES, dry_run=True)) as service:
+        assert service.attributes is not None
+        writes = service.attributes.stats.writes
+        await wait_for(lambda: writes["features", "dry-run"] >= 1, 10, what="the update it would send")
+        assert not writes["features", "ok"] and service.engine.applier.bulk.stats.requests == 0
+    assert "k8s.gpu:h100" not in (await rig.slurm(name)).features
