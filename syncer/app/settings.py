@@ -443,8 +443,8 @@ OPTIONS: tuple[Option, ...] = (
         "topology-tree-label",
         str,
         DEFAULT_TREE_LABELS,
-        "Node labels naming a node's switches, top tier first, leaf switch last (repeatable; the top "
-        "switch must be declared in topology.yaml)",
+        "Node labels naming a node's switches, top tier first, leaf switch last (repeatable; the path "
+        "starts at the highest tier a node has, a switch topology.yaml must declare)",
         "Node attributes",
         "list",
         shown_default=",".join(DEFAULT_TREE_LABELS),

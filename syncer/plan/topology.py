@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 UNIT = re.compile(r"[A-Za-z0-9._-]+")  # a unit name in topology_str (`:` and `,` separate there)
 TOPOGRAPH = "network.topology.nvidia.com"
-# NVIDIA topograph's labels: the NVLink domain (a block) and the switch tiers, top to leaf.
+# NVIDIA topograph's default labels (its "node labels and annotations" reference): the accelerated
+# interconnect domain (NVLink: a block) and the switch tiers, top to leaf (core only in three-tier fabrics).
 DEFAULT_BLOCK_LABEL = f"{TOPOGRAPH}/accelerator"
-DEFAULT_TREE_LABELS = (f"{TOPOGRAPH}/datacenter", f"{TOPOGRAPH}/spine", f"{TOPOGRAPH}/block")
+DEFAULT_TREE_LABELS = (f"{TOPOGRAPH}/core", f"{TOPOGRAPH}/spine", f"{TOPOGRAPH}/leaf")
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,10 @@ def wanted(labels: Mapping[str, str], spec: TopologySpec) -> WantedTopology:
 
     def units(keys: Sequence[str]) -> list[str] | None:
         values = [labels.get(key, "") for key in keys]
-        if not all(values):
-            return None  # a tree path needs every tier
+        while values and not values[0]:  # upper tiers a smaller fabric lacks: the path starts below
+            keys, values = keys[1:], values[1:]
+        if not values or not all(values):
+            return None  # no leaf, or a gap between tiers: no path
         bad = [(key, value) for key, value in zip(keys, values, strict=True) if not UNIT.fullmatch(value)]
         refused.extend(bad)
         return None if bad else values

@@ -11,21 +11,25 @@ from syncer.slurm.updates import NodeUpdate
 SPEC = TopologySpec(block_name="block", tree_name="tree")
 TOPOGRAPH = {
     DEFAULT_BLOCK_LABEL: "nvl72-1",
-    DEFAULT_TREE_LABELS[0]: "dc1",
+    DEFAULT_TREE_LABELS[0]: "core1",
     DEFAULT_TREE_LABELS[1]: "spine3",
     DEFAULT_TREE_LABELS[2]: "leaf17",
 }
 
 
 def test_topograph_labels_give_a_block_and_a_switch_path_top_first() -> None:
-    assert wanted(TOPOGRAPH, SPEC).topology == "block:nvl72-1,tree:dc1:spine3:leaf17"
+    assert wanted(TOPOGRAPH, SPEC).topology == "block:nvl72-1,tree:core1:spine3:leaf17"
     assert wanted(TOPOGRAPH, TopologySpec(block_name="default")).topology == "default:nvl72-1"
 
 
 def test_nothing_is_asked_without_the_labels_or_the_topology_names() -> None:
     assert not TopologySpec().enabled and wanted(TOPOGRAPH, TopologySpec()).topology is None
-    missing_tier = {k: v for k, v in TOPOGRAPH.items() if k != DEFAULT_TREE_LABELS[1]}
-    assert wanted(missing_tier, SPEC).topology == "block:nvl72-1"  # a path needs every tier
+    gap = {k: v for k, v in TOPOGRAPH.items() if k != DEFAULT_TREE_LABELS[1]}
+    assert wanted(gap, SPEC).topology == "block:nvl72-1"  # a gap between tiers: no path
+    no_leaf = {k: v for k, v in TOPOGRAPH.items() if k != DEFAULT_TREE_LABELS[2]}
+    assert wanted(no_leaf, SPEC).topology == "block:nvl72-1"
+    two_tier = {k: v for k, v in TOPOGRAPH.items() if k != DEFAULT_TREE_LABELS[0]}
+    assert wanted(two_tier, SPEC).topology == "block:nvl72-1,tree:spine3:leaf17"  # no core: starts below
     assert wanted({}, SPEC).topology is None
 
 
@@ -55,7 +59,7 @@ def test_sunk_and_soperator_schemes_by_configuration() -> None:
 @pytest.mark.parametrize("value", ["a:b", "a,b", "a b", "a=b"])
 def test_a_unit_slurm_would_misread_is_refused(value: str) -> None:
     result = wanted({**TOPOGRAPH, DEFAULT_BLOCK_LABEL: value}, SPEC)
-    assert result.topology == "tree:dc1:spine3:leaf17"
+    assert result.topology == "tree:core1:spine3:leaf17"
     assert result.refused == ((DEFAULT_BLOCK_LABEL, value),)
 
 
