@@ -249,9 +249,7 @@ def test_slurm_metrics_hint_options():
 def test_node_attribute_options():
     base = ("--slurm-url", "http://slurmrestd:6820")
     off = wiring.service_config(load(parse(*base), {}), {}).attributes
-    assert (
-        not off.enabled and off.feature_prefix == "k8s." and off.topology.tree_labels[-1].endswith("/leaf")
-    )
+    assert not off.enabled and off.feature_prefix == "k8s." and off.topology.tree_labels[-1].endswith("/leaf")
     env = {
         "SLURM_SYNCER_FEATURE_LABEL": "nvidia.com/gpu.product,node.kubernetes.io/instance-type=itype",
         "SLURM_SYNCER_TOPOLOGY_BLOCK_NAME": "nvl",
