@@ -137,6 +137,7 @@ class SyncerService:
         self.attributes = (
             AttributeController(
                 slurm=slurm,
+                kube=kube,
                 slurm_cache=self.slurm_cache,
                 kube_cache=self.kube_cache,
                 events=self.events,

@@ -440,6 +440,14 @@ OPTIONS: tuple[Option, ...] = (
         "Node attributes",
     ),
     Option(
+        "topology-kueue",
+        str,
+        "",
+        "name of a Kueue Topology (kueue.x-k8s.io) whose levels name the tree labels instead of "
+        "topology-tree-label (read at start and every minute); empty: not used",
+        "Node attributes",
+    ),
+    Option(
         "topology-tree-label",
         str,
         DEFAULT_TREE_LABELS,
@@ -522,6 +530,7 @@ class Settings:
     topology_block_name: str
     topology_block_label: str
     topology_tree_name: str
+    topology_kueue: str
     topology_tree_label: tuple[str, ...]
     listen_address: tuple[str, int]
     jobs_poll_interval: float

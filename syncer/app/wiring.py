@@ -52,6 +52,7 @@ def attribute_options(settings: Settings) -> AttributeOptions:
             block_label=settings.topology_block_label,
             tree_name=settings.topology_tree_name,
             tree_labels=settings.topology_tree_label,
+            kueue_topology=settings.topology_kueue,
         ),
     )
 

@@ -14,12 +14,14 @@ import contextlib
 import math
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import structlog
 
 from syncer.kube.binding import resolve
 from syncer.kube.cache import KubeCache
+from syncer.kube.client import KubeClient
+from syncer.kube.errors import KubeError
 from syncer.kube.events import EventRecorder, ObjectRef
 from syncer.kube.gate import WriteGate
 from syncer.model.slurm import SlurmNode
@@ -38,6 +40,7 @@ from syncer.tasks import cancel_and_wait
 log = structlog.get_logger("syncer.plan")
 # a node we wrote is read fresh before another write for this long (the cache may lag behind our write)
 FRESH_READ_S = 60.0
+KUEUE_VERSIONS = ("v1beta1", "v1alpha1")  # where Kueue serves Topology: v1alpha1 since 0.9, newest first
 # a first write of a batch waits this long for identical ones (a relabelled rack arrives as a stream of
 # watch events, not at once); well inside the second a label change may take to show in Slurm
 LINGER_S = 0.1
@@ -77,6 +80,7 @@ class AttributeController:
         self,
         *,
         slurm: SlurmClient,
+        kube: KubeClient,
         slurm_cache: NodeCache,
         kube_cache: KubeCache,
         events: EventRecorder,
@@ -95,6 +99,8 @@ class AttributeController:
         self.gate = gate
         self.bulk = bulk
         self.options = options
+        self.tree = options.topology  # its tree labels replaced by a Kueue Topology's levels, if named
+        self.kube = kube
         self.resync_s = resync_s
         self.stats = AttributeStats()
         self.runner = ControllerRunner(self, workers=workers, metrics=reconcile_metrics, backoff=backoff)
@@ -122,6 +128,7 @@ class AttributeController:
         await self.kube_cache.wait_synced()
         await self.slurm_cache.wait_synced()
         self._check_topology_support()
+        await self._read_kueue_topology()
         self.enqueue_all()
         try:
             async with asyncio.TaskGroup() as loops:
@@ -142,9 +149,37 @@ class AttributeController:
             now, leading = time.monotonic(), self.gate.leading
             if now >= next_at or (leading and not was_leading):
                 self._written_at = {k: t for k, t in self._written_at.items() if now - t < FRESH_READ_S}
+                await self._read_kueue_topology()
                 self.enqueue_all()
                 next_at = now + self.resync_s
             was_leading = leading
+
+    async def _read_kueue_topology(self) -> None:
+        """With `--topology-kueue NAME`, the tree labels are that Kueue Topology's levels (read at start and
+        every resync; a change looks at every node again). Unreadable: the flags' labels stay in use."""
+        spec = self.options.topology
+        if not spec.kueue_topology:
+            return
+        found: tuple[str, ...] | None = None
+        errors = []
+        for version in KUEUE_VERSIONS:
+            try:
+                found = topology.kueue_levels(
+                    await self.kube.get(f"/apis/kueue.x-k8s.io/{version}/topologies/{spec.kueue_topology}")
+                )
+                break
+            except KubeError as exc:
+                errors.append(f"{version}: {exc}")
+        if found is None or not found:
+            log.warning(
+                "kueue topology not read: the configured tree labels stay in use",
+                topology=spec.kueue_topology, errors=errors or ["no levels above the node"],
+            )  # fmt: skip
+            return
+        if found != self.tree.tree_labels:
+            log.info("tree labels from the kueue topology", topology=spec.kueue_topology, labels=list(found))
+            self.tree = replace(spec, tree_labels=found)
+            self.enqueue_all()
 
     def _check_topology_support(self) -> None:
         version = self.slurm.version
@@ -174,7 +209,7 @@ class AttributeController:
             owned = want.owned
         place: str | None = None
         if self.options.topology.enabled and not self.stats.topology_unsupported:
-            wanted_place = topology.wanted(labels, self.options.topology)
+            wanted_place = topology.wanted(labels, self.tree)
             for label, value in wanted_place.refused:
                 message = f"label {label}={value!r} names no Slurm topology unit: letters, digits, . _ - only"
                 await self._tell(kube_node.name, label, EVENT_TOPOLOGY_REFUSED, message)
@@ -195,7 +230,7 @@ class AttributeController:
         updates: list[tuple[str, NodeUpdate]] = []
         if owned is not None and (update := self._features_update(node, owned)) is not None:
             updates.append(("features", update))
-        if (new := topology.merged(node.topology, place, self.options.topology)) is not None:
+        if (new := topology.merged(node.topology, place, self.tree)) is not None:
             updates.append(("topology", NodeUpdate(topology=new)))
         return updates
 

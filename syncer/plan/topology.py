@@ -27,10 +27,23 @@ class TopologySpec:
     block_label: str = DEFAULT_BLOCK_LABEL
     tree_name: str = ""
     tree_labels: tuple[str, ...] = DEFAULT_TREE_LABELS
+    kueue_topology: str = ""  # a Kueue Topology whose levels name the tree labels instead
 
     @property
     def enabled(self) -> bool:
         return bool(self.block_name or self.tree_name)
+
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def kueue_levels(topology: Mapping[str, object]) -> tuple[str, ...]:
+    """The tree labels a Kueue `Topology` (kueue.x-k8s.io) names: its `spec.levels[].nodeLabel`, highest
+    first, without the node level (`kubernetes.io/hostname`: in Slurm the node itself sits under the leaf)."""
+    spec = topology.get("spec")
+    levels = spec.get("levels") if isinstance(spec, Mapping) else None
+    labels = [level.get("nodeLabel") for level in levels or () if isinstance(level, Mapping)]
+    return tuple(label for label in labels if isinstance(label, str) and label and label != HOSTNAME_LABEL)
 
 
 @dataclass(frozen=True)

@@ -303,3 +303,55 @@ async def test_dry_run_logs_the_update_and_writes_nothing(rig: Rig) -> None:
         await wait_for(lambda: writes["features", "dry-run"] >= 1, 10, what="the update it would send")
         assert not writes["features", "ok"] and service.engine.applier.bulk.stats.requests == 0
     assert "k8s.gpu:h100" not in (await rig.slurm(name)).features
+
+
+KUEUE_CRD = {
+    "metadata": {"name": "topologies.kueue.x-k8s.io"},
+    "spec": {
+        "group": "kueue.x-k8s.io",
+        "scope": "Cluster",
+        "names": {
+            "plural": "topologies",
+            "singular": "topology",
+            "kind": "Topology",
+            "listKind": "TopologyList",
+        },
+        "versions": [
+            {
+                "name": "v1beta1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                },
+            }
+        ],
+    },
+}
+
+
+@pytest.mark.skipif(not SELECTED.topology, reason="needs Slurm 25.05+: see test_topology_needs_slurm_25_05")
+async def test_a_kueue_topology_names_the_tree_levels(topology_rig: Rig) -> None:
+    rig = topology_rig
+    rig.kube.create("apiextensions.k8s.io", "v1", "customresourcedefinitions", copy.deepcopy(KUEUE_CRD))
+    levels = [
+        {"nodeLabel": "example.com/kueue-spine"},
+        {"nodeLabel": LEAF},
+        {"nodeLabel": "kubernetes.io/hostname"},
+    ]
+    rig.kube.create(
+        "kueue.x-k8s.io", "v1beta1", "topologies",
+        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Topology", "metadata": {"name": "fabric"},
+         "spec": {"levels": levels}},
+    )  # fmt: skip
+    kueue = replace(ATTRIBUTES, topology=replace(ATTRIBUTES.topology, block_name="", kueue_topology="fabric"))
+    with real_nodes(rig, 1) as (a,):
+        # the flags' tree labels (SPINE, LEAF) name spine1; the Kueue Topology's levels name spine2
+        rig.bind_pod(a, node_labels={SPINE: "spine1", "example.com/kueue-spine": "spine2", LEAF: "leafk"})
+        async with running_syncer(rig, replace(FAST, attributes=kueue)):
+
+            async def placed() -> bool:
+                return topology_entries((await rig.slurm(a)).topology) == {f"{TREE_TOPOLOGY}:spine2:leafk"}
+
+            await wait_for(placed, 10, what="the path the Kueue Topology's levels name")
+        assert unit_nodes(rig, TREE_TOPOLOGY, "SwitchName", "spine2") == {a}

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from syncer.model.slurm import SlurmNode
-from syncer.plan.topology import DEFAULT_BLOCK_LABEL, DEFAULT_TREE_LABELS, TopologySpec, merged, wanted
+from syncer.plan.topology import (
+    DEFAULT_BLOCK_LABEL,
+    DEFAULT_TREE_LABELS,
+    TopologySpec,
+    kueue_levels,
+    merged,
+    wanted,
+)
 from syncer.slurm.updates import NodeUpdate
 
 SPEC = TopologySpec(block_name="block", tree_name="tree")
@@ -79,3 +86,17 @@ def test_node_update_bodies_and_read_back() -> None:
     assert update.applied_to(node) and not NodeUpdate(topology="block:b1").applied_to(node)
     with pytest.raises(ValueError):
         NodeUpdate().body()
+
+
+def test_a_kueue_topology_names_the_tree_labels_without_the_node_level() -> None:
+    topology = {
+        "spec": {
+            "levels": [
+                {"nodeLabel": "cloud.example.com/topology-block"},
+                {"nodeLabel": "cloud.example.com/topology-rack"},
+                {"nodeLabel": "kubernetes.io/hostname"},
+            ]
+        }
+    }
+    assert kueue_levels(topology) == ("cloud.example.com/topology-block", "cloud.example.com/topology-rack")
+    assert kueue_levels({}) == () and kueue_levels({"spec": {"levels": [{}]}}) == ()
