@@ -107,6 +107,7 @@ class AttributeController:
         self.queue = self.runner.queue
         self._written_at: dict[str, float] = {}  # Slurm node -> monotonic time of our last write to it
         self._writing: dict[tuple[str, str], asyncio.Task[None]] = {}  # (node, kind) -> its write
+        self._again: set[tuple[str, str]] = set()  # (node, kind) decided again while its write was away
         self._told: dict[tuple[str, str], str] = {}  # (Node, what) -> the message an Event already said
         slurm_cache.subscribe(self._on_slurm_changes)
         kube_cache.subscribe(self._on_kube_keys)
@@ -251,6 +252,7 @@ class AttributeController:
         few bulk requests, not one per worker's node."""
         key = (name, kind)
         if key in self._writing:
+            self._again.add(key)
             return
         if not self.gate.check():
             log.info("dry-run: would update slurm node", slurm_node=name, kind=kind, update=update.body())
@@ -283,8 +285,9 @@ class AttributeController:
             del self._writing[name, kind]
         if again_s:
             self.queue.add_after(name, again_s)
-        else:
-            self.queue.add(name)  # what changed meanwhile (skipped while this was on its way)
+        elif (name, kind) in self._again:  # a change came while this was on its way: look at it now
+            self._again.discard((name, kind))
+            self.queue.add(name)
 
     @property
     def writing(self) -> int:
