@@ -39,6 +39,7 @@ PERMISSIONS: tuple[tuple[str, str, str, str], ...] = (
     ("list", "slurm-syncer.dev", "nodesets", "NodeSet reconciler"),
     ("watch", "slurm-syncer.dev", "nodesets", "NodeSet reconciler"),
     ("patch", "slurm-syncer.dev", "nodesets/status", "NodeSet status"),
+    ("get", "kueue.x-k8s.io", "topologies", "a Kueue Topology naming the tree labels (--topology-kueue)"),
     ("create", "policy", "poddisruptionbudgets", "protecting busy slurmd pods"),
     ("patch", "policy", "poddisruptionbudgets", "protecting busy slurmd pods"),
 )
