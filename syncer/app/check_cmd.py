@@ -42,6 +42,7 @@ PERMISSIONS: tuple[tuple[str, str, str, str], ...] = (
     ("list", "slurm-syncer.dev", "nodesets", "NodeSet reconciler"),
     ("watch", "slurm-syncer.dev", "nodesets", "NodeSet reconciler"),
     ("patch", "slurm-syncer.dev", "nodesets/status", "NodeSet status"),
+    ("get", "kueue.x-k8s.io", "topologies", "a Kueue Topology naming the tree labels (--topology-kueue)"),
     ("create", "policy", "poddisruptionbudgets", "protecting busy slurmd pods"),
     ("patch", "policy", "poddisruptionbudgets", "protecting busy slurmd pods"),
 )
@@ -82,6 +83,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     settings_mod.add_arguments(parser)
     parser.set_defaults(func=run)
+
+
+def check_topology(client: SlurmClient, settings: settings_mod.Settings) -> list[Item]:
+    """Topology from labels is written only where the REST API takes `topology_str` (Slurm 25.05+)."""
+    named = [n for n in (settings.topology_block_name, settings.topology_tree_name) if n]
+    if not named or client.version is None:
+        return []
+    api = f"API {client.version.name}" + (f" (Slurm {client.release})" if client.release else "")
+    if client.version.topology:
+        return [Item(True, f"node topology from labels can be written ({', '.join(named)}; {api})")]
+    return [
+        Item(
+            False,
+            f"node topology from labels ({', '.join(named)}) needs Slurm 25.05+ (REST v0.0.43+); "
+            f"{api} has no topology_str: nothing will be written",
+            "upgrade Slurm to 25.05+, or leave --topology-block-name and --topology-tree-name empty",
+        )
+    ]
 
 
 async def check_slurm(client: SlurmClient) -> list[Item]:
@@ -208,6 +227,7 @@ async def collect(settings: settings_mod.Settings) -> list[Item]:
     slurm = slurm_client(settings)
     try:
         items = await check_slurm(slurm)
+        items += check_topology(slurm, settings)
         if all(item.ok for item in items):
             items.append(await check_hint(slurm, settings.slurm_metrics_url, settings.slurm_metrics_port))
     finally:

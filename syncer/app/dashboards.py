@@ -183,7 +183,7 @@ SYNCER = (
         "Events", ((f"sum by (result) (rate(slurm_syncer_events_total[{RATE}]))", "{{result}}"),), unit="ops"
     ),
     Panel(
-        "Slurm updates (drain, undrain)",
+        "Slurm updates (drain, undrain, features, topology)",
         (
             (f"sum by (kind) (rate(slurm_syncer_slurm_update_requests_total[{RATE}]))", "requests {{kind}}"),
             (
@@ -193,6 +193,19 @@ SYNCER = (
             ),
             (f"sum(rate(slurm_syncer_slurm_bulk_refused_total[{RATE}]))", "bulk refused part-way/s"),
         ),
+    ),
+    Panel(
+        "Node labels to Slurm (features, topology)",
+        (
+            (
+                f"sum by (kind, result) (rate(slurm_syncer_node_attribute_writes_total[{RATE}]))",
+                "{{kind}} {{result}}",
+            ),
+            (f"sum(rate(slurm_syncer_feature_labels_refused_total[{RATE}]))", "label values refused/s"),
+            ("max(slurm_syncer_topology_unsupported)", "topology configured, Slurm before 25.05"),
+        ),
+        description="Features and topology written from Node labels (docs/contract.md); refused: an Event "
+        "on the Node says why.",
     ),
 )
 

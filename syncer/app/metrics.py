@@ -22,6 +22,7 @@ from syncer.kube.events import EventRecorder
 from syncer.kube.gate import WriteGate
 from syncer.model.slurm import BASE_STATES, SlurmNode
 from syncer.nodeset.reconciler import NodeSetReconciler
+from syncer.plan.attributes import AttributeController, AttributeStats
 from syncer.plan.reservations import MaintenanceReservations
 from syncer.slurm.cache import NodeCache
 from syncer.slurm.client import SlurmClient
@@ -40,6 +41,7 @@ class Observed(Protocol):
     events: EventRecorder
     nodesets: NodeSetReconciler | None
     maintenance: MaintenanceReservations
+    attributes: AttributeController | None
     job_counts: dict[tuple[str, str], int]
     diag: dict[str, object]
 
@@ -370,13 +372,43 @@ class _StateCollector(Collector):
         yield events
         yield from self._nodesets()
         yield from self._maintenance()
+        yield from self._attributes()
+
+    def _attributes(self) -> Iterator[Metric]:
+        """Node labels carried to Slurm as features and topology (issue 29)."""
+        controller = self.service.attributes
+        stats = controller.stats if controller is not None else AttributeStats()  # zeros: panels stay whole
+        writes = CounterMetricFamily(
+            "slurm_syncer_node_attribute_writes",
+            "Slurm node updates from Node labels, by kind (features, topology) and result (ok, error, "
+            "refused by Slurm, dry-run).",
+            labels=["kind", "result"],
+        )
+        for kind in ("features", "topology"):
+            for result in ("ok", "error", "refused", "dry-run"):
+                writes.add_metric([kind, result], stats.writes[kind, result])
+        yield writes
+        refused = CounterMetricFamily(
+            "slurm_syncer_feature_labels_refused",
+            "Label values Slurm cannot take as a feature (one Event each).",
+        )
+        refused.add_metric([], stats.refused_labels)
+        yield refused
+        unsupported = _gauge(
+            "slurm_syncer_topology_unsupported",
+            "1 when topology from labels is configured but Slurm's REST API has no topology_str "
+            "(needs Slurm 25.05+, REST v0.0.43+): nothing is written.",
+        )
+        unsupported.add_metric([], int(stats.topology_unsupported))
+        yield unsupported
 
     def _slurm_updates(self) -> Iterator[Metric]:
         """Drains and undrains sent to Slurm: how well identical ones were batched (issue 18)."""
         bulk = self.service.engine.applier.bulk.stats
         requests = CounterMetricFamily(
             "slurm_syncer_slurm_update_requests",
-            "Node update requests sent to Slurm (drain, undrain): for one node, or one bulk POST for many.",
+            "Node update requests sent to Slurm (drain, undrain, features, topology): for one node, or one "
+            "bulk POST for many.",
             labels=["kind"],
         )
         requests.add_metric(["single"], bulk.requests - bulk.bulk_requests)

@@ -17,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from syncer.app.metrics import SyncerMetrics
 from syncer.app.settings import default
+from syncer.kube.binding import resolve
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
 from syncer.kube.events import EventRecorder, ObjectRef
@@ -27,6 +28,7 @@ from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode
 from syncer.model.naming import SlurmNameRule
 from syncer.nodeset.reconciler import NodeSetReconciler
+from syncer.plan.attributes import AttributeController, AttributeOptions
 from syncer.plan.maintenance import MaintenanceOptions
 from syncer.plan.reservations import MaintenanceReservations
 from syncer.runtime.backoff import Backoff
@@ -37,7 +39,6 @@ from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmError
 from syncer.slurm.metrics_hint import HintReader, MetricsReader
 from syncer.slurm.metrics_locate import LocatedMetricsReader
-from syncer.sync.binding import resolve
 from syncer.sync.engine import SyncEngine
 from syncer.sync.options import SyncOptions
 from syncer.sync.valve import DrainValve
@@ -58,6 +59,7 @@ class ServiceConfig:
     the one place each is written; the rest are internal tunables with their default here."""
 
     options: SyncOptions = field(default_factory=SyncOptions)
+    attributes: AttributeOptions = field(default_factory=AttributeOptions)  # labels -> features, topology
     slurm_poll_interval_s: float = default("slurm_poll_interval")
     slurm_poll_strategy: Strategy = default("slurm_poll_strategy")  # noqa: RUF009 - a str, read once
     slurm_stale_after_s: float = default("slurm_stale_after")
@@ -146,6 +148,24 @@ class SyncerService:
             reconcile_metrics=reconcile_metrics,
             backoff=config.backoff,
         )
+        self.attributes = (
+            AttributeController(
+                slurm=slurm,
+                kube=kube,
+                slurm_cache=self.slurm_cache,
+                kube_cache=self.kube_cache,
+                events=self.events,
+                gate=self.gate,
+                bulk=self.engine.applier.bulk,  # one group commit for every Slurm node update
+                options=config.attributes,
+                workers=config.workers,
+                resync_s=config.resync_s,
+                reconcile_metrics=reconcile_metrics,
+                backoff=config.backoff,
+            )
+            if config.attributes.enabled
+            else None
+        )
         self.elector = (
             LeaderElector(
                 kube,
@@ -221,6 +241,9 @@ class SyncerService:
             manager.add("leader-election", self.elector.run)
         manager.add("sync-engine", self.engine.run)
         manager.on_close(self.engine.stop)
+        if self.attributes is not None:
+            manager.add("attributes", self.attributes.run)
+            manager.on_close(self.attributes.stop)
         if self.nodesets is not None:
             manager.add("nodeset-reconciler", self.nodesets.run)
             manager.on_close(self.nodesets.stop)

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from syncer.model.keys import DEFAULT_CORDON_REASON_ANNOTATIONS, DEFAULT_NODE_NAME_LABELS
+from syncer.plan.features import DEFAULT_PREFIX, FEATURE, FeatureLabel
 from syncer.plan.maintenance import MaintenanceCondition, MaintenanceOptions
+from syncer.plan.topology import DEFAULT_BLOCK_LABEL, DEFAULT_TREE_LABELS
 from syncer.runtime.yaml_file import YamlFileError, load_mapping
 from syncer.sync.options import SyncOptions
 from syncer.sync.valve import DrainValve
@@ -152,6 +154,12 @@ def _choice(*allowed: str) -> Callable[[str], str]:
         return text
 
     return parse
+
+
+def _feature_prefix(text: str) -> str:
+    if not FEATURE.fullmatch(text):
+        raise ValueError("a non-empty prefix of letters, digits, '.', '_', '-', ':' (e.g. k8s.)")
+    return text
 
 
 @dataclass(frozen=True)
@@ -449,6 +457,64 @@ OPTIONS: tuple[Option, ...] = (
         "Maintenance",
         shown_default="4h",
     ),
+    # Node attributes
+    Option(
+        "feature-label",
+        FeatureLabel.parse,
+        (),
+        "Node label KEY[=NAME] carried to the bound Slurm nodes as the feature <prefix><NAME>:<value> "
+        "(value true: <prefix><NAME>; false or absent: none); NAME defaults to KEY after its last / "
+        "(repeatable)",
+        "Node attributes",
+        "list",
+    ),
+    Option(
+        "feature-prefix",
+        _feature_prefix,
+        DEFAULT_PREFIX,
+        "Slurm features starting with this are the syncer's; all others are never touched",
+        "Node attributes",
+    ),
+    Option(
+        "topology-block-name",
+        str,
+        "",
+        "block topology of topology.yaml that topology-block-label places nodes in (Slurm 25.05+); "
+        "empty: off",
+        "Node attributes",
+    ),
+    Option(
+        "topology-block-label",
+        str,
+        DEFAULT_BLOCK_LABEL,
+        "Node label naming a node's block (a block topology.yaml declares)",
+        "Node attributes",
+    ),
+    Option(
+        "topology-tree-name",
+        str,
+        "",
+        "tree topology of topology.yaml that topology-tree-label places nodes in (Slurm 25.05+); empty: off",
+        "Node attributes",
+    ),
+    Option(
+        "topology-kueue",
+        str,
+        "",
+        "name of a Kueue Topology (kueue.x-k8s.io) whose levels name the tree labels instead of "
+        "topology-tree-label (read at start and every minute); empty: not used",
+        "Node attributes",
+    ),
+    Option(
+        "topology-tree-label",
+        str,
+        DEFAULT_TREE_LABELS,
+        "Node labels naming a node's switches, top tier first, leaf switch last (repeatable; the path "
+        "starts at the highest tier a node has, a switch topology.yaml must declare)",
+        "Node attributes",
+        "list",
+        shown_default=",".join(DEFAULT_TREE_LABELS),
+    ),
     # Server
     Option(
         "listen-address",
@@ -521,6 +587,13 @@ class Settings:
     maintenance_condition: tuple[MaintenanceCondition, ...]
     max_maintenance_window: float
     maintenance_default_duration: float
+    feature_label: tuple[FeatureLabel, ...]
+    feature_prefix: str
+    topology_block_name: str
+    topology_block_label: str
+    topology_tree_name: str
+    topology_kueue: str
+    topology_tree_label: tuple[str, ...]
     listen_address: tuple[str, int]
     jobs_poll_interval: float
     sources: Mapping[str, str] = field(default_factory=dict)  # attr -> "flag", "env", "file" or "default"

@@ -8,7 +8,9 @@ from pathlib import Path
 from syncer.app.service import ServiceConfig, SyncerService
 from syncer.app.settings import Settings
 from syncer.kube.client import KubeClient
+from syncer.plan.attributes import AttributeOptions
 from syncer.plan.maintenance import MaintenanceOptions
+from syncer.plan.topology import TopologySpec
 from syncer.slurm.auth import JwtKeyToken, NoToken, TokenFile, TokenSource
 from syncer.slurm.client import SlurmClient
 from syncer.sync.options import SyncOptions
@@ -39,6 +41,20 @@ def sync_options(settings: Settings) -> SyncOptions:
         drain_on_conditions=tuple(settings.drain_on_condition),
         cordon_on_slurm_drain=settings.cordon_on_slurm_drain,
         cordon_reason_annotations=settings.cordon_reason_annotation,
+    )
+
+
+def attribute_options(settings: Settings) -> AttributeOptions:
+    return AttributeOptions(
+        feature_labels=settings.feature_label,
+        feature_prefix=settings.feature_prefix,
+        topology=TopologySpec(
+            block_name=settings.topology_block_name,
+            block_label=settings.topology_block_label,
+            tree_name=settings.topology_tree_name,
+            tree_labels=settings.topology_tree_label,
+            kueue_topology=settings.topology_kueue,
+        ),
     )
 
 
@@ -78,6 +94,7 @@ def service_config(settings: Settings, environ: Mapping[str, str]) -> ServiceCon
             max_window_s=settings.max_maintenance_window,
             default_duration_s=settings.maintenance_default_duration,
         ),
+        attributes=attribute_options(settings),
     )
 
 

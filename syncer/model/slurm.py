@@ -36,6 +36,7 @@ class SlurmNode(msgspec.Struct, frozen=True, kw_only=True, gc=False):  # no cycl
     comment: str = ""
     features: tuple[str, ...] = ()
     active_features: tuple[str, ...] = ()
+    topology: str = ""  # "<topology>:<unit>[,...]" (REST v0.0.43+; empty before)
     partitions: tuple[str, ...] = ()
     cpus: int = 0
     alloc_cpus: int = 0

@@ -142,6 +142,7 @@ class NodeCache:
         self.nodes: dict[str, SlurmNode] = {}
         self.last_update = 0
         self.synced = False
+        self._first_answer = asyncio.Event()
         self.last_success = 0.0
         self.last_error: str = ""
         self.stats = CacheStats()
@@ -183,6 +184,10 @@ class NodeCache:
             return f"slurmrestd has not answered for {self._clock() - self._polling_since:.0f} s"
         return ""
 
+    async def wait_synced(self) -> None:
+        """Until the first node list has been applied."""
+        await self._first_answer.wait()
+
     def subscribe(self, callback: Callable[[list[NodeChange]], None]) -> None:
         self._subscribers.append(callback)
 
@@ -218,6 +223,7 @@ class NodeCache:
         changes = diff(self.nodes, new)
         self.nodes, self.last_update = new, listing.last_update
         self.synced, self.last_success, self._changed_pending = True, now, False
+        self._first_answer.set()
         self._own_work_since = None
         if changes:
             for callback in self._subscribers:

@@ -59,6 +59,7 @@ from syncer.slurm.models import (
     ReservationsResponse,
     unwrap,
 )
+from syncer.slurm.updates import NodeUpdate
 from syncer.slurm.versions import VERSIONS, ApiVersion, choose
 
 log = structlog.get_logger("syncer.slurm")
@@ -431,24 +432,20 @@ class SlurmClient:
     async def update_node(
         self,
         name: str,
+        update: NodeUpdate | None = None,
         *,
         state: list[str] | None = None,
         reason: str | None = None,
         comment: str | None = None,
         features: list[str] | None = None,
     ) -> None:
-        """Drain (`state=["DRAIN"], reason=...`), undrain (`state=["UNDRAIN"]`), comment, features."""
-        body: dict[str, Any] = {}
-        if state is not None:
-            body["state"] = state
-        if reason is not None:
-            body["reason"] = reason
-        if comment is not None:
-            body["comment"] = comment
-        if features is not None:
-            body["features"] = features
-        if not body:
-            raise ValueError("update_node needs at least one of state, reason, comment, features")
+        """Drain (`state=["DRAIN"], reason=...`), undrain (`state=["UNDRAIN"]`), comment, features; or any
+        `NodeUpdate`."""
+        update = update or NodeUpdate(
+            tuple(state) if state is not None else None, reason, comment,
+            tuple(features) if features is not None else None,
+        )  # fmt: skip
+        body = self._body(update)
         # Never retried here: a write retried for seconds may land after the cause it answered is gone
         # (a drain after the uncordon). The caller decides again from fresh state and resends if needed.
         try:
@@ -465,10 +462,22 @@ class SlurmClient:
                 ) from exc
             raise
 
+    def _body(self, update: NodeUpdate) -> dict[str, Any]:
+        if update.topology is not None and not (self.version is not None and self.version.topology):
+            name = self.version.name if self.version else "none"
+            raise SlurmVersionError(f"REST API {name} takes no node topology: needs v0.0.43+ (Slurm 25.05+)")
+        return update.body()
+
     async def update_nodes(
-        self, names: Sequence[str], *, state: list[str], reason: str | None = None
+        self,
+        names: Sequence[str],
+        update: NodeUpdate | None = None,
+        *,
+        state: list[str] | None = None,
+        reason: str | None = None,
     ) -> None:
-        """One `POST /nodes/` for many nodes (`state=["DRAIN"]` with a reason, or `["UNDRAIN"]`).
+        """One `POST /nodes/` for many nodes (`state=["DRAIN"]` with a reason, `["UNDRAIN"]`, or any
+        `NodeUpdate`).
 
         Slurm sorts the names as a hostlist and stops at the first unknown one: those sorted before
         it are already changed, the rest are not. So a refusal is never reported as done: it raises
@@ -476,9 +485,8 @@ class SlurmClient:
         """
         if not names:
             raise ValueError("update_nodes needs at least one node name")
-        body: dict[str, Any] = {"name": ",".join(names), "state": state}
-        if reason is not None:
-            body["reason"] = reason
+        update = update or NodeUpdate(tuple(state) if state is not None else None, reason)
+        body = {"name": ",".join(names), **self._body(update)}
         try:
             await self._call(
                 "POST", "/nodes/", Envelope, endpoint="nodes_update", body=body, idempotent=False
@@ -486,7 +494,7 @@ class SlurmClient:
         except SlurmApiError as exc:
             if not exc.has_error("Invalid node name"):
                 raise
-            outcome = await self._bulk_outcome(names, state, reason)
+            outcome = await self._bulk_outcome(names, update)
             unknown = ", ".join(sorted(outcome.unknown)) or "a node"
             raise BulkUpdateError(
                 f"bulk update of {len(names)} nodes refused: {unknown} "
@@ -495,19 +503,12 @@ class SlurmClient:
                 endpoint="nodes_update", status=exc.status, errors=exc.errors, outcome=outcome,
             ) from exc  # fmt: skip
 
-    async def _bulk_outcome(self, names: Sequence[str], state: list[str], reason: str | None) -> BulkOutcome:
+    async def _bulk_outcome(self, names: Sequence[str], update: NodeUpdate) -> BulkOutcome:
         current = {node.name: node for node in (await self.list_all_nodes()).nodes}
-        wants_drain = "DRAIN" in state
-
-        def applied(node: SlurmNode) -> bool:
-            if wants_drain:
-                return node.drain_flag and (reason is None or node.reason == reason)
-            return not node.drain_flag
-
         known = [n for n in names if n in current]
         return BulkOutcome(
-            applied=frozenset(n for n in known if applied(current[n])),
-            not_applied=frozenset(n for n in known if not applied(current[n])),
+            applied=frozenset(n for n in known if update.applied_to(current[n])),
+            not_applied=frozenset(n for n in known if not update.applied_to(current[n])),
             unknown=frozenset(n for n in names if n not in current),
         )
 

@@ -4,7 +4,8 @@ Verified live (tests/integration/test_slurm_client.py, run on both releases by s
 v0.0.40 and v0.0.41 on Slurm 24.11.5; v0.0.42 on 24.11.5 and 26.05.5; v0.0.43, v0.0.44 and v0.0.45
 on 26.05.5. The node fields the syncer reads are the same in all of them; v0.0.44 adds the state
 flags EXTERNAL and BLOCKED, v0.0.45 POWER_DOWN_ASAP and POWER_DOWN_FORCE (older versions omit flags
-they do not know).
+they do not know). From v0.0.43 a node update takes `topology_str` and a node shows `topology`
+(tests/e2e/test_attributes.py); v0.0.42 has neither, even on 26.05.
 
 How a server answers "changed since?" is not a property of the version but of the daemon (24.11:
 HTTP 500 "Unable to query partitions"; 26.05.3+: 200 with every node; both: 304 when unchanged), so
@@ -30,6 +31,8 @@ class ApiVersion:
     # POST /reservation (create and update) exists from v0.0.43 (Slurm 25.05); v0.0.42 has only GET and
     # DELETE, so maintenance windows cannot become reservations there.
     reservation_writes: bool = False
+    # A node update takes `topology_str` (v0.0.43+, Slurm 25.05+); v0.0.42 on 24.11 has no such field.
+    topology: bool = False
 
     @property
     def prefix(self) -> str:
@@ -39,9 +42,30 @@ class ApiVersion:
 VERSIONS: dict[str, ApiVersion] = {
     v.name: v
     for v in (
-        ApiVersion("v0.0.45", True, conditional_nodes=True, verified_on=("26.05",), reservation_writes=True),
-        ApiVersion("v0.0.44", True, conditional_nodes=True, verified_on=("26.05",), reservation_writes=True),
-        ApiVersion("v0.0.43", True, conditional_nodes=True, verified_on=("26.05",), reservation_writes=True),
+        ApiVersion(
+            "v0.0.45",
+            True,
+            conditional_nodes=True,
+            verified_on=("26.05",),
+            reservation_writes=True,
+            topology=True,
+        ),
+        ApiVersion(
+            "v0.0.44",
+            True,
+            conditional_nodes=True,
+            verified_on=("26.05",),
+            reservation_writes=True,
+            topology=True,
+        ),
+        ApiVersion(
+            "v0.0.43",
+            True,
+            conditional_nodes=True,
+            verified_on=("26.05",),
+            reservation_writes=True,
+            topology=True,
+        ),
         ApiVersion("v0.0.42", verified_live=True, conditional_nodes=True, verified_on=("24.11", "26.05")),
         ApiVersion("v0.0.41", verified_live=True, conditional_nodes=False, verified_on=("24.11",)),
         ApiVersion("v0.0.40", verified_live=True, conditional_nodes=False, verified_on=("24.11",)),

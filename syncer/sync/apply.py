@@ -13,16 +13,16 @@ from typing import Any
 
 import structlog
 
+from syncer.kube.binding import Binding, resolve
 from syncer.kube.cache import KubeCache
 from syncer.kube.events import EventRecorder, ObjectRef
 from syncer.kube.gate import NotLeader, WriteGate
 from syncer.kube.writer import KubeWriter, node_path, pod_path
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.model.kube import Condition, KubeNode, KubePod
+from syncer.slurm.bulk import BulkWriter
 from syncer.slurm.cache import NodeCache
 from syncer.slurm.client import SlurmClient
-from syncer.sync.binding import Binding, resolve
-from syncer.sync.bulk import BulkWriter
 from syncer.sync.causes import is_automatic
 from syncer.sync.decide import (
     EVENT_CORDON,

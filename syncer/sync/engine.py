@@ -10,7 +10,6 @@ cannot leave the two systems apart. Only the leader writes; in dry-run nothing i
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from typing import Any
 
 import structlog
 
+from syncer.kube.binding import Binding, node_slurm
 from syncer.kube.cache import KubeCache
 from syncer.kube.events import EventRecorder
 from syncer.kube.gate import WriteGate
@@ -31,7 +31,6 @@ from syncer.slurm.cache import NodeCache, NodeChange
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmError
 from syncer.sync.apply import Applier
-from syncer.sync.binding import Binding, node_slurm
 from syncer.sync.decide import decide
 from syncer.sync.options import SyncOptions
 from syncer.sync.stats import EngineStats
@@ -128,8 +127,7 @@ class SyncEngine:
     # -- lifecycle --------------------------------------------------------------------------------
     async def run(self) -> None:
         await self.kube_cache.wait_synced()
-        while not self.slurm_cache.synced:  # noqa: ASYNC110 - NodeCache has no event for its first answer
-            await asyncio.sleep(0.1)
+        await self.slurm_cache.wait_synced()
         log.info("caches synced, reconciling every bound Slurm node", bound=self.enqueue_all())
         self._was_open, self._was_leading = self.valve.is_open, self.gate.leading
         await self.runner.serve(

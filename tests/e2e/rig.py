@@ -137,9 +137,16 @@ def condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
 
 @asynccontextmanager
 async def running_syncer(
-    rig: Rig, config: ServiceConfig = FAST, *, slurm_url: str = "", **changes: Any
+    rig: Rig,
+    config: ServiceConfig = FAST,
+    *,
+    slurm_url: str = "",
+    api_version: str | None = None,
+    **changes: Any,
 ) -> AsyncIterator[SyncerService]:
-    slurm = SlurmClient(slurm_url or rig.sandbox.rest_url, TokenFile(rig.sandbox.token_file))
+    slurm = SlurmClient(
+        slurm_url or rig.sandbox.rest_url, TokenFile(rig.sandbox.token_file), api_version=api_version
+    )
     kube = await KubeClient.from_config(str(rig.kubeconfig), qps=200, burst=400)
     service = SyncerService(slurm, kube, replace(config, **changes))
     await service.start()

@@ -34,17 +34,17 @@ async def test_a_node_deleted_while_its_bulk_drain_is_on_the_way_fails_alone(rig
             client = service.engine.applier.bulk.slurm
             single, bulk = client.update_node, client.update_nodes
 
-            async def held_first(name: str, **kwargs: Any) -> None:
+            async def held_first(name: str, *args: Any, **kwargs: Any) -> None:
                 if not held.is_set():  # hold the first update so the rest of the rack queues as one batch
                     held.set()
                     await asyncio.sleep(0.5)  # the window in which the rest of the rack is decided
-                await single(name, **kwargs)
+                await single(name, *args, **kwargs)
 
-            async def deleted_meanwhile(names: list[str], **kwargs: Any) -> None:
+            async def deleted_meanwhile(names: list[str], *args: Any, **kwargs: Any) -> None:
                 if GONE in names and not deleted.is_set():
                     await asyncio.to_thread(rig.sandbox.delete_node, GONE)
                     deleted.set()
-                await bulk(names, **kwargs)
+                await bulk(names, *args, **kwargs)
 
             client.update_node, client.update_nodes = held_first, deleted_meanwhile  # type: ignore[method-assign,assignment]
             with capture_logs() as logs:

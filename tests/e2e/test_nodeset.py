@@ -17,6 +17,7 @@ import pytest
 
 from syncer.app.service import SyncerService
 from syncer.model.keys import Keys
+from syncer.plan.attributes import AttributeOptions
 from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.kubeapi.store import Change
 from syncer.testing.slurmd_standin import SlurmdStandIn
@@ -124,7 +125,7 @@ def delete_slurm_nodes(rig: Rig, prefix: str) -> None:
 
 @asynccontextmanager
 async def nodeset_rig(
-    rig: Rig, replicas: int = 0, slurm_url: str = "", **spec: Any
+    rig: Rig, replicas: int = 0, slurm_url: str = "", attributes: AttributeOptions | None = None, **spec: Any
 ) -> AsyncIterator[tuple[Set, SyncerService, SlurmdStandIn]]:
     name = f"nset{next(_names)}"
     if rig.kube.get("", "v1", "namespaces", NAMESPACE) is None:
@@ -136,8 +137,9 @@ async def nodeset_rig(
         async with SlurmdStandIn(rig.kube, rig.sandbox) as standin:
             try:
                 async with running_syncer(
-                    rig, slurm_url=slurm_url, max_drain_fraction=1.0, nodeset_requeue_s=0.5
-                ) as service:
+                    rig, slurm_url=slurm_url, max_drain_fraction=1.0, nodeset_requeue_s=0.5,
+                    attributes=attributes or AttributeOptions(),
+                ) as service:  # fmt: skip
                     rig.kube.create(
                         GROUP, VERSION, "nodesets", manifest(name, replicas, **spec), namespace=NAMESPACE
                     )

@@ -11,9 +11,9 @@ import pytest
 
 from syncer.kube.gate import NotLeader, WriteGate
 from syncer.slurm.auth import TokenFile
+from syncer.slurm.bulk import BulkWriter
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmNotFound
-from syncer.sync.bulk import BulkWriter
 from syncer.testing.sandbox import Sandbox
 from tests.helpers import wait_for
 

@@ -253,3 +253,28 @@ def test_slurm_metrics_hint_options():
         load(parse(*base, "--slurm-metrics-interval", "0s"), {})
     with pytest.raises(SettingsError, match="slurm-metrics-url"):
         load(parse(*base, "--slurm-metrics-url", "http://slurmctld:6817/metrics/nodes"), {})
+
+
+def test_node_attribute_options():
+    base = ("--slurm-url", "http://slurmrestd:6820")
+    off = wiring.service_config(load(parse(*base), {}), {}).attributes
+    assert not off.enabled and off.feature_prefix == "k8s." and off.topology.tree_labels[-1].endswith("/leaf")
+    env = {
+        "SLURM_SYNCER_FEATURE_LABEL": "nvidia.com/gpu.product,node.kubernetes.io/instance-type=itype",
+        "SLURM_SYNCER_TOPOLOGY_BLOCK_NAME": "nvl",
+        "SLURM_SYNCER_TOPOLOGY_BLOCK_LABEL": "ds.coreweave.com/nvlink.domain",
+        "SLURM_SYNCER_TOPOLOGY_TREE_NAME": "default",
+        "SLURM_SYNCER_TOPOLOGY_TREE_LABEL": "topology.nebius.com/tier-2,topology.nebius.com/tier-1",
+    }
+    on = wiring.service_config(load(parse(*base, "--feature-prefix", "kube."), env), {}).attributes
+    assert [(f.key, f.name) for f in on.feature_labels] == [
+        ("nvidia.com/gpu.product", "gpu.product"),
+        ("node.kubernetes.io/instance-type", "itype"),
+    ]
+    assert on.feature_prefix == "kube." and on.enabled
+    assert (on.topology.block_name, on.topology.block_label) == ("nvl", "ds.coreweave.com/nvlink.domain")
+    assert on.topology.tree_labels == ("topology.nebius.com/tier-2", "topology.nebius.com/tier-1")
+    with pytest.raises(SettingsError, match="SLURM_SYNCER_FEATURE_LABEL"):
+        load(parse(*base), {"SLURM_SYNCER_FEATURE_LABEL": "example.com/x=a=b"})
+    with pytest.raises(SettingsError, match="--feature-prefix"):
+        load(parse(*base, "--feature-prefix", ""), {})

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from syncer.kube.binding import Binding, node_slurm, pod_bound_on_node, resolve
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubePod
 from syncer.model.slurm import SlurmNode
-from syncer.sync.binding import Binding, node_slurm, pod_bound_on_node, resolve
 
 LABEL = Keys.NODE_NAME_LABEL
 

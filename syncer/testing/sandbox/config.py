@@ -14,6 +14,33 @@ REAL_NODE = "sbx-real"
 PARTITION = "main"
 SIM_CPUS = 64
 SIM_MEMORY_MB = 512000
+# A topology sandbox (`up(topology=True)`, Slurm 25.05+) adds partitions whose jobs are placed by the block /
+# tree topology of topology.yaml; its default partition keeps the flat topology.
+BLOCK_TOPOLOGY = "block"
+TREE_TOPOLOGY = "tree"
+# Slurm 26.05 moves a node only into units topology.yaml declares (blocks; in a tree, the first switch of
+# the path: those below it are created), so the units the tests label nodes with are declared here.
+TOPOLOGY_YAML = f"""- topology: flat
+  cluster_default: true
+  flat: true
+- topology: {BLOCK_TOPOLOGY}
+  block:
+    block_sizes: [2]
+    blocks:
+      - block: b-seed
+        nodes: {REAL_NODE}
+      - block: b1
+      - block: b2
+- topology: {TREE_TOPOLOGY}
+  tree:
+    switches:
+      - switch: sw-root
+        children: spine[1-2],sw-seed
+      - switch: spine1
+      - switch: spine2
+      - switch: sw-seed
+        nodes: {REAL_NODE}
+"""
 MAX_SIM_NODES = 99999  # node names are node00001..node99999
 
 
@@ -57,7 +84,9 @@ def hosts_file() -> str:
     return f"127.0.0.1 {' '.join(names)}\n::1 localhost\n"
 
 
-def slurm_conf(nodes: int, ports: Ports, max_dynamic: int, openmetrics: bool = False) -> str:
+def slurm_conf(
+    nodes: int, ports: Ports, max_dynamic: int, openmetrics: bool = False, topology: bool = False
+) -> str:
     host = short_hostname()
     lines = [
         "ClusterName=sandbox",
@@ -110,6 +139,9 @@ def slurm_conf(nodes: int, ports: Ports, max_dynamic: int, openmetrics: bool = F
             f"NodeName=node[00001-{nodes:05d}] CPUs={SIM_CPUS} RealMemory={SIM_MEMORY_MB} State=CLOUD"
         )
     lines.append(f"PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+    if topology:
+        for name in (BLOCK_TOPOLOGY, TREE_TOPOLOGY):
+            lines.append(f"PartitionName={name} Nodes=ALL MaxTime=INFINITE State=UP Topology={name}")
     return "\n".join(lines) + "\n"
 
 
@@ -121,6 +153,7 @@ def write_instance(
     slurm_ids: tuple[int, int],
     rest_ids: tuple[int, int],
     openmetrics: bool = False,
+    topology: bool = False,
 ) -> None:
     """Write a fresh configuration; keys are made once and kept across restarts."""
     uid, gid = slurm_ids
@@ -136,7 +169,9 @@ def write_instance(
     os.chown(directory / "run" / "rest", *rest_ids)
     os.chmod(directory / "log", 0o777)  # slurmd (root) and slurmctld (slurm) both log here
     etc = directory / "etc"
-    (etc / "slurm.conf").write_text(slurm_conf(nodes, ports, max_dynamic, openmetrics))
+    (etc / "slurm.conf").write_text(slurm_conf(nodes, ports, max_dynamic, openmetrics, topology))
+    if topology:
+        (etc / "topology.yaml").write_text(TOPOLOGY_YAML)
     (etc / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
     (etc / "hosts").write_text(hosts_file())
     for key in ("slurm.key", "jwt.key"):

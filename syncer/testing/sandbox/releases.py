@@ -21,6 +21,8 @@ class Release:
     apt_options: tuple[str, ...] = ()
     # slurmctld serves OpenMetrics itself (MetricsType=metrics/openmetrics, Slurm 25.11+).
     openmetrics: bool = False
+    # topology.yaml and node updates with `topology_str` (Slurm 25.05+, REST v0.0.43+).
+    topology: bool = False
 
     @property
     def newest_api_version(self) -> str:
@@ -38,6 +40,7 @@ RELEASES: dict[str, Release] = {
         ("v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"),
         apt_options=("-o", "Acquire::Check-Valid-Until=false"),
         openmetrics=True,
+        topology=True,
     ),
 }
 # What the sandbox, tests, demo and benchmarks use when nothing is asked for: what current clusters run

@@ -65,6 +65,7 @@ class Sandbox:
     nodes: int
     ports: Ports
     max_dynamic: int = DEFAULT_MAX_DYNAMIC
+    topology: bool = False  # topology.yaml and its partitions (config.py), Slurm 25.05+
     release: Release = RELEASES["24.11"]
     daemons: dict[str, ProcessId] = field(default_factory=dict)
     _children: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
@@ -434,6 +435,7 @@ class Sandbox:
         state = {
             "rootfs": str(self.rootfs), "release": self.release.name, "nodes": self.nodes,
             "max_dynamic": self.max_dynamic,
+            "topology": self.topology,
             "ports": dataclasses.asdict(self.ports),
             "daemons": {name: [p.pid, p.start] for name, p in self.daemons.items()},
         }  # fmt: skip
@@ -482,6 +484,7 @@ def load(directory: Path) -> Sandbox | None:
             directory=directory, rootfs=Path(state["rootfs"]), release=release(state.get("release", "24.11")),
             nodes=int(state["nodes"]),
             max_dynamic=int(state.get("max_dynamic", DEFAULT_MAX_DYNAMIC)), ports=Ports(**state["ports"]),
+            topology=bool(state.get("topology", False)),
             daemons=_recorded_daemons(state),
         )  # fmt: skip
     except (ValueError, KeyError, TypeError, IndexError) as exc:
@@ -511,10 +514,12 @@ def up(
     rest_port: int | None = None,
     max_dynamic: int = DEFAULT_MAX_DYNAMIC,
     slurm: str | None = None,
+    topology: bool = False,
 ) -> Sandbox:
     """Start (or reuse) a sandbox: one real slurmd node plus `nodes` simulated CLOUD nodes.
 
     `slurm` names the release ("24.11", "26.05"); default: $SLURM_SYNCER_SLURM_RELEASE, else 26.05.
+    `topology` (25.05+) adds topology.yaml with a block and a tree topology, each with its partition.
 
     Idempotent: a healthy sandbox with the same settings in `directory` is returned as it is; one with
     other settings is an error saying what to do. A failed start stops what it started and raises
@@ -525,6 +530,10 @@ def up(
     if rest_port is not None and not 1024 <= rest_port <= 65535:
         raise SandboxError(f"--port must be between 1024 and 65535, got {rest_port}")
     wanted = release(slurm)
+    if topology and not wanted.topology:
+        raise SandboxError(
+            f"a topology sandbox needs Slurm 25.05+ (topology.yaml); Slurm {wanted.name} has none"
+        )
     check_host()
     directory = directory.resolve()
     directory.mkdir(parents=True, exist_ok=True)
@@ -532,7 +541,9 @@ def up(
         existing = load(directory)
         if existing is not None and existing.daemons:
             if existing.healthy():
-                same = existing.nodes == nodes and existing.release == wanted
+                same = (
+                    existing.nodes == nodes and existing.release == wanted and existing.topology == topology
+                )
                 if same and rest_port in (None, existing.ports.rest):
                     return existing
                 raise SandboxError(
@@ -548,7 +559,7 @@ def up(
         for attempt in (1, 2):
             ports = _choose_ports(previous, rest_port)
             try:
-                sandbox = _start(directory, rootfs, wanted, nodes, ports, max_dynamic)
+                sandbox = _start(directory, rootfs, wanted, nodes, ports, max_dynamic, topology)
                 break
             except SandboxError:
                 # Another program may have taken a port between our choice and the daemon's bind.
@@ -577,7 +588,7 @@ def _choose_ports(previous: Ports | None, rest_port: int | None) -> Ports:
 
 
 def _start(
-    directory: Path, rootfs: Path, wanted: Release, nodes: int, ports: Ports, max_dynamic: int
+    directory: Path, rootfs: Path, wanted: Release, nodes: int, ports: Ports, max_dynamic: int, topology: bool
 ) -> Sandbox:
     """A fresh cluster (saved state and spools from an earlier run are removed; keys are kept)."""
     for sub in ("state", "spool", "work"):
@@ -590,9 +601,16 @@ def _start(
         user_ids(rootfs, "slurm"),
         user_ids(rootfs, REST_USER),
         openmetrics=wanted.openmetrics,
+        topology=topology,
     )
     sandbox = Sandbox(
-        directory=directory, rootfs=rootfs, release=wanted, nodes=nodes, ports=ports, max_dynamic=max_dynamic
+        directory=directory,
+        rootfs=rootfs,
+        release=wanted,
+        nodes=nodes,
+        ports=ports,
+        max_dynamic=max_dynamic,
+        topology=topology,
     )
     sandbox._save()
     try:

@@ -1,5 +1,6 @@
-"""Group commit of Slurm node updates: identical actions (same state, same reason) decided while one is on
-its way to Slurm go together in the next request, one `POST /nodes/` for many nodes.
+"""Group commit of Slurm node updates: identical updates (same state and reason, same features, same
+topology: one `NodeUpdate`) decided while one is on its way to Slurm go together in the next request, one
+`POST /nodes/` for many nodes. Drains (syncer/sync) and node attributes (syncer/plan) share it.
 
 The first caller's update goes out at once (no added latency when quiet); callers that arrive meanwhile
 queue behind it and the caller that sent carries on with the queue until it is empty. A bulk request
@@ -11,15 +12,21 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import structlog
 
-from syncer.kube.gate import WriteGate
 from syncer.slurm.client import BulkUpdateError, SlurmClient
 from syncer.slurm.errors import SlurmNotFound
+from syncer.slurm.updates import NodeUpdate
 
-log = structlog.get_logger("syncer.sync")
-Key = tuple[tuple[str, ...], str | None]  # (state, reason)
+log = structlog.get_logger("syncer.slurm")
+
+
+class Gate(Protocol):
+    """The write gate (syncer/kube/gate.py): raises when this process may not write."""
+
+    def check(self) -> bool: ...
 
 
 @dataclass
@@ -37,18 +44,22 @@ class _Queue:
 
 
 class BulkWriter:
-    def __init__(self, slurm: SlurmClient, gate: WriteGate, *, max_batch: int = 500) -> None:
+    def __init__(self, slurm: SlurmClient, gate: Gate, *, max_batch: int = 500) -> None:
         self.slurm = slurm
         self.gate = gate  # checked before every request: nothing queued goes out after leadership is lost
         self.max_batch = max_batch  # a list of 500 names is ~5 KB: far under any request limit
         self.stats = BulkStats()
-        self._queues: dict[Key, _Queue] = {}
+        self._queues: dict[NodeUpdate, _Queue] = {}
 
-    async def update(self, name: str, *, state: list[str], reason: str | None = None) -> None:
-        """Sets `state` (and `reason`) on one node, possibly in one request with others; raises as
-        `SlurmClient.update_node` would for this node alone (NotLeader if the gate closed meanwhile).
-        The caller checks the gate for dry-run before calling."""
-        key: Key = (tuple(state), reason)
+    async def update(
+        self, name: str, update: NodeUpdate | None = None, *, state: list[str] | None = None,
+        reason: str | None = None, linger_s: float = 0.0,
+    ) -> None:  # fmt: skip
+        """Applies `update` (or sets `state` and `reason`) on one node, possibly in one request with others;
+        raises as `SlurmClient.update_node` would for this node alone (NotLeader if the gate closed
+        meanwhile). The caller checks the gate for dry-run before calling. `linger_s`: how long the first
+        of a batch waits for others (drains: none; updates that can wait a little: more share a request)."""
+        key = update or NodeUpdate(tuple(state) if state is not None else None, reason)
         queue = self._queues.setdefault(key, _Queue())
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         queue.waiting.append((name, done))
@@ -56,10 +67,12 @@ class BulkWriter:
             queue.sending = True
             batch: list[tuple[str, asyncio.Future[None]]] = []
             try:
-                await asyncio.sleep(0)  # the updates decided in this same turn of the loop join the first
+                await asyncio.sleep(
+                    linger_s
+                )  # the updates decided meanwhile (at least this turn) join the first
                 while queue.waiting:
                     batch, queue.waiting = queue.waiting[: self.max_batch], queue.waiting[self.max_batch :]
-                    await self._send(batch, list(state), reason)
+                    await self._send(batch, key)
             except BaseException as exc:  # cancelled mid-send: nobody else would settle these
                 error = asyncio.CancelledError() if isinstance(exc, asyncio.CancelledError) else exc
                 for _, future in batch + queue.waiting:
@@ -72,9 +85,7 @@ class BulkWriter:
                     del self._queues[key]
         await done
 
-    async def _send(
-        self, batch: list[tuple[str, asyncio.Future[None]]], state: list[str], reason: str | None
-    ) -> None:
+    async def _send(self, batch: list[tuple[str, asyncio.Future[None]]], update: NodeUpdate) -> None:
         futures = {name: future for name, future in batch if not future.done()}  # a cancelled caller: skip
         names = list(futures)
         if not names:
@@ -84,10 +95,10 @@ class BulkWriter:
             self.stats.requests += 1
             self.stats.nodes += len(names)
             if len(names) == 1:
-                await self.slurm.update_node(names[0], state=state, reason=reason)
+                await self.slurm.update_node(names[0], update)
             else:
                 self.stats.bulk_requests += 1
-                await self.slurm.update_nodes(names, state=state, reason=reason)
+                await self.slurm.update_nodes(names, update)
         except BulkUpdateError as exc:
             self.stats.partial += 1
             outcome = exc.outcome
@@ -101,7 +112,7 @@ class BulkWriter:
                 _settle(futures[name], None)
             again = [(name, futures[name]) for name in names if name in outcome.not_applied]
             if len(again) < len(names):  # fewer nodes each time: this ends
-                await self._send(again, state, reason)
+                await self._send(again, update)
             else:
                 for _, future in again:
                     _settle(future, exc)

@@ -1,0 +1,357 @@
+"""Node labels -> Slurm features and topology, end to end: the real slurmctld and slurmd (dynamic nodes
+with admin features of their own), the emulator's Nodes, real jobs placed by `--constraint` and by the
+block topology. Node labels are core objects: emulator only."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from syncer.app.service import SyncerService
+from syncer.plan.attributes import EVENT_FEATURE_REFUSED, AttributeOptions
+from syncer.plan.features import FeatureLabel
+from syncer.plan.topology import TopologySpec
+from syncer.slurm.auth import TokenFile
+from syncer.slurm.client import SlurmClient
+from syncer.slurm.errors import SlurmNotFound
+from syncer.testing.sandbox import up
+from syncer.testing.sandbox.config import BLOCK_TOPOLOGY, PARTITION, TREE_TOPOLOGY
+from tests.e2e.rig import FAST, Rig, fresh_slurm_nodes, get, node_body, running_syncer, syncer_environment
+from tests.e2e.test_commands import command
+from tests.e2e.test_nodeset import nodeset_rig
+from tests.fixtures.slurm import SELECTED
+from tests.helpers import wait_for
+
+pytestmark = [pytest.mark.slurm, pytest.mark.kube]
+GPU, IB, NVLINK, SPINE, LEAF = (
+    "example.com/gpu", "example.com/ib", "example.com/nvlink", "example.com/spine", "example.com/leaf",
+)  # fmt: skip
+ATTRIBUTES = AttributeOptions(
+    feature_labels=(FeatureLabel.parse(GPU), FeatureLabel.parse(f"{IB}=infiniband")),
+    topology=TopologySpec(
+        block_name=BLOCK_TOPOLOGY, block_label=NVLINK, tree_name=TREE_TOPOLOGY, tree_labels=(SPINE, LEAF)
+    ),
+)
+_ids = itertools.count(1)
+
+
+@contextmanager
+def real_nodes(rig: Rig, count: int) -> Iterator[list[str]]:
+    """`count` dynamic Slurm nodes with a real slurmd each and an admin feature of their own."""
+    prefix = f"attr{next(_ids)}x"
+    names = [f"{prefix}{i}" for i in range(count)]
+    try:
+        for name in names:
+            rig.sandbox.start_slurmd(name, features=[f"admin-{name}"])
+        yield names
+    finally:
+        for name in names:
+            for job in rig.sandbox.run("squeue", "-h", "-w", name, "-o", "%i").stdout.split():
+                rig.sandbox.run("scancel", job)
+        for name in names:
+            rig.sandbox.delete_node(name)
+
+
+@asynccontextmanager
+async def attribute_syncer(rig: Rig) -> AsyncIterator[SyncerService]:
+    async with running_syncer(rig, replace(FAST, attributes=ATTRIBUTES)) as service:
+        yield service
+
+
+def label(rig: Rig, slurm_name: str, labels: dict[str, str | None]) -> None:
+    rig.kube.patch("", "v1", "nodes", f"k8s-{slurm_name}", {"metadata": {"labels": labels}})
+
+
+async def features_are(rig: Rig, name: str, expected: set[str]) -> bool:
+    node = await rig.slurm(name)
+    return set(node.features) == expected and set(node.active_features) == expected
+
+
+def run_job(rig: Rig, *args: str) -> str:
+    """Submits a short job; returns its id."""
+    out = rig.sandbox.run("sbatch", "--parsable", *args, "--wrap", "true", check=True).stdout
+    return out.strip().split(";")[0]
+
+
+def job_field(rig: Rig, job: str, name: str) -> str:
+    found = re.search(rf"\b{name}=(\S*)", rig.sandbox.run("scontrol", "show", "job", job).stdout)
+    return found.group(1) if found else ""
+
+
+async def ran_on(rig: Rig, job: str) -> str:
+    await wait_for(lambda: job_field(rig, job, "JobState") == "COMPLETED", 60, what=f"job {job} completed")
+    return job_field(rig, job, "NodeList")
+
+
+async def test_labels_become_features_that_place_jobs_and_follow_relabels(rig: Rig) -> None:
+    with real_nodes(rig, 2) as (a, b):
+        rig.bind_pod(a, node_labels={GPU: "h100", IB: "true"})
+        rig.bind_pod(b, node_labels={GPU: "a100"})
+        async with attribute_syncer(rig) as service:
+            await wait_for(
+                lambda: features_are(rig, a, {f"admin-{a}", "k8s.gpu:h100", "k8s.infiniband"}), 10,
+                what="labels of A as features",
+            )  # fmt: skip
+            await wait_for(lambda: features_are(rig, b, {f"admin-{b}", "k8s.gpu:a100"}), 10, what="B's")
+            job = run_job(rig, "-p", PARTITION, "--constraint=k8s.gpu:h100")
+            assert await ran_on(rig, job) == a
+            label(rig, a, {GPU: "a100", IB: "false"})
+            label(rig, b, {GPU: "h100"})
+            await wait_for(
+                lambda: features_are(rig, a, {f"admin-{a}", "k8s.gpu:a100"}), 10, what="A relabelled"
+            )
+            await wait_for(
+                lambda: features_are(rig, b, {f"admin-{b}", "k8s.gpu:h100"}), 10, what="B relabelled"
+            )
+            job = run_job(rig, "-p", PARTITION, "--constraint=k8s.gpu:h100")
+            assert await ran_on(rig, job) == b
+            label(rig, b, {GPU: None})
+            await wait_for(lambda: features_are(rig, b, {f"admin-{b}"}), 10, what="B's label removed")
+            assert service.attributes is not None
+            writes = service.attributes.stats.writes
+            await wait_for(lambda: writes["features", "ok"] >= 5, 10, what="five writes counted")
+            assert not writes["features", "error"]
+
+
+async def test_a_restart_writes_nothing_when_slurm_already_agrees(rig: Rig) -> None:
+    with real_nodes(rig, 1) as (a,):
+        rig.bind_pod(a, node_labels={GPU: "h100"})
+        async with attribute_syncer(rig):
+            await wait_for(lambda: features_are(rig, a, {f"admin-{a}", "k8s.gpu:h100"}), 10, what="features")
+        async with attribute_syncer(rig) as again:
+            assert again.attributes is not None
+            before = again.attributes.stats.reconciles
+            await wait_for(lambda: again.attributes.stats.reconciles > before, 10, what="a reconcile of A")  # type: ignore[union-attr]
+            await again.attributes.queue.wait_idle()
+            assert not again.attributes.stats.writes and not again.attributes.writing
+            assert again.engine.applier.bulk.stats.requests == 0
+
+
+async def test_a_value_slurm_cannot_take_gives_no_feature_and_one_event(rig: Rig) -> None:
+    with real_nodes(rig, 1) as (a,):
+        node_name, _ = rig.bind_pod(a, node_labels={GPU: "h100"})
+        async with attribute_syncer(rig) as service:
+            await wait_for(lambda: features_are(rig, a, {f"admin-{a}", "k8s.gpu:h100"}), 10, what="features")
+            # A validating API server refuses this value (label values are [A-Za-z0-9._-]): it is written
+            # straight into the emulator's store, as another API server or an old object could hold it.
+            node = copy.deepcopy(rig.node_obj(node_name))
+            node["metadata"]["labels"][GPU] = "h100=sxm"
+            rig.kube.api.store.write(("", "nodes"), node, "MODIFIED")
+            await wait_for(lambda: features_are(rig, a, {f"admin-{a}"}), 10, what="the feature removed")
+
+            def refused() -> list[dict[str, Any]]:
+                return [e for e in rig.events_for(node_name) if e["reason"] == EVENT_FEATURE_REFUSED]
+
+            await wait_for(lambda: bool(refused()), 10, what="an Event naming the label")
+            assert GPU in refused()[0]["message"] and "h100=sxm" in refused()[0]["message"]
+            assert service.attributes is not None
+            before = service.attributes.stats.reconciles
+            service.attributes.enqueue_all()
+            await wait_for(lambda: service.attributes.stats.reconciles > before, 10, what="another reconcile")  # type: ignore[union-attr]
+            await service.attributes.queue.wait_idle()
+            assert [e.get("count", 1) for e in refused()] == [1]  # not repeated by the reconcile
+
+
+def topology_entries(text: str) -> set[str]:
+    return {entry for entry in text.split(",") if entry}
+
+
+def hostnames(rig: Rig, hostlist: str) -> set[str]:
+    return set(rig.sandbox.run("scontrol", "show", "hostnames", hostlist, check=True).stdout.split())
+
+
+def unit_nodes(rig: Rig, topology: str, kind: str, unit: str) -> set[str]:
+    """The nodes `scontrol show topology` lists under one block or switch."""
+    out = rig.sandbox.scontrol("show", "topology", topology)
+    found = re.search(rf"^{kind}={re.escape(unit)} .*?Nodes=(\S*)", out, re.MULTILINE)
+    return hostnames(rig, found.group(1)) if found and found.group(1) else set()
+
+
+@pytest.fixture
+async def topology_rig(rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Rig]:
+    """The test's emulator with a Slurm sandbox of its own that has topology.yaml (block and tree
+    topologies and their partitions), so the session's sandbox keeps its one partition."""
+    sandbox = up(tmp_path_factory.mktemp("topology-sandbox"), nodes=0, slurm=SELECTED.name, topology=True)
+    reader = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file))
+    try:
+        await reader.start()
+        yield Rig(sandbox, rig.kube, rig.kubeconfig, reader)
+    finally:
+        await reader.close()
+        sandbox.down()
+
+
+@pytest.mark.skipif(not SELECTED.topology, reason="needs Slurm 25.05+: see test_topology_needs_slurm_25_05")
+async def test_topology_labels_place_nodes_in_blocks_and_switches_and_jobs_stay_inside(
+    topology_rig: Rig,
+) -> None:
+    rig = topology_rig
+    with real_nodes(rig, 3) as (a, b, c):
+        rig.bind_pod(a, node_labels={NVLINK: "b1", SPINE: "spine1", LEAF: "leafx"})
+        rig.bind_pod(b, node_labels={NVLINK: "b2", SPINE: "spine2", LEAF: "leafy"})
+        rig.bind_pod(c, node_labels={NVLINK: "b1", SPINE: "spine1", LEAF: "leafx"})
+        async with attribute_syncer(rig):
+
+            async def placed(name: str, block: str, *path: str) -> bool:
+                wanted = {f"{BLOCK_TOPOLOGY}:{block}", ":".join((TREE_TOPOLOGY, *path))}
+                return topology_entries((await rig.slurm(name)).topology) == wanted
+
+            async def all_placed() -> bool:
+                wanted = (
+                    (a, "b1", "spine1", "leafx"),
+                    (b, "b2", "spine2", "leafy"),
+                    (c, "b1", "spine1", "leafx"),
+                )
+                return all([await placed(name, block, *path) for name, block, *path in wanted])
+
+            await wait_for(all_placed, 10, what="every node in its block and under its switches")
+            assert unit_nodes(rig, BLOCK_TOPOLOGY, "BlockName", "b1") == {a, c}
+            assert unit_nodes(rig, TREE_TOPOLOGY, "SwitchName", "leafx") == {a, c}
+            assert unit_nodes(rig, TREE_TOPOLOGY, "SwitchName", "spine1") >= {a, c}
+            for _ in range(2):  # a two-node segment fits only in b1 (b2 holds one node, b-seed one)
+                job = run_job(rig, "-p", BLOCK_TOPOLOGY, "-N2", "--segment=2")
+                assert hostnames(rig, await ran_on(rig, job)) == {a, c}
+            job = run_job(rig, "-p", TREE_TOPOLOGY, "-N2", "--switches=1@10:00")
+            assert hostnames(rig, await ran_on(rig, job)) == {a, c}
+            label(rig, c, {NVLINK: "b2"})  # c moves to b's block
+            await wait_for(lambda: placed(c, "b2", "spine1", "leafx"), 10, what="c moved to b2")
+            assert unit_nodes(rig, BLOCK_TOPOLOGY, "BlockName", "b2") == {b, c}
+            job = run_job(rig, "-p", BLOCK_TOPOLOGY, "-N2", "--segment=2")
+            assert hostnames(rig, await ran_on(rig, job)) == {b, c}
+
+
+async def test_topology_needs_slurm_25_05(rig: Rig) -> None:
+    """On REST v0.0.42 (all 24.11 has; 26.05 pinned to it) topology is never written: one log line and a
+    metric say why; features still work."""
+    with real_nodes(rig, 1) as (a,):
+        rig.bind_pod(a, node_labels={GPU: "h100", NVLINK: "b1", SPINE: "spine1", LEAF: "leafx"})
+        before = (await rig.slurm(a)).topology
+        async with running_syncer(
+            rig, replace(FAST, attributes=ATTRIBUTES), api_version="v0.0.42"
+        ) as service:
+            await wait_for(lambda: features_are(rig, a, {f"admin-{a}", "k8s.gpu:h100"}), 10, what="features")
+            assert service.attributes is not None and service.attributes.stats.topology_unsupported
+            _, metrics = await get(service, "/metrics")
+            assert "slurm_syncer_topology_unsupported 1.0" in metrics
+            assert not service.attributes.stats.writes["topology", "ok"]
+        assert (await rig.slurm(a)).topology == before
+
+
+async def test_check_says_topology_needs_slurm_25_05(rig: Rig) -> None:
+    env = {**syncer_environment(rig), "SLURM_SYNCER_TOPOLOGY_BLOCK_NAME": BLOCK_TOPOLOGY}
+    code, out, _ = await command(rig, "check", env={**env, "SLURM_SYNCER_SLURM_API_VERSION": "v0.0.42"})
+    assert code == 1 and "FAIL  node topology from labels (block) needs Slurm 25.05+" in out, out
+    if SELECTED.topology:
+        code, out, _ = await command(rig, "check", env=env)
+        assert code == 0 and "ok    node topology from labels can be written (block; API v0.0.4" in out, out
+
+
+async def test_a_nodeset_node_gets_its_features_when_it_registers(rig: Rig) -> None:
+    """A dynamic node registered by a NodeSet's slurmd: the Slurm cache sees it appear, its reconcile
+    writes the features of the Node its pod runs on, next to the NodeSet's own feature."""
+    for pool in ("pool-0", "pool-1"):
+        if rig.kube.node(pool) is None:
+            rig.kube.create("", "v1", "nodes", node_body(pool, {"pool": "nodeset"}))
+        rig.kube.patch("", "v1", "nodes", pool, {"metadata": {"labels": {GPU: "h100"}}})
+    async with nodeset_rig(rig, attributes=ATTRIBUTES) as (nodeset, service, _):
+        nodeset.patch_spec({"replicas": 1})
+        member = nodeset.member(0)
+
+        async def registered_with_features() -> bool:
+            try:
+                return await features_are(rig, member, {"nsfeat", "k8s.gpu:h100"})
+            except SlurmNotFound:
+                return False
+
+        await wait_for(registered_with_features, 60, what="the NodeSet's node registered with its features")
+        job = run_job(rig, "-p", PARTITION, "--constraint=k8s.gpu:h100&nsfeat")
+        assert await ran_on(rig, job) == member
+        assert service.attributes is not None
+        writes = service.attributes.stats.writes
+        await wait_for(lambda: writes["features", "ok"] >= 1, 10, what="the write counted")
+
+
+async def test_a_rack_relabelled_at_once_goes_to_slurm_in_bulk(rig: Rig) -> None:
+    names = fresh_slurm_nodes(30)
+    for name in names:
+        rig.bind_pod(name, node_labels={GPU: "b200"})
+    async with attribute_syncer(rig) as service:
+
+        async def all_labelled() -> bool:
+            listing = {n.name: n for n in (await rig.reader.list_all_nodes()).nodes}
+            return all("k8s.gpu:b200" in listing[n].features for n in names)
+
+        await wait_for(all_labelled, 20, what="30 nodes' features")
+        bulk = service.engine.applier.bulk.stats
+        # the initial reconcile of every node decides 30 identical updates together
+        assert bulk.nodes == 30 and bulk.bulk_requests >= 1 and bulk.requests < 30, bulk
+
+
+async def test_dry_run_logs_the_update_and_writes_nothing(rig: Rig) -> None:
+    (name,) = fresh_slurm_nodes(1)
+    rig.bind_pod(name, node_labels={GPU: "h100"})
+    async with running_syncer(rig, replace(FAST, attributes=ATTRIBUTES, dry_run=True)) as service:
+        assert service.attributes is not None
+        writes = service.attributes.stats.writes
+        await wait_for(lambda: writes["features", "dry-run"] >= 1, 10, what="the update it would send")
+        assert not writes["features", "ok"] and service.engine.applier.bulk.stats.requests == 0
+    assert "k8s.gpu:h100" not in (await rig.slurm(name)).features
+
+
+KUEUE_CRD = {
+    "metadata": {"name": "topologies.kueue.x-k8s.io"},
+    "spec": {
+        "group": "kueue.x-k8s.io",
+        "scope": "Cluster",
+        "names": {
+            "plural": "topologies",
+            "singular": "topology",
+            "kind": "Topology",
+            "listKind": "TopologyList",
+        },
+        "versions": [
+            {
+                "name": "v1beta1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                },
+            }
+        ],
+    },
+}
+
+
+@pytest.mark.skipif(not SELECTED.topology, reason="needs Slurm 25.05+: see test_topology_needs_slurm_25_05")
+async def test_a_kueue_topology_names_the_tree_levels(topology_rig: Rig) -> None:
+    rig = topology_rig
+    rig.kube.create("apiextensions.k8s.io", "v1", "customresourcedefinitions", copy.deepcopy(KUEUE_CRD))
+    levels = [
+        {"nodeLabel": "example.com/kueue-spine"},
+        {"nodeLabel": LEAF},
+        {"nodeLabel": "kubernetes.io/hostname"},
+    ]
+    rig.kube.create(
+        "kueue.x-k8s.io", "v1beta1", "topologies",
+        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Topology", "metadata": {"name": "fabric"},
+         "spec": {"levels": levels}},
+    )  # fmt: skip
+    kueue = replace(ATTRIBUTES, topology=replace(ATTRIBUTES.topology, block_name="", kueue_topology="fabric"))
+    with real_nodes(rig, 1) as (a,):
+        # the flags' tree labels (SPINE, LEAF) name spine1; the Kueue Topology's levels name spine2
+        rig.bind_pod(a, node_labels={SPINE: "spine1", "example.com/kueue-spine": "spine2", LEAF: "leafk"})
+        async with running_syncer(rig, replace(FAST, attributes=kueue)):
+
+            async def placed() -> bool:
+                return topology_entries((await rig.slurm(a)).topology) == {f"{TREE_TOPOLOGY}:spine2:leafk"}
+
+            await wait_for(placed, 10, what="the path the Kueue Topology's levels name")
+        assert unit_nodes(rig, TREE_TOPOLOGY, "SwitchName", "spine2") == {a}
