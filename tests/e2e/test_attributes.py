@@ -188,7 +188,7 @@ async def topology_rig(rig: Rig, tmp_path_factory: pytest.TempPathFactory) -> As
         sandbox.down()
 
 
-@pytest.mark.skipif(not SELECTED.topology, reason="needs Slurm 25.05+: see test_topology_needs_slurm_25_05")
+@pytest.mark.only_where(SELECTED.topology, "needs Slurm 25.05+: see test_topology_needs_slurm_25_05")
 async def test_topology_labels_place_nodes_in_blocks_and_switches_and_jobs_stay_inside(
     topology_rig: Rig,
 ) -> None:
@@ -330,7 +330,7 @@ KUEUE_CRD = {
 }
 
 
-@pytest.mark.skipif(not SELECTED.topology, reason="needs Slurm 25.05+: see test_topology_needs_slurm_25_05")
+@pytest.mark.only_where(SELECTED.topology, "needs Slurm 25.05+: see test_topology_needs_slurm_25_05")
 async def test_a_kueue_topology_names_the_tree_levels(topology_rig: Rig) -> None:
     rig = topology_rig
     rig.kube.create("apiextensions.k8s.io", "v1", "customresourcedefinitions", copy.deepcopy(KUEUE_CRD))

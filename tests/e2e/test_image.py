@@ -70,7 +70,7 @@ class Image:
 @pytest.fixture(scope="session")
 def image() -> Iterator[Image]:
     if os.geteuid() != 0:
-        pytest.skip("needs root: podman image mount, mount namespaces, chroot")
+        pytest.fail("the image tests need root (podman image mount, mount namespaces, chroot): run as root")
     started = time.monotonic()
     built = subprocess.run(
         [str(ROOT / "scripts" / "image"), TAG], capture_output=True, text=True, check=False

@@ -31,8 +31,8 @@ from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
 WRITES = "v0.0.43" in SELECTED.api_versions  # Slurm 25.05+: reservations can be created over REST
-needs_writes = pytest.mark.skipif(not WRITES, reason=f"Slurm {SELECTED.name} cannot create reservations")
-needs_old = pytest.mark.skipif(WRITES, reason=f"Slurm {SELECTED.name} can create reservations")
+needs_writes = pytest.mark.only_where(WRITES, "Slurm 25.05+ creates reservations over REST")
+needs_old = pytest.mark.only_where(not WRITES, "Slurm 24.11 cannot create reservations over REST")
 
 
 def iso(epoch: float) -> str:
