@@ -48,12 +48,11 @@ class LocatedMetricsReader:
             host = primary_host(await self.slurm.controllers())
         except SlurmError as exc:
             raise SlurmMetricsUnavailable(
-                f"slurmrestd's ping failed ({exc}): slurmctld not located", endpoint=PATH
+                f"slurmrestd's ping failed ({exc}): slurmctld not located"
             ) from None
         if host is None:
-            raise SlurmMetricsUnavailable("slurmrestd's ping names no answering slurmctld", endpoint=PATH)
-        reader = MetricsReader(f"http://{host}:{self.port}", timeout_s=self.timeout_s)
-        return reader
+            raise SlurmMetricsUnavailable("slurmrestd's ping names no answering slurmctld")
+        return MetricsReader(f"http://{host}:{self.port}", timeout_s=self.timeout_s)
 
     async def read(self) -> Reading:
         reader = self._reader
@@ -64,9 +63,9 @@ class LocatedMetricsReader:
         except SlurmMetricsUnavailable as exc:
             await reader.close()
             self._reader, self.url = None, ""
-            where = reader.url.removesuffix(PATH)
+            where, why = reader.url.removesuffix(PATH), str(exc).removeprefix(f"{PATH}: ")
             raise SlurmMetricsUnavailable(
-                f"slurmctld at {where} serves no metrics ({exc}): {REMEDY}", endpoint=PATH
+                f"slurmctld at {where} serves no metrics ({why}): {REMEDY}"
             ) from None
         except BaseException:
             await reader.close()
