@@ -11,6 +11,7 @@ Slurm did not reach are sent again without them."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -21,6 +22,10 @@ from syncer.slurm.errors import SlurmNotFound
 from syncer.slurm.updates import NodeUpdate
 
 log = structlog.get_logger("syncer.slurm")
+
+
+class Superseded(Exception):
+    """A queued update was not sent: its caller's `still` said it is no longer wanted."""
 
 
 class Gate(Protocol):
@@ -35,11 +40,16 @@ class BulkStats:
     bulk_requests: int = 0  # of which `POST /nodes/` for more than one node
     nodes: int = 0  # node updates carried
     partial: int = 0  # bulk requests Slurm refused part-way
+    superseded: int = 0  # queued updates dropped: no longer wanted when their request would go out
+
+
+Still = Callable[[], bool]  # asked just before the request goes out: is this update still wanted?
+Entry = tuple[str, asyncio.Future[None], Still | None]
 
 
 @dataclass
 class _Queue:
-    waiting: list[tuple[str, asyncio.Future[None]]] = field(default_factory=list)
+    waiting: list[Entry] = field(default_factory=list)
     sending: bool = False
 
 
@@ -53,19 +63,21 @@ class BulkWriter:
 
     async def update(
         self, name: str, update: NodeUpdate | None = None, *, state: list[str] | None = None,
-        reason: str | None = None, linger_s: float = 0.0,
+        reason: str | None = None, linger_s: float = 0.0, still: Still | None = None,
     ) -> None:  # fmt: skip
         """Applies `update` (or sets `state` and `reason`) on one node, possibly in one request with others;
         raises as `SlurmClient.update_node` would for this node alone (NotLeader if the gate closed
         meanwhile). The caller checks the gate for dry-run before calling. `linger_s`: how long the first
-        of a batch waits for others (drains: none; updates that can wait a little: more share a request)."""
+        of a batch waits for others (drains: none; updates that can wait a little: more share a request).
+        `still`: asked right before the request that would carry it goes out (it may wait behind a slow one);
+        False drops it with Superseded, so a drain never leaves after the uncordon that arrived meanwhile."""
         key = update or NodeUpdate(tuple(state) if state is not None else None, reason)
         queue = self._queues.setdefault(key, _Queue())
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        queue.waiting.append((name, done))
+        queue.waiting.append((name, done, still))
         if not queue.sending:
             queue.sending = True
-            batch: list[tuple[str, asyncio.Future[None]]] = []
+            batch: list[Entry] = []
             try:
                 await asyncio.sleep(
                     linger_s
@@ -75,7 +87,7 @@ class BulkWriter:
                     await self._send(batch, key)
             except BaseException as exc:  # cancelled mid-send: nobody else would settle these
                 error = asyncio.CancelledError() if isinstance(exc, asyncio.CancelledError) else exc
-                for _, future in batch + queue.waiting:
+                for _, future, _ in batch + queue.waiting:
                     _settle(future, error)
                 queue.waiting.clear()
                 raise
@@ -85,8 +97,17 @@ class BulkWriter:
                     del self._queues[key]
         await done
 
-    async def _send(self, batch: list[tuple[str, asyncio.Future[None]]], update: NodeUpdate) -> None:
-        futures = {name: future for name, future in batch if not future.done()}  # a cancelled caller: skip
+    async def _send(self, batch: list[Entry], update: NodeUpdate) -> None:
+        futures: dict[str, asyncio.Future[None]] = {}
+        stills = {name: still for name, _, still in batch}
+        for name, future, still in batch:
+            if future.done():  # a cancelled caller: skip
+                continue
+            if still is not None and not still():
+                self.stats.superseded += 1
+                _settle(future, Superseded(f"update of {name} no longer wanted when its turn came"))
+                continue
+            futures[name] = future
         names = list(futures)
         if not names:
             return
@@ -110,11 +131,11 @@ class BulkWriter:
                 _settle(futures[name], SlurmNotFound(f"node {name} does not exist", endpoint="nodes_update"))
             for name in outcome.applied:
                 _settle(futures[name], None)
-            again = [(name, futures[name]) for name in names if name in outcome.not_applied]
+            again = [(name, futures[name], stills[name]) for name in names if name in outcome.not_applied]
             if len(again) < len(names):  # fewer nodes each time: this ends
                 await self._send(again, update)
             else:
-                for _, future in again:
+                for _, future, _ in again:
                     _settle(future, exc)
             return
         except Exception as exc:  # the outcome is unknown for every node of the request: each caller decides

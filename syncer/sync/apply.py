@@ -20,7 +20,7 @@ from syncer.kube.gate import NotLeader, WriteGate
 from syncer.kube.writer import KubeWriter, node_path, pod_path
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.model.kube import Condition, KubeNode, KubePod
-from syncer.slurm.bulk import BulkWriter
+from syncer.slurm.bulk import BulkWriter, Superseded
 from syncer.slurm.cache import NodeCache
 from syncer.slurm.client import SlurmClient
 from syncer.sync.causes import is_automatic
@@ -136,6 +136,7 @@ class Applier:
         repeat = sent is not None and sent[:2] == signature
         if repeat and sent is not None and time.monotonic() - sent[2] < self.slurm_cache.stale_after_s:
             return False  # already sent; the Slurm cache has not caught up yet
+        current = self.slurm_cache.nodes.get(name)
         if action.kind == "undrain" or not action.redrain:
             # The cache may be a poll old: read the node again, so an admin's new reason is never lifted
             # and a drain someone else just made (Slinky's operator reacts to the same cordon) keeps its
@@ -162,10 +163,26 @@ class Applier:
             logger.info(f"dry-run: would {action.kind} in Slurm", reason=action.reason)
             self.record(action.kind, "k8s_to_slurm", "dry_run", name)
             return True
-        if action.kind == "drain":
-            await self.bulk.update(name, state=["DRAIN"], reason=action.reason)
-        else:
-            await self.bulk.update(name, state=["UNDRAIN"])
+        kind = action.kind
+
+        def still_wanted() -> bool:
+            # the update may wait behind a slow request to slurmrestd: decided once more when its turn comes,
+            # on Kubernetes as the cache shows it then
+            now_bound = self.binding(name)
+            again = decide(
+                current, now_bound.pod, now_bound.node, now=self.clock(), opts=self.options, slurm_fresh=True,
+                scale_in_of=self.scale_in_of(name),
+            ) if now_bound.bound else None  # fmt: skip
+            return again is not None and again.slurm_action is not None and again.slurm_action.kind == kind
+
+        try:
+            if kind == "drain":
+                await self.bulk.update(name, state=["DRAIN"], reason=action.reason, still=still_wanted)
+            else:
+                await self.bulk.update(name, state=["UNDRAIN"], still=still_wanted)
+        except Superseded:
+            logger.info(f"{kind} skipped: Kubernetes changed while it waited to be sent")
+            return False
         self.sent[name] = (*signature, time.monotonic())
         logger.info(
             f"slurm node {action.kind}ed", reason=action.reason, redrain=action.redrain, resent=repeat

@@ -108,3 +108,62 @@ async def test_a_bad_metrics_endpoint_never_hides_a_slurm_drain(rig: Rig, kind: 
             assert failing == (kind != "frozen"), service.slurm_cache.stats
     said = [e for e in logs if e.get("event") == "slurm_metrics_hint_failed"]
     assert len(said) == (0 if kind == "frozen" else 1), said
+
+
+async def test_a_drain_queued_behind_a_slow_request_is_dropped_when_its_node_is_uncordoned_meanwhile(
+    rig: Rig,
+):
+    """A cordon's drain waits in the group commit behind a request slurmrestd is slow to answer; the Node is
+    uncordoned meanwhile. When the drain's turn comes it is decided once more and not sent: a drain never
+    reaches Slurm after its uncordon (found by the long fault suite under load, issue 31)."""
+    first, second = fresh_slurm_nodes(2)
+    nodes = [rig.bind_pod(name)[0] for name in (first, second)]
+    release = asyncio.Event()
+    held = asyncio.Event()
+    sent: list[str] = []
+    async with running_syncer(rig) as service:
+        await service.engine.queue.wait_idle()
+        client = service.engine.applier.bulk.slurm
+        single, bulk = client.update_node, client.update_nodes
+
+        async def slow_first(name: str, *args: Any, **kwargs: Any) -> None:
+            sent.append(name)
+            if name == first:
+                held.set()
+                await release.wait()  # slurmrestd slow to answer this one
+            await single(name, *args, **kwargs)
+
+        async def recorded(names: list[str], *args: Any, **kwargs: Any) -> None:
+            sent.extend(names)
+            await bulk(names, *args, **kwargs)
+
+        client.update_node, client.update_nodes = slow_first, recorded  # type: ignore[method-assign,assignment]
+        cordon, uncordon = {"spec": {"unschedulable": True}}, {"spec": {"unschedulable": False}}
+        rig.kube.patch("", "v1", "nodes", nodes[0], cordon)
+        await wait_for(held.is_set, deadline_s=10, what="the first drain in flight")
+        rig.kube.patch("", "v1", "nodes", nodes[1], cordon)
+        bulk_writer = service.engine.applier.bulk
+        await wait_for(
+            lambda: any(q.waiting for q in bulk_writer._queues.values()),
+            deadline_s=10,
+            what="the second queued",
+        )
+        rig.kube.patch("", "v1", "nodes", nodes[1], uncordon)
+
+        def seen_uncordoned() -> bool:
+            node = service.kube_cache.node(nodes[1])
+            return node is not None and not node.unschedulable
+
+        await wait_for(seen_uncordoned, deadline_s=10, what="the uncordon in the syncer's cache")
+        release.set()
+
+        async def first_drained() -> bool:
+            return (await rig.slurm(first)).drain_flag
+
+        await wait_for(first_drained, deadline_s=10, what="the first drain")
+        await wait_for(
+            lambda: bulk_writer.stats.superseded >= 1, deadline_s=10, what="the queued drain dropped"
+        )
+        await service.engine.queue.wait_idle()
+        assert second not in sent, sent
+        assert not (await rig.slurm(second)).drain_flag
