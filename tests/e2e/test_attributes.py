@@ -26,6 +26,7 @@ from syncer.testing.sandbox.config import BLOCK_TOPOLOGY, PARTITION, TREE_TOPOLO
 from tests.e2e.rig import FAST, Rig, fresh_slurm_nodes, get, node_body, running_syncer, syncer_environment
 from tests.e2e.test_commands import command
 from tests.e2e.test_nodeset import nodeset_rig
+from tests.fixtures.kube_targets import KUEUE_CRD
 from tests.fixtures.slurm import SELECTED
 from tests.helpers import wait_for
 
@@ -303,31 +304,6 @@ async def test_dry_run_logs_the_update_and_writes_nothing(rig: Rig) -> None:
         await wait_for(lambda: writes["features", "dry-run"] >= 1, 10, what="the update it would send")
         assert not writes["features", "ok"] and service.engine.applier.bulk.stats.requests == 0
     assert "k8s.gpu:h100" not in (await rig.slurm(name)).features
-
-
-KUEUE_CRD = {
-    "metadata": {"name": "topologies.kueue.x-k8s.io"},
-    "spec": {
-        "group": "kueue.x-k8s.io",
-        "scope": "Cluster",
-        "names": {
-            "plural": "topologies",
-            "singular": "topology",
-            "kind": "Topology",
-            "listKind": "TopologyList",
-        },
-        "versions": [
-            {
-                "name": "v1beta1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                },
-            }
-        ],
-    },
-}
 
 
 @pytest.mark.only_where(SELECTED.topology, "needs Slurm 25.05+: see test_topology_needs_slurm_25_05")

@@ -575,3 +575,37 @@ async def test_apply_to_the_status_subresource(kube_target: KubeTarget):
     assert (entry["operation"], entry["subresource"], entry["fieldsV1"]) == (
         "Apply", "status", {"f:status": {"f:phase": {}}},
     )  # fmt: skip
+
+
+async def test_a_kueue_topology_is_read_alike_from_both_servers(kube_target: KubeTarget) -> None:
+    """--topology-kueue reads a Kueue Topology, a custom resource: what the attribute controller gets from
+    it (its levels above the node) must be the same from the emulator and from the real API server."""
+    from syncer.kube.client import KubeClient
+    from syncer.plan.topology import kueue_levels
+    from tests.fixtures.kube_targets import KUEUE_CRD
+    from tests.helpers import wait_for
+
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", **KUEUE_CRD}
+    created = await kube_target.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    assert created.status in (201, 409), created.body  # 409: the session's real server has it already
+
+    async def served() -> bool:
+        # until the CRD is established the real server answers a plain-text 404
+        async with kube_target.http.get(kube_target.url + "/apis/kueue.x-k8s.io/v1beta1/topologies") as got:
+            return got.status == 200
+
+    await wait_for(served, deadline_s=30, what="the Topology kind served")
+    name = f"fabric-{kube_target.namespace}"
+    levels = [{"nodeLabel": f"example.com/{tier}"} for tier in ("block", "rack")] + [
+        {"nodeLabel": "kubernetes.io/hostname"}
+    ]
+    body = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Topology", "metadata": {"name": name},
+            "spec": {"levels": levels}}  # fmt: skip
+    answer = await kube_target.call("POST", "/apis/kueue.x-k8s.io/v1beta1/topologies", body)
+    assert answer.status == 201, answer.body
+    ours = await KubeClient.from_config(str(kube_target.kubeconfig))
+    try:
+        read = await ours.get(f"/apis/kueue.x-k8s.io/v1beta1/topologies/{name}")
+    finally:
+        await ours.close()
+    assert kueue_levels(read) == ("example.com/block", "example.com/rack")
