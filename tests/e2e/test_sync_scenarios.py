@@ -525,10 +525,10 @@ async def test_a_drain_carries_the_reason_decided_after_its_fresh_read(rig: Rig)
                 await wait_for(cached, deadline_s=10, what="the reason annotation in the syncer's cache")
             return answer
 
-        async def recorded(node: str, *, state: list[str], reason: str | None = None) -> None:
+        async def recorded(node: str, *args: Any, reason: str | None = None, **kwargs: Any) -> None:
             if node == name:
                 sent.append(reason)
-            await update(node, state=state, reason=reason)
+            await update(node, *args, reason=reason, **kwargs)
 
         applier.slurm.get_node = annotated_while_reading  # type: ignore[method-assign,assignment]
         applier.bulk.update = recorded  # type: ignore[method-assign,assignment]
