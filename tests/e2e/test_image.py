@@ -356,7 +356,7 @@ async def test_a_local_tool_in_the_image_says_where_to_get_it(
 
 
 async def test_the_image_runs_as_the_chart_runs_it(
-    rig: Rig, image: Image, tmp_path: Path, namespace: None, record_property: Any
+    rig: Rig, image: Image, tmp_path: Path, namespace: None
 ) -> None:
     (name,) = fresh_slurm_nodes(1)
     kube_node, _ = rig.bind_pod(name)
@@ -411,8 +411,6 @@ async def test_the_image_runs_as_the_chart_runs_it(
         "rss_after_drain_mb": round(rss_after, 1), "cordon_to_drain_s": round(drain_s, 2),
         "sigterm_to_exit_s": round(stop_s, 2),
     }  # fmt: skip
-    for key, value in measured.items():
-        record_property(key, value)
     sys.stderr.write(f"\nimage measurements: {json.dumps(measured)}\n")
 
 
