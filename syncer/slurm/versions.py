@@ -39,33 +39,18 @@ class ApiVersion:
         return f"/slurm/{self.name}"
 
 
+def _slurm_25_05(name: str) -> ApiVersion:
+    """REST v0.0.43+ (Slurm 25.05+, verified on 26.05): node updates take topology_str, reservations can be
+    created and updated."""
+    return ApiVersion(
+        name, True, conditional_nodes=True, verified_on=("26.05",), reservation_writes=True, topology=True
+    )
+
+
 VERSIONS: dict[str, ApiVersion] = {
     v.name: v
     for v in (
-        ApiVersion(
-            "v0.0.45",
-            True,
-            conditional_nodes=True,
-            verified_on=("26.05",),
-            reservation_writes=True,
-            topology=True,
-        ),
-        ApiVersion(
-            "v0.0.44",
-            True,
-            conditional_nodes=True,
-            verified_on=("26.05",),
-            reservation_writes=True,
-            topology=True,
-        ),
-        ApiVersion(
-            "v0.0.43",
-            True,
-            conditional_nodes=True,
-            verified_on=("26.05",),
-            reservation_writes=True,
-            topology=True,
-        ),
+        *(_slurm_25_05(name) for name in ("v0.0.45", "v0.0.44", "v0.0.43")),
         ApiVersion("v0.0.42", verified_live=True, conditional_nodes=True, verified_on=("24.11", "26.05")),
         ApiVersion("v0.0.41", verified_live=True, conditional_nodes=False, verified_on=("24.11",)),
         ApiVersion("v0.0.40", verified_live=True, conditional_nodes=False, verified_on=("24.11",)),
