@@ -20,6 +20,7 @@ from syncer.kube.gate import NotLeader, WriteGate
 from syncer.kube.writer import KubeWriter, node_path, pod_path
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.model.kube import Condition, KubeNode, KubePod
+from syncer.model.slurm import SlurmNode
 from syncer.slurm.bulk import BulkWriter, Superseded
 from syncer.slurm.cache import NodeCache
 from syncer.slurm.client import SlurmClient
@@ -32,6 +33,7 @@ from syncer.sync.decide import (
     EVENT_UNDRAIN,
     Decision,
     EventSpec,
+    SlurmAction,
     decide,
     rfc3339,
 )
@@ -144,12 +146,8 @@ class Applier:
             current = await self.slurm.get_node(name)
             # that read can take seconds (retries, a slow slurmrestd): decide again on what Kubernetes
             # shows now too, so a drain never goes out after the uncordon that arrived meanwhile
-            binding = self.binding(name)
-            recheck = decide(
-                current, binding.pod, binding.node, now=self.clock(), opts=self.options, slurm_fresh=True,
-                scale_in_of=self.scale_in_of(name),
-            ) if binding.bound else None  # fmt: skip
-            if recheck is None or recheck.slurm_action is None or recheck.slurm_action.kind != action.kind:
+            again = self._decided_again(name, current)
+            if again is None or again.kind != action.kind:
                 logger.info(
                     f"{action.kind} skipped: Slurm changed meanwhile",
                     reason=current.reason if current else None,
@@ -157,7 +155,7 @@ class Applier:
                 return False
             # the reason too is the one decided on what both sides show now (a drain annotation or a
             # condition that arrived during the read joins it)
-            action = recheck.slurm_action
+            action = again
             signature = (action.kind, action.reason)
         if not self.gate.check():
             logger.info(f"dry-run: would {action.kind} in Slurm", reason=action.reason)
@@ -166,14 +164,9 @@ class Applier:
         kind = action.kind
 
         def still_wanted() -> bool:
-            # the update may wait behind a slow request to slurmrestd: decided once more when its turn comes,
-            # on Kubernetes as the cache shows it then
-            now_bound = self.binding(name)
-            again = decide(
-                current, now_bound.pod, now_bound.node, now=self.clock(), opts=self.options, slurm_fresh=True,
-                scale_in_of=self.scale_in_of(name),
-            ) if now_bound.bound else None  # fmt: skip
-            return again is not None and again.slurm_action is not None and again.slurm_action.kind == kind
+            # the update may wait behind a slow request to slurmrestd: decided once more when its turn comes
+            again = self._decided_again(name, current)
+            return again is not None and again.kind == kind
 
         try:
             if kind == "drain":
@@ -191,6 +184,16 @@ class Applier:
         self.slurm_cache.nudge()  # read the result back soon, so Kubernetes shows it
         # a resend while the Slurm cache cannot confirm the first write is the same transition: no new Event
         return not repeat
+
+    def _decided_again(self, name: str, slurm_node: SlurmNode | None) -> SlurmAction | None:
+        """The Slurm action decided now, on `slurm_node` and Kubernetes as the cache shows it now."""
+        binding = self.binding(name)
+        if not binding.bound:
+            return None
+        return decide(
+            slurm_node, binding.pod, binding.node, now=self.clock(), opts=self.options, slurm_fresh=True,
+            scale_in_of=self.scale_in_of(name),
+        ).slurm_action  # fmt: skip
 
     async def _valve_admits(
         self, name: str, binding: Binding, decision: Decision, reason: str, logger: Any
