@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import sys
+import time
 from dataclasses import dataclass
 
 from syncer.app import settings as settings_mod
@@ -14,6 +15,7 @@ from syncer.app.service import hint_reader
 from syncer.app.wiring import kube_client, slurm_client
 from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeError
+from syncer.slurm.cache import POLLER_LISTS_PER_MINUTE, busiest_lists_per_minute
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmAuthError, SlurmError
 from syncer.slurm.metrics_hint import SlurmMetricsError
@@ -56,22 +58,39 @@ class Item:
     warn: bool = False  # works, but not as well as it could: shown, not counted as a failure
 
 
-async def check_hint(client: SlurmClient, url: str, port: int) -> Item:
+async def check_hint(client: SlurmClient, url: str, port: int, poll_interval_s: float) -> Item:
     """Whether slurmctld's node counts can spare slurmrestd (--slurm-metrics-url); what it costs if not."""
     if url in ("off", ""):
-        return Item(True, f"slurmctld's metrics hint: off; {COST}", warn=True, fix=REMEDY)
+        cost = await predicted_cost(client, poll_interval_s)
+        return Item(True, f"slurmctld's metrics hint: off; {cost}", warn=True, fix=REMEDY)
     reader = hint_reader(client, url, port)
     assert reader is not None
     try:
         reading = await reader.read()
     except SlurmMetricsError as exc:
-        return Item(True, f"slurmctld's metrics hint ({url}) unusable: {exc}; {COST}", warn=True, fix=REMEDY)
+        cost = await predicted_cost(client, poll_interval_s)
+        return Item(True, f"slurmctld's metrics hint ({url}) unusable: {exc}; {cost}", warn=True, fix=REMEDY)
     finally:
         await reader.close()
     partitions = len({partition for partition, _, _ in reading.fingerprint})
     where = reader.url if isinstance(reader, LocatedMetricsReader) else url
     return Item(
         True, f"slurmctld's metrics hint: node counts of {partitions} partition(s) read at {where} ({url})"
+    )
+
+
+async def predicted_cost(client: SlurmClient, poll_interval_s: float) -> str:
+    """What polling without the hint costs on this cluster, from the time of one node list here."""
+    started = time.perf_counter()
+    try:
+        await client.list_all_nodes()
+    except SlurmError:
+        return COST
+    list_s = time.perf_counter() - started
+    lists = busiest_lists_per_minute(list_s, poll_interval_s)
+    return (
+        f"{COST}: on a busy cluster up to {lists:.0f} lists a minute here (one took {list_s:.2f} s), "
+        f"{lists / POLLER_LISTS_PER_MINUTE:.1f} x the slurmrestd bytes of a full list every 30 s"
     )
 
 
@@ -229,7 +248,8 @@ async def collect(settings: settings_mod.Settings) -> list[Item]:
         items = await check_slurm(slurm)
         items += check_topology(slurm, settings)
         if all(item.ok for item in items):
-            items.append(await check_hint(slurm, settings.slurm_metrics_url, settings.slurm_metrics_port))
+            url, port = settings.slurm_metrics_url, settings.slurm_metrics_port
+            items.append(await check_hint(slurm, url, port, settings.slurm_poll_interval))
     finally:
         await slurm.close()
     try:

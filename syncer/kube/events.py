@@ -113,8 +113,11 @@ class EventRecorder:
         self._budget[key] = (tokens - 1, now)
         return True
 
-    async def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
-        """Best effort: an Event that cannot be written is logged, never raised."""
+    async def record(
+        self, ref: ObjectRef, type_: str, reason: str, message: str, *, wait: bool = True
+    ) -> None:
+        """Best effort: an Event that cannot be written is logged, never raised. `wait=False`: when the
+        client's rate limit has no token now, the Event is folded into the summary instead of waiting."""
         now = time.time()
         if not self._allow(ref, now):
             self.dropped += 1
@@ -127,7 +130,8 @@ class EventRecorder:
                 "dry-run: would record event", kind=ref.kind, name=ref.name, reason=reason, message=message
             )
             return
-        if self.summary_ref is not None and not self._storm_allows():
+        throttled = not wait and self.client.limiter.would_wait()
+        if self.summary_ref is not None and (throttled or not self._storm_allows()):
             folded = self._folded.setdefault((type_, reason), _Folded())
             folded.count += 1
             if len(folded.objects) < LISTED_IN_SUMMARY:

@@ -28,6 +28,13 @@ class TokenBucket:
                 self._refill()
             self._tokens -= 1  # may go a hair below 0 after an early wake-up: the next caller repays it
 
+    def would_wait(self) -> bool:
+        """A request now would wait: no token left, or others wait for one already (FIFO)."""
+        if self._lock.locked():
+            return True
+        self._refill()
+        return self._tokens < 1
+
     def _refill(self) -> None:
         now = time.monotonic()
         self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)

@@ -57,6 +57,10 @@ class KubeWriter:
         self.max_attempts = max_attempts
         self.stats = WriteStats()
 
+    def throttled(self) -> bool:
+        """A write now would wait for the client's rate limit."""
+        return self.client.limiter.would_wait()
+
     async def patch_from_current(
         self,
         path: str,

@@ -30,6 +30,7 @@ from syncer.plan.features import FeatureLabel
 from syncer.plan.topology import TopologySpec
 from syncer.runtime.backoff import Backoff
 from syncer.runtime.controller import DONE, ControllerRunner, ReconcileMetrics, Result
+from syncer.runtime.queue import Lane
 from syncer.runtime.tasks import cancel_and_wait
 from syncer.slurm.bulk import BulkWriter
 from syncer.slurm.cache import NodeCache, NodeChange
@@ -115,11 +116,11 @@ class AttributeController:
     def _on_slurm_changes(self, changes: list[NodeChange]) -> None:
         for change in changes:
             if change.kind != "removed":
-                self.queue.add(change.name, urgent=True)
+                self.queue.add(change.name, lane=Lane.URGENT)
 
     def _on_kube_keys(self, keys: set[str]) -> None:
         for key in keys:
-            self.queue.add(key, urgent=True)
+            self.queue.add(key, lane=Lane.URGENT)
 
     def enqueue_all(self) -> None:
         for name in set(self.kube_cache.slurm_names()):

@@ -3,14 +3,17 @@
     queue = WorkQueue(handler, workers=8)   # handler: async (key) -> None
     task = asyncio.create_task(queue.run())
     queue.add("n1")                         # queued once however often it is added
+    queue.add("n3", lane=Lane.FIRST)        # ahead of URGENT and NORMAL keys
     queue.add_after("n2", 5.0)              # later; an earlier pending time for the key wins
     queue.depth, queue.in_flight, queue.delayed, queue.retries_total
     await queue.wait_idle()                 # nothing queued or in flight (tests, benchmarks)
     queue.stop(); await task                # running handlers finish, nothing new starts
 
-A key is never handled by two workers at once: adding a key that is being handled re-runs it once
-after the current run. A handler exception is logged and the key retried after the runtime's one
-backoff policy (`syncer.runtime.backoff`); success resets the key's attempt count. With
+Keys wait in three lanes, served in order: FIRST, URGENT, NORMAL (the default); a key added to a faster
+lane than the one it waits in moves up. The handler can ask which lane its key was taken from
+(`taken_from()`). A key is never handled by two workers at once: adding a key that is being handled
+re-runs it once after the current run. A handler exception is logged and the key retried after the
+runtime's one backoff policy (`syncer.runtime.backoff`); success resets the key's attempt count. With
 `max_retries`, a key that failed that many retries in a row is dropped until it is added again.
 """
 
@@ -19,12 +22,30 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from enum import IntEnum
 
 import structlog
 
 from syncer.runtime.backoff import Backoff
 
 log = structlog.get_logger("syncer.runtime.queue")
+
+
+class Lane(IntEnum):
+    """Where a key waits; lower lanes are served first."""
+
+    FIRST = 0
+    URGENT = 1
+    NORMAL = 2
+
+
+_taken_from: ContextVar[Lane] = ContextVar("taken_from", default=Lane.NORMAL)
+
+
+def taken_from() -> Lane:
+    """The lane the key being handled (in this worker) was taken from."""
+    return _taken_from.get()
 
 
 class WorkQueue:
@@ -51,12 +72,11 @@ class WorkQueue:
         self.max_retries = max_retries
         self.retries_total = 0  # retries scheduled after a handler error
         self.processed_total = 0  # handler runs finished, with or without error
-        self._order: deque[str] = deque()
-        self._urgent: deque[str] = deque()  # served first; may hold keys taken already (skipped)
-        self._urgent_dirty: set[str] = set()
-        self._queued: set[str] = set()
+        # one line per lane; a line may hold keys taken already or moved to a faster lane (skipped)
+        self._lines: tuple[deque[str], ...] = tuple(deque() for _ in Lane)
+        self._queued: dict[str, Lane] = {}  # waiting key -> the lane it will be taken from
         self._processing: set[str] = set()
-        self._dirty: set[str] = set()  # added again while being processed
+        self._dirty: dict[str, Lane] = {}  # added again while being processed -> its fastest lane
         self._attempts: dict[str, int] = {}  # consecutive failures per key
         self._timers: dict[str, tuple[float, asyncio.TimerHandle]] = {}  # key -> (due, handle)
         self._waiters: deque[asyncio.Future[None]] = deque()  # idle workers
@@ -89,23 +109,23 @@ class WorkQueue:
         return self.backoff.delay(attempt)
 
     # -- input --------------------------------------------------------------------------------------
-    def add(self, key: str, *, urgent: bool = False) -> None:
-        """Queue `key` (no-op when already queued; once more after the current run when in flight).
-        An `urgent` key (a change just observed) goes ahead of the others, so a fresh change never
+    def add(self, key: str, *, lane: Lane = Lane.NORMAL) -> None:
+        """Queue `key` in `lane` (no-op when already queued there or faster; once more after the current
+        run when in flight). A key in a faster lane goes ahead of the others: a fresh change (URGENT) never
         waits behind a full resync of thousands of keys. Ignored after stop()."""
         if self._stopped:
             return
         if key in self._processing:
-            self._dirty.add(key)
-            if urgent:
-                self._urgent_dirty.add(key)
-        elif key not in self._queued:
-            self._queued.add(key)
-            (self._urgent if urgent else self._order).append(key)
+            self._dirty[key] = min(lane, self._dirty.get(key, lane))
+            return
+        waiting = self._queued.get(key)
+        if waiting is not None and waiting <= lane:
+            return
+        self._queued[key] = lane
+        self._lines[lane].append(key)  # a place in a slower line is skipped when reached
+        if waiting is None:
             self._idle.clear()
             self._wake_one()
-        elif urgent:
-            self._urgent.append(key)  # its place in the normal line is skipped when reached
 
     def add_after(self, key: str, delay_s: float) -> None:
         """Queue `key` after `delay_s`; of several pending times for a key the earliest wins."""
@@ -146,11 +166,10 @@ class WorkQueue:
         for _, handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
-        self._order.clear()
-        self._urgent.clear()
+        for line in self._lines:
+            line.clear()
         self._queued.clear()
         self._dirty.clear()
-        self._urgent_dirty.clear()
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
@@ -162,11 +181,11 @@ class WorkQueue:
         await asyncio.gather(*(self._worker() for _ in range(self.workers)))
 
     # -- workers ------------------------------------------------------------------------------------
-    async def _next(self) -> str | None:
+    async def _next(self) -> tuple[str, Lane] | None:
         while not self._stopped:
-            key = self._pop()
-            if key is not None:
-                return key
+            taken = self._pop()
+            if taken is not None:
+                return taken
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             try:
@@ -177,18 +196,20 @@ class WorkQueue:
                 raise
         return None
 
-    def _pop(self) -> str | None:
-        for line in (self._urgent, self._order):
+    def _pop(self) -> tuple[str, Lane] | None:
+        for lane, line in zip(Lane, self._lines, strict=True):
             while line:
                 key = line.popleft()
-                if key in self._queued:  # else taken already through the other line
-                    self._queued.discard(key)
+                if self._queued.get(key) == lane:  # else taken already, or moved to a faster lane
+                    del self._queued[key]
                     self._processing.add(key)
-                    return key
+                    return key, lane
         return None
 
     async def _worker(self) -> None:
-        while (key := await self._next()) is not None:
+        while (taken := await self._next()) is not None:
+            key, lane = taken
+            _taken_from.set(lane)
             try:
                 await self.handler(key)
             except Exception as exc:  # a handler bug must not kill the worker: retry the key
@@ -198,11 +219,9 @@ class WorkQueue:
             finally:
                 self.processed_total += 1
                 self._processing.discard(key)
-                if key in self._dirty:
-                    self._dirty.discard(key)
-                    urgent = key in self._urgent_dirty
-                    self._urgent_dirty.discard(key)
-                    self.add(key, urgent=urgent)
+                again = self._dirty.pop(key, None)
+                if again is not None:
+                    self.add(key, lane=again)
                 self._update_idle()
 
     def _failed(self, key: str, exc: Exception) -> None:

@@ -111,6 +111,16 @@ class CacheStats:
         return "both" if len(seen) == 2 else (seen[0] if seen else "")
 
 
+MAX_DUTY = 0.25  # without the hint: slurmrestd lists for us at most this share of the time
+POLLER_LISTS_PER_MINUTE = 2.0  # the usual full poller: a whole list every 30 s
+
+
+def busiest_lists_per_minute(list_s: float, poll_interval_s: float, max_duty: float = MAX_DUTY) -> float:
+    """Full lists a minute without the hint when something changes at every poll (job starts and ends on
+    a busy cluster): one per poll, or fewer where the duty limit spaces lists that take `list_s` each."""
+    return 60.0 / max(poll_interval_s, list_s / max_duty)
+
+
 class NodeCache:
     def __init__(
         self,
@@ -118,7 +128,7 @@ class NodeCache:
         *,
         poll_interval_s: float = 1.0,
         strategy: Strategy = "conditional",
-        max_duty: float = 0.25,
+        max_duty: float = MAX_DUTY,
         stale_after_s: float | None = None,
         hint: HintReader | None = None,
         hint_floor_s: float = 30.0,

@@ -91,7 +91,11 @@ class Applier:
         """We wrote this Slurm node and the cache has not shown a change of it since."""
         return name in self.sent
 
-    async def apply(self, name: str, binding: Binding, decision: Decision) -> None:
+    async def apply(self, name: str, binding: Binding, decision: Decision, *, wait: bool = True) -> bool:
+        """Carries the decision out. `wait=False`: Kubernetes writes that would wait for the client's rate
+        limit are left for a later reconcile (True is returned then), so that Slurm-bound work never queues
+        behind thousands of Kubernetes writes; the Event of a Slurm action taken now still goes out (folded
+        into the storm summary if no token is free)."""
         logger = log.bind(
             slurm_node=name,
             pod=binding.pod.key if binding.pod else None,
@@ -100,9 +104,10 @@ class Applier:
         )
         try:
             acted = await self._slurm_side(name, binding, decision, logger)
-            await self._kube_side(name, binding, decision, logger, slurm_acted=acted)
+            return await self._kube_side(name, binding, decision, logger, slurm_acted=acted, wait=wait)
         except NotLeader:
             logger.info("leadership lost mid-reconcile: remaining writes dropped")
+            return False
 
     async def event(self, binding: Binding, on: str, type_: str, reason: str, message: str) -> None:
         """An Event on the pod (`on="pod"`, when there is one) or else the Node of a binding."""
@@ -235,18 +240,28 @@ class Applier:
         return None
 
     async def _kube_side(
-        self, name: str, binding: Binding, decision: Decision, logger: Any, *, slurm_acted: bool
-    ) -> None:
+        self, name: str, binding: Binding, decision: Decision, logger: Any, *, slurm_acted: bool, wait: bool
+    ) -> bool:
+        """The pod and Node writes, then the Events; True when the writes were left for later (`wait`)."""
         pod, node = binding.pod, binding.node
         wrote = False
         cordoned = False
         on_pod = decision.annotations_on == "pod" and pod is not None
-        if pod is not None and (decision.pod_conditions or (on_pod and decision.annotations)):
+        writes_pod = pod is not None and bool(decision.pod_conditions or (on_pod and decision.annotations))
+        writes_node = node is not None and bool(
+            decision.node_conditions or (not on_pod and decision.annotations)
+        )
+        if not wait and (writes_pod or writes_node or decision.cordon) and self.writer.throttled():
+            for event in decision.events:
+                if event.reason in SLURM_ACTION_EVENTS and slurm_acted:
+                    await self._event(binding, event, wait=False)
+            return True
+        if pod is not None and writes_pod:
             written_pod = await self._status(
                 pod, decision.pod_conditions, decision.annotations if on_pod else {}
             )
             wrote |= written_pod is not None
-        if node is not None and (decision.node_conditions or (not on_pod and decision.annotations)):
+        if node is not None and writes_node:
             annotations = {} if on_pod else decision.annotations
             written_node = await self._status(node, decision.node_conditions, annotations)
             wrote |= written_node is not None
@@ -263,7 +278,8 @@ class Applier:
                 continue
             if event.reason in CORDON_EVENTS and not cordoned:
                 continue
-            await self._event(binding, event)
+            await self._event(binding, event, wait=wait)
+        return False
 
     async def _status(
         self,
@@ -315,10 +331,10 @@ class Applier:
         self.record(action, "slurm_to_k8s", "ok", name, node=node.name)
         return True
 
-    async def _event(self, binding: Binding, event: EventSpec) -> None:
+    async def _event(self, binding: Binding, event: EventSpec, *, wait: bool = True) -> None:
         ref = self.ref(binding, event.on)
         if ref is not None:
-            await self.events.record(ref, event.type, event.reason, event.message)
+            await self.events.record(ref, event.type, event.reason, event.message, wait=wait)
 
 
 def _cached(obj: KubePod | KubeNode, with_conditions: bool = False) -> dict[str, Any]:

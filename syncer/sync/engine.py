@@ -27,6 +27,7 @@ from syncer.model.kube import NodeSetRef
 from syncer.model.slurm import SlurmNode
 from syncer.runtime.backoff import Backoff
 from syncer.runtime.controller import DONE, ControllerRunner, ReconcileMetrics, Result
+from syncer.runtime.queue import Lane, taken_from
 from syncer.slurm.cache import NodeCache, NodeChange
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmError
@@ -92,18 +93,20 @@ class SyncEngine:
         kube_cache.subscribe(self._on_kube_keys)
 
     # -- inputs -----------------------------------------------------------------------------------
-    def _mark(self, name: str) -> None:
+    def _mark(self, name: str, lane: Lane) -> None:
         self._observed_at.setdefault(name, time.monotonic())
-        self.queue.add(name, urgent=True)  # ahead of resync keys
+        self.queue.add(name, lane=lane)  # ahead of resync keys
 
     def _on_slurm_changes(self, changes: list[NodeChange]) -> None:
         for change in changes:
             self.applier.caught_up(change.name)
-            self._mark(change.name)
+            self._mark(change.name, Lane.URGENT)
 
     def _on_kube_keys(self, keys: set[str]) -> None:
+        # Kubernetes changes first: their work is mostly Slurm-bound (a cordon to drain) and must not queue
+        # behind the rate-limited Kubernetes writes that a storm of Slurm changes brings
         for key in keys:
-            self._mark(key)
+            self._mark(key, Lane.FIRST)
 
     def enqueue_all(self) -> int:
         names = self.kube_cache.slurm_names()
@@ -117,7 +120,7 @@ class SyncEngine:
             self.scale_in[slurm_name] = nodeset
         else:
             self.scale_in.pop(slurm_name, None)
-        self._mark(slurm_name)
+        self._mark(slurm_name, Lane.FIRST)
 
     def _scale_in_of(self, slurm_name: str) -> str | None:
         """The name of the NodeSet scaling this node in, for the drain reason's text."""
@@ -204,7 +207,9 @@ class SyncEngine:
             return after
         if not self.gate.leading:
             return after  # followers keep caches and metrics warm, nothing else
-        await self.applier.apply(name, binding, decision)
+        # a key taken from the first lane never waits for Kubernetes' rate limit: those writes come later
+        if await self.applier.apply(name, binding, decision, wait=taken_from() != Lane.FIRST):
+            self.queue.add(name, lane=Lane.URGENT)
         return after
 
     def _node_slurm(

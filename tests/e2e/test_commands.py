@@ -185,6 +185,8 @@ async def test_check_finds_slurmctlds_metrics_by_itself_or_says_what_it_costs(ri
         assert hint[0].startswith("WARN  slurmctld's metrics hint (auto) unusable: "), hint
         assert f":{port} serves no metrics" in hint[0], hint
         assert "full node list" in hint[0] and "MetricsType=metrics/openmetrics" in out
+        # the cost predicted from one list's time here: every 1 s poll a list (tests' clusters list fast)
+        assert "up to 60 lists a minute here" in hint[0] and "30.0 x the slurmrestd bytes" in hint[0], hint
     code, out, _ = await command(rig, "check")  # the default port 6817: nobody there
     hint = [line for line in out.splitlines() if "metrics hint" in line]
     assert code == 0 and hint[0].startswith("WARN") and ":6817 serves no metrics" in hint[0], hint

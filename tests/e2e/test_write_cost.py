@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from syncer.app.service import SyncerService
+from syncer.kube.ratelimit import TokenBucket
 from syncer.model.keys import Keys
 from tests.e2e.rig import NAMESPACE, Rig, condition, fresh_slurm_nodes, get, running_syncer, sample
 from tests.helpers import wait_for
@@ -159,3 +160,37 @@ async def test_a_restart_with_nothing_changed_writes_nothing(rig: Rig):
             assert second.engine.applier.bulk.stats.requests == 0
     finally:
         server.record_requests = False
+
+
+async def test_a_cordon_is_drained_while_a_storm_of_kubernetes_writes_waits_for_the_rate_limit(rig: Rig):
+    """Kubernetes changes go first and never wait for the client's rate limit: a cordon reaches Slurm
+    while the writes mirroring a storm of Slurm drains still queue behind it (issue 30: with 8 workers
+    each holding a reconcile through its writes, the cordon waited for the whole backlog)."""
+    storm = fresh_slurm_nodes(40)
+    (cordoned,) = fresh_slurm_nodes(1)
+    nodes = {n: rig.bind_pod(n)[0] for n in [*storm, cordoned]}
+    async with running_syncer(rig) as service:
+        await first_pass_done(rig, service, [*storm, cordoned])
+        service.kube.limiter = TokenBucket(qps=2, burst=1)  # the storm's 80 writes: a 40 s backlog
+        rig.scontrol("update", f"nodename={','.join(storm)}", "state=drain", "reason=storm")
+
+        def shown() -> list[str]:
+            return [n for n in storm if annotations_of(rig.pod_obj(n)).get(Keys.REASON) == "storm"]
+
+        await wait_for(lambda: bool(shown()), deadline_s=30, what="the storm's first writes")
+        rig.kube.patch("", "v1", "nodes", nodes[cordoned], {"spec": {"unschedulable": True}})
+
+        async def drained() -> bool:
+            return (await rig.slurm(cordoned)).drain_flag
+
+        await wait_for(drained, deadline_s=20, what=f"{cordoned} drained in Slurm after its cordon")
+        assert len(shown()) < len(storm)  # the backlog was still there: the cordon did not wait for it
+        service.kube.limiter = TokenBucket(qps=200, burst=400)
+        await wait_for(
+            lambda: (
+                len(shown()) == len(storm)
+                and (annotations_of(rig.pod_obj(cordoned)).get(Keys.REASON) or "").startswith("k8s: ")
+            ),
+            deadline_s=60,
+            what="every write left for later made: the storm and the cordoned node's drain shown",
+        )

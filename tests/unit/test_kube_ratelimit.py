@@ -33,3 +33,18 @@ async def test_a_burst_then_the_rate() -> None:
     assert bucket.waited_s == 0
     await bucket.acquire()
     assert 0 < bucket.waited_s <= 1 / 200 + 1e-9
+
+
+async def test_would_wait_when_the_burst_is_spent_or_others_wait_already() -> None:
+    bucket = TokenBucket(qps=1, burst=2)
+    assert not bucket.would_wait()
+    await bucket.acquire()
+    await bucket.acquire()
+    assert bucket.would_wait()  # no token left: the next one is a second away
+    waiting = asyncio.create_task(bucket.acquire())
+    await asyncio.sleep(0)  # let it take the lock and sleep for its token
+    bucket._tokens = 5.0  # tokens appear, but the waiter is served first (FIFO)
+    assert bucket.would_wait()
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
+    assert not bucket.would_wait()

@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 import pytest
 from structlog.testing import capture_logs
 
-from syncer.runtime.queue import WorkQueue
+from syncer.runtime.queue import Lane, WorkQueue, taken_from
 from tests.helpers import wait_for
 
 
@@ -337,10 +337,50 @@ async def test_urgent_keys_go_ahead_of_a_resync_backlog():
     queue = WorkQueue(handler, workers=1)
     for index in range(100):
         queue.add(f"resync-{index}")
-    queue.add("resync-50", urgent=True)  # already queued: promoted, handled once
-    queue.add("changed", urgent=True)
+    queue.add("resync-50", lane=Lane.URGENT)  # already queued: promoted, handled once
+    queue.add("changed", lane=Lane.URGENT)
     async with running(queue):
         await wait_for(lambda: len(order) == 101, what="all keys handled")
     assert order[:2] == ["resync-50", "changed"]
     assert order.count("resync-50") == 1
     assert order[2:] == [f"resync-{i}" for i in range(100) if i != 50]
+
+
+async def test_lanes_are_served_first_urgent_normal_and_a_key_moves_up_once():
+    order: list[tuple[str, Lane]] = []
+
+    async def handler(key: str) -> None:
+        order.append((key, taken_from()))
+
+    queue = WorkQueue(handler, workers=1)
+    for index in range(5):
+        queue.add(f"resync-{index}")
+    queue.add("slurm-change", lane=Lane.URGENT)
+    queue.add("kube-change", lane=Lane.FIRST)
+    queue.add("resync-3", lane=Lane.FIRST)  # moves up from NORMAL, handled once
+    queue.add("kube-change", lane=Lane.NORMAL)  # already in a faster lane: stays there
+    async with running(queue):
+        await wait_for(lambda: len(order) == 7, what="all keys handled")
+    assert order[:3] == [("kube-change", Lane.FIRST), ("resync-3", Lane.FIRST), ("slurm-change", Lane.URGENT)]
+    assert order[3:] == [(f"resync-{i}", Lane.NORMAL) for i in (0, 1, 2, 4)]
+
+
+async def test_a_key_added_while_in_flight_runs_again_in_the_fastest_lane_asked():
+    seen: list[tuple[str, Lane]] = []
+    release = asyncio.Event()
+
+    async def handler(key: str) -> None:
+        seen.append((key, taken_from()))
+        if len(seen) == 1:
+            await release.wait()
+
+    queue = WorkQueue(handler, workers=1)
+    queue.add("a")
+    async with running(queue):
+        await wait_for(lambda: len(seen) == 1, what="a in flight")
+        queue.add("b", lane=Lane.URGENT)
+        queue.add("a")  # in flight: once more afterwards...
+        queue.add("a", lane=Lane.FIRST)  # ...in the fastest lane asked meanwhile
+        release.set()
+        await wait_for(lambda: len(seen) == 3, what="a again and b")
+    assert seen == [("a", Lane.NORMAL), ("a", Lane.FIRST), ("b", Lane.URGENT)]
