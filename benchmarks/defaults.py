@@ -1,0 +1,398 @@
+"""Out of the box (issue 30): the syncer exactly as the Helm chart runs it, nothing tuned, against the real
+Slurm sandbox with a job every 2 s and the Kubernetes API emulator. What a user gets from `helm install`:
+
+    python benchmarks/defaults.py --nodes 1000 --out benchmarks/results/defaults-1k-26.05
+    python benchmarks/defaults.py --nodes 10000 --slurm 24.11 --out benchmarks/results/defaults-10k-24.11
+
+The syncer's environment and arguments are the chart's Deployment rendered with its default values; only
+what differs on this machine is replaced: slurmrestd's URL (through the wire counter), the token file's
+path, the kubeconfig (no in-cluster service account here), the listen address, and SlurmctldPort (the
+sandbox's slurmctld does not listen on 6817). Measured, in this order:
+
+- idle: slurmrestd bytes a minute at the wire, beside a full list every 30 s (one list's bytes x 2),
+  and on releases without slurmctld metrics the ratio `slurm-syncer check` predicts;
+- latency: `--rounds` x `--changes` cordons (Kubernetes -> Slurm) and Slurm drains (Slurm -> Kubernetes);
+- storms as a user makes them: `--storm` cordons sent over HTTP from one process, the time from the last
+  one answered until Slurm shows every drain; the uncordons right after (the mirror writes of the
+  drains still owed), until Slurm shows every undrain; then as many Slurm drains until every pod and
+  Node shows them (bounded by the chart's 50 QPS: two writes per node).
+
+Writes DIR/results.json and prints a summary and the RESULTS.md rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib.util
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from importlib.machinery import SourceFileLoader
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo root
+from benchmarks.run import (
+    CLI,
+    NAMESPACE,
+    Bench,
+    Syncer,
+    cell,
+    idle_cost,
+    job_churn,
+    latency_round,
+    percentiles,
+    progress,
+    seed,
+    settled,
+    shown_undrained,
+)
+from benchmarks.wire import WireCounter
+from syncer.model.keys import Keys
+from syncer.slurm.auth import TokenFile
+from syncer.slurm.client import SlurmClient
+from syncer.slurm.metrics_hint import MetricsReader
+from syncer.testing.kubeapi import KubeApiEmulator
+from syncer.testing.processes import stop_process
+from syncer.testing.sandbox import RELEASES, up
+from syncer.testing.sandbox.config import free_port, sim_node_names
+
+ROOT = Path(__file__).resolve().parents[1]
+CHART = ROOT / "deploy" / "helm" / "slurm-syncer"
+RELEASE_NAMESPACE = "slurm-syncer"  # where the chart is installed: its Lease lives there
+TARGETS = {"idle_bytes_ratio": 1.0, "slurm_to_k8s_p99": 3.0, "k8s_to_slurm_p99": 0.25, "storm_s": 2.0,
+           "uncordon_storm_s": 3.0}  # fmt: skip
+
+
+def chart_container() -> dict[str, Any]:
+    """The syncer container of the chart's Deployment, rendered with the chart's default values."""
+    loader = SourceFileLoader("render_manifests", str(ROOT / "scripts" / "render-manifests"))
+    spec = importlib.util.spec_from_loader("render_manifests", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    for _, text in module.documents({}, "slurm-syncer", RELEASE_NAMESPACE, CHART):
+        obj = yaml.safe_load(text)
+        if obj and obj.get("kind") == "Deployment":
+            (container,) = obj["spec"]["template"]["spec"]["containers"]
+            return dict(container)
+    raise RuntimeError("the chart renders no Deployment")
+
+
+def chart_command(
+    *, slurm_url: str, token_file: Path, kubeconfig: Path, port: int, slurmctld_port: int
+) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """argv and environment of `slurm-syncer run` as the chart runs it, and what was replaced (and why)."""
+    container = chart_container()
+    env = {var["name"]: var["value"] for var in container["env"] if "value" in var}
+    env["POD_NAMESPACE"] = RELEASE_NAMESPACE  # the chart's fieldRef
+    replaced = {
+        "SLURM_SYNCER_SLURM_URL": slurm_url,  # slurmrestd through the wire counter
+        "SLURM_SYNCER_KUBECONFIG": str(kubeconfig),  # no in-cluster service account on this machine
+        "SLURM_SYNCER_LISTEN_ADDRESS": f"127.0.0.1:{port}",  # pods have their own network; we share one
+        "SLURM_SYNCER_SLURM_METRICS_PORT": str(slurmctld_port),  # the sandbox's SlurmctldPort, not 6817
+    }
+    env.update(replaced)
+    args = []
+    for arg in container.get("args") or []:
+        if arg.startswith("--slurm-token-file="):
+            replaced["--slurm-token-file"] = str(token_file)  # the Secret's mount path
+            arg = f"--slurm-token-file={token_file}"
+        args.append(arg)
+    return [CLI, "run", *args], env, replaced
+
+
+@contextlib.asynccontextmanager
+async def chart_syncer(argv: list[str], env: dict[str, str], port: int, log: Path) -> AsyncIterator[Syncer]:
+    with log.open("ab") as out:
+        started = time.monotonic()
+        process = await asyncio.create_subprocess_exec(
+            *argv, stdout=out, stderr=out, env={**os.environ, **env}
+        )
+    handle = Syncer(process, port, started_at=started)
+    try:
+        deadline = time.monotonic() + 300
+        async with aiohttp.ClientSession() as http:
+            while True:
+                if process.returncode is not None:
+                    raise RuntimeError(f"slurm-syncer exited ({process.returncode}); see {log}")
+                with contextlib.suppress(aiohttp.ClientError):
+                    async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
+                        if response.status == 200:
+                            handle.ready_at = time.monotonic()
+                            break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"slurm-syncer not ready within 300 s; see {log}")
+                await asyncio.sleep(0.1)  # readiness poll
+        yield handle
+    finally:
+        await stop_process(process)
+
+
+async def predicted_by_check(argv: list[str], env: dict[str, str]) -> str:
+    """`slurm-syncer check`'s line about slurmctld's metrics hint, with the same settings."""
+    process = await asyncio.create_subprocess_exec(
+        CLI, "check", *argv[2:], env={**os.environ, **env},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(process.communicate(), 300)
+    lines = [line for line in out.decode().splitlines() if "metrics hint" in line]
+    return lines[0].strip() if lines else ""
+
+
+def predicted_ratio(line: str) -> float | None:
+    marker = " x the slurmrestd bytes"
+    if marker not in line:
+        return None
+    return float(line.split(marker)[0].rsplit(" ", 1)[1])
+
+
+async def list_bytes(wire: WireCounter, token_file: Path, repeats: int = 3) -> float:
+    """The bytes of one full node list at the wire (request and answer, headers and all): median of a few."""
+    client = SlurmClient(wire.url, TokenFile(token_file))
+    sizes = []
+    try:
+        await client.start()
+        for _ in range(repeats):
+            before = wire.snapshot()
+            await client.list_all_nodes()
+            crossed = wire.snapshot() - before
+            sizes.append(crossed["bytes_up"] + crossed["bytes_down"])
+    finally:
+        await client.close()
+    return float(statistics.median(sizes))
+
+
+class Cordons:
+    """Cordons and uncordons over HTTP, as kubectl sends them, many at once from one process."""
+
+    def __init__(self, kube: KubeApiEmulator, concurrency: int = 64) -> None:
+        self.url = kube.url
+        self.headers = {"Content-Type": "application/merge-patch+json"}
+        if kube.token is not None:
+            self.headers["Authorization"] = f"Bearer {kube.token}"
+        self.auth = None if kube.token is not None else aiohttp.BasicAuth("emulator", "emulator")
+        self.concurrency = concurrency
+
+    async def send(self, nodes: list[str], unschedulable: bool) -> tuple[float, float]:
+        """(monotonic time the first was sent, the last was answered)."""
+        body = json.dumps({"spec": {"unschedulable": True if unschedulable else None}})
+        gate = asyncio.Semaphore(self.concurrency)
+        async with aiohttp.ClientSession(headers=self.headers, auth=self.auth) as http:
+
+            async def one(node: str) -> None:
+                async with gate, http.patch(f"{self.url}/api/v1/nodes/{node}", data=body) as response:
+                    if response.status != 200:
+                        raise RuntimeError(f"PATCH node {node}: {response.status} {await response.text()}")
+
+            first = time.monotonic()
+            await asyncio.gather(*(one(node) for node in nodes))
+            return first, time.monotonic()
+
+
+async def slurm_shows(
+    bench: Bench, names: set[str], drained: bool, deadline_s: float, others: int | None
+) -> float:
+    """Monotonic time Slurm showed every one of `names` drained (or undrained): slurmctld's counts every
+    50 ms where it serves them (`others`: drained nodes outside `names`), then a list confirms by name;
+    lists alone elsewhere (their end time)."""
+    end = time.monotonic() + deadline_s
+    want = (others or 0) + (len(names) if drained else 0)
+    while others is not None and time.monotonic() < end:
+        count = await bench.drained_count()
+        if count is not None and (count >= want if drained else count <= want):
+            break
+        await asyncio.sleep(0.05)  # read-back poll of slurmctld's counts
+    counted_at = time.monotonic() if bench.metrics is not None else None
+    while time.monotonic() < end:
+        listing = await bench.reader.list_all_nodes()
+        listed_at = time.monotonic()
+        if all(n.drain_flag == drained for n in listing.nodes if n.name in names):
+            return counted_at if counted_at is not None else listed_at
+        counted_at = None  # the count passed but a name did not: time it by lists
+        await asyncio.sleep(0.1)  # read-back poll
+    return math.inf
+
+
+def everything_shows_drained(bench: Bench, names: list[str], reason: str) -> bool:
+    for name in names:
+        pod = bench.kube.pod(NAMESPACE, f"slurmd-{name}") or {}
+        if ((pod.get("metadata") or {}).get("annotations") or {}).get(Keys.REASON) != reason:
+            return False
+        node = bench.kube.node(f"k8s-{name}") or {}
+        conditions = (node.get("status") or {}).get("conditions") or []
+        if not any(c.get("type") == Keys.CONDITION_DRAINED and c.get("status") == "True" for c in conditions):
+            return False
+    return True
+
+
+async def storms(bench: Bench, handle: Syncer, size: int, deadline_s: float) -> dict[str, Any]:
+    cordons = Cordons(bench.kube)
+    names = bench.take(size)
+    await settled(handle)
+    before = await bench.drained_count()
+    progress(f"storm: {size} cordons over HTTP")
+    first, last = await cordons.send([f"k8s-{n}" for n in names], True)
+    drained_at = await slurm_shows(bench, set(names), True, deadline_s, before)
+    progress(f"storm: {size} uncordons over HTTP right away (the drains' mirror writes still owed)")
+    u_first, u_last = await cordons.send([f"k8s-{n}" for n in names], False)
+    undrained_at = await slurm_shows(bench, set(names), False, deadline_s, before)
+    await shown_undrained(bench, 300.0)
+    await settled(handle)
+    others = bench.take(size)
+    progress(f"storm: {size} Slurm drains")
+    started = time.monotonic()
+    bench.sandbox.scontrol("update", f"nodename={','.join(others)}", "state=drain", "reason=storm")
+    shown_s = math.inf
+    while time.monotonic() - started < 300:
+        if everything_shows_drained(bench, others, "storm"):
+            shown_s = time.monotonic() - started
+            break
+        await asyncio.sleep(0.2)  # observation poll
+    bench.sandbox.scontrol("update", f"nodename={','.join(others)}", "state=undrain")
+    await shown_undrained(bench, 300.0)
+    return {
+        "size": size,
+        "cordons_sent_s": last - first,
+        "drained_after_last_cordon_s": drained_at - last,
+        "uncordons_sent_s": u_last - u_first,
+        "undrained_after_last_uncordon_s": undrained_at - u_last,
+        "slurm_drains_shown_s": shown_s,
+    }
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="bench-defaults-") as tmp:
+        progress(f"sandbox with {args.nodes} simulated nodes, Slurm {args.slurm}")
+        sandbox = await asyncio.to_thread(up, Path(tmp) / "sandbox", args.nodes, slurm=args.slurm)
+        kube = KubeApiEmulator(bookmark_interval_s=5.0)
+        await kube.start()
+        reader = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file))
+        metrics = MetricsReader(sandbox.metrics_url) if sandbox.metrics_url else None
+        try:
+            await reader.start()
+            names = sim_node_names(args.nodes)
+            seed(kube, names)
+            kube.create("", "v1", "namespaces", {"metadata": {"name": RELEASE_NAMESPACE}})
+            kubeconfig = kube.write_kubeconfig(Path(tmp) / "kubeconfig")
+            bench = Bench(sandbox, kube, reader, names, metrics)
+            results: dict[str, Any] = {
+                "nodes": args.nodes, "date": time.strftime("%Y-%m-%d"),
+                "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}",
+                "slurm_release": reader.release or sandbox.slurm_version,
+                "api_version": reader.version.name if reader.version else "", "job_churn_s": args.job_churn,
+            }  # fmt: skip
+            async with WireCounter(sandbox.rest_url) as wire, job_churn(sandbox, args.job_churn) as jobs:
+                port = free_port()
+                argv, env, replaced = chart_command(
+                    slurm_url=wire.url, token_file=sandbox.token_file, kubeconfig=kubeconfig, port=port,
+                    slurmctld_port=sandbox.ports.slurmctld,
+                )  # fmt: skip
+                results["replaced_in_the_chart"] = replaced
+                results["check_hint_line"] = await predicted_by_check(argv, env)
+                progress(f"check: {results['check_hint_line']}")
+                async with chart_syncer(argv, env, port, out / "syncer.log") as handle:
+                    took = await settled(handle)
+                    progress(f"initial sync done {took:.0f} s after ready; idle {args.idle_seconds:.0f} s")
+                    idle = await idle_cost(handle, wire, args.idle_seconds)
+                    per_list = await list_bytes(wire, sandbox.token_file)
+                    baseline = per_list * 2  # a full list every 30 s
+                    results["idle_per_minute"] = idle
+                    results["poller_30s_bytes_per_minute"] = baseline
+                    results["idle_bytes_ratio"] = idle["slurm_bytes"] / baseline
+                    results["check_predicted_ratio"] = predicted_ratio(results["check_hint_line"])
+                    progress(
+                        f"idle: {idle['slurm_bytes'] / 1e6:.2f} MB/min, "
+                        f"{idle['full_fetches']:.1f} lists/min; "
+                        f"ratio to a 30 s poller {results['idle_bytes_ratio']:.2f}"
+                    )
+                    samples: dict[str, list[float]] = {"k8s_to_slurm": [], "slurm_to_k8s": []}
+                    deadline = 10.0 if args.nodes < 5000 else 60.0
+                    for number in range(1, args.rounds + 1):
+                        rounds = await latency_round(bench, args.changes, 0.25, deadline, annotations=False)
+                        for direction, values in rounds.items():
+                            samples[direction].extend(values)
+                        worst = {d: max(v) for d, v in rounds.items() if v}
+                        progress(f"round {number}/{args.rounds}: worst {worst}")
+                    results["latency_s"] = {d: percentiles(v) for d, v in samples.items()}
+                    results["storms"] = await storms(bench, handle, args.storm, args.storm_deadline)
+                    results["rss_mb"] = {"steady": handle.rss_mb("VmRSS"), "peak": handle.rss_mb("VmHWM")}
+                    figures = await handle.metrics()
+                    results["hint_failing"] = figures.get("slurm_syncer_slurm_metrics_hint_failing", math.nan)
+                results["jobs"] = dict(jobs)
+        finally:
+            await reader.close()
+            if metrics is not None:
+                await metrics.close()
+            await kube.stop()
+            await asyncio.to_thread(sandbox.down)
+    results["targets"] = TARGETS
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    print(summary(results))
+    return 0
+
+
+def summary(r: dict[str, Any]) -> str:
+    idle, storm, latency = r["idle_per_minute"], r["storms"], r["latency_s"]
+    predicted = r.get("check_predicted_ratio")
+    lines = [
+        f"### {r['nodes']:,} nodes, Slurm {r['slurm_release']} ({r['api_version']}), chart defaults, "
+        f"a job every {r['job_churn_s']:g} s, {r['date']}",
+        "",
+        "| figure | measured | target |",
+        "|---|---|---|",
+        f"| idle slurmrestd bytes a minute | {idle['slurm_bytes'] / 1e6:.2f} MB ({idle['full_fetches']:.1f} "
+        f"lists); a 30 s poller {r['poller_30s_bytes_per_minute'] / 1e6:.2f} MB: "
+        f"**{r['idle_bytes_ratio']:.2f} x**"
+        + (f" (check predicted up to {predicted:.1f} x)" if predicted is not None else "")
+        + " | <= 1.0 x |",
+        f"| Kubernetes -> Slurm (cordon) | {cell(latency['k8s_to_slurm'])} | p99 <= 0.25 s |",
+        f"| Slurm -> Kubernetes (drain) | {cell(latency['slurm_to_k8s'])} | p99 <= 3 s |",
+        f"| storm: {storm['size']:,} cordons over HTTP in {storm['cordons_sent_s']:.2f} s -> Slurm drained | "
+        f"**{storm['drained_after_last_cordon_s']:.2f} s** after the last | <= 2 s |",
+        f"| storm: {storm['size']:,} uncordons right after, in {storm['uncordons_sent_s']:.2f} s "
+        "-> undrained | "
+        f"**{storm['undrained_after_last_uncordon_s']:.2f} s** after the last | <= 3 s |",
+        f"| storm: {storm['size']:,} Slurm drains -> every pod and Node shows them | "
+        f"{storm['slurm_drains_shown_s']:.1f} s | (50 QPS: 2 writes a node) |",
+        f"| RSS | {r['rss_mb']['steady']:.0f} MB, peak {r['rss_mb']['peak']:.0f} MB | |",
+        "",
+        f"check: `{r['check_hint_line']}`",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--slurm", choices=sorted(RELEASES), default=os.environ.get(
+        "SLURM_SYNCER_SLURM_RELEASE", "26.05"))  # fmt: skip
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--rounds", type=int, default=20, help="latency rounds (default 20: n = 1,000)")
+    parser.add_argument("--changes", type=int, default=50, help="changes per direction and round")
+    parser.add_argument("--idle-seconds", type=float, default=60.0)
+    parser.add_argument("--job-churn", type=float, default=2.0, help="a job every this many seconds")
+    parser.add_argument("--storm", type=int, default=1000, help="cordons in the storm (default 1,000)")
+    parser.add_argument("--storm-deadline", type=float, default=120.0)
+    args = parser.parse_args()
+    args.storm = min(args.storm, args.nodes)
+    return asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
