@@ -118,3 +118,29 @@ def test_quick_benchmark_writes_results_and_plot(tmp_path: Path) -> None:
     assert defaults["valve_refusals"] == 0 and 0 < defaults["drained_within_deadline"] <= defaults["nodes"]
     assert (out / "latency_cdf.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "slurm_to_k8s" in result.stdout and "max of 5" in result.stdout  # the human summary
+
+
+def test_out_of_the_box_benchmark_runs_the_chart_as_rendered(tmp_path: Path) -> None:
+    """benchmarks/defaults.py in small: the syncer gets the chart's environment and arguments with only the
+    machine's addresses replaced, finds slurmctld's metrics by itself (26.05), and every figure is kept."""
+    out = tmp_path / "defaults"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "defaults.py"), "--nodes", "100", "--rounds", "1",
+         "--changes", "5", "--idle-seconds", "31", "--storm", "50", "--out", str(out)],
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    results = json.loads((out / "results.json").read_text())
+    assert sorted(results["replaced_in_the_chart"]) == [
+        "--slurm-token-file", "SLURM_SYNCER_KUBECONFIG", "SLURM_SYNCER_LISTEN_ADDRESS",
+        "SLURM_SYNCER_SLURM_METRICS_PORT", "SLURM_SYNCER_SLURM_URL",
+    ]  # fmt: skip
+    assert results["hint_failing"] == 0  # `auto` found slurmctld's metrics without being told where
+    assert results["check_hint_line"].startswith("ok    slurmctld's metrics hint: node counts")
+    assert results["poller_30s_bytes_per_minute"] > 0 and results["idle_bytes_ratio"] > 0
+    for direction in ("k8s_to_slurm", "slurm_to_k8s"):
+        assert results["latency_s"][direction]["n"] == 5 and results["latency_s"][direction]["not_shown"] == 0
+    storms = results["storms"]
+    assert storms["size"] == 50
+    for key in ("drained_after_last_cordon_s", "undrained_after_last_uncordon_s", "slurm_drains_shown_s"):
+        assert math.isfinite(storms[key]), storms
