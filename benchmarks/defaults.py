@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import importlib.util
 import json
@@ -34,7 +35,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib.machinery import SourceFileLoader
 from pathlib import Path
 from typing import Any
@@ -158,15 +159,17 @@ def predicted_ratio(line: str) -> float | None:
     return float(line.split(marker)[0].rsplit(" ", 1)[1])
 
 
-async def list_bytes(wire: WireCounter, token_file: Path, repeats: int = 3) -> float:
-    """The bytes of one full node list at the wire (request and answer, headers and all): median of a few."""
+async def wire_bytes(
+    wire: WireCounter, token_file: Path, call: Callable[[SlurmClient], Awaitable[object]], repeats: int = 3
+) -> float:
+    """The bytes of one call at the wire (request and answer, headers and all): median of a few."""
     client = SlurmClient(wire.url, TokenFile(token_file))
     sizes = []
     try:
         await client.start()
         for _ in range(repeats):
             before = wire.snapshot()
-            await client.list_all_nodes()
+            await call(client)
             crossed = wire.snapshot() - before
             sizes.append(crossed["bytes_up"] + crossed["bytes_down"])
     finally:
@@ -179,17 +182,18 @@ class Cordons:
 
     def __init__(self, kube: KubeApiEmulator, concurrency: int = 64) -> None:
         self.url = kube.url
-        self.headers = {"Content-Type": "application/merge-patch+json"}
-        if kube.token is not None:
-            self.headers["Authorization"] = f"Bearer {kube.token}"
-        self.auth = None if kube.token is not None else aiohttp.BasicAuth("emulator", "emulator")
+        basic = base64.b64encode(b"emulator:emulator").decode()  # what write_kubeconfig gives without a token
+        self.headers = {
+            "Content-Type": "application/merge-patch+json",
+            "Authorization": f"Bearer {kube.token}" if kube.token is not None else f"Basic {basic}",
+        }
         self.concurrency = concurrency
 
     async def send(self, nodes: list[str], unschedulable: bool) -> tuple[float, float]:
         """(monotonic time the first was sent, the last was answered)."""
         body = json.dumps({"spec": {"unschedulable": True if unschedulable else None}})
         gate = asyncio.Semaphore(self.concurrency)
-        async with aiohttp.ClientSession(headers=self.headers, auth=self.auth) as http:
+        async with aiohttp.ClientSession(headers=self.headers) as http:
 
             async def one(node: str) -> None:
                 async with gate, http.patch(f"{self.url}/api/v1/nodes/{node}", data=body) as response:
@@ -308,7 +312,11 @@ async def main_async(args: argparse.Namespace) -> int:
                     took = await settled(handle)
                     progress(f"initial sync done {took:.0f} s after ready; idle {args.idle_seconds:.0f} s")
                     idle = await idle_cost(handle, wire, args.idle_seconds)
-                    per_list = await list_bytes(wire, sandbox.token_file)
+                    per_list = await wire_bytes(wire, sandbox.token_file, lambda c: c.list_all_nodes())
+                    # the exporter's job counts and scheduler statistics (--jobs-poll-interval, 30 s)
+                    jobs_list = await wire_bytes(wire, sandbox.token_file, lambda c: c.list_jobs())
+                    diag = await wire_bytes(wire, sandbox.token_file, lambda c: c.diag())
+                    results["jobs_poll_bytes_per_minute"] = 2 * (jobs_list + diag)
                     baseline = per_list * 2  # a full list every 30 s
                     results["idle_per_minute"] = idle
                     results["poller_30s_bytes_per_minute"] = baseline
@@ -358,6 +366,7 @@ def summary(r: dict[str, Any]) -> str:
         f"lists); a 30 s poller {r['poller_30s_bytes_per_minute'] / 1e6:.2f} MB: "
         f"**{r['idle_bytes_ratio']:.2f} x**"
         + (f" (check predicted up to {predicted:.1f} x)" if predicted is not None else "")
+        + f"; of which the exporter's job polls {r['jobs_poll_bytes_per_minute'] / 1e6:.2f} MB"
         + " | <= 1.0 x |",
         f"| Kubernetes -> Slurm (cordon) | {cell(latency['k8s_to_slurm'])} | p99 <= 0.25 s |",
         f"| Slurm -> Kubernetes (drain) | {cell(latency['slurm_to_k8s'])} | p99 <= 3 s |",

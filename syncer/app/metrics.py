@@ -239,13 +239,15 @@ class _StateCollector(Collector):
         hint = CounterMetricFamily(
             "slurm_syncer_slurm_metrics_hint",
             "slurmctld metrics hint reads: changed (list now), unchanged (slurmrestd spared), "
-            "floor (full check due), error (fell back to probes).",
+            "floor (full check due), trailing (a list once a burst of moving counts ended), error (fell back "
+            "to probes).",
             labels=["result"],
         )
         for result, count in (
             ("changed", cache.hint_changed),
             ("unchanged", cache.hint_unchanged),
             ("floor", cache.hint_floor),
+            ("trailing", cache.hint_trailing),
             ("error", cache.hint_errors),
         ):
             hint.add_metric([result], count)

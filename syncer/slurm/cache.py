@@ -18,8 +18,11 @@ With a metrics hint (`hint=MetricsReader(...)` or `LocatedMetricsReader`, slurmc
 reads slurmctld's node-state counts instead of probing slurmrestd: a changed fingerprint lists now, an
 unchanged one lists nothing until `hint_floor_s` after the last full list (or 304), when the usual probe
 runs. A drain that leaves every count as it was (one drain plus one undrain) therefore reaches the cache
-within `hint_floor_s` plus one poll. A hint that fails (absent, slow, garbage) is logged once, counted,
-and the cache polls as without it, trying the hint again after `hint_floor_s`.
+within `hint_floor_s` plus one poll, unless it falls in a burst of moving counts: a burst ends with one more
+list once the counts have been still for two reads (a drain and an undrain between two reads at the end
+of a latency run's 50 drains waited for the floor, 30 s, before). A hint that fails (absent, slow,
+garbage) is logged once, counted, and the cache polls as without it, trying the hint again after
+`hint_floor_s`.
 
 The counts are read every `hint_interval_s` (0.25 s: 12 KB from slurmctld, no list), not every poll
 interval: the wait for that read is part of every drain's way to Kubernetes, and slurmrestd is untouched.
@@ -99,6 +102,7 @@ class CacheStats:
     hint_changed: int = 0  # hint reads whose fingerprint differed from the last listed one
     hint_unchanged: int = 0  # hint reads that let the cache skip slurmrestd
     hint_floor: int = 0  # polls where the floor was due and the usual probe ran
+    hint_trailing: int = 0  # lists once the counts stopped moving after a burst
     hint_errors: int = 0  # failed hint reads (each falls back to the probe)
     hint_failing: bool = False
     early_lists: int = 0  # lists started while another was in flight (the counts moved meanwhile)
@@ -111,6 +115,7 @@ class CacheStats:
         return "both" if len(seen) == 2 else (seen[0] if seen else "")
 
 
+TRAILING_READS = 2  # a burst of moving counts ends with one more list this many quiet reads later
 MAX_DUTY = 0.25  # without the hint: slurmrestd lists for us at most this share of the time
 POLLER_LISTS_PER_MINUTE = 2.0  # the usual full poller: a whole list every 30 s
 
@@ -135,6 +140,7 @@ class NodeCache:
         hint_duty: float = 1.0,
         lists_in_flight: int = 2,
         hint_interval_s: float = 0.25,
+        hint_trailing_s: float | None = None,
         own_work_wait_s: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -168,6 +174,8 @@ class NodeCache:
         self.hint_duty = hint_duty
         self.lists_in_flight = lists_in_flight
         self.hint_interval_s = hint_interval_s
+        trailing = TRAILING_READS * hint_interval_s
+        self.hint_trailing_s = trailing if hint_trailing_s is None else hint_trailing_s
         self.own_work_wait_s = own_work_wait_s
         self._own_work_since: float | None = None  # a hinted list has waited for our node calls since
         self._hint_hot = False  # the last hint read said "changed": list again as soon as allowed
@@ -175,6 +183,7 @@ class NodeCache:
         self._hint_seen: Fingerprint | None = None  # read before the list now pending
         self._hint_listed: Fingerprint | None = None  # read before the last full list
         self._hint_retry_at = 0.0
+        self._hot_at: float | None = None  # the counts last moved, in a burst not yet closed by a list
 
     # --- what consumers read ------------------------------------------------------------
     @property
@@ -300,8 +309,17 @@ class NodeCache:
         if fingerprint is None:
             return False
         self._hint_hot = fingerprint != self._hint_listed
+        now = self._clock()
         if self._hint_hot:
             self.stats.hint_changed += 1
+            self._changed_pending = True
+            self._hot_at = now
+            return False
+        if self._hot_at is not None and now - self._hot_at >= self.hint_trailing_s:
+            # the counts stopped moving: one more list, for what cancelled out in the burst's last moments
+            # (a drain and an undrain between two reads, after the list that carried the counts began)
+            self._hot_at = None
+            self.stats.hint_trailing += 1
             self._changed_pending = True
             return False
         if self._clock() - self._confirmed_at >= self.hint_floor_s:

@@ -19,7 +19,7 @@ from syncer.slurm.client import NodeListing, SlurmClient
 from syncer.slurm.metrics_hint import MetricsReader, parse_fingerprint
 from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.sandbox import RELEASES, Sandbox
-from tests.fixtures.metrics import fake_metrics
+from tests.fixtures.metrics import fake_metrics, steered_metrics
 from tests.fixtures.slurm import SELECTED
 from tests.helpers import wait_for
 
@@ -317,6 +317,27 @@ if SELECTED.openmetrics:
                     assert time.monotonic() - started <= floor + 1.0 + 1.0  # floor + a poll + slack
         finally:
             slurm_sandbox.scontrol("update", f"nodename={second}", "state=undrain")
+
+    async def test_a_burst_of_moving_counts_ends_with_one_more_list(slurm_sandbox: Sandbox) -> None:
+        """A drain that moves no count after the list its burst started (here: the counts are held still by a
+        stand-in) is listed once the burst is over, not at the floor (issue 30: the last drains of a latency
+        run's round cancelled out an undrain between two reads and waited 30 s)."""
+        node = "node00904"
+        async with (
+            steered_metrics() as (url, set_drained),
+            hinted_cache(
+                slurm_sandbox, url, poll_interval_s=1.0, hint_floor_s=120, hint_trailing_s=5.0
+            ) as cache,
+        ):  # fmt: skip
+            await wait_for(lambda: list_allowed(cache), deadline_s=10, what="the first list's duty limit")
+            lists = cache.stats.full_fetches
+            set_drained(1)  # the burst: a count moved
+            await wait_for(lambda: cache.stats.full_fetches > lists, deadline_s=10, what="the burst's list")
+            with drained(slurm_sandbox, node):  # after that list was applied, moving no count the cache reads
+                await wait_for(
+                    lambda: cache.nodes[node].drain_flag, deadline_s=20, what="the drain, by a trailing list"
+                )
+            assert cache.stats.hint_trailing == 1
 
     async def test_job_churn_does_not_list_on_every_changed_probe(slurm_sandbox: Sandbox) -> None:
         """The same churn seen by a cache without the hint (a list per "changed") and one with it."""
