@@ -306,6 +306,9 @@ async def main_async(args: argparse.Namespace) -> int:
                     slurmctld_port=sandbox.ports.slurmctld,
                 )  # fmt: skip
                 results["replaced_in_the_chart"] = replaced
+                if args.set:  # an experiment, not the chart's defaults: recorded as such
+                    env.update(dict(item.split("=", 1) for item in args.set))
+                    results["not_the_charts"] = args.set
                 results["check_hint_line"] = await predicted_by_check(argv, env)
                 progress(f"check: {results['check_hint_line']}")
                 async with chart_syncer(argv, env, port, out / "syncer.log") as handle:
@@ -398,6 +401,10 @@ def main() -> int:
     parser.add_argument("--job-churn", type=float, default=2.0, help="a job every this many seconds")
     parser.add_argument("--storm", type=int, default=1000, help="cordons in the storm (default 1,000)")
     parser.add_argument("--storm-deadline", type=float, default=120.0)
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="VAR=VALUE",
+        help="an experiment: this environment variable on top of the chart's (recorded in the results)",
+    )  # fmt: skip
     args = parser.parse_args()
     args.storm = min(args.storm, args.nodes)
     return asyncio.run(main_async(args))

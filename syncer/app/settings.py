@@ -426,7 +426,13 @@ OPTIONS: tuple[Option, ...] = (
         "first drain past max(this - 1, fraction x bound nodes)); at least 2",
         "Sync",
     ),
-    Option("workers", _positive_int, 8, "Slurm nodes reconciled at once", "Sync"),
+    Option(
+        "workers",
+        _positive_int,
+        8,
+        "Slurm nodes reconciled at once; three times as many more for Kubernetes changes only",
+        "Sync",
+    ),
     Option("dry-run", parse_bool, False, "compute and log every action, write nothing", "Sync", "flag"),
     Option("nodeset-enabled", parse_bool, True, "run the NodeSet reconciler", "Sync", "flag"),
     # Maintenance

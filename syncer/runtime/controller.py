@@ -69,6 +69,7 @@ class ControllerRunner:
         controller: Controller,
         *,
         workers: int,
+        first_workers: int = 0,
         metrics: ReconcileMetrics | None = None,
         backoff: Backoff | None = None,
     ) -> None:
@@ -78,6 +79,7 @@ class ControllerRunner:
         self.queue = WorkQueue(
             self._handle,
             workers=workers,
+            first_workers=first_workers,
             base_backoff_s=self.backoff.base_s,
             max_backoff_s=self.backoff.max_s,
         )

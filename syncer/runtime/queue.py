@@ -10,8 +10,9 @@
     queue.stop(); await task                # running handlers finish, nothing new starts
 
 Keys wait in three lanes, served in order: FIRST, URGENT, NORMAL (the default); a key added to a faster
-lane than the one it waits in moves up. The handler can ask which lane its key was taken from
-(`taken_from()`). A key is never handled by two workers at once: adding a key that is being handled
+lane than the one it waits in moves up. `first_workers` are more workers that take FIRST keys only, so
+FIRST keys are served even while every other worker is busy. The handler can ask which lane its key was
+taken from (`taken_from()`). A key is never handled by two workers at once: adding a key that is being handled
 re-runs it once after the current run. A handler exception is logged and the key retried after the
 runtime's one backoff policy (`syncer.runtime.backoff`); success resets the key's attempt count. With
 `max_retries`, a key that failed that many retries in a row is dropped until it is added again.
@@ -54,12 +55,15 @@ class WorkQueue:
         handler: Callable[[str], Awaitable[None]],
         *,
         workers: int = 8,
+        first_workers: int = 0,
         base_backoff_s: float = 0.05,
         max_backoff_s: float = 30.0,
         max_retries: int | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
+        if first_workers < 0:
+            raise ValueError(f"first_workers must be >= 0, got {first_workers}")
         if not 0 < base_backoff_s <= max_backoff_s:
             raise ValueError(
                 f"need 0 < base_backoff_s <= max_backoff_s, got {base_backoff_s}, {max_backoff_s}"
@@ -68,6 +72,7 @@ class WorkQueue:
             raise ValueError(f"max_retries must be >= 0 or None, got {max_retries}")
         self.handler = handler
         self.workers = workers
+        self.first_workers = first_workers  # more workers that take FIRST keys only
         self.backoff = Backoff(base_backoff_s, max_backoff_s)
         self.max_retries = max_retries
         self.retries_total = 0  # retries scheduled after a handler error
@@ -80,6 +85,7 @@ class WorkQueue:
         self._attempts: dict[str, int] = {}  # consecutive failures per key
         self._timers: dict[str, tuple[float, asyncio.TimerHandle]] = {}  # key -> (due, handle)
         self._waiters: deque[asyncio.Future[None]] = deque()  # idle workers
+        self._first_waiters: deque[asyncio.Future[None]] = deque()  # idle workers of FIRST keys only
         self._idle = asyncio.Event()
         self._idle.set()
         self._stopped = False
@@ -125,7 +131,9 @@ class WorkQueue:
         self._lines[lane].append(key)  # a place in a slower line is skipped when reached
         if waiting is None:
             self._idle.clear()
-            self._wake_one()
+            self._wake(lane)
+        elif lane == Lane.FIRST:
+            self._wake_first_only()  # moved up: now a key the FIRST-only workers may take
 
     def add_after(self, key: str, delay_s: float) -> None:
         """Queue `key` after `delay_s`; of several pending times for a key the earliest wins."""
@@ -147,12 +155,13 @@ class WorkQueue:
         self._timers.pop(key, None)
         self.add(key)
 
-    def _wake_one(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
+    def _wake(self, lane: Lane) -> None:
+        """One idle worker that may take a key of `lane` (a FIRST-only one first, for a FIRST key)."""
+        if not (lane == Lane.FIRST and self._wake_first_only()):
+            _wake_one(self._waiters)
+
+    def _wake_first_only(self) -> bool:
+        return _wake_one(self._first_waiters)
 
     # -- lifecycle ----------------------------------------------------------------------------------
     async def wait_idle(self) -> None:
@@ -170,34 +179,39 @@ class WorkQueue:
             line.clear()
         self._queued.clear()
         self._dirty.clear()
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
+        for waiters in (self._waiters, self._first_waiters):
+            while _wake_one(waiters):
+                pass
         self._update_idle()
 
     async def run(self) -> None:
         """Runs the workers until stop(); returns at once on a stopped queue."""
-        await asyncio.gather(*(self._worker() for _ in range(self.workers)))
+        await asyncio.gather(
+            *(self._worker() for _ in range(self.workers)),
+            *(self._worker(first_only=True) for _ in range(self.first_workers)),
+        )
 
     # -- workers ------------------------------------------------------------------------------------
-    async def _next(self) -> tuple[str, Lane] | None:
+    async def _next(self, first_only: bool) -> tuple[str, Lane] | None:
         while not self._stopped:
-            taken = self._pop()
+            taken = self._pop(first_only)
             if taken is not None:
                 return taken
             waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
+            (self._first_waiters if first_only else self._waiters).append(waiter)
             try:
                 await waiter
             except asyncio.CancelledError:
                 if waiter.done() and not waiter.cancelled():
-                    self._wake_one()  # pass on a wake-up this worker can no longer take
+                    # pass on a wake-up this worker can no longer take
+                    self._wake(Lane.FIRST if first_only else Lane.NORMAL)
                 raise
         return None
 
-    def _pop(self) -> tuple[str, Lane] | None:
+    def _pop(self, first_only: bool) -> tuple[str, Lane] | None:
         for lane, line in zip(Lane, self._lines, strict=True):
+            if first_only and lane != Lane.FIRST:
+                return None
             while line:
                 key = line.popleft()
                 if self._queued.get(key) == lane:  # else taken already, or moved to a faster lane
@@ -206,8 +220,8 @@ class WorkQueue:
                     return key, lane
         return None
 
-    async def _worker(self) -> None:
-        while (taken := await self._next()) is not None:
+    async def _worker(self, *, first_only: bool = False) -> None:
+        while (taken := await self._next(first_only)) is not None:
             key, lane = taken
             _taken_from.set(lane)
             try:
@@ -244,3 +258,13 @@ class WorkQueue:
             self._idle.clear()
         else:
             self._idle.set()
+
+
+def _wake_one(waiters: deque[asyncio.Future[None]]) -> bool:
+    """Wakes the first idle worker still waiting; False when there is none."""
+    while waiters:
+        waiter = waiters.popleft()
+        if not waiter.done():
+            waiter.set_result(None)
+            return True
+    return False

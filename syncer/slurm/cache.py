@@ -184,6 +184,7 @@ class NodeCache:
         self._hint_listed: Fingerprint | None = None  # read before the last full list
         self._hint_retry_at = 0.0
         self._hot_at: float | None = None  # the counts last moved, in a burst not yet closed by a list
+        self._trailing = False  # the list now owed closes a burst
 
     # --- what consumers read ------------------------------------------------------------
     @property
@@ -231,7 +232,9 @@ class NodeCache:
         now = self._clock()
         # Keep slurmrestd's share of wall time serving us under max_duty, whatever the cluster size
         # (hint_duty while the hint says things are changing).
-        duty = self.hint_duty if self._hint_hot else self.max_duty
+        # the burst's trailing list is part of the burst: it must not hold the next one back by max_duty
+        duty = self.hint_duty if self._hint_hot or self._trailing else self.max_duty
+        self._trailing = False
         self._next_full_at = now + listing.seconds * (1 / duty - 1)
         self.stats.full_fetches += 1
         self._confirmed_at = now
@@ -319,6 +322,7 @@ class NodeCache:
             # the counts stopped moving: one more list, for what cancelled out in the burst's last moments
             # (a drain and an undrain between two reads, after the list that carried the counts began)
             self._hot_at = None
+            self._trailing = True
             self.stats.hint_trailing += 1
             self._changed_pending = True
             return False

@@ -91,11 +91,20 @@ class Applier:
         """We wrote this Slurm node and the cache has not shown a change of it since."""
         return name in self.sent
 
-    async def apply(self, name: str, binding: Binding, decision: Decision, *, wait: bool = True) -> bool:
+    async def apply(
+        self,
+        name: str,
+        binding: Binding,
+        decision: Decision,
+        *,
+        wait: bool = True,
+        read_now: SlurmNode | None = None,
+    ) -> bool:
         """Carries the decision out. `wait=False`: Kubernetes writes that would wait for the client's rate
         limit are left for a later reconcile (True is returned then), so that Slurm-bound work never queues
         behind thousands of Kubernetes writes; the Event of a Slurm action taken now still goes out (folded
-        into the storm summary if no token is free)."""
+        into the storm summary if no token is free). `read_now`: the node as read from slurmrestd in this very
+        reconcile, not read again before an undrain or a new drain."""
         logger = log.bind(
             slurm_node=name,
             pod=binding.pod.key if binding.pod else None,
@@ -103,7 +112,7 @@ class Applier:
             causes=[c.text for c in decision.causes] or None,
         )
         try:
-            acted = await self._slurm_side(name, binding, decision, logger)
+            acted = await self._slurm_side(name, binding, decision, logger, read_now)
             return await self._kube_side(name, binding, decision, logger, slurm_acted=acted, wait=wait)
         except NotLeader:
             logger.info("leadership lost mid-reconcile: remaining writes dropped")
@@ -130,7 +139,9 @@ class Applier:
             return found
         return replace(found, pod=self.written.overlay(found.pod), node=self.written.overlay(found.node))
 
-    async def _slurm_side(self, name: str, binding: Binding, decision: Decision, logger: Any) -> bool:
+    async def _slurm_side(
+        self, name: str, binding: Binding, decision: Decision, logger: Any, read_now: SlurmNode | None
+    ) -> bool:
         """Carries out the Slurm action, if any; True when it was sent now as a new transition."""
         action = decision.slurm_action
         if action is None:
@@ -148,7 +159,7 @@ class Applier:
             # The cache may be a poll old: read the node again, so an admin's new reason is never lifted
             # and a drain someone else just made (Slinky's operator reacts to the same cordon) keeps its
             # reason instead of being overwritten by ours.
-            current = await self.slurm.get_node(name)
+            current = read_now if read_now is not None else await self.slurm.get_node(name)
             # that read can take seconds (retries, a slow slurmrestd): decide again on what Kubernetes
             # shows now too, so a drain never goes out after the uncordon that arrived meanwhile
             again = self._decided_again(name, current)

@@ -77,7 +77,12 @@ class SyncEngine:
         self.written = WrittenAnnotations()
         self.clock = clock
         self.on_action = on_action  # (kind, direction, slurm node, details): metrics and test recorders
-        self.runner = ControllerRunner(self, workers=workers, metrics=reconcile_metrics, backoff=backoff)
+        # three times as many workers again for Kubernetes changes only (they never wait for the Kubernetes
+        # rate limit, the others may all be waiting for it in a storm of Slurm changes): 1,000 cordons drained
+        # in 5.0 s with 8 workers, 1.9 s with 32 (issue 30)
+        self.runner = ControllerRunner(
+            self, workers=workers, first_workers=3 * workers, metrics=reconcile_metrics, backoff=backoff
+        )
         self.queue = self.runner.queue
         self.stats = EngineStats()
         # Slurm node -> the NodeSet scaling it in, by identity (set by the NodeSet reconciler)
@@ -186,11 +191,13 @@ class SyncEngine:
                 requeue.append(wait_s)
         else:
             self._forget_missing(name)
+        read_now = False
         if fresh and self.applier.awaiting_echo(name):
             # we wrote this node and the cache has not caught up (a full list of a big cluster takes
             # seconds): read this one node now rather than decide on what it was before our write
             with contextlib.suppress(SlurmError):
                 slurm_node = await self.slurm.get_node(name)
+                read_now = True
         decision = decide(
             slurm_node, binding.pod, binding.node, now=now, opts=self.options, slurm_fresh=fresh,
             scale_in_of=self._scale_in_of(name), node_slurm=self._node_slurm(binding, slurm_node),
@@ -208,7 +215,8 @@ class SyncEngine:
         if not self.gate.leading:
             return after  # followers keep caches and metrics warm, nothing else
         # a key taken from the first lane never waits for Kubernetes' rate limit: those writes come later
-        if await self.applier.apply(name, binding, decision, wait=taken_from() != Lane.FIRST):
+        wait, just_read = taken_from() != Lane.FIRST, slurm_node if read_now else None
+        if await self.applier.apply(name, binding, decision, wait=wait, read_now=just_read):
             self.queue.add(name, lane=Lane.URGENT)
         return after
 

@@ -384,3 +384,25 @@ async def test_a_key_added_while_in_flight_runs_again_in_the_fastest_lane_asked(
         release.set()
         await wait_for(lambda: len(seen) == 3, what="a again and b")
     assert seen == [("a", Lane.NORMAL), ("a", Lane.FIRST), ("b", Lane.URGENT)]
+
+
+async def test_first_only_workers_serve_first_keys_while_the_others_are_busy():
+    release = asyncio.Event()
+    done: list[str] = []
+
+    async def handler(key: str) -> None:
+        if key.startswith("slow"):
+            await release.wait()  # a reconcile waiting for Kubernetes' rate limit
+        done.append(key)
+
+    queue = WorkQueue(handler, workers=1, first_workers=1)
+    queue.add("slow-urgent", lane=Lane.URGENT)
+    async with running(queue):
+        await wait_for(lambda: queue.in_flight == 1, what="the general worker busy")
+        queue.add("another-urgent", lane=Lane.URGENT)
+        queue.add("cordon", lane=Lane.FIRST)
+        await wait_for(lambda: done == ["cordon"], what="the FIRST key by the FIRST-only worker")
+        assert queue.depth == 1  # the URGENT key waits for the general worker, never taken by the other
+        release.set()
+        await wait_for(lambda: len(done) == 3, what="the rest")
+    assert done == ["cordon", "slow-urgent", "another-urgent"]
