@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import contextlib
 import importlib.util
 import json
 import math
@@ -35,7 +34,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from importlib.machinery import SourceFileLoader
 from pathlib import Path
 from typing import Any
@@ -49,6 +48,7 @@ from benchmarks.run import (
     NAMESPACE,
     Bench,
     Syncer,
+    _process,
     cell,
     idle_cost,
     job_churn,
@@ -65,7 +65,6 @@ from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.metrics_hint import MetricsReader
 from syncer.testing.kubeapi import KubeApiEmulator
-from syncer.testing.processes import stop_process
 from syncer.testing.sandbox import RELEASES, up
 from syncer.testing.sandbox.config import free_port, sim_node_names
 
@@ -112,33 +111,6 @@ def chart_command(
             arg = f"--slurm-token-file={token_file}"
         args.append(arg)
     return [CLI, "run", *args], env, replaced
-
-
-@contextlib.asynccontextmanager
-async def chart_syncer(argv: list[str], env: dict[str, str], port: int, log: Path) -> AsyncIterator[Syncer]:
-    with log.open("ab") as out:
-        started = time.monotonic()
-        process = await asyncio.create_subprocess_exec(
-            *argv, stdout=out, stderr=out, env={**os.environ, **env}
-        )
-    handle = Syncer(process, port, started_at=started)
-    try:
-        deadline = time.monotonic() + 300
-        async with aiohttp.ClientSession() as http:
-            while True:
-                if process.returncode is not None:
-                    raise RuntimeError(f"slurm-syncer exited ({process.returncode}); see {log}")
-                with contextlib.suppress(aiohttp.ClientError):
-                    async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
-                        if response.status == 200:
-                            handle.ready_at = time.monotonic()
-                            break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"slurm-syncer not ready within 300 s; see {log}")
-                await asyncio.sleep(0.1)  # readiness poll
-        yield handle
-    finally:
-        await stop_process(process)
 
 
 async def predicted_by_check(argv: list[str], env: dict[str, str]) -> str:
@@ -311,7 +283,7 @@ async def main_async(args: argparse.Namespace) -> int:
                     results["not_the_charts"] = args.set
                 results["check_hint_line"] = await predicted_by_check(argv, env)
                 progress(f"check: {results['check_hint_line']}")
-                async with chart_syncer(argv, env, port, out / "syncer.log") as handle:
+                async with _process(argv, port, out / "syncer.log", env) as handle:
                     took = await settled(handle)
                     progress(f"initial sync done {took:.0f} s after ready; idle {args.idle_seconds:.0f} s")
                     idle = await idle_cost(handle, wire, args.idle_seconds)

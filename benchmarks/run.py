@@ -205,10 +205,15 @@ async def syncer(
 
 
 @contextlib.asynccontextmanager
-async def _process(argv: list[str], port: int, log: Path) -> AsyncIterator[Syncer]:
+async def _process(
+    argv: list[str], port: int, log: Path, env: dict[str, str] | None = None
+) -> AsyncIterator[Syncer]:
+    """The syncer process until /readyz answers; `env`: variables on top of this process's environment."""
     out = await asyncio.to_thread(log.open, "ab")
     started = time.monotonic()
-    process = await asyncio.create_subprocess_exec(*argv, stdout=out, stderr=out)
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdout=out, stderr=out, env={**os.environ, **env} if env is not None else None
+    )
     out.close()
     handle = Syncer(process, port, started_at=started)
     try:
