@@ -90,6 +90,13 @@ class SyncerMetrics:
             ["kind", "direction", "result"],
             registry=self.registry,
         )
+        self.job_count_reads = PromCounter(
+            "slurm_syncer_job_count_reads",
+            "Refreshes of slurm_jobs by source: slurmctld_metrics (the hint's /metrics/partitions, no "
+            "slurmrestd request) or slurmrestd (GET /jobs, where slurmctld serves no metrics).",
+            ["source"],
+            registry=self.registry,
+        )
         for direction in ("k8s_to_slurm", "slurm_to_k8s"):
             self.latency.labels(direction)  # present from the start, so dashboards never see gaps
         self.registry.register(_StateCollector(service))
@@ -167,7 +174,7 @@ class _StateCollector(Collector):
             yield family
         jobs = _gauge(
             "slurm_jobs",
-            "Jobs by partition and state (polled at --jobs-poll-interval).",
+            "Jobs by partition and state (every --jobs-poll-interval: slurmctld's metrics, else slurmrestd).",
             ["partition", "state"],
         )
         for (partition, state), count in sorted(service.job_counts.items()):

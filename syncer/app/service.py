@@ -37,13 +37,16 @@ from syncer.runtime.manager import Manager, TaskExited
 from syncer.slurm.cache import NodeCache, Strategy
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmError
-from syncer.slurm.metrics_hint import HintReader, MetricsReader
+from syncer.slurm.metrics_hint import HintReader, MetricsReader, SlurmMetricsError
+from syncer.slurm.metrics_jobs import job_counts
 from syncer.slurm.metrics_locate import LocatedMetricsReader
 from syncer.sync.engine import SyncEngine
 from syncer.sync.options import SyncOptions
 from syncer.sync.valve import DrainValve
 
 log = structlog.get_logger("syncer.app")
+# the hint reads slurmctld every poll; older than this (hint failing or slow) the exporter asks slurmrestd
+JOB_COUNTS_MAX_AGE_S = 10.0
 
 
 def hint_reader(slurm: SlurmClient, url: str, port: int) -> HintReader | None:
@@ -215,6 +218,7 @@ class SyncerService:
             backoff=config.backoff,
         )
         self.job_counts: dict[tuple[str, str], int] = {}
+        self.job_counts_source = ""  # "slurmctld_metrics" (the hint's body) or "slurmrestd" (GET /jobs)
         self.diag: dict[str, object] = {}
         self.metrics = SyncerMetrics(self, self.registry)
         self.engine.on_action = self.metrics.on_action
@@ -336,16 +340,37 @@ class SyncerService:
         """Jobs by partition and state plus scheduler statistics, at their own modest interval."""
         while True:
             try:
-                counts: dict[tuple[str, str], int] = {}
-                for job in await self.slurm.list_jobs():
-                    for state in job.states or {"UNKNOWN"}:
-                        key = (job.partition or "", state)
-                        counts[key] = counts.get(key, 0) + 1
-                self.job_counts = counts
+                counts = self._job_counts_from_hint()
+                source = "slurmctld_metrics"
+                if counts is None:
+                    counts, source = await self._job_counts_from_slurmrestd(), "slurmrestd"
+                if source != self.job_counts_source:
+                    log.info("job_counts_source", source=source, previous=self.job_counts_source or None)
+                self.job_counts, self.job_counts_source = counts, source
+                self.metrics.job_count_reads.labels(source).inc()
                 self.diag = await self.slurm.diag()
             except SlurmError as exc:
                 log.warning("jobs and scheduler statistics not refreshed", error=str(exc))
             await asyncio.sleep(self.config.jobs_poll_interval_s)
+
+    def _job_counts_from_hint(self) -> dict[tuple[str, str], int] | None:
+        """From the slurmctld metrics the node cache's hint read lately; None when there are none."""
+        body = self.slurm_cache.hint_body(max_age_s=JOB_COUNTS_MAX_AGE_S)
+        if body is None:
+            return None
+        try:
+            return job_counts(body)
+        except SlurmMetricsError as exc:
+            log.warning("job_counts_unreadable", error=str(exc), fallback="GET /jobs from slurmrestd")
+            return None
+
+    async def _job_counts_from_slurmrestd(self) -> dict[tuple[str, str], int]:
+        counts: dict[tuple[str, str], int] = {}
+        for job in await self.slurm.list_jobs():
+            for state in job.states or {"UNKNOWN"}:
+                key = (job.partition or "", state)
+                counts[key] = counts.get(key, 0) + 1
+        return counts
 
     async def _serve_http(self) -> None:
         async def healthz(_request: web.Request) -> web.Response:

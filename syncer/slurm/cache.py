@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -183,6 +184,8 @@ class NodeCache:
         self._hint_seen: Fingerprint | None = None  # read before the list now pending
         self._hint_listed: Fingerprint | None = None  # read before the last full list
         self._hint_retry_at = 0.0
+        self._hint_body = ""  # slurmctld's last metrics answer, and when it was read
+        self._hint_body_at = -math.inf
         self._hot_at: float | None = None  # the counts last moved, in a burst not yet closed by a list
         self._trailing = False  # the list now owed closes a burst
 
@@ -299,7 +302,15 @@ class NodeCache:
             log.info("slurm_metrics_hint_recovered")
             self.stats.hint_failing = False
         self._hint_seen = reading.fingerprint
+        self._hint_body, self._hint_body_at = reading.text, self._clock()
         return reading.fingerprint
+
+    def hint_body(self, max_age_s: float) -> str | None:
+        """slurmctld's metrics as the hint read them within `max_age_s`, while the hint works (the exporter
+        takes its job counts from them); None otherwise."""
+        if self.stats.hint_failing or self._clock() - self._hint_body_at > max_age_s:
+            return None
+        return self._hint_body or None
 
     def _hint_usable(self) -> bool:
         return self.hint is not None and self._clock() >= self._hint_retry_at

@@ -58,6 +58,7 @@ class Reading:
     fingerprint: Fingerprint
     body_bytes: int
     seconds: float
+    text: str = ""  # the whole body: the exporter's job counts come from it too (metrics_jobs.py)
 
 
 def _counted(metric: str) -> str | None:
@@ -90,7 +91,7 @@ def parse_fingerprint(text: str) -> Fingerprint:
                     raise SlurmMetricsDecodeError(
                         f"not a node count: {sample.name}{sample.labels} {value}", endpoint=PATH
                     )
-                counts[(_partition(sample.labels), state)] = int(value)
+                counts[(partition_label(sample.labels), state)] = int(value)
     except (ValueError, TypeError, IndexError) as exc:
         raise SlurmMetricsDecodeError(f"unreadable metrics: {exc}"[:160], endpoint=PATH) from None
     if not any(state == "total" for _, state in counts):
@@ -98,7 +99,7 @@ def parse_fingerprint(text: str) -> Fingerprint:
     return tuple(sorted((p, s, n) for (p, s), n in counts.items()))
 
 
-def _partition(labels: dict[str, str]) -> str:
+def partition_label(labels: dict[str, str]) -> str:
     """The partition a count is for; other labels (a newer slurmctld's) keep their series apart."""
     others = ",".join(f"{key}={value}" for key, value in sorted(labels.items()) if key != "partition")
     partition = labels.get("partition", "")
@@ -144,7 +145,7 @@ class MetricsReader:
             text = body.decode("utf-8")
         except UnicodeDecodeError:
             raise SlurmMetricsDecodeError("answer is not UTF-8 text", endpoint=PATH) from None
-        return Reading(parse_fingerprint(text), len(body), time.monotonic() - started)
+        return Reading(parse_fingerprint(text), len(body), time.monotonic() - started, text)
 
     async def _capped(self, response: aiohttp.ClientResponse) -> bytes:
         """The body, read no further than one byte past the cap (a lying server cannot fill memory)."""

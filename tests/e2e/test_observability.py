@@ -88,3 +88,28 @@ async def test_readyz_reports_stale_slurm_data(rig: Rig):
                 return (await get(service, "/readyz"))[0] == 200
 
             await wait_for(ready, deadline_s=15, what="ready again after recovery")
+
+
+async def test_job_counts_come_from_slurmctlds_metrics_where_it_serves_them(rig: Rig):
+    """26.05: slurm_jobs is refreshed from the /metrics/partitions body the hint already read (no GET /jobs
+    each poll); 24.11 (no metrics): from slurmrestd's job list, with the same state labels."""
+    job = rig.sandbox.run(
+        "sbatch", "--parsable", "--no-requeue", "-w", rig.sandbox.real_node, "--wrap", "sleep 60", check=True
+    ).stdout.strip()  # fmt: skip
+    try:
+        async with running_syncer(
+            rig, slurm_metrics_url=rig.sandbox.metrics_url, jobs_poll_interval_s=0.5
+        ) as service:
+            expected = "slurmctld_metrics" if rig.sandbox.metrics_url else "slurmrestd"
+
+            async def counted_from_expected_source() -> bool:
+                _, text = await get(service, "/metrics")
+                running = sample(text, "slurm_jobs", partition="main", state="running") or 0
+                reads = sample(text, "slurm_syncer_job_count_reads_total", source=expected) or 0
+                return running >= 1 and reads >= 2 and service.job_counts_source == expected
+
+            await wait_for(
+                counted_from_expected_source, deadline_s=20, what=f"slurm_jobs counted from {expected}"
+            )
+    finally:
+        rig.sandbox.run("scancel", job)
