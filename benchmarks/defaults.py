@@ -72,6 +72,7 @@ from syncer.testing.sandbox.config import free_port, sim_node_names
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "deploy" / "helm" / "slurm-syncer"
 RELEASE_NAMESPACE = "slurm-syncer"  # where the chart is installed: its Lease lives there
+EXPORTER_READS = "slurm_syncer_exporter_reads_total"  # {what, source}: where the exporter read
 TARGETS = {"idle_bytes_ratio": 1.0, "slurm_to_k8s_p99": 3.0, "k8s_to_slurm_p99": 0.25, "storm_s": 2.0,
            "uncordon_storm_s": 3.0}  # fmt: skip
 
@@ -290,18 +291,22 @@ async def main_async(args: argparse.Namespace) -> int:
                     before = await handle.metrics()
                     idle = await idle_cost(handle, wire, args.idle_seconds)
                     after = await handle.metrics()
-                    job_reads = {
-                        source: grew(before, after, f"slurm_syncer_job_count_reads_total:{source}")
+                    exporter_reads = {
+                        f"{what}:{source}": grew(before, after, f"{EXPORTER_READS}:{what}:{source}")
+                        for what in ("jobs", "scheduler")
                         for source in ("slurmrestd", "slurmctld_metrics")
                     }
                     per_list = await wire_bytes(wire, sandbox.token_file, lambda c: c.list_all_nodes())
-                    # the exporter's scheduler statistics and, where slurmctld's metrics do not give the
-                    # job counts, its job list (every --jobs-poll-interval, 30 s)
+                    # the exporter's job counts and scheduler statistics (every --jobs-poll-interval,
+                    # 30 s), where slurmctld's metrics do not give them: GET /jobs and /diag
                     jobs_list = await wire_bytes(wire, sandbox.token_file, lambda c: c.list_jobs())
                     diag = await wire_bytes(wire, sandbox.token_file, lambda c: c.diag())
-                    from_slurmrestd = job_reads["slurmrestd"] / max(1.0, sum(job_reads.values()))
-                    results["job_count_reads_while_idle"] = job_reads
-                    results["jobs_poll_bytes_per_minute"] = 2 * (jobs_list * from_slurmrestd + diag)
+                    per_minute = 60.0 / idle["seconds"]
+                    results["exporter_reads_while_idle"] = exporter_reads
+                    results["jobs_poll_bytes_per_minute"] = per_minute * (
+                        jobs_list * exporter_reads["jobs:slurmrestd"]
+                        + diag * exporter_reads["scheduler:slurmrestd"]
+                    )
                     baseline = per_list * 2  # a full list every 30 s
                     results["idle_per_minute"] = idle
                     results["poller_30s_bytes_per_minute"] = baseline
@@ -338,6 +343,11 @@ async def main_async(args: argparse.Namespace) -> int:
     return 0
 
 
+def exporter_sources(reads: dict[str, float]) -> str:
+    from_slurmctld = [what for what in ("jobs", "scheduler") if not reads[f"{what}:slurmrestd"]]
+    return f" ({' and '.join(from_slurmctld)} from slurmctld's metrics)" if from_slurmctld else ""
+
+
 def summary(r: dict[str, Any]) -> str:
     idle, storm, latency = r["idle_per_minute"], r["storms"], r["latency_s"]
     predicted = r.get("check_predicted_ratio")
@@ -352,7 +362,7 @@ def summary(r: dict[str, Any]) -> str:
         f"**{r['idle_bytes_ratio']:.2f} x**"
         + (f" (check predicted up to {predicted:.1f} x)" if predicted is not None else "")
         + f"; of which the exporter's polls {r['jobs_poll_bytes_per_minute'] / 1e6:.2f} MB"
-        + ("" if r["job_count_reads_while_idle"]["slurmrestd"] else " (job counts from slurmctld's metrics)")
+        + exporter_sources(r["exporter_reads_while_idle"])
         + " | <= 1.0 x |",
         f"| Kubernetes -> Slurm (cordon) | {cell(latency['k8s_to_slurm'])} | p99 <= 0.25 s |",
         f"| Slurm -> Kubernetes (drain) | {cell(latency['slurm_to_k8s'])} | p99 <= 3 s |",

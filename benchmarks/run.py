@@ -49,7 +49,7 @@ from benchmarks.wire import WireCounter
 
 NAMESPACE = "slurm"
 CLI = str(Path(sys.executable).parent / "slurm-syncer")
-FETCH_RESULT = re.compile(r'(?:result|path|endpoint|source)="([^"]+)"')
+FETCH_RESULT = re.compile(r'(?:result|path|endpoint|what|source)="([^"]+)"')
 # (mode, --slurm-poll-strategy, --slurm-poll-interval): this syncer, and its full-poll mode as a baseline
 # and last, the full poller at the interval where its bytes per minute equal the syncer's (issue 18)
 MODES = (
@@ -154,13 +154,13 @@ class Syncer:
             head, value = line.rsplit(" ", 1)
             name = head.split("{", 1)[0]
             key = name
-            result = FETCH_RESULT.search(head)
+            result = FETCH_RESULT.findall(head)
             labelled = ("slurm_syncer_slurm_fetches_total", "slurm_syncer_slurm_cache_reads_total",
                         "slurm_syncer_slurm_cache_read_bytes_total",
                         "slurm_syncer_slurm_request_seconds_total",
-                        "slurm_syncer_job_count_reads_total")  # fmt: skip
+                        "slurm_syncer_exporter_reads_total")  # fmt: skip
             if name in labelled and result:
-                key = f"{name}:{result.group(1)}"
+                key = ":".join([name, *result])  # e.g. slurm_syncer_exporter_reads_total:jobs:slurmrestd
             totals[key] = totals.get(key, 0.0) + float(value)
         return totals
 

@@ -90,11 +90,11 @@ class SyncerMetrics:
             ["kind", "direction", "result"],
             registry=self.registry,
         )
-        self.job_count_reads = PromCounter(
-            "slurm_syncer_job_count_reads",
-            "Refreshes of slurm_jobs by source: slurmctld_metrics (the hint's /metrics/partitions, no "
-            "slurmrestd request) or slurmrestd (GET /jobs, where slurmctld serves no metrics).",
-            ["source"],
+        self.exporter_reads = PromCounter(
+            "slurm_syncer_exporter_reads",
+            "Refreshes of slurm_jobs (what=jobs) and slurm_scheduler_* (what=scheduler) by source: "
+            "slurmctld_metrics (its /metrics pages, no slurmrestd request) or slurmrestd (GET /jobs, /diag).",
+            ["what", "source"],
             registry=self.registry,
         )
         for direction in ("k8s_to_slurm", "slurm_to_k8s"):

@@ -40,6 +40,8 @@ from syncer.slurm.errors import SlurmError
 from syncer.slurm.metrics_hint import HintReader, MetricsReader, SlurmMetricsError
 from syncer.slurm.metrics_jobs import job_counts
 from syncer.slurm.metrics_locate import LocatedMetricsReader
+from syncer.slurm.metrics_scheduler import PATH as SCHEDULER_PATH
+from syncer.slurm.metrics_scheduler import scheduler_stats
 from syncer.sync.engine import SyncEngine
 from syncer.sync.options import SyncOptions
 from syncer.sync.valve import DrainValve
@@ -47,6 +49,7 @@ from syncer.sync.valve import DrainValve
 log = structlog.get_logger("syncer.app")
 # the hint reads slurmctld every poll; older than this (hint failing or slow) the exporter asks slurmrestd
 JOB_COUNTS_MAX_AGE_S = 10.0
+METRICS = "slurmctld_metrics"  # the exporter's figures came from slurmctld, not slurmrestd
 
 
 def hint_reader(slurm: SlurmClient, url: str, port: int) -> HintReader | None:
@@ -337,32 +340,55 @@ class SyncerService:
             await asyncio.sleep(1.0)
 
     async def _poll_jobs(self) -> None:
-        """Jobs by partition and state plus scheduler statistics, at their own modest interval."""
+        """Jobs by partition and state plus scheduler statistics, at their own modest interval: from the
+        slurmctld metrics the hint reads where it works, from slurmrestd where not."""
         while True:
             try:
                 counts = self._job_counts_from_hint()
-                source = "slurmctld_metrics"
                 if counts is None:
-                    counts, source = await self._job_counts_from_slurmrestd(), "slurmrestd"
-                if source != self.job_counts_source:
-                    log.info("job_counts_source", source=source, previous=self.job_counts_source or None)
-                self.job_counts, self.job_counts_source = counts, source
-                self.metrics.job_count_reads.labels(source).inc()
-                self.diag = await self.slurm.diag()
+                    counts = await self._job_counts_from_slurmrestd()
+                self.job_counts = counts
+                self._exporter_read("jobs", self.job_counts_source)
+                diag = await self._scheduler_stats_from_metrics()
+                if diag is None:
+                    diag = await self.slurm.diag()
+                self.diag = diag
             except SlurmError as exc:
                 log.warning("jobs and scheduler statistics not refreshed", error=str(exc))
             await asyncio.sleep(self.config.jobs_poll_interval_s)
 
+    def _exporter_read(self, what: str, source: str) -> None:
+        self.metrics.exporter_reads.labels(what, source).inc()
+
     def _job_counts_from_hint(self) -> dict[tuple[str, str], int] | None:
         """From the slurmctld metrics the node cache's hint read lately; None when there are none."""
         body = self.slurm_cache.hint_body(max_age_s=JOB_COUNTS_MAX_AGE_S)
-        if body is None:
+        counts = None
+        if body is not None:
+            try:
+                counts = job_counts(body)
+            except SlurmMetricsError as exc:
+                log.warning("job_counts_unreadable", error=str(exc), fallback="GET /jobs from slurmrestd")
+        source = METRICS if counts is not None else "slurmrestd"
+        if source != self.job_counts_source:
+            log.info("job_counts_source", source=source, previous=self.job_counts_source or None)
+            self.job_counts_source = source
+        return counts
+
+    async def _scheduler_stats_from_metrics(self) -> dict[str, object] | None:
+        """slurmctld's /metrics/scheduler, while the hint reads that slurmctld; None: ask slurmrestd."""
+        hint = self.slurm_cache.hint
+        if hint is None or self.slurm_cache.hint_body(max_age_s=JOB_COUNTS_MAX_AGE_S) is None:
+            self._exporter_read("scheduler", "slurmrestd")
             return None
         try:
-            return job_counts(body)
+            stats = scheduler_stats(await hint.read_page(SCHEDULER_PATH))
         except SlurmMetricsError as exc:
-            log.warning("job_counts_unreadable", error=str(exc), fallback="GET /jobs from slurmrestd")
+            log.warning("scheduler_stats_unreadable", error=str(exc), fallback="GET /diag from slurmrestd")
+            self._exporter_read("scheduler", "slurmrestd")
             return None
+        self._exporter_read("scheduler", METRICS)
+        return stats
 
     async def _job_counts_from_slurmrestd(self) -> dict[tuple[str, str], int]:
         counts: dict[tuple[str, str], int] = {}

@@ -112,6 +112,8 @@ class HintReader(Protocol):
 
     async def read(self) -> Reading: ...
 
+    async def read_page(self, path: str) -> str: ...
+
     async def close(self) -> None: ...
 
 
@@ -119,33 +121,43 @@ class MetricsReader:
     """Reads the fingerprint from slurmctld's metrics URL (``http://host:SlurmctldPort``)."""
 
     def __init__(self, url: str, *, timeout_s: float = 2.0, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self.url = url.rstrip("/") + PATH
+        self.base = url.rstrip("/")
+        self.url = self.base + PATH
         self.proxy = proxy_for(self.url)  # HTTP_PROXY / NO_PROXY as for slurmrestd
         self.timeout_s = timeout_s
         self.max_bytes = max_bytes
         self._session: aiohttp.ClientSession | None = None
 
     async def read(self) -> Reading:
+        started = time.monotonic()
+        text, size = await self._get(PATH)
+        return Reading(parse_fingerprint(text), size, time.monotonic() - started, text)
+
+    async def read_page(self, path: str) -> str:
+        """Another of slurmctld's metrics pages (`/metrics/scheduler`) from the same slurmctld."""
+        return (await self._get(path))[0]
+
+    async def _get(self, path: str) -> tuple[str, int]:
+        """The text of `path` and its size in bytes; SlurmMetricsError saying why not."""
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession()
-        started = time.monotonic()
+        url = self.base + path
         try:
             async with asyncio.timeout(self.timeout_s):
-                async with self._session.get(self.url, allow_redirects=False, proxy=self.proxy) as response:
+                async with self._session.get(url, allow_redirects=False, proxy=self.proxy) as response:
                     if response.status != 200:
-                        raise SlurmMetricsUnavailable(f"HTTP {response.status}", endpoint=PATH)
+                        raise SlurmMetricsUnavailable(f"HTTP {response.status}", endpoint=path)
                     body = await self._capped(response)
         except TimeoutError:
-            raise SlurmMetricsTimeout(f"no answer within {self.timeout_s} s", endpoint=PATH) from None
+            raise SlurmMetricsTimeout(f"no answer within {self.timeout_s} s", endpoint=path) from None
         except aiohttp.ClientError as exc:
-            raise SlurmMetricsUnavailable(f"{type(exc).__name__}: {exc}", endpoint=PATH) from None
+            raise SlurmMetricsUnavailable(f"{type(exc).__name__}: {exc}", endpoint=path) from None
         if len(body) > self.max_bytes:
-            raise SlurmMetricsDecodeError(f"answer larger than {self.max_bytes} bytes", endpoint=PATH)
+            raise SlurmMetricsDecodeError(f"answer larger than {self.max_bytes} bytes", endpoint=path)
         try:
-            text = body.decode("utf-8")
+            return body.decode("utf-8"), len(body)
         except UnicodeDecodeError:
-            raise SlurmMetricsDecodeError("answer is not UTF-8 text", endpoint=PATH) from None
-        return Reading(parse_fingerprint(text), len(body), time.monotonic() - started, text)
+            raise SlurmMetricsDecodeError("answer is not UTF-8 text", endpoint=path) from None
 
     async def _capped(self, response: aiohttp.ClientResponse) -> bytes:
         """The body, read no further than one byte past the cap (a lying server cannot fill memory)."""

@@ -74,6 +74,12 @@ class LocatedMetricsReader:
         self._reader, self.url = reader, reader.url.removesuffix(PATH)
         return reading
 
+    async def read_page(self, path: str) -> str:
+        """Another metrics page from the slurmctld the last hint read found."""
+        if self._reader is None:
+            raise SlurmMetricsUnavailable("slurmctld not located yet", endpoint=path)
+        return await self._reader.read_page(path)
+
     async def close(self) -> None:
         if self._reader is not None:
             await self._reader.close()

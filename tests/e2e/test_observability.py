@@ -91,8 +91,9 @@ async def test_readyz_reports_stale_slurm_data(rig: Rig):
 
 
 async def test_job_counts_come_from_slurmctlds_metrics_where_it_serves_them(rig: Rig):
-    """26.05: slurm_jobs is refreshed from the /metrics/partitions body the hint already read (no GET /jobs
-    each poll); 24.11 (no metrics): from slurmrestd's job list, with the same state labels."""
+    """26.05: slurm_jobs is refreshed from the /metrics/partitions body the hint already read and the
+    scheduler gauges from /metrics/scheduler (no GET /jobs or /diag each poll); 24.11 (no metrics): from
+    slurmrestd's job list and /diag, with the same names and labels."""
     job = rig.sandbox.run(
         "sbatch", "--parsable", "--no-requeue", "-w", rig.sandbox.real_node, "--wrap", "sleep 60", check=True
     ).stdout.strip()  # fmt: skip
@@ -105,11 +106,16 @@ async def test_job_counts_come_from_slurmctlds_metrics_where_it_serves_them(rig:
             async def counted_from_expected_source() -> bool:
                 _, text = await get(service, "/metrics")
                 running = sample(text, "slurm_jobs", partition="main", state="running") or 0
-                reads = sample(text, "slurm_syncer_job_count_reads_total", source=expected) or 0
-                return running >= 1 and reads >= 2 and service.job_counts_source == expected
+                jobs = sample(text, "slurm_syncer_exporter_reads_total", what="jobs", source=expected) or 0
+                stats = sample(text, "slurm_syncer_exporter_reads_total", what="scheduler", source=expected)
+                both = jobs >= 2 and (stats or 0) >= 2
+                return running >= 1 and both and service.job_counts_source == expected
 
             await wait_for(
                 counted_from_expected_source, deadline_s=20, what=f"slurm_jobs counted from {expected}"
             )
+            _, text = await get(service, "/metrics")
+            assert (sample(text, "slurm_scheduler_jobs_running") or 0) >= 1
+            assert sample(text, "slurm_scheduler_backfill_cycle_last_seconds") is not None
     finally:
         rig.sandbox.run("scancel", job)

@@ -138,9 +138,12 @@ def test_out_of_the_box_benchmark_runs_the_chart_as_rendered(tmp_path: Path) -> 
     assert results["hint_failing"] == 0  # `auto` found slurmctld's metrics without being told where
     assert results["check_hint_line"].startswith("ok    slurmctld's metrics hint: node counts")
     assert results["poller_30s_bytes_per_minute"] > 0 and results["idle_bytes_ratio"] > 0
-    # the exporter's job counts came from the metrics the hint read, not from GET /jobs, while idle
-    reads = results["job_count_reads_while_idle"]
-    assert reads["slurmrestd"] == 0 and reads["slurmctld_metrics"] >= 1, reads
+    # the exporter's job counts and scheduler statistics came from slurmctld's metrics while idle, not
+    # from GET /jobs and /diag
+    reads = results["exporter_reads_while_idle"]
+    assert reads["jobs:slurmrestd"] == reads["scheduler:slurmrestd"] == 0, reads
+    assert reads["jobs:slurmctld_metrics"] >= 1 and reads["scheduler:slurmctld_metrics"] >= 1, reads
+    assert results["jobs_poll_bytes_per_minute"] == 0
     for direction in ("k8s_to_slurm", "slurm_to_k8s"):
         assert results["latency_s"][direction]["n"] == 5 and results["latency_s"][direction]["not_shown"] == 0
     storms = results["storms"]
