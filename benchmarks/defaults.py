@@ -66,7 +66,7 @@ from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.metrics_hint import MetricsReader
 from syncer.testing.kubeapi import KubeApiEmulator
-from syncer.testing.sandbox import RELEASES, up
+from syncer.testing.sandbox import RELEASES, Sandbox, up
 from syncer.testing.sandbox.config import free_port, sim_node_names
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -329,6 +329,7 @@ async def main_async(args: argparse.Namespace) -> int:
                     results["storms"] = await storms(bench, handle, args.storm, args.storm_deadline)
                     results["rss_mb"] = {"steady": handle.rss_mb("VmRSS"), "peak": handle.rss_mb("VmHWM")}
                     figures = await handle.metrics()
+                    await keep_for_reading(handle, sandbox, out)
                     results["hint_failing"] = figures.get("slurm_syncer_slurm_metrics_hint_failing", math.nan)
                 results["jobs"] = dict(jobs)
         finally:
@@ -341,6 +342,15 @@ async def main_async(args: argparse.Namespace) -> int:
     (out / "results.json").write_text(json.dumps(results, indent=2))
     print(summary(results))
     return 0
+
+
+async def keep_for_reading(handle: Syncer, sandbox: Sandbox, out: Path) -> None:
+    """The syncer's /metrics and slurmctld's sdiag at the end of the run, for finding causes later."""
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{handle.port}/metrics") as response:
+            (out / "syncer-metrics.txt").write_text(await response.text())
+    sdiag = await asyncio.to_thread(sandbox.run, "sdiag")
+    (out / "sdiag.txt").write_text(sdiag.stdout)
 
 
 def exporter_sources(reads: dict[str, float]) -> str:
