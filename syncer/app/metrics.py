@@ -314,6 +314,12 @@ class _StateCollector(Collector):
         kube_requests.add_metric(["all"], service.kube.requests_total)
         kube_requests.add_metric(["error"], service.kube.errors_total)
         yield kube_requests
+        throttled = CounterMetricFamily(
+            "slurm_syncer_kube_throttled_seconds",
+            "Wall time Kubernetes API requests were held back by the client-side rate limit (--kube-qps).",
+        )
+        throttled.add_metric([], service.kube.limiter.waited_s)
+        yield throttled
         queue = service.engine.queue
         for name, doc, value in (
             ("slurm_syncer_queue_depth", "Slurm nodes waiting to be reconciled.", queue.depth),
