@@ -215,21 +215,48 @@ def everything_shows_drained(bench: Bench, names: list[str], reason: str) -> boo
     return True
 
 
+async def spent(handle: Syncer, before: dict[str, float]) -> tuple[dict[str, float], dict[str, Any]]:
+    """What the syncer did since `before` (a read of its /metrics): Slurm requests and their mean time by
+    endpoint, full lists, and how long the Kubernetes rate limit held writes back. For finding causes."""
+    after = await handle.metrics()
+    requests = {
+        key.split(":", 1)[1]: grew(before, after, key)
+        for key in after
+        if key.startswith("slurm_syncer_slurm_requests_total:") and grew(before, after, key)
+    }
+    return after, {
+        "slurm_requests": requests,
+        "slurm_mean_s": {
+            endpoint: round(
+                grew(before, after, f"slurm_syncer_slurm_request_seconds_total:{endpoint}") / n, 4
+            )
+            for endpoint, n in requests.items()
+        },
+        "lists": grew(before, after, "slurm_syncer_slurm_fetches_total:full"),
+        "kube_requests": grew(before, after, "slurm_syncer_kube_requests_total:all"),
+        "kube_throttled_s": round(grew(before, after, "slurm_syncer_kube_throttled_seconds_total"), 2),
+    }
+
+
 async def storms(bench: Bench, handle: Syncer, size: int, deadline_s: float) -> dict[str, Any]:
     cordons = Cordons(bench.kube)
     names = bench.take(size)
     await settled(handle)
     before = await bench.drained_count()
     progress(f"storm: {size} cordons over HTTP")
+    figures = await handle.metrics()
     first, last = await cordons.send([f"k8s-{n}" for n in names], True)
     drained_at = await slurm_shows(bench, set(names), True, deadline_s, before)
+    figures, cordon_half = await spent(handle, figures)
     progress(f"storm: {size} uncordons over HTTP right away (the drains' mirror writes still owed)")
     u_first, u_last = await cordons.send([f"k8s-{n}" for n in names], False)
     undrained_at = await slurm_shows(bench, set(names), False, deadline_s, before)
+    figures, uncordon_half = await spent(handle, figures)
     await shown_undrained(bench, 300.0)
     await settled(handle)
     others = bench.take(size)
     progress(f"storm: {size} Slurm drains")
+    figures = await handle.metrics()
     started = time.monotonic()
     bench.sandbox.scontrol("update", f"nodename={','.join(others)}", "state=drain", "reason=storm")
     shown_s = math.inf
@@ -238,9 +265,11 @@ async def storms(bench: Bench, handle: Syncer, size: int, deadline_s: float) -> 
             shown_s = time.monotonic() - started
             break
         await asyncio.sleep(0.2)  # observation poll
+    _, drain_half = await spent(handle, figures)
     bench.sandbox.scontrol("update", f"nodename={','.join(others)}", "state=undrain")
     await shown_undrained(bench, 300.0)
     return {
+        "spent": {"cordons": cordon_half, "uncordons": uncordon_half, "slurm_drains": drain_half},
         "size": size,
         "cordons_sent_s": last - first,
         "drained_after_last_cordon_s": drained_at - last,
@@ -319,6 +348,7 @@ async def main_async(args: argparse.Namespace) -> int:
                     )
                     samples: dict[str, list[float]] = {"k8s_to_slurm": [], "slurm_to_k8s": []}
                     deadline = 10.0 if args.nodes < 5000 else 60.0
+                    figures = await handle.metrics()
                     for number in range(1, args.rounds + 1):
                         rounds = await latency_round(bench, args.changes, 0.25, deadline, annotations=False)
                         for direction, values in rounds.items():
@@ -326,6 +356,7 @@ async def main_async(args: argparse.Namespace) -> int:
                         worst = {d: max(v) for d, v in rounds.items() if v}
                         progress(f"round {number}/{args.rounds}: worst {worst}")
                     results["latency_s"] = {d: percentiles(v) for d, v in samples.items()}
+                    results["latency_spent"] = (await spent(handle, figures))[1]
                     results["storms"] = await storms(bench, handle, args.storm, args.storm_deadline)
                     results["rss_mb"] = {"steady": handle.rss_mb("VmRSS"), "peak": handle.rss_mb("VmHWM")}
                     figures = await handle.metrics()

@@ -158,7 +158,8 @@ class Syncer:
             labelled = ("slurm_syncer_slurm_fetches_total", "slurm_syncer_slurm_cache_reads_total",
                         "slurm_syncer_slurm_cache_read_bytes_total",
                         "slurm_syncer_slurm_request_seconds_total",
-                        "slurm_syncer_exporter_reads_total")  # fmt: skip
+                        "slurm_syncer_exporter_reads_total", "slurm_syncer_slurm_requests_total",
+                        "slurm_syncer_kube_requests_total")  # fmt: skip
             if name in labelled and result:
                 key = ":".join([name, *result])  # e.g. slurm_syncer_exporter_reads_total:jobs:slurmrestd
             totals[key] = totals.get(key, 0.0) + float(value)
