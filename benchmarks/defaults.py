@@ -215,6 +215,15 @@ def everything_shows_drained(bench: Bench, names: list[str], reason: str) -> boo
     return True
 
 
+def labelled(figures: dict[str, float], name: str, *values: str) -> float:
+    """A counter by its label values in any order (the exposition sorts labels by name)."""
+    return sum(
+        v
+        for key, v in figures.items()
+        if key.split(":")[0] == name and set(key.split(":")[1:]) == set(values)
+    )
+
+
 async def spent(handle: Syncer, before: dict[str, float]) -> tuple[dict[str, float], dict[str, Any]]:
     """What the syncer did since `before` (a read of its /metrics): Slurm requests and their mean time by
     endpoint, full lists, and how long the Kubernetes rate limit held writes back. For finding causes."""
@@ -321,7 +330,8 @@ async def main_async(args: argparse.Namespace) -> int:
                     idle = await idle_cost(handle, wire, args.idle_seconds)
                     after = await handle.metrics()
                     exporter_reads = {
-                        f"{what}:{source}": grew(before, after, f"{EXPORTER_READS}:{what}:{source}")
+                        f"{what}:{source}": labelled(after, EXPORTER_READS, what, source)
+                        - labelled(before, EXPORTER_READS, what, source)
                         for what in ("jobs", "scheduler")
                         for source in ("slurmrestd", "slurmctld_metrics")
                     }
