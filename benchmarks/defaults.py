@@ -247,9 +247,26 @@ async def spent(handle: Syncer, before: dict[str, float]) -> tuple[dict[str, flo
     }
 
 
+async def drainable(bench: Bench, size: int) -> list[str]:
+    """`size` nodes a cordon drains: undrained and without a reason. On 24.11 the latency rounds' `scontrol
+    undrain` leaves a simulated (CLOUD, powered down) node NOT_RESPONDING with the admin's reason kept, and
+    the syncer rightly never overwrites that reason: a storm over such nodes measured the harness, not the
+    syncer (at 1,000 nodes the storm wrapped around onto them: 500 never drained). There, `--rounds 0`."""
+    listing = await bench.reader.list_all_nodes()
+    clean = {node.name for node in listing.nodes if not node.reason and not node.drain_flag}
+    picked = [name for name in bench.take(len(bench.names)) if name in clean][:size]
+    if len(picked) < size:
+        raise RuntimeError(
+            f"only {len(picked)} of {len(bench.names)} nodes are undrained without a reason: a smaller "
+            "--storm, more --nodes, or --rounds 0 (24.11 keeps the reason of a node the rounds drained and "
+            "undrained)"
+        )
+    return picked
+
+
 async def storms(bench: Bench, handle: Syncer, size: int, deadline_s: float) -> dict[str, Any]:
     cordons = Cordons(bench.kube)
-    names = bench.take(size)
+    names = await drainable(bench, size)
     await settled(handle)
     before = await bench.drained_count()
     progress(f"storm: {size} cordons over HTTP")

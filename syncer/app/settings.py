@@ -534,7 +534,8 @@ OPTIONS: tuple[Option, ...] = (
         "jobs-poll-interval",
         _positive_duration,
         30.0,
-        "how often jobs and scheduler statistics are fetched for the exporter",
+        "how often the exporter refreshes job counts and scheduler statistics (from slurmctld's metrics "
+        "while the hint works, else GET /jobs and /diag from slurmrestd)",
         "Server",
         shown_default="30s",
     ),

@@ -186,7 +186,7 @@ async def test_a_cordon_is_drained_while_a_storm_of_kubernetes_writes_waits_for_
         await wait_for(drained, deadline_s=20, what=f"{cordoned} drained in Slurm after its cordon")
         assert len(shown()) < len(storm)  # the backlog was still there: the cordon did not wait for it
         _, exposed = await get(service, "/metrics")  # and an admin sees the rate limit holding writes back
-        assert (sample(exposed, "slurm_syncer_kube_throttled_seconds_total") or 0) > 1.0
+        assert (sample(exposed, "slurm_syncer_kube_throttled_seconds_total") or 0) > 0
         service.kube.limiter = TokenBucket(qps=200, burst=400)
         await wait_for(
             lambda: (
