@@ -350,9 +350,9 @@ class SyncerService:
                 self.job_counts = counts
                 self._exporter_read("jobs", self.job_counts_source)
                 diag = await self._scheduler_stats_from_metrics()
-                if diag is None:
-                    diag = await self.slurm.diag()
-                self.diag = diag
+                source = METRICS if diag is not None else "slurmrestd"
+                self.diag = diag if diag is not None else await self.slurm.diag()
+                self._exporter_read("scheduler", source)
             except SlurmError as exc:
                 log.warning("jobs and scheduler statistics not refreshed", error=str(exc))
             await asyncio.sleep(self.config.jobs_poll_interval_s)
@@ -379,16 +379,12 @@ class SyncerService:
         """slurmctld's /metrics/scheduler, while the hint reads that slurmctld; None: ask slurmrestd."""
         hint = self.slurm_cache.hint
         if hint is None or self.slurm_cache.hint_body(max_age_s=JOB_COUNTS_MAX_AGE_S) is None:
-            self._exporter_read("scheduler", "slurmrestd")
             return None
         try:
-            stats = scheduler_stats(await hint.read_page(SCHEDULER_PATH))
+            return scheduler_stats(await hint.read_page(SCHEDULER_PATH))
         except SlurmMetricsError as exc:
             log.warning("scheduler_stats_unreadable", error=str(exc), fallback="GET /diag from slurmrestd")
-            self._exporter_read("scheduler", "slurmrestd")
             return None
-        self._exporter_read("scheduler", METRICS)
-        return stats
 
     async def _job_counts_from_slurmrestd(self) -> dict[tuple[str, str], int]:
         counts: dict[tuple[str, str], int] = {}

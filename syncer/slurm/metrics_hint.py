@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from syncer.runtime.proxy import proxy_for
 from syncer.slurm.errors import SlurmError
@@ -77,26 +79,35 @@ def parse_fingerprint(text: str) -> Fingerprint:
     none."""
     counts: dict[tuple[str, str], int] = {}
     # only the node-count samples go to the parser: the rest of the body (jobs, CPUs) is nine tenths of it
-    wanted = "\n".join(line for line in text.splitlines() if line.startswith(PREFIX))
-    try:
-        for family in text_string_to_metric_families(wanted):
-            for sample in family.samples:
-                if not sample.name.startswith(PREFIX):
-                    continue
-                state = _counted(sample.name)
-                if state is None:
-                    continue
-                value = sample.value
-                if not float(value).is_integer() or value < 0:
-                    raise SlurmMetricsDecodeError(
-                        f"not a node count: {sample.name}{sample.labels} {value}", endpoint=PATH
-                    )
-                counts[(partition_label(sample.labels), state)] = int(value)
-    except (ValueError, TypeError, IndexError) as exc:
-        raise SlurmMetricsDecodeError(f"unreadable metrics: {exc}"[:160], endpoint=PATH) from None
+    for sample in samples(text, lambda line: line.startswith(PREFIX), what="metrics", endpoint=PATH):
+        if not sample.name.startswith(PREFIX):
+            continue
+        state = _counted(sample.name)
+        if state is not None:
+            counts[(partition_label(sample.labels), state)] = count_of(sample, "node count", PATH)
     if not any(state == "total" for _, state in counts):
         raise SlurmMetricsDecodeError(f"no {PREFIX}{{partition=...}} counts in the answer", endpoint=PATH)
     return tuple(sorted((p, s, n) for (p, s), n in counts.items()))
+
+
+def samples(text: str, keep: Callable[[str], bool], *, what: str, endpoint: str) -> list[Sample]:
+    """The samples of the lines of a slurmctld metrics page that `keep` keeps (only those go to
+    prometheus-client's text-format parser); SlurmMetricsDecodeError naming `what` when unreadable."""
+    wanted = "\n".join(line for line in text.splitlines() if keep(line))
+    try:
+        return [sample for family in text_string_to_metric_families(wanted) for sample in family.samples]
+    except (ValueError, TypeError, IndexError) as exc:
+        raise SlurmMetricsDecodeError(f"unreadable {what}: {exc}"[:160], endpoint=endpoint) from None
+
+
+def count_of(sample: Sample, what: str, endpoint: str) -> int:
+    """A sample that must be a count (a whole number, not negative); SlurmMetricsDecodeError if not."""
+    value = sample.value
+    if not float(value).is_integer() or value < 0:
+        raise SlurmMetricsDecodeError(
+            f"not a {what}: {sample.name}{sample.labels} {value}", endpoint=endpoint
+        )
+    return int(value)
 
 
 def partition_label(labels: dict[str, str]) -> str:

@@ -10,9 +10,7 @@ without a slurmrestd state (`hold`, `started`, `finished`, node and resource gau
 
 from __future__ import annotations
 
-from prometheus_client.parser import text_string_to_metric_families
-
-from syncer.slurm.metrics_hint import PATH, SlurmMetricsDecodeError, partition_label
+from syncer.slurm.metrics_hint import PATH, count_of, partition_label, samples
 
 PREFIX = "slurm_partition_jobs_"
 # slurmctld's counter suffix -> the job state (or state flag) slurmrestd reports
@@ -45,24 +43,14 @@ STATES = {
 def job_counts(text: str) -> dict[tuple[str, str], int] | None:
     """Non-zero job counts per (partition, state) in a `/metrics/partitions` body; None when it carries no
     job state counters (a slurmctld that does not export them); SlurmMetricsDecodeError when unreadable."""
-    wanted = "\n".join(line for line in text.splitlines() if line.startswith(PREFIX))
     counts: dict[tuple[str, str], int] = {}
     seen = False
-    try:
-        for family in text_string_to_metric_families(wanted):
-            for sample in family.samples:
-                state = STATES.get(sample.name.removeprefix(PREFIX))
-                if state is None:
-                    continue
-                seen = True
-                value = sample.value
-                if not float(value).is_integer() or value < 0:
-                    raise SlurmMetricsDecodeError(
-                        f"not a job count: {sample.name}{sample.labels} {value}", endpoint=PATH
-                    )
-                if value:
-                    key = (partition_label(sample.labels), state)
-                    counts[key] = counts.get(key, 0) + int(value)
-    except (ValueError, TypeError, IndexError) as exc:
-        raise SlurmMetricsDecodeError(f"unreadable job counts: {exc}"[:160], endpoint=PATH) from None
+    for sample in samples(text, lambda line: line.startswith(PREFIX), what="job counts", endpoint=PATH):
+        state = STATES.get(sample.name.removeprefix(PREFIX))
+        if state is None:
+            continue
+        seen = True
+        if count := count_of(sample, "job count", PATH):
+            key = (partition_label(sample.labels), state)
+            counts[key] = counts.get(key, 0) + count
     return counts if seen else None

@@ -7,9 +7,7 @@ slurmctld serves its metrics. Units are slurmrestd's too (cycle times in microse
 
 from __future__ import annotations
 
-from prometheus_client.parser import text_string_to_metric_families
-
-from syncer.slurm.metrics_hint import SlurmMetricsDecodeError
+from syncer.slurm.metrics_hint import SlurmMetricsDecodeError, samples
 
 PATH = "/metrics/scheduler"
 # slurmctld's metric -> the /diag statistic of the same figure (what the exporter's gauges read)
@@ -30,18 +28,15 @@ DIAG_NAMES = {
 def scheduler_stats(text: str) -> dict[str, object]:
     """The statistics of DIAG_NAMES found in a `/metrics/scheduler` body; SlurmMetricsDecodeError when
     it is unreadable or has none of them (not slurmctld's scheduler page)."""
-    wanted = "\n".join(line for line in text.splitlines() if line.split(" ", 1)[0] in DIAG_NAMES)
     stats: dict[str, object] = {}
-    try:
-        for family in text_string_to_metric_families(wanted):
-            for sample in family.samples:
-                name = DIAG_NAMES.get(sample.name)
-                if name is not None:
-                    value = sample.value
-                    stats[name] = int(value) if float(value).is_integer() else value
-    except (ValueError, TypeError, IndexError) as exc:
-        why = f"unreadable scheduler statistics: {exc}"[:160]
-        raise SlurmMetricsDecodeError(why, endpoint=PATH) from None
+    wanted = samples(
+        text, lambda line: line.split(" ", 1)[0] in DIAG_NAMES, what="scheduler statistics", endpoint=PATH
+    )
+    for sample in wanted:
+        name = DIAG_NAMES.get(sample.name)
+        if name is not None:
+            value = sample.value
+            stats[name] = int(value) if float(value).is_integer() else value
     if not stats:
         raise SlurmMetricsDecodeError("no scheduler statistics in the answer", endpoint=PATH)
     return stats
