@@ -2,10 +2,8 @@
 topology: one `NodeUpdate`) decided while one is on its way to Slurm go together in the next request, one
 `POST /nodes/` for many nodes. Drains (syncer/sync) and node attributes (syncer/plan) share it.
 
-The first caller's update goes out at once (no added latency when quiet), and so does a second one's
-while the first is on its way (`in_flight`: in a storm each caller then waits for one request, not for the
-one ahead of it as well); callers that arrive while both are out queue behind them, and each caller that
-sent carries on with the queue until it is empty. A bulk request
+The first caller's update goes out at once (no added latency when quiet); callers that arrive meanwhile
+queue behind it and the caller that sent carries on with the queue until it is empty. A bulk request
 that Slurm refuses part-way (it stops at the first unknown node, in hostlist order) is never reported as
 done: each node gets its own outcome as read back from Slurm, the unknown ones SlurmNotFound, the ones
 Slurm did not reach are sent again without them."""
@@ -52,17 +50,14 @@ Entry = tuple[str, asyncio.Future[None], Still | None]
 @dataclass
 class _Queue:
     waiting: list[Entry] = field(default_factory=list)
-    senders: int = 0  # callers sending this update's batches now
+    sending: bool = False
 
 
 class BulkWriter:
-    def __init__(self, slurm: SlurmClient, gate: Gate, *, max_batch: int = 500, in_flight: int = 2) -> None:
-        if in_flight < 1:
-            raise ValueError(f"in_flight must be >= 1, got {in_flight}")
+    def __init__(self, slurm: SlurmClient, gate: Gate, *, max_batch: int = 500) -> None:
         self.slurm = slurm
         self.gate = gate  # checked before every request: nothing queued goes out after leadership is lost
         self.max_batch = max_batch  # a list of 500 names is ~5 KB: far under any request limit
-        self.in_flight = in_flight  # requests of one identical update out at once
         self.stats = BulkStats()
         self._queues: dict[NodeUpdate, _Queue] = {}
 
@@ -80,8 +75,8 @@ class BulkWriter:
         queue = self._queues.setdefault(key, _Queue())
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         queue.waiting.append((name, done, still))
-        if queue.senders < self.in_flight:
-            queue.senders += 1
+        if not queue.sending:
+            queue.sending = True
             batch: list[Entry] = []
             try:
                 await asyncio.sleep(
@@ -90,18 +85,15 @@ class BulkWriter:
                 while queue.waiting:
                     batch, queue.waiting = queue.waiting[: self.max_batch], queue.waiting[self.max_batch :]
                     await self._send(batch, key)
-                    batch = []
             except BaseException as exc:  # cancelled mid-send: nobody else would settle these
                 error = asyncio.CancelledError() if isinstance(exc, asyncio.CancelledError) else exc
-                orphans = batch + (queue.waiting if queue.senders == 1 else [])  # another sender goes on
-                for _, future, _ in orphans:
+                for _, future, _ in batch + queue.waiting:
                     _settle(future, error)
-                if queue.senders == 1:
-                    queue.waiting.clear()
+                queue.waiting.clear()
                 raise
             finally:
-                queue.senders -= 1
-                if self._queues.get(key) is queue and not queue.waiting and not queue.senders:
+                queue.sending = False
+                if self._queues.get(key) is queue and not queue.waiting:
                     del self._queues[key]
         await done
 
