@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import importlib.util
 import json
 import math
@@ -224,10 +225,46 @@ def labelled(figures: dict[str, float], name: str, *values: str) -> float:
     )
 
 
-async def spent(handle: Syncer, before: dict[str, float]) -> tuple[dict[str, float], dict[str, Any]]:
-    """What the syncer did since `before` (a read of its /metrics): Slurm requests and their mean time by
-    endpoint, full lists, and how long the Kubernetes rate limit held writes back. For finding causes."""
-    after = await handle.metrics()
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores spent not idle since boot (/proc/stat)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+
+
+async def reading(handle: Syncer, bench: Bench) -> dict[str, float]:
+    """The syncer's /metrics, plus CPU seconds so far of each process in the measurement and of the whole
+    machine (2 cores here: a phase that kept them busy is bound by this machine, not by a wait)."""
+    figures = await handle.metrics()
+    figures["cpu:syncer"] = handle.cpu_seconds()
+    for name, pid in bench.sandbox.pids.items():
+        if name in ("slurmctld", "slurmrestd"):
+            with contextlib.suppress(OSError):
+                figures[f"cpu:{name}"] = cpu_seconds(pid)
+    times = os.times()
+    figures["cpu:harness and emulator"] = times.user + times.system
+    figures["cpu:machine"] = machine_busy_seconds()
+    figures["wall"] = time.monotonic()
+    return figures
+
+
+async def spent(
+    handle: Syncer, bench: Bench, before: dict[str, float]
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """What the syncer did since `before` (a `reading`): Slurm requests and their mean time by endpoint,
+    full lists, how long the Kubernetes rate limit held writes back, and the CPU each process used (cores
+    busy on average). For finding causes."""
+    after = await reading(handle, bench)
+    wall = max(1e-9, grew(before, after, "wall"))
+    cpu = {
+        key.split(":", 1)[1]: round(grew(before, after, key) / wall, 2)
+        for key in after
+        if key.startswith("cpu:")
+    }
     requests = {
         key.split(":", 1)[1]: grew(before, after, key)
         for key in after
@@ -244,6 +281,8 @@ async def spent(handle: Syncer, before: dict[str, float]) -> tuple[dict[str, flo
         "lists": grew(before, after, "slurm_syncer_slurm_fetches_total:full"),
         "kube_requests": grew(before, after, "slurm_syncer_kube_requests_total:all"),
         "kube_throttled_s": round(grew(before, after, "slurm_syncer_kube_throttled_seconds_total"), 2),
+        "seconds": round(wall, 2),
+        "cores_busy": cpu,  # CPU seconds per second of the phase, by process; "machine": all of them
     }
 
 
@@ -270,19 +309,19 @@ async def storms(bench: Bench, handle: Syncer, size: int, deadline_s: float) -> 
     await settled(handle)
     before = await bench.drained_count()
     progress(f"storm: {size} cordons over HTTP")
-    figures = await handle.metrics()
+    figures = await reading(handle, bench)
     first, last = await cordons.send([f"k8s-{n}" for n in names], True)
     drained_at = await slurm_shows(bench, set(names), True, deadline_s, before)
-    figures, cordon_half = await spent(handle, figures)
+    figures, cordon_half = await spent(handle, bench, figures)
     progress(f"storm: {size} uncordons over HTTP right away (the drains' mirror writes still owed)")
     u_first, u_last = await cordons.send([f"k8s-{n}" for n in names], False)
     undrained_at = await slurm_shows(bench, set(names), False, deadline_s, before)
-    figures, uncordon_half = await spent(handle, figures)
+    figures, uncordon_half = await spent(handle, bench, figures)
     await shown_undrained(bench, 300.0)
     await settled(handle)
     others = bench.take(size)
     progress(f"storm: {size} Slurm drains")
-    figures = await handle.metrics()
+    figures = await reading(handle, bench)
     started = time.monotonic()
     bench.sandbox.scontrol("update", f"nodename={','.join(others)}", "state=drain", "reason=storm")
     shown_s = math.inf
@@ -291,7 +330,7 @@ async def storms(bench: Bench, handle: Syncer, size: int, deadline_s: float) -> 
             shown_s = time.monotonic() - started
             break
         await asyncio.sleep(0.2)  # observation poll
-    _, drain_half = await spent(handle, figures)
+    _, drain_half = await spent(handle, bench, figures)
     bench.sandbox.scontrol("update", f"nodename={','.join(others)}", "state=undrain")
     await shown_undrained(bench, 300.0)
     return {
@@ -375,7 +414,7 @@ async def main_async(args: argparse.Namespace) -> int:
                     )
                     samples: dict[str, list[float]] = {"k8s_to_slurm": [], "slurm_to_k8s": []}
                     deadline = 10.0 if args.nodes < 5000 else 60.0
-                    figures = await handle.metrics()
+                    figures = await reading(handle, bench)
                     for number in range(1, args.rounds + 1):
                         rounds = await latency_round(bench, args.changes, 0.25, deadline, annotations=False)
                         for direction, values in rounds.items():
@@ -383,7 +422,7 @@ async def main_async(args: argparse.Namespace) -> int:
                         worst = {d: max(v) for d, v in rounds.items() if v}
                         progress(f"round {number}/{args.rounds}: worst {worst}")
                     results["latency_s"] = {d: percentiles(v) for d, v in samples.items()}
-                    results["latency_spent"] = (await spent(handle, figures))[1]
+                    results["latency_spent"] = (await spent(handle, bench, figures))[1]
                     results["storms"] = await storms(bench, handle, args.storm, args.storm_deadline)
                     results["rss_mb"] = {"steady": handle.rss_mb("VmRSS"), "peak": handle.rss_mb("VmHWM")}
                     figures = await handle.metrics()
