@@ -344,15 +344,13 @@ class SyncerService:
         slurmctld metrics the hint reads where it works, from slurmrestd where not."""
         while True:
             try:
-                counts = self._job_counts_from_hint()
-                if counts is None:
-                    counts = await self._job_counts_from_slurmrestd()
-                self.job_counts = counts
-                self._exporter_read("jobs", self.job_counts_source)
-                diag = await self._scheduler_stats_from_metrics()
-                source = METRICS if diag is not None else "slurmrestd"
+                body = self.slurm_cache.hint_body(max_age_s=JOB_COUNTS_MAX_AGE_S)  # None: no working hint
+                counts = self._job_counts_from_metrics(body) if body is not None else None
+                self.job_counts = counts if counts is not None else await self._job_counts_from_slurmrestd()
+                self._job_counts_read_from(METRICS if counts is not None else "slurmrestd")
+                diag = await self._scheduler_stats_from_metrics() if body is not None else None
                 self.diag = diag if diag is not None else await self.slurm.diag()
-                self._exporter_read("scheduler", source)
+                self._exporter_read("scheduler", METRICS if diag is not None else "slurmrestd")
             except SlurmError as exc:
                 log.warning("jobs and scheduler statistics not refreshed", error=str(exc))
             await asyncio.sleep(self.config.jobs_poll_interval_s)
@@ -360,25 +358,26 @@ class SyncerService:
     def _exporter_read(self, what: str, source: str) -> None:
         self.metrics.exporter_reads.labels(what, source).inc()
 
-    def _job_counts_from_hint(self) -> dict[tuple[str, str], int] | None:
-        """From the slurmctld metrics the node cache's hint read lately; None when there are none."""
-        body = self.slurm_cache.hint_body(max_age_s=JOB_COUNTS_MAX_AGE_S)
-        counts = None
-        if body is not None:
-            try:
-                counts = job_counts(body)
-            except SlurmMetricsError as exc:
-                log.warning("job_counts_unreadable", error=str(exc), fallback="GET /jobs from slurmrestd")
-        source = METRICS if counts is not None else "slurmrestd"
+    def _job_counts_read_from(self, source: str) -> None:
+        """Counts the read by its source, and says so in the log when the source changes."""
         if source != self.job_counts_source:
             log.info("job_counts_source", source=source, previous=self.job_counts_source or None)
             self.job_counts_source = source
-        return counts
+        self._exporter_read("jobs", source)
+
+    @staticmethod
+    def _job_counts_from_metrics(body: str) -> dict[tuple[str, str], int] | None:
+        """From the slurmctld metrics the node cache's hint read lately; None when they cannot be read."""
+        try:
+            return job_counts(body)
+        except SlurmMetricsError as exc:
+            log.warning("job_counts_unreadable", error=str(exc), fallback="GET /jobs from slurmrestd")
+            return None
 
     async def _scheduler_stats_from_metrics(self) -> dict[str, object] | None:
-        """slurmctld's /metrics/scheduler, while the hint reads that slurmctld; None: ask slurmrestd."""
+        """slurmctld's /metrics/scheduler from the slurmctld the hint reads; None: ask slurmrestd."""
         hint = self.slurm_cache.hint
-        if hint is None or self.slurm_cache.hint_body(max_age_s=JOB_COUNTS_MAX_AGE_S) is None:
+        if hint is None:
             return None
         try:
             return scheduler_stats(await hint.read_page(SCHEDULER_PATH))

@@ -97,6 +97,7 @@ class CacheStats:
     reconnects: int = 0
     stale_periods: int = 0  # times the gap between two good answers outgrew the staleness bound
     rejected_listings: int = 0  # full lists not applied: they listed no node where some were known
+    older_lists: int = 0  # full lists not applied: asked for before the one already applied
     # what each read path cost: "probe" (update_time), "list" (full list), "metrics" (the hint)
     reads: dict[str, int] = field(default_factory=lambda: {"probe": 0, "list": 0, "metrics": 0})
     read_bytes: dict[str, int] = field(default_factory=lambda: {"probe": 0, "list": 0, "metrics": 0})
@@ -184,6 +185,7 @@ class NodeCache:
         self._hint_seen: Fingerprint | None = None  # read before the list now pending
         self._hint_listed: Fingerprint | None = None  # read before the last full list
         self._hint_retry_at = 0.0
+        self.listed_at = 0.0  # time.monotonic() the applied list was asked for: it shows every write before
         self._hint_body = ""  # slurmctld's last metrics answer, and when it was read
         self._hint_body_at = -math.inf
         self._hot_at: float | None = None  # the counts last moved, in a burst not yet closed by a list
@@ -232,6 +234,10 @@ class NodeCache:
                 "(slurmctld restarting?)",
                 endpoint="nodes",
             )
+        if listing.started < self.listed_at:
+            # asked for before the list already applied (a refresh beside the poll): older news
+            self.stats.older_lists += 1
+            return
         now = self._clock()
         # Keep slurmrestd's share of wall time serving us under max_duty, whatever the cluster size
         # (hint_duty while the hint says things are changing).
@@ -247,6 +253,7 @@ class NodeCache:
         new = {node.name: node for node in listing.nodes}
         changes = diff(self.nodes, new)
         self.nodes, self.last_update = new, listing.last_update
+        self.listed_at = listing.started  # subscribers compare their writes with it
         self.synced, self.last_success, self._changed_pending = True, now, False
         self._first_answer.set()
         self._own_work_since = None

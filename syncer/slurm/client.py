@@ -76,6 +76,7 @@ class NodeListing:
     last_update: int
     body_bytes: int
     seconds: float
+    started: float = 0.0  # time.monotonic() when the answering request was sent: it shows every write before
 
 
 class Answer(NamedTuple, Generic[T]):
@@ -83,6 +84,7 @@ class Answer(NamedTuple, Generic[T]):
     decoded: T | None  # None for 304
     body_bytes: int
     seconds: float  # the attempt that answered
+    started: float = 0.0  # time.monotonic() when that attempt was sent
 
 
 @dataclass(frozen=True)
@@ -343,7 +345,7 @@ class SlurmClient:
             if decoded_release := _release_of(payload):
                 self.release = decoded_release
             if status == 304 and 304 in ok:
-                return Answer(status, None, 0, seconds)
+                return Answer(status, None, 0, seconds, started)
             if status in RETRY_STATUSES:
                 raise _Retryable(f"slurmrestd answered HTTP {status}", endpoint=endpoint)
             decoded = self._decode(payload, shape, endpoint, status)
@@ -360,7 +362,7 @@ class SlurmClient:
                     errors=_messages(decoded.errors if decoded else []),
                     warnings=_messages(decoded.warnings if decoded else []),
                 )  # fmt: skip
-            return Answer(status, decoded, len(payload), seconds)
+            return Answer(status, decoded, len(payload), seconds, started)
 
         if not idempotent:
             return await once()
@@ -408,7 +410,8 @@ class SlurmClient:
         if answer.status == 304 or answer.decoded is None:
             return None
         nodes = tuple(raw.to_node() for raw in answer.decoded.nodes)
-        return NodeListing(nodes, unwrap(answer.decoded.last_update), answer.body_bytes, answer.seconds)
+        last_update = unwrap(answer.decoded.last_update)
+        return NodeListing(nodes, last_update, answer.body_bytes, answer.seconds, answer.started)
 
     async def list_all_nodes(self) -> NodeListing:
         listing = await self.list_nodes()

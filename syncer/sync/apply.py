@@ -79,17 +79,25 @@ class Applier:
         self.record = record
         self.scale_in_of = scale_in_of
         self.clock = clock
-        self.sent: dict[str, tuple[str, str, float]] = {}  # last Slurm write per node, to skip echoes
+        # last Slurm write per node (kind, reason, time.monotonic() it was done), to skip echoes
+        self.sent: dict[str, tuple[str, str, float]] = {}
+        self.read_after_write: dict[str, SlurmNode] = {}  # the node as read once since that write
         self.objects = WrittenObjects()  # each write starts from our last one until the cache has it
         self.bulk = BulkWriter(slurm, gate)  # identical Slurm updates decided together: one request
 
-    def caught_up(self, name: str) -> None:
-        """The Slurm cache changed for `name`: decide from what it shows now, not from our last write."""
-        self.sent.pop(name, None)
+    def caught_up(self, name: str, listed_at: float) -> None:
+        """The Slurm cache changed for `name` in a list asked for at `listed_at` (time.monotonic()): from one
+        asked for after our last write, decide from what it shows now. An older list (asked for before the
+        write was done, answered after) shows the node as it was: it must not undo our write in Kubernetes."""
+        sent = self.sent.get(name)
+        if sent is None or listed_at > sent[2]:
+            self.sent.pop(name, None)
+            self.read_after_write.pop(name, None)
 
     def awaiting_echo(self, name: str) -> bool:
-        """We wrote this Slurm node and the cache has not shown a change of it since."""
-        return name in self.sent
+        """We wrote this Slurm node and no list asked for since the write has been applied to the cache."""
+        sent = self.sent.get(name)
+        return sent is not None and sent[2] >= self.slurm_cache.listed_at
 
     async def apply(
         self,
@@ -164,8 +172,12 @@ class Applier:
             # shows now too, so a drain never goes out after the uncordon that arrived meanwhile
             again = self._decided_again(name, current)
             if again is None or again.kind != action.kind:
+                # mostly a list older than our own write: the node already is as wanted
+                wanted_flag = action.kind == "drain"
+                done = again is None and current is not None and current.drain_flag == wanted_flag
                 logger.info(
-                    f"{action.kind} skipped: Slurm changed meanwhile",
+                    f"{action.kind} skipped: "
+                    + ("Slurm already shows it" if done else "Slurm or Kubernetes changed meanwhile"),
                     reason=current.reason if current else None,
                 )
                 return False
@@ -193,6 +205,7 @@ class Applier:
             logger.info(f"{kind} skipped: Kubernetes changed while it waited to be sent")
             return False
         self.sent[name] = (*signature, time.monotonic())
+        self.read_after_write.pop(name, None)
         logger.info(
             f"slurm node {action.kind}ed", reason=action.reason, redrain=action.redrain, resent=repeat
         )

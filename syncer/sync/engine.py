@@ -104,7 +104,7 @@ class SyncEngine:
 
     def _on_slurm_changes(self, changes: list[NodeChange]) -> None:
         for change in changes:
-            self.applier.caught_up(change.name)
+            self.applier.caught_up(change.name, self.slurm_cache.listed_at)
             self._mark(change.name, Lane.URGENT)
 
     def _on_kube_keys(self, keys: set[str]) -> None:
@@ -194,10 +194,16 @@ class SyncEngine:
         read_now = False
         if fresh and self.applier.awaiting_echo(name):
             # we wrote this node and the cache has not caught up (a full list of a big cluster takes
-            # seconds): read this one node now rather than decide on what it was before our write
-            with contextlib.suppress(SlurmError):
-                slurm_node = await self.slurm.get_node(name)
-                read_now = True
+            # seconds): read this one node rather than decide on what it was before our write, once per
+            # write (our own Kubernetes writes bring this node back here several times meanwhile)
+            read_after = self.applier.read_after_write.get(name)
+            if read_after is not None:
+                slurm_node = read_after
+            else:
+                with contextlib.suppress(SlurmError):
+                    slurm_node = await self.slurm.get_node(name)
+                    self.applier.read_after_write[name] = slurm_node
+                    read_now = True
         decision = decide(
             slurm_node, binding.pod, binding.node, now=now, opts=self.options, slurm_fresh=fresh,
             scale_in_of=self._scale_in_of(name), node_slurm=self._node_slurm(binding, slurm_node),

@@ -67,6 +67,69 @@ async def test_cordon_drains_and_uncordon_undrains(rig: Rig):
         )
 
 
+async def test_a_list_asked_for_between_our_writes_neither_undoes_them_nor_costs_a_read_per_reconcile(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+):
+    """A 10,000-node list takes seconds: one asked for between the syncer's drain and undrain of a node
+    arrives after the undrain, showing the node drained. It must not flip the pod back to drained (and to
+    undrained again with the next list), and the reconciles our own Kubernetes writes bring meanwhile read
+    the node from slurmrestd once per write, not each time."""
+    (name,) = fresh_slurm_nodes(1)
+    kube_node, pod = rig.bind_pod(name)
+    async with running_syncer(rig) as service:
+        cache = service.slurm_cache
+        await settled(service, lambda: name in cache.nodes, "the node")
+        release, held = asyncio.Event(), asyncio.Event()
+        real_list = service.slurm.list_nodes
+
+        async def answered_now_heard_later(update_time: int | None = None) -> Any:
+            listing = await real_list(update_time)  # slurmrestd answers now; the cache hears it at release
+            if update_time is None:
+                held.set()
+            await release.wait()
+            return listing
+
+        monkeypatch.setattr(service.slurm, "list_nodes", answered_now_heard_later)
+
+        def reason_on_pod() -> str | None:
+            reason: str | None = rig.pod_obj(name)["metadata"].get("annotations", {}).get(Keys.REASON)
+            return reason
+
+        rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": True}})
+        await wait_for(
+            lambda: reason_on_pod() == "k8s: Node cordoned", 10, what="the drain shown (read back)"
+        )
+        refreshing = asyncio.create_task(cache.refresh())  # a whole list asked for while drained
+        await wait_for(held.is_set, 10, what="a list asked for between drain and undrain, held")
+        rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": None}})
+        await wait_for(lambda: reason_on_pod() is None, 10, what="the undrain shown (read back)")
+        await service.engine.queue.wait_idle()
+        reads = service.slurm.stats.requests
+        reads_after_undrain = reads[("node", "200")]
+        for touch in range(3):  # three more reconciles while lists are held, one after another
+            reconciles = service.engine.stats.reconciles
+            rig.annotate_pod(pod, {f"example.com/touch-{touch}": "x"})
+            await wait_for(
+                lambda: service.engine.stats.reconciles > reconciles,  # noqa: B023
+                10, what=f"the reconcile of touch {touch}",
+            )  # fmt: skip
+            await service.engine.queue.wait_idle()
+        assert reads[("node", "200")] - reads_after_undrain <= 1  # not one per reconcile
+        shown = rig.pod_obj(name)["metadata"]["resourceVersion"]
+        monkeypatch.setattr(service.slurm, "list_nodes", real_list)
+        release.set()  # the list showing the node drained arrives, then the polls held meanwhile
+        await refreshing
+        await settled(service, lambda: not cache.nodes[name].drain_flag, "the undrain in a newer list")
+        assert not (await rig.slurm(name)).drain_flag
+        assert rig.pod_obj(name)["metadata"]["resourceVersion"] == shown, "the old list flipped the pod"
+        actions = service.engine.stats.actions
+        assert (
+            actions.get(("drain", "k8s_to_slurm", "ok"))
+            == actions.get(("undrain", "k8s_to_slurm", "ok"))
+            == 1
+        )
+
+
 async def test_admin_drain_is_never_lifted(rig: Rig):
     (name,) = fresh_slurm_nodes(1)
     kube_node, _ = rig.bind_pod(name)
