@@ -128,6 +128,13 @@ class NodesResponse(Envelope):
     last_update: MaybeNumber = None
 
 
+class NodeListResponse(Envelope):
+    """A full list: each node kept as its raw JSON here and decoded a chunk at a time (client.py)."""
+
+    nodes: list[msgspec.Raw] = []
+    last_update: MaybeNumber = None
+
+
 class PartitionNodes(msgspec.Struct, frozen=True):
     configured: str = ""
     total: int = 0

@@ -1,6 +1,6 @@
-"""Hostile bytes into the decoders: the Slurm response decoder and the Kubernetes list/watch decoders
-either return well-formed structs or raise their one documented error; nothing else escapes, and what
-they return converts to the syncer's model without error."""
+"""Hostile bytes into the decoders: the Slurm response decoders (one node; a full list, decoded a chunk at
+a time) and the Kubernetes list/watch decoders either return well-formed structs or raise their one
+documented error; nothing else escapes, and what they return converts to the syncer's model without error."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from syncer.kube.decode import Codec
-from syncer.slurm.client import SlurmClient
+from syncer.model.slurm import SlurmNode
+from syncer.slurm.client import SlurmClient, decode_nodes
 from syncer.slurm.errors import SlurmDecodeError
-from syncer.slurm.models import NodesResponse
+from syncer.slurm.models import NodeListResponse, NodesResponse
 
 SAMPLE_NODE: dict[str, Any] = {
     "name": "node00001",
@@ -42,7 +43,27 @@ json_values = st.recursive(
 
 
 def slurm_decode(payload: bytes) -> NodesResponse | None:
-    return SlurmClient._decode(payload, NodesResponse, "nodes", 200)
+    """The single-node shape (GET /node); the full list's shape (nodes decoded a chunk at a time) must agree
+    with it on every payload: the same nodes, or a SlurmDecodeError from both."""
+    try:
+        listed: list[SlurmNode] | None = decode_nodes(
+            _nodes_of(SlurmClient._decode(payload, NodeListResponse, "nodes", 200))
+        )
+    except SlurmDecodeError:
+        listed = None
+    try:
+        decoded = SlurmClient._decode(payload, NodesResponse, "nodes", 200)
+    except SlurmDecodeError:
+        assert listed is None, "the list's decoder took what the node decoder refused"
+        raise
+    assert listed is not None and decoded is not None, "the list's decoder refused what the node decoder took"
+    assert listed == [raw.to_node() for raw in decoded.nodes]
+    return decoded
+
+
+def _nodes_of(decoded: NodeListResponse | None) -> list[msgspec.Raw]:
+    assert decoded is not None
+    return decoded.nodes
 
 
 @settings(max_examples=400, deadline=None)
