@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -89,8 +90,27 @@ def test_cloud_nodes_are_idle_and_powered_down(slurm_sandbox: Sandbox) -> None:
     assert "IDLE" in slurm_sandbox.node_state(REAL_NODE)
 
 
+def real_node_story(sandbox: Sandbox) -> str:
+    """What slurmctld and the real node's slurmd say, for a failure message: a CI run once found this slurmd
+    alive but silent (no launch logged) for ten minutes, with no cause on record."""
+    pid = sandbox.pids.get(f"slurmd:{REAL_NODE}")
+    wchan = ""
+    if pid is not None:
+        with contextlib.suppress(OSError):
+            wchan = Path(f"/proc/{pid}/wchan").read_text()
+    log = sandbox.directory / "log" / f"slurmd-{REAL_NODE}.log"
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:]) if log.exists() else "(no log)"
+    return (
+        f"{sandbox.scontrol('show', 'node', REAL_NODE)}\n{sandbox.run('squeue', '-a').stdout}\n"
+        f"slurmd pid {pid} waits in {wchan or '?'}; its log ends:\n{tail}"
+    )
+
+
 def test_a_real_job_runs_on_the_real_node(slurm_sandbox: Sandbox) -> None:
-    step = slurm_sandbox.run("srun", "-w", REAL_NODE, "echo", "hello-from-srun", timeout=60)
+    try:
+        step = slurm_sandbox.run("srun", "-w", REAL_NODE, "echo", "hello-from-srun", timeout=60)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"srun on {REAL_NODE} timed out:\n{real_node_story(slurm_sandbox)}") from exc
     assert step.returncode == 0, step.stderr
     assert "hello-from-srun" in step.stdout
     batch = slurm_sandbox.run(
@@ -182,7 +202,10 @@ def test_slurmrestd_and_slurmctld_restart(slurm_sandbox: Sandbox) -> None:
     assert rest_get(slurm_sandbox, f"/slurm/{API_VERSION}/ping", token)[0] == 200
     slurm_sandbox.restart_slurmctld()
     assert "UP" in slurm_sandbox.scontrol("ping")
-    wait_until(lambda: "IDLE" in slurm_sandbox.node_state(REAL_NODE), 60, "real node back")
+    wait_until(
+        lambda: "IDLE" in slurm_sandbox.node_state(REAL_NODE), 60, "real node back",
+        explain=lambda: real_node_story(slurm_sandbox),
+    )  # fmt: skip
     assert rest_get(slurm_sandbox, f"/slurm/{API_VERSION}/node/node00001", token)[0] == 200
     assert slurm_sandbox.healthy()
 
