@@ -128,6 +128,9 @@ def slurm_conf(
         "SuspendProgram=/bin/true",
         "ResumeProgram=/bin/true",
         "SuspendTime=600",
+        # The real node must never be "powered down": idle 10 min in a long test session, it was, and the
+        # next job left it POWERING_UP and NOT_RESPONDING for good (slurmd never reboots) - CI, issue 30.
+        f"SuspendExcNodes={REAL_NODE}",
         "ResumeTimeout=600",
         f"NodeName={REAL_NODE} NodeHostname={host} NodeAddr=127.0.0.1 CPUs=2 RealMemory=1000 State=UNKNOWN",
     ]
