@@ -51,6 +51,7 @@ from benchmarks.run import (
     Syncer,
     _process,
     cell,
+    cpu_seconds,
     grew,
     idle_cost,
     job_churn,
@@ -223,11 +224,6 @@ def labelled(figures: dict[str, float], name: str, *values: str) -> float:
         for key, v in figures.items()
         if key.split(":")[0] == name and set(key.split(":")[1:]) == set(values)
     )
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def machine_busy_seconds() -> float:

@@ -125,6 +125,12 @@ def seed(kube: KubeApiEmulator, names: list[str]) -> None:
         kube.create("", "v1", "pods", pod, namespace=NAMESPACE)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds a process has used so far (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class Syncer:
     process: asyncio.subprocess.Process
@@ -133,8 +139,7 @@ class Syncer:
     ready_at: float = 0.0  # monotonic: /readyz first answered 200
 
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(self.process.pid)
 
     def rss_mb(self, field: str = "VmRSS") -> float:
         """Resident memory now (VmRSS) or its peak since the process started (VmHWM), in MB."""
