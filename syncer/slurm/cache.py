@@ -20,7 +20,10 @@ unchanged one lists nothing until `hint_floor_s` after the last full list (or 30
 runs. A drain that leaves every count as it was (one drain plus one undrain) therefore reaches the cache
 within `hint_floor_s` plus one poll, unless it falls in a burst of moving counts: a burst ends with one more
 list once the counts have been still for two reads (a drain and an undrain between two reads at the end
-of a latency run's 50 drains waited for the floor, 30 s, before). A hint that fails (absent, slow,
+of a latency run's 50 drains waited for the floor, 30 s, before), and a list that brings a drain, a health
+change or a new reason counts as a move: in a steady stream drains and undrains cancel out while the counts
+stand still, so the trailing lists go on until one brings nothing of the kind (it once fired mid-stream, and
+the stream's last two drains waited 10 s for the next round's own writes). A hint that fails (absent, slow,
 garbage) is logged once, counted, and the cache polls as without it, trying the hint again after
 `hint_floor_s`.
 
@@ -70,6 +73,18 @@ class NodeChange:
     before: SlurmNode | None
     after: SlurmNode | None
     fields: tuple[str, ...] = ()
+
+
+# What jobs move on a node every few seconds; the hint's counts leave them out (metrics_hint.JOB_DRIVEN).
+JOB_DRIVEN_FLAGS = frozenset({"IDLE", "ALLOCATED", "MIXED", "COMPLETING", "PLANNED"})
+
+
+def moves_counts(change: NodeChange) -> bool:
+    """A change of the kind slurmctld's counts follow (drain, health, power: not jobs), or of a reason."""
+    before, after = change.before, change.after
+    if before is None or after is None:
+        return True
+    return before.reason != after.reason or before.state - JOB_DRIVEN_FLAGS != after.state - JOB_DRIVEN_FLAGS
 
 
 def diff(old: dict[str, SlurmNode], new: dict[str, SlurmNode]) -> list[NodeChange]:
@@ -252,6 +267,10 @@ class NodeCache:
         self.stats.last_snapshot_bytes = listing.body_bytes
         new = {node.name: node for node in listing.nodes}
         changes = diff(self.nodes, new)
+        if self.hint is not None and self.synced and any(moves_counts(c) for c in changes):
+            # news the counts may not have announced: drains and undrains can go on cancelling out while
+            # this list ran, so the burst is only over once a list after it brings nothing of the kind
+            self._hot_at = now
         self.nodes, self.last_update = new, listing.last_update
         self.listed_at = listing.started  # subscribers compare their writes with it
         self.synced, self.last_success, self._changed_pending = True, now, False

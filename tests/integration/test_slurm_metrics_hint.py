@@ -341,6 +341,37 @@ if SELECTED.openmetrics:
                 )
             assert cache.stats.hint_trailing == 1
 
+    async def test_a_trailing_list_that_brings_news_is_followed_by_another(slurm_sandbox: Sandbox) -> None:
+        """In a steady stream of drains and undrains the counts can stand still while nodes change: the
+        trailing list then lands mid-stream, and what comes after it moves no count either (issue 30: a
+        latency round's last two drains waited 10 s, 2 of 1,000, until the next round's own writes). A list
+        that brings a drain keeps the burst open: another list follows once the counts have been still again.
+        Each drain here is made well within `hint_trailing_s` of the list before it, so no trailing list can
+        start before it."""
+        first, second = "node00905", "node00906"
+        async with (
+            steered_metrics() as (url, set_drained),
+            hinted_cache(
+                slurm_sandbox, url, poll_interval_s=1.0, hint_floor_s=120, hint_trailing_s=3.0
+            ) as cache,
+        ):  # fmt: skip
+            await wait_for(lambda: list_allowed(cache), deadline_s=10, what="the first list's duty limit")
+            lists = cache.stats.full_fetches
+            set_drained(1)  # the burst: a count moved
+            await wait_for(lambda: cache.stats.full_fetches > lists, deadline_s=10, what="the burst's list")
+            with drained(slurm_sandbox, first):  # moves no count the cache reads: found by the trailing list
+                await wait_for(
+                    lambda: cache.nodes[first].drain_flag, deadline_s=20,
+                    what="the first drain, by a trailing list",
+                )  # fmt: skip
+                assert cache.stats.hint_trailing == 1
+                with drained(slurm_sandbox, second):  # after the trailing list: again no count moves
+                    await wait_for(
+                        lambda: cache.nodes[second].drain_flag, deadline_s=20,
+                        what="the second drain, by the list after the trailing one (not the 120 s floor)",
+                    )  # fmt: skip
+                    assert cache.stats.hint_trailing == 2
+
     async def test_job_churn_does_not_list_on_every_changed_probe(slurm_sandbox: Sandbox) -> None:
         """The same churn seen by a cache without the hint (a list per "changed") and one with it."""
         window = 20.0
