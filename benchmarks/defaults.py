@@ -56,6 +56,7 @@ from benchmarks.run import (
     idle_cost,
     job_churn,
     latency_round,
+    machine_reference_s,
     percentiles,
     progress,
     seed,
@@ -360,6 +361,7 @@ async def main_async(args: argparse.Namespace) -> int:
             results: dict[str, Any] = {
                 "nodes": args.nodes, "date": time.strftime("%Y-%m-%d"),
                 "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}",
+                "machine_reference_s": machine_reference_s(),
                 "slurm_release": reader.release or sandbox.slurm_version,
                 "api_version": reader.version.name if reader.version else "", "job_churn_s": args.job_churn,
             }  # fmt: skip
@@ -478,7 +480,8 @@ def summary(r: dict[str, Any]) -> str:
         f"{storm['slurm_drains_shown_s']:.1f} s | (50 QPS: 2 writes a node) |",
         f"| RSS | {r['rss_mb']['steady']:.0f} MB, peak {r['rss_mb']['peak']:.0f} MB | |",
         "",
-        f"check: `{r['check_hint_line']}`",
+        f"check: `{r['check_hint_line']}`; this machine's reference workload: "
+        f"{r.get('machine_reference_s', math.nan):.2f} s (benchmarks/run.py `machine_reference_s`)",
     ]
     return "\n".join(lines)
 

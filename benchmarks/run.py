@@ -131,6 +131,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_reference_s() -> float:
+    """Seconds this machine takes for a fixed pure-Python workload (median of 3), recorded with every run:
+    a shared VM's speed varies from day to day (the same 10,000-node list cost slurmrestd 1.15 s on
+    2026-11-24 and 2.2 s on 2026-11-25), and figures from two runs compare only beside it."""
+
+    def once() -> float:
+        started = time.perf_counter()
+        total = 0
+        for i in range(5_000_000):
+            total += i * i % 7
+        return time.perf_counter() - started
+
+    return statistics.median(once() for _ in range(3))
+
+
 @dataclass
 class Syncer:
     process: asyncio.subprocess.Process
@@ -790,6 +805,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 "nodes": nodes,
                 "date": time.strftime("%Y-%m-%d"),
                 "machine": f"{os.cpu_count()} cores, Python {platform.python_version()}",
+                "machine_reference_s": machine_reference_s(),
                 "slurm_release": reader.release or sandbox.slurm_version,
                 "api_version": reader.version.name if reader.version else "",
                 "changes_per_direction": changes * repeats,
