@@ -114,15 +114,20 @@ NODE_DECODER = msgspec.json.Decoder(RawNode)
 DECODE_CHUNK = 500
 
 
+def misshapen(exc: Exception, endpoint: str) -> SlurmDecodeError:
+    """The error for an answer that is not what the endpoint sends (cut, altered, another server's)."""
+    return SlurmDecodeError(
+        f"response does not match the expected shape ({exc}); a proxy may have cut or altered it",
+        endpoint=endpoint,
+    )
+
+
 def decode_nodes(raw: Sequence[msgspec.Raw]) -> list[SlurmNode]:
     """Nodes of a list, from their raw JSON; SlurmDecodeError if one is not a node."""
     try:
         return [NODE_DECODER.decode(item).to_node() for item in raw]
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        raise SlurmDecodeError(
-            f"response does not match the expected shape ({exc}); a proxy may have cut or altered it",
-            endpoint="nodes",
-        ) from exc
+        raise misshapen(exc, "nodes") from exc
 
 
 async def nodes_in_turns(raw: Sequence[msgspec.Raw]) -> tuple[SlurmNode, ...]:
@@ -415,10 +420,7 @@ class SlurmClient:
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # invalid UTF-8 in a string is the latter
             if status != 200:
                 return None  # an error page that is not JSON: the status says enough
-            raise SlurmDecodeError(
-                f"response does not match the expected shape ({exc}); a proxy may have cut or altered it",
-                endpoint=endpoint,
-            ) from exc
+            raise misshapen(exc, endpoint) from exc
 
     # --- endpoints ----------------------------------------------------------------------
     async def ping(self) -> bool:
