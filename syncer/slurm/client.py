@@ -207,6 +207,7 @@ class SlurmClient:
         self.stats = RequestStats()
         self._node_calls = 0  # per-node reads and writes in flight (the syncer acting on nodes)
         self._node_calls_ended = -math.inf  # monotonic time the last one ended
+        self._wrote: dict[str, float] = {}  # node name -> monotonic time our last write to it was sent
 
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> ApiVersion:
@@ -342,6 +343,10 @@ class SlurmClient:
         finally:
             self._node_calls -= 1
             self._node_calls_ended = time.monotonic()
+
+    def wrote_since(self, name: str, since: float) -> bool:
+        """This client sent a write to node `name` at or after `since` (time.monotonic())."""
+        return self._wrote.get(name, -math.inf) >= since
 
     def acting_on_nodes(self, within_s: float) -> bool:
         """A per-node read or write is in flight or ended less than `within_s` ago."""
@@ -481,6 +486,7 @@ class SlurmClient:
             tuple(features) if features is not None else None,
         )  # fmt: skip
         body = self._body(update)
+        self._wrote[name] = time.monotonic()
         # Never retried here: a write retried for seconds may land after the cause it answered is gone
         # (a drain after the uncordon). The caller decides again from fresh state and resends if needed.
         try:
@@ -522,6 +528,8 @@ class SlurmClient:
             raise ValueError("update_nodes needs at least one node name")
         update = update or NodeUpdate(tuple(state) if state is not None else None, reason)
         body = {"name": ",".join(names), **self._body(update)}
+        sent = time.monotonic()
+        self._wrote.update((name, sent) for name in names)
         try:
             await self._call(
                 "POST", "/nodes/", Envelope, endpoint="nodes_update", body=body, idempotent=False

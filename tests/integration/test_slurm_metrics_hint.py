@@ -327,9 +327,9 @@ if SELECTED.openmetrics:
         of drains and undrains the counts can stand still while nodes change, so that trailing list can land
         mid-stream with more to come that moves no count either (issue 30 again: a round's last two drains
         waited 10 s, 2 of 1,000): a list that brings a drain keeps the burst open, and another list follows
-        once the counts have been still again. Each drain here is made well within `hint_trailing_s` of the
-        list before it, so no trailing list can start before it."""
-        first, second = "node00905", "node00906"
+        once the counts have been still again; a drain the syncer made itself is no news. Each drain here is
+        made well within `hint_trailing_s` of the list before it, so no trailing list can start before it."""
+        first, second, third = "node00905", "node00906", "node00907"
         async with (
             steered_metrics() as (url, set_drained),
             hinted_cache(
@@ -351,7 +351,18 @@ if SELECTED.openmetrics:
                         lambda: cache.nodes[second].drain_flag, deadline_s=20,
                         what="the second drain, by the list after the trailing one (not the 120 s floor)",
                     )  # fmt: skip
-                    assert cache.stats.hint_trailing == 2
+                    assert cache.stats.hint_trailing == 2 and cache.stats.hint_news == 2
+                    # the syncer's own drain is no news: the list that shows it ends the burst (a run of
+                    # cordons would otherwise keep slurmrestd listing while its reads and writes wait)
+                    await cache._client.update_node(third, state=["DRAIN"], reason="k8s: ours")
+                    try:
+                        await wait_for(
+                            lambda: cache.nodes[third].drain_flag, deadline_s=20,
+                            what="our own drain, by the next trailing list",
+                        )  # fmt: skip
+                        assert cache.stats.hint_trailing == 3 and cache.stats.hint_news == 2
+                    finally:
+                        await cache._client.update_node(third, state=["UNDRAIN"])
 
     async def test_job_churn_does_not_list_on_every_changed_probe(slurm_sandbox: Sandbox) -> None:
         """The same churn seen by a cache without the hint (a list per "changed") and one with it."""
