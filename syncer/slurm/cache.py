@@ -21,9 +21,10 @@ runs. A drain that leaves every count as it was (one drain plus one undrain) the
 within `hint_floor_s` plus one poll, unless it falls in a burst of moving counts: a burst ends with one more
 list once the counts have been still for two reads (a drain and an undrain between two reads at the end
 of a latency run's 50 drains waited for the floor, 30 s, before), and a list that brings a drain, a health
-change or a new reason (not one the syncer wrote itself) counts as a move: in a steady stream drains and undrains cancel out while the counts
-stand still, so the trailing lists go on until one brings nothing of the kind (it once fired mid-stream, and
-the stream's last two drains waited 10 s for the next round's own writes). A hint that fails (absent, slow,
+change or a new reason (not one the syncer wrote itself) counts as a move: in a steady stream drains and
+undrains cancel out while the counts stand still, so the trailing lists go on until one brings nothing of
+the kind (it once fired mid-stream, and the stream's last two drains waited 10 s for the next round's own
+writes). A hint that fails (absent, slow,
 garbage) is logged once, counted, and the cache polls as without it, trying the hint again after
 `hint_floor_s`.
 
