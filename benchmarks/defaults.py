@@ -283,6 +283,10 @@ async def spent(
     }
 
 
+class TooFewCleanNodes(RuntimeError):
+    """Not enough nodes left for a storm that measures the syncer (24.11 after the latency rounds)."""
+
+
 async def drainable(bench: Bench, size: int) -> list[str]:
     """`size` nodes a cordon drains: undrained and without a reason. On 24.11 the latency rounds' `scontrol
     undrain` leaves a simulated (CLOUD, powered down) node NOT_RESPONDING with the admin's reason kept, and
@@ -292,7 +296,7 @@ async def drainable(bench: Bench, size: int) -> list[str]:
     clean = {node.name for node in listing.nodes if not node.reason and not node.drain_flag}
     picked = [name for name in bench.take(len(bench.names)) if name in clean][:size]
     if len(picked) < size:
-        raise RuntimeError(
+        raise TooFewCleanNodes(
             f"only {len(picked)} of {len(bench.names)} nodes are undrained without a reason: a smaller "
             "--storm, more --nodes, or --rounds 0 (24.11 keeps the reason of a node the rounds drained and "
             "undrained)"
@@ -421,7 +425,11 @@ async def main_async(args: argparse.Namespace) -> int:
                         progress(f"round {number}/{args.rounds}: worst {worst}")
                     results["latency_s"] = {d: percentiles(v) for d, v in samples.items()}
                     results["latency_spent"] = (await spent(handle, bench, figures))[1]
-                    results["storms"] = await storms(bench, handle, args.storm, args.storm_deadline)
+                    try:
+                        results["storms"] = await storms(bench, handle, args.storm, args.storm_deadline)
+                    except TooFewCleanNodes as exc:  # the rounds' figures are kept, the storm said why not
+                        progress(f"storm skipped: {exc}")
+                        results["storms"] = {"skipped": str(exc)}
                     results["rss_mb"] = {"steady": handle.rss_mb("VmRSS"), "peak": handle.rss_mb("VmHWM")}
                     figures = await handle.metrics()
                     await keep_for_reading(handle, sandbox, out)
@@ -453,6 +461,20 @@ def exporter_sources(reads: dict[str, float]) -> str:
     return f" ({' and '.join(from_slurmctld)} from slurmctld's metrics)" if from_slurmctld else ""
 
 
+def storm_rows(storm: dict[str, Any]) -> list[str]:
+    if "skipped" in storm:
+        return [f"| storms | skipped: {storm['skipped']} | |"]
+    return [
+        f"| storm: {storm['size']:,} cordons over HTTP in {storm['cordons_sent_s']:.2f} s -> Slurm drained | "
+        f"**{storm['drained_after_last_cordon_s']:.2f} s** after the last | <= 2 s |",
+        f"| storm: {storm['size']:,} uncordons right after, in {storm['uncordons_sent_s']:.2f} s "
+        "-> undrained | "
+        f"**{storm['undrained_after_last_uncordon_s']:.2f} s** after the last | <= 3 s |",
+        f"| storm: {storm['size']:,} Slurm drains -> every pod and Node shows them | "
+        f"{storm['slurm_drains_shown_s']:.1f} s | (50 QPS: 2 writes a node) |",
+    ]
+
+
 def summary(r: dict[str, Any]) -> str:
     idle, storm, latency = r["idle_per_minute"], r["storms"], r["latency_s"]
     predicted = r.get("check_predicted_ratio")
@@ -471,13 +493,7 @@ def summary(r: dict[str, Any]) -> str:
         + " | <= 1.0 x |",
         f"| Kubernetes -> Slurm (cordon) | {cell(latency['k8s_to_slurm'])} | p99 <= 0.25 s |",
         f"| Slurm -> Kubernetes (drain) | {cell(latency['slurm_to_k8s'])} | p99 <= 3 s |",
-        f"| storm: {storm['size']:,} cordons over HTTP in {storm['cordons_sent_s']:.2f} s -> Slurm drained | "
-        f"**{storm['drained_after_last_cordon_s']:.2f} s** after the last | <= 2 s |",
-        f"| storm: {storm['size']:,} uncordons right after, in {storm['uncordons_sent_s']:.2f} s "
-        "-> undrained | "
-        f"**{storm['undrained_after_last_uncordon_s']:.2f} s** after the last | <= 3 s |",
-        f"| storm: {storm['size']:,} Slurm drains -> every pod and Node shows them | "
-        f"{storm['slurm_drains_shown_s']:.1f} s | (50 QPS: 2 writes a node) |",
+        *storm_rows(storm),
         f"| RSS | {r['rss_mb']['steady']:.0f} MB, peak {r['rss_mb']['peak']:.0f} MB | |",
         "",
         f"check: `{r['check_hint_line']}`; this machine's reference workload: "

@@ -314,6 +314,15 @@ class _StateCollector(Collector):
         kube_requests.add_metric(["all"], service.kube.requests_total)
         kube_requests.add_metric(["error"], service.kube.errors_total)
         yield kube_requests
+        kube_errors = CounterMetricFamily(
+            "slurm_syncer_kube_request_errors",
+            "Kubernetes API requests answered with an error, by HTTP status (409: a write raced another and "
+            "is retried on the fresh object; 0: no answer).",
+            labels=["status"],
+        )
+        for code, count in sorted(service.kube.errors_by_status.items()):
+            kube_errors.add_metric([str(code)], count)
+        yield kube_errors
         throttled = CounterMetricFamily(
             "slurm_syncer_kube_throttled_seconds",
             "Wall time Kubernetes API requests were held back by the client-side rate limit (--kube-qps).",

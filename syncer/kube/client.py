@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import ssl
+from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -72,6 +73,7 @@ class KubeClient:
         self._session: aiohttp.ClientSession | None = None
         self.requests_total = 0
         self.errors_total = 0
+        self.errors_by_status: Counter[int] = Counter()  # 0: no answer (connection lost, timeout)
         self.credentials = "given directly"  # where from_config found the credentials, in words
 
     @classmethod
@@ -164,6 +166,7 @@ class KubeClient:
                     return await self._once(method, path, params, data, content_type)
                 except KubeError as exc:
                     self.errors_total += 1
+                    self.errors_by_status[exc.status] += 1
                     if exc.status == 401 and self._token is not None and not refreshed:
                         self._token.forget()  # rotated or expired: read the file or run the plugin again
                         refreshed.append(exc)

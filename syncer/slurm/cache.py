@@ -21,9 +21,10 @@ runs. A drain that leaves every count as it was (one drain plus one undrain) the
 within `hint_floor_s` plus one poll, unless it falls in a burst of moving counts: a burst ends with one more
 list once the counts have been still for two reads (a drain and an undrain between two reads at the end
 of a latency run's 50 drains waited for the floor, 30 s, before), and a list that brings a drain, a health
-change or a new reason counts as a move: in a steady stream drains and undrains cancel out while the counts
-stand still, so the trailing lists go on until one brings nothing of the kind (it once fired mid-stream, and
-the stream's last two drains waited 10 s for the next round's own writes). A hint that fails (absent, slow,
+change or a new reason (not one the syncer wrote itself) counts as a move: in a steady stream drains and
+undrains cancel out while the counts stand still, so the trailing lists go on until one brings nothing of
+the kind (it once fired mid-stream, and the stream's last two drains waited 10 s for the next round's own
+writes). A hint that fails (absent, slow,
 garbage) is logged once, counted, and the cache polls as without it, trying the hint again after
 `hint_floor_s`.
 
@@ -120,6 +121,7 @@ class CacheStats:
     hint_unchanged: int = 0  # hint reads that let the cache skip slurmrestd
     hint_floor: int = 0  # polls where the floor was due and the usual probe ran
     hint_trailing: int = 0  # lists once the counts stopped moving after a burst
+    hint_news: int = 0  # lists that brought a drain, health change or reason the syncer did not write
     hint_errors: int = 0  # failed hint reads (each falls back to the probe)
     hint_failing: bool = False
     early_lists: int = 0  # lists started while another was in flight (the counts moved meanwhile)
@@ -267,10 +269,11 @@ class NodeCache:
         self.stats.last_snapshot_bytes = listing.body_bytes
         new = {node.name: node for node in listing.nodes}
         changes = diff(self.nodes, new)
-        if self.hint is not None and self.synced and any(moves_counts(c) for c in changes):
+        if self.hint is not None and self.synced and self._brings_news(changes):
             # news the counts may not have announced: drains and undrains can go on cancelling out while
             # this list ran, so the burst is only over once a list after it brings nothing of the kind
             self._hot_at = now
+            self.stats.hint_news += 1
         self.nodes, self.last_update = new, listing.last_update
         self.listed_at = listing.started  # subscribers compare their writes with it
         self.synced, self.last_success, self._changed_pending = True, now, False
@@ -282,6 +285,12 @@ class NodeCache:
                     callback(changes)
                 except Exception:  # a subscriber's bug must not stop the cache
                     log.exception("slurm_cache_subscriber_failed")
+
+    def _brings_news(self, changes: list[NodeChange]) -> bool:
+        """A change of the kind the counts follow that the syncer did not write itself since the list before
+        (its own drains are known to it; listing on after each of them would keep slurmrestd busy through
+        a run of cordons, and the cordons' reads and writes wait behind those lists)."""
+        return any(moves_counts(c) and not self._client.wrote_since(c.name, self.listed_at) for c in changes)
 
     async def refresh(self) -> None:
         """A full list now, outside the duty limit: for rare decisions (which node to scale in) that

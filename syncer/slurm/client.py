@@ -114,15 +114,20 @@ NODE_DECODER = msgspec.json.Decoder(RawNode)
 DECODE_CHUNK = 500
 
 
+def misshapen(exc: Exception, endpoint: str) -> SlurmDecodeError:
+    """The error for an answer that is not what the endpoint sends (cut, altered, another server's)."""
+    return SlurmDecodeError(
+        f"response does not match the expected shape ({exc}); a proxy may have cut or altered it",
+        endpoint=endpoint,
+    )
+
+
 def decode_nodes(raw: Sequence[msgspec.Raw]) -> list[SlurmNode]:
     """Nodes of a list, from their raw JSON; SlurmDecodeError if one is not a node."""
     try:
         return [NODE_DECODER.decode(item).to_node() for item in raw]
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        raise SlurmDecodeError(
-            f"response does not match the expected shape ({exc}); a proxy may have cut or altered it",
-            endpoint="nodes",
-        ) from exc
+        raise misshapen(exc, "nodes") from exc
 
 
 async def nodes_in_turns(raw: Sequence[msgspec.Raw]) -> tuple[SlurmNode, ...]:
@@ -202,6 +207,7 @@ class SlurmClient:
         self.stats = RequestStats()
         self._node_calls = 0  # per-node reads and writes in flight (the syncer acting on nodes)
         self._node_calls_ended = -math.inf  # monotonic time the last one ended
+        self._wrote: dict[str, float] = {}  # node name -> monotonic time our last write to it was sent
 
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> ApiVersion:
@@ -338,6 +344,10 @@ class SlurmClient:
             self._node_calls -= 1
             self._node_calls_ended = time.monotonic()
 
+    def wrote_since(self, name: str, since: float) -> bool:
+        """This client sent a write to node `name` at or after `since` (time.monotonic())."""
+        return self._wrote.get(name, -math.inf) >= since
+
     def acting_on_nodes(self, within_s: float) -> bool:
         """A per-node read or write is in flight or ended less than `within_s` ago."""
         return self._node_calls > 0 or time.monotonic() - self._node_calls_ended < within_s
@@ -415,10 +425,7 @@ class SlurmClient:
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # invalid UTF-8 in a string is the latter
             if status != 200:
                 return None  # an error page that is not JSON: the status says enough
-            raise SlurmDecodeError(
-                f"response does not match the expected shape ({exc}); a proxy may have cut or altered it",
-                endpoint=endpoint,
-            ) from exc
+            raise misshapen(exc, endpoint) from exc
 
     # --- endpoints ----------------------------------------------------------------------
     async def ping(self) -> bool:
@@ -479,6 +486,7 @@ class SlurmClient:
             tuple(features) if features is not None else None,
         )  # fmt: skip
         body = self._body(update)
+        self._wrote[name] = time.monotonic()
         # Never retried here: a write retried for seconds may land after the cause it answered is gone
         # (a drain after the uncordon). The caller decides again from fresh state and resends if needed.
         try:
@@ -520,6 +528,8 @@ class SlurmClient:
             raise ValueError("update_nodes needs at least one node name")
         update = update or NodeUpdate(tuple(state) if state is not None else None, reason)
         body = {"name": ",".join(names), **self._body(update)}
+        sent = time.monotonic()
+        self._wrote.update((name, sent) for name in names)
         try:
             await self._call(
                 "POST", "/nodes/", Envelope, endpoint="nodes_update", body=body, idempotent=False

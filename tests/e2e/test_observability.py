@@ -53,6 +53,12 @@ async def test_health_and_metrics_of_a_running_syncer(rig: Rig):
             sample(text, "slurm_syncer_propagation_latency_seconds_count", direction="k8s_to_slurm") or 0
         ) >= 1
         assert sample(text, "slurm_syncer_leader") == 1
+        by_status = [
+            float(line.rpartition(" ")[2])
+            for line in text.splitlines()
+            if line.startswith("slurm_syncer_kube_request_errors_total{status=")
+        ]
+        assert sum(by_status) == sample(text, "slurm_syncer_kube_requests_total", result="error")
         assert sample(text, "slurm_syncer_bound_nodes", mode="pod") == 1
         polls = sum(
             sample(text, "slurm_syncer_slurm_fetches_total", result=r) or 0 for r in ("not_modified", "full")
