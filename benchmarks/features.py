@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import sys
 import tempfile
 import time
@@ -117,6 +118,7 @@ async def main_async(nodes: int, release: str | None) -> int:
     finally:
         await kube.stop()
         sandbox.down()
+        shutil.rmtree(directory, ignore_errors=True)  # the sandbox's files: nothing left in /tmp per run
     return 0
 
 
