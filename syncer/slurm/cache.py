@@ -24,9 +24,8 @@ of a latency run's 50 drains waited for the floor, 30 s, before), and a list tha
 change or a new reason (not one the syncer wrote itself) counts as a move: in a steady stream drains and
 undrains cancel out while the counts stand still, so the trailing lists go on until one brings nothing of
 the kind (it once fired mid-stream, and the stream's last two drains waited 10 s for the next round's own
-writes). A hint that fails (absent, slow,
-garbage) is logged once, counted, and the cache polls as without it, trying the hint again after
-`hint_floor_s`.
+writes). A hint that fails (absent, slow, garbage) is logged once, counted, and the cache polls as without
+it, trying the hint again after `hint_floor_s`.
 
 The counts are read every `hint_interval_s` (0.25 s: 12 KB from slurmctld, no list), not every poll
 interval: the wait for that read is part of every drain's way to Kubernetes, and slurmrestd is untouched.
@@ -288,8 +287,8 @@ class NodeCache:
 
     def _brings_news(self, changes: list[NodeChange]) -> bool:
         """A change of the kind the counts follow that the syncer did not write itself since the list before
-        (its own drains are known to it; listing on after each of them would keep slurmrestd busy through
-        a run of cordons, and the cordons' reads and writes wait behind those lists)."""
+        (its own drains are known to it: a run of cordons would otherwise keep trailing lists coming, and
+        its reads and writes at slurmrestd wait behind lists)."""
         return any(moves_counts(c) and not self._client.wrote_since(c.name, self.listed_at) for c in changes)
 
     async def refresh(self) -> None:
