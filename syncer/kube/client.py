@@ -72,9 +72,13 @@ class KubeClient:
         self.timeout_s = timeout_s
         self._session: aiohttp.ClientSession | None = None
         self.requests_total = 0
-        self.errors_total = 0
         self.errors_by_status: Counter[int] = Counter()  # 0: no answer (connection lost, timeout)
         self.credentials = "given directly"  # where from_config found the credentials, in words
+
+    @property
+    def errors_total(self) -> int:
+        """Requests answered with an error (or none), whatever the status."""
+        return sum(self.errors_by_status.values())
 
     @classmethod
     async def from_config(
@@ -165,7 +169,6 @@ class KubeClient:
                 try:
                     return await self._once(method, path, params, data, content_type)
                 except KubeError as exc:
-                    self.errors_total += 1
                     self.errors_by_status[exc.status] += 1
                     if exc.status == 401 and self._token is not None and not refreshed:
                         self._token.forget()  # rotated or expired: read the file or run the plugin again
