@@ -28,7 +28,18 @@ pytestmark = [pytest.mark.slurm, pytest.mark.kube]
 CLI = str(Path(sys.executable).parent / "slurm-syncer")
 
 
-async def test_the_rendered_deployment_runs_against_slurm_and_kubernetes(rig: Rig, tmp_path: Path):
+@pytest.mark.parametrize(
+    "logging",
+    [
+        {},
+        {"log": {"level": "warning"}},  # the chart value, SLURM_SYNCER_LOG_LEVEL
+        {"extraArgs": ["--log-level=warning"]},  # after `run` (it exited 2 before)
+    ],
+    ids=["default-log", "log-level-value", "log-level-extra-arg"],
+)
+async def test_the_rendered_deployment_runs_against_slurm_and_kubernetes(
+    rig: Rig, tmp_path: Path, logging: dict[str, Any]
+):
     (name,) = fresh_slurm_nodes(1)
     kube_node, _ = rig.bind_pod(name)
     if rig.kube.get("", "v1", "namespaces", NAMESPACE) is None:
@@ -39,7 +50,9 @@ async def test_the_rendered_deployment_runs_against_slurm_and_kubernetes(rig: Ri
     values = {
         "slurm": {"url": rig.sandbox.rest_url, "auth": auth},
         # what differs outside a cluster: credentials from a kubeconfig, and metrics on loopback only
-        "extraArgs": [f"--kubeconfig={rig.kubeconfig}", f"--listen-address=127.0.0.1:{port}"],
+        "extraArgs": [f"--kubeconfig={rig.kubeconfig}", f"--listen-address=127.0.0.1:{port}",
+                      *logging.get("extraArgs", [])],
+        "log": logging.get("log", {}),
     }  # fmt: skip
     main = container(render(values))
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
@@ -75,6 +88,9 @@ async def test_the_rendered_deployment_runs_against_slurm_and_kubernetes(rig: Ri
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
             await asyncio.wait_for(process.wait(), 30)
+    # JSON lines (no terminal); at warning the info lines (its start, the drain) are not written
+    levels = {json.loads(line)["level"] for line in log.read_text().splitlines() if line.startswith("{")}
+    assert ("info" in levels) is (not logging), levels
 
 
 def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
