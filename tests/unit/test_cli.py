@@ -4,6 +4,7 @@ sub-command's help limited to its own options, `version`, and the output formats
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -131,3 +132,24 @@ def test_check_report_as_text_json_and_yaml() -> None:
     assert data["failed"] == 1 and data["ok"] == 2 and data["warned"] == 1
     assert [i["status"] for i in data["items"]] == ["ok", "warn", "fail"]
     assert yaml.safe_load(report(items, "yaml")) == data
+
+
+def test_documented_commands_parse() -> None:
+    """Every `kubectl exec ... -- slurm-syncer ...` in the README, the chart's README and NOTES and the
+    operations guide is a command line this version accepts."""
+    documents = [
+        REPO / "README.md",
+        REPO / "docs" / "operations.md",
+        REPO / "deploy" / "helm" / "slurm-syncer" / "README.md",
+        REPO / "deploy" / "helm" / "slurm-syncer" / "templates" / "NOTES.txt",
+    ]
+    found = 0
+    for document in documents:
+        for match in re.finditer(r"-- slurm-syncer ([^`#\n]+)", document.read_text()):
+            argv = match.group(1).split()
+            try:
+                build_parser(argv).parse_args(argv)
+            except SystemExit as exc:
+                raise AssertionError(f"{document.name}: slurm-syncer {' '.join(argv)}") from exc
+            found += 1
+    assert found >= 10
