@@ -77,11 +77,11 @@ def drift_rows(
         if kube_node is not None and kube_node.unschedulable:
             cordon = "slurm" if kube_node.annotations.get(Keys.CORDONED_BY) == CORDONED_BY_SLURM else "yes"
         # the engine's decision (drift is a decision that writes something, syncer.sync.decide.drift)
-        decision = binding.bound and decide(
+        decision = decide(
             node, binding.pod, kube_node, now=now, opts=options, slurm_fresh=True,
             scale_in_of=scale_in_of(binding.pod), node_slurm=node_slurm(binding, cache, slurm_nodes),
-        )  # fmt: skip
-        drifted = bool(decision and decision.acts)
+        ) if binding.bound else None  # fmt: skip
+        drifted = decision is not None and decision.acts
         rows.append(
             Row(
                 slurm_node=name,
@@ -93,7 +93,7 @@ def drift_rows(
                 cordon=cordon,
                 drift=drifted,
                 conflict=binding.conflict,
-                would=describe(decision) if decision and drifted else "",
+                would=describe(decision) if decision is not None and drifted else "",
             )
         )
     return rows
