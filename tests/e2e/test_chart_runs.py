@@ -116,23 +116,27 @@ def bind_one_slinky_labelled_one_not(rig: Rig) -> list[str]:
     return names
 
 
-@pytest.mark.parametrize("profile", ["default", "slinky"])
+@pytest.mark.parametrize("profile", ["default", "slinky", "jwt-key"])
 async def test_check_and_status_through_kubectl_exec_see_the_charts_configuration(
     rig: Rig, tmp_path: Path, profile: str
 ):
     """`kubectl exec deploy/slurm-syncer -- slurm-syncer check` (and `status`) runs in the syncer's
     container with its environment and mounts but without `run`'s arguments: the rendered Deployment's
-    environment alone must carry every credential and option. The Secret's directory is the sandbox
-    token's (the chart's mountPath value), and a kubeconfig stands in for the service account."""
+    environment alone must carry every credential and option. The Secret's directory is the sandbox's
+    (the chart's mountPath value) with its token or its JWT key, and a kubeconfig stands in for the
+    service account (tests/e2e/test_image.py runs the same in the image, with the service account)."""
     names = bind_one_slinky_labelled_one_not(rig)
-    token = rig.sandbox.token_file
+    # the Secret's directory: the sandbox's token, or its JWT key (the syncer mints tokens as slurm.user)
+    secret, auth = (
+        (rig.sandbox.jwt_key_path, "jwtKey") if profile == "jwt-key" else (rig.sandbox.token_file, "token")
+    )
     values = yaml.safe_load(SLINKY.read_text()) if profile == "slinky" else {}
     values = merged(
         values,
         {
             "slurm": {
                 "url": rig.sandbox.rest_url,
-                "auth": {"type": "token", "secretKey": token.name, "mountPath": str(token.parent)},
+                "auth": {"type": auth, "secretKey": secret.name, "mountPath": str(secret.parent)},
             },
             "extraEnv": [{"name": "KUBECONFIG", "value": str(rig.kubeconfig)}],
         },
@@ -158,4 +162,4 @@ async def test_check_and_status_through_kubectl_exec_see_the_charts_configuratio
     assert code == (3 if any(row["drift"] for row in rows.values()) else 0), out
     assert rows[names[0]]["pod"] == f"{PODS_NAMESPACE}/slurmd-{names[0]}"
     # the profile's pod selector reached status through the environment
-    assert (names[1] in rows) is (profile == "default"), sorted(rows)
+    assert (names[1] in rows) is (profile != "slinky"), sorted(rows)
