@@ -11,7 +11,9 @@ import time
 from dataclasses import dataclass
 
 from syncer.app import settings as settings_mod
+from syncer.app.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_output_argument, dump
 from syncer.app.service import hint_reader
+from syncer.app.status_cmd import CONNECTION_OPTIONS, OTHERS_FROM_ENV
 from syncer.app.wiring import kube_client, slurm_client
 from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeError
@@ -48,6 +50,10 @@ PERMISSIONS: tuple[tuple[str, str, str, str], ...] = (
     ("create", "policy", "poddisruptionbudgets", "protecting busy slurmd pods"),
     ("patch", "policy", "poddisruptionbudgets", "protecting busy slurmd pods"),
 )
+
+
+# the options check's help lists; the others come from the environment or --config, as for `run`
+CHECK_OPTIONS = (*CONNECTION_OPTIONS, "slurm-metrics-url", "slurm-metrics-port", "dry-run")
 
 
 @dataclass(frozen=True)
@@ -98,9 +104,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "check",
         help="preflight: can the syncer reach and change Slurm and Kubernetes?",
-        description="Check, item by item, what `slurm-syncer run` needs, and say what to fix.",
+        description="Check, item by item, what `slurm-syncer run` needs, and say what to fix. It writes "
+        "nothing but the write probe (one node's comment rewritten with its own value), which --dry-run "
+        f"and --no-write-probe skip. Exit code {EXIT_FAILED} when an item fails. {OTHERS_FROM_ENV}",
     )
-    settings_mod.add_arguments(parser)
+    add_output_argument(parser, "text")
+    parser.add_argument(
+        "--no-write-probe",
+        action="store_true",
+        help="do not rewrite a Slurm node's comment to learn whether the token may update nodes",
+    )
+    settings_mod.add_arguments(parser, CHECK_OPTIONS)
     parser.set_defaults(func=run)
 
 
@@ -122,7 +136,8 @@ def check_topology(client: SlurmClient, settings: settings_mod.Settings) -> list
     ]
 
 
-async def check_slurm(client: SlurmClient) -> list[Item]:
+async def check_slurm(client: SlurmClient, skip_probe: str = "") -> list[Item]:
+    """Slurm's items; `skip_probe` names why the write probe is not made (empty: it is)."""
     items = []
     try:
         version = await client.start()
@@ -175,12 +190,29 @@ async def check_slurm(client: SlurmClient) -> list[Item]:
         ]
     except SlurmError as exc:
         return [*items, Item(False, f"node list failed: {exc}", "see slurmrestd's log")]
-    if listing.nodes:
+    if listing.nodes and skip_probe:
+        items.append(
+            Item(
+                True,
+                f"write probe skipped ({skip_probe}): whether the token may update nodes (drain/undrain) "
+                "is not checked",
+                "run check once without --dry-run and --no-write-probe: its write probe rewrites one "
+                "node's comment with the comment it has",
+                warn=True,
+            )
+        )
+    elif listing.nodes:
         probe = listing.nodes[0]
         try:
             # rewriting a node's comment with its current value changes nothing but needs operator rights
             await client.update_node(probe.name, comment=probe.comment)
-            items.append(Item(True, "token may update nodes (drain/undrain)"))
+            items.append(
+                Item(
+                    True,
+                    "token may update nodes (drain/undrain): write probe rewrote the comment of "
+                    f"{probe.name} with its own value (--no-write-probe skips it)",
+                )
+            )
         except SlurmError as exc:
             items.append(
                 Item(
@@ -242,10 +274,17 @@ async def check_kube(client: KubeClient) -> list[Item]:
     return items
 
 
-async def collect(settings: settings_mod.Settings) -> list[Item]:
+def probe_skipped(settings: settings_mod.Settings, no_write_probe: bool) -> str:
+    """Why check must not write to Slurm ("" when it may): a dry run writes nothing anywhere."""
+    if settings.dry_run:
+        return "--dry-run" if settings.sources.get("dry_run") == "flag" else "dry-run configuration"
+    return "--no-write-probe" if no_write_probe else ""
+
+
+async def collect(settings: settings_mod.Settings, no_write_probe: bool = False) -> list[Item]:
     slurm = slurm_client(settings)
     try:
-        items = await check_slurm(slurm)
+        items = await check_slurm(slurm, probe_skipped(settings, no_write_probe))
         items += check_topology(slurm, settings)
         if all(item.ok for item in items):
             url, port = settings.slurm_metrics_url, settings.slurm_metrics_port
@@ -270,18 +309,34 @@ async def collect(settings: settings_mod.Settings) -> list[Item]:
     return items
 
 
+TEXT_LABEL = {"ok": "ok", "warn": "WARN", "fail": "FAIL"}
+
+
+def status_of(item: Item) -> str:
+    return ("warn" if item.warn else "ok") if item.ok else "fail"
+
+
+def report(items: list[Item], fmt: str) -> str:
+    failed = sum(not i.ok for i in items)
+    warned = sum(i.ok and i.warn for i in items)
+    if fmt != "text":
+        listed = [{"status": status_of(i), "what": i.what, "fix": i.fix} for i in items]
+        return dump({"items": listed, "ok": len(items) - failed, "failed": failed, "warned": warned}, fmt)
+    lines = []
+    for item in items:
+        lines.append(f"{TEXT_LABEL[status_of(item)]:<4}  {item.what}")
+        if (item.warn or not item.ok) and item.fix:
+            lines.append(f"      fix: {item.fix}")
+    lines.append(f"{len(items) - failed} ok, {failed} failed" + (f" ({warned} to improve)" if warned else ""))
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         settings = settings_mod.load(args, os.environ)
     except settings_mod.SettingsError as exc:
         print(f"slurm-syncer check: {exc}", file=sys.stderr)
-        return 2
-    items = asyncio.run(collect(settings))
-    for item in items:
-        print(f"{('WARN' if item.warn else 'ok  ') if item.ok else 'FAIL'}  {item.what}")
-        if (item.warn or not item.ok) and item.fix:
-            print(f"      fix: {item.fix}")
-    failed = sum(not i.ok for i in items)
-    warned = sum(i.ok and i.warn for i in items)
-    print(f"{len(items) - failed} ok, {failed} failed" + (f" ({warned} to improve)" if warned else ""))
-    return 0 if failed == 0 else 1
+        return EXIT_USAGE
+    items = asyncio.run(collect(settings, args.no_write_probe))
+    print(report(items, args.output))
+    return EXIT_OK if all(item.ok for item in items) else EXIT_FAILED

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Protocol, cast
 
 from syncer import __version__
-from syncer.app.logs import configure_logging
+from syncer.app.logs import FORMATS, LEVELS, LogSettingError, configure_logging, log_settings
 
 
 class CommandModule(Protocol):
@@ -22,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "syncer.app.run_cmd",
     "syncer.app.status_cmd",
     "syncer.app.check_cmd",
+    "syncer.app.version_cmd",
 )
 # Local tools built on the emulator and the sandbox: imported only when their own command runs, so
 # the daemon never loads test code (import-linter cannot see an import by name).
@@ -40,7 +42,7 @@ TOOL_COMMANDS: dict[str, tuple[str, str]] = {
 # tools say where to get them instead of failing with an ImportError.
 TOOLS_MISSING = (
     "slurm-syncer {command}: not in this installation. The container image ships the daemon only "
-    "(run, status, check): the Slurm sandbox, the Kubernetes API emulator and the demo come with a "
+    "(run, status, check, version): the Slurm sandbox, the Kubernetes API emulator and the demo come with a "
     "checkout of the source. There: scripts/bootstrap (or pip install -e '.[dev]'), then "
     ".venv/bin/slurm-syncer {command} --help"
 )
@@ -72,13 +74,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         description="Keep Slurm and Kubernetes in agreement about the same machines.",
     )
     parser.add_argument("--version", action="version", version=f"slurm-syncer {__version__}")
-    parser.add_argument(
-        "--log-format",
-        choices=("auto", "json", "console"),
-        default="auto",
-        help="log format (default: console on a terminal, JSON otherwise)",
-    )
-    parser.add_argument("--log-level", default="info", help="debug, info, warning or error")
+    add_log_arguments(parser, None)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         cast(CommandModule, importlib.import_module(name)).register(subparsers)
@@ -88,7 +84,26 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             cast(CommandModule, importlib.import_module(module)).register(subparsers)
         else:
             subparsers.add_parser(command, help=summary)
+    for subparser in subparsers.choices.values():
+        # also after the sub-command (`run --log-level debug`, the chart's extraArgs); SUPPRESS: a
+        # sub-command that was not given them leaves the global ones standing
+        add_log_arguments(subparser.add_argument_group("logging"), argparse.SUPPRESS)
     return parser
+
+
+def add_log_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, default: object) -> None:
+    parser.add_argument(
+        "--log-format",
+        metavar="|".join(FORMATS),
+        default=default,
+        help="log format; auto: console on a terminal, JSON otherwise [env SLURM_SYNCER_LOG_FORMAT]",
+    )
+    parser.add_argument(
+        "--log-level",
+        metavar="|".join(LEVELS),
+        default=default,
+        help="least severe level logged (default info) [env SLURM_SYNCER_LOG_LEVEL]",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -98,6 +113,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    try:
+        args.log_level, args.log_format = log_settings(args.log_level, args.log_format, os.environ)
+    except LogSettingError as exc:
+        print(f"slurm-syncer: {exc}", file=sys.stderr)
+        return 2
     configure_logging(args.log_format, args.log_level)
     func = cast(Callable[[argparse.Namespace], int] | None, getattr(args, "func", None))
     if func is None:

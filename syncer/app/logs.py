@@ -4,10 +4,37 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any, TextIO
 
 import structlog
+
+LEVELS = ("debug", "info", "warning", "error")
+FORMATS = ("auto", "json", "console")
+# (flag, environment variable, allowed, default): read by the command line before any sub-command runs,
+# so not options of syncer/app/settings.py (which `run` loads after logging is set up)
+LOG_OPTIONS = (
+    ("--log-level", "SLURM_SYNCER_LOG_LEVEL", LEVELS, "info"),
+    ("--log-format", "SLURM_SYNCER_LOG_FORMAT", FORMATS, "auto"),
+)
+
+
+class LogSettingError(ValueError):
+    """A bad log level or format: the message names the value, where it came from and what is allowed."""
+
+
+def log_settings(level: str | None, fmt: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
+    """(level, format): a flag beats the environment, which beats the default."""
+    chosen = []
+    for given, (flag, env, allowed, default) in zip((level, fmt), LOG_OPTIONS, strict=True):
+        value, where = (given, flag) if given is not None else (environ.get(env), env)
+        if value is None or value == "":
+            chosen.append(default)
+        elif value.lower() in allowed:
+            chosen.append(value.lower())
+        else:
+            raise LogSettingError(f"bad value {value!r} for {where}: expected {', '.join(allowed)}")
+    return chosen[0], chosen[1]
 
 
 def configure_logging(

@@ -9,11 +9,12 @@ import argparse
 import re
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from syncer.app.logs import LOG_OPTIONS
 from syncer.model.keys import DEFAULT_CORDON_REASON_ANNOTATIONS, DEFAULT_NODE_NAME_LABELS
 from syncer.plan.features import DEFAULT_PREFIX, FEATURE, FeatureLabel
 from syncer.plan.maintenance import MaintenanceCondition, MaintenanceOptions
@@ -617,13 +618,18 @@ class Settings:
         return self.identity or socket.gethostname()
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, only: Collection[str] | None = None) -> None:
+    """Every option as a flag, or only those named in `only` (a command that needs few of them lists
+    those in its help; the others still come from the environment and --config, as for `run`)."""
     parser.add_argument(
         "--config", type=Path, default=None, help="YAML file of options (keys as the flag names)"
     )
-    for section in dict.fromkeys(o.section for o in OPTIONS):
+    shown = [o for o in OPTIONS if only is None or o.name in only]
+    unknown = set(only or ()) - {o.name for o in OPTIONS}
+    assert not unknown, f"no such options: {sorted(unknown)}"
+    for section in dict.fromkeys(o.section for o in shown):
         group = parser.add_argument_group(section)
-        for option in (o for o in OPTIONS if o.section == section):
+        for option in (o for o in shown if o.section == section):
             help_text = f"{option.help} [env {option.env}]"
             if option.kind == "flag":
                 group.add_argument(
@@ -754,6 +760,21 @@ def markdown() -> str:
             flag = f"`--{option.name}`" + (" (repeatable)" if option.kind == "list" else "")
             lines.append(f"| {flag} | `{option.env}` | `{default}` | {option.help} |")
         lines.append("")
+    lines += [
+        "## Logging",
+        "",
+        "Options of every command, before or after its name (`slurm-syncer run --log-level debug`), or",
+        "from the environment (not from `--config`: the log is set up before the file is read). In the Helm",
+        "chart: `log.level` and `log.format`.",
+        "",
+        "| option | environment variable | default | values |",
+        "|---|---|---|---|",
+        *(
+            f"| `{flag}` | `{env}` | `{dflt}` | {', '.join(allowed)} |"
+            for flag, env, allowed, dflt in LOG_OPTIONS
+        ),
+        "",
+    ]
     return "\n".join(lines)
 
 

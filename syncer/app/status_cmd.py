@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import time
 from dataclasses import asdict
 
 from syncer.app import settings as settings_mod
+from syncer.app.output import EXIT_DRIFT, EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_output_argument, dump
 from syncer.app.wiring import kube_client, slurm_client, sync_options
 from syncer.kube.cache import KubeCache
 from syncer.kube.errors import KubeError
@@ -18,16 +18,33 @@ from syncer.model.naming import SlurmNameRule
 from syncer.slurm.errors import SlurmError
 from syncer.sync.drift import Row, drift_rows
 
+# the options status's help lists: how to reach both sides and which objects bind. The daemon's tuning
+# (and the sync rules drift is judged by) still come from the environment or --config, as for `run`.
+CONNECTION_OPTIONS = (
+    "slurm-url", "slurm-token-file", "slurm-jwt-key-file", "slurm-jwt-user", "slurm-api-version",
+    "slurm-timeout", "kubeconfig", "namespace", "pod-selector", "node-name-label", "bind-by-node-name",
+)  # fmt: skip
+OTHERS_FROM_ENV = (
+    "Every other option of `slurm-syncer run` is read from its SLURM_SYNCER_* environment variable or "
+    "--config, as `run` reads it: in the syncer's container (kubectl exec) they are the daemon's."
+)
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "status",
         help="table of bound Slurm nodes from the live systems",
-        description="Show every Slurm node bound to a pod or Node: states on both sides and drift.",
+        description="Show every Slurm node bound to a pod or Node: states on both sides and drift. Exit "
+        f"code {EXIT_DRIFT} when some node drifts, {EXIT_FAILED} when a side cannot be read. "
+        f"Drift is judged by the daemon's sync options. {OTHERS_FROM_ENV}",
     )
-    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    add_output_argument(parser, "table")
     parser.add_argument("--all", action="store_true", help="also list unbound Slurm nodes")
-    settings_mod.add_arguments(parser)
+    parser.add_argument(
+        "--drifting", action="store_true", help="only the nodes that drift, with what the syncer would do"
+    )
+    parser.add_argument("--no-headers", action="store_true", help="table without its header and summary")
+    settings_mod.add_arguments(parser, CONNECTION_OPTIONS)
     parser.set_defaults(func=run)
 
 
@@ -56,21 +73,26 @@ async def collect(settings: settings_mod.Settings, include_unbound: bool = False
     )
 
 
-def render(rows: list[Row]) -> str:
-    headers = ("SLURM NODE", "BINDING", "POD", "K8S NODE", "SLURM STATE", "REASON", "CORDON", "DRIFT")
-    table = [headers] + [
-        (
+def render(rows: list[Row], *, drifting: bool = False, headers: bool = True) -> str:
+    columns = ["SLURM NODE", "BINDING", "POD", "K8S NODE", "SLURM STATE", "REASON", "CORDON", "DRIFT"]
+    table = [
+        [
             r.slurm_node, r.binding, r.pod or "-", r.kube_node or "-", r.slurm_state, (r.reason or "-")[:48],
             r.cordon or "-", "yes" if r.drift else "no",
-        )
+        ] + ([r.would or "-"] if drifting else [])
         for r in rows
     ]  # fmt: skip
-    widths = [max(len(row[i]) for row in table) for i in range(len(headers))]
+    if drifting:
+        columns.append("WOULD")
+    if headers:
+        table.insert(0, columns)
+    widths = [max((len(row[i]) for row in table), default=0) for i in range(len(columns))]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in table]
-    drifted = sum(r.drift for r in rows)
-    conflicts = [r for r in rows if r.conflict]
-    lines.append(f"{len(rows)} nodes, {drifted} drifting, {len(conflicts)} conflicting")
-    lines += [f"conflict: {r.conflict}" for r in conflicts]
+    if headers:
+        drifted = sum(r.drift for r in rows)
+        conflicts = [r for r in rows if r.conflict]
+        lines.append(f"{len(rows)} nodes, {drifted} drifting, {len(conflicts)} conflicting")
+        lines += [f"conflict: {r.conflict}" for r in conflicts]
     return "\n".join(lines)
 
 
@@ -79,14 +101,17 @@ def run(args: argparse.Namespace) -> int:
         settings = settings_mod.load(args, os.environ)
     except settings_mod.SettingsError as exc:
         print(f"slurm-syncer status: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
         rows = asyncio.run(collect(settings, include_unbound=args.all))
     except (SlurmError, KubeError, TimeoutError) as exc:
         print(f"slurm-syncer status: {exc}", file=sys.stderr)
-        return 1
-    if args.output == "json":
-        print(json.dumps([asdict(r) for r in rows], indent=2))
+        return EXIT_FAILED
+    shown = [r for r in rows if r.drift] if args.drifting else rows
+    if args.output == "table":
+        text = render(shown, drifting=args.drifting, headers=not args.no_headers)
+        if text:  # --drifting --no-headers with no drift: nothing at all, as grep would print
+            print(text)
     else:
-        print(render(rows))
-    return 0
+        print(dump([asdict(r) for r in shown], args.output))
+    return EXIT_DRIFT if any(r.drift for r in rows) else EXIT_OK

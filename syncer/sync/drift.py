@@ -13,7 +13,7 @@ from syncer.kube.cache import KubeCache
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.model.kube import KubePod
 from syncer.model.slurm import SlurmNode
-from syncer.sync.decide import drift
+from syncer.sync.decide import Decision, decide
 from syncer.sync.options import SyncOptions
 
 
@@ -28,6 +28,29 @@ class Row:
     cordon: str  # "", "yes", or "slurm" (the syncer's own cordon)
     drift: bool
     conflict: str = ""
+    would: str = ""  # what the syncer would write, when it drifts (describe())
+
+
+def describe(decision: Decision) -> str:
+    """What a decision would write, in a few words per side (for `status --drifting`)."""
+    parts = []
+    action = decision.slurm_action
+    if action is not None:
+        if action.kind == "drain":
+            parts.append(
+                f"{'update the drain reason' if action.redrain else 'drain'} in Slurm ({action.reason})"
+            )
+        else:
+            parts.append(f"undrain in Slurm (lift {action.reason!r})")
+    if decision.cordon:
+        parts.append(f"{decision.cordon} the Node")
+    if decision.annotations:
+        keys = ", ".join(sorted(decision.annotations))
+        parts.append(f"annotate the {decision.annotations_on or 'pod'}: {keys}")
+    conditions = [c.type for c in (*decision.pod_conditions, *decision.node_conditions)]
+    if conditions:
+        parts.append(f"set condition(s) {', '.join(dict.fromkeys(conditions))}")
+    return "; ".join(parts)
 
 
 def scale_in_of(pod: KubePod | None) -> str | None:
@@ -53,10 +76,12 @@ def drift_rows(
         cordon = ""
         if kube_node is not None and kube_node.unschedulable:
             cordon = "slurm" if kube_node.annotations.get(Keys.CORDONED_BY) == CORDONED_BY_SLURM else "yes"
-        drifted = binding.bound and drift(
-            node, binding.pod, kube_node, options, now,
+        # the engine's decision (drift is a decision that writes something, syncer.sync.decide.drift)
+        decision = decide(
+            node, binding.pod, kube_node, now=now, opts=options, slurm_fresh=True,
             scale_in_of=scale_in_of(binding.pod), node_slurm=node_slurm(binding, cache, slurm_nodes),
-        )  # fmt: skip
+        ) if binding.bound else None  # fmt: skip
+        drifted = decision is not None and decision.acts
         rows.append(
             Row(
                 slurm_node=name,
@@ -68,6 +93,7 @@ def drift_rows(
                 cordon=cordon,
                 drift=drifted,
                 conflict=binding.conflict,
+                would=describe(decision) if decision is not None and drifted else "",
             )
         )
     return rows

@@ -11,8 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from syncer.slurm.jwt import mint_token
+from syncer.testing.faultproxy import FaultProxy
 from tests.e2e.rig import Rig, fresh_slurm_nodes, running_syncer, start_daemon, syncer_environment
 from tests.fixtures.slurm import SELECTED
 from tests.helpers import wait_for
@@ -81,7 +83,7 @@ async def test_run_rejects_bad_options_with_one_clear_line(rig: Rig):
     assert code == 2 and "cannot load Kubernetes credentials" in err
 
 
-async def test_status_table_and_json(rig: Rig):
+async def test_status_table_json_yaml_and_drifting(rig: Rig):
     names = fresh_slurm_nodes(2)
     kube_nodes = [rig.bind_pod(n)[0] for n in names]
     async with running_syncer(rig) as service:  # both sides in agreement first
@@ -89,16 +91,31 @@ async def test_status_table_and_json(rig: Rig):
         await wait_for(lambda: not service.engine.stats.drifted, what="no drift")
     rig.kube.patch("", "v1", "nodes", kube_nodes[0], {"spec": {"unschedulable": True}})  # no syncer: drift
     code, out, err = await command(rig, "status", "-o", "json")
-    assert code == 0, err
+    assert code == 3, err  # drift exists
     rows = {row["slurm_node"]: row for row in json.loads(out)}
     assert rows[names[0]]["drift"] is True and rows[names[0]]["cordon"] == "yes"
+    assert rows[names[0]]["would"].startswith("drain in Slurm (k8s: "), rows[names[0]]
     assert rows[names[1]]["drift"] is False and rows[names[1]]["binding"] == "pod"
     assert (
         rows[names[1]]["pod"] == f"slurm/slurmd-{names[1]}" and rows[names[1]]["kube_node"] == kube_nodes[1]
     )
+    assert rows[names[1]]["would"] == ""
+    code, out, _ = await command(rig, "status", "-o", "yaml")
+    assert code == 3 and {row["slurm_node"]: row for row in yaml.safe_load(out)} == rows
     code, out, _ = await command(rig, "status")
-    assert code == 0 and out.splitlines()[0].split()[:3] == ["SLURM", "NODE", "BINDING"]
-    assert "1 drifting" in out
+    assert code == 3 and out.splitlines()[0].split()[:3] == ["SLURM", "NODE", "BINDING"]
+    drifting = sum(row["drift"] for row in rows.values())
+    assert f"{drifting} drifting" in out
+    # only the drifting nodes, each with what the syncer would do; no header for scripts
+    code, out, _ = await command(rig, "status", "--drifting", "--no-headers")
+    listed = {line.split()[0]: line for line in out.splitlines()}
+    assert code == 3 and len(listed) == drifting and names[1] not in listed
+    assert "drain in Slurm (k8s: " in listed[names[0]], out
+    # agreement again: exit 0 (the node's drift is the only one this test made; others' may remain)
+    rig.kube.patch("", "v1", "nodes", kube_nodes[0], {"spec": {"unschedulable": None}})
+    code, out, _ = await command(rig, "status", "--drifting", "-o", "json")
+    assert names[0] not in {row["slurm_node"] for row in json.loads(out)}
+    assert code == (3 if json.loads(out) else 0)
 
 
 async def test_check_reports_each_item(rig: Rig):
@@ -126,6 +143,48 @@ async def test_check_reports_each_item(rig: Rig):
     rejected = [line for line in out.splitlines() if "token rejected" in line]
     assert code == 1 and len(rejected) == 1 and "rejected the token (HTTP" in rejected[0], out
     assert "Connection: close" not in out and "Traceback" not in out
+
+
+async def test_check_in_a_dry_run_writes_nothing_anywhere(rig: Rig, tmp_path: Path):
+    """Recording proxies in front of slurmrestd and the Kubernetes API: `check` writes one thing, its
+    write probe, and named; `--dry-run`, a dry-run configuration and `--no-write-probe` write nothing.
+    Kubernetes only ever sees SelfSubjectAccessReviews, questions the API server answers and never stores."""
+    async with FaultProxy(rig.sandbox.rest_url) as slurm, FaultProxy(rig.kube.url) as kube:
+        config = yaml.safe_load(rig.kubeconfig.read_text())
+        config["clusters"][0]["cluster"]["server"] = kube.url
+        (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
+        env = {
+            **environment(rig),
+            "SLURM_SYNCER_SLURM_URL": slurm.url,
+            "SLURM_SYNCER_KUBECONFIG": str(tmp_path / "kubeconfig"),
+            "SLURM_SYNCER_SLURM_METRICS_URL": "off",  # slurmctld's metrics are read past the proxy
+        }
+        reviews = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+        def kube_writes() -> set[tuple[str, str]]:
+            return {(method, path) for _, method, path, _ in kube.writes}
+
+        code, out, err = await command(rig, "check", env=env)
+        assert code == 0, out + err
+        ((_, method, path, _),) = slurm.writes  # the write probe, and nothing else
+        probed = path.rsplit("/", 1)[1]
+        assert method == "POST" and f"/node/{probed}" in path
+        assert f"write probe rewrote the comment of {probed} with its own value" in out, out
+        assert kube.requests > 0 and kube_writes() == {("POST", reviews)}
+        for argv, extra, why in (
+            (["--dry-run"], {}, "--dry-run"),
+            ([], {"SLURM_SYNCER_DRY_RUN": "true"}, "dry-run configuration"),
+            (["--no-write-probe"], {}, "--no-write-probe"),
+        ):
+            slurm.writes.clear()
+            kube.writes.clear()
+            stored = rig.kube.api.store.rv
+            code, out, err = await command(rig, "check", *argv, env={**env, **extra})
+            assert code == 0, out + err
+            assert slurm.writes == [], (argv, slurm.writes)
+            assert kube_writes() == {("POST", reviews)}, argv
+            assert rig.kube.api.store.rv == stored, "the Kubernetes API stored something"
+            assert f"WARN  write probe skipped ({why}): whether the token may update nodes" in out, out
 
 
 def write(rig: Rig, name: str, text: str) -> Path:

@@ -36,11 +36,13 @@ from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 
 from benchmarks import faults
 from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.sandbox.config import free_port
 from tests.e2e.rig import Rig, fresh_slurm_nodes
+from tests.e2e.test_chart_runs import SLINKY, bind_one_slinky_labelled_one_not, merged
 from tests.helpers import wait_for
 from tests.integration.test_helm_chart import NAMESPACE, one, render
 
@@ -475,3 +477,32 @@ async def test_two_image_replicas_fail_over_within_the_lease(
     for name in names[:6]:
         assert (await rig.slurm(name)).reason.startswith("k8s: ")
     assert not re.search(r"Traceback", standby.log.read_text())
+
+
+@pytest.mark.parametrize("profile", ["default", "slinky"])
+async def test_check_and_status_through_kubectl_exec_in_the_image(
+    rig: Rig, image: Image, tmp_path: Path, namespace: None, profile: str
+) -> None:
+    """`kubectl exec deploy/slurm-syncer -- slurm-syncer check` (and `status`): the command in the
+    container's file system, user, environment and mounts, without `run`'s arguments (exec passes
+    none): the Slurm token, the service account and every option reach it through the environment."""
+    names = bind_one_slinky_labelled_one_not(rig)
+    profile_values = yaml.safe_load(SLINKY.read_text()) if profile == "slinky" else {}
+    values = merged(profile_values, chart_values(rig, free_port()))
+    outputs = {}
+    async with tls_front(rig, tmp_path) as front:
+        for command in ("check", "status"):
+            argv = ["slurm-syncer", command, *(["--no-headers"] if command == "status" else [])]
+            async with run_pod(rig, image, front, tmp_path, f"exec-{command}", values, argv) as pod:
+                code = await asyncio.wait_for(pod.process.wait(), 120)
+            text = pod.log.read_text()  # stdout and stderr (JSON log lines, if any)
+            outputs[command] = (code, [line for line in text.splitlines() if not line.startswith("{")])
+            assert "Traceback" not in text, text
+    code, lines = outputs["check"]
+    assert code == 0, lines
+    assert any("token may update nodes" in line for line in lines), lines
+    assert any("credentials from the in-cluster service account" in line for line in lines), lines
+    code, lines = outputs["status"]
+    rows = {line.split()[0]: line.split() for line in lines}
+    assert code in (0, 3) and names[0] in rows, lines
+    assert (names[1] in rows) is (profile == "default"), lines  # the Slinky profile's selector reached it

@@ -257,7 +257,10 @@ def test_the_deployment_runs_two_hardened_replicas_with_probes():
     pod = deployment["spec"]["template"]["spec"]
     main = container(objects)
     assert deployment["spec"]["replicas"] == 2
-    assert main["args"] == ["--slurm-token-file=/var/run/secrets/slurm-syncer/token"]
+    # no arguments: everything is in the environment, which `kubectl exec ... slurm-syncer check` shares
+    assert "args" not in main
+    env = {var["name"]: var.get("value") for var in main["env"]}
+    assert env["SLURM_SYNCER_SLURM_TOKEN_FILE"] == "/var/run/secrets/slurm-syncer/token"
     assert main["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
     assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
@@ -278,7 +281,7 @@ def test_the_deployment_runs_two_hardened_replicas_with_probes():
     assert "subPath" not in mounts["slurm-auth"] and mounts["slurm-auth"]["readOnly"] is True
     assert volumes["slurm-auth"]["secret"]["secretName"] == "slurm-syncer-slurm-auth"
     assert volumes["slurm-auth"]["secret"]["items"] == [{"key": "token", "path": "token"}]
-    assert f"{mounts['slurm-auth']['mountPath']}/token" == main["args"][0].split("=", 1)[1]
+    assert f"{mounts['slurm-auth']['mountPath']}/token" == env["SLURM_SYNCER_SLURM_TOKEN_FILE"]
     assert mounts["tmp"]["mountPath"] == "/tmp" and "emptyDir" in volumes["tmp"]
     # the Service and the PodDisruptionBudget select the Deployment's pods
     labels = deployment["spec"]["template"]["metadata"]["labels"]
@@ -358,6 +361,10 @@ def test_the_deployment_settings_load_like_slurm_syncer_run(combination: str):
     assert loaded.lease_namespace_resolved({"POD_NAMESPACE": NAMESPACE}) == NAMESPACE
     assert loaded.listen_address == ("0.0.0.0", 8080)
     auth = (values or {}).get("slurm", {}).get("auth", {}).get("type", "token")
+    # the chart's settings are all in the environment (`kubectl exec` commands see them); extraArgs only
+    # add flags
+    flags = {name for name, source in loaded.sources.items() if source == "flag"}
+    assert flags == ({"nodeset_enabled"} if combination == "hybrid" else set()), flags
     if auth == "token":
         assert (loaded.slurm_token_file, loaded.slurm_jwt_key_file) == (
             "/var/run/secrets/slurm-syncer/token",
@@ -397,6 +404,17 @@ def test_hybrid_values_reach_the_syncer():
     assert pod["metadata"]["annotations"] == {"example.org/team": "hpc"}
     secret = next(v for v in pod["spec"]["volumes"] if v["name"] == "slurm-auth")["secret"]
     assert secret["secretName"] == "slurm-jwt" and secret["items"] == [{"key": "key", "path": "key"}]
+
+
+def test_the_log_level_and_format_are_chart_values():
+    env = {var["name"]: var.get("value") for var in container(render())["env"]}
+    assert (env["SLURM_SYNCER_LOG_LEVEL"], env["SLURM_SYNCER_LOG_FORMAT"]) == ("info", "auto")
+    main = container(render({"log": {"level": "debug", "format": "json"}}))
+    env = {var["name"]: var.get("value") for var in main["env"]}
+    assert (env["SLURM_SYNCER_LOG_LEVEL"], env["SLURM_SYNCER_LOG_FORMAT"]) == ("debug", "json")
+    with helm.Chart.load(CHART) as chart, pytest.raises(helm.HelmError) as caught:
+        chart.render({"log": {"level": "loud"}}, name="slurm-syncer", namespace=NAMESPACE)
+    assert "/log/level" in str(caught.value)
 
 
 def test_auth_none_mounts_no_secret_and_one_replica_has_no_disruption_budget():
@@ -555,10 +573,8 @@ async def test_kubectl_applies_the_manifests_to_the_emulator(tmp_path: Path):
             v["name"]: v.get("value") for v in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
         }
         assert env["SLURM_SYNCER_BIND_BY_NODE_NAME"] == "true"
-        assert (
-            "--slurm-jwt-key-file=/var/run/secrets/slurm-syncer/jwt_hs256.key"
-            in (deployment["spec"]["template"]["spec"]["containers"][0]["args"])
-        )
+        assert env["SLURM_SYNCER_SLURM_JWT_KEY_FILE"] == "/var/run/secrets/slurm-syncer/jwt_hs256.key"
+        assert "SLURM_SYNCER_SLURM_TOKEN_FILE" not in env
         volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
         assert volumes["slurm-auth"]["secret"]["items"] == [{"key": "jwt_hs256.key", "path": "jwt_hs256.key"}]
 

@@ -9,7 +9,7 @@ from syncer.model.keys import Keys
 from syncer.model.kube import Condition, KubeNode, KubePod
 from syncer.model.slurm import SlurmNode
 from syncer.sync.decide import decide, drift
-from syncer.sync.drift import scale_in_of
+from syncer.sync.drift import describe, scale_in_of
 from syncer.sync.options import SyncOptions
 
 NOW = 1_700_000_000.0
@@ -59,3 +59,15 @@ def test_a_member_that_stays_has_no_scale_in_cause() -> None:
     assert scale_in_of(member()) is None
     assert scale_in_of(None) is None
     assert drift(DRAINED, member(), NODE, OPTS, NOW, scale_in_of=scale_in_of(member()))  # ours, no cause
+
+
+def test_status_says_what_the_syncer_would_write() -> None:
+    pod, node = synced(member(**{Keys.REMOVAL: "scale-in"}), NODE)
+    wrong = decide(DRAINED, pod, node, now=NOW, opts=OPTS, slurm_fresh=True)  # without its scale-in cause
+    assert describe(wrong).startswith("undrain in Slurm (lift 'k8s: scale-in of NodeSet gpu')"), describe(
+        wrong
+    )
+    cordoned = msgspec.structs.replace(NODE, unschedulable=True)
+    fresh = SlurmNode(name="gpu-3", state=frozenset({"IDLE"}))
+    would = describe(decide(fresh, member(), cordoned, now=NOW, opts=OPTS, slurm_fresh=True))
+    assert would.startswith("drain in Slurm (k8s: "), would
