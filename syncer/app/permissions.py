@@ -57,13 +57,14 @@ WHY: dict[tuple[str, str, str], str] = {
     ("get", "", "nodes"): "fresh read before a write after a conflict",
     ("list", "", "nodes"): "informer of Nodes",
     ("watch", "", "nodes"): "informer of Nodes",
-    ("patch", "", "nodes"): "annotations and cordon-on-slurm-drain",
-    ("patch", "", "nodes/status"): "SlurmNodeDrained/SlurmNodeHealthy conditions on Nodes",
+    ("patch", "", "nodes"): "cordon on a Slurm drain (--cordon-on-slurm-drain) and lifting its own cordons, "
+    "which happens with the option off too",
+    ("patch", "", "nodes/status"): "Slurm state: conditions and annotations on Nodes, one patch per Node",
     ("get", "", "pods"): "fresh read before a write after a conflict",
     ("list", "", "pods"): "informer of slurmd pods",
     ("watch", "", "pods"): "informer of slurmd pods",
-    ("patch", "", "pods"): "state annotations on slurmd pods",
-    ("patch", "", "pods/status"): "conditions on slurmd pods",
+    ("patch", "", "pods"): "labels and annotations of NodeSet pods (busy, removal)",
+    ("patch", "", "pods/status"): "Slurm state: conditions and annotations on slurmd pods, one patch per pod",
     ("create", "", "pods"): "NodeSet scale-out",
     ("delete", "", "pods"): "NodeSet scale-in",
     ("create", "", "events"): "Events for transitions",
@@ -85,11 +86,12 @@ _NODES = (
     ("patch", "nodes"),
     ("patch", "nodes/status"),
 )
-_PODS = (("get", "pods"), ("list", "pods"), ("watch", "pods"), ("patch", "pods"), ("patch", "pods/status"))
+_PODS = (("get", "pods"), ("list", "pods"), ("watch", "pods"), ("patch", "pods/status"))
 _EVENTS = (("create", "events"), ("patch", "events"))
 _NODESETS = (
     ("create", "", "pods"),
     ("delete", "", "pods"),
+    ("patch", "", "pods"),
     ("list", "slurm-syncer.dev", "nodesets"),
     ("watch", "slurm-syncer.dev", "nodesets"),
     ("patch", "slurm-syncer.dev", "nodesets/status"),

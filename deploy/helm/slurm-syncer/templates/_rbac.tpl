@@ -17,11 +17,11 @@
 
 {{/* The rights on slurmd pods, their Events and the NodeSets, cluster-wide or in one namespace. */}}
 {{- define "slurm-syncer.workloadRules" -}}
-# slurmd pods: informer, fresh read after a conflict, annotations
+# slurmd pods: informer, fresh read after a conflict; NodeSet pods: scale-out, scale-in, labels
 - apiGroups: [""]
   resources: [pods]
-  verbs: [{{ if eq (include "slurm-syncer.nodesetEnabled" .) "true" }}create, delete, {{ end }}get, list, watch, patch]
-# conditions and Slurm state on slurmd pods
+  verbs: [get, list, watch{{ if eq (include "slurm-syncer.nodesetEnabled" .) "true" }}, create, delete, patch{{ end }}]
+# Slurm state (conditions and annotations) on slurmd pods, one patch on /status
 - apiGroups: [""]
   resources: [pods/status]
   verbs: [patch]
