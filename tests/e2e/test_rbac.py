@@ -23,12 +23,10 @@ import pytest
 from syncer.app import permissions, wiring
 from syncer.app.permissions import Right
 from syncer.app.service import SyncerService
-from syncer.kube.client import KubeClient
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
-from syncer.slurm.auth import TokenFile
-from syncer.slurm.client import SlurmClient
 from syncer.testing.kubeapi.rbac import SELF_REVIEWS, Request
-from tests.e2e.rig import NAMESPACE, Rig, condition, fresh_slurm_nodes, node_body
+from tests.e2e.rig import NAMESPACE, Rig, condition, fresh_slurm_nodes, node_body, running_syncer
+from tests.e2e.test_nodeset import manifest
 from tests.helpers import wait_for
 from tests.integration.test_helm_chart import load_script, load_settings
 
@@ -83,15 +81,8 @@ async def syncer_as(
         renew_deadline_s=2.0,
         lease_duration_s=3.0,
     )
-    slurm = SlurmClient(rig.sandbox.rest_url, TokenFile(rig.sandbox.token_file))
-    kube = await KubeClient.from_config(str(kubeconfig), qps=200, burst=400)
-    service = SyncerService(slurm, kube, config)
-    await service.start()
-    try:
-        await service.wait_ready(30)
+    async with running_syncer(replace(rig, kubeconfig=kubeconfig), config) as service:
         yield service
-    finally:
-        await service.stop()
 
 
 async def exercise_lease(rig: Rig, namespace: str, name: str) -> None:
@@ -178,21 +169,7 @@ async def exercise_bindings(rig: Rig, labels: dict[str, str]) -> None:
 async def exercise_nodesets(rig: Rig) -> None:
     """A NodeSet scaled out (pod create, its PodDisruptionBudget, status) and back in (pod delete)."""
     name = f"rbac{next(_nodesets)}"
-    nodeset = {
-        "apiVersion": "slurm-syncer.dev/v1alpha1",
-        "kind": "NodeSet",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {
-            "replicas": 1,
-            "slurm": {"features": ["rbac"]},
-            "template": {
-                "spec": {
-                    "nodeSelector": {"pool": "none"},
-                    "containers": [{"name": "slurmd", "image": "slurmd:1"}],
-                }
-            },
-        },
-    }
+    nodeset = manifest(name, 1)  # its pod's Node never comes: the pod is never registered in Slurm
     rig.kube.create("slurm-syncer.dev", "v1alpha1", "nodesets", nodeset, namespace=NAMESPACE)
 
     def pods() -> list[dict[str, Any]]:
