@@ -253,6 +253,7 @@ def test_bad_values_are_refused_with_a_reason():
             ({"slurm": {"auth": {"type": "password"}}}, "/slurm/auth/type"),
             ({"slurm": {"url": "slurmrestd:6820"}}, "/slurm/url"),
             ({"leaderElection": {"enabled": False}}, "replicas > 1 needs leaderElection.enabled"),
+            ({"leaderElection": {"leaseName": "GPU_cluster"}}, "/leaderElection/leaseName"),
             ({"monitoring": {"podMonitor": {"enabled": True}}}, "not both"),
         ):
             with pytest.raises(helm.HelmError) as caught:
