@@ -4,6 +4,7 @@ the Helm chart's RBAC templates render (a test keeps them equal) and the e2e sui
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from syncer.app.settings import Settings
 
@@ -125,11 +126,11 @@ def needed(settings: Settings, lease_namespace: str, lease_name: str | None = No
     return sorted(rights)
 
 
-def granted(objects: list[dict[str, object]], user: str) -> list[Right]:
+def granted(objects: list[dict[str, Any]], user: str) -> list[Right]:
     """The rights rendered RBAC objects (Roles, ClusterRoles and their bindings) give `user`
     (`system:serviceaccount:NS:NAME`): one Right per verb, resource and name of each bound rule."""
     roles = {
-        (str(o["kind"]), _meta(o).get("namespace", ""), _meta(o)["name"]): o
+        (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
         for o in objects
         if o.get("kind") in ("Role", "ClusterRole")
     }
@@ -137,13 +138,13 @@ def granted(objects: list[dict[str, object]], user: str) -> list[Right]:
     for binding in objects:
         if binding.get("kind") not in ("RoleBinding", "ClusterRoleBinding"):
             continue
-        if not any(subject_user(s) == user for s in binding.get("subjects") or []):  # type: ignore[attr-defined]
+        if not any(subject_user(s) == user for s in binding.get("subjects") or []):
             continue
-        where = _meta(binding).get("namespace", "") if binding["kind"] == "RoleBinding" else ""
+        # a RoleBinding grants in its namespace only, whether it names a Role or a ClusterRole
+        where = binding["metadata"].get("namespace", "") if binding["kind"] == "RoleBinding" else ""
         ref = binding["roleRef"]
-        assert isinstance(ref, dict)
-        role = roles.get((ref["kind"], where if ref["kind"] == "Role" else "", ref["name"]))
-        for rule in (role or {}).get("rules") or []:  # type: ignore[attr-defined]
+        role = roles.get((ref["kind"], where if ref["kind"] == "Role" else "", ref["name"])) or {}
+        for rule in role.get("rules") or []:
             for group in rule.get("apiGroups") or []:
                 for resource in rule.get("resources") or []:
                     for verb in rule.get("verbs") or []:
@@ -157,9 +158,3 @@ def subject_user(subject: dict[str, str]) -> str:
     if subject.get("kind") == "ServiceAccount":
         return f"system:serviceaccount:{subject.get('namespace', '')}:{subject.get('name', '')}"
     return subject.get("name", "") if subject.get("kind") == "User" else ""
-
-
-def _meta(obj: dict[str, object]) -> dict[str, str]:
-    meta = obj.get("metadata")
-    assert isinstance(meta, dict)
-    return meta

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from syncer.testing.kubeapi import KubeApiEmulator
+from syncer.testing.kubeapi.rbac import Request
 from tests.fixtures.kube import Kubectl
 from tests.integration.test_helm_chart import NAMESPACE, render
 
@@ -154,3 +155,45 @@ async def test_the_forbidden_status_body_is_kube_apiservers(
         ("create", "secrets", "default", False),
         ("patch", "leases", NAMESPACE, False),
     ]
+
+
+async def test_rule_matching_follows_the_rbac_authorizer(kube_api: KubeApiEmulator):
+    """Wildcards, `*/status`, resourceNames (never for create; list and watch by metadata.name only), a
+    ClusterRole bound by a RoleBinding (that namespace only), Group subjects."""
+    rbac = "rbac.authorization.k8s.io"
+    kube_api.create(rbac, "v1", "clusterroles", {
+        "metadata": {"name": "reader"},
+        "rules": [
+            {"apiGroups": ["*"], "resources": ["*/status"], "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["one"], "verbs": ["*"]},
+        ],
+    })  # fmt: skip
+    kube_api.create("", "v1", "namespaces", {"metadata": {"name": "team"}})
+    kube_api.create(rbac, "v1", "rolebindings", {
+        "metadata": {"name": "readers", "namespace": "team"},
+        "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "reader"},
+        "subjects": [{"kind": "Group", "name": "system:serviceaccounts:team"}],
+    }, namespace="team")  # fmt: skip
+    user = "system:serviceaccount:team:app"
+    headers = {"Authorization": "Bearer app"}
+    kube_api.add_user("app", user)
+
+    def allowed(verb: str, resource: str, namespace: str = "team", name: str = "", sub: str = "") -> bool:
+        return kube_api.rbac.allowed(user, Request(verb, "", resource, sub, namespace, name))[0]
+
+    assert allowed("get", "pods", sub="status", name="p") and allowed("get", "nodes", sub="status", name="n")
+    assert not allowed("get", "pods", name="p") and not allowed("patch", "pods", sub="status", name="p")
+    assert not allowed("get", "pods", namespace="default", sub="status", name="p")  # RoleBinding: team only
+    assert not allowed("get", "nodes", namespace="", sub="status", name="n")  # cluster scope: not bound
+    assert allowed("delete", "configmaps", name="one") and not allowed("delete", "configmaps", name="two")
+    assert not allowed("create", "configmaps")  # resourceNames cannot restrict create
+    assert not allowed("list", "configmaps")
+    async with aiohttp.ClientSession(headers=headers) as http:
+        base = f"{kube_api.url}/api/v1/namespaces/team/configmaps"
+        async with http.get(base, params={"fieldSelector": "metadata.name=one"}) as answer:
+            assert answer.status == 200  # a list of that one object is allowed by its name
+        async with http.get(base) as answer:
+            assert answer.status == 403
+    assert not kube_api.rbac.allowed(
+        "system:serviceaccount:other:app", Request("get", "", "pods", "status", "team", "p")
+    )[0]

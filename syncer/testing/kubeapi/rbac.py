@@ -9,6 +9,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from syncer.app.permissions import subject_user
 from syncer.testing.kubeapi.errors import ApiError
 from syncer.testing.kubeapi.store import Store
 
@@ -133,14 +134,9 @@ def request_of(
 
 
 def _subject_matches(subject: dict[str, Any], user: str) -> bool:
-    kind, name = subject.get("kind"), subject.get("name", "")
-    if kind == "ServiceAccount":
-        return user == f"system:serviceaccount:{subject.get('namespace', '')}:{name}"
-    if kind == "User":
-        return bool(user == name)
-    if kind == "Group":
-        return name in groups_of(user)
-    return False
+    if subject.get("kind") == "Group":
+        return subject.get("name", "") in groups_of(user)
+    return subject_user(subject) == user
 
 
 def groups_of(user: str) -> set[str]:
