@@ -100,11 +100,10 @@ _NODESETS = (
 )
 
 
-def needed(settings: Settings, lease_namespace: str, lease_name: str | None = None) -> list[Right]:
+def needed(settings: Settings, lease_namespace: str) -> list[Right]:
     """Every right `slurm-syncer run` with these settings uses, in the narrowest scope it uses it.
-
-    `lease_namespace` is the resolved --lease-namespace (Settings.lease_namespace_resolved), where Node
-    Events go too; `lease_name` defaults to --lease-name."""
+    `lease_namespace` is the resolved --lease-namespace (Settings.lease_namespace_resolved), where the
+    Events about Nodes and the syncer go too."""
     namespace = settings.namespace  # slurmd pods, their Events and NodeSets; "": all namespaces
     rights = [Right(verb, "", resource) for verb, resource in _NODES]
     rights += [Right(verb, "", resource, namespace) for verb, resource in _PODS + _EVENTS]
@@ -113,8 +112,7 @@ def needed(settings: Settings, lease_namespace: str, lease_name: str | None = No
     if settings.nodeset_enabled:
         rights += [Right(verb, group, resource, namespace) for verb, group, resource in _NODESETS]
     if settings.leader_election:
-        name = lease_name or settings.lease_name
-        group = "coordination.k8s.io"
+        name, group = settings.lease_name, "coordination.k8s.io"
         rights += [
             Right("get", group, "leases", lease_namespace, name),
             Right("update", group, "leases", lease_namespace, name),
