@@ -10,8 +10,10 @@ import sys
 import time
 from dataclasses import dataclass
 
+from syncer.app import permissions
 from syncer.app import settings as settings_mod
 from syncer.app.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_output_argument, dump
+from syncer.app.permissions import Right
 from syncer.app.service import hint_reader
 from syncer.app.status_cmd import CONNECTION_OPTIONS, OTHERS_FROM_ENV
 from syncer.app.wiring import kube_client, slurm_client
@@ -23,34 +25,6 @@ from syncer.slurm.errors import SlurmAuthError, SlurmError
 from syncer.slurm.metrics_hint import SlurmMetricsError
 from syncer.slurm.metrics_locate import COST, REMEDY, LocatedMetricsReader
 from syncer.slurm.versions import VERSIONS
-
-# (verb, group, resource, why): everything the syncer does to Kubernetes
-PERMISSIONS: tuple[tuple[str, str, str, str], ...] = (
-    ("get", "", "nodes", "fresh read before a write after a conflict"),
-    ("list", "", "nodes", "informer of Nodes"),
-    ("watch", "", "nodes", "informer of Nodes"),
-    ("patch", "", "nodes", "annotations and cordon-on-slurm-drain"),
-    ("patch", "", "nodes/status", "SlurmNodeDrained/SlurmNodeHealthy conditions on Nodes"),
-    ("get", "", "pods", "fresh read before a write after a conflict"),
-    ("list", "", "pods", "informer of slurmd pods"),
-    ("watch", "", "pods", "informer of slurmd pods"),
-    ("patch", "", "pods", "state annotations on slurmd pods"),
-    ("patch", "", "pods/status", "conditions on slurmd pods"),
-    ("create", "", "pods", "NodeSet scale-out"),
-    ("delete", "", "pods", "NodeSet scale-in"),
-    ("create", "", "events", "Events for transitions"),
-    ("patch", "", "events", "aggregating repeated Events"),
-    ("get", "coordination.k8s.io", "leases", "leader election"),
-    ("create", "coordination.k8s.io", "leases", "leader election"),
-    ("update", "coordination.k8s.io", "leases", "leader election"),
-    ("list", "slurm-syncer.dev", "nodesets", "NodeSet reconciler"),
-    ("watch", "slurm-syncer.dev", "nodesets", "NodeSet reconciler"),
-    ("patch", "slurm-syncer.dev", "nodesets/status", "NodeSet status"),
-    ("get", "kueue.x-k8s.io", "topologies", "a Kueue Topology naming the tree labels (--topology-kueue)"),
-    ("create", "policy", "poddisruptionbudgets", "protecting busy slurmd pods"),
-    ("patch", "policy", "poddisruptionbudgets", "protecting busy slurmd pods"),
-)
-
 
 # the options check's help lists; the others come from the environment or --config, as for `run`
 CHECK_OPTIONS = (*CONNECTION_OPTIONS, "slurm-metrics-url", "slurm-metrics-port", "dry-run")
@@ -225,7 +199,7 @@ async def check_slurm(client: SlurmClient, skip_probe: str = "") -> list[Item]:
     return items
 
 
-async def check_kube(client: KubeClient) -> list[Item]:
+async def check_kube(client: KubeClient, rights: list[Right]) -> list[Item]:
     try:
         version = await client.get("/version")
     except KubeError as exc:
@@ -243,15 +217,13 @@ async def check_kube(client: KubeClient) -> list[Item]:
             f"credentials from {client.credentials}",
         )
     ]
-    for verb, group, resource, why in PERMISSIONS:
-        plural, _, sub = resource.partition("/")
-        attrs = {"verb": verb, "group": group, "resource": plural, **({"subresource": sub} if sub else {})}
+    for right in rights:  # only what this configuration uses, in the scope it uses it
         review = {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SelfSubjectAccessReview",
-            "spec": {"resourceAttributes": attrs},
+            "spec": {"resourceAttributes": right.resource_attributes()},
         }
-        name = f"{verb} {resource}" + (f".{group}" if group else "")
+        name = str(right)
         try:
             answer = await client.create("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review)
         except KubeError as exc:
@@ -267,8 +239,8 @@ async def check_kube(client: KubeClient) -> list[Item]:
         items.append(
             Item(
                 allowed,
-                f"may {name} ({why})",
-                "" if allowed else "add it to the syncer's ClusterRole (the Helm chart grants it)",
+                f"may {name}: {right.why}",
+                "" if allowed else "grant it to the syncer's ServiceAccount (the Helm chart does)",
             )
         )
     return items
@@ -303,7 +275,8 @@ async def collect(settings: settings_mod.Settings, no_write_probe: bool = False)
             ),
         ]
     try:
-        items += await check_kube(kube)
+        lease_namespace = settings.lease_namespace_resolved(os.environ)
+        items += await check_kube(kube, permissions.needed(settings, lease_namespace))
     finally:
         await kube.close()
     return items

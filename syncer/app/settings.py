@@ -67,6 +67,16 @@ def _label_key(text: str) -> str:
     return key
 
 
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def _lease_name(text: str) -> str:
+    name = text.strip()
+    if not _DNS_SUBDOMAIN.match(name) or len(name) > 253:
+        raise ValueError("a Lease name: lower-case letters, digits, '-' and '.', e.g. slurm-syncer-gpu")
+    return name
+
+
 def _label_selector(text: str) -> str:
     selector = text.strip()
     if any(ch in selector for ch in "\n\r\t\x00") or selector.count("(") != selector.count(")"):
@@ -303,6 +313,13 @@ OPTIONS: tuple[Option, ...] = (
         str,
         "",
         "namespace of the leader Lease and of Node Events; default $POD_NAMESPACE or default",
+        "Kubernetes",
+    ),
+    Option(
+        "lease-name",
+        _lease_name,
+        "slurm-syncer",
+        "name of the leader Lease; two syncers in one namespace need two names (the chart: its release)",
         "Kubernetes",
     ),
     Option(
@@ -572,6 +589,7 @@ class Settings:
     kubeconfig: str
     namespace: str
     lease_namespace: str
+    lease_name: str
     leader_election: bool
     lease_duration: float
     renew_deadline: float

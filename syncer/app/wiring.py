@@ -81,6 +81,7 @@ def service_config(settings: Settings, environ: Mapping[str, str]) -> ServiceCon
         dry_run=settings.dry_run,
         leader_election=settings.leader_election,
         lease_namespace=settings.lease_namespace_resolved(environ),
+        lease_name=settings.lease_name,
         identity=settings.identity_resolved(),
         lease_duration_s=settings.lease_duration,
         renew_deadline_s=settings.renew_deadline,

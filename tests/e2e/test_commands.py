@@ -129,8 +129,8 @@ async def test_check_reports_each_item(rig: Rig):
     code, out, _ = await command(rig, "check")
     assert code == 1
     assert (
-        "FAIL  may patch pods (state annotations on slurmd pods)" in out
-        and "fix: add it to the syncer's ClusterRole" in out
+        "FAIL  may patch pods (cluster-wide): labels and annotations of NodeSet pods" in out
+        and "fix: grant it to the syncer's ServiceAccount" in out
     )
     env = {**environment(rig), "SLURM_SYNCER_SLURM_TOKEN_FILE": str(write(rig, "bad-token", "not-a-jwt"))}
     code, out, _ = await command(rig, "check", env=env)

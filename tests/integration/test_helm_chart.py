@@ -24,8 +24,8 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
+from syncer.app import permissions
 from syncer.app import settings as settings_mod
-from syncer.app.check_cmd import PERMISSIONS
 from syncer.app.cli import build_parser
 from syncer.testing.kubeapi import KubeApiEmulator
 from tests.fixtures.kube import Kubectl
@@ -46,6 +46,7 @@ CHART_OWNED = {
     "slurm-api-version",
     "bind-by-node-name",
     "leader-election",
+    "lease-name",
     "listen-address",
     "kubeconfig",
 }
@@ -82,8 +83,9 @@ COMBINATIONS: dict[str, dict[str, Any] | None] = {
             "ready-grace-period": "2m",
             "dry-run": True,
             "slurm-poll-interval": None,
+            "nodeset-enabled": False,
         },
-        "extraArgs": ["--no-nodeset-enabled"],
+        "extraArgs": ["--ready-grace-period=90s"],
         "extraEnv": [{"name": "SSL_CERT_FILE", "value": "/etc/slurm-syncer/ca/ca.crt"}],
         "extraVolumes": [{"name": "ca", "configMap": {"name": "slurmrestd-ca"}}],
         "extraVolumeMounts": [{"name": "ca", "mountPath": "/etc/slurm-syncer/ca", "readOnly": True}],
@@ -107,8 +109,18 @@ COMBINATIONS: dict[str, dict[str, Any] | None] = {
 
 @functools.cache
 def render_script() -> ModuleType:
-    loader = SourceFileLoader("render_manifests", str(RENDER_SCRIPT))
-    spec = importlib.util.spec_from_loader("render_manifests", loader)
+    return load_script(RENDER_SCRIPT)
+
+
+@functools.cache
+def rbac_table() -> ModuleType:
+    return load_script(ROOT / "scripts" / "rbac-table")
+
+
+def load_script(path: Path) -> ModuleType:
+    name = path.name.replace("-", "_")
+    loader = SourceFileLoader(name, str(path))
+    spec = importlib.util.spec_from_loader(name, loader)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
@@ -241,6 +253,7 @@ def test_bad_values_are_refused_with_a_reason():
             ({"slurm": {"auth": {"type": "password"}}}, "/slurm/auth/type"),
             ({"slurm": {"url": "slurmrestd:6820"}}, "/slurm/url"),
             ({"leaderElection": {"enabled": False}}, "replicas > 1 needs leaderElection.enabled"),
+            ({"leaderElection": {"leaseName": "GPU_cluster"}}, "/leaderElection/leaseName"),
             ({"monitoring": {"podMonitor": {"enabled": True}}}, "not both"),
         ):
             with pytest.raises(helm.HelmError) as caught:
@@ -294,46 +307,75 @@ def test_the_deployment_runs_two_hardened_replicas_with_probes():
     assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
 
 
-def test_the_cluster_role_grants_exactly_the_checked_permissions():
-    objects = render()
-    role = one(objects, "ClusterRole")
-    granted = []
-    for rule in role["rules"]:
-        assert set(rule) == {"apiGroups", "resources", "verbs"}, "no resourceNames or nonResourceURLs"
-        granted += [(v, g, r) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]]
-    assert len(granted) == len(set(granted)), "a right is granted twice"
-    assert set(granted) == {(verb, group, resource) for verb, group, resource, _ in PERMISSIONS}
-    assert "Role" not in kinds(objects) and "RoleBinding" not in kinds(objects)
-    binding = one(objects, "ClusterRoleBinding")
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "ClusterRole",
-        "name": role["metadata"]["name"],
-    }
+# value sets whose RBAC differs: every profile of the README's table and then some
+RBAC_PROFILES: dict[str, dict[str, Any]] = {
+    **{name: values for name, (_, values) in rbac_table().PROFILES.items()},
+    "namespaced, lease there too": {"config": {"namespace": NAMESPACE}},
+    "lease elsewhere": {"config": {"lease-namespace": "kube-leases"}, "leaderElection": {"leaseName": "gpu"}},
+    "kueue": {"config": {"topology-kueue": "gpu-fabric"}},
+    "no leader election": COMBINATIONS["auth-none-single"] or {},
+    "hybrid": COMBINATIONS["hybrid"] or {},
+}
+
+
+@pytest.mark.parametrize("profile", RBAC_PROFILES)
+def test_the_rendered_rbac_grants_exactly_what_the_configuration_needs(profile: str):
+    """The chart's Roles and ClusterRoles equal permissions.needed for the settings the Deployment gives
+    the syncer: nothing more (a superfluous right fails), nothing less."""
+    objects = render(RBAC_PROFILES[profile])
+    settings = load_settings(objects)
     account = one(objects, "ServiceAccount")["metadata"]
-    assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": account["name"], "namespace": NAMESPACE}
-    ]
-
-
-def test_the_chart_readme_justifies_every_permission():
-    readme = (CHART / "README.md").read_text()
-    section = readme.split("## Kubernetes rights", 1)[1].split("\n## ", 1)[0]
-    rows = [line.strip("|").split("|") for line in section.splitlines() if line.startswith("| ")][1:]
-    listed = {
-        (verb, resource.strip()): why.strip() for verbs, resource, why in rows for verb in verbs.split(",")
+    user = f"system:serviceaccount:{NAMESPACE}:{account['name']}"
+    rbac = [o for o in objects if o["kind"] in ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")]
+    granted = permissions.granted(rbac, user)
+    assert len(granted) == len(set(granted))
+    needed = permissions.needed(settings, settings.lease_namespace_resolved({"POD_NAMESPACE": NAMESPACE}))
+    print(f"\n{profile}:\n  " + "\n  ".join(map(str, granted)))
+    assert granted == needed, {
+        "superfluous": [str(r) for r in granted if r not in needed],
+        "missing": [str(r) for r in needed if r not in granted],
     }
-    listed = {(verb.strip(), resource): why for (verb, resource), why in listed.items()}
-    expected = {}
-    for verb, group, resource, why in PERMISSIONS:
-        plural, _, sub = resource.partition("/")
-        name = (f"{plural}.{group}" + (f"/{sub}" if sub else "")) if group else resource
-        expected[(verb, name)] = why
-    assert listed == expected
-    assert "## Hybrid clusters" in readme
+    for right in granted:
+        assert right.why, right
+    for role in (o for o in rbac if o["kind"] in ("Role", "ClusterRole")):
+        for rule in role["rules"]:
+            assert set(rule) <= {"apiGroups", "resources", "verbs", "resourceNames"}, "no nonResourceURLs"
+            assert "*" not in json.dumps(rule), "no wildcards"
+    if settings.leader_election:
+        lease = next(r for r in granted if (r.verb, r.resource) == ("update", "leases"))
+        assert lease.name == settings.lease_name and lease.namespace == settings.lease_namespace_resolved(
+            {"POD_NAMESPACE": NAMESPACE}
+        )
 
 
-# --- settings ------------------------------------------------------------------------------------------
+def test_the_lease_is_named_after_the_release():
+    loaded = load_settings(render())
+    assert loaded.lease_name == one(render(), "Deployment")["metadata"]["name"] == "slurm-syncer"
+    docs = render_script().documents({}, "gpu-a", NAMESPACE)
+    names = {
+        yaml.safe_load(text)["metadata"]["name"] for _, text in docs if yaml.safe_load(text)["kind"] == "Role"
+    }
+    assert names == {"gpu-a-slurm-syncer-lease"}
+    env = {e["name"]: e.get("value") for e in container([yaml.safe_load(t) for _, t in docs])["env"]}
+    assert env["SLURM_SYNCER_LEASE_NAME"] == "gpu-a-slurm-syncer"
+    assert load_settings(render({"leaderElection": {"leaseName": "gpu"}})).lease_name == "gpu"
+
+
+def test_options_that_decide_rbac_are_refused_in_extra_args():
+    with helm.Chart.load(CHART) as chart:
+        for flag, value in (
+            ("--namespace=slurm", "config.namespace"),
+            ("--no-nodeset-enabled", "nodeset-enabled"),
+        ):
+            with pytest.raises(helm.HelmError) as caught:
+                chart.render({"extraArgs": [flag]}, name="slurm-syncer", namespace=NAMESPACE)
+            assert "decides the chart's RBAC" in str(caught.value) and value in str(caught.value)
+
+
+def test_the_chart_readme_rbac_table_is_fresh():
+    assert rbac_table().main(["--check"]) == 0, "run scripts/rbac-table"
+    readme = (CHART / "README.md").read_text()
+    assert "| create | leases.coordination.k8s.io |" in readme
 
 
 def test_values_config_covers_every_option_of_slurm_syncer_run():
@@ -364,7 +406,7 @@ def test_the_deployment_settings_load_like_slurm_syncer_run(combination: str):
     # the chart's settings are all in the environment (`kubectl exec` commands see them); extraArgs only
     # add flags
     flags = {name for name, source in loaded.sources.items() if source == "flag"}
-    assert flags == ({"nodeset_enabled"} if combination == "hybrid" else set()), flags
+    assert flags == ({"ready_grace_period"} if combination == "hybrid" else set()), flags
     if auth == "token":
         assert (loaded.slurm_token_file, loaded.slurm_jwt_key_file) == (
             "/var/run/secrets/slurm-syncer/token",
@@ -390,9 +432,9 @@ def test_hybrid_values_reach_the_syncer():
     assert (loaded.slurm_api_version, loaded.slurm_jwt_user) == ("v0.0.42", "syncer")
     assert loaded.drain_on_condition == (("GpuUnhealthy", "True"), ("NetworkUnavailable", "True"))
     assert loaded.cordon_on_slurm_drain is True and loaded.dry_run is True
-    assert (loaded.kube_qps, loaded.workers, loaded.ready_grace_period) == (20.5, 16, 120.0)
-    assert loaded.namespace == "slurm"
-    assert loaded.nodeset_enabled is False and loaded.sources["nodeset_enabled"] == "flag"  # extraArgs win
+    assert (loaded.kube_qps, loaded.workers, loaded.ready_grace_period) == (20.5, 16, 90.0)
+    assert loaded.sources["ready_grace_period"] == "flag"  # extraArgs win over config
+    assert loaded.namespace == "slurm" and loaded.nodeset_enabled is False
     assert loaded.sources["slurm_poll_interval"] == "default"  # null: left to the syncer
     main = container(objects)
     pod = one(objects, "Deployment")["spec"]["template"]

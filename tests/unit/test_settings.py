@@ -120,6 +120,11 @@ def test_repeatable_conditions_from_flags_env_and_file(tmp_path: Path):
         ),
         (("--slurm-url", "http://s:1", "--listen-address", "localhost"), {}, "expected host:port"),
         (
+            ("--slurm-url", "http://s:1"),
+            {"SLURM_SYNCER_LEASE_NAME": "GPU_cluster"},
+            "bad value 'GPU_cluster' for SLURM_SYNCER_LEASE_NAME: expected a Lease name",
+        ),
+        (
             ("--slurm-url", "http://s:1", "--slurm-token-file", "/t", "--slurm-jwt-key-file", "/k"),
             {},
             "not both",

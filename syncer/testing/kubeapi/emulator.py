@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import socket
+import ssl
 from dataclasses import dataclass
 from importlib import resources as package_files
 from pathlib import Path
@@ -18,7 +20,8 @@ from syncer.testing.kubeapi.api import Api, rfc3339
 from syncer.testing.kubeapi.errors import ApiError
 from syncer.testing.kubeapi.faults import Faults
 from syncer.testing.kubeapi.kubelet import FakeKubelet
-from syncer.testing.kubeapi.server import KubeApiServer
+from syncer.testing.kubeapi.rbac import Authorizer
+from syncer.testing.kubeapi.server import USER, KubeApiServer
 from syncer.testing.kubeapi.store import Store
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -49,7 +52,8 @@ class KubeApiEmulator:
     def __init__(
         self,
         *,
-        token: str | None = None,
+        token: str | None = None,  # the admin's bearer token; None: requests without one are the admin
+        users: dict[str, str] | None = None,  # bearer token -> user name whose requests RBAC judges
         bookmark_interval_s: float = 60.0,  # as kube-apiserver; tests may ask for quicker ones
         history_limit: int = 200_000,
         kubelet_termination_s: float = 0.5,
@@ -60,8 +64,11 @@ class KubeApiEmulator:
         self.server = KubeApiServer(self.api, self.faults, bookmark_interval_s=bookmark_interval_s)
         self.kubelet = FakeKubelet(self.api, termination_s=kubelet_termination_s)
         self.token = token
+        self.rbac = Authorizer(self.api.store, dict(users or {}))
+        self.server.authorizer = self.rbac
         self.url = ""
         self._runner: web.AppRunner | None = None
+        self._ca = b""  # the serving certificate (self-signed: its own CA) when over https
         for namespace in SYSTEM_NAMESPACES:
             self.create("", "v1", "namespaces", {"metadata": {"name": namespace}})
         if with_crds:
@@ -69,17 +76,25 @@ class KubeApiEmulator:
                 self.create("apiextensions.k8s.io", "v1", "customresourcedefinitions", crd)
 
     # -- lifecycle --------------------------------------------------------------------------------
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        middlewares = (self._auth_middleware,) if self.token is not None else ()
-        app = self.server.app(middlewares, self._add_control_routes)
+    async def start(
+        self, host: str = "127.0.0.1", port: int = 0, tls: tuple[Path, Path] | None = None
+    ) -> str:
+        """Serves on host:port (0: a free one); with `tls` (certificate file, key file) over https, which
+        kubectl needs to send a token or impersonate at all (client-go sends no credentials over http)."""
+        app = self.server.app((self._auth_middleware,), self._add_control_routes)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))  # bound here so the port is known even when 0 was asked for
-        await web.SockSite(self._runner, sock).start()
+        context = None
+        if tls is not None:
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(*tls)
+            self._ca = tls[0].read_bytes()
+        await web.SockSite(self._runner, sock, ssl_context=context).start()
         bound = sock.getsockname()[1]
-        self.url = f"http://{host}:{bound}"
+        self.url = f"{'https' if context else 'http'}://{host}:{bound}"
         self.server.address = f"{host}:{bound}"
         self.kubelet.start()
         return self.url
@@ -101,26 +116,45 @@ class KubeApiEmulator:
 
     @web.middleware
     async def _auth_middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        if (
-            request.path.startswith("/_emulator")
-            or request.headers.get("Authorization") == f"Bearer {self.token}"
-        ):
+        if request.path.startswith("/_emulator"):
             response: web.StreamResponse = await handler(request)
             return response
-        error = ApiError(401, "Unauthorized", "Unauthorized")
-        return web.Response(body=json.dumps(error.status()), status=401, content_type="application/json")
+        bearer = request.headers.get("Authorization", "")
+        user = self.rbac.users.get(bearer.removeprefix("Bearer ")) if bearer.startswith("Bearer ") else None
+        if user is None:
+            if self.token is not None and bearer != f"Bearer {self.token}":
+                error = ApiError(401, "Unauthorized", "Unauthorized")
+                return web.Response(
+                    body=json.dumps(error.status()), status=401, content_type="application/json"
+                )
+            user = request.headers.get("Impersonate-User")  # the admin acting as someone (kubectl --as)
+        if user:
+            request[USER] = user
+        response = await handler(request)
+        return response
 
-    def write_kubeconfig(self, path: Path | str, namespace: str = "default") -> Path:
-        """A kubeconfig that kubectl, kubernetes_asyncio and the syncer all accept."""
+    def add_user(self, token: str, user: str) -> None:
+        """Requests with this bearer token are `user`'s, judged by the RBAC objects stored here
+        (a ServiceAccount's user is system:serviceaccount:NAMESPACE:NAME)."""
+        self.rbac.users[token] = user
+
+    def write_kubeconfig(
+        self, path: Path | str, namespace: str = "default", token: str | None = None
+    ) -> Path:
+        """A kubeconfig that kubectl, kubernetes_asyncio and the syncer all accept: the admin's, or
+        with `token` one of the users' (add_user)."""
         user: dict[str, Any] = (
-            {"token": self.token}
-            if self.token is not None
+            {"token": token or self.token}
+            if (token or self.token) is not None
             else {"username": "emulator", "password": "emulator"}
         )
+        cluster: dict[str, Any] = {"server": self.url}
+        if self._ca:
+            cluster["certificate-authority-data"] = base64.b64encode(self._ca).decode()
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "emulator", "cluster": {"server": self.url}}],
+            "clusters": [{"name": "emulator", "cluster": cluster}],
             "users": [{"name": "emulator", "user": user}],
             "contexts": [
                 {

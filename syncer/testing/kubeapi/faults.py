@@ -16,6 +16,8 @@ class Faults:
     requests_failed: int = 0
     # (method, path fragment, seconds, answers left): requests applied at once, answered late
     late_answers: list[tuple[str, str, float, int]] = field(default_factory=list)
+    # (method, path fragment, answers left): requests refused with 409 Conflict, not applied
+    conflicts: list[tuple[str, str, int]] = field(default_factory=list)
     _running: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
@@ -41,6 +43,22 @@ class Faults:
                 return seconds
         return 0.0
 
+    def conflict_next(self, method: str, path_part: str, count: int = 1) -> None:
+        """The next `count` `method` requests whose path contains `path_part` get 409 Conflict, as when
+        another client wrote the object after this one read it (its resourceVersion is stale)."""
+        self.conflicts.append((method, path_part, count))
+
+    def conflicting(self, method: str, path: str) -> bool:
+        """Whether to refuse this request with a conflict (taking one from its rule)."""
+        for index, (wanted, part, left) in enumerate(self.conflicts):
+            if method == wanted and part in path:
+                if left <= 1:
+                    del self.conflicts[index]
+                else:
+                    self.conflicts[index] = (wanted, part, left - 1)
+                return True
+        return False
+
     def pause(self) -> None:
         """Requests hang (accepted, unanswered) until resume(): an API server that stopped responding."""
         self._running.clear()
@@ -59,4 +77,5 @@ class Faults:
         self.fail_remaining = 0
         self.latency_s = 0.0
         self.late_answers.clear()
+        self.conflicts.clear()
         self.resume()

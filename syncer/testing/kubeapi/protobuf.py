@@ -1,6 +1,7 @@
 """Kubernetes' protobuf request bodies, for the few kinds kubectl sends that way.
 
-kubectl's typed commands (`kubectl drain`'s eviction, `kubectl create namespace|configmap|secret`) send
+kubectl's typed commands (`kubectl drain`'s eviction, `kubectl create namespace|configmap|secret`,
+`kubectl auth can-i`) send
 `application/vnd.kubernetes.protobuf`: the 4 bytes `k8s\\0`, then a `runtime.Unknown` message holding the
 TypeMeta and the object's own message. This decodes those into the JSON shape the emulator stores; field
 numbers are those of k8s.io/api's generated.proto. Anything else is refused as kube-apiserver refuses a
@@ -36,6 +37,12 @@ _DELETE_OPTIONS: Schema = {
     3: ("orphanDependents", "bool", None), 4: ("propagationPolicy", "string", None),
     5: ("dryRun", "strings", None),
 }  # fmt: skip
+_RESOURCE_ATTRIBUTES: Schema = {
+    1: ("namespace", "string", None), 2: ("verb", "string", None), 3: ("group", "string", None),
+    4: ("version", "string", None), 5: ("resource", "string", None), 6: ("subresource", "string", None),
+    7: ("name", "string", None),
+}  # fmt: skip
+_NON_RESOURCE_ATTRIBUTES: Schema = {1: ("path", "string", None), 2: ("verb", "string", None)}
 KINDS: dict[tuple[str, str], Schema] = {
     ("policy/v1", "Eviction"): {
         1: ("metadata", "message", _META), 2: ("deleteOptions", "message", _DELETE_OPTIONS),
@@ -48,6 +55,13 @@ KINDS: dict[tuple[str, str], Schema] = {
     ("v1", "ConfigMap"): {
         1: ("metadata", "message", _META), 2: ("data", "map", None), 3: ("binaryData", "bytesmap", None),
         4: ("immutable", "bool", None),
+    },
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): {  # `kubectl auth can-i`
+        1: ("metadata", "message", _META),
+        2: ("spec", "message", {
+            1: ("resourceAttributes", "message", _RESOURCE_ATTRIBUTES),
+            2: ("nonResourceAttributes", "message", _NON_RESOURCE_ATTRIBUTES),
+        }),
     },
     ("v1", "Secret"): {
         1: ("metadata", "message", _META), 2: ("data", "bytesmap", None), 3: ("type", "string", None),

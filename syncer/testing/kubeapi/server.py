@@ -13,7 +13,7 @@ from urllib.parse import unquote
 import msgspec
 from aiohttp import web
 
-from syncer.testing.kubeapi import protobuf, ssa
+from syncer.testing.kubeapi import protobuf, rbac, ssa
 from syncer.testing.kubeapi.api import Api, Selection
 from syncer.testing.kubeapi.errors import ApiError
 from syncer.testing.kubeapi.faults import Faults
@@ -37,6 +37,7 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 APPLY_PATCH = "application/apply-patch+yaml"
 PRE_TIMEOUT_BOOKMARK_S = 2.0  # kube-apiserver bookmarks a watch this long before its timeoutSeconds
 
+USER = web.RequestKey("kube_user", str)  # the request's RBAC-judged user, set by authentication
 _encoder = msgspec.json.Encoder()
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -101,6 +102,7 @@ class KubeApiServer:
         self.watch_tasks: set[asyncio.Task[Any]] = set()
         # (monotonic time, method, path+query) for tests and benchmarks that count calls
         self.requests: list[tuple[float, str, str]] = []
+        self.authorizer: rbac.Authorizer | None = None  # RBAC for the identities it names
         self.record_requests = False
         self.address = ""
 
@@ -137,6 +139,9 @@ class KubeApiServer:
                 error.headers["Retry-After"] = str(self.faults.retry_after_s)
                 error.details = {"retryAfterSeconds": self.faults.retry_after_s}
             return _error(error)
+        if self.faults.conflicts and self.faults.conflicting(request.method, request.path):
+            kind, _, name = request.path.rstrip("/").removesuffix("/status").rpartition("/")
+            return _error(ApiError.conflict(kind.rpartition("/")[2], name))
         late_s = self.faults.answer_delay(request.method, request.path)
         response = await handler(request)
         if late_s:
@@ -266,13 +271,21 @@ class KubeApiServer:
             and self._is_namespaced_plural(group, version, rest[2])
         ) or (rest[0] == "namespaces" and len(rest) >= 3 and group != ""):
             namespace, rest = rest[1], rest[2:]
+        name = rest[1] if len(rest) > 1 else ""
+        subresource = rest[2] if len(rest) > 2 else ""
+        user = request.get(USER)
+        if self.authorizer is not None and user:  # kube-apiserver authorizes before it routes
+            asked = rbac.request_of(
+                request.method, request.query, group, rest[0], namespace or "", name, subresource
+            )
+            self.authorizer.check(user, asked)
+            if (group, rest[0]) in rbac.SELF_REVIEWS and request.method == "POST":
+                return _json(self.authorizer.review(user, await self._body(request)), 201)
         resource = self.api.resource(group, version, rest[0])
         if resource.namespaced and namespace is None and len(rest) > 1:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if not resource.namespaced and namespace is not None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        name = rest[1] if len(rest) > 1 else ""
-        subresource = rest[2] if len(rest) > 2 else ""
         if not name:
             return await self._collection(request, resource, namespace)
         return await self._object(request, resource, namespace or "", name, subresource)
