@@ -5,6 +5,7 @@ for any mix of CRs, present partitions, ownership records, jobs and the KeepPart
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -49,10 +50,8 @@ def apply(world: World, wanted: list[Wanted], result: Plan) -> tuple[World, list
             owned[name] = (action.cr, action.ownership)
         elif action.kind == "create":
             assert name not in present, "a POST on an existing name would silently update it"
-            nodes = frozenset(filter(None, (action.nodes or "").split(",")))
-            present[name] = PartitionState(
-                name, nodes, ",".join(sorted(nodes)), overlay(BASE, action.settings)
-            )
+            made = frozenset(filter(None, (action.nodes or "").split(",")))
+            present[name] = PartitionState(name, made, ",".join(sorted(made)), overlay(BASE, action.settings))
         elif action.kind in ("update", "drain"):
             have = present[name]
             nodes = set(have.nodes)
@@ -121,7 +120,7 @@ worlds = st.builds(
 )
 
 
-def build(parts: tuple, wanted: list[Wanted]) -> World:
+def build(parts: tuple[Any, ...], wanted: list[Wanted]) -> World:
     present_raw, owners, jobs, keeps, writes, slinky = parts
     present = {}
     for name, (nodes, values, default) in present_raw.items():
@@ -170,7 +169,10 @@ def test_every_cr_gets_one_outcome_and_the_plan_keeps_every_rule(wanted, parts):
             assert set(action.settings.managed()) <= set(want.settings.managed())
         if action.kind == "create":
             assert action.partition not in world.present
-            assert action.settings == want.settings and set(action.nodes.split(",")) - {""} <= SLURM_NODES
+            assert (
+                action.settings == want.settings
+                and set((action.nodes or "").split(",")) - {""} <= SLURM_NODES
+            )
         if action.kind == "update":
             have = world.present[action.partition]
             assert all(getattr(have.settings, k) != v for k, v in action.settings.managed().items()), (
