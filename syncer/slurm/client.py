@@ -614,15 +614,7 @@ class SlurmClient:
         """False when Slurm has no such partition. A partition with running or pending jobs is refused by
         Slurm: SlurmApiError with error 2075 "Partition is in use" (`partition_in_use` tells)."""
         self._need_partition_writes("partition_delete")
-        try:
-            await self._call(
-                "DELETE", f"/partition/{name}", Envelope, endpoint="partition_delete", idempotent=False
-            )
-        except SlurmApiError as exc:
-            if exc.has_error("Invalid partition name"):
-                return False
-            raise
-        return True
+        return await self._delete_named(f"/partition/{name}", "partition_delete", "Invalid partition name")
 
     def _need_partition_writes(self, endpoint: str) -> None:
         if not self.partition_writes:
@@ -701,12 +693,16 @@ class SlurmClient:
 
     async def delete_reservation(self, name: str) -> bool:
         """False when Slurm has no such reservation (already gone: it ended, or someone removed it)."""
+        return await self._delete_named(
+            f"/reservation/{name}", "reservation_delete", "Requested reservation is invalid"
+        )
+
+    async def _delete_named(self, path: str, endpoint: str, gone: str) -> bool:
+        """One DELETE, not retried; False when Slurm answers that the object does not exist (`gone`)."""
         try:
-            await self._call(
-                "DELETE", f"/reservation/{name}", Envelope, endpoint="reservation_delete", idempotent=False
-            )
+            await self._call("DELETE", path, Envelope, endpoint=endpoint, idempotent=False)
         except SlurmApiError as exc:
-            if exc.has_error("Requested reservation is invalid"):
+            if exc.has_error(gone):
                 return False
             raise
         return True

@@ -5,7 +5,6 @@ with a clear typed error before any request. `GET /conf`'s ReconfigFlags, with a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from syncer.slurm.partitions import (
     partition_in_use,
 )
 from syncer.testing.sandbox import REAL_NODE, Sandbox, up
-from tests.fixtures.slurm import API_VERSIONS, SELECTED
+from tests.fixtures.slurm import SELECTED
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slurm
@@ -34,12 +33,9 @@ SETTINGS = PartitionSettings(
 )  # fmt: skip
 
 
-@pytest.fixture(params=list(API_VERSIONS))
-async def client(request: pytest.FixtureRequest, slurm_sandbox: Sandbox) -> AsyncIterator[SlurmClient]:
-    async with SlurmClient(
-        slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file), api_version=request.param
-    ) as c:
-        yield c
+@pytest.fixture
+def client(client_per_version: SlurmClient) -> SlurmClient:
+    return client_per_version
 
 
 async def one(client: SlurmClient, name: str) -> PartitionState | None:
