@@ -187,3 +187,37 @@ async def _answers(client: SlurmClient) -> bool:
 
 def _job_state(sandbox: Sandbox, job: str) -> str:
     return sandbox.run("squeue", "-h", "-j", job, "-o", "%T").stdout.strip()
+
+
+@pytest.mark.only_where(SELECTED.name == "26.05")
+async def test_a_node_leaving_a_partition_and_a_drain_leave_the_running_job_alone(slurm_sandbox: Sandbox):
+    """What the controller relies on (docs/slurm-releases.md): `-node` and DRAIN never end a running job;
+    DRAIN refuses new submissions at once."""
+    name = "itest-leave"
+    async with SlurmClient(slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file)) as client:
+        await client.put_partition(name, PartitionSettings(state="UP"), nodes=f"{REAL_NODE},{NODES[0]}")
+        job = slurm_sandbox.run(
+            "sbatch", "-p", name, "-w", REAL_NODE, "--parsable", "--wrap", "sleep 4", check=True
+        ).stdout.strip()
+        try:
+            await wait_for(
+                lambda: _job_state(slurm_sandbox, job) == "RUNNING", deadline_s=30, what="job running"
+            )
+            await client.put_partition(name, PartitionSettings(state="DRAIN"), nodes=f"-{REAL_NODE}")
+            refused = slurm_sandbox.run("sbatch", "-p", name, "--wrap", "true")
+            assert refused.returncode != 0 and "Required partition not available" in refused.stderr
+            assert _job_state(slurm_sandbox, job) == "RUNNING"
+            await wait_for(
+                lambda: _final_state(slurm_sandbox, job) != "", deadline_s=60, what="the job to end"
+            )
+            assert _final_state(slurm_sandbox, job) == "COMPLETED"
+        finally:
+            slurm_sandbox.run("scancel", job)
+            await wait_for(lambda: _deleted(client, name), deadline_s=30, what="the partition deleted")
+
+
+def _final_state(sandbox: Sandbox, job: str) -> str:
+    """COMPLETED, FAILED, ...: the job's end state while slurmctld still holds it (MinJobAge), else ""."""
+    shown = sandbox.run("scontrol", "show", "job", job).stdout
+    state = next((part.split("=", 1)[1] for part in shown.split() if part.startswith("JobState=")), "")
+    return "" if state in ("", "RUNNING", "PENDING", "CONFIGURING", "COMPLETING") else state
