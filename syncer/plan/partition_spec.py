@@ -11,14 +11,14 @@ from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode
 from syncer.plan.partitions import Outcome, Wanted
 from syncer.slurm.hostlist import expand
-from syncer.slurm.partitions import OverSubscribe, PartitionSettings, PartitionState
+from syncer.slurm.partitions import DEFAULT_SHARE, OverSubscribe, PartitionSettings, PartitionState
 
 # spec key -> PartitionSettings field, for the fields taken as they are
 _PLAIN = {
     "state": "state", "default": "default", "hidden": "hidden", "maxTime": "max_time",
     "defaultTime": "default_time", "maxNodes": "max_nodes", "minNodes": "min_nodes",
     "priorityTier": "priority_tier", "priorityJobFactor": "priority_job_factor", "graceTime": "grace_time",
-    "qos": "qos", "exclusiveUser": "exclusive_user", "alternate": "alternate",
+    "qos": "qos", "exclusive": "exclusive", "alternate": "alternate",
 }  # fmt: skip
 _NAMES = {
     "allowAccounts": "allow_accounts", "denyAccounts": "deny_accounts", "allowGroups": "allow_groups",
@@ -34,7 +34,10 @@ def settings_from_spec(spec: Mapping[str, Any]) -> PartitionSettings:
     values.update({field: tuple(sorted(spec[key])) for key, field in _NAMES.items() if key in spec})
     over = spec.get("overSubscribe")
     if over is not None:
-        values["oversubscribe"] = OverSubscribe(str(over.get("mode", "")), int(over.get("jobs", 0)))
+        mode = str(over.get("mode", ""))
+        # Slurm stores YES/FORCE without a count as YES:4/FORCE:4: wanting the same keeps the plan quiet
+        jobs = int(over.get("jobs", DEFAULT_SHARE if mode in ("YES", "FORCE") else 0))
+        values["oversubscribe"] = OverSubscribe(mode, jobs)
     return PartitionSettings(**values)
 
 

@@ -20,7 +20,10 @@ from syncer.slurm.hostlist import expand
 from syncer.slurm.models import Envelope, MaybeNumber, Number
 
 STATES = ("UP", "DOWN", "DRAIN", "INACTIVE")
-OVERSUBSCRIBE = ("NO", "YES", "FORCE", "EXCLUSIVE")
+# EXCLUSIVE is refused by v0.0.45's parser ("expected NO, YES[:#], or FORCE[:#]", measured)
+OVERSUBSCRIBE = ("NO", "YES", "FORCE")
+EXCLUSIVE = ("NO", "USER", "TOPO")  # partition.exclusive; "YES" is refused (measured)
+DEFAULT_SHARE = 4  # YES/FORCE without a count: Slurm stores YES:4 / FORCE:4
 UNLIMITED: Literal["UNLIMITED"] = "UNLIMITED"
 Limit = int | Literal["UNLIMITED"]
 U16_MAX = 65533  # PriorityTier/PriorityJobFactor are uint16; 65534 and 65535 mean "unset"/"infinite"
@@ -32,8 +35,8 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 @dataclass(frozen=True)
 class OverSubscribe:
-    mode: str  # NO, YES, FORCE, EXCLUSIVE
-    jobs: int = 0  # YES:n / FORCE:n; 0 = Slurm's default (4)
+    mode: str  # NO, YES, FORCE
+    jobs: int = 0  # YES:n / FORCE:n
 
     @property
     def text(self) -> str:
@@ -66,7 +69,7 @@ class PartitionSettings:
     deny_qos: tuple[str, ...] | None = None
     qos: str | None = None
     oversubscribe: OverSubscribe | None = None
-    exclusive_user: bool | None = None
+    exclusive: str | None = None  # NO, USER (a node runs one user's jobs), TOPO
     alternate: str | None = None
 
     def managed(self) -> dict[str, Any]:
@@ -136,6 +139,8 @@ def check(name: str, settings: PartitionSettings) -> None:
         raise InvalidPartition(
             "overSubscribe", settings.oversubscribe.mode, f"one of {', '.join(OVERSUBSCRIBE)}"
         )
+    if settings.exclusive is not None and settings.exclusive not in EXCLUSIVE:
+        raise InvalidPartition("exclusive", settings.exclusive, f"one of {', '.join(EXCLUSIVE)}")
     if settings.alternate is not None and not NAME.fullmatch(settings.alternate):
         raise InvalidPartition("alternate", settings.alternate, "must be a partition name")
 
@@ -166,8 +171,8 @@ def body(name: str, settings: PartitionSettings, nodes: str | None = None) -> di
         section["state"] = [s.state]
     if s.oversubscribe is not None:
         section["oversubscribe"] = s.oversubscribe.text
-    if s.exclusive_user is not None:
-        section["exclusive"] = "USER" if s.exclusive_user else "NO"
+    if s.exclusive is not None:
+        section["exclusive"] = s.exclusive
     if section:
         entry["partition"] = section
     flags = [_flag(on, flag) for on, flag in ((s.default, "DEFAULT"), (s.hidden, "HIDDEN")) if on is not None]
@@ -287,7 +292,7 @@ class RawPartition(msgspec.Struct):
             deny_qos=_names(self.qos.deny),
             qos=self.qos.assigned,
             oversubscribe=None if (over := section.oversubscribe) is None else OverSubscribe.parse(over),
-            exclusive_user=None if section.exclusive is None else section.exclusive.upper() == "USER",
+            exclusive=None if section.exclusive is None else section.exclusive.upper(),
             alternate=self.alternate,
         )  # fmt: skip
         listed = self.nodes.configured

@@ -105,6 +105,10 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
         {"nodes": NODES, "allowQos": ["a"], "denyQos": ["b"]},
         "allowQos and denyQos cannot both be set (Slurm uses one or the other)",
     ),
+    "oversubscribe EXCLUSIVE": (
+        {"nodes": NODES, "overSubscribe": {"mode": "EXCLUSIVE"}},
+        'spec.overSubscribe.mode: Unsupported value: "EXCLUSIVE": supported values: "NO", "YES", "FORCE"',
+    ),
     "jobs with NO": (
         {"nodes": NODES, "overSubscribe": {"mode": "NO", "jobs": 4}},
         "jobs is only for YES and FORCE",

@@ -29,7 +29,7 @@ NODES = tuple(f"node{i:05d}" for i in range(1111, 1116))  # the session sandbox'
 SETTINGS = PartitionSettings(
     state="UP", default=False, hidden=True, max_time=120, default_time=30, max_nodes=3, min_nodes=1,
     priority_tier=5, priority_job_factor=2, grace_time=7, allow_accounts=("root",), allow_groups=("root",),
-    oversubscribe=OverSubscribe("FORCE", 4), exclusive_user=True, alternate="main",
+    oversubscribe=OverSubscribe("FORCE", 4), exclusive="USER", alternate="main",
 )  # fmt: skip
 
 
@@ -81,12 +81,12 @@ async def test_partition_writes_round_trip_or_are_refused_clearly(client: SlurmC
         assert changed.settings == made.settings
         # only the fields sent change; clearing flags and limits works
         await client.put_partition(
-            name, PartitionSettings(state="DRAIN", hidden=False, exclusive_user=False, max_time=UNLIMITED)
+            name, PartitionSettings(state="DRAIN", hidden=False, exclusive="NO", max_time=UNLIMITED)
         )
         drained = await one(client, name)
         assert drained is not None
-        assert (drained.settings.state, drained.settings.hidden, drained.settings.exclusive_user) == (
-            "DRAIN", False, False,
+        assert (drained.settings.state, drained.settings.hidden, drained.settings.exclusive) == (
+            "DRAIN", False, "NO",
         )  # fmt: skip
         assert drained.settings.max_time == UNLIMITED and drained.settings.priority_tier == 5
         # an unknown node: Slurm's error 2018, nothing changed

@@ -38,7 +38,7 @@ def test_every_spec_field_becomes_its_setting():
         "state": "DRAIN", "default": True, "hidden": False, "maxTime": "UNLIMITED", "defaultTime": 60,
         "maxNodes": 4, "minNodes": 1, "priorityTier": 7, "priorityJobFactor": 2, "graceTime": 30,
         "allowAccounts": ["b", "a"], "allowGroups": ["g"], "denyQos": ["low"], "qos": "gpu",
-        "overSubscribe": {"mode": "FORCE", "jobs": 2}, "exclusiveUser": True, "alternate": "main",
+        "overSubscribe": {"mode": "FORCE", "jobs": 2}, "exclusive": "USER", "alternate": "main",
     }  # fmt: skip
     got = settings_from_spec(spec)
     assert got == PartitionSettings(
@@ -57,7 +57,7 @@ def test_every_spec_field_becomes_its_setting():
         deny_qos=("low",),
         qos="gpu",
         oversubscribe=OverSubscribe("FORCE", 2),
-        exclusive_user=True,
+        exclusive="USER",
         alternate="main",
     )
     check("gpu", got)  # what the CRD accepts, the client sends

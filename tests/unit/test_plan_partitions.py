@@ -31,7 +31,7 @@ SLURM_NODES = frozenset(f"n{i}" for i in range(6))
 BASE = PartitionSettings(
     state="UP", default=False, hidden=False, max_time=UNLIMITED, default_time=None, max_nodes=UNLIMITED,
     min_nodes=0, priority_tier=1, priority_job_factor=1, grace_time=0, allow_accounts=(), deny_accounts=(),
-    allow_groups=(), allow_qos=(), deny_qos=(), qos="", exclusive_user=False, alternate="",
+    allow_groups=(), allow_qos=(), deny_qos=(), qos="", exclusive="NO", alternate="",
 )  # fmt: skip
 WORLD = World(present={}, owned={}, jobs={}, slurm_nodes=SLURM_NODES, keeps_partitions=True, writes=True)
 

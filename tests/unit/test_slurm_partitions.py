@@ -30,7 +30,7 @@ def test_only_the_managed_fields_are_sent():
         PartitionSettings(
             default=True, hidden=False, max_time=UNLIMITED, default_time=30, max_nodes=4, min_nodes=1,
             priority_tier=3, allow_accounts=("a", "b"), deny_qos=("low",), qos="gpu",
-            oversubscribe=OverSubscribe("FORCE", 2), exclusive_user=True, grace_time=0, alternate="main",
+            oversubscribe=OverSubscribe("FORCE", 2), exclusive="USER", grace_time=0, alternate="main",
         ),
     )  # fmt: skip
     assert sent == {
@@ -65,6 +65,12 @@ def test_only_the_managed_fields_are_sent():
         ("p", PartitionSettings(allow_qos=("a",), deny_qos=("b",)), "denyQos"),
         ("p", PartitionSettings(oversubscribe=OverSubscribe("SOMETIMES")), "overSubscribe"),
         ("p", PartitionSettings(alternate="a b"), "alternate"),
+        (
+            "p",
+            PartitionSettings(oversubscribe=OverSubscribe("EXCLUSIVE")),
+            "overSubscribe",
+        ),  # v0.0.45 refuses
+        ("p", PartitionSettings(exclusive="YES"), "exclusive"),
     ],
 )
 def test_values_slurm_would_mangle_are_refused_naming_the_field(name, settings, field):
@@ -91,11 +97,7 @@ def test_what_slurm_answers_reads_back_as_the_settings_sent():
         sent.max_time,
         sent.allow_accounts,
     )
-    assert (
-        got.allow_groups == ()
-        and got.oversubscribe == OverSubscribe("YES", 4)
-        and got.exclusive_user is False
-    )
+    assert got.allow_groups == () and got.oversubscribe == OverSubscribe("YES", 4) and got.exclusive == "NO"
 
 
 names = st.sets(st.sampled_from([f"n{i}" for i in range(8)]))
