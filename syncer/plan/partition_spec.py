@@ -11,6 +11,7 @@ from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode
 from syncer.plan.partitions import Outcome, Wanted
 from syncer.slurm.hostlist import expand
+from syncer.slurm.models import Job
 from syncer.slurm.partitions import DEFAULT_SHARE, OverSubscribe, PartitionSettings, PartitionState
 
 # spec key -> PartitionSettings field, for the fields taken as they are
@@ -147,3 +148,23 @@ def status_of(
             "totalCpus": have.total_cpus, "runningJobs": jobs[0], "pendingJobs": jobs[1],
         }  # fmt: skip
     return document
+
+
+# states after which a job no longer holds its partition (Slurm deletes it once only these remain)
+ENDED = frozenset({
+    "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
+    "OUT_OF_MEMORY",
+})  # fmt: skip
+
+
+def job_counts(jobs: Iterable[Job]) -> dict[str, tuple[int, int]]:
+    """Per partition (running, pending) from `GET /jobs`. A job pending in several partitions (`-p a,b`)
+    counts in each; a job that ended counts nowhere."""
+    counts: dict[str, list[int]] = {}
+    for job in jobs:
+        if job.states & ENDED or not job.states:
+            continue
+        slot = 1 if "PENDING" in job.states else 0
+        for name in filter(None, job.partition.split(",")):
+            counts.setdefault(name, [0, 0])[slot] += 1
+    return {name: (running, pending) for name, (running, pending) in counts.items()}

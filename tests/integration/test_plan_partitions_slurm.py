@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from syncer.plan.partition_spec import settings_from_spec, wanted_from
+from syncer.plan.partition_spec import job_counts, settings_from_spec, wanted_from
 from syncer.plan.partitions import DRAINING, UNSUPPORTED, Ownership, Plan, Wanted, World, plan
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
@@ -78,10 +78,13 @@ async def test_the_plan_converges_on_real_slurm_and_puts_back_what_changed(slurm
             assert not plan([want], await world_of(client, owned, {})).actions
             # deleted with a job in it: drained, then deleted once the job is gone
             gone = replace(want, deleting=True)
-            job = slurm_sandbox.run(
-                "sbatch", "-H", "-p", "itest-plan", "--parsable", "--wrap", "true", check=True
+            job = slurm_sandbox.run(  # held, pending in two partitions: counts in each
+                "sbatch", "-H", "-p", "itest-plan,main", "--parsable", "--wrap", "true", check=True
             ).stdout.strip()
-            draining = plan([gone], await world_of(client, owned, {"itest-plan": 1}))
+            counts = job_counts(await client.list_jobs())
+            assert counts["itest-plan"] == (0, 1) and counts["main"][1] >= 1
+            in_use = {name: running + pending for name, (running, pending) in counts.items()}
+            draining = plan([gone], await world_of(client, owned, in_use))
             assert [a.kind for a in draining.actions] == ["drain"]
             assert draining.outcomes["itest-plan"].reason == DRAINING
             await carry_out(client, draining, owned)

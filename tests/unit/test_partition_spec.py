@@ -10,8 +10,16 @@ from hypothesis import strategies as st
 
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode
-from syncer.plan.partition_spec import record_of, selector_matches, settings_from_spec, status_of, wanted_from
+from syncer.plan.partition_spec import (
+    job_counts,
+    record_of,
+    selector_matches,
+    settings_from_spec,
+    status_of,
+    wanted_from,
+)
 from syncer.plan.partitions import Outcome
+from syncer.slurm.models import Job
 from syncer.slurm.partitions import UNLIMITED, OverSubscribe, PartitionSettings, PartitionState, check
 from syncer.testing.kubeapi.selectors import labels_match, selector_from_label_selector_object
 
@@ -145,3 +153,14 @@ def test_the_selector_matches_as_the_api_server_does(labels, match_labels, match
     assert selector_matches(selector, labels) == labels_match(
         selector_from_label_selector_object(selector), labels
     )
+
+
+def test_jobs_count_per_partition_running_and_pending_and_ended_ones_not():
+    def job(i: int, states: set[str], partition: str) -> Job:
+        return Job(i, "j", frozenset(states), partition, "", "u")
+
+    counts = job_counts([
+        job(1, {"RUNNING"}, "gpu"), job(2, {"PENDING"}, "gpu,cpu"), job(3, {"COMPLETED"}, "gpu"),
+        job(4, {"RUNNING", "COMPLETING"}, "cpu"), job(5, {"CANCELLED"}, "cpu"), job(6, {"SUSPENDED"}, "gpu"),
+    ])  # fmt: skip
+    assert counts == {"gpu": (2, 1), "cpu": (1, 1)}
