@@ -40,6 +40,8 @@ UNSUPPORTED = "Unsupported"
 PRECONDITION = "KeepPartInfoMissing"
 DRAINING = "Draining"
 DELETING = "Deleting"
+CREATING = "Creating"
+UPDATING = "Updating"
 NEEDS = "partitions declared in Kubernetes need Slurm 26.05+ (REST v0.0.45 writes partitions)"
 ADD_KEEP = (
     "add 'ReconfigFlags=KeepPartInfo' to slurm.conf (Slinky: controller.extraConf) and reconfigure: without "
@@ -182,14 +184,14 @@ def _one(want: Wanted, world: World, result: Plan) -> None:
         add(Action("claim", want.cr, want.partition, ownership="created"))  # made anew by us: ours to delete
     if have is None:
         add(Action("create", want.cr, want.partition, ",".join(sorted(want.nodes)), want.settings))
-        say(want.cr, _outcome(want, False, READY, f"creating partition {want.partition}"))
+        say(want.cr, _outcome(want, False, CREATING, f"creating partition {want.partition}"))
         return
     changed = diff(want.settings, have.settings)
     nodes = node_changes(have.nodes, want.nodes)
     jobs = world.jobs.get(want.partition, 0)
     if changed.managed() or nodes:
         add(Action("update", want.cr, want.partition, nodes or None, changed, have.settings))
-        say(want.cr, _outcome(want, False, READY, f"updating partition {want.partition}", jobs))
+        say(want.cr, _outcome(want, False, UPDATING, f"updating partition {want.partition}", jobs))
         return
     say(want.cr, _outcome(want, True, READY, f"partition {want.partition} matches", jobs))
 
