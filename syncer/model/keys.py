@@ -31,6 +31,10 @@ class Keys:
     VALVE_RESET: Final = ANNOTATION_PREFIX + "reset-safety-valve"
     # a Node's planned maintenance, an ISO 8601 interval: becomes a Slurm MAINT reservation (docs/contract.md)
     MAINTENANCE_WINDOW: Final = ANNOTATION_PREFIX + "maintenance-window"
+    # on a SlurmPartition: "created" or "adopted", written before the partition is created (the ownership
+    # record: Slurm keeps no marker on a partition), and the finalizer that lets it drain before it goes
+    PARTITION_OWNER: Final = ANNOTATION_PREFIX + "partition-owner"
+    PARTITION_FINALIZER: Final = ANNOTATION_PREFIX + "partition"
     CONDITION_MAINTENANCE: Final = "SlurmMaintenanceReserved"
     CONDITION_DRAINED: Final = "SlurmNodeDrained"
     CONDITION_HEALTHY: Final = "SlurmNodeHealthy"

@@ -5,7 +5,12 @@
   `ping()`, `list_nodes(update_time=None) -> NodeListing | None` (None: HTTP 304, nothing changed),
   `list_all_nodes()`, `get_node(name)`, `update_node(name, state=, reason=, comment=, features=)`,
   `delete_node(name)`, `list_partitions()`, `list_jobs()`, `diag()`; `stats` counts requests, seconds and
-  bytes per endpoint. URLs: http://, https://, unix:///path.
+  bytes per endpoint. URLs: http://, https://, unix:///path. `slurmctld_conf()` (`GET /conf`, v0.0.45:
+  SlurmctldPort, MetricsType, ReconfigFlags -> `keeps_partitions`; None before). Partitions:
+  `partition_states()` (typed, any version), `put_partition(name, settings, nodes=)` and
+  `delete_partition(name)` (v0.0.45 only: `partition_writes`; SlurmVersionError before any request elsewhere).
+- `partitions`: `PartitionSettings` (None = not managed), `PartitionState`, `check` (InvalidPartition for what
+  Slurm would refuse or store wrongly), `body`, `node_changes(have, want) -> "+a,-b"`, `partition_in_use`.
 - `auth`: `StaticToken`, `TokenFile` (re-read on change or rejection), `JwtKeyToken` (minted HS256,
   renewed before expiry), `NoToken` (rest_auth/local over a unix socket). Tokens never reach logs or errors.
 - `errors`: `SlurmError` > `SlurmConnectionError`, `SlurmTimeout`, `SlurmAuthError`, `SlurmDecodeError`,

@@ -46,6 +46,7 @@ from syncer.slurm.errors import (
 )
 from syncer.slurm.hostlist import expand
 from syncer.slurm.models import (
+    ConfResponse,
     DiagResponse,
     Envelope,
     Job,
@@ -59,8 +60,11 @@ from syncer.slurm.models import (
     RawNode,
     Reservation,
     ReservationsResponse,
+    SlurmctldConf,
     unwrap,
 )
+from syncer.slurm.partitions import PartitionSettings, PartitionState, body
+from syncer.slurm.partitions import PartitionsResponse as PartitionDetails
 from syncer.slurm.updates import NodeUpdate
 from syncer.slurm.versions import VERSIONS, ApiVersion, choose
 
@@ -436,6 +440,14 @@ class SlurmClient:
         decoded = (await self._call("GET", "/ping/", PingResponse, endpoint="ping")).decoded
         return list(decoded.pings) if decoded else []
 
+    async def slurmctld_conf(self) -> SlurmctldConf | None:
+        """SlurmctldPort, the controllers and MetricsType from slurmctld's configuration (`GET /conf`);
+        None where the API version has no /conf (before v0.0.45, Slurm 26.05)."""
+        if self.version is None or not self.version.conf:
+            return None
+        decoded = (await self._call("GET", "/conf", ConfResponse, endpoint="conf")).decoded
+        return decoded.slurm_conf if decoded else None
+
     async def list_nodes(self, update_time: int | None = None) -> NodeListing | None:
         """All nodes, or None when `update_time` is given and nothing changed since (HTTP 304).
 
@@ -572,6 +584,46 @@ class SlurmClient:
             for p in (decoded.partitions if decoded else [])
         ]
 
+    # --- partitions (issue 38) ------------------------------------------------------------------
+    @property
+    def partition_writes(self) -> bool:
+        """This slurmrestd's API can create, update and delete partitions (v0.0.45, Slurm 26.05+)."""
+        return self.version is not None and self.version.partition_writes
+
+    async def partition_states(self) -> list[PartitionState]:
+        """Every partition with the settings the syncer manages (any API version; the flags and the
+        oversubscribe/exclusive strings read as None before v0.0.45, which does not show them)."""
+        answer = await self._call("GET", "/partitions/", PartitionDetails, endpoint="partitions")
+        return [raw.to_state() for raw in (answer.decoded.partitions if answer.decoded else [])]
+
+    async def put_partition(
+        self, name: str, settings: PartitionSettings, *, nodes: str | None = None
+    ) -> None:
+        """Create the partition `name`, or update it when it exists: one `POST /partitions/` carrying only
+        `nodes` (a hostlist, or `+a,-b` changes) and the managed settings. InvalidPartition before any
+        request for a value Slurm would store wrongly; SlurmVersionError before v0.0.45."""
+        self._need_partition_writes("partition_update")
+        entry = body(name, settings, nodes)
+        # not retried: the reconcile decides again from a fresh list (as node writes)
+        await self._call(
+            "POST", "/partitions/", Envelope, endpoint="partition_update", body={"partitions": [entry]},
+            idempotent=False,
+        )  # fmt: skip
+
+    async def delete_partition(self, name: str) -> bool:
+        """False when Slurm has no such partition. A partition with running or pending jobs is refused by
+        Slurm: SlurmApiError with error 2075 "Partition is in use" (`partition_in_use` tells)."""
+        self._need_partition_writes("partition_delete")
+        return await self._delete_named(f"/partition/{name}", "partition_delete", "Invalid partition name")
+
+    def _need_partition_writes(self, endpoint: str) -> None:
+        if not self.partition_writes:
+            raise SlurmVersionError(
+                f"REST API {self.version.name if self.version else '?'} cannot write partitions: "
+                "partitions declared in Kubernetes need Slurm 26.05+ (REST v0.0.45)",
+                endpoint=endpoint,
+            )
+
     async def list_jobs(self) -> list[Job]:
         decoded = (await self._call("GET", "/jobs/", JobsResponse, endpoint="jobs")).decoded
         jobs = []
@@ -641,12 +693,16 @@ class SlurmClient:
 
     async def delete_reservation(self, name: str) -> bool:
         """False when Slurm has no such reservation (already gone: it ended, or someone removed it)."""
+        return await self._delete_named(
+            f"/reservation/{name}", "reservation_delete", "Requested reservation is invalid"
+        )
+
+    async def _delete_named(self, path: str, endpoint: str, gone: str) -> bool:
+        """One DELETE, not retried; False when Slurm answers that the object does not exist (`gone`)."""
         try:
-            await self._call(
-                "DELETE", f"/reservation/{name}", Envelope, endpoint="reservation_delete", idempotent=False
-            )
+            await self._call("DELETE", path, Envelope, endpoint=endpoint, idempotent=False)
         except SlurmApiError as exc:
-            if exc.has_error("Requested reservation is invalid"):
+            if exc.has_error(gone):
                 return False
             raise
         return True

@@ -4,26 +4,19 @@ delete where the version can (v0.0.43+, Slurm 25.05+); v0.0.42 refuses to write 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 
-from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmApiError, SlurmVersionError
-from syncer.testing.sandbox import Sandbox
-from tests.fixtures.slurm import API_VERSIONS
 
 pytestmark = pytest.mark.slurm
 FLAGS, USERS = ("MAINT", "IGNORE_JOBS"), ("root",)
 
 
-@pytest.fixture(params=list(API_VERSIONS))
-async def client(request: pytest.FixtureRequest, slurm_sandbox: Sandbox) -> AsyncIterator[SlurmClient]:
-    async with SlurmClient(
-        slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file), api_version=request.param
-    ) as c:
-        yield c
+@pytest.fixture
+def client(client_per_version: SlurmClient) -> SlurmClient:
+    return client_per_version
 
 
 async def test_reservations_are_written_in_one_request_or_refused_clearly(client: SlurmClient) -> None:
