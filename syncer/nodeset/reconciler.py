@@ -1,5 +1,5 @@
 """The NodeSet reconciler: watches NodeSets, their pods, the Nodes and the Slurm cache, and carries
-out `plan()` one NodeSet at a time. Removals go through the sync engine (which drains the Slurm node
+out `plan()` one NodeSet at a time. Removals go through the sync controller (which drains the Slurm node
 with the scale-in reason); pods and Slurm records are deleted only after a fresh read from Slurm
 confirms the node is drained with nothing running or completing. A controller of the runtime:
 `reconcile(key) -> Result`, retried with the runtime's backoff when it raises. Ownership is by
@@ -7,21 +7,16 @@ identity (owner UID, the removal stamp on Slurm records; see plan.py), never by 
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
-from syncer.kube.cache import KubeCache
-from syncer.kube.client import KubeClient
+from syncer.control.context import ControllerContext
 from syncer.kube.errors import KubeError
-from syncer.kube.events import EventRecorder
-from syncer.kube.gate import NotLeader, WriteGate
 from syncer.kube.informer import Informer
-from syncer.kube.writer import KubeWriter, pod_path
+from syncer.kube.writer import pod_path
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
 from syncer.nodeset import manifests
@@ -38,14 +33,10 @@ from syncer.nodeset.plan import (
 from syncer.nodeset.spec import NodeSetSpec, SpecError, parse
 from syncer.nodeset.status import compute_status, invalid_status
 from syncer.nodeset.writes import NodeSetWrites
-from syncer.runtime.backoff import Backoff
-from syncer.runtime.controller import DONE, ControllerRunner, ReconcileMetrics, Result
-from syncer.runtime.tasks import cancel_and_wait
-from syncer.slurm.cache import NodeCache, NodeChange
-from syncer.slurm.client import SlurmClient
+from syncer.runtime.controller import DONE, Controller, Result
+from syncer.slurm.cache import NodeChange
 from syncer.slurm.errors import SlurmError, SlurmNotFound
 from syncer.sync.decide import rfc3339
-from syncer.sync.engine import SyncEngine
 
 log = structlog.get_logger("syncer.nodeset")
 
@@ -74,54 +65,42 @@ def _selection_may_change(nodeset: KubeNodeSet, old: KubeNode | None, new: KubeN
     return any(old.labels.get(key) != new.labels.get(key) for key in selector)
 
 
-class NodeSetReconciler:
-    name = "nodeset"  # the controller label of its reconcile metrics
+class NodeSetController(Controller):
+    name = "nodeset"  # the controller label of its reconcile metrics and logs
 
     def __init__(
         self,
+        context: ControllerContext,
         *,
-        kube: KubeClient,
-        slurm: SlurmClient,
-        slurm_cache: NodeCache,
-        kube_cache: KubeCache,
-        engine: SyncEngine,
-        writer: KubeWriter,
-        events: EventRecorder,
-        gate: WriteGate,
+        owner_prefix: str,
         namespace: str = "",
         workers: int = 2,
-        resync_s: float,
         requeue_s: float,
-        clock: Callable[[], float] = time.time,
-        reconcile_metrics: ReconcileMetrics | None = None,
-        backoff: Backoff | None = None,
     ) -> None:
-        self.kube = kube
-        self.slurm = slurm
-        self.slurm_cache = slurm_cache
-        self.kube_cache = kube_cache
-        self.engine = engine
-        self.writer = writer
-        self.events = events
-        self.gate = gate
-        self.writes = NodeSetWrites(kube=kube, slurm=slurm, slurm_cache=slurm_cache, gate=gate, events=events)
-        self.resync_s = resync_s
+        self.kube = context.kube
+        self.slurm = context.slurm
+        self.slurm_cache = context.slurm_cache
+        self.kube_cache = context.kube_cache
+        self.scale_in = context.scale_in
+        self.writer = context.writer
+        self.gate = context.gate
+        self.writes = NodeSetWrites(context)
         self.requeue_s = requeue_s
-        self.clock = clock
-        self.owner_prefix = engine.options.owner_prefix
+        self.clock = context.clock
+        self.owner_prefix = owner_prefix
         self.informer: Informer[KubeNodeSet] = Informer(
-            kube, manifests.nodesets_path(namespace), "NodeSet", lambda n: n.key
+            context.kube, manifests.nodesets_path(namespace), "NodeSet", lambda n: n.key
         )
-        self.runner = ControllerRunner(self, workers=workers, metrics=reconcile_metrics, backoff=backoff)
+        self.runner = context.runner(self, workers=workers)
         self.queue = self.runner.queue
         self.stats = NodeSetStats()
         self._pods: dict[str, set[str]] = {}  # NodeSet key -> pod keys
         self._pdbs: set[str] = set()  # NodeSet uids whose PodDisruptionBudget exists
         self._reported: set[tuple[str, str]] = set()  # (kind, object) Warning events sent once
         self.informer.subscribe(self._on_nodeset)
-        kube_cache.pods.subscribe(self._on_pod)
-        kube_cache.nodes.subscribe(self._on_node)
-        slurm_cache.subscribe(self._on_slurm)
+        self.kube_cache.pods.subscribe(self._on_pod)
+        self.kube_cache.nodes.subscribe(self._on_node)
+        self.slurm_cache.subscribe(self._on_slurm)
 
     # -- triggers ---------------------------------------------------------------------------------
     def _on_nodeset(self, old: KubeNodeSet | None, new: KubeNodeSet | None) -> None:
@@ -163,36 +142,16 @@ class NodeSetReconciler:
             if any(name.startswith(prefix) for name in names):
                 self.queue.add(nodeset.key)
 
-    def enqueue_all(self) -> None:
-        for key in self.informer.items:
-            self.queue.add(key)
+    async def keys(self) -> list[str]:
+        return list(self.informer.items)
 
     # -- lifecycle --------------------------------------------------------------------------------
-    async def run(self) -> None:
-        """The NodeSet informer and the reconciler's queue; the first of the two to end ends both."""
-        tasks = [
-            asyncio.create_task(self.informer.run(), name="informer-nodesets"),
-            asyncio.create_task(self._serve(), name="nodeset-serve"),
-        ]
-        try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                task.result()  # its failure, if it failed; a loop that returned is reported by the Manager
-        finally:
-            await cancel_and_wait(tasks)
+    def loops(self) -> dict[str, Callable[[], Awaitable[None]]]:
+        return {"informer-nodesets": self.informer.run}
 
-    async def _serve(self) -> None:
+    async def prepare(self) -> None:
         await self.informer.synced.wait()
         await self.kube_cache.wait_synced()
-        log.info("nodeset reconciler started", nodesets=len(self.informer.items))
-        self.enqueue_all()
-        await self.runner.serve(
-            enqueue_all=self.enqueue_all, resync_s=self.resync_s, leading=lambda: self.gate.leading,
-            name="nodeset",
-        )  # fmt: skip
-
-    async def stop(self) -> None:
-        self.runner.stop()
 
     # -- one NodeSet ------------------------------------------------------------------------------
     def pods_of(self, nodeset: KubeNodeSet) -> list[KubePod]:
@@ -202,8 +161,8 @@ class NodeSetReconciler:
         return [p for p in pods if owns(nodeset, p)]
 
     async def reconcile(self, key: str) -> Result:
-        """One NodeSet. A Kubernetes or Slurm error is counted and raised: the runtime retries the
-        key with its one backoff policy."""
+        """One NodeSet. A Kubernetes or Slurm error is counted and raised: the runner retries the key with
+        its one backoff policy (and drops the remaining writes when leadership is lost)."""
         self.stats.reconciles += 1
         nodeset = self.informer.items.get(key)
         if nodeset is None or nodeset.deleting:
@@ -214,18 +173,13 @@ class NodeSetReconciler:
         logger = log.bind(nodeset=key)
         try:
             return await self._reconcile(nodeset, logger)
-        except NotLeader:
-            logger.info("leadership lost mid-reconcile: remaining NodeSet writes dropped")
-            return DONE
-        except (KubeError, SlurmError) as exc:
+        except (KubeError, SlurmError):
             self.stats.errors += 1
-            logger.warning("nodeset reconcile failed, will retry", error=str(exc))
             raise
 
     def _forget(self, key: str) -> None:
-        for slurm_node, owner in list(self.engine.scale_in.items()):
-            if owner.key == key:
-                self.engine.mark_scale_in(slurm_node, None)
+        for slurm_node, _ in self.scale_in.owned_by(key):
+            self.scale_in.set(slurm_node, None)
         self.stats.timed_out.pop(key, None)
         self.stats.desired.pop(key, None)
 
@@ -261,7 +215,7 @@ class NodeSetReconciler:
         await self._unmark(nodeset, by_name, result, logger)
         await self._mark(nodeset, by_name, result, now, logger)
         await self._stamp(nodeset, result, logger)
-        self._engine_marks(nodeset, by_name, result)
+        self._scale_in_marks(nodeset, by_name, result)
         for name in result.delete_pods:
             await self._delete_pod(nodeset, by_name[name], logger)
         for name in result.delete_slurm_nodes:
@@ -336,30 +290,30 @@ class NodeSetReconciler:
                 {Keys.REMOVAL: None, Keys.REMOVAL_SINCE: None},
                 what="removal cancelled",
             )
-            self.engine.mark_scale_in(slurm_name(pod), None)
+            self.scale_in.set(slurm_name(pod), None)
             logger.info("scale-in cancelled: the node stays", pod=name)
             await self._event(nodeset, "Normal", "ScaleInCancelled", f"{name} stays: replicas went up again")
 
-    def _engine_marks(self, nodeset: KubeNodeSet, by_name: dict[str, KubePod], result: Plan) -> None:
-        """The engine drains exactly the Slurm nodes this NodeSet is removing (rebuilt every time,
+    def _scale_in_marks(self, nodeset: KubeNodeSet, by_name: dict[str, KubePod], result: Plan) -> None:
+        """The sync controller drains exactly the Slurm nodes this NodeSet is removing (rebuilt every time,
         so a restart picks the removals up again from the pods' annotations)."""
         if self.gate.dry_run:
             return
         present = {slurm_name(p) for p in by_name.values()}
         ref = nodeset.ref
-        for name, owner in list(self.engine.scale_in.items()):
-            if owner == ref and name in present and name not in result.scale_in_marks:
-                self.engine.mark_scale_in(name, None)
+        for name in self.scale_in.of(ref):
+            if name in present and name not in result.scale_in_marks:
+                self.scale_in.set(name, None)
         for name in result.scale_in_marks:
-            if self.engine.scale_in.get(name) != ref:
-                self.engine.mark_scale_in(name, ref)
+            if self.scale_in.get(name) != ref:
+                self.scale_in.set(name, ref)
 
     async def _stamp(self, nodeset: KubeNodeSet, result: Plan, logger: Any) -> None:
         """Records on each Slurm node being removed that this NodeSet (by identity) removes it: only
         such a record is deleted after its pod, whatever its name or drain reason say."""
         stamp = removal_stamp(nodeset)
         for name, comment in [(n, stamp) for n in result.stamp] + [(n, "") for n in result.unstamp]:
-            await self.writes.slurm_comment(name, comment)
+            await self.writes.slurm.set_comment(name, comment)
         for name in result.unstampable:
             if self._once("unstampable", name):
                 logger.warning(
@@ -388,14 +342,14 @@ class NodeSetReconciler:
         try:
             current = await self.slurm.get_node(name)
         except SlurmNotFound:
-            self.engine.mark_scale_in(name, None)
+            self.scale_in.set(name, None)
             return
         if current.busy or not removed_by_us(current, nodeset, self.owner_prefix):
             logger.info("slurm node kept: busy or no longer drained by us", slurm_node=name)
             return
-        if not await self.writes.delete_slurm_node(name):
+        if not await self.writes.slurm.delete_node(name):
             return
-        self.engine.mark_scale_in(name, None)
+        self.scale_in.set(name, None)
         self.stats.slurm_nodes_deleted += 1
         logger.info("slurm node deleted after its pod", slurm_node=name)
         await self._event(

@@ -17,10 +17,9 @@ from typing import Any
 
 import structlog
 
-from syncer.kube.cache import KubeCache
-from syncer.kube.events import EventRecorder, ObjectRef
-from syncer.kube.gate import NotLeader, WriteGate
-from syncer.kube.writer import KubeWriter, node_path
+from syncer.control.context import ControllerContext
+from syncer.kube.events import ObjectRef
+from syncer.kube.writer import node_path
 from syncer.model.keys import Keys
 from syncer.model.kube import Condition, KubeNode, KubePod
 from syncer.plan.maintenance import (
@@ -39,10 +38,7 @@ from syncer.plan.maintenance import (
     running_at,
     window_of,
 )
-from syncer.runtime.backoff import Backoff
-from syncer.runtime.controller import ControllerRunner, ReconcileMetrics, Result
-from syncer.slurm.cache import NodeCache
-from syncer.slurm.client import SlurmClient
+from syncer.runtime.controller import Controller, Result
 from syncer.slurm.errors import SlurmError
 from syncer.slurm.hostlist import expand
 
@@ -64,10 +60,6 @@ CONDITION_WRITES_AT_ONCE = 16
 NEEDS = "maintenance windows need Slurm 25.05+ (REST API v0.0.43+ creates reservations)"
 
 
-def _not_recorded(_kind: str, _direction: str, _name: str, _details: dict[str, Any]) -> None:
-    pass
-
-
 @dataclass
 class Summary:
     """The last reconcile's figures, read by the exporter at scrape time."""
@@ -78,51 +70,34 @@ class Summary:
     reservations: int = 0  # reservations of ours in Slurm
 
 
-class MaintenanceReservations:
+class MaintenanceController(Controller):
     name = "maintenance"
 
     def __init__(
-        self,
-        *,
-        slurm: SlurmClient,
-        slurm_cache: NodeCache,
-        kube_cache: KubeCache,
-        writer: KubeWriter,
-        events: EventRecorder,
-        gate: WriteGate,
-        options: MaintenanceOptions,
-        bound_node: BoundNode,
-        resync_s: float,
-        record: Recorder | None = None,
-        reconcile_metrics: ReconcileMetrics | None = None,
-        backoff: Backoff | None = None,
-        clock: Callable[[], float] = time.time,
+        self, context: ControllerContext, options: MaintenanceOptions, *, bound_node: BoundNode
     ) -> None:
-        self.slurm = slurm
-        self.slurm_cache = slurm_cache
-        self.kube_cache = kube_cache
-        self.writer = writer
-        self.events = events
-        self.gate = gate
+        self.slurm = context.slurm
+        self.slurm_cache = context.slurm_cache
+        self.kube_cache = context.kube_cache
+        self.writer = context.writer
+        self.events = context.events
+        self.slurm_writer = context.slurm_writer
+        self.gate = context.gate
         self.options = options
         self.bound_node = bound_node
-        self.record: Recorder = record or _not_recorded
-        self.resync_s = resync_s
-        self.clock = clock
+        self.record: Recorder = context.actions
+        self.resync_s = context.resync_s
+        self.clock = context.clock
         self.tag = owner_tag(options.owner)
         self.summary = Summary()
         self._told: dict[tuple[str, str], str] = {}  # (Node, Event reason) -> what it said, said once
         self._live: set[tuple[tuple[str, str], str]] = set()  # what the last reconcile would have said
-        self.runner = ControllerRunner(self, workers=1, metrics=reconcile_metrics, backoff=backoff)
-        kube_cache.nodes.subscribe(self._on_node)
-        kube_cache.pods.subscribe(self._on_pod)
+        self.runner = context.runner(self, workers=1)
+        self.kube_cache.nodes.subscribe(self._on_node)
+        self.kube_cache.pods.subscribe(self._on_pod)
 
-    async def run(self) -> None:
-        self.runner.queue.add(KEY)
-        await self.runner.run()
-
-    async def stop(self) -> None:
-        self.runner.stop()
+    async def keys(self) -> list[str]:
+        return [KEY]  # one key: every reservation is decided from one list of Slurm's
 
     # -- what names the key -------------------------------------------------------------------------
     def _inputs(self, node: KubeNode) -> tuple[object, ...]:
@@ -148,15 +123,11 @@ class MaintenanceReservations:
             return Result(requeue_after=1.0)  # a follower: looked at again when it may lead
         if not self.kube_cache.synced or self.slurm_cache.stale:
             return Result(requeue_after=1.0)  # fail closed: no reservation removed on stale data
-        try:
-            self._live = set()
-            result = await self._reconcile(self.clock())
-            # forget what was said about inputs that are gone, so the same mistake made again is told again
-            self._told = {k: v for k, v in self._told.items() if (k, v) in self._live}
-            return result
-        except NotLeader:
-            log.info("leadership lost mid-reconcile: remaining maintenance writes dropped")
-            return Result(requeue_after=1.0)
+        self._live = set()
+        result = await self._reconcile(self.clock())
+        # forget what was said about inputs that are gone, so the same mistake made again is told again
+        self._told = {k: v for k, v in self._told.items() if (k, v) in self._live}
+        return result
 
     async def _reconcile(self, now: float) -> Result:
         found = [
@@ -246,18 +217,15 @@ class MaintenanceReservations:
 
     # -- Slurm writes ------------------------------------------------------------------------------------
     async def _write(self, write: Write) -> bool:
-        """One reservation write behind the gate, with its metric and Events; False when Slurm refused it."""
+        """One reservation write through the Slurm writer (the gate), with its metric and Events; False when
+        Slurm refused it."""
         kind = f"reservation_{write.action}"
         what = f"{write.name} for {write.window.text}" if write.window else write.name
-        if not self.gate.check():
-            log.info(f"dry-run: would {write.action} reservation", reservation=what, nodes=len(write.nodes))
-            self.record(kind, "k8s_to_slurm", write.name, {"result": "dry_run"})
-            return True
         try:
             if write.action == "delete":
-                await self.slurm.delete_reservation(write.name)
+                written = await self.slurm_writer.delete_reservation(write.name)
             else:
-                await self.slurm.put_reservation(
+                written = await self.slurm_writer.put_reservation(
                     write.name, nodes=write.nodes, end=write.window.end if write.window else 0,
                     start=write.start, flags=FLAGS, users=USERS,
                     comment=f"{STAMP} owner={self.options.owner} window={what}",
@@ -273,6 +241,9 @@ class MaintenanceReservations:
                     f"Slurm refused to {write.action} reservation {what}: {exc}",
                 )
             return False
+        if not written:
+            self.record(kind, "k8s_to_slurm", write.name, {"result": "dry_run"})
+            return True
         log.info(f"reservation {write.action}d", name=write.name, reservation=what, nodes=len(write.nodes))
         self.record(kind, "k8s_to_slurm", write.name, {"result": "ok"})
         await self._tell_written(write)

@@ -1,8 +1,9 @@
 """The applier: carries out one reconcile's decision, in order. Slurm first (its result is what
 Kubernetes then shows), then the pod and Node (annotations, conditions, cordon), then the Events of
-what was done now. It owns the write gate checks, the safety valve's admission of new automatic drains, the
+what was done now. It owns the safety valve's admission of new automatic drains, the
 echo suppression of Slurm writes the cache has not caught up with, and the re-read before an
-undrain, so the engine's reconcile stays read -> decide -> apply."""
+undrain, so the sync controller's reconcile stays read -> decide -> apply. Its writes go through the
+context's writers (the write gate is checked there)."""
 
 from __future__ import annotations
 
@@ -13,17 +14,14 @@ from typing import Any
 
 import structlog
 
-from syncer.kube.binding import Binding, resolve
-from syncer.kube.cache import KubeCache
-from syncer.kube.events import EventRecorder, ObjectRef
-from syncer.kube.gate import NotLeader, WriteGate
-from syncer.kube.writer import KubeWriter, node_path, pod_path
+from syncer.control.binding import Binding, resolve
+from syncer.control.bulk import Superseded
+from syncer.control.context import ControllerContext
+from syncer.kube.events import ObjectRef
+from syncer.kube.writer import node_path, pod_path
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.model.kube import Condition, KubeNode, KubePod
 from syncer.model.slurm import SlurmNode
-from syncer.slurm.bulk import BulkWriter, Superseded
-from syncer.slurm.cache import NodeCache
-from syncer.slurm.client import SlurmClient
 from syncer.sync.causes import is_automatic
 from syncer.sync.decide import (
     EVENT_CORDON,
@@ -51,13 +49,8 @@ Recorder = Callable[..., None]  # (kind, direction, result, slurm node, **detail
 class Applier:
     def __init__(
         self,
+        context: ControllerContext,
         *,
-        slurm: SlurmClient,
-        slurm_cache: NodeCache,
-        kube_cache: KubeCache,
-        writer: KubeWriter,
-        events: EventRecorder,
-        gate: WriteGate,
         options: SyncOptions,
         valve: DrainValve,
         written: WrittenAnnotations,
@@ -66,12 +59,12 @@ class Applier:
         scale_in_of: Callable[[str], str | None],
         clock: Callable[[], float],
     ) -> None:
-        self.slurm = slurm
-        self.slurm_cache = slurm_cache
-        self.kube_cache = kube_cache
-        self.writer = writer
-        self.events = events
-        self.gate = gate
+        self.slurm = context.slurm
+        self.slurm_cache = context.slurm_cache
+        self.kube_cache = context.kube_cache
+        self.writer = context.writer
+        self.events = context.events
+        self.slurm_writer = context.slurm_writer
         self.options = options
         self.valve = valve
         self.written = written
@@ -83,7 +76,6 @@ class Applier:
         self.sent: dict[str, tuple[str, str, float]] = {}
         self.read_after_write: dict[str, SlurmNode] = {}  # the node as read once since that write
         self.objects = WrittenObjects()  # each write starts from our last one until the cache has it
-        self.bulk = BulkWriter(slurm, gate)  # identical Slurm updates decided together: one request
 
     def caught_up(self, name: str, listed_at: float) -> None:
         """The Slurm cache changed for `name` in a list asked for at `listed_at` (time.monotonic()): from one
@@ -119,12 +111,8 @@ class Applier:
             node=binding.node.name if binding.node else None,
             causes=[c.text for c in decision.causes] or None,
         )
-        try:
-            acted = await self._slurm_side(name, binding, decision, logger, read_now)
-            return await self._kube_side(name, binding, decision, logger, slurm_acted=acted, wait=wait)
-        except NotLeader:
-            logger.info("leadership lost mid-reconcile: remaining writes dropped")
-            return False
+        acted = await self._slurm_side(name, binding, decision, logger, read_now)
+        return await self._kube_side(name, binding, decision, logger, slurm_acted=acted, wait=wait)
 
     async def event(self, binding: Binding, on: str, type_: str, reason: str, message: str) -> None:
         """An Event on the pod (`on="pod"`, when there is one) or else the Node of a binding."""
@@ -185,10 +173,6 @@ class Applier:
             # condition that arrived during the read joins it)
             action = again
             signature = (action.kind, action.reason)
-        if not self.gate.check():
-            logger.info(f"dry-run: would {action.kind} in Slurm", reason=action.reason)
-            self.record(action.kind, "k8s_to_slurm", "dry_run", name)
-            return True
         kind = action.kind
 
         def still_wanted() -> bool:
@@ -198,12 +182,18 @@ class Applier:
 
         try:
             if kind == "drain":
-                await self.bulk.update(name, state=["DRAIN"], reason=action.reason, still=still_wanted)
+                written = await self.slurm_writer.update(
+                    name, state=["DRAIN"], reason=action.reason, still=still_wanted
+                )
             else:
-                await self.bulk.update(name, state=["UNDRAIN"], still=still_wanted)
+                written = await self.slurm_writer.update(name, state=["UNDRAIN"], still=still_wanted)
         except Superseded:
             logger.info(f"{kind} skipped: Kubernetes changed while it waited to be sent")
             return False
+        if not written:  # a dry run (the writer logged the request)
+            logger.info(f"dry-run: would {kind} in Slurm", reason=action.reason)
+            self.record(kind, "k8s_to_slurm", "dry_run", name)
+            return True
         self.sent[name] = (*signature, time.monotonic())
         self.read_after_write.pop(name, None)
         logger.info(

@@ -132,7 +132,7 @@ async def test_a_restart_writes_nothing_when_slurm_already_agrees(rig: Rig) -> N
             await wait_for(lambda: again.attributes.stats.reconciles > before, 10, what="a reconcile of A")  # type: ignore[union-attr]
             await again.attributes.queue.wait_idle()
             assert not again.attributes.stats.writes and not again.attributes.writing
-            assert again.engine.applier.bulk.stats.requests == 0
+            assert again.context.slurm_writer.bulk.stats.requests == 0
 
 
 async def test_a_value_slurm_cannot_take_gives_no_feature_and_one_event(rig: Rig) -> None:
@@ -154,7 +154,7 @@ async def test_a_value_slurm_cannot_take_gives_no_feature_and_one_event(rig: Rig
             assert GPU in refused()[0]["message"] and "h100=sxm" in refused()[0]["message"]
             assert service.attributes is not None
             before = service.attributes.stats.reconciles
-            service.attributes.enqueue_all()
+            await service.attributes.runner.resync()
             await wait_for(lambda: service.attributes.stats.reconciles > before, 10, what="another reconcile")  # type: ignore[union-attr]
             await service.attributes.queue.wait_idle()
             assert [e.get("count", 1) for e in refused()] == [1]  # not repeated by the reconcile
@@ -290,7 +290,7 @@ async def test_a_rack_relabelled_at_once_goes_to_slurm_in_bulk(rig: Rig) -> None
             return all("k8s.gpu:b200" in listing[n].features for n in names)
 
         await wait_for(all_labelled, 20, what="30 nodes' features")
-        bulk = service.engine.applier.bulk.stats
+        bulk = service.context.slurm_writer.bulk.stats
         # the initial reconcile of every node decides 30 identical updates together
         assert bulk.nodes == 30 and bulk.bulk_requests >= 1 and bulk.requests < 30, bulk
 
@@ -302,7 +302,7 @@ async def test_dry_run_logs_the_update_and_writes_nothing(rig: Rig) -> None:
         assert service.attributes is not None
         writes = service.attributes.stats.writes
         await wait_for(lambda: writes["features", "dry-run"] >= 1, 10, what="the update it would send")
-        assert not writes["features", "ok"] and service.engine.applier.bulk.stats.requests == 0
+        assert not writes["features", "ok"] and service.context.slurm_writer.bulk.stats.requests == 0
     assert "k8s.gpu:h100" not in (await rig.slurm(name)).features
 
 

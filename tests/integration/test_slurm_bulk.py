@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from syncer.kube.gate import NotLeader, WriteGate
+from syncer.control.bulk import BulkWriter
+from syncer.control.gate import NotLeader, WriteGate
 from syncer.slurm.auth import TokenFile
-from syncer.slurm.bulk import BulkWriter
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmNotFound
 from syncer.testing.sandbox import Sandbox
