@@ -313,7 +313,7 @@ class NodeSetController(Controller):
         such a record is deleted after its pod, whatever its name or drain reason say."""
         stamp = removal_stamp(nodeset)
         for name, comment in [(n, stamp) for n in result.stamp] + [(n, "") for n in result.unstamp]:
-            await self.writes.slurm.set_comment(name, comment)
+            await self.writes.slurm_writer.set_comment(name, comment)
         for name in result.unstampable:
             if self._once("unstampable", name):
                 logger.warning(
@@ -347,7 +347,7 @@ class NodeSetController(Controller):
         if current.busy or not removed_by_us(current, nodeset, self.owner_prefix):
             logger.info("slurm node kept: busy or no longer drained by us", slurm_node=name)
             return
-        if not await self.writes.slurm.delete_node(name):
+        if not await self.writes.slurm_writer.delete_node(name):
             return
         self.scale_in.set(name, None)
         self.stats.slurm_nodes_deleted += 1

@@ -24,7 +24,7 @@ class NodeSetWrites:
     def __init__(self, context: ControllerContext) -> None:
         self.events = context.events
         self.writer = context.writer
-        self.slurm = context.slurm_writer  # set_comment, delete_node
+        self.slurm_writer = context.slurm_writer  # set_comment, delete_node
 
     async def event(self, nodeset: KubeNodeSet, type_: str, reason: str, message: str) -> None:
         ref = ObjectRef("NodeSet", nodeset.name, nodeset.namespace, nodeset.uid, manifests.API_VERSION)
