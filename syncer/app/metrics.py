@@ -428,7 +428,7 @@ class _StateCollector(Collector):
 
     def _slurm_updates(self) -> Iterator[Metric]:
         """Drains and undrains sent to Slurm: how well identical ones were batched (issue 18)."""
-        bulk = self.service.engine.applier.slurm_writer.bulk.stats
+        bulk = self.service.engine.context.slurm_writer.bulk.stats
         requests = CounterMetricFamily(
             "slurm_syncer_slurm_update_requests",
             "Node update requests sent to Slurm (drain, undrain, features, topology): for one node, or one "

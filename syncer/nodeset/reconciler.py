@@ -77,13 +77,8 @@ class NodeSetController(Controller):
         workers: int = 2,
         requeue_s: float,
     ) -> None:
-        self.kube = context.kube
-        self.slurm = context.slurm
-        self.slurm_cache = context.slurm_cache
-        self.kube_cache = context.kube_cache
+        self.context = context  # clients, caches, writers: shared by every controller
         self.scale_in = context.scale_in
-        self.writer = context.writer
-        self.gate = context.gate
         self.writes = NodeSetWrites(context)
         self.requeue_s = requeue_s
         self.clock = context.clock
@@ -98,9 +93,9 @@ class NodeSetController(Controller):
         self._pdbs: set[str] = set()  # NodeSet uids whose PodDisruptionBudget exists
         self._reported: set[tuple[str, str]] = set()  # (kind, object) Warning events sent once
         self.informer.subscribe(self._on_nodeset)
-        self.kube_cache.pods.subscribe(self._on_pod)
-        self.kube_cache.nodes.subscribe(self._on_node)
-        self.slurm_cache.subscribe(self._on_slurm)
+        self.context.kube_cache.pods.subscribe(self._on_pod)
+        self.context.kube_cache.nodes.subscribe(self._on_node)
+        self.context.slurm_cache.subscribe(self._on_slurm)
 
     # -- triggers ---------------------------------------------------------------------------------
     def _on_nodeset(self, old: KubeNodeSet | None, new: KubeNodeSet | None) -> None:
@@ -151,11 +146,11 @@ class NodeSetController(Controller):
 
     async def prepare(self) -> None:
         await self.informer.synced.wait()
-        await self.kube_cache.wait_synced()
+        await self.context.kube_cache.wait_synced()
 
     # -- one NodeSet ------------------------------------------------------------------------------
     def pods_of(self, nodeset: KubeNodeSet) -> list[KubePod]:
-        items = self.kube_cache.pods.items
+        items = self.context.kube_cache.pods.items
         pods = [items[k] for k in sorted(self._pods.get(nodeset.key, ())) if k in items]
         # only pods this NodeSet owns, by UID: a stray pod that copies the label is not ours to delete
         return [p for p in pods if owns(nodeset, p)]
@@ -168,7 +163,7 @@ class NodeSetController(Controller):
         if nodeset is None or nodeset.deleting:
             self._forget(key)
             return DONE
-        if not self.gate.leading:
+        if not self.context.gate.leading:
             return DONE
         logger = log.bind(nodeset=key)
         try:
@@ -194,17 +189,17 @@ class NodeSetController(Controller):
             await self._write_status(nodeset, invalid_status(nodeset, str(exc), rfc3339(now) or ""))
             return DONE
         pods = self.pods_of(nodeset)
-        nodes = list(self.kube_cache.nodes.items.values()) if spec.mode == "DaemonSet" else []
-        fresh = self.slurm_cache.synced and not self.slurm_cache.stale
+        nodes = list(self.context.kube_cache.nodes.items.values()) if spec.mode == "DaemonSet" else []
+        fresh = self.context.slurm_cache.synced and not self.context.slurm_cache.stale
         result = plan(
-            nodeset, spec, pods, self.slurm_cache.nodes,
+            nodeset, spec, pods, self.context.slurm_cache.nodes,
             nodes=nodes, slurm_fresh=fresh, now=now, owner_prefix=self.owner_prefix,
         )  # fmt: skip
         if fresh and SCALE_IN in result.mark_removal.values() and spec.mode == "Replicas":
             # which members go depends on who is busy: choose on a list read now, not a poll ago
-            await self.slurm_cache.refresh()
+            await self.context.slurm_cache.refresh()
             result = plan(
-                nodeset, spec, pods, self.slurm_cache.nodes,
+                nodeset, spec, pods, self.context.slurm_cache.nodes,
                 nodes=nodes, slurm_fresh=True, now=now, owner_prefix=self.owner_prefix,
             )  # fmt: skip
         self.stats.desired[nodeset.key] = result.desired
@@ -224,8 +219,8 @@ class NodeSetController(Controller):
             await self._create_pod(nodeset, spec, member, logger)
         timeout_check = await self._report_timeouts(nodeset, spec, by_name, result, logger)
         status = compute_status(
-            nodeset, spec, pods, self.slurm_cache.nodes, result,
-            slurm_fresh=fresh, slurm_error=self.slurm_cache.cause, now=rfc3339(now) or "",
+            nodeset, spec, pods, self.context.slurm_cache.nodes, result,
+            slurm_fresh=fresh, slurm_error=self.context.slurm_cache.cause, now=rfc3339(now) or "",
         )  # fmt: skip
         await self._write_status(nodeset, status)
         # caches usually trigger sooner; a pending drain timeout is checked on time without a change
@@ -254,7 +249,7 @@ class NodeSetController(Controller):
             pod = by_name[name]
             if (pod.labels.get(Keys.BUSY_LABEL) == "true") == busy or pod.terminating:
                 continue
-            await self.writer.set_labels(
+            await self.context.writer.set_labels(
                 pod_path(pod.namespace, pod.name),
                 {Keys.BUSY_LABEL: "true" if busy else None},
                 what="busy label",
@@ -265,12 +260,12 @@ class NodeSetController(Controller):
     ) -> None:
         for name, why in sorted(result.mark_removal.items()):
             pod = by_name[name]
-            written = await self.writer.set_annotations(
+            written = await self.context.writer.set_annotations(
                 pod_path(pod.namespace, pod.name),
                 {Keys.REMOVAL: why, Keys.REMOVAL_SINCE: f"{now:.0f}"},
                 what="removal",
             )
-            if written is None and self.gate.dry_run:
+            if written is None and self.context.gate.dry_run:
                 continue
             self.stats.removals_started += 1
             verb = "scale-in" if why == "scale-in" else "rolling update"
@@ -285,7 +280,7 @@ class NodeSetController(Controller):
     ) -> None:
         for name in result.unmark:
             pod = by_name[name]
-            await self.writer.set_annotations(
+            await self.context.writer.set_annotations(
                 pod_path(pod.namespace, pod.name),
                 {Keys.REMOVAL: None, Keys.REMOVAL_SINCE: None},
                 what="removal cancelled",
@@ -297,7 +292,7 @@ class NodeSetController(Controller):
     def _scale_in_marks(self, nodeset: KubeNodeSet, by_name: dict[str, KubePod], result: Plan) -> None:
         """The sync controller drains exactly the Slurm nodes this NodeSet is removing (rebuilt every time,
         so a restart picks the removals up again from the pods' annotations)."""
-        if self.gate.dry_run:
+        if self.context.gate.dry_run:
             return
         present = {slurm_name(p) for p in by_name.values()}
         ref = nodeset.ref
@@ -324,7 +319,7 @@ class NodeSetController(Controller):
     async def _delete_pod(self, nodeset: KubeNodeSet, pod: KubePod, logger: Any) -> None:
         name = slurm_name(pod)
         try:
-            current = await self.slurm.get_node(name)  # the cache may be a second old
+            current = await self.context.slurm.get_node(name)  # the cache may be a second old
         except SlurmNotFound:
             current = None
         if current is not None and not removable(current):
@@ -340,7 +335,7 @@ class NodeSetController(Controller):
 
     async def _delete_slurm_node(self, nodeset: KubeNodeSet, name: str, logger: Any) -> None:
         try:
-            current = await self.slurm.get_node(name)
+            current = await self.context.slurm.get_node(name)
         except SlurmNotFound:
             self.scale_in.set(name, None)
             return

@@ -72,15 +72,9 @@ class AttributeController(Controller):
     name = "attributes"
 
     def __init__(self, context: ControllerContext, options: AttributeOptions) -> None:
-        self.slurm = context.slurm
-        self.slurm_cache = context.slurm_cache
-        self.kube_cache = context.kube_cache
-        self.events = context.events
-        self.gate = context.gate
-        self.slurm_writer = context.slurm_writer  # one group commit for every Slurm node update
+        self.context = context  # clients, caches, writers: shared by every controller
         self.options = options
         self.tree = options.topology  # its tree labels replaced by a Kueue Topology's levels, if named
-        self.kube = context.kube
         self.resync_s = context.resync_s
         self.stats = AttributeStats()
         self.runner = context.runner(self)
@@ -89,8 +83,8 @@ class AttributeController(Controller):
         self._writing: set[tuple[str, str]] = set()  # (node, kind) whose write is on its way
         self._again: set[tuple[str, str]] = set()  # (node, kind) decided again while its write was away
         self._told: dict[tuple[str, str], str] = {}  # (Node, what) -> the message an Event already said
-        self.slurm_cache.subscribe(self._on_slurm_changes)
-        self.kube_cache.subscribe(self._on_kube_keys)
+        self.context.slurm_cache.subscribe(self._on_slurm_changes)
+        self.context.kube_cache.subscribe(self._on_kube_keys)
 
     def _on_slurm_changes(self, changes: list[NodeChange]) -> None:
         for change in changes:
@@ -102,8 +96,8 @@ class AttributeController(Controller):
             self.queue.add(key, lane=Lane.URGENT)
 
     async def prepare(self) -> None:
-        await self.kube_cache.wait_synced()
-        await self.slurm_cache.wait_synced()
+        await self.context.kube_cache.wait_synced()
+        await self.context.slurm_cache.wait_synced()
         self._check_topology_support()
 
     async def keys(self) -> set[str]:
@@ -111,7 +105,7 @@ class AttributeController(Controller):
         now = time.monotonic()
         self._written_at = {k: t for k, t in self._written_at.items() if now - t < FRESH_READ_S}
         await self._read_kueue_topology()
-        return set(self.kube_cache.slurm_names())
+        return set(self.context.kube_cache.slurm_names())
 
     async def _read_kueue_topology(self) -> None:
         """With `--topology-kueue NAME`, the tree labels are that Kueue Topology's levels (read at start and
@@ -124,7 +118,9 @@ class AttributeController(Controller):
         for version in KUEUE_VERSIONS:
             try:
                 found = topology.kueue_levels(
-                    await self.kube.get(f"/apis/kueue.x-k8s.io/{version}/topologies/{spec.kueue_topology}")
+                    await self.context.kube.get(
+                        f"/apis/kueue.x-k8s.io/{version}/topologies/{spec.kueue_topology}"
+                    )
                 )
                 break
             except KubeError as exc:
@@ -138,27 +134,27 @@ class AttributeController(Controller):
         if found != self.tree.tree_labels:
             log.info("tree labels from the kueue topology", topology=spec.kueue_topology, labels=list(found))
             self.tree = replace(spec, tree_labels=found)
-            for name in set(self.kube_cache.slurm_names()):
+            for name in set(self.context.kube_cache.slurm_names()):
                 self.queue.add(name)
 
     def _check_topology_support(self) -> None:
-        version = self.slurm.version
+        version = self.context.slurm.version
         if self.options.topology.enabled and version is not None and not version.topology:
             self.stats.topology_unsupported = True
             log.warning(
                 "node topology from labels needs Slurm 25.05+ (REST v0.0.43+): not written",
-                api_version=version.name, release=self.slurm.release or None,
+                api_version=version.name, release=self.context.slurm.release or None,
             )  # fmt: skip
 
     # -- one key ----------------------------------------------------------------------------------
     async def reconcile(self, name: str) -> Result:
         self.stats.reconciles += 1
-        if not self.kube_cache.synced or not self.slurm_cache.synced:
+        if not self.context.kube_cache.synced or not self.context.slurm_cache.synced:
             return Result(requeue_after=1.0)
-        slurm_node = self.slurm_cache.nodes.get(name)
-        binding = resolve(name, self.kube_cache)
+        slurm_node = self.context.slurm_cache.nodes.get(name)
+        binding = resolve(name, self.context.kube_cache)
         kube_node = binding.node
-        if slurm_node is None or not binding.bound or kube_node is None or not self.gate.leading:
+        if slurm_node is None or not binding.bound or kube_node is None or not self.context.gate.leading:
             return DONE
         labels = kube_node.labels
         owned: tuple[str, ...] | None = None
@@ -179,7 +175,7 @@ class AttributeController(Controller):
             # our own write may not be in the cache yet (with --slurm-metrics-url a feature change moves no
             # node count, so it is listed only at the floor): decide on the node as Slurm has it now
             with contextlib.suppress(SlurmError):
-                updates = self._updates(await self.slurm.get_node(name), owned, place)
+                updates = self._updates(await self.context.slurm.get_node(name), owned, place)
         for kind, update in updates:
             self._send(name, kube_node.name, kind, update)
         return DONE
@@ -220,7 +216,7 @@ class AttributeController(Controller):
         """One update; a failure is the runner's to retry (backoff with jitter, as a failed reconcile),
         a refusal is looked at again at the resync (the Node's labels must change first)."""
         try:
-            written = await self.slurm_writer.update(name, update, linger_s=LINGER_S)
+            written = await self.context.slurm_writer.update(name, update, linger_s=LINGER_S)
         except SlurmApiError as exc:
             result = "refused" if kind == "topology" else "error"  # topology: a unit topology.yaml lacks
             self.stats.writes[kind, result] += 1
@@ -255,4 +251,4 @@ class AttributeController(Controller):
         self._told[node, what] = message
         self.stats.refused_labels += reason == EVENT_FEATURE_REFUSED
         log.warning("node attribute not carried to slurm", node=node, reason=reason, detail=message)
-        await self.events.record(ObjectRef.node(node), "Warning", reason, message)
+        await self.context.events.record(ObjectRef.node(node), "Warning", reason, message)

@@ -45,10 +45,7 @@ class SyncController(Controller):
         valve: DrainValve,
         missing_grace_s: float,
     ) -> None:
-        self.slurm = context.slurm
-        self.slurm_cache = context.slurm_cache
-        self.kube_cache = context.kube_cache
-        self.gate = context.gate
+        self.context = context  # clients, caches, writers: shared by every controller
         self.options = options
         self.valve = valve
         self.missing_grace_s = missing_grace_s
@@ -70,8 +67,8 @@ class SyncController(Controller):
             record=self._record, scale_in_of=self._scale_in_of, clock=self.clock,
         )  # fmt: skip
         self._was_open = self._was_leading = False  # the valve and leadership at the last housekeeping
-        self.slurm_cache.subscribe(self._on_slurm_changes)
-        self.kube_cache.subscribe(self._on_kube_keys)
+        self.context.slurm_cache.subscribe(self._on_slurm_changes)
+        self.context.kube_cache.subscribe(self._on_kube_keys)
         self.scale_in.subscribe(lambda name: self._mark(name, Lane.FIRST))
 
     # -- inputs -----------------------------------------------------------------------------------
@@ -81,7 +78,7 @@ class SyncController(Controller):
 
     def _on_slurm_changes(self, changes: list[NodeChange]) -> None:
         for change in changes:
-            self.applier.caught_up(change.name, self.slurm_cache.listed_at)
+            self.applier.caught_up(change.name, self.context.slurm_cache.listed_at)
             self._mark(change.name, Lane.URGENT)
 
     def _on_kube_keys(self, keys: set[str]) -> None:
@@ -91,7 +88,7 @@ class SyncController(Controller):
             self._mark(key, Lane.FIRST)
 
     async def keys(self) -> list[str]:
-        names = self.kube_cache.slurm_names()
+        names = self.context.kube_cache.slurm_names()
         self.stats.bound = len(names)
         return list(names)
 
@@ -102,17 +99,17 @@ class SyncController(Controller):
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def prepare(self) -> None:
-        await self.kube_cache.wait_synced()
-        await self.slurm_cache.wait_synced()
-        self._was_open, self._was_leading = self.valve.is_open, self.gate.leading
+        await self.context.kube_cache.wait_synced()
+        await self.context.slurm_cache.wait_synced()
+        self._was_open, self._was_leading = self.valve.is_open, self.context.gate.leading
 
     def tick(self) -> bool:
         """Once a second: the valve closing by itself, our write records kept or forgotten; True when every
         key must be looked at again (the valve closed)."""
-        bound = len(self.kube_cache.slurm_names())
+        bound = len(self.context.kube_cache.slurm_names())
         self.stats.bound = bound
         is_open = self.valve.tick(self.clock(), bound)
-        leading = self.gate.leading
+        leading = self.context.gate.leading
         if leading != self._was_leading:
             self.written.forget_all()  # another replica may have written meanwhile
             self.applier.objects.forget_all()
@@ -125,14 +122,14 @@ class SyncController(Controller):
     def reset_valve(self) -> None:
         """Operator override: let the refused drains through."""
         self.valve.reset()
-        for name in self.kube_cache.slurm_names():
+        for name in self.context.kube_cache.slurm_names():
             self.queue.add(name)
 
     # -- one key ----------------------------------------------------------------------------------
     async def reconcile(self, name: str) -> Result:
         """One Slurm node: read both sides once, decide (pure), then apply the decision's writes."""
         self.stats.reconciles += 1
-        if not self.kube_cache.synced or not self.slurm_cache.synced:
+        if not self.context.kube_cache.synced or not self.context.slurm_cache.synced:
             return Result(requeue_after=1.0)
         binding = self.applier.binding(name)
         if binding.conflict:
@@ -144,8 +141,8 @@ class SyncController(Controller):
             self._forget_missing(name)
             return DONE
         now = self.clock()
-        slurm_node = self.slurm_cache.nodes.get(name)
-        fresh = not self.slurm_cache.stale
+        slurm_node = self.context.slurm_cache.nodes.get(name)
+        fresh = not self.context.slurm_cache.stale
         requeue: list[float] = []
         if fresh and slurm_node is None and not self.applier.awaiting_echo(name):
             if (wait_s := await self._report_missing(binding)) is not None:
@@ -162,7 +159,7 @@ class SyncController(Controller):
                 slurm_node = read_after
             else:
                 with contextlib.suppress(SlurmError):
-                    slurm_node = await self.slurm.get_node(name)
+                    slurm_node = await self.context.slurm.get_node(name)
                     self.applier.read_after_write[name] = slurm_node
                     read_now = True
         decision = decide(
@@ -179,7 +176,7 @@ class SyncController(Controller):
         if not decision.acts and not decision.events:
             self._observed_at.pop(name, None)
             return after
-        if not self.gate.leading:
+        if not self.context.gate.leading:
             return after  # followers keep caches and metrics warm, nothing else
         # a key taken from the first lane never waits for Kubernetes' rate limit: those writes come later
         wait, just_read = taken_from() != Lane.FIRST, slurm_node if read_now else None
@@ -193,7 +190,7 @@ class SyncController(Controller):
         """The Slurm nodes of every bound slurmd pod on this one's Kubernetes Node, when there are several:
         the Node's conditions are decided from all of them, so that each of their reconciles writes the same
         (this node's own data as read for this reconcile, the others' from the Slurm cache)."""
-        members = node_slurm(binding, self.kube_cache, self.slurm_cache.nodes)
+        members = node_slurm(binding, self.context.kube_cache, self.context.slurm_cache.nodes)
         if members is None:
             return None
         return [(n, slurm_node if n == binding.slurm_name else found) for n, found in members]
@@ -204,7 +201,7 @@ class SyncController(Controller):
             return
         self.stats.conflicts.add(name)
         log.warning("conflicting bindings: Slurm node left alone", slurm_node=name, conflict=binding.conflict)
-        if self.gate.leading:
+        if self.context.gate.leading:
             await self.applier.conflict_events(binding)
 
     async def _report_missing(self, binding: Binding) -> float | None:
@@ -223,7 +220,9 @@ class SyncController(Controller):
             return None
         self.stats.missing.add(name)
         labels = pod.labels if pod is not None else {}
-        label = next((key for key in self.kube_cache.names.labels if labels.get(key)), Keys.NODE_NAME_LABEL)
+        label = next(
+            (key for key in self.context.kube_cache.names.labels if labels.get(key)), Keys.NODE_NAME_LABEL
+        )
         named = name if labels.get(label, name) == name else f"{labels[label]} (Slurm node {name})"
         message = (
             f"labelled {label}={named}, but Slurm has no node of that name after "
@@ -235,7 +234,7 @@ class SyncController(Controller):
             pod=pod.key if pod else None,
             node=binding.node.name if binding.node else None,
         )
-        if self.gate.leading:
+        if self.context.gate.leading:
             await self.applier.event(binding, "pod", "Warning", "SlurmNodeNotFound", message)
         return None
 

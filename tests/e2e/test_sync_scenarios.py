@@ -567,7 +567,7 @@ async def test_a_drain_carries_the_reason_decided_after_its_fresh_read(rig: Rig)
     kube_node, _ = rig.bind_pod(name)
     async with running_syncer(rig) as service:
         applier = service.engine.applier
-        read, update = applier.slurm.get_node, applier.slurm_writer.update
+        read, update = applier.context.slurm.get_node, applier.context.slurm_writer.update
         sent: list[str | None] = []
 
         async def annotated_while_reading(node: str) -> SlurmNode:
@@ -588,8 +588,8 @@ async def test_a_drain_carries_the_reason_decided_after_its_fresh_read(rig: Rig)
                 sent.append(reason)
             return await update(node, *args, reason=reason, **kwargs)
 
-        applier.slurm.get_node = annotated_while_reading  # type: ignore[method-assign,assignment]
-        applier.slurm_writer.update = recorded  # type: ignore[method-assign,assignment]
+        applier.context.slurm.get_node = annotated_while_reading  # type: ignore[method-assign,assignment]
+        applier.context.slurm_writer.update = recorded  # type: ignore[method-assign,assignment]
         rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": True}})
         await wait_for(lambda: bool(sent), deadline_s=10, what="the drain sent")
         assert sent[0] is not None and "bad GPU 3" in sent[0], sent

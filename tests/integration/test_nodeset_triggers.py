@@ -58,7 +58,7 @@ async def settle(kube_api: KubeApiEmulator, reconciler: NodeSetController, what:
     """Until the Node cache holds every Node at the version the API server stores (its handlers, the
     reconciler's among them, have run for every change) and the queue has handled all it was given.
     Returns the NodeSet reconciles so far."""
-    nodes = reconciler.kube_cache.nodes
+    nodes = reconciler.context.kube_cache.nodes
 
     def settled() -> bool:
         stored = {
@@ -98,14 +98,14 @@ async def test_only_node_changes_that_can_change_selection_requeue_a_daemonset_n
     assert reconciler.stats.node_events == events + 7 and reconciler.stats.node_requeues == requeues
 
     # the same after a re-list: a Node whose status changed while the watch was down
-    relists = reconciler.kube_cache.nodes.stats.relists_after_gone
+    relists = reconciler.context.kube_cache.nodes.stats.relists_after_gone
     kube_api.faults.pause()
     kube_api.drop_watches()
     kube_api.set_node_condition("node-0000", "Ready", "False", "KubeletNotReady")
     kube_api.compact()
     kube_api.faults.resume()
     assert await settle(kube_api, reconciler, "re-list after a status change") == base
-    assert reconciler.kube_cache.nodes.stats.relists_after_gone > relists
+    assert reconciler.context.kube_cache.nodes.stats.relists_after_gone > relists
     assert reconciler.stats.node_events == events + 8 and reconciler.stats.node_requeues == requeues
 
     # a label the DaemonSet's nodeSelector names: the DaemonSet-mode NodeSet only, once
