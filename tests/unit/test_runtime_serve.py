@@ -6,20 +6,17 @@ controller, the key and a reconcile ID."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
 import structlog
 from prometheus_client import CollectorRegistry
-from structlog.testing import LogCapture
 
 from syncer.runtime.backoff import Backoff
 from syncer.runtime.controller import DONE, Controller, ControllerRunner, ReconcileMetrics, Result
 from syncer.runtime.errors import NotLeader, RetryAfter, Terminal
 from syncer.runtime.tasks import cancel_and_wait
-from tests.helpers import wait_for
+from tests.helpers import captured_logs, wait_for
 
 
 class Recorder(Controller):
@@ -111,18 +108,6 @@ class Failing(Controller):
         return self.registry.get_sample_value("slurm_syncer_reconcile_total", labels) or 0.0
 
 
-@contextmanager
-def captured() -> Iterator[LogCapture]:
-    """Log entries as the service writes them: with the bound context variables merged in."""
-    capture = LogCapture()
-    old = structlog.get_config()
-    structlog.configure(processors=[structlog.contextvars.merge_contextvars, capture])
-    try:
-        yield capture
-    finally:
-        structlog.configure(**old)
-
-
 async def serving(controller: Controller) -> asyncio.Task[None]:
     task = asyncio.create_task(controller.runner.serve())
     await asyncio.sleep(0)
@@ -139,7 +124,7 @@ async def test_the_error_vocabulary_terminal_retry_after_not_leader_and_backoff(
         },
         Backoff(0.02, 0.08),
     )
-    with captured() as logs:
+    with captured_logs() as logs:
         task = await serving(controller)
         try:
             await wait_for(lambda: len(controller.calls.get("flaky", [])) == 4, 5, "three retries of flaky")
@@ -194,7 +179,7 @@ async def test_a_failing_write_beside_the_reconcile_backs_off_with_growth_and_ji
     a fixed interval. Equal jitter: retry n waits within [d/2, d], d = base * 2^(n-1)."""
     base = 0.04
     controller = Writes(failures=4, backoff=Backoff(base, 10.0))
-    with captured() as logs:
+    with captured_logs() as logs:
         task = await serving(controller)
         try:
             await wait_for(lambda: len(controller.writes) == 5, 10, "four retries, then success")
