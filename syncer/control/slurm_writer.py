@@ -57,7 +57,7 @@ class SlurmWriter:
         users: Sequence[str], comment: str,
     ) -> bool:  # fmt: skip
         """Creates or updates a reservation; False in a dry run."""
-        if not self._allowed("write reservation", reservation=name, nodes=len(nodes)):
+        if not self._allowed("write reservation", reservation=name, nodes=len(nodes), comment=comment):
             return False
         await self.slurm.put_reservation(
             name, nodes=nodes, end=end, start=start, flags=flags, users=users, comment=comment
