@@ -395,22 +395,25 @@ def observed_counters(service: SyncerService) -> Counter[str]:
 
 def apply_control(control: str, service: SyncerService, bystander: str) -> None:
     """Makes `service` wrong in one way; the oracle must notice (see CONTROLS)."""
-    bulk = service.engine.applier.bulk  # every Slurm write the engine makes goes through it
+    bulk = service.context.slurm_writer  # every Slurm write of every controller goes through it
     update = bulk.update
 
-    async def drains_a_bystander(name: str, **body: Any) -> None:
-        await update(name, **body)
+    async def drains_a_bystander(name: str, **body: Any) -> bool:
+        written = await update(name, **body)
         if body.get("state") == ["DRAIN"]:
             await update(bystander, **body)
+        return written
 
-    async def undrains_while_cordoned(name: str, **body: Any) -> None:
-        await update(name, **body)
+    async def undrains_while_cordoned(name: str, **body: Any) -> bool:
+        written = await update(name, **body)
         if body.get("state") == ["DRAIN"]:
             await update(name, state=["UNDRAIN"])  # as a syncer trusting a stale view of the cordon would
+        return written
 
-    async def drops_writes(name: str, **body: Any) -> None:
+    async def drops_writes(name: str, **body: Any) -> bool:
         if zlib.crc32(name.encode()) % 3:  # a third of the nodes, always the same ones
-            await update(name, **body)
+            return await update(name, **body)
+        return True  # said to be written
 
     set_status = service.writer.set_status  # the Slurm state's annotations go with the conditions
 

@@ -70,7 +70,7 @@ async def relabel(
     kube: KubeApiEmulator, service: SyncerService, reader: SlurmClient, names: list[str], value: str
 ) -> dict[str, float]:
     requests_before, seconds_before = update_requests(service.slurm), update_seconds(service.slurm)
-    bulk_before = service.engine.applier.bulk.stats.bulk_requests
+    bulk_before = service.context.slurm_writer.bulk.stats.bulk_requests
     started = time.monotonic()
     for name in names:
         kube.patch("", "v1", "nodes", f"k8s-{name}", {"metadata": {"labels": {LABEL: value}}})
@@ -80,7 +80,7 @@ async def relabel(
         "seconds": round(seconds, 2),
         "labelling_s": round(labelled_s, 2),
         "requests": update_requests(service.slurm) - requests_before,
-        "bulk_requests": service.engine.applier.bulk.stats.bulk_requests - bulk_before,
+        "bulk_requests": service.context.slurm_writer.bulk.stats.bulk_requests - bulk_before,
         "slurm_update_s": round(update_seconds(service.slurm) - seconds_before, 2),
     }
 

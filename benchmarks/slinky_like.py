@@ -30,9 +30,9 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo root
 
+from syncer.control.gate import WriteGate
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
-from syncer.kube.gate import WriteGate
 from syncer.kube.writer import KubeWriter, pod_path
 from syncer.model.keys import Keys
 from syncer.slurm.auth import TokenFile

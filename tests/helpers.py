@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+
+import structlog
+from structlog.testing import LogCapture
 
 
 async def wait_for(
@@ -20,3 +24,16 @@ async def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {deadline_s} s waiting for {what}")
         await asyncio.sleep(0.02)  # poll interval of the condition, not a synchronisation sleep
+
+
+@contextmanager
+def captured_logs() -> Iterator[LogCapture]:
+    """Log entries as the service writes them: with the bound context variables (controller, key,
+    reconcile_id) merged in."""
+    capture = LogCapture()
+    old = structlog.get_config()
+    structlog.configure(processors=[structlog.contextvars.merge_contextvars, capture])
+    try:
+        yield capture
+    finally:
+        structlog.configure(**old)

@@ -16,17 +16,17 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from syncer import __version__
+from syncer.control.gate import WriteGate
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
 from syncer.kube.events import EventRecorder
-from syncer.kube.gate import WriteGate
 from syncer.model.slurm import BASE_STATES, SlurmNode
-from syncer.nodeset.reconciler import NodeSetReconciler
+from syncer.nodeset.reconciler import NodeSetController
 from syncer.plan.attributes import AttributeController, AttributeStats
-from syncer.plan.reservations import MaintenanceReservations
+from syncer.plan.reservations import MaintenanceController
 from syncer.slurm.cache import NodeCache
 from syncer.slurm.client import SlurmClient
-from syncer.sync.engine import SyncEngine
+from syncer.sync.engine import SyncController
 
 
 class Observed(Protocol):
@@ -36,11 +36,11 @@ class Observed(Protocol):
     slurm_cache: NodeCache
     kube: KubeClient
     kube_cache: KubeCache
-    engine: SyncEngine
+    engine: SyncController
     gate: WriteGate
     events: EventRecorder
-    nodesets: NodeSetReconciler | None
-    maintenance: MaintenanceReservations
+    nodesets: NodeSetController | None
+    maintenance: MaintenanceController
     attributes: AttributeController | None
     job_counts: dict[tuple[str, str], int]
     diag: dict[str, object]
@@ -428,7 +428,7 @@ class _StateCollector(Collector):
 
     def _slurm_updates(self) -> Iterator[Metric]:
         """Drains and undrains sent to Slurm: how well identical ones were batched (issue 18)."""
-        bulk = self.service.engine.applier.bulk.stats
+        bulk = self.service.engine.context.slurm_writer.bulk.stats
         requests = CounterMetricFamily(
             "slurm_syncer_slurm_update_requests",
             "Node update requests sent to Slurm (drain, undrain, features, topology): for one node, or one "

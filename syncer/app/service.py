@@ -1,8 +1,8 @@
-"""The running syncer: Slurm client and cache, Kubernetes cache, leader election, the controllers
-(sync engine, NodeSet reconciler) and the health endpoints, all under one supervised Manager
-(syncer/runtime): the first loop to end unexpectedly halts every write and stops the rest, and
-`wait()` reports it so `slurm-syncer run` exits 1. `run` builds one from settings; tests and the demo
-build one directly."""
+"""The running syncer: Slurm client and cache, Kubernetes cache, leader election, the controllers (sync,
+attributes, NodeSets, maintenance: each built from one ControllerContext and run by its ControllerRunner)
+and the health endpoints, all under one supervised Manager (syncer/runtime): the first loop to end
+unexpectedly halts every write and stops the rest, and `wait()` reports it so `slurm-syncer run` exits 1.
+`run` builds one from settings; tests and the demo build one directly."""
 
 from __future__ import annotations
 
@@ -17,22 +17,24 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from syncer.app.metrics import SyncerMetrics
 from syncer.app.settings import default
-from syncer.kube.binding import resolve
+from syncer.control.binding import resolve
+from syncer.control.context import ControllerContext
+from syncer.control.gate import WriteGate
+from syncer.control.slurm_writer import SlurmWriter
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
 from syncer.kube.events import EventRecorder, ObjectRef
-from syncer.kube.gate import WriteGate
 from syncer.kube.leader import LeaderElector
 from syncer.kube.writer import KubeWriter
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode
 from syncer.model.naming import SlurmNameRule
-from syncer.nodeset.reconciler import NodeSetReconciler
+from syncer.nodeset.reconciler import NodeSetController
 from syncer.plan.attributes import AttributeController, AttributeOptions
 from syncer.plan.maintenance import MaintenanceOptions
-from syncer.plan.reservations import MaintenanceReservations
+from syncer.plan.reservations import MaintenanceController
 from syncer.runtime.backoff import Backoff
-from syncer.runtime.controller import ReconcileMetrics
+from syncer.runtime.controller import Controller, ReconcileMetrics
 from syncer.runtime.manager import Manager, TaskExited
 from syncer.slurm.cache import NodeCache, Strategy
 from syncer.slurm.client import SlurmClient
@@ -42,7 +44,7 @@ from syncer.slurm.metrics_jobs import job_counts
 from syncer.slurm.metrics_locate import LocatedMetricsReader
 from syncer.slurm.metrics_scheduler import PATH as SCHEDULER_PATH
 from syncer.slurm.metrics_scheduler import scheduler_stats
-from syncer.sync.engine import SyncEngine
+from syncer.sync.engine import SyncController
 from syncer.sync.options import SyncOptions
 from syncer.sync.valve import DrainValve
 
@@ -134,43 +136,25 @@ class SyncerService:
         )
         # one registry: each controller registers its own reconcile metrics in it
         self.registry = CollectorRegistry(auto_describe=True)
-        reconcile_metrics = ReconcileMetrics(self.registry)
         self.writer = KubeWriter(kube, self.gate)
         self.events = EventRecorder(
             kube, self.gate, node_event_namespace=config.lease_namespace, summary_ref=self._lease_ref()
         )
-        self.engine = SyncEngine(
-            slurm=slurm,
-            slurm_cache=self.slurm_cache,
-            kube_cache=self.kube_cache,
-            writer=self.writer,
-            events=self.events,
-            gate=self.gate,
+        # what every controller is built from, once
+        self.context = context = ControllerContext(
+            slurm=slurm, kube=kube, slurm_cache=self.slurm_cache, kube_cache=self.kube_cache, gate=self.gate,
+            writer=self.writer, events=self.events, workers=config.workers, resync_s=config.resync_s,
+            slurm_writer=SlurmWriter(slurm, self.slurm_cache, self.gate), backoff=config.backoff,
+            metrics=ReconcileMetrics(self.registry),
+        )  # fmt: skip
+        self.engine = SyncController(
+            context,
             options=config.options,
             valve=DrainValve(max_fraction=config.max_drain_fraction, min_nodes=config.safety_valve_min_nodes),
-            workers=config.workers,
-            resync_s=config.resync_s,
             missing_grace_s=config.missing_grace_s,
-            reconcile_metrics=reconcile_metrics,
-            backoff=config.backoff,
         )
         self.attributes = (
-            AttributeController(
-                slurm=slurm,
-                kube=kube,
-                slurm_cache=self.slurm_cache,
-                kube_cache=self.kube_cache,
-                events=self.events,
-                gate=self.gate,
-                bulk=self.engine.applier.bulk,  # one group commit for every Slurm node update
-                options=config.attributes,
-                workers=config.workers,
-                resync_s=config.resync_s,
-                reconcile_metrics=reconcile_metrics,
-                backoff=config.backoff,
-            )
-            if config.attributes.enabled
-            else None
+            AttributeController(context, config.attributes) if config.attributes.enabled else None
         )
         self.elector = (
             LeaderElector(
@@ -188,44 +172,28 @@ class SyncerService:
             else None
         )
         self.nodesets = (
-            NodeSetReconciler(
-                kube=kube,
-                slurm=slurm,
-                slurm_cache=self.slurm_cache,
-                kube_cache=self.kube_cache,
-                engine=self.engine,
-                writer=self.writer,
-                events=self.events,
-                gate=self.gate,
+            NodeSetController(
+                context,
+                owner_prefix=config.options.owner_prefix,
                 namespace=config.namespace,
-                resync_s=config.resync_s,
                 requeue_s=config.nodeset_requeue_s,
-                reconcile_metrics=reconcile_metrics,
-                backoff=config.backoff,
             )
             if config.nodeset_enabled
             else None
         )
-        self.maintenance = MaintenanceReservations(
-            slurm=slurm,
-            slurm_cache=self.slurm_cache,
-            kube_cache=self.kube_cache,
-            writer=self.writer,
-            events=self.events,
-            gate=self.gate,
-            # the reservations' owner tag: one per syncer deployment (its Lease), so two never share names
-            options=replace(config.maintenance, owner=f"{config.lease_namespace}/{config.lease_name}"),
-            bound_node=self._bound_node,
-            resync_s=config.resync_s,
-            reconcile_metrics=reconcile_metrics,
-            backoff=config.backoff,
+        # the reservations' owner tag: one per syncer deployment (its Lease), so two never share names
+        owner = f"{config.lease_namespace}/{config.lease_name}"
+        self.maintenance = MaintenanceController(
+            context, replace(config.maintenance, owner=owner), bound_node=self._bound_node
         )
+        self.controllers: list[Controller] = [
+            c for c in (self.engine, self.attributes, self.nodesets, self.maintenance) if c is not None
+        ]
         self.job_counts: dict[tuple[str, str], int] = {}
         self.job_counts_source = ""  # "slurmctld_metrics" (the hint's body) or "slurmrestd" (GET /jobs)
         self.diag: dict[str, object] = {}
         self.metrics = SyncerMetrics(self, self.registry)
-        self.engine.on_action = self.metrics.on_action
-        self.maintenance.record = self.metrics.on_action
+        context.actions.subscribe(self.metrics.on_action)
         self._runner: web.AppRunner | None = None
         self.http_port: int | None = None
         self._loop_heartbeat = time.monotonic()
@@ -246,16 +214,10 @@ class SyncerService:
         manager.add("slurm-cache", self.slurm_cache.run)
         if self.elector is not None:
             manager.add("leader-election", self.elector.run)
-        manager.add("sync-engine", self.engine.run)
-        manager.on_close(self.engine.stop)
-        if self.attributes is not None:
-            manager.add("attributes", self.attributes.run)
-            manager.on_close(self.attributes.stop)
-        if self.nodesets is not None:
-            manager.add("nodeset-reconciler", self.nodesets.run)
-            manager.on_close(self.nodesets.stop)
-        manager.add("maintenance-reservations", self.maintenance.run)
-        manager.on_close(self.maintenance.stop)
+        for controller in self.controllers:  # each run by its runner: the one run loop, resync included
+            manager.add(controller.name, controller.runner.serve)
+            for name, loop in controller.loops().items():
+                manager.add(name, loop)
         manager.add("event-summaries", self.events.run_folding)
         manager.on_close(self.events.flush)  # the last storm's summary is not lost on shutdown
         manager.add("heartbeat", self._heartbeat)

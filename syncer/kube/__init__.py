@@ -3,7 +3,7 @@
 client = await KubeClient.from_config(kubeconfig_path)       # None: in-cluster
 cache = KubeCache(client); cache.start(); await cache.wait_synced()
 cache.subscribe(lambda slurm_names: ...)                       # which Slurm nodes to re-check
-gate = WriteGate(dry_run=False)
+gate = WriteGate(dry_run=False)                                # syncer/control/gate.py
 elector = LeaderElector(client, gate, namespace="slurm", name="slurm-syncer", identity=host,
                         lease_duration_s=15, renew_deadline_s=10, retry_period_s=2)
 writer = KubeWriter(client, gate); events = EventRecorder(client, gate)
@@ -13,12 +13,11 @@ from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeConnectionError, KubeError
 from syncer.kube.events import EventRecorder, ObjectRef
-from syncer.kube.gate import NotLeader, WriteGate
 from syncer.kube.informer import Informer
 from syncer.kube.leader import LeaderElector
 from syncer.kube.writer import KubeWriter, node_path, pod_path
 
 __all__ = [
     "EventRecorder", "Informer", "KubeCache", "KubeClient", "KubeConnectionError", "KubeError", "KubeWriter",
-    "LeaderElector", "NotLeader", "ObjectRef", "WriteGate", "node_path", "pod_path",
+    "LeaderElector", "ObjectRef", "node_path", "pod_path",
 ]  # fmt: skip

@@ -17,7 +17,8 @@ from cachetools import LRUCache
 
 from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeError
-from syncer.kube.gate import NotLeader, WriteGate
+from syncer.runtime.errors import NotLeader
+from syncer.runtime.gate import Gate
 
 log = structlog.get_logger("syncer.kube")
 
@@ -64,7 +65,7 @@ class EventRecorder:
     def __init__(
         self,
         client: KubeClient,
-        gate: WriteGate,
+        gate: Gate,
         *,
         component: str = "slurm-syncer",
         node_event_namespace: str = "default",

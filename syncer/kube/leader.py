@@ -20,8 +20,8 @@ import structlog
 
 from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeError
-from syncer.kube.gate import WriteGate
 from syncer.model.keys import Keys
+from syncer.runtime.gate import Gate
 
 log = structlog.get_logger("syncer.kube")
 
@@ -34,7 +34,7 @@ class LeaderElector:
     def __init__(
         self,
         client: KubeClient,
-        gate: WriteGate,
+        gate: Gate,
         *,
         namespace: str,
         name: str,

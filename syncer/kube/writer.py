@@ -12,9 +12,9 @@ import structlog
 
 from syncer.kube.client import MERGE_PATCH, STRATEGIC_PATCH, KubeClient
 from syncer.kube.errors import KubeError
-from syncer.kube.gate import WriteGate
 from syncer.model.kube import Condition
 from syncer.runtime.backoff import Backoff
+from syncer.runtime.gate import Gate, allowed
 from syncer.runtime.retry import retrying
 
 log = structlog.get_logger("syncer.kube")
@@ -51,11 +51,35 @@ def condition_body(condition: Condition, now_rfc3339: str) -> dict[str, Any]:
 
 
 class KubeWriter:
-    def __init__(self, client: KubeClient, gate: WriteGate, *, max_attempts: int = 5) -> None:
+    def __init__(self, client: KubeClient, gate: Gate, *, max_attempts: int = 5) -> None:
         self.client = client
         self.gate = gate
         self.max_attempts = max_attempts
         self.stats = WriteStats()
+
+    def _allowed(self, would: str, path: str, what: str, **fields: Any) -> bool:
+        return allowed(self.gate, would, path=path, what=what, **fields)
+
+    async def create(self, path: str, body: dict[str, Any], *, what: str) -> bool:
+        """Creates an object in the collection `path`; False in a dry run. The API server's errors raise."""
+        if not self._allowed("create", path, what):
+            return False
+        await self.client.create(path, body)
+        return True
+
+    async def delete(self, path: str, body: dict[str, Any] | None = None, *, what: str) -> bool:
+        """Deletes `path` (with `body`'s preconditions); False in a dry run. Errors (404, 409) are raised."""
+        if not self._allowed("delete", path, what):
+            return False
+        await self.client.delete(path, body)
+        return True
+
+    async def merge_patch(self, path: str, patch: dict[str, Any], *, what: str) -> bool:
+        """A merge patch without a precondition (a subresource we alone write); False in a dry run."""
+        if not self._allowed("patch", path, what):
+            return False
+        await self.client.patch(path, patch, MERGE_PATCH)
+        return True
 
     def throttled(self) -> bool:
         """A write now would wait for the client's rate limit."""
@@ -94,9 +118,8 @@ class KubeWriter:
                         return None
                     rv = current.get("metadata", {}).get("resourceVersion")
                     body = {**patch, "metadata": {**patch.get("metadata", {}), "resourceVersion": rv}}
-                    if not self.gate.check():
+                    if not self._allowed("patch", target, what, patch=patch):
                         self.stats.skipped_dry_run += 1
-                        log.info("dry-run: would patch", path=target, patch=patch, what=what)
                         return None
                     written = await self.client.patch(target, body, content_type)
                     self.stats.writes += 1

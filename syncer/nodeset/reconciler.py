@@ -1,5 +1,5 @@
 """The NodeSet reconciler: watches NodeSets, their pods, the Nodes and the Slurm cache, and carries
-out `plan()` one NodeSet at a time. Removals go through the sync engine (which drains the Slurm node
+out `plan()` one NodeSet at a time. Removals go through the sync controller (which drains the Slurm node
 with the scale-in reason); pods and Slurm records are deleted only after a fresh read from Slurm
 confirms the node is drained with nothing running or completing. A controller of the runtime:
 `reconcile(key) -> Result`, retried with the runtime's backoff when it raises. Ownership is by
@@ -7,21 +7,16 @@ identity (owner UID, the removal stamp on Slurm records; see plan.py), never by 
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
-from syncer.kube.cache import KubeCache
-from syncer.kube.client import KubeClient
+from syncer.control.context import ControllerContext
 from syncer.kube.errors import KubeError
-from syncer.kube.events import EventRecorder
-from syncer.kube.gate import NotLeader, WriteGate
 from syncer.kube.informer import Informer
-from syncer.kube.writer import KubeWriter, pod_path
+from syncer.kube.writer import pod_path
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
 from syncer.nodeset import manifests
@@ -38,14 +33,10 @@ from syncer.nodeset.plan import (
 from syncer.nodeset.spec import NodeSetSpec, SpecError, parse
 from syncer.nodeset.status import compute_status, invalid_status
 from syncer.nodeset.writes import NodeSetWrites
-from syncer.runtime.backoff import Backoff
-from syncer.runtime.controller import DONE, ControllerRunner, ReconcileMetrics, Result
-from syncer.runtime.tasks import cancel_and_wait
-from syncer.slurm.cache import NodeCache, NodeChange
-from syncer.slurm.client import SlurmClient
+from syncer.runtime.controller import DONE, Controller, Result
+from syncer.slurm.cache import NodeChange
 from syncer.slurm.errors import SlurmError, SlurmNotFound
 from syncer.sync.decide import rfc3339
-from syncer.sync.engine import SyncEngine
 
 log = structlog.get_logger("syncer.nodeset")
 
@@ -74,54 +65,37 @@ def _selection_may_change(nodeset: KubeNodeSet, old: KubeNode | None, new: KubeN
     return any(old.labels.get(key) != new.labels.get(key) for key in selector)
 
 
-class NodeSetReconciler:
-    name = "nodeset"  # the controller label of its reconcile metrics
+class NodeSetController(Controller):
+    name = "nodeset"  # the controller label of its reconcile metrics and logs
 
     def __init__(
         self,
+        context: ControllerContext,
         *,
-        kube: KubeClient,
-        slurm: SlurmClient,
-        slurm_cache: NodeCache,
-        kube_cache: KubeCache,
-        engine: SyncEngine,
-        writer: KubeWriter,
-        events: EventRecorder,
-        gate: WriteGate,
+        owner_prefix: str,
         namespace: str = "",
         workers: int = 2,
-        resync_s: float,
         requeue_s: float,
-        clock: Callable[[], float] = time.time,
-        reconcile_metrics: ReconcileMetrics | None = None,
-        backoff: Backoff | None = None,
     ) -> None:
-        self.kube = kube
-        self.slurm = slurm
-        self.slurm_cache = slurm_cache
-        self.kube_cache = kube_cache
-        self.engine = engine
-        self.writer = writer
-        self.events = events
-        self.gate = gate
-        self.writes = NodeSetWrites(kube=kube, slurm=slurm, slurm_cache=slurm_cache, gate=gate, events=events)
-        self.resync_s = resync_s
+        self.context = context  # clients, caches, writers: shared by every controller
+        self.scale_in = context.scale_in
+        self.writes = NodeSetWrites(context)
         self.requeue_s = requeue_s
-        self.clock = clock
-        self.owner_prefix = engine.options.owner_prefix
+        self.clock = context.clock
+        self.owner_prefix = owner_prefix
         self.informer: Informer[KubeNodeSet] = Informer(
-            kube, manifests.nodesets_path(namespace), "NodeSet", lambda n: n.key
+            context.kube, manifests.nodesets_path(namespace), "NodeSet", lambda n: n.key
         )
-        self.runner = ControllerRunner(self, workers=workers, metrics=reconcile_metrics, backoff=backoff)
+        self.runner = context.runner(self, workers=workers)
         self.queue = self.runner.queue
         self.stats = NodeSetStats()
         self._pods: dict[str, set[str]] = {}  # NodeSet key -> pod keys
         self._pdbs: set[str] = set()  # NodeSet uids whose PodDisruptionBudget exists
         self._reported: set[tuple[str, str]] = set()  # (kind, object) Warning events sent once
         self.informer.subscribe(self._on_nodeset)
-        kube_cache.pods.subscribe(self._on_pod)
-        kube_cache.nodes.subscribe(self._on_node)
-        slurm_cache.subscribe(self._on_slurm)
+        self.context.kube_cache.pods.subscribe(self._on_pod)
+        self.context.kube_cache.nodes.subscribe(self._on_node)
+        self.context.slurm_cache.subscribe(self._on_slurm)
 
     # -- triggers ---------------------------------------------------------------------------------
     def _on_nodeset(self, old: KubeNodeSet | None, new: KubeNodeSet | None) -> None:
@@ -163,69 +137,44 @@ class NodeSetReconciler:
             if any(name.startswith(prefix) for name in names):
                 self.queue.add(nodeset.key)
 
-    def enqueue_all(self) -> None:
-        for key in self.informer.items:
-            self.queue.add(key)
+    async def keys(self) -> list[str]:
+        return list(self.informer.items)
 
     # -- lifecycle --------------------------------------------------------------------------------
-    async def run(self) -> None:
-        """The NodeSet informer and the reconciler's queue; the first of the two to end ends both."""
-        tasks = [
-            asyncio.create_task(self.informer.run(), name="informer-nodesets"),
-            asyncio.create_task(self._serve(), name="nodeset-serve"),
-        ]
-        try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                task.result()  # its failure, if it failed; a loop that returned is reported by the Manager
-        finally:
-            await cancel_and_wait(tasks)
+    def loops(self) -> dict[str, Callable[[], Awaitable[None]]]:
+        return {"informer-nodesets": self.informer.run}
 
-    async def _serve(self) -> None:
+    async def prepare(self) -> None:
         await self.informer.synced.wait()
-        await self.kube_cache.wait_synced()
-        log.info("nodeset reconciler started", nodesets=len(self.informer.items))
-        self.enqueue_all()
-        await self.runner.serve(
-            enqueue_all=self.enqueue_all, resync_s=self.resync_s, leading=lambda: self.gate.leading,
-            name="nodeset",
-        )  # fmt: skip
-
-    async def stop(self) -> None:
-        self.runner.stop()
+        await self.context.kube_cache.wait_synced()
 
     # -- one NodeSet ------------------------------------------------------------------------------
     def pods_of(self, nodeset: KubeNodeSet) -> list[KubePod]:
-        items = self.kube_cache.pods.items
+        items = self.context.kube_cache.pods.items
         pods = [items[k] for k in sorted(self._pods.get(nodeset.key, ())) if k in items]
         # only pods this NodeSet owns, by UID: a stray pod that copies the label is not ours to delete
         return [p for p in pods if owns(nodeset, p)]
 
     async def reconcile(self, key: str) -> Result:
-        """One NodeSet. A Kubernetes or Slurm error is counted and raised: the runtime retries the
-        key with its one backoff policy."""
+        """One NodeSet. A Kubernetes or Slurm error is counted and raised: the runner retries the key with
+        its one backoff policy (and drops the remaining writes when leadership is lost)."""
         self.stats.reconciles += 1
         nodeset = self.informer.items.get(key)
         if nodeset is None or nodeset.deleting:
             self._forget(key)
             return DONE
-        if not self.gate.leading:
+        if not self.context.gate.leading:
             return DONE
         logger = log.bind(nodeset=key)
         try:
             return await self._reconcile(nodeset, logger)
-        except NotLeader:
-            logger.info("leadership lost mid-reconcile: remaining NodeSet writes dropped")
-            return DONE
-        except (KubeError, SlurmError) as exc:
+        except (KubeError, SlurmError):
             self.stats.errors += 1
-            logger.warning("nodeset reconcile failed, will retry", error=str(exc))
             raise
 
     def _forget(self, key: str) -> None:
-        for slurm_node, owner in list(self.engine.scale_in.items()):
-            if owner.key == key:
-                self.engine.mark_scale_in(slurm_node, None)
+        for slurm_node, _ in self.scale_in.owned_by(key):
+            self.scale_in.set(slurm_node, None)
         self.stats.timed_out.pop(key, None)
         self.stats.desired.pop(key, None)
 
@@ -240,17 +189,17 @@ class NodeSetReconciler:
             await self._write_status(nodeset, invalid_status(nodeset, str(exc), rfc3339(now) or ""))
             return DONE
         pods = self.pods_of(nodeset)
-        nodes = list(self.kube_cache.nodes.items.values()) if spec.mode == "DaemonSet" else []
-        fresh = self.slurm_cache.synced and not self.slurm_cache.stale
+        nodes = list(self.context.kube_cache.nodes.items.values()) if spec.mode == "DaemonSet" else []
+        fresh = self.context.slurm_cache.synced and not self.context.slurm_cache.stale
         result = plan(
-            nodeset, spec, pods, self.slurm_cache.nodes,
+            nodeset, spec, pods, self.context.slurm_cache.nodes,
             nodes=nodes, slurm_fresh=fresh, now=now, owner_prefix=self.owner_prefix,
         )  # fmt: skip
         if fresh and SCALE_IN in result.mark_removal.values() and spec.mode == "Replicas":
             # which members go depends on who is busy: choose on a list read now, not a poll ago
-            await self.slurm_cache.refresh()
+            await self.context.slurm_cache.refresh()
             result = plan(
-                nodeset, spec, pods, self.slurm_cache.nodes,
+                nodeset, spec, pods, self.context.slurm_cache.nodes,
                 nodes=nodes, slurm_fresh=True, now=now, owner_prefix=self.owner_prefix,
             )  # fmt: skip
         self.stats.desired[nodeset.key] = result.desired
@@ -261,7 +210,7 @@ class NodeSetReconciler:
         await self._unmark(nodeset, by_name, result, logger)
         await self._mark(nodeset, by_name, result, now, logger)
         await self._stamp(nodeset, result, logger)
-        self._engine_marks(nodeset, by_name, result)
+        self._scale_in_marks(nodeset, by_name, result)
         for name in result.delete_pods:
             await self._delete_pod(nodeset, by_name[name], logger)
         for name in result.delete_slurm_nodes:
@@ -270,8 +219,8 @@ class NodeSetReconciler:
             await self._create_pod(nodeset, spec, member, logger)
         timeout_check = await self._report_timeouts(nodeset, spec, by_name, result, logger)
         status = compute_status(
-            nodeset, spec, pods, self.slurm_cache.nodes, result,
-            slurm_fresh=fresh, slurm_error=self.slurm_cache.cause, now=rfc3339(now) or "",
+            nodeset, spec, pods, self.context.slurm_cache.nodes, result,
+            slurm_fresh=fresh, slurm_error=self.context.slurm_cache.cause, now=rfc3339(now) or "",
         )  # fmt: skip
         await self._write_status(nodeset, status)
         # caches usually trigger sooner; a pending drain timeout is checked on time without a change
@@ -300,7 +249,7 @@ class NodeSetReconciler:
             pod = by_name[name]
             if (pod.labels.get(Keys.BUSY_LABEL) == "true") == busy or pod.terminating:
                 continue
-            await self.writer.set_labels(
+            await self.context.writer.set_labels(
                 pod_path(pod.namespace, pod.name),
                 {Keys.BUSY_LABEL: "true" if busy else None},
                 what="busy label",
@@ -311,12 +260,12 @@ class NodeSetReconciler:
     ) -> None:
         for name, why in sorted(result.mark_removal.items()):
             pod = by_name[name]
-            written = await self.writer.set_annotations(
+            written = await self.context.writer.set_annotations(
                 pod_path(pod.namespace, pod.name),
                 {Keys.REMOVAL: why, Keys.REMOVAL_SINCE: f"{now:.0f}"},
                 what="removal",
             )
-            if written is None and self.gate.dry_run:
+            if written is None and self.context.gate.dry_run:
                 continue
             self.stats.removals_started += 1
             verb = "scale-in" if why == "scale-in" else "rolling update"
@@ -331,35 +280,35 @@ class NodeSetReconciler:
     ) -> None:
         for name in result.unmark:
             pod = by_name[name]
-            await self.writer.set_annotations(
+            await self.context.writer.set_annotations(
                 pod_path(pod.namespace, pod.name),
                 {Keys.REMOVAL: None, Keys.REMOVAL_SINCE: None},
                 what="removal cancelled",
             )
-            self.engine.mark_scale_in(slurm_name(pod), None)
+            self.scale_in.set(slurm_name(pod), None)
             logger.info("scale-in cancelled: the node stays", pod=name)
             await self._event(nodeset, "Normal", "ScaleInCancelled", f"{name} stays: replicas went up again")
 
-    def _engine_marks(self, nodeset: KubeNodeSet, by_name: dict[str, KubePod], result: Plan) -> None:
-        """The engine drains exactly the Slurm nodes this NodeSet is removing (rebuilt every time,
+    def _scale_in_marks(self, nodeset: KubeNodeSet, by_name: dict[str, KubePod], result: Plan) -> None:
+        """The sync controller drains exactly the Slurm nodes this NodeSet is removing (rebuilt every time,
         so a restart picks the removals up again from the pods' annotations)."""
-        if self.gate.dry_run:
+        if self.context.gate.dry_run:
             return
         present = {slurm_name(p) for p in by_name.values()}
         ref = nodeset.ref
-        for name, owner in list(self.engine.scale_in.items()):
-            if owner == ref and name in present and name not in result.scale_in_marks:
-                self.engine.mark_scale_in(name, None)
+        for name in self.scale_in.of(ref):
+            if name in present and name not in result.scale_in_marks:
+                self.scale_in.set(name, None)
         for name in result.scale_in_marks:
-            if self.engine.scale_in.get(name) != ref:
-                self.engine.mark_scale_in(name, ref)
+            if self.scale_in.get(name) != ref:
+                self.scale_in.set(name, ref)
 
     async def _stamp(self, nodeset: KubeNodeSet, result: Plan, logger: Any) -> None:
         """Records on each Slurm node being removed that this NodeSet (by identity) removes it: only
         such a record is deleted after its pod, whatever its name or drain reason say."""
         stamp = removal_stamp(nodeset)
         for name, comment in [(n, stamp) for n in result.stamp] + [(n, "") for n in result.unstamp]:
-            await self.writes.slurm_comment(name, comment)
+            await self.writes.slurm_writer.set_comment(name, comment)
         for name in result.unstampable:
             if self._once("unstampable", name):
                 logger.warning(
@@ -370,7 +319,7 @@ class NodeSetReconciler:
     async def _delete_pod(self, nodeset: KubeNodeSet, pod: KubePod, logger: Any) -> None:
         name = slurm_name(pod)
         try:
-            current = await self.slurm.get_node(name)  # the cache may be a second old
+            current = await self.context.slurm.get_node(name)  # the cache may be a second old
         except SlurmNotFound:
             current = None
         if current is not None and not removable(current):
@@ -386,16 +335,16 @@ class NodeSetReconciler:
 
     async def _delete_slurm_node(self, nodeset: KubeNodeSet, name: str, logger: Any) -> None:
         try:
-            current = await self.slurm.get_node(name)
+            current = await self.context.slurm.get_node(name)
         except SlurmNotFound:
-            self.engine.mark_scale_in(name, None)
+            self.scale_in.set(name, None)
             return
         if current.busy or not removed_by_us(current, nodeset, self.owner_prefix):
             logger.info("slurm node kept: busy or no longer drained by us", slurm_node=name)
             return
-        if not await self.writes.delete_slurm_node(name):
+        if not await self.writes.slurm_writer.delete_node(name):
             return
-        self.engine.mark_scale_in(name, None)
+        self.scale_in.set(name, None)
         self.stats.slurm_nodes_deleted += 1
         logger.info("slurm node deleted after its pod", slurm_node=name)
         await self._event(

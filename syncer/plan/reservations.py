@@ -17,10 +17,9 @@ from typing import Any
 
 import structlog
 
-from syncer.kube.cache import KubeCache
-from syncer.kube.events import EventRecorder, ObjectRef
-from syncer.kube.gate import NotLeader, WriteGate
-from syncer.kube.writer import KubeWriter, node_path
+from syncer.control.context import ControllerContext
+from syncer.kube.events import ObjectRef
+from syncer.kube.writer import node_path
 from syncer.model.keys import Keys
 from syncer.model.kube import Condition, KubeNode, KubePod
 from syncer.plan.maintenance import (
@@ -39,10 +38,7 @@ from syncer.plan.maintenance import (
     running_at,
     window_of,
 )
-from syncer.runtime.backoff import Backoff
-from syncer.runtime.controller import ControllerRunner, ReconcileMetrics, Result
-from syncer.slurm.cache import NodeCache
-from syncer.slurm.client import SlurmClient
+from syncer.runtime.controller import Controller, Result
 from syncer.slurm.errors import SlurmError
 from syncer.slurm.hostlist import expand
 
@@ -64,10 +60,6 @@ CONDITION_WRITES_AT_ONCE = 16
 NEEDS = "maintenance windows need Slurm 25.05+ (REST API v0.0.43+ creates reservations)"
 
 
-def _not_recorded(_kind: str, _direction: str, _name: str, _details: dict[str, Any]) -> None:
-    pass
-
-
 @dataclass
 class Summary:
     """The last reconcile's figures, read by the exporter at scrape time."""
@@ -78,51 +70,28 @@ class Summary:
     reservations: int = 0  # reservations of ours in Slurm
 
 
-class MaintenanceReservations:
+class MaintenanceController(Controller):
     name = "maintenance"
 
     def __init__(
-        self,
-        *,
-        slurm: SlurmClient,
-        slurm_cache: NodeCache,
-        kube_cache: KubeCache,
-        writer: KubeWriter,
-        events: EventRecorder,
-        gate: WriteGate,
-        options: MaintenanceOptions,
-        bound_node: BoundNode,
-        resync_s: float,
-        record: Recorder | None = None,
-        reconcile_metrics: ReconcileMetrics | None = None,
-        backoff: Backoff | None = None,
-        clock: Callable[[], float] = time.time,
+        self, context: ControllerContext, options: MaintenanceOptions, *, bound_node: BoundNode
     ) -> None:
-        self.slurm = slurm
-        self.slurm_cache = slurm_cache
-        self.kube_cache = kube_cache
-        self.writer = writer
-        self.events = events
-        self.gate = gate
+        self.context = context  # clients, caches, writers: shared by every controller
         self.options = options
         self.bound_node = bound_node
-        self.record: Recorder = record or _not_recorded
-        self.resync_s = resync_s
-        self.clock = clock
+        self.record: Recorder = context.actions
+        self.resync_s = context.resync_s
+        self.clock = context.clock
         self.tag = owner_tag(options.owner)
         self.summary = Summary()
         self._told: dict[tuple[str, str], str] = {}  # (Node, Event reason) -> what it said, said once
         self._live: set[tuple[tuple[str, str], str]] = set()  # what the last reconcile would have said
-        self.runner = ControllerRunner(self, workers=1, metrics=reconcile_metrics, backoff=backoff)
-        kube_cache.nodes.subscribe(self._on_node)
-        kube_cache.pods.subscribe(self._on_pod)
+        self.runner = context.runner(self, workers=1)
+        self.context.kube_cache.nodes.subscribe(self._on_node)
+        self.context.kube_cache.pods.subscribe(self._on_pod)
 
-    async def run(self) -> None:
-        self.runner.queue.add(KEY)
-        await self.runner.run()
-
-    async def stop(self) -> None:
-        self.runner.stop()
+    async def keys(self) -> list[str]:
+        return [KEY]  # one key: every reservation is decided from one list of Slurm's
 
     # -- what names the key -------------------------------------------------------------------------
     def _inputs(self, node: KubeNode) -> tuple[object, ...]:
@@ -138,29 +107,27 @@ class MaintenanceReservations:
             self.runner.queue.add_after(KEY, BATCH_S)
 
     def _on_pod(self, old: KubePod | None, new: KubePod | None) -> None:
-        names = self.kube_cache.slurm_name_of
+        names = self.context.kube_cache.slurm_name_of
         if old is None or new is None or (old.node_name, names(old)) != (new.node_name, names(new)):
             self.runner.queue.add_after(KEY, BATCH_S)
 
     # -- one reconcile ---------------------------------------------------------------------------------
     async def reconcile(self, key: str) -> Result:
-        if not self.gate.leading:
+        if not self.context.gate.leading:
             return Result(requeue_after=1.0)  # a follower: looked at again when it may lead
-        if not self.kube_cache.synced or self.slurm_cache.stale:
+        if not self.context.kube_cache.synced or self.context.slurm_cache.stale:
             return Result(requeue_after=1.0)  # fail closed: no reservation removed on stale data
-        try:
-            self._live = set()
-            result = await self._reconcile(self.clock())
-            # forget what was said about inputs that are gone, so the same mistake made again is told again
-            self._told = {k: v for k, v in self._told.items() if (k, v) in self._live}
-            return result
-        except NotLeader:
-            log.info("leadership lost mid-reconcile: remaining maintenance writes dropped")
-            return Result(requeue_after=1.0)
+        self._live = set()
+        result = await self._reconcile(self.clock())
+        # forget what was said about inputs that are gone, so the same mistake made again is told again
+        self._told = {k: v for k, v in self._told.items() if (k, v) in self._live}
+        return result
 
     async def _reconcile(self, now: float) -> Result:
         found = [
-            w for n in list(self.kube_cache.nodes.items.values()) if (w := window_of(n, self.options, now))
+            w
+            for n in list(self.context.kube_cache.nodes.items.values())
+            if (w := window_of(n, self.options, now))
         ]
         ended = {w.node for w in found if w.problem == RULE_PAST and self._was_reserved(w.node)}
         for window in found:
@@ -168,12 +135,12 @@ class MaintenanceReservations:
                 await self._tell_invalid(window)
         windows = {w.node: w for w in found if w.window is not None}
         slurm_of = {node: self._slurm_nodes(node) for node in windows}
-        if not self.slurm.reservation_writes:
+        if not self.context.slurm.reservation_writes:
             await self._unsupported(windows, found, now)
             return Result(requeue_after=self.resync_s)
         wanted = {s: w.window for node, w in windows.items() for s in slurm_of[node] if w.window is not None}
         desired = group(wanted)
-        mine = [r for r in await self.slurm.list_reservations() if owned(r, self.tag)]
+        mine = [r for r in await self.context.slurm.list_reservations() if owned(r, self.tag)]
         writes, names = plan(desired, mine, self.tag, now)
         failed = {w.name for w in writes if not await self._write(w)}
         counts = await self._jobs_at({s: w.start for s, w in wanted.items()}) if wanted else {}
@@ -215,21 +182,21 @@ class MaintenanceReservations:
 
     def _slurm_nodes(self, node: str) -> tuple[str, ...]:
         """The Slurm nodes Slurm knows that are bound to this Kubernetes Node (pod- or node-bound)."""
-        kube_node = self.kube_cache.node(node)
+        kube_node = self.context.kube_cache.node(node)
         candidates: set[str] = set()
         if kube_node is not None and (label := kube_node.labels.get(Keys.NODE_NAME_LABEL)):
             candidates.add(label)
-        if self.kube_cache.bind_by_node_name:
+        if self.context.kube_cache.bind_by_node_name:
             candidates.add(node)
-        for key in self.kube_cache.pods_by_kube_node.get(node, ()):
-            pod = self.kube_cache.pods.items.get(key)
+        for key in self.context.kube_cache.pods_by_kube_node.get(node, ()):
+            pod = self.context.kube_cache.pods.items.get(key)
             if pod is not None:
-                candidates.add(self.kube_cache.slurm_name_of(pod))
+                candidates.add(self.context.kube_cache.slurm_name_of(pod))
         return tuple(
             sorted(
                 name
                 for name in candidates
-                if name in self.slurm_cache.nodes
+                if name in self.context.slurm_cache.nodes
                 and (b := self.bound_node(name)) is not None
                 and b.name == node
             )
@@ -237,7 +204,7 @@ class MaintenanceReservations:
 
     async def _jobs_at(self, starts: dict[str, int]) -> dict[str, int]:
         try:
-            jobs = await self.slurm.list_jobs()
+            jobs = await self.context.slurm.list_jobs()
         except SlurmError as exc:
             log.warning("jobs not read: the maintenance condition keeps its last job counts", error=str(exc))
             return {}
@@ -246,18 +213,15 @@ class MaintenanceReservations:
 
     # -- Slurm writes ------------------------------------------------------------------------------------
     async def _write(self, write: Write) -> bool:
-        """One reservation write behind the gate, with its metric and Events; False when Slurm refused it."""
+        """One reservation write through the Slurm writer (the gate), with its metric and Events; False when
+        Slurm refused it."""
         kind = f"reservation_{write.action}"
         what = f"{write.name} for {write.window.text}" if write.window else write.name
-        if not self.gate.check():
-            log.info(f"dry-run: would {write.action} reservation", reservation=what, nodes=len(write.nodes))
-            self.record(kind, "k8s_to_slurm", write.name, {"result": "dry_run"})
-            return True
         try:
             if write.action == "delete":
-                await self.slurm.delete_reservation(write.name)
+                written = await self.context.slurm_writer.delete_reservation(write.name)
             else:
-                await self.slurm.put_reservation(
+                written = await self.context.slurm_writer.put_reservation(
                     write.name, nodes=write.nodes, end=write.window.end if write.window else 0,
                     start=write.start, flags=FLAGS, users=USERS,
                     comment=f"{STAMP} owner={self.options.owner} window={what}",
@@ -273,6 +237,9 @@ class MaintenanceReservations:
                     f"Slurm refused to {write.action} reservation {what}: {exc}",
                 )
             return False
+        if not written:
+            self.record(kind, "k8s_to_slurm", write.name, {"result": "dry_run"})
+            return True
         log.info(f"reservation {write.action}d", name=write.name, reservation=what, nodes=len(write.nodes))
         self.record(kind, "k8s_to_slurm", write.name, {"result": "ok"})
         await self._tell_written(write)
@@ -312,7 +279,7 @@ class MaintenanceReservations:
     # -- Kubernetes: conditions and Events ----------------------------------------------------------------
     def _was_reserved(self, node: str) -> bool:
         """The Node shows our condition as reserved or ended (its window was accepted before)."""
-        kube_node = self.kube_cache.node(node)
+        kube_node = self.context.kube_cache.node(node)
         cond = kube_node.condition(Keys.CONDITION_MAINTENANCE) if kube_node is not None else None
         return cond is not None and (cond.status == "True" or cond.reason == "WindowEnded")
 
@@ -331,7 +298,7 @@ class MaintenanceReservations:
                     message=f"{window.source} {window.value!r} not used: {window.problem}",
                 )  # fmt: skip
         asked = {w.node for w in found}
-        for node in list(self.kube_cache.nodes.items.values()):
+        for node in list(self.context.kube_cache.nodes.items.values()):
             if (
                 node.name not in asked
                 and node.name not in conditions
@@ -350,7 +317,7 @@ class MaintenanceReservations:
         at_once = asyncio.Semaphore(CONDITION_WRITES_AT_ONCE)
 
         async def write(name: str, wanted: Condition) -> None:
-            node = self.kube_cache.node(name)
+            node = self.context.kube_cache.node(name)
             have = node.condition(wanted.type) if node is not None else None
             if node is None or (
                 have is not None
@@ -365,7 +332,7 @@ class MaintenanceReservations:
             ]
             current = {"metadata": {"resourceVersion": node.resource_version}, "status": {"conditions": mine}}
             async with at_once:
-                written = await self.writer.set_status(
+                written = await self.context.writer.set_status(
                     node_path(name), [wanted], stamp, current=current, what="maintenance"
                 )
             if written is not None:
@@ -374,7 +341,7 @@ class MaintenanceReservations:
         await asyncio.gather(*(write(name, wanted) for name, wanted in conditions.items()))
 
     async def _event(self, node: str, type_: str, reason: str, message: str) -> None:
-        await self.events.record(ObjectRef.node(node), type_, reason, message)
+        await self.context.events.record(ObjectRef.node(node), type_, reason, message)
 
     async def _tell_once(self, node: str, type_: str, reason: str, message: str) -> bool:
         """An Event for a Node's input, once per distinct message (resyncs do not repeat it)."""
@@ -402,8 +369,8 @@ class MaintenanceReservations:
 
     async def _unsupported(self, windows: dict[str, NodeWindow], found: list[NodeWindow], now: float) -> None:
         """24.11 (REST v0.0.42): no reservation can be made. Said on each Node, counted, never silent."""
-        version = self.slurm.version.name if self.slurm.version else "?"
-        release = f"Slurm {self.slurm.release}" if self.slurm.release else "this Slurm"
+        version = self.context.slurm.version.name if self.context.slurm.version else "?"
+        release = f"Slurm {self.context.slurm.release}" if self.context.slurm.release else "this Slurm"
         conditions: dict[str, Condition] = {}
         for node, window in windows.items():
             assert window.window is not None

@@ -1,4 +1,5 @@
 """The controller runtime: a supervised Manager for every long-running loop, the Controller
-contract (`reconcile(key) -> Result`) with one handler for retries, requeues and metrics, the keyed
-work queue, and the one backoff policy. Generic: it imports neither Slurm nor Kubernetes code.
-See docs/architecture.md."""
+contract (`keys()`, `reconcile(key) -> Result`) with one runner (`ControllerRunner.serve`: the one run
+loop, resync included) for retries, requeues, metrics and log context, the error vocabulary
+(`errors.py`), the keyed work queue, and the one backoff policy. Generic: it imports neither Slurm nor
+Kubernetes code (the write gate is a protocol here). See docs/architecture.md."""

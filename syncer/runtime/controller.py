@@ -1,31 +1,46 @@
-"""The Controller contract and the one handler every controller runs under.
+"""The Controller contract and the one runner every controller runs under.
 
 A controller implements `reconcile(key) -> Result`: it looks at the current state of one key and
 makes it right, level-triggered. It returns `Result(requeue_after=s)` to be looked at again later
-(something it waits for has no event of its own), `Result()` when done, or raises: the handler then
-retries the key with the runtime's backoff. The handler also counts and times every reconcile, per
-controller, into the registry it is given (each controller's own metrics).
+(something it waits for has no event of its own), `DONE` when done, or raises (syncer/runtime/errors.py:
+`Terminal` is not retried, `RetryAfter` is retried after its delay, `NotLeader` drops the key's remaining
+writes, anything else is retried with the one backoff policy). `keys()` names every key it has, for the
+resync; `prepare()` waits until it can reconcile; `tick()` is its once-a-second housekeeping.
 
-    runner = ControllerRunner(engine, workers=8, registry=registry)
-    manager.add("sync-engine", runner.run)
-    runner.queue.add("node001")
+    class Pinger(Controller):
+        name = "pinger"
+        def __init__(self, context): self.runner = context.runner(self)
+        async def keys(self): return ["a", "b"]
+        async def reconcile(self, key): ...; return DONE
+
+    manager.add(controller.name, controller.runner.serve)   # the one run loop, resync included
+    controller.runner.queue.add("a")
+
+The runner counts and times every reconcile per controller into the registry it is given, and every log
+line of a reconcile carries the controller, the key and a reconcile ID (structlog context variables).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
+import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from syncer.runtime.backoff import Backoff
+from syncer.runtime.errors import NotLeader, RetryAfter, Terminal
 from syncer.runtime.queue import WorkQueue
 from syncer.runtime.tasks import cancel_and_wait
 
+log = structlog.get_logger("syncer.runtime")
 RECONCILE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+RESULTS = ("ok", "requeue", "error", "terminal", "not_leader")
+_reconcile_ids = itertools.count(1)
 
 
 @dataclass(frozen=True)
@@ -37,9 +52,29 @@ DONE = Result()
 
 
 class Controller(Protocol):
-    name: str  # the `controller` label of its metrics
+    """Subclass it (its defaults are inherited): `name`, `keys` and `reconcile` are each controller's own."""
+
+    name: str  # the `controller` label of its metrics and logs, and its Manager task's name
+    runner: ControllerRunner
 
     async def reconcile(self, key: str) -> Result: ...
+
+    async def keys(self) -> Iterable[str]:
+        """Every key it has now: at the start, every resync and on gaining leadership (it may refresh what
+        a resync refreshes first)."""
+        ...
+
+    async def prepare(self) -> None:
+        """Until it can reconcile (its caches synced); once, before the first keys."""
+        return None
+
+    def tick(self) -> bool:
+        """Once a second: housekeeping; True when every key must be looked at again."""
+        return False
+
+    def loops(self) -> dict[str, Callable[[], Awaitable[None]]]:
+        """Loops it needs beside its runner (its own informer), supervised by the Manager with it."""
+        return {}
 
 
 class ReconcileMetrics:
@@ -48,7 +83,8 @@ class ReconcileMetrics:
     def __init__(self, registry: CollectorRegistry | None) -> None:
         self.total = Counter(
             "slurm_syncer_reconcile",
-            "Reconciles by controller and result (ok, requeue, error).",
+            "Reconciles by controller and result (ok, requeue, error: retried with backoff, terminal: not "
+            "retried, not_leader: writes dropped when leadership was lost).",
             ["controller", "result"],
             registry=registry,
         )
@@ -72,10 +108,14 @@ class ControllerRunner:
         first_workers: int = 0,
         metrics: ReconcileMetrics | None = None,
         backoff: Backoff | None = None,
+        resync_s: float = 60.0,
+        leading: Callable[[], bool] = lambda: True,
     ) -> None:
         self.controller = controller
         self.backoff = backoff or Backoff()
         self.metrics = metrics
+        self.resync_s = resync_s
+        self.leading = leading
         self.queue = WorkQueue(
             self._handle,
             workers=workers,
@@ -83,73 +123,137 @@ class ControllerRunner:
             base_backoff_s=self.backoff.base_s,
             max_backoff_s=self.backoff.max_s,
         )
+        self._attempts: dict[str, int] = {}  # consecutive failures per key
+        self._beside: dict[str, set[asyncio.Task[None]]] = {}  # key -> its writes running beside
         if metrics is not None:
-            for result in ("ok", "requeue", "error"):
+            for result in RESULTS:
                 metrics.total.labels(controller.name, result)  # present from the start
             metrics.seconds.labels(controller.name)
 
-    async def run(self) -> None:
-        """Until the queue is stopped; returns at once on a stopped queue."""
-        await self.queue.run()
+    @property
+    def name(self) -> str:
+        return self.controller.name
 
     def stop(self) -> None:
         self.queue.stop()
 
-    async def serve(
-        self,
-        *,
-        enqueue_all: Callable[[], object],
-        resync_s: float,
-        leading: Callable[[], bool],
-        every_second: Callable[[], bool] | None = None,
-        name: str = "",
-    ) -> None:
-        """The queue's workers plus the level-triggered safety net: every key again every `resync_s`, when
-        this replica gains leadership, and when `every_second` (the controller's own housekeeping, called
-        once a second) asks for it. Runs until cancelled or one of the two fails; both are stopped then."""
-        name = name or self.controller.name
-        tasks = [
-            asyncio.create_task(self.queue.run(), name=f"{name}-queue"),
-            asyncio.create_task(
-                self._resync(enqueue_all, resync_s, leading, every_second), name=f"{name}-resync"
-            ),
-        ]
+    async def serve(self) -> None:
+        """The one run loop of a controller: once `prepare()` returns, every key, then the queue's workers
+        plus the level-triggered safety net: every key again every `resync_s`, when this replica gains
+        leadership, and when `tick()` (called once a second) asks. Runs until cancelled or one of the two
+        fails; both are stopped then, and the writes still running beside a reconcile cancelled."""
         try:
-            await asyncio.gather(*tasks)
+            await self.controller.prepare()
+            added = await self.resync()
+            log.info("controller started", controller=self.name, keys=added)
+            tasks = [
+                asyncio.create_task(self.queue.run(), name=f"{self.name}-queue"),
+                asyncio.create_task(self._resync(), name=f"{self.name}-resync"),
+            ]
+            try:
+                await asyncio.gather(*tasks)
+            finally:
+                await cancel_and_wait(tasks)
         finally:
             self.queue.stop()
-            await cancel_and_wait(tasks)
+            await cancel_and_wait([t for running in self._beside.values() for t in running])
 
-    @staticmethod
-    async def _resync(
-        enqueue_all: Callable[[], object],
-        resync_s: float,
-        leading: Callable[[], bool],
-        every_second: Callable[[], bool] | None,
-    ) -> None:
-        next_resync = time.monotonic() + resync_s
-        was_leading = leading()
+    async def resync(self) -> int:
+        """Every key of the controller queued now (what the periodic resync does); how many."""
+        added = 0
+        for key in await self.controller.keys():
+            self.queue.add(key)
+            added += 1
+        return added
+
+    async def _resync(self) -> None:
+        next_resync = time.monotonic() + self.resync_s
+        was_leading = self.leading()
         while True:
             await asyncio.sleep(1.0)  # the housekeeping's tick, not a synchronisation
-            is_leading = leading()
-            asked = every_second() if every_second is not None else False
+            is_leading = self.leading()
+            asked = self.controller.tick()
             if asked or (is_leading and not was_leading) or time.monotonic() >= next_resync:
-                enqueue_all()
-                next_resync = time.monotonic() + resync_s
+                await self.resync()
+                next_resync = time.monotonic() + self.resync_s
             was_leading = is_leading
 
+    # -- one key ----------------------------------------------------------------------------------
     async def _handle(self, key: str) -> None:
         started = time.perf_counter()
         outcome = "error"
-        try:
-            result = await self.controller.reconcile(key)
-            if result.requeue_after is not None:
-                outcome = "requeue"
-                self.queue.add_after(key, result.requeue_after)
+        with structlog.contextvars.bound_contextvars(
+            controller=self.name, key=key, reconcile_id=next(_reconcile_ids)
+        ):
+            try:
+                result = await self.controller.reconcile(key)
+            except Exception as exc:
+                outcome = self.failed(key, exc)
             else:
-                outcome = "ok"
-        finally:
+                if key not in self._beside:  # a write still running beside decides for itself
+                    self._attempts.pop(key, None)
+                if result.requeue_after is not None:
+                    outcome = "requeue"
+                    self.queue.add_after(key, result.requeue_after)
+                else:
+                    outcome = "ok"
+            finally:
+                if self.metrics is not None:
+                    self.metrics.seconds.labels(self.name).observe(time.perf_counter() - started)
+        if self.metrics is not None:
+            self.metrics.total.labels(self.name, outcome).inc()
+
+    def failed(self, key: str, exc: Exception) -> str:
+        """A reconcile of `key` (or a write beside it) failed: what the error vocabulary says happens next
+        (retried after the backoff's delay or the error's own, not retried, or dropped), logged once with
+        its traceback the first time in a row. Returns the outcome's metric label."""
+        if isinstance(exc, NotLeader):
+            log.info("leadership lost mid-reconcile: remaining writes dropped", key=key)
+            return "not_leader"
+        if isinstance(exc, Terminal):
+            self._attempts.pop(key, None)
+            log.error("reconcile failed: not retried", key=key, why=str(exc))
+            return "terminal"
+        attempt = self._attempts[key] = self._attempts.get(key, 0) + 1
+        delay = exc.delay_s if isinstance(exc, RetryAfter) else self.backoff.delay(attempt)
+        log.warning(
+            "reconcile failed, retrying",
+            key=key,
+            attempt=attempt,
+            error=f"{type(exc).__name__}: {exc}",
+            retry_in_s=round(delay, 3),
+            exc_info=exc if attempt == 1 and not isinstance(exc, RetryAfter) else None,
+        )
+        self.queue.retries_total += 1
+        self.queue.add_after(key, delay)
+        return "error"
+
+    def beside(self, key: str, write: Coroutine[Any, Any, None], *, name: str) -> None:
+        """Runs a write of `key` beside its reconcile (writes of many keys then meet in one group commit):
+        its failure is handled as the reconcile's would be (same backoff, same log, its reconcile ID), and
+        the key's failure count is reset only by its success."""
+        running = self._beside.setdefault(key, set())
+        task = asyncio.create_task(self._write_beside(key, write), name=name)  # copies the log context
+        running.add(task)
+
+        def done(finished: asyncio.Task[None]) -> None:
+            running.discard(finished)
+            if not running and self._beside.get(key) is running:
+                del self._beside[key]
+
+        task.add_done_callback(done)
+
+    async def _write_beside(self, key: str, write: Coroutine[Any, Any, None]) -> None:
+        try:
+            await write
+        except Exception as exc:
+            outcome = self.failed(key, exc)
             if self.metrics is not None:
-                name = self.controller.name
-                self.metrics.total.labels(name, outcome).inc()
-                self.metrics.seconds.labels(name).observe(time.perf_counter() - started)
+                self.metrics.total.labels(self.name, outcome).inc()
+        else:
+            self._attempts.pop(key, None)
+
+    @property
+    def writing(self) -> int:
+        """Writes running beside their reconciles."""
+        return sum(len(running) for running in self._beside.values())

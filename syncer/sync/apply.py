@@ -1,8 +1,9 @@
 """The applier: carries out one reconcile's decision, in order. Slurm first (its result is what
 Kubernetes then shows), then the pod and Node (annotations, conditions, cordon), then the Events of
-what was done now. It owns the write gate checks, the safety valve's admission of new automatic drains, the
+what was done now. It owns the safety valve's admission of new automatic drains, the
 echo suppression of Slurm writes the cache has not caught up with, and the re-read before an
-undrain, so the engine's reconcile stays read -> decide -> apply."""
+undrain, so the sync controller's reconcile stays read -> decide -> apply. Its writes go through the
+context's writers (the write gate is checked there)."""
 
 from __future__ import annotations
 
@@ -13,17 +14,14 @@ from typing import Any
 
 import structlog
 
-from syncer.kube.binding import Binding, resolve
-from syncer.kube.cache import KubeCache
-from syncer.kube.events import EventRecorder, ObjectRef
-from syncer.kube.gate import NotLeader, WriteGate
-from syncer.kube.writer import KubeWriter, node_path, pod_path
+from syncer.control.binding import Binding, resolve
+from syncer.control.bulk import Superseded
+from syncer.control.context import ControllerContext
+from syncer.kube.events import ObjectRef
+from syncer.kube.writer import node_path, pod_path
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.model.kube import Condition, KubeNode, KubePod
 from syncer.model.slurm import SlurmNode
-from syncer.slurm.bulk import BulkWriter, Superseded
-from syncer.slurm.cache import NodeCache
-from syncer.slurm.client import SlurmClient
 from syncer.sync.causes import is_automatic
 from syncer.sync.decide import (
     EVENT_CORDON,
@@ -51,13 +49,8 @@ Recorder = Callable[..., None]  # (kind, direction, result, slurm node, **detail
 class Applier:
     def __init__(
         self,
+        context: ControllerContext,
         *,
-        slurm: SlurmClient,
-        slurm_cache: NodeCache,
-        kube_cache: KubeCache,
-        writer: KubeWriter,
-        events: EventRecorder,
-        gate: WriteGate,
         options: SyncOptions,
         valve: DrainValve,
         written: WrittenAnnotations,
@@ -66,12 +59,7 @@ class Applier:
         scale_in_of: Callable[[str], str | None],
         clock: Callable[[], float],
     ) -> None:
-        self.slurm = slurm
-        self.slurm_cache = slurm_cache
-        self.kube_cache = kube_cache
-        self.writer = writer
-        self.events = events
-        self.gate = gate
+        self.context = context  # clients, caches, writers: shared by every controller
         self.options = options
         self.valve = valve
         self.written = written
@@ -83,7 +71,6 @@ class Applier:
         self.sent: dict[str, tuple[str, str, float]] = {}
         self.read_after_write: dict[str, SlurmNode] = {}  # the node as read once since that write
         self.objects = WrittenObjects()  # each write starts from our last one until the cache has it
-        self.bulk = BulkWriter(slurm, gate)  # identical Slurm updates decided together: one request
 
     def caught_up(self, name: str, listed_at: float) -> None:
         """The Slurm cache changed for `name` in a list asked for at `listed_at` (time.monotonic()): from one
@@ -97,7 +84,7 @@ class Applier:
     def awaiting_echo(self, name: str) -> bool:
         """We wrote this Slurm node and no list asked for since the write has been applied to the cache."""
         sent = self.sent.get(name)
-        return sent is not None and sent[2] >= self.slurm_cache.listed_at
+        return sent is not None and sent[2] >= self.context.slurm_cache.listed_at
 
     async def apply(
         self,
@@ -119,30 +106,26 @@ class Applier:
             node=binding.node.name if binding.node else None,
             causes=[c.text for c in decision.causes] or None,
         )
-        try:
-            acted = await self._slurm_side(name, binding, decision, logger, read_now)
-            return await self._kube_side(name, binding, decision, logger, slurm_acted=acted, wait=wait)
-        except NotLeader:
-            logger.info("leadership lost mid-reconcile: remaining writes dropped")
-            return False
+        acted = await self._slurm_side(name, binding, decision, logger, read_now)
+        return await self._kube_side(name, binding, decision, logger, slurm_acted=acted, wait=wait)
 
     async def event(self, binding: Binding, on: str, type_: str, reason: str, message: str) -> None:
         """An Event on the pod (`on="pod"`, when there is one) or else the Node of a binding."""
         ref = self.ref(binding, on)
         if ref is not None:
-            await self.events.record(ref, type_, reason, message)
+            await self.context.events.record(ref, type_, reason, message)
 
     async def conflict_events(self, binding: Binding) -> None:
         """A Warning on every pod and Node that claims the Slurm node of a conflicting binding."""
         name = binding.slurm_name
-        refs = [ObjectRef.pod(p.namespace, p.name, p.uid) for p in self.kube_cache.pods_for(name)]
-        refs += [ObjectRef.node(n.name) for n in self.kube_cache.nodes_for(name)]
+        refs = [ObjectRef.pod(p.namespace, p.name, p.uid) for p in self.context.kube_cache.pods_for(name)]
+        refs += [ObjectRef.node(n.name) for n in self.context.kube_cache.nodes_for(name)]
         for ref in refs:
-            await self.events.record(ref, "Warning", "SlurmBindingConflict", binding.conflict)
+            await self.context.events.record(ref, "Warning", "SlurmBindingConflict", binding.conflict)
 
     def binding(self, name: str) -> Binding:
         """The node's Kubernetes objects as the cache shows them now, with our own recent writes laid over."""
-        found = resolve(name, self.kube_cache)
+        found = resolve(name, self.context.kube_cache)
         if not found.bound:
             return found
         return replace(found, pod=self.written.overlay(found.pod), node=self.written.overlay(found.node))
@@ -160,14 +143,18 @@ class Applier:
         sent = self.sent.get(name)
         signature = (action.kind, action.reason)
         repeat = sent is not None and sent[:2] == signature
-        if repeat and sent is not None and time.monotonic() - sent[2] < self.slurm_cache.stale_after_s:
+        if (
+            repeat
+            and sent is not None
+            and time.monotonic() - sent[2] < self.context.slurm_cache.stale_after_s
+        ):
             return False  # already sent; the Slurm cache has not caught up yet
-        current = self.slurm_cache.nodes.get(name)
+        current = self.context.slurm_cache.nodes.get(name)
         if action.kind == "undrain" or not action.redrain:
             # The cache may be a poll old: read the node again, so an admin's new reason is never lifted
             # and a drain someone else just made (Slinky's operator reacts to the same cordon) keeps its
             # reason instead of being overwritten by ours.
-            current = read_now if read_now is not None else await self.slurm.get_node(name)
+            current = read_now if read_now is not None else await self.context.slurm.get_node(name)
             # that read can take seconds (retries, a slow slurmrestd): decide again on what Kubernetes
             # shows now too, so a drain never goes out after the uncordon that arrived meanwhile
             again = self._decided_again(name, current)
@@ -185,10 +172,6 @@ class Applier:
             # condition that arrived during the read joins it)
             action = again
             signature = (action.kind, action.reason)
-        if not self.gate.check():
-            logger.info(f"dry-run: would {action.kind} in Slurm", reason=action.reason)
-            self.record(action.kind, "k8s_to_slurm", "dry_run", name)
-            return True
         kind = action.kind
 
         def still_wanted() -> bool:
@@ -198,19 +181,25 @@ class Applier:
 
         try:
             if kind == "drain":
-                await self.bulk.update(name, state=["DRAIN"], reason=action.reason, still=still_wanted)
+                written = await self.context.slurm_writer.update(
+                    name, state=["DRAIN"], reason=action.reason, still=still_wanted
+                )
             else:
-                await self.bulk.update(name, state=["UNDRAIN"], still=still_wanted)
+                written = await self.context.slurm_writer.update(name, state=["UNDRAIN"], still=still_wanted)
         except Superseded:
             logger.info(f"{kind} skipped: Kubernetes changed while it waited to be sent")
             return False
+        if not written:  # a dry run (the writer logged the request)
+            logger.info(f"dry-run: would {kind} in Slurm", reason=action.reason)
+            self.record(kind, "k8s_to_slurm", "dry_run", name)
+            return True
         self.sent[name] = (*signature, time.monotonic())
         self.read_after_write.pop(name, None)
         logger.info(
             f"slurm node {action.kind}ed", reason=action.reason, redrain=action.redrain, resent=repeat
         )
         self.record(action.kind, "k8s_to_slurm", "ok", name, reason=action.reason)
-        self.slurm_cache.nudge()  # read the result back soon, so Kubernetes shows it
+        self.context.slurm_cache.nudge()  # read the result back soon, so Kubernetes shows it
         # a resend while the Slurm cache cannot confirm the first write is the same transition: no new Event
         return not repeat
 
@@ -233,7 +222,7 @@ class Applier:
                 logger.info("safety valve open: explicit drain not held back", reason=reason)
             self.valve.forget(name)
             return True
-        bound = len(self.kube_cache.slurm_names())
+        bound = len(self.context.kube_cache.slurm_names())
         told = self.valve.holds(name)  # its "held back" Event went out when it was first refused
         if self.valve.admit(name, self.clock(), bound):
             return True
@@ -243,7 +232,7 @@ class Applier:
         logger.warning("safety valve open: automatic drain held back", reason=reason, threshold=threshold)
         ref = self.ref(binding, "pod" if binding.pod else "node")
         if ref is not None and not told:
-            await self.events.record(
+            await self.context.events.record(
                 ref, "Warning", "SlurmDrainHeldBack",
                 f"safety valve open: more than {threshold} of {bound} bound nodes ({self.valve_limit()}) "
                 "would newly drain within a minute from automatic causes (Ready past the grace, problem "
@@ -275,7 +264,7 @@ class Applier:
         writes_node = node is not None and bool(
             decision.node_conditions or (not on_pod and decision.annotations)
         )
-        if not wait and (writes_pod or writes_node or decision.cordon) and self.writer.throttled():
+        if not wait and (writes_pod or writes_node or decision.cordon) and self.context.writer.throttled():
             for event in decision.events:
                 if event.reason in SLURM_ACTION_EVENTS and slurm_acted:
                     await self._event(binding, event, wait=False)
@@ -293,7 +282,7 @@ class Applier:
             cordoned = await self._cordon(name, node, decision.cordon, logger)
             wrote |= cordoned
         if wrote:
-            state = self.slurm_cache.nodes.get(name)
+            state = self.context.slurm_cache.nodes.get(name)
             logger.info("kubernetes updated from slurm", state=state.state_text if state else None)
             self.record("annotate", "slurm_to_k8s", "ok", name)
         for event in decision.events:
@@ -313,7 +302,7 @@ class Applier:
     ) -> dict[str, Any] | None:
         """The object's conditions and annotations in one write; the written object, or None if none."""
         path = pod_path(obj.namespace, obj.name) if isinstance(obj, KubePod) else node_path(obj.name)
-        written = await self.writer.set_status(
+        written = await self.context.writer.set_status(
             path,
             list(conditions),
             rfc3339(self.clock()) or "",
@@ -335,7 +324,7 @@ class Applier:
             def allowed(obj: dict[str, Any]) -> dict[str, Any] | None:
                 return obj  # cordoning is always safe; the annotation records that it is ours
 
-            written = await self.writer.set_unschedulable(
+            written = await self.context.writer.set_unschedulable(
                 node.name, True, {Keys.CORDONED_BY: CORDONED_BY_SLURM}, only_if=allowed,
                 current=current,
             )  # fmt: skip
@@ -345,7 +334,7 @@ class Applier:
                 annotations = (obj.get("metadata") or {}).get("annotations") or {}
                 return obj if annotations.get(Keys.CORDONED_BY) == CORDONED_BY_SLURM else None
 
-            written = await self.writer.set_unschedulable(
+            written = await self.context.writer.set_unschedulable(
                 node.name, False, {Keys.CORDONED_BY: None}, only_if=ours, current=current
             )
         if written is None:
@@ -358,7 +347,7 @@ class Applier:
     async def _event(self, binding: Binding, event: EventSpec, *, wait: bool = True) -> None:
         ref = self.ref(binding, event.on)
         if ref is not None:
-            await self.events.record(ref, event.type, event.reason, event.message, wait=wait)
+            await self.context.events.record(ref, event.type, event.reason, event.message, wait=wait)
 
 
 def _cached(obj: KubePod | KubeNode, with_conditions: bool = False) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from syncer.kube.binding import node_slurm, resolve
+from syncer.control.binding import node_slurm, resolve
 from syncer.kube.cache import KubeCache
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.model.kube import KubePod

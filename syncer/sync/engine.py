@@ -1,4 +1,4 @@
-"""The sync engine, a controller of the runtime: turns cache changes into keys, and each key's
+"""The sync controller (the sync engine): turns cache changes into keys, and each key's
 reconcile into read -> decide -> apply: read both sides once (the caches, plus one fresh read of a
 node we just wrote), call the pure `decide`, hand the decision to the `Applier` (syncer/sync/apply.py),
 which owns ordering, the write gate, the safety valve and Events.
@@ -12,24 +12,17 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
 from typing import Any
 
 import structlog
 
-from syncer.kube.binding import Binding, node_slurm
-from syncer.kube.cache import KubeCache
-from syncer.kube.events import EventRecorder
-from syncer.kube.gate import WriteGate
-from syncer.kube.writer import KubeWriter
+from syncer.control.binding import Binding, node_slurm
+from syncer.control.context import ControllerContext
 from syncer.model.keys import Keys
-from syncer.model.kube import NodeSetRef
 from syncer.model.slurm import SlurmNode
-from syncer.runtime.backoff import Backoff
-from syncer.runtime.controller import DONE, ControllerRunner, ReconcileMetrics, Result
+from syncer.runtime.controller import DONE, Controller, Result
 from syncer.runtime.queue import Lane, taken_from
-from syncer.slurm.cache import NodeCache, NodeChange
-from syncer.slurm.client import SlurmClient
+from syncer.slurm.cache import NodeChange
 from syncer.slurm.errors import SlurmError
 from syncer.sync.apply import Applier
 from syncer.sync.decide import decide
@@ -41,61 +34,42 @@ from syncer.sync.written import WrittenAnnotations
 log = structlog.get_logger("syncer.sync")
 
 
-class SyncEngine:
-    name = "sync"  # the controller label of its reconcile metrics
+class SyncController(Controller):
+    name = "sync"  # the controller label of its reconcile metrics and logs
 
     def __init__(
         self,
+        context: ControllerContext,
         *,
-        slurm: SlurmClient,
-        slurm_cache: NodeCache,
-        kube_cache: KubeCache,
-        writer: KubeWriter,
-        events: EventRecorder,
-        gate: WriteGate,
         options: SyncOptions,
         valve: DrainValve,
-        workers: int,
-        resync_s: float,
         missing_grace_s: float,
-        clock: Callable[[], float] = time.time,
-        on_action: Callable[[str, str, str, dict[str, Any]], None] | None = None,
-        reconcile_metrics: ReconcileMetrics | None = None,
-        backoff: Backoff | None = None,
     ) -> None:
-        self.slurm = slurm
-        self.slurm_cache = slurm_cache
-        self.kube_cache = kube_cache
-        self.writer = writer
-        self.events = events
-        self.gate = gate
+        self.context = context  # clients, caches, writers: shared by every controller
         self.options = options
         self.valve = valve
-        self.resync_s = resync_s
         self.missing_grace_s = missing_grace_s
         self._missing_since: dict[str, float] = {}
         self.written = WrittenAnnotations()
-        self.clock = clock
-        self.on_action = on_action  # (kind, direction, slurm node, details): metrics and test recorders
+        self.clock = context.clock
+        self.actions = context.actions  # (kind, direction, slurm node, details): metrics and test recorders
         # three times as many workers again for Kubernetes changes only (they never wait for the Kubernetes
         # rate limit, the others may all be waiting for it in a storm of Slurm changes): 1,000 cordons drained
         # in 5.0 s with 8 workers, 1.9 s with 32 (issue 30)
-        self.runner = ControllerRunner(
-            self, workers=workers, first_workers=3 * workers, metrics=reconcile_metrics, backoff=backoff
-        )
+        self.runner = context.runner(self, first_workers=3 * context.workers)
         self.queue = self.runner.queue
         self.stats = EngineStats()
-        # Slurm node -> the NodeSet scaling it in, by identity (set by the NodeSet reconciler)
-        self.scale_in: dict[str, NodeSetRef] = {}
+        # Slurm node -> the NodeSet scaling it in, by identity (set by the NodeSet controller)
+        self.scale_in = context.scale_in
         self._observed_at: dict[str, float] = {}  # monotonic time a change was first seen, per key
         self.applier = Applier(
-            slurm=slurm, slurm_cache=slurm_cache, kube_cache=kube_cache, writer=writer, events=events,
-            gate=gate, options=options, valve=self.valve, written=self.written, stats=self.stats,
-            record=self._record, scale_in_of=self._scale_in_of, clock=clock,
+            context, options=options, valve=self.valve, written=self.written, stats=self.stats,
+            record=self._record, scale_in_of=self._scale_in_of, clock=self.clock,
         )  # fmt: skip
         self._was_open = self._was_leading = False  # the valve and leadership at the last housekeeping
-        slurm_cache.subscribe(self._on_slurm_changes)
-        kube_cache.subscribe(self._on_kube_keys)
+        self.context.slurm_cache.subscribe(self._on_slurm_changes)
+        self.context.kube_cache.subscribe(self._on_kube_keys)
+        self.scale_in.subscribe(lambda name: self._mark(name, Lane.FIRST))
 
     # -- inputs -----------------------------------------------------------------------------------
     def _mark(self, name: str, lane: Lane) -> None:
@@ -104,7 +78,7 @@ class SyncEngine:
 
     def _on_slurm_changes(self, changes: list[NodeChange]) -> None:
         for change in changes:
-            self.applier.caught_up(change.name, self.slurm_cache.listed_at)
+            self.applier.caught_up(change.name, self.context.slurm_cache.listed_at)
             self._mark(change.name, Lane.URGENT)
 
     def _on_kube_keys(self, keys: set[str]) -> None:
@@ -113,19 +87,10 @@ class SyncEngine:
         for key in keys:
             self._mark(key, Lane.FIRST)
 
-    def enqueue_all(self) -> int:
-        names = self.kube_cache.slurm_names()
-        for name in names:
-            self.queue.add(name)
+    async def keys(self) -> list[str]:
+        names = self.context.kube_cache.slurm_names()
         self.stats.bound = len(names)
-        return len(names)
-
-    def mark_scale_in(self, slurm_name: str, nodeset: NodeSetRef | None) -> None:
-        if nodeset is not None:
-            self.scale_in[slurm_name] = nodeset
-        else:
-            self.scale_in.pop(slurm_name, None)
-        self._mark(slurm_name, Lane.FIRST)
+        return list(names)
 
     def _scale_in_of(self, slurm_name: str) -> str | None:
         """The name of the NodeSet scaling this node in, for the drain reason's text."""
@@ -133,26 +98,18 @@ class SyncEngine:
         return owner.name if owner is not None else None
 
     # -- lifecycle --------------------------------------------------------------------------------
-    async def run(self) -> None:
-        await self.kube_cache.wait_synced()
-        await self.slurm_cache.wait_synced()
-        log.info("caches synced, reconciling every bound Slurm node", bound=self.enqueue_all())
-        self._was_open, self._was_leading = self.valve.is_open, self.gate.leading
-        await self.runner.serve(
-            enqueue_all=self.enqueue_all, resync_s=self.resync_s, leading=lambda: self.gate.leading,
-            every_second=self._housekeeping, name="sync",
-        )  # fmt: skip
+    async def prepare(self) -> None:
+        await self.context.kube_cache.wait_synced()
+        await self.context.slurm_cache.wait_synced()
+        self._was_open, self._was_leading = self.valve.is_open, self.context.gate.leading
 
-    async def stop(self) -> None:
-        self.runner.stop()
-
-    def _housekeeping(self) -> bool:
+    def tick(self) -> bool:
         """Once a second: the valve closing by itself, our write records kept or forgotten; True when every
         key must be looked at again (the valve closed)."""
-        bound = len(self.kube_cache.slurm_names())
+        bound = len(self.context.kube_cache.slurm_names())
         self.stats.bound = bound
         is_open = self.valve.tick(self.clock(), bound)
-        leading = self.gate.leading
+        leading = self.context.gate.leading
         if leading != self._was_leading:
             self.written.forget_all()  # another replica may have written meanwhile
             self.applier.objects.forget_all()
@@ -165,13 +122,14 @@ class SyncEngine:
     def reset_valve(self) -> None:
         """Operator override: let the refused drains through."""
         self.valve.reset()
-        self.enqueue_all()
+        for name in self.context.kube_cache.slurm_names():
+            self.queue.add(name)
 
     # -- one key ----------------------------------------------------------------------------------
     async def reconcile(self, name: str) -> Result:
         """One Slurm node: read both sides once, decide (pure), then apply the decision's writes."""
         self.stats.reconciles += 1
-        if not self.kube_cache.synced or not self.slurm_cache.synced:
+        if not self.context.kube_cache.synced or not self.context.slurm_cache.synced:
             return Result(requeue_after=1.0)
         binding = self.applier.binding(name)
         if binding.conflict:
@@ -183,8 +141,8 @@ class SyncEngine:
             self._forget_missing(name)
             return DONE
         now = self.clock()
-        slurm_node = self.slurm_cache.nodes.get(name)
-        fresh = not self.slurm_cache.stale
+        slurm_node = self.context.slurm_cache.nodes.get(name)
+        fresh = not self.context.slurm_cache.stale
         requeue: list[float] = []
         if fresh and slurm_node is None and not self.applier.awaiting_echo(name):
             if (wait_s := await self._report_missing(binding)) is not None:
@@ -201,7 +159,7 @@ class SyncEngine:
                 slurm_node = read_after
             else:
                 with contextlib.suppress(SlurmError):
-                    slurm_node = await self.slurm.get_node(name)
+                    slurm_node = await self.context.slurm.get_node(name)
                     self.applier.read_after_write[name] = slurm_node
                     read_now = True
         decision = decide(
@@ -218,7 +176,7 @@ class SyncEngine:
         if not decision.acts and not decision.events:
             self._observed_at.pop(name, None)
             return after
-        if not self.gate.leading:
+        if not self.context.gate.leading:
             return after  # followers keep caches and metrics warm, nothing else
         # a key taken from the first lane never waits for Kubernetes' rate limit: those writes come later
         wait, just_read = taken_from() != Lane.FIRST, slurm_node if read_now else None
@@ -232,7 +190,7 @@ class SyncEngine:
         """The Slurm nodes of every bound slurmd pod on this one's Kubernetes Node, when there are several:
         the Node's conditions are decided from all of them, so that each of their reconciles writes the same
         (this node's own data as read for this reconcile, the others' from the Slurm cache)."""
-        members = node_slurm(binding, self.kube_cache, self.slurm_cache.nodes)
+        members = node_slurm(binding, self.context.kube_cache, self.context.slurm_cache.nodes)
         if members is None:
             return None
         return [(n, slurm_node if n == binding.slurm_name else found) for n, found in members]
@@ -243,7 +201,7 @@ class SyncEngine:
             return
         self.stats.conflicts.add(name)
         log.warning("conflicting bindings: Slurm node left alone", slurm_node=name, conflict=binding.conflict)
-        if self.gate.leading:
+        if self.context.gate.leading:
             await self.applier.conflict_events(binding)
 
     async def _report_missing(self, binding: Binding) -> float | None:
@@ -262,7 +220,9 @@ class SyncEngine:
             return None
         self.stats.missing.add(name)
         labels = pod.labels if pod is not None else {}
-        label = next((key for key in self.kube_cache.names.labels if labels.get(key)), Keys.NODE_NAME_LABEL)
+        label = next(
+            (key for key in self.context.kube_cache.names.labels if labels.get(key)), Keys.NODE_NAME_LABEL
+        )
         named = name if labels.get(label, name) == name else f"{labels[label]} (Slurm node {name})"
         message = (
             f"labelled {label}={named}, but Slurm has no node of that name after "
@@ -274,7 +234,7 @@ class SyncEngine:
             pod=pod.key if pod else None,
             node=binding.node.name if binding.node else None,
         )
-        if self.gate.leading:
+        if self.context.gate.leading:
             await self.applier.event(binding, "pod", "Warning", "SlurmNodeNotFound", message)
         return None
 
@@ -289,5 +249,4 @@ class SyncEngine:
             latency = time.monotonic() - self._observed_at[name]
             details["latency_s"] = round(latency, 4)
             del self._observed_at[name]
-        if self.on_action is not None:
-            self.on_action(kind, direction, name, details)
+        self.actions(kind, direction, name, details)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import itertools
 import re
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
@@ -15,20 +16,32 @@ from typing import Any
 import pytest
 
 from syncer.app.service import SyncerService
+from syncer.model.keys import Keys
 from syncer.plan.attributes import EVENT_FEATURE_REFUSED, AttributeOptions
 from syncer.plan.features import FeatureLabel
 from syncer.plan.topology import TopologySpec
+from syncer.runtime.backoff import Backoff
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
-from syncer.slurm.errors import SlurmNotFound
+from syncer.slurm.errors import SlurmConnectionError, SlurmNotFound
+from syncer.slurm.updates import NodeUpdate
 from syncer.testing.sandbox import up
 from syncer.testing.sandbox.config import BLOCK_TOPOLOGY, PARTITION, TREE_TOPOLOGY
-from tests.e2e.rig import FAST, Rig, fresh_slurm_nodes, get, node_body, running_syncer, syncer_environment
+from tests.e2e.rig import (
+    FAST,
+    Rig,
+    fresh_slurm_nodes,
+    get,
+    node_body,
+    running_syncer,
+    settled,
+    syncer_environment,
+)  # fmt: skip
 from tests.e2e.test_commands import command
 from tests.e2e.test_nodeset import nodeset_rig
 from tests.fixtures.kube_targets import KUEUE_CRD
 from tests.fixtures.slurm import SELECTED
-from tests.helpers import wait_for
+from tests.helpers import captured_logs, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
 GPU, IB, NVLINK, SPINE, LEAF = (
@@ -132,7 +145,7 @@ async def test_a_restart_writes_nothing_when_slurm_already_agrees(rig: Rig) -> N
             await wait_for(lambda: again.attributes.stats.reconciles > before, 10, what="a reconcile of A")  # type: ignore[union-attr]
             await again.attributes.queue.wait_idle()
             assert not again.attributes.stats.writes and not again.attributes.writing
-            assert again.engine.applier.bulk.stats.requests == 0
+            assert again.context.slurm_writer.bulk.stats.requests == 0
 
 
 async def test_a_value_slurm_cannot_take_gives_no_feature_and_one_event(rig: Rig) -> None:
@@ -154,7 +167,7 @@ async def test_a_value_slurm_cannot_take_gives_no_feature_and_one_event(rig: Rig
             assert GPU in refused()[0]["message"] and "h100=sxm" in refused()[0]["message"]
             assert service.attributes is not None
             before = service.attributes.stats.reconciles
-            service.attributes.enqueue_all()
+            await service.attributes.runner.resync()
             await wait_for(lambda: service.attributes.stats.reconciles > before, 10, what="another reconcile")  # type: ignore[union-attr]
             await service.attributes.queue.wait_idle()
             assert [e.get("count", 1) for e in refused()] == [1]  # not repeated by the reconcile
@@ -290,9 +303,51 @@ async def test_a_rack_relabelled_at_once_goes_to_slurm_in_bulk(rig: Rig) -> None
             return all("k8s.gpu:b200" in listing[n].features for n in names)
 
         await wait_for(all_labelled, 20, what="30 nodes' features")
-        bulk = service.engine.applier.bulk.stats
+        bulk = service.context.slurm_writer.bulk.stats
         # the initial reconcile of every node decides 30 identical updates together
         assert bulk.nodes == 30 and bulk.bulk_requests >= 1 and bulk.requests < 30, bulk
+
+
+async def test_a_failing_update_backs_off_with_jitter_as_a_failed_reconcile_does(rig: Rig) -> None:
+    """One retry policy: an update Slurm fails (slurmrestd away) is retried by the controller's runner with
+    the backoff, growing and jittered (retry n after [d/2, d], d = base * 2^(n-1)), as a failed reconcile
+    is, not at a fixed interval; its log line names the controller, the node and the reconcile; then the
+    update goes through."""
+    (name,) = fresh_slurm_nodes(1)
+    rig.bind_pod(name)
+    base = 0.1
+    with captured_logs() as logs:
+        async with running_syncer(
+            rig, replace(FAST, attributes=ATTRIBUTES, backoff=Backoff(base, 30.0))
+        ) as service:
+            writer = service.context.slurm_writer
+            real, tries = writer.update, list[float]()
+
+            async def failing(node: str, update: NodeUpdate | None = None, **kwargs: Any) -> bool:
+                if node == name and update is not None and update.features is not None and len(tries) < 4:
+                    tries.append(time.monotonic())
+                    raise SlurmConnectionError("injected: slurmrestd away")
+                return await real(node, update, **kwargs)
+
+            writer.update = failing  # type: ignore[method-assign,assignment]
+            # the sync controller's first writes for the new binding are done: nothing else names the node
+            await wait_for(lambda: Keys.STATE in rig.pod_obj(name)["metadata"].get("annotations", {}), 10)
+            await settled(service, lambda: name in service.slurm_cache.nodes, "the node")
+            label(rig, name, {GPU: "a100"})
+
+            async def carried() -> bool:
+                return "k8s.gpu:a100" in (await rig.slurm(name)).features
+
+            await wait_for(carried, 30, what="the update, after 4 failures")
+    retries = [e for e in logs.entries if e["event"] == "reconcile failed, retrying" and e.get("key") == name]
+    assert [(e["controller"], e["attempt"]) for e in retries] == [("attributes", n) for n in (1, 2, 3, 4)]
+    assert all(isinstance(e["reconcile_id"], int) for e in retries)
+    delays = [e["retry_in_s"] for e in retries]
+    for attempt, delay in enumerate(delays, start=1):
+        ceiling = base * 2 ** (attempt - 1)
+        assert ceiling / 2 - 0.001 <= delay <= ceiling + 0.001, (attempt, delays)
+    gaps = [b - a for a, b in itertools.pairwise(tries)]
+    assert all(gap >= delay - 0.01 for gap, delay in zip(gaps, delays, strict=False)), (gaps, delays)
 
 
 async def test_dry_run_logs_the_update_and_writes_nothing(rig: Rig) -> None:
@@ -302,7 +357,7 @@ async def test_dry_run_logs_the_update_and_writes_nothing(rig: Rig) -> None:
         assert service.attributes is not None
         writes = service.attributes.stats.writes
         await wait_for(lambda: writes["features", "dry-run"] >= 1, 10, what="the update it would send")
-        assert not writes["features", "ok"] and service.engine.applier.bulk.stats.requests == 0
+        assert not writes["features", "ok"] and service.context.slurm_writer.bulk.stats.requests == 0
     assert "k8s.gpu:h100" not in (await rig.slurm(name)).features
 
 

@@ -31,7 +31,7 @@ async def test_a_node_deleted_while_its_bulk_drain_is_on_the_way_fails_alone(rig
             await wait_for(lambda: GONE in service.slurm_cache.nodes, deadline_s=20, what="the dynamic node")
             await service.engine.queue.wait_idle()
             # the seam is the syncer's own Slurm client: the requests still go to the real slurmrestd
-            client = service.engine.applier.bulk.slurm
+            client = service.context.slurm_writer.bulk.slurm
             single, bulk = client.update_node, client.update_nodes
 
             async def held_first(name: str, *args: Any, **kwargs: Any) -> None:
@@ -63,7 +63,7 @@ async def test_a_node_deleted_while_its_bulk_drain_is_on_the_way_fails_alone(rig
 
                 await wait_for(rest_drained, deadline_s=30, what="every other node of the rack drained")
                 assert deleted.is_set(), "the bulk request never named the deleted node"
-            stats = service.engine.applier.bulk.stats
+            stats = service.context.slurm_writer.bulk.stats
             assert stats.partial >= 1 and stats.bulk_requests >= 2, stats
             _, exposed = await get(service, "/metrics")
             assert sample(exposed, "slurm_syncer_slurm_bulk_refused_total") == stats.partial
@@ -123,7 +123,7 @@ async def test_a_drain_queued_behind_a_slow_request_is_dropped_when_its_node_is_
     sent: list[str] = []
     async with running_syncer(rig) as service:
         await service.engine.queue.wait_idle()
-        client = service.engine.applier.bulk.slurm
+        client = service.context.slurm_writer.bulk.slurm
         single, bulk = client.update_node, client.update_nodes
 
         async def slow_first(name: str, *args: Any, **kwargs: Any) -> None:
@@ -142,7 +142,7 @@ async def test_a_drain_queued_behind_a_slow_request_is_dropped_when_its_node_is_
         rig.kube.patch("", "v1", "nodes", nodes[0], cordon)
         await wait_for(held.is_set, deadline_s=10, what="the first drain in flight")
         rig.kube.patch("", "v1", "nodes", nodes[1], cordon)
-        bulk_writer = service.engine.applier.bulk
+        bulk_writer = service.context.slurm_writer.bulk
         await wait_for(
             lambda: any(q.waiting for q in bulk_writer._queues.values()),
             deadline_s=10,

@@ -78,7 +78,7 @@ async def test_nodesets_sharing_a_name_prefix_or_a_name_never_touch_each_other(r
         )
         for _ in range(3):
             assert service.nodesets is not None
-            service.nodesets.enqueue_all()
+            await service.nodesets.runner.resync()
             await service.nodesets.queue.wait_idle()
         node = await rig.slurm(kept)  # never deleted by X, whose Delete policy would have matched it
         assert f"scale-in of NodeSet {gpu_a.name}" in node.reason

@@ -14,8 +14,8 @@ import pytest
 
 from syncer.app.run_cmd import serve
 from syncer.app.service import SyncerService
+from syncer.control.gate import NotLeader
 from syncer.kube.client import KubeClient
-from syncer.kube.gate import NotLeader
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from tests.e2e.rig import FAST, Rig, fresh_slurm_nodes, running_syncer
@@ -63,18 +63,19 @@ TASKS: dict[str, Inject] = {
     "informer-nodes": lambda s, t: fail_inside(s.kube_cache.nodes, "run", t),
     "slurm-cache": lambda s, t: fail_inside(s.slurm_cache, "run", t),
     "leader-election": lambda s, t: fail_inside(s.elector, "run", t),
-    "sync-engine": lambda s, t: fail_inside(s.engine, "run", t),
-    "nodeset-reconciler": lambda s, t: fail_inside(s.nodesets, "run", t),
+    "sync": lambda s, t: fail_inside(s.engine.runner, "serve", t),
+    "nodeset": lambda s, t: fail_inside(s.nodesets.runner, "serve", t),  # type: ignore[union-attr]
+    "informer-nodesets": lambda s, t: fail_inside(s.nodesets.informer, "run", t),  # type: ignore[union-attr]
     "heartbeat": lambda s, t: fail_inside(s, "_heartbeat", t),
     "jobs-poller": lambda s, t: fail_inside(s, "_poll_jobs", t),
     "event-summaries": lambda s, t: fail_inside(s.events, "run_folding", t),
-    "maintenance-reservations": lambda s, t: fail_inside(s.maintenance, "run", t),
+    "maintenance": lambda s, t: fail_inside(s.maintenance.runner, "serve", t),
     # the defects as found: a bad Lease body ended the elector (a silent follower for ever), and the
     # engine's housekeeping died while the probes stayed green
     "leader-election/bad-lease-body": lambda s, t: raise_when(
         s.elector, "_try_acquire_or_renew", t, ValueError("bad Lease body")
     ),
-    "sync-engine/housekeeping": lambda s, t: raise_when(s.engine.valve, "tick", t, ValueError("bad tick")),
+    "sync/housekeeping": lambda s, t: raise_when(s.engine.valve, "tick", t, ValueError("bad tick")),
 }
 
 
@@ -88,8 +89,8 @@ def test_every_background_task_is_covered() -> None:
     covered = {name.split("/")[0] for name in TASKS}
     # the tasks a fully configured syncer runs (the HTTP server is a resource, not a loop)
     assert covered == {
-        "informer-pods", "informer-nodes", "slurm-cache", "leader-election", "sync-engine",
-        "nodeset-reconciler", "heartbeat", "jobs-poller", "event-summaries", "maintenance-reservations",
+        "informer-pods", "informer-nodes", "slurm-cache", "leader-election", "sync", "nodeset",
+        "informer-nodesets", "heartbeat", "jobs-poller", "event-summaries", "maintenance",
     }  # fmt: skip
 
 

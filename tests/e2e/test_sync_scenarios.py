@@ -274,14 +274,11 @@ async def test_cordon_on_slurm_drain_round_trip_without_echo(rig: Rig):
     options = SyncOptions(ready_grace_s=2.0, cordon_on_slurm_drain=True)
     async with running_syncer(rig, options=options) as service:
         actions: list[tuple[str, str, dict[str, object]]] = []
-        exporter = service.engine.on_action
-        assert exporter is not None
 
         def recorded(kind: str, direction: str, slurm_node: str, details: dict[str, Any]) -> None:
             actions.append((kind, slurm_node, details))
-            exporter(kind, direction, slurm_node, details)
 
-        service.engine.on_action = recorded
+        service.context.actions.subscribe(recorded)
         rig.scontrol("update", f"nodename={name}", "state=drain", "reason=admin: memory test")
 
         def cordoned() -> bool:
@@ -453,7 +450,7 @@ async def test_label_naming_an_unknown_slurm_node_is_reported_once(rig: Rig):
         (event,) = [e for e in rig.events_for(pod) if e["reason"] == "SlurmNodeNotFound"]
         assert event["type"] == "Warning"
         assert f"{Keys.NODE_NAME_LABEL}=nosuchnode7" in event["message"]
-        service.engine.enqueue_all()  # reconciled again: still one report, no Event per pass
+        await service.engine.runner.resync()  # reconciled again: still one report, no Event per pass
         await service.engine.queue.wait_idle()
         assert [e["count"] for e in rig.events_for(pod) if e["reason"] == "SlurmNodeNotFound"] == [1]
         with pytest.raises(SlurmNotFound):  # nothing was created in Slurm
@@ -535,7 +532,7 @@ async def test_node_with_two_slurmd_pods_shows_both_without_flapping(rig: Rig):
         await service.engine.queue.wait_idle()
         version = rig.node_obj(kube_node)["metadata"]["resourceVersion"]
         for _ in range(3):  # each pass reconciles both Slurm nodes
-            service.engine.enqueue_all()
+            await service.engine.runner.resync()
             await service.engine.queue.wait_idle()
             assert node_drained()["status"] == "True"
             assert rig.node_obj(kube_node)["metadata"]["resourceVersion"] == version, "the Node flapped"
@@ -570,7 +567,7 @@ async def test_a_drain_carries_the_reason_decided_after_its_fresh_read(rig: Rig)
     kube_node, _ = rig.bind_pod(name)
     async with running_syncer(rig) as service:
         applier = service.engine.applier
-        read, update = applier.slurm.get_node, applier.bulk.update
+        read, update = applier.context.slurm.get_node, applier.context.slurm_writer.update
         sent: list[str | None] = []
 
         async def annotated_while_reading(node: str) -> SlurmNode:
@@ -586,13 +583,13 @@ async def test_a_drain_carries_the_reason_decided_after_its_fresh_read(rig: Rig)
                 await wait_for(cached, deadline_s=10, what="the reason annotation in the syncer's cache")
             return answer
 
-        async def recorded(node: str, *args: Any, reason: str | None = None, **kwargs: Any) -> None:
+        async def recorded(node: str, *args: Any, reason: str | None = None, **kwargs: Any) -> bool:
             if node == name:
                 sent.append(reason)
-            await update(node, *args, reason=reason, **kwargs)
+            return await update(node, *args, reason=reason, **kwargs)
 
-        applier.slurm.get_node = annotated_while_reading  # type: ignore[method-assign,assignment]
-        applier.bulk.update = recorded  # type: ignore[method-assign,assignment]
+        applier.context.slurm.get_node = annotated_while_reading  # type: ignore[method-assign,assignment]
+        applier.context.slurm_writer.update = recorded  # type: ignore[method-assign,assignment]
         rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": True}})
         await wait_for(lambda: bool(sent), deadline_s=10, what="the drain sent")
         assert sent[0] is not None and "bad GPU 3" in sent[0], sent

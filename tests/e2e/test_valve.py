@@ -88,7 +88,7 @@ async def test_a_not_ready_storm_trips_the_valve_but_a_cordon_still_drains(rig: 
             lambda: all(held_back_events(rig, held)[n] for n in held), what="a held-back Event per held node"
         )
         for _ in range(3):  # reconciled again and again while the valve stays open: no Event storm
-            service.engine.enqueue_all()
+            await service.engine.runner.resync()
             await service.engine.queue.wait_idle()
         events = held_back_events(rig, names)
         assert {n for n, found in events.items() if found} == set(held)

@@ -111,7 +111,7 @@ async def test_a_cordoned_rack_reaches_slurm_in_bulk_requests(rig: Rig, why: str
         await service.engine.queue.wait_idle()
         for name in names:
             assert (await rig.slurm(name)).reason == reason, name
-        stats = service.engine.applier.bulk.stats
+        stats = service.context.slurm_writer.bulk.stats
         # 8 workers decide at once: drains queued behind one in flight go together
         assert stats.nodes == len(names) and stats.bulk_requests >= 1 and stats.requests < len(names), stats
         assert stats.partial == 0
@@ -157,7 +157,7 @@ async def test_a_restart_with_nothing_changed_writes_nothing(rig: Rig):
             await second.engine.queue.wait_idle()
             writes = [(m, p) for _, m, p in server.requests if m in WRITES]
             assert writes == [], writes[:5]
-            assert second.engine.applier.bulk.stats.requests == 0
+            assert second.context.slurm_writer.bulk.stats.requests == 0
     finally:
         server.record_requests = False
 

@@ -12,15 +12,14 @@ from typing import Any, TypeVar
 
 import pytest
 
+from syncer.control.gate import NotLeader, WriteGate
 from syncer.kube import (
     EventRecorder,
     KubeCache,
     KubeClient,
     KubeWriter,
     LeaderElector,
-    NotLeader,
     ObjectRef,
-    WriteGate,
     node_path,
     pod_path,
 )

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from syncer.kube import KubeClient, KubeWriter, WriteGate
+from syncer.control.gate import WriteGate
+from syncer.kube import KubeClient, KubeWriter
 from syncer.kube.client import MERGE_PATCH
 from syncer.kube.errors import KubeError
 from syncer.kube.informer import Informer, WatchEventError

@@ -13,7 +13,7 @@ import pytest
 
 from syncer.app.service import ServiceConfig, SyncerService
 from syncer.kube.client import KubeClient
-from syncer.nodeset.reconciler import NodeSetReconciler
+from syncer.nodeset.reconciler import NodeSetController
 from syncer.runtime.tasks import cancel_and_wait
 from syncer.slurm.auth import NoToken
 from syncer.slurm.client import SlurmClient
@@ -35,27 +35,30 @@ def nodeset(name: str, **spec: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def reconciler(kube_api: KubeApiEmulator, kubeconfig: Path) -> AsyncIterator[NodeSetReconciler]:
+async def reconciler(kube_api: KubeApiEmulator, kubeconfig: Path) -> AsyncIterator[NodeSetController]:
     kube = await KubeClient.from_config(str(kubeconfig))
     slurm = SlurmClient("http://127.0.0.1:9", NoToken())  # never started
     service = SyncerService(slurm, kube, ServiceConfig(listen_port=None))
     assert service.nodesets is not None and not service.gate.leading
     service.kube_cache.start()
-    task = asyncio.create_task(service.nodesets.run())
+    tasks = [
+        asyncio.create_task(service.nodesets.informer.run()),
+        asyncio.create_task(service.nodesets.runner.serve()),
+    ]
     try:
         yield service.nodesets
     finally:
-        await cancel_and_wait([task])
+        await cancel_and_wait(tasks)
         await service.kube_cache.stop()
         await kube.close()
         await slurm.close()
 
 
-async def settle(kube_api: KubeApiEmulator, reconciler: NodeSetReconciler, what: str) -> int:
+async def settle(kube_api: KubeApiEmulator, reconciler: NodeSetController, what: str) -> int:
     """Until the Node cache holds every Node at the version the API server stores (its handlers, the
     reconciler's among them, have run for every change) and the queue has handled all it was given.
     Returns the NodeSet reconciles so far."""
-    nodes = reconciler.kube_cache.nodes
+    nodes = reconciler.context.kube_cache.nodes
 
     def settled() -> bool:
         stored = {
@@ -71,7 +74,7 @@ async def settle(kube_api: KubeApiEmulator, reconciler: NodeSetReconciler, what:
 
 
 async def test_only_node_changes_that_can_change_selection_requeue_a_daemonset_nodeset(
-    kube_api: KubeApiEmulator, reconciler: NodeSetReconciler
+    kube_api: KubeApiEmulator, reconciler: NodeSetController
 ):
     kube_api.seed(SeedOptions(nodes=2, namespace=NAMESPACE))
     kube_api.create(
@@ -95,14 +98,14 @@ async def test_only_node_changes_that_can_change_selection_requeue_a_daemonset_n
     assert reconciler.stats.node_events == events + 7 and reconciler.stats.node_requeues == requeues
 
     # the same after a re-list: a Node whose status changed while the watch was down
-    relists = reconciler.kube_cache.nodes.stats.relists_after_gone
+    relists = reconciler.context.kube_cache.nodes.stats.relists_after_gone
     kube_api.faults.pause()
     kube_api.drop_watches()
     kube_api.set_node_condition("node-0000", "Ready", "False", "KubeletNotReady")
     kube_api.compact()
     kube_api.faults.resume()
     assert await settle(kube_api, reconciler, "re-list after a status change") == base
-    assert reconciler.kube_cache.nodes.stats.relists_after_gone > relists
+    assert reconciler.context.kube_cache.nodes.stats.relists_after_gone > relists
     assert reconciler.stats.node_events == events + 8 and reconciler.stats.node_requeues == requeues
 
     # a label the DaemonSet's nodeSelector names: the DaemonSet-mode NodeSet only, once

@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from syncer.kube.gate import NotLeader, WriteGate
+from syncer.control.bulk import BulkWriter
+from syncer.control.gate import NotLeader, WriteGate
 from syncer.slurm.auth import TokenFile
-from syncer.slurm.bulk import BulkWriter
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmNotFound
 from syncer.testing.sandbox import Sandbox
@@ -87,7 +87,7 @@ async def test_an_unknown_node_in_the_batch_fails_alone_and_the_rest_are_done(
     )
     outcome = dict(zip(names, results, strict=True))
     assert isinstance(outcome["aaa-gone"], SlurmNotFound)
-    assert all(outcome[n] is None for n in names if n != "aaa-gone")
+    assert all(outcome[n] is True for n in names if n != "aaa-gone")
     assert all(
         drain_reason(slurm_sandbox, n) == "k8s: storm" for n in (NODES[0], NODES[1], NODES[3], NODES[4])
     )

@@ -97,35 +97,109 @@ def test_no_module_of_the_syncer_imports_itself_in_a_circle() -> None:
     assert import_cycles("syncer") == []
 
 
-# The calls that write: to slurmrestd, to the Kubernetes API, Events, and the gate that admits them.
-WRITE_CALLS = frozenset(
-    {"update_node", "update_nodes", "delete_node", "create", "patch", "replace", "delete", "record", "check"}
+# The calls that write, on a client: to slurmrestd or the Kubernetes API.
+CLIENT_WRITES = frozenset(
+    {"update_node", "update_nodes", "delete_node", "put_reservation", "delete_reservation"}
+    | {"create", "patch", "replace", "delete"}
 )
-# Each controller decides and hands its writes to the one path of that kind; only these modules write.
-CONTROLLERS = ("syncer/sync/engine.py", "syncer/nodeset/reconciler.py")
+CLIENTS = frozenset({"slurm", "kube", "client"})
+# Loops of its own beside the runner's: what `ControllerRunner.serve` (syncer/runtime) alone may run.
+OWN_LOOPS = frozenset({"TaskGroup", "create_task", "ensure_future", "wait", "run_forever"})
 
 
-def test_controllers_write_only_through_their_one_path() -> None:
-    """The engine writes through its Applier, the NodeSet reconciler through NodeSetWrites (and the
-    KubeWriter / EventRecorder those use): the write gate is checked where the write is made, once."""
+def controllers() -> dict[str, Path]:
+    """Every controller class of the syncer (a subclass of runtime's Controller) and its module: found,
+    not listed, so a controller added later is held to the same rules."""
+    found = {}
+    for path in sorted((REPO / "syncer").rglob("*.py")):
+        if {"testing", "runtime"} & set(path.parts):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef) and any(ast.unparse(b) == "Controller" for b in node.bases):
+                found[node.name] = path
+    return found
+
+
+def controller_modules() -> list[Path]:
+    """Every module of a package that holds a controller (its decisions, its writes, its helpers)."""
+    packages = {path.parent for path in controllers().values()}
+    return sorted(path for package in packages for path in package.glob("*.py"))
+
+
+def receiver(call: ast.Call) -> str:
+    """`slurm` for self.slurm.update_node(...), self.context.slurm.update_node(...), slurm.update_node()."""
+    assert isinstance(call.func, ast.Attribute)
+    owner = call.func.value
+    if isinstance(owner, ast.Attribute):
+        return owner.attr
+    return owner.id if isinstance(owner, ast.Name) else ""
+
+
+def test_the_controllers_are_found() -> None:
+    assert set(controllers()) >= {
+        "SyncController", "AttributeController", "NodeSetController", "MaintenanceController",
+    }  # fmt: skip
+    assert all(name.endswith("Controller") for name in controllers()), "one name for one role"
+
+
+def test_controllers_write_only_through_the_writers() -> None:
+    """Every write of every controller goes through the context's writers (KubeWriter, EventRecorder,
+    SlurmWriter and its group commit, in syncer/kube and syncer/control): the write gate is checked there,
+    once, never in a controller's package (no client write, no gate check)."""
     found = []
-    for relative in CONTROLLERS:
-        tree = ast.parse((REPO / relative).read_text())
-        for node in ast.walk(tree):
+    for path in controller_modules():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
-            if node.func.attr not in WRITE_CALLS:
-                continue
-            owner = node.func.value
-            # self.<client>.<write>(...): a write made in the controller itself
-            if (
-                isinstance(owner, ast.Attribute)
-                and isinstance(owner.value, ast.Name)
-                and owner.value.id == "self"
-                and owner.attr in {"slurm", "kube", "events", "gate", "client"}
-            ):
-                found.append(f"{relative}:{node.lineno} self.{owner.attr}.{node.func.attr}()")
+            method, owner = node.func.attr, receiver(node)
+            if (method in CLIENT_WRITES and owner in CLIENTS) or (method == "check" and owner == "gate"):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno} {owner}.{method}()")
     assert found == []
+
+
+def test_serve_is_the_only_run_loop_of_a_controller() -> None:
+    """A controller is run by its ControllerRunner's `serve` (queue, resync, leadership) under the
+    Manager: no task group, task, `while True` or `run` method of its own in a controller's package.
+    (Writes that run beside a reconcile go through `runner.beside`.)"""
+    found = []
+    for path in controller_modules():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            where = f"{path.relative_to(REPO)}:{getattr(node, 'lineno', 0)}"
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in OWN_LOOPS
+                and receiver(node) == "asyncio"
+            ):
+                found.append(f"{where} asyncio.{node.func.attr}")
+            if isinstance(node, ast.AsyncFunctionDef):  # a loop that awaits for ever: a run loop
+                found += [
+                    f"{path.relative_to(REPO)}:{w.lineno} while True in {node.name}"
+                    for w in ast.walk(node)
+                    if isinstance(w, ast.While) and isinstance(w.test, ast.Constant) and w.test.value is True
+                ]
+    for name, path in controllers().items():
+        tree = ast.parse(path.read_text(), str(path))
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == name):
+            found += [
+                f"{path.relative_to(REPO)}:{f.lineno} {name}.{f.name}"
+                for f in cls.body
+                if isinstance(f, ast.AsyncFunctionDef | ast.FunctionDef) and f.name in {"run", "serve"}
+            ]
+    assert found == []
+
+
+def test_the_service_registers_controllers_not_their_arguments() -> None:
+    """`app/service.py` builds each controller from the one ControllerContext and hands the Manager its
+    runner's `serve`; it names no shared dependency (client, cache, gate, writer) in a controller's call."""
+    tree = ast.parse((REPO / "syncer/app/service.py").read_text())
+    shared = {"slurm", "kube", "slurm_cache", "kube_cache", "gate", "writer", "events", "backoff", "resync_s"}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in controllers():
+            found += [f"{ast.unparse(node.func)}({k.arg}=)" for k in node.keywords if k.arg in shared]
+    assert found == []
+    assert "controller.runner.serve" in ast.unparse(tree)
 
 
 def test_a_local_tool_missing_from_the_installation_says_where_to_get_it() -> None:

@@ -71,3 +71,24 @@ def test_merging_never_touches_foreign_features_and_is_idempotent(
     assert [f for f in after if not f.startswith("k8s.")] == [f for f in current if not f.startswith("k8s.")]
     assert {f for f in after if f.startswith("k8s.")} == set(result.owned)
     assert with_owned(after, result.owned, "k8s.") is None
+
+
+def test_a_spec_names_the_label_after_its_last_slash_and_says_how_to_name_it() -> None:
+    assert FeatureLabel.parse("example.com/sub/gpu").name == "gpu"  # the last path element, not "sub/gpu"
+    with pytest.raises(ValueError) as caught:
+        FeatureLabel.parse("example.com/a=with space")
+    assert str(caught.value) == (
+        "feature label 'example.com/a=with space': the name 'with space' is no Slurm feature name "
+        "(letters, digits, '.', '_', '-'); give one with KEY=NAME"
+    )
+
+
+def test_every_label_is_looked_at_whatever_comes_before_it() -> None:
+    """An absent, false or refused label does not end the look at the labels after it."""
+    ib = FeatureLabel.parse("example.com/ib=ib")
+    assert wanted({"example.com/ib": "true"}, (GPU, ib), "k8s.").owned == ("k8s.ib",)
+    assert wanted({GPU.key: "false", "example.com/ib": "true"}, (GPU, ib), "k8s.").owned == ("k8s.ib",)
+    result = wanted({GPU.key: "h100 sxm=2", "example.com/ib": "true"}, (GPU, ib), "k8s.")
+    assert result.owned == ("k8s.ib",)
+    (refused,) = result.refused
+    assert refused.why == "Slurm takes only letters, digits and . _ - : (not ' =')"

@@ -3,6 +3,10 @@ reservation plan (simulated against a model of Slurm's reservations), job counts
 
 from __future__ import annotations
 
+import hashlib
+import time
+from collections.abc import Iterator
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,7 +23,10 @@ from syncer.plan.maintenance import (
     InvalidWindow,
     MaintenanceCondition,
     MaintenanceOptions,
+    NodeWindow,
     Window,
+    Write,
+    check,
     group,
     owned,
     owner_tag,
@@ -219,3 +226,139 @@ def test_a_changed_window_updates_its_reservation_and_shared_windows_share_one()
     writes, names2 = plan(group({"a": moved, "b": moved}), slurm.values(), TAG, NOW)
     assert [w.action for w in writes] == ["update"] and names2[moved] == names[first]
     assert plan([Desired(first, ("a",))], [], TAG, T0 + 10)[0][0].start == T0 + 10  # under way: starts now
+
+
+# -- exact values (each kills mutants the behaviour tests above let live) ----------------------------
+
+
+@pytest.fixture
+def new_york(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Another local time zone: names and texts are UTC whatever the machine's zone."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.usefixtures("new_york")
+def test_names_and_texts_are_utc_whatever_the_local_zone() -> None:
+    window = Window(T0, T0 + 3600)
+    assert window.text == "2026-12-01T02:00:00Z/2026-12-01T03:00:00Z"
+    assert reservation_name("abc123", window) == "k8s-maint-abc123-20261201T020000Z-20261201T030000Z"
+    assert hashlib.sha256(b"default/slurm-syncer").hexdigest()[:6] == TAG  # six hex digits in every name
+
+
+def test_a_node_window_says_where_it_came_from_and_what_it_said() -> None:
+    value = "2026-12-01T02:00:00Z/PT4H"
+    assert window_of(node(value), OPTS, NOW) == NodeWindow(
+        "n1", Keys.MAINTENANCE_WINDOW, value, Window(T0, T0 + 14400)
+    )
+    assert window_of(node(value), OPTS, T0 + 5 * 3600) == NodeWindow(
+        "n1", Keys.MAINTENANCE_WINDOW, value, None, RULE_PAST
+    )
+    cond = Condition(
+        type="CSPMaintenance", status="True", reason="Scheduled", message="at 2026-12-01T02:00:00Z"
+    )
+    assert window_of(node(None, cond), OPTS, NOW) == NodeWindow(
+        "n1", "CSPMaintenance", "Scheduled: at 2026-12-01T02:00:00Z", Window(T0 + 1800, T0 + 1800 + 14400)
+    )
+    bare = Condition(type="CSPMaintenance", status="True", message="at 2026-12-01T02:00:00Z")
+    assert window_of(node(None, bare), OPTS, NOW).value == "at 2026-12-01T02:00:00Z"  # type: ignore[union-attr]
+    past = Condition(type="CSPMaintenance", status="True", reason="Done", message="2026-11-01T02:00:00Z/PT1H")
+    assert window_of(node(None, past), OPTS, NOW) == NodeWindow(
+        "n1", "CSPMaintenance", "Done: 2026-11-01T02:00:00Z/PT1H", None, RULE_PAST
+    )
+    assert str(InvalidWindow(RULE_PAST)) == RULE_PAST
+
+
+def test_a_condition_gives_its_first_good_interval_or_its_two_timestamps() -> None:
+    spec = MaintenanceCondition("X")
+    opts = MaintenanceOptions(conditions=(spec,))
+    later = Condition(type="X", status="True", message="see a/b, then 2026-12-01T02:00:00Z/PT1H")
+    assert window_of(node(None, later), opts, NOW).window == Window(T0, T0 + 3600)  # type: ignore[union-attr]
+    two = Condition(type="X", status="True", message="from 2026-12-01T02:00:00Z to 2026-12-01T05:00:00Z")
+    assert window_of(node(None, two), opts, NOW).window == Window(T0, T0 + 3 * 3600)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("max_s", "shown"), [(7 * 86400, "7 days"), (86400, "1 days"), (36 * 3600, "36 h"), (12 * 3600, "12 h")]
+)
+def test_the_limit_is_named_in_days_or_hours(max_s: float, shown: str) -> None:
+    with pytest.raises(InvalidWindow) as caught:
+        check(Window(T0, T0 + 10**7), NOW, max_s)
+    assert caught.value.rule == f"{RULE_TOO_LONG} ({shown})"
+
+
+def test_durations_in_weeks_and_a_dangling_t_and_an_end_at_now() -> None:
+    assert parse_interval("2026-12-01T02:00:00Z/P1W") == Window(T0, T0 + 7 * 86400)
+    with pytest.raises(InvalidWindow):
+        parse_interval("2026-12-01T02:00:00Z/P1DT")
+    with pytest.raises(InvalidWindow) as caught:
+        check(Window(T0 - 3600, T0), T0, 86400)  # ends now: past
+    assert caught.value.rule == RULE_PAST
+
+
+def test_a_job_ending_at_the_start_does_not_count() -> None:
+    assert running_at([(("a",), T0)], {"a": T0}) == {"a": 0}
+
+
+def reservation(name: str, nodes: tuple[str, ...], start: int, end: int) -> Reservation:
+    return Reservation(name, nodes, start, end, frozenset({"MAINT"}))
+
+
+def test_each_write_carries_the_reservation_it_changes() -> None:
+    now = T0 - 600
+    gone = reservation(reservation_name(TAG, Window(T0, T0 + 60)), ("x",), T0, T0 + 60)
+    window = Window(T0, T0 + 3600)
+    writes, _ = plan([Desired(window, ("a",))], [gone], TAG, now)
+    assert writes == [
+        Write("delete", gone.name, before=gone),
+        Write("create", reservation_name(TAG, window), window, ("a",), T0),
+    ]
+    # a changed window: its reservation is updated, and the write says what it was
+    have = reservation(reservation_name(TAG, window), ("a",), T0, T0 + 3600)
+    moved = Window(T0, T0 + 7200)
+    writes, _ = plan([Desired(moved, ("a", "b"))], [have], TAG, now)
+    assert writes == [Write("update", have.name, moved, ("a", "b"), T0, have)]
+    # begun, and the window moved into the future: Slurm cannot move its start, so it is replaced
+    begun = reservation(reservation_name(TAG, Window(now - 60, T0 + 3600)), ("a",), int(now) - 60, T0 + 3600)
+    writes, _ = plan([Desired(window, ("a",))], [begun], TAG, now)
+    assert writes == [
+        Write("delete", begun.name, before=begun),
+        Write("create", reservation_name(TAG, window), window, ("a",), T0),
+    ]
+
+
+def test_the_reservation_named_for_a_window_is_its_own_even_when_changed_by_hand() -> None:
+    window = Window(T0, T0 + 3600)
+    extended = reservation(reservation_name(TAG, window), ("z",), T0, T0 + 4200)  # someone extended it
+    writes, names = plan([Desired(window, ("a",))], [extended], TAG, NOW)
+    assert writes == [Write("update", extended.name, window, ("a",), T0, extended)]
+    assert names[window] == extended.name
+
+
+def test_a_reservation_sharing_no_node_and_no_window_is_not_taken_over() -> None:
+    other = reservation(reservation_name(TAG, Window(T0 + 60, T0 + 120)), ("x",), T0 + 60, T0 + 120)
+    window = Window(T0, T0 + 3600)
+    writes, _ = plan([Desired(window, ("a",))], [other], TAG, NOW)
+    assert [(w.action, w.name) for w in writes] == [
+        ("delete", other.name),
+        ("create", reservation_name(TAG, window)),
+    ]
+
+
+def test_a_reservation_not_begun_whose_window_is_under_way_starts_now() -> None:
+    now = T0
+    window = Window(T0 - 600, T0 + 3600)
+    later = reservation("k8s-maint-" + TAG + "-by-an-older-syncer", ("a",), T0 + 600, T0 + 3600)
+    writes, _ = plan([Desired(window, ("a",))], [later], TAG, now)
+    assert writes == [Write("update", later.name, window, ("a",), T0, later)]
+
+
+def test_a_window_starting_this_second_joins_one_under_way_with_the_same_end() -> None:
+    now = T0
+    under_way, starting = Window(T0 - 600, T0 + 3600), Window(T0, T0 + 3600)
+    writes, names = plan([Desired(under_way, ("a",)), Desired(starting, ("b",))], [], TAG, now)
+    assert [(w.action, w.nodes) for w in writes] == [("create", ("a", "b"))]
+    assert names[under_way] == names[starting]

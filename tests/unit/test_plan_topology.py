@@ -9,6 +9,7 @@ from syncer.plan.topology import (
     DEFAULT_BLOCK_LABEL,
     DEFAULT_TREE_LABELS,
     TopologySpec,
+    WantedTopology,
     kueue_levels,
     merged,
     wanted,
@@ -100,3 +101,16 @@ def test_a_kueue_topology_names_the_tree_labels_without_the_node_level() -> None
     }
     assert kueue_levels(topology) == ("cloud.example.com/topology-block", "cloud.example.com/topology-rack")
     assert kueue_levels({}) == () and kueue_levels({"spec": {"levels": [{}]}}) == ()
+
+
+def test_a_path_with_deeper_switches_is_replaced_whole_and_nothing_changes_when_all_agree() -> None:
+    spec = TopologySpec(block_name="blk", tree_name="tree", tree_labels=("spine", "leaf"))
+    # the managed tree's old path (three levels) goes, whatever its depth; a foreign topology stays
+    assert merged("other:x,tree:s1:l1", "tree:s2:l2", spec) == "other:x,tree:s2:l2"
+    # every managed topology as Slurm has it already: no write (both entries of the wanted string counted)
+    assert merged("blk:b1,tree:s1:l1", "blk:b1,tree:s1:l1", spec) is None
+
+
+def test_a_gap_between_tiers_gives_no_path_and_refuses_nothing() -> None:
+    spec = TopologySpec(tree_name="tree", tree_labels=("core", "spine", "leaf"))
+    assert wanted({"core": "c1", "leaf": "l1"}, spec) == WantedTopology(None, ())

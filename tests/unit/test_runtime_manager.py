@@ -12,8 +12,9 @@ from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
 from syncer.runtime.backoff import Backoff
-from syncer.runtime.controller import DONE, ControllerRunner, ReconcileMetrics, Result
+from syncer.runtime.controller import DONE, Controller, ControllerRunner, ReconcileMetrics, Result
 from syncer.runtime.manager import Manager, TaskExited
+from syncer.runtime.tasks import cancel_and_wait
 from tests.helpers import wait_for
 
 
@@ -109,11 +110,17 @@ async def test_registration_mistakes_are_refused_with_the_name() -> None:
     await manager.close()
 
 
-class Flaky:
+class Flaky(Controller):
     name = "flaky"
 
-    def __init__(self) -> None:
+    def __init__(self, registry: CollectorRegistry) -> None:
         self.calls: list[str] = []
+        self.runner = ControllerRunner(
+            self, workers=2, metrics=ReconcileMetrics(registry), backoff=Backoff(0.001, 0.01)
+        )
+
+    async def keys(self) -> list[str]:
+        return []
 
     async def reconcile(self, key: str) -> Result:
         self.calls.append(key)
@@ -126,11 +133,9 @@ class Flaky:
 
 async def test_controller_runner_retries_requeues_and_counts() -> None:
     registry = CollectorRegistry()
-    controller = Flaky()
-    runner = ControllerRunner(
-        controller, workers=2, metrics=ReconcileMetrics(registry), backoff=Backoff(0.001, 0.01)
-    )
-    task = asyncio.create_task(runner.run())
+    controller = Flaky(registry)
+    runner = controller.runner
+    task = asyncio.create_task(runner.serve())
     try:
         runner.queue.add("fails")
         runner.queue.add("waits")
@@ -141,8 +146,7 @@ async def test_controller_runner_retries_requeues_and_counts() -> None:
         )
         await runner.queue.wait_idle()
     finally:
-        runner.stop()
-        await asyncio.wait_for(task, 5)
+        await cancel_and_wait([task])
 
     def count(result: str) -> float:
         value = registry.get_sample_value(

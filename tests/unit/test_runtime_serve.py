@@ -1,72 +1,198 @@
-"""ControllerRunner.serve: the run/resync scaffolding every controller shares (the sync engine, the NodeSet
-reconciler, the planners): keys again on a resync, on gaining leadership and when housekeeping asks; a
-failing housekeeping ends it instead of leaving the queue running alone."""
+"""ControllerRunner: the one run loop of every controller (prepare, every key, the queue, the resync) and
+the one error vocabulary: backoff with jitter for a failure (a reconcile's or a write's beside it),
+RetryAfter's own delay, Terminal not retried, NotLeader dropped; every failure logged once with the
+controller, the key and a reconcile ID."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
+import structlog
+from prometheus_client import CollectorRegistry
 
-from syncer.runtime.controller import DONE, ControllerRunner, Result
+from syncer.runtime.backoff import Backoff
+from syncer.runtime.controller import DONE, Controller, ControllerRunner, ReconcileMetrics, Result
+from syncer.runtime.errors import NotLeader, RetryAfter, Terminal
 from syncer.runtime.tasks import cancel_and_wait
-from tests.helpers import wait_for
+from tests.helpers import captured_logs, wait_for
 
 
-class Recorder:
+class Recorder(Controller):
     name = "recorder"
 
-    def __init__(self) -> None:
+    def __init__(self, keys: tuple[str, ...] = ("key",)) -> None:
         self.seen: list[str] = []
+        self.asked = False
+        self.prepared = asyncio.Event()
+        self._keys = keys
+        self.resyncs = 0
+        self.runner = ControllerRunner(self, workers=1)
+
+    async def prepare(self) -> None:
+        await self.prepared.wait()
+
+    async def keys(self) -> tuple[str, ...]:
+        self.resyncs += 1
+        return self._keys
+
+    def tick(self) -> bool:
+        return self.asked
 
     async def reconcile(self, key: str) -> Result:
         self.seen.append(key)
         return DONE
 
 
-async def test_every_key_again_on_resync_on_gaining_leadership_and_when_asked() -> None:
+async def test_serve_waits_for_prepare_then_every_key_again_on_resync_leadership_and_tick() -> None:
     controller = Recorder()
-    runner = ControllerRunner(controller, workers=1)
-    enqueued: list[str] = []
     leading = False
-    asked = False
-
-    def enqueue_all() -> None:
-        enqueued.append("all")
-        runner.queue.add("key")
-
-    def housekeeping() -> bool:
-        return asked
-
-    serving = asyncio.create_task(
-        runner.serve(
-            enqueue_all=enqueue_all, resync_s=3.5, leading=lambda: leading, every_second=housekeeping
-        )
-    )
+    controller.runner = ControllerRunner(controller, workers=1, resync_s=3.5, leading=lambda: leading)
+    serving = asyncio.create_task(controller.runner.serve())
     try:
+        await asyncio.sleep(0)
+        assert controller.resyncs == 0, "no key before the controller is prepared"
+        controller.prepared.set()
+        await wait_for(lambda: controller.seen == ["key"], 5, "every key at the start")
         leading = True  # gained at the next tick
-        await wait_for(
-            lambda: enqueued == ["all"] and controller.seen == ["key"], 5, "keys on gaining leadership"
-        )
-        asked = True
-        await wait_for(lambda: len(enqueued) == 2, 5, "keys when housekeeping asks")
-        asked = False
-        await wait_for(lambda: len(enqueued) == 3, 6, "keys on the periodic resync")
-        # each time the one key was reconciled once more (the worker may run it just after the enqueue)
-        await wait_for(lambda: controller.seen == ["key"] * 3, 5, "the third reconcile")
+        await wait_for(lambda: controller.resyncs == 2, 5, "keys on gaining leadership")
+        controller.asked = True
+        await wait_for(lambda: controller.resyncs == 3, 5, "keys when the housekeeping asks")
+        controller.asked = False
+        await wait_for(lambda: controller.resyncs == 4, 6, "keys on the periodic resync")
+        await wait_for(lambda: controller.seen == ["key"] * 4, 5, "the fourth reconcile")
     finally:
         await cancel_and_wait([serving])
-    assert runner.queue.stopped
+    assert controller.runner.queue.stopped
 
 
 async def test_a_failing_housekeeping_ends_serve_with_its_error() -> None:
-    runner = ControllerRunner(Recorder(), workers=1)
+    class Broken(Recorder):
+        def tick(self) -> bool:
+            raise ValueError("bad tick")
 
-    def broken() -> bool:
-        raise ValueError("bad tick")
-
+    controller = Broken()
+    controller.prepared.set()
     with pytest.raises(ValueError, match="bad tick"):
-        await asyncio.wait_for(
-            runner.serve(enqueue_all=lambda: None, resync_s=60, leading=lambda: True, every_second=broken), 5
+        await asyncio.wait_for(controller.runner.serve(), 5)
+    assert controller.runner.queue.stopped  # no worker left running behind it
+
+
+class Failing(Controller):
+    """Raises what `errors` says for each key, in turn; then succeeds."""
+
+    name = "failing"
+
+    def __init__(self, errors: dict[str, list[Exception]], backoff: Backoff) -> None:
+        self.errors = errors
+        self.calls: dict[str, list[float]] = {}
+        self.contexts: list[dict[str, Any]] = []
+        self.runner = ControllerRunner(
+            self, workers=2, backoff=backoff, metrics=ReconcileMetrics(registry := CollectorRegistry())
         )
-    assert runner.queue.stopped  # no worker left running behind it
+        self.registry = registry
+
+    async def keys(self) -> list[str]:
+        return list(self.errors)
+
+    async def reconcile(self, key: str) -> Result:
+        self.calls.setdefault(key, []).append(asyncio.get_running_loop().time())
+        self.contexts.append(structlog.contextvars.get_contextvars())
+        if self.errors[key]:
+            raise self.errors[key].pop(0)
+        return DONE
+
+    def count(self, result: str) -> float:
+        labels = {"controller": self.name, "result": result}
+        return self.registry.get_sample_value("slurm_syncer_reconcile_total", labels) or 0.0
+
+
+async def serving(controller: Controller) -> asyncio.Task[None]:
+    task = asyncio.create_task(controller.runner.serve())
+    await asyncio.sleep(0)
+    return task
+
+
+async def test_the_error_vocabulary_terminal_retry_after_not_leader_and_backoff() -> None:
+    controller = Failing(
+        {
+            "bad-input": [Terminal("label x=y names no unit: fix the label")],
+            "server-says": [RetryAfter(0.3, "busy, come back in 0.3 s")],
+            "lost-lead": [NotLeader("not the leader")],
+            "flaky": [RuntimeError("slurmrestd away")] * 3,
+        },
+        Backoff(0.02, 0.08),
+    )
+    with captured_logs() as logs:
+        task = await serving(controller)
+        try:
+            await wait_for(lambda: len(controller.calls.get("flaky", [])) == 4, 5, "three retries of flaky")
+            await wait_for(lambda: len(controller.calls.get("server-says", [])) == 2, 5, "the retry after")
+            await controller.runner.queue.wait_idle()
+        finally:
+            await cancel_and_wait([task])
+    assert len(controller.calls["bad-input"]) == 1, "a terminal error is not retried"
+    assert len(controller.calls["lost-lead"]) == 1, "NotLeader drops the key (the new leader resyncs)"
+    waited = controller.calls["server-says"][1] - controller.calls["server-says"][0]
+    assert waited >= 0.29, "RetryAfter's own delay, not the backoff's"
+    counts = [controller.count(result) for result in ("terminal", "not_leader", "error")]
+    assert counts == [1, 1, 4]
+    failures = [e for e in logs.entries if e["event"] == "reconcile failed, retrying"]
+    assert {e["key"] for e in failures} == {"flaky", "server-says"}
+    assert all(e["controller"] == "failing" and isinstance(e["reconcile_id"], int) for e in failures)
+    assert len({e["reconcile_id"] for e in failures}) == len(failures), "one ID per reconcile"
+    flaky = [e for e in failures if e["key"] == "flaky"]
+    assert [e["attempt"] for e in flaky] == [1, 2, 3]
+    assert [e.get("exc_info") is not None for e in flaky] == [True, False, False], "traceback once"
+    (terminal,) = [e for e in logs.entries if e["event"] == "reconcile failed: not retried"]
+    assert terminal["why"] == "label x=y names no unit: fix the label" and terminal["key"] == "bad-input"
+    assert all(c["controller"] == "failing" and "reconcile_id" in c for c in controller.contexts)
+
+
+class Writes(Controller):
+    """A controller whose write runs beside its reconcile (like the attribute controller's), failing
+    `failures` times: its retries must back off as a failed reconcile's do."""
+
+    name = "writes"
+
+    def __init__(self, failures: int, backoff: Backoff) -> None:
+        self.failures = failures
+        self.writes: list[float] = []
+        self.runner = ControllerRunner(self, workers=1, backoff=backoff)
+
+    async def keys(self) -> list[str]:
+        return ["node1"]
+
+    async def reconcile(self, key: str) -> Result:
+        self.runner.beside(key, self.write(), name=f"write-{key}")
+        return DONE
+
+    async def write(self) -> None:
+        self.writes.append(asyncio.get_running_loop().time())
+        if len(self.writes) <= self.failures:
+            raise RuntimeError("slurmrestd away")
+
+
+async def test_a_failing_write_beside_the_reconcile_backs_off_with_growth_and_jitter() -> None:
+    """The one retry policy: a failed write waits as a failed reconcile would (exponential, jittered), not
+    a fixed interval. Equal jitter: retry n waits within [d/2, d], d = base * 2^(n-1)."""
+    base = 0.04
+    controller = Writes(failures=4, backoff=Backoff(base, 10.0))
+    with captured_logs() as logs:
+        task = await serving(controller)
+        try:
+            await wait_for(lambda: len(controller.writes) == 5, 10, "four retries, then success")
+        finally:
+            await cancel_and_wait([task])
+    retries = [e for e in logs.entries if e["event"] == "reconcile failed, retrying"]
+    assert [(e["controller"], e["key"], e["attempt"]) for e in retries] == [
+        ("writes", "node1", n) for n in (1, 2, 3, 4)
+    ]
+    delays = [e["retry_in_s"] for e in retries]
+    for attempt, delay in enumerate(delays, start=1):
+        ceiling = base * 2 ** (attempt - 1)
+        assert ceiling / 2 - 0.001 <= delay <= ceiling + 0.001, (attempt, delays)
+    # each retry waited at least its delay (the loop may be late on a busy machine, never early)
+    gaps = [b - a for a, b in zip(controller.writes, controller.writes[1:], strict=False)]
+    assert all(gap >= delay - 0.005 for gap, delay in zip(gaps, delays, strict=True)), (gaps, delays)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from syncer.kube.binding import Binding, node_slurm, pod_bound_on_node, resolve
+from syncer.control.binding import Binding, node_slurm, pod_bound_on_node, resolve
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys

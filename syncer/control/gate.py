@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import time
 
+from syncer.runtime.errors import NotLeader
 
-class NotLeader(Exception):
-    """A write was refused because this process is not (or no longer surely) the leader."""
+__all__ = ["NotLeader", "WriteGate"]
 
 
 class WriteGate:

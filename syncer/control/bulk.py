@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import structlog
 
+from syncer.runtime.gate import Gate
 from syncer.slurm.client import BulkUpdateError, SlurmClient
 from syncer.slurm.errors import SlurmNotFound
 from syncer.slurm.updates import NodeUpdate
@@ -26,12 +26,6 @@ log = structlog.get_logger("syncer.slurm")
 
 class Superseded(Exception):
     """A queued update was not sent: its caller's `still` said it is no longer wanted."""
-
-
-class Gate(Protocol):
-    """The write gate (syncer/kube/gate.py): raises when this process may not write."""
-
-    def check(self) -> bool: ...
 
 
 @dataclass
@@ -44,7 +38,7 @@ class BulkStats:
 
 
 Still = Callable[[], bool]  # asked just before the request goes out: is this update still wanted?
-Entry = tuple[str, asyncio.Future[None], Still | None]
+Entry = tuple[str, asyncio.Future[bool], Still | None]  # the future: True written, False dry run
 
 
 @dataclass
@@ -64,16 +58,17 @@ class BulkWriter:
     async def update(
         self, name: str, update: NodeUpdate | None = None, *, state: list[str] | None = None,
         reason: str | None = None, linger_s: float = 0.0, still: Still | None = None,
-    ) -> None:  # fmt: skip
+    ) -> bool:  # fmt: skip
         """Applies `update` (or sets `state` and `reason`) on one node, possibly in one request with others;
-        raises as `SlurmClient.update_node` would for this node alone (NotLeader if the gate closed
-        meanwhile). The caller checks the gate for dry-run before calling. `linger_s`: how long the first
+        raises as `SlurmClient.update_node` would for this node alone (NotLeader if the gate is closed
+        when its request would go out: the gate is checked here, once per request). False: a dry run
+        (logged here). `linger_s`: how long the first
         of a batch waits for others (drains: none; updates that can wait a little: more share a request).
         `still`: asked right before the request that would carry it goes out (it may wait behind a slow one);
         False drops it with Superseded, so a drain never leaves after the uncordon that arrived meanwhile."""
         key = update or NodeUpdate(tuple(state) if state is not None else None, reason)
         queue = self._queues.setdefault(key, _Queue())
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         queue.waiting.append((name, done, still))
         if not queue.sending:
             queue.sending = True
@@ -95,10 +90,10 @@ class BulkWriter:
                 queue.sending = False
                 if self._queues.get(key) is queue and not queue.waiting:
                     del self._queues[key]
-        await done
+        return await done
 
     async def _send(self, batch: list[Entry], update: NodeUpdate) -> None:
-        futures: dict[str, asyncio.Future[None]] = {}
+        futures: dict[str, asyncio.Future[bool]] = {}
         stills = {name: still for name, _, still in batch}
         for name, future, still in batch:
             if future.done():  # a cancelled caller: skip
@@ -112,7 +107,11 @@ class BulkWriter:
         if not names:
             return
         try:
-            self.gate.check()
+            if not self.gate.check():
+                log.info("dry-run: would update slurm nodes", slurm_nodes=names, update=update.body())
+                for future in futures.values():
+                    _settle(future, None, written=False)
+                return
             self.stats.requests += 1
             self.stats.nodes += len(names)
             if len(names) == 1:
@@ -146,10 +145,10 @@ class BulkWriter:
             _settle(future, None)
 
 
-def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+def _settle(future: asyncio.Future[bool], error: BaseException | None, *, written: bool = True) -> None:
     if future.done():
         return
     if error is None:
-        future.set_result(None)
+        future.set_result(written)
     else:
         future.set_exception(error)

@@ -1,0 +1,72 @@
+"""Every Slurm write of every controller: node updates through the group commit (syncer/control/bulk.py),
+reservations, a NodeSet's records and their removal stamps. The write gate is checked here, once per
+request: a follower writes nothing (NotLeader), a dry run logs what it would have done and says False."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+from syncer.control.bulk import BulkWriter, Still
+from syncer.control.gate import WriteGate
+from syncer.runtime.gate import allowed
+from syncer.slurm.cache import NodeCache
+from syncer.slurm.client import SlurmClient
+from syncer.slurm.errors import SlurmNotFound
+from syncer.slurm.updates import NodeUpdate
+
+
+class SlurmWriter:
+    def __init__(self, slurm: SlurmClient, slurm_cache: NodeCache, gate: WriteGate) -> None:
+        self.slurm = slurm
+        self.slurm_cache = slurm_cache
+        self.gate = gate
+        self.bulk = BulkWriter(slurm, gate)  # identical node updates decided together: one request
+
+    def _allowed(self, would: str, **fields: Any) -> bool:
+        return allowed(self.gate, would, **fields)
+
+    async def update(
+        self, name: str, update: NodeUpdate | None = None, *, state: list[str] | None = None,
+        reason: str | None = None, linger_s: float = 0.0, still: Still | None = None,
+    ) -> bool:  # fmt: skip
+        """A node update in the group commit (see BulkWriter.update); False in a dry run."""
+        return await self.bulk.update(
+            name, update, state=state, reason=reason, linger_s=linger_s, still=still
+        )
+
+    async def set_comment(self, name: str, comment: str) -> bool:
+        if not self._allowed("set Slurm node comment", slurm_node=name, comment=comment):
+            return False
+        with contextlib.suppress(SlurmNotFound):  # gone already: nothing to mark
+            await self.slurm.update_node(name, comment=comment)
+        self.slurm_cache.nudge()
+        return True
+
+    async def delete_node(self, name: str) -> bool:
+        if not self._allowed("delete Slurm node", slurm_node=name):
+            return False
+        with contextlib.suppress(SlurmNotFound):  # gone already
+            await self.slurm.delete_node(name)
+        self.slurm_cache.nudge()
+        return True
+
+    async def put_reservation(
+        self, name: str, *, nodes: Sequence[str], end: int, start: int | None, flags: Sequence[str],
+        users: Sequence[str], comment: str,
+    ) -> bool:  # fmt: skip
+        """Creates or updates a reservation; False in a dry run."""
+        if not self._allowed("write reservation", reservation=name, nodes=len(nodes), comment=comment):
+            return False
+        await self.slurm.put_reservation(
+            name, nodes=nodes, end=end, start=start, flags=flags, users=users, comment=comment
+        )
+        return True
+
+    async def delete_reservation(self, name: str) -> bool:
+        """False in a dry run; a reservation already gone counts as deleted."""
+        if not self._allowed("delete reservation", reservation=name):
+            return False
+        await self.slurm.delete_reservation(name)
+        return True
