@@ -55,6 +55,13 @@ def test_dashboards_are_well_formed() -> None:
         for panel in board["panels"]:
             assert panel["targets"], f"{name}: panel {panel['title']} has no query"
             assert all(t["expr"] and t["refId"] for t in panel["targets"])
+            for target in panel["targets"]:  # every series selected by the board's variables
+                selectors = target["expr"].count("{")
+                assert target["expr"].count(dashboards.BOARD) == selectors, target["expr"]
+        names = [v["name"] for v in board["templating"]["list"]]
+        assert names == ["datasource", "job", "namespace", "release"], name
+    for alert in dashboards.ALERTS:  # every series selected by SEL, which the chart narrows per release
+        assert alert.expr.count(dashboards.SEL) == alert.expr.count("{") > 0, alert.expr
 
 
 def test_promtool_checks_and_unit_tests_every_alert() -> None:
