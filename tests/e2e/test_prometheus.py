@@ -10,6 +10,7 @@ import json
 import math
 import shutil
 import subprocess
+import time
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 import yaml
 
 from syncer.app import dashboards
+from syncer.slurm.jwt import mint_token
 from syncer.testing.processes import stop_process
 from syncer.testing.sandbox.config import free_port
 from tests.e2e.rig import FAST, NAMESPACE, Rig, fresh_slurm_nodes, running_syncer
@@ -148,11 +150,13 @@ def same_figure(one: float, two: float, loose: bool) -> bool:
 # monitor scrapes at replicas: 2), and twice under two addresses (dup: one process standing for two
 # replicas that both claim the lease; honest for the leader gauge only, used for the TwoLeaders alert).
 # Release down is a port nobody listens on; release gone has rules (as the chart renders them for it)
-# and no target at all.
+# and no target at all; release refused is a third syncer, in dry-run, whose token file is then replaced
+# by an expired token signed with slurmctld's own key (slurmrestd refuses it: 401, 511 on 24.11).
 LEADING = replace(
     FAST, leader_election=True, lease_name="prometheus-test", lease_duration_s=6.0, renew_deadline_s=4.0,
     retry_period_s=0.5, jobs_poll_interval_s=1.0,
 )  # fmt: skip
+REFUSED = replace(LEADING, lease_name="prometheus-refused", dry_run=True)
 HEALTHY = ("one", "two")
 # signals that select failures only (refused tokens, failed writes): their metric is there when healthy
 ONLY_IN_FAILURE = {
@@ -175,11 +179,14 @@ async def test_real_prometheus_panels_and_alerts_with_two_replicas_and_two_relea
         },
     }
     rig.kube.create("slurm-syncer.dev", "v1alpha1", "nodesets", nodeset, namespace=NAMESPACE)
-    hint = {"slurm_metrics_url": rig.sandbox.metrics_url}  # off on 24.11 (no metrics): not "failing"
+    leading = replace(LEADING, slurm_metrics_url=rig.sandbox.metrics_url)  # off on 24.11: not "failing"
+    token = tmp_path / "refused-token"
+    token.write_text(rig.sandbox.token_file.read_text())
     try:
         async with (
-            running_syncer(rig, LEADING, identity="prom-a", **hint) as a,
-            running_syncer(rig, LEADING, identity="prom-b", **hint) as b,
+            running_syncer(rig, leading, identity="prom-a") as a,
+            running_syncer(rig, leading, identity="prom-b") as b,
+            running_syncer(rig, REFUSED, identity="prom-c", token_file=token) as refused,
         ):
             await wait_for(lambda: a.gate.leading or b.gate.leading, deadline_s=30, what="a leader")
             leader, standby = (a, b) if a.gate.leading else (b, a)
@@ -192,6 +199,7 @@ async def test_real_prometheus_panels_and_alerts_with_two_replicas_and_two_relea
                     ("two", [me, other]),
                     ("dup", [me, f"localhost:{leader.http_port}"]),
                     ("down", [f"127.0.0.1:{free_port()}"]),
+                    ("refused", [f"127.0.0.1:{refused.http_port}"]),
                 )
             ]
             runbooks = "https://wiki.example.org/slurm-syncer"
@@ -205,7 +213,7 @@ async def test_real_prometheus_panels_and_alerts_with_two_replicas_and_two_relea
                 async def scraped() -> bool:
                     with contextlib.suppress(aiohttp.ClientError):
                         found = await query(http, base, 'count_over_time(up{job="slurm-syncer"}[1m]) >= 3')
-                        return len(found) == 6  # every target three times
+                        return len(found) == 7  # every target three times
                     return False
 
                 await wait_for(scraped, deadline_s=60, what="three scrapes of every target")
@@ -243,6 +251,15 @@ async def test_real_prometheus_panels_and_alerts_with_two_replicas_and_two_relea
                 assert await rows(by_name["SlurmSyncerTwoLeaders"], "rules.yaml") == {"dup"}
                 assert await rows(by_name["SlurmSyncerDown"], "rules.yaml") == {"down"}
                 assert await rows(by_name["SlurmSyncerAbsent"], "rules.yaml") == set()  # some are scraped
+                assert await rows(by_name["SlurmSyncerDryRun"], "rules.yaml") == {"refused"}
+                key = rig.sandbox.jwt_key_path.read_bytes()
+                token.write_text(mint_token(key, "slurm", 600, now=time.time() - 3600))  # expired an hour ago
+                for refusal in ("SlurmSyncerSlurmAuthFailing", "SlurmSyncerSlurmTokenExpiring"):
+
+                    async def refused_only(alert: str = refusal) -> bool:
+                        return await rows(by_name[alert], "rules.yaml") == {"refused"}
+
+                    await wait_for(refused_only, deadline_s=30, what=f"{refusal} true for release refused")
                 for absent in ("SlurmSyncerAbsent", "SlurmSyncerNoLeader", "SlurmSyncerDown"):
                     expected = {"gone"} if absent != "SlurmSyncerDown" else set()  # nothing to be down
                     assert await rows(by_name[absent], "gone.yaml") == expected, absent
