@@ -1,6 +1,7 @@
-"""Dashboards and alerts against the real thing: a real Prometheus scrapes a running syncer (real
-Slurm sandbox, emulator) and evaluates every panel query and alert; promtool checks and unit-tests
-the rules; the committed files are what the code generates."""
+"""Dashboards and alerts against the real thing: a real Prometheus scrapes running syncers (real Slurm
+sandbox, emulator), a leader alone and beside its standby, and evaluates every panel query (the same
+figure either way) and alert (quiet for healthy releases, true in the failures it names); promtool checks
+and unit-tests the rules; the committed files are what the code generates."""
 
 from __future__ import annotations
 
