@@ -67,6 +67,17 @@ def test_dashboards_are_well_formed() -> None:
         assert alert.expr.count(dashboards.SEL) == alert.expr.count("{") > 0, alert.expr
 
 
+def test_every_alert_has_its_runbook_and_table_row_in_operations_md() -> None:
+    text = (ROOT / "docs" / "operations.md").read_text()
+    headings = [line[4:] for line in text.splitlines() if line.startswith("### Slurm")]
+    assert headings == [a.name for a in dashboards.ALERTS]  # the anchors runbook_url points at, in order
+    rows = {line.split(" | ")[0][2:]: line for line in text.splitlines() if line.startswith("| Slurm")}
+    for alert in dashboards.ALERTS:
+        row = rows.get(alert.name, "")
+        assert row.startswith(f"| {alert.name} | {alert.severity} |"), alert.name
+        assert row.endswith(f"| {alert.for_} |"), alert.name
+
+
 def test_promtool_checks_and_unit_tests_every_alert() -> None:
     check = subprocess.run([tool("promtool"), "check", "rules", str(RULES)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
