@@ -541,11 +541,24 @@ def rules_for_release(job: str, namespace: str, release: str, runbooks: str) -> 
     return loaded
 
 
-def board_for_release(board: dict[str, Any], namespace: str, fullname: str) -> dict[str, Any]:
-    """A dashboard as the chart renders it (templates/dashboards.yaml): UID and title of its release."""
+def board_for_release(board: dict[str, Any], namespace: str, release: str, fullname: str) -> dict[str, Any]:
+    """A dashboard as the chart renders it (templates/dashboards.yaml): UID and title of its release,
+    opened on it."""
     scope = f"{namespace}/{fullname}"
     suffix = hashlib.sha256(scope.encode()).hexdigest()[:10]
-    return {**board, "uid": f"{board['uid']}-{suffix}", "title": f"{board['title']} ({scope})"}
+    chosen = {"namespace": namespace, "release": release}
+    variables = [
+        {**v, "current": {"text": [chosen[v["name"]]], "value": [chosen[v["name"]]]}}
+        if v["name"] in chosen
+        else v
+        for v in board["templating"]["list"]
+    ]
+    return {
+        **board,
+        "uid": f"{board['uid']}-{suffix}",
+        "title": f"{board['title']} ({scope})",
+        "templating": {**board["templating"], "list": variables},
+    }
 
 
 def prometheus_rule(namespace: str = "slurm-syncer") -> dict[str, Any]:

@@ -432,7 +432,9 @@ def test_monitoring_objects_follow_the_values():
     assert all(scope in expr for expr in exprs) and not any(dashboards_mod.SEL + "}" in e for e in exprs)
     dashboards = [o for o in objects if o["kind"] == "ConfigMap"]
     originals = {
-        p.name: dashboards_mod.board_for_release(json.loads(p.read_text()), NAMESPACE, "slurm-syncer")
+        p.name: dashboards_mod.board_for_release(
+            json.loads(p.read_text()), NAMESPACE, "slurm-syncer", "slurm-syncer"
+        )
         for p in (ROOT / "deploy" / "grafana").glob("*.json")
     }
     assert {name: json.loads(text) for cm in dashboards for name, text in cm["data"].items()} == originals
@@ -485,8 +487,12 @@ def test_two_releases_in_one_namespace_do_not_collide_in_grafana_or_prometheus()
             for r in g["rules"]
         )
         for cm in (o for o in objects if o["kind"] == "ConfigMap"):
-            for text in cm["data"].values():
+            for file, text in cm["data"].items():
                 board = json.loads(text)
+                original = json.loads((ROOT / "deploy" / "grafana" / file).read_text())
+                assert board == dashboards_mod.board_for_release(
+                    original, "slurm", release, f"{release}-slurm-syncer"
+                )
                 boards["uid"].add(board["uid"])
                 boards["title"].add(board["title"])
                 assert len(board["uid"]) <= 40  # Grafana's limit
