@@ -267,14 +267,14 @@ async def check_kube(client: KubeClient) -> list[Item]:
 async def collect(settings: settings_mod.Settings) -> list[Item]:
     slurm = slurm_client(settings)
     try:
-        items = check_token_expiry(slurm.token, time.time())
-        items += await check_slurm(slurm)
+        items = await check_slurm(slurm)
         items += check_topology(slurm, settings)
         if all(item.ok for item in items):
             url, port = settings.slurm_metrics_url, settings.slurm_metrics_port
             items.append(await check_hint(slurm, url, port, settings.slurm_poll_interval))
     finally:
         await slurm.close()
+    items += check_token_expiry(slurm.token, time.time())  # read from the token itself, no request
     try:
         kube = await kube_client(settings)
     except KubeError as exc:
