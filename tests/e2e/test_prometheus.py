@@ -290,7 +290,24 @@ async def test_real_prometheus_panels_and_alerts_with_two_replicas_and_two_relea
                 assert len(loaded) == 3 * len(dashboards.ALERTS)
                 assert all(r["health"] == "ok" for r in loaded), json.dumps(loaded, indent=1)
                 assert {r["name"] for r in loaded} == set(by_name)
+
+                # last (it touches every release): the API server refuses a few requests with 403, as
+                # for a right missing from the Role; the leaders' Lease renewals (PUT) are among them
+                write_errors = by_name["SlurmSyncerKubeWriteErrors"]
+
+                async def writes_refused() -> bool:
+                    if not rig.kube.faults.fail_remaining:
+                        rig.kube.faults.fail_next(5, status=403)
+                    return bool(await rows(write_errors, "rules.yaml"))
+
+                await wait_for(writes_refused, deadline_s=60, what="a refused write seen by the alert")
+                rig.kube.faults.clear()
+                refused_writes = await query(http, base, write_errors.expr)
+                assert refused_writes and all(
+                    r["metric"]["method"] != "GET" and r["metric"]["status"] == "403" for r in refused_writes
+                ), refused_writes
     finally:
+        rig.kube.faults.clear()
         job_id = job.stdout.split()[-1]
         rig.sandbox.run("scancel", job_id)
 
