@@ -24,7 +24,7 @@ BOARD = 'job="$job", namespace=~"$namespace", release=~"$release"'
 # absent() fires per release (docs/operations.md).
 SEL = 'job="slurm-syncer"'
 RELEASE = "namespace, release"  # one syncer deployment: alerts and Slurm figures are per release
-AUTH_REFUSED = 'status=~"401|403|511"'  # 24.11's slurmrestd answers a bad token with 511
+AUTH_REFUSED = 'status=~"401|403|511"'  # 511: slurmrestd's answer to a bad token (24.11 and 26.05)
 NOT_MINTED = 'source!="jwt_key"'  # a token minted from the key is renewed before it runs out
 FAILED_WRITE = 'method!="GET", status!~"404|409"'  # 404, 409: raced another writer, retried or moot
 LATENCY = "slurm_syncer_propagation_latency_seconds_bucket"
@@ -173,7 +173,7 @@ SYNCER = (
         "Slurm requests by status",
         ((per_replica("slurm_syncer_slurm_requests_total", "endpoint, status"), "{{instance}} {{endpoint}} {{status}}"),),
         unit="reqps",
-        description="Per replica: the standby polls Slurm too. 401/403 (511 on 24.11): the token is refused.",
+        description="Per replica: the standby polls Slurm too. 401, 403, 511: the token is refused.",
     ),
     Panel(
         "Slurm fetches: 304 probes vs full lists",
