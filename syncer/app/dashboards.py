@@ -73,7 +73,8 @@ def slurm(metric: str, by: str = "", where: str = "", of: str = "") -> str:
     series = _sel(metric, where, BOARD)
     if of:
         series = of.format(series)
-    inner = f"max by ({RELEASE}{', ' + by if by else ''}) ({series})"
+    folded = ", ".join(dict.fromkeys([*RELEASE.split(", "), *filter(None, by.split(", "))]))
+    inner = f"max by ({folded}) ({series})"
     return f"sum by ({by}) ({inner})" if by else f"sum({inner})"
 
 

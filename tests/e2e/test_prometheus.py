@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
+from aiohttp import web
 
 from syncer.app import dashboards
 from syncer.slurm.jwt import mint_token
@@ -168,9 +169,9 @@ def same_figure(one: float, two: float, expr: str) -> bool:
 # monitor scrapes at replicas: 2), and twice under two addresses (dup: one process standing for two
 # replicas that both claim the lease; honest for the leader gauge only, used for the TwoLeaders alert).
 # Release down is a port nobody listens on; release gone has rules (as the chart renders them for it)
-# and no target at all; release refused is a third syncer, in dry-run, its hint a closed port, whose token
-# file is then replaced by an expired token signed with slurmctld's own key (slurmrestd refuses it:
-# 511 for an expired token on both releases).
+# and no target at all; release refused is a third syncer, in dry-run, its hint a closed port, its
+# Kubernetes writes answered 403 (refusing_writes), whose token file is then replaced by an expired token
+# signed with slurmctld's own key (slurmrestd refuses it: 511 for an expired token on both releases).
 LEADING = replace(
     FAST, leader_election=True, lease_name="prometheus-test", lease_duration_s=6.0, renew_deadline_s=4.0,
     retry_period_s=0.5, jobs_poll_interval_s=1.0,
@@ -206,7 +207,14 @@ async def test_real_prometheus_panels_and_alerts_with_two_replicas_and_two_relea
         async with (
             running_syncer(rig, leading, identity="prom-a") as a,
             running_syncer(rig, leading, identity="prom-b") as b,
-            running_syncer(rig, refusing, identity="prom-c", token_file=token) as refused,
+            refusing_writes(rig.kube.url) as api_server,
+            running_syncer(
+                rig,
+                refusing,
+                identity="prom-c",
+                token_file=token,
+                kubeconfig=pointed(rig, api_server, tmp_path),
+            ) as refused,
         ):
             await wait_for(lambda: a.gate.leading or b.gate.leading, deadline_s=30, what="a leader")
             leader, standby = (a, b) if a.gate.leading else (b, a)
@@ -273,6 +281,11 @@ async def test_real_prometheus_panels_and_alerts_with_two_replicas_and_two_relea
                 assert await rows(by_name["SlurmSyncerAbsent"], "rules.yaml") == set()  # some are scraped
                 assert await rows(by_name["SlurmSyncerDryRun"], "rules.yaml") == {"refused"}
                 assert await rows(by_name["SlurmSyncerMetricsHintFailing"], "rules.yaml") == {"refused"}
+
+                async def writes_refused() -> bool:  # its Lease create, every retry period
+                    return await rows(by_name["SlurmSyncerKubeWriteErrors"], "rules.yaml") == {"refused"}
+
+                await wait_for(writes_refused, deadline_s=30, what="SlurmSyncerKubeWriteErrors for refused")
                 key = rig.sandbox.jwt_key_path.read_bytes()
                 token.write_text(mint_token(key, "slurm", 600, now=time.time() - 3600))  # expired an hour ago
                 for refusal in ("SlurmSyncerSlurmAuthFailing", "SlurmSyncerSlurmTokenExpiring"):
@@ -300,25 +313,59 @@ async def test_real_prometheus_panels_and_alerts_with_two_replicas_and_two_relea
                 assert all(r["health"] == "ok" for r in loaded), json.dumps(loaded, indent=1)
                 assert {r["name"] for r in loaded} == set(by_name)
 
-                # last (it touches every release): the API server refuses a few requests with 403, as
-                # for a right missing from the Role; the leaders' Lease renewals (PUT) are among them
-                write_errors = by_name["SlurmSyncerKubeWriteErrors"]
-
-                async def writes_refused() -> bool:
-                    if not rig.kube.faults.fail_remaining:
-                        rig.kube.faults.fail_next(5, status=403)
-                    return bool(await rows(write_errors, "rules.yaml"))
-
-                await wait_for(writes_refused, deadline_s=60, what="a refused write seen by the alert")
-                rig.kube.faults.clear()
-                refused_writes = await query(http, base, write_errors.expr)
-                assert refused_writes and all(
-                    r["metric"]["method"] != "GET" and r["metric"]["status"] == "403" for r in refused_writes
-                ), refused_writes
     finally:
-        rig.kube.faults.clear()
         job_id = job.stdout.split()[-1]
         rig.sandbox.run("scancel", job_id)
+
+
+@contextlib.asynccontextmanager
+async def refusing_writes(upstream: str) -> AsyncIterator[str]:
+    """In front of the API server: every write answered 403 with the Status kube-apiserver sends for a
+    right the Role lacks; reads and watches pass through, streamed."""
+    session = aiohttp.ClientSession(auto_decompress=False)
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if request.method != "GET":
+            await request.read()
+            user = "system:serviceaccount:slurm:slurm-syncer"
+            status = {
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": f'{request.path} is forbidden: User "{user}" cannot {request.method.lower()} it',
+                "reason": "Forbidden", "details": {}, "code": 403,
+            }  # fmt: skip
+            return web.json_response(status, status=403)
+        headers = {k: v for k, v in request.headers.items() if k.lower() != "host"}
+        timeout = aiohttp.ClientTimeout(total=None)
+        async with session.get(upstream + request.path_qs, headers=headers, timeout=timeout) as answer:
+            kept = {
+                k: v for k, v in answer.headers.items() if k.lower() in ("content-type", "content-encoding")
+            }
+            response = web.StreamResponse(status=answer.status, headers=kept)
+            await response.prepare(request)
+            async for chunk in answer.content.iter_any():
+                await response.write(chunk)
+            await response.write_eof()
+            return response
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+        await session.close()
+
+
+def pointed(rig: Rig, server: str, tmp_path: Path) -> Path:
+    """The rig's kubeconfig with another server."""
+    config = yaml.safe_load(rig.kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["server"] = server
+    path = tmp_path / "kubeconfig-refusing"
+    path.write_text(yaml.safe_dump(config))
+    return path
 
 
 async def differences(http: aiohttp.ClientSession, base: str, standby: str) -> list[str]:
