@@ -15,7 +15,7 @@ from syncer.app.service import hint_reader
 from syncer.app.wiring import kube_client, slurm_client
 from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeError
-from syncer.slurm.auth import TokenSource
+from syncer.slurm.auth import expiry_check
 from syncer.slurm.cache import POLLER_LISTS_PER_MINUTE, busiest_lists_per_minute
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmAuthError, SlurmError
@@ -194,27 +194,6 @@ async def check_slurm(client: SlurmClient) -> list[Item]:
     return items
 
 
-TOKEN_WARN_S = 7 * 86400  # as the SlurmSyncerSlurmTokenExpiring alert
-
-
-def check_token_expiry(token: TokenSource, now: float) -> list[Item]:
-    """The token's `exp`: FAIL once past, WARN within 7 days; none for minted (renewed) or exp-less ones."""
-    expiry = token.expiry()
-    if expiry is None or expiry[1] == "jwt_key":
-        return []
-    left = expiry[0] - now
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(expiry[0]))
-    fix = (
-        "put a fresh token in the Secret (scontrol token username=USER lifespan=SECONDS), or let the "
-        "syncer mint its own from the JWT key (--slurm-jwt-key-file)"
-    )
-    if left <= 0:
-        return [Item(False, f"the Slurm token expired at {when}, {-left / 3600:.1f} hours ago", fix)]
-    if left < TOKEN_WARN_S:
-        return [Item(True, f"the Slurm token expires at {when}, in {left / 3600:.1f} hours", fix, warn=True)]
-    return [Item(True, f"the Slurm token expires at {when}, in {left / 86400:.0f} days")]
-
-
 async def check_kube(client: KubeClient) -> list[Item]:
     try:
         version = await client.get("/version")
@@ -274,7 +253,7 @@ async def collect(settings: settings_mod.Settings) -> list[Item]:
             items.append(await check_hint(slurm, url, port, settings.slurm_poll_interval))
     finally:
         await slurm.close()
-    items += check_token_expiry(slurm.token, time.time())  # read from the token itself, no request
+    items += [Item(*line) for line in expiry_check(slurm.token, time.time())]  # the token's own exp
     try:
         kube = await kube_client(settings)
     except KubeError as exc:

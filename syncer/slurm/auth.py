@@ -147,3 +147,25 @@ class JwtKeyToken:
 
     def __repr__(self) -> str:
         return f"JwtKeyToken({self._key_path}, user={self._user})"
+
+
+EXPIRY_WARN_S = 7 * 86400  # as the SlurmSyncerSlurmTokenExpiring alert
+
+
+def expiry_check(token: TokenSource, now: float) -> list[tuple[bool, str, str, bool]]:
+    """`check`'s line on the token's `exp` as (ok, what, fix, warn): fails once past, warns within 7 days;
+    none for a minted token (renewed before it runs out) or one without `exp`."""
+    expiry = token.expiry()
+    if expiry is None or expiry[1] == "jwt_key":
+        return []
+    left = expiry[0] - now
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(expiry[0]))
+    fix = (
+        "put a fresh token in the Secret (scontrol token username=USER lifespan=SECONDS), or let the "
+        "syncer mint its own from the JWT key (--slurm-jwt-key-file)"
+    )
+    if left <= 0:
+        return [(False, f"the Slurm token expired at {when}, {-left / 3600:.1f} hours ago", fix, False)]
+    if left < EXPIRY_WARN_S:
+        return [(True, f"the Slurm token expires at {when}, in {left / 3600:.1f} hours", fix, True)]
+    return [(True, f"the Slurm token expires at {when}, in {left / 86400:.0f} days", "", False)]

@@ -24,10 +24,10 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
-from syncer.app import dashboards as dashboards_mod
 from syncer.app import settings as settings_mod
 from syncer.app.check_cmd import PERMISSIONS
 from syncer.app.cli import build_parser
+from syncer.app.dashboards import RUNBOOKS, SEL, board_for_release, rules_for_release
 from syncer.testing.kubeapi import KubeApiEmulator
 from tests.fixtures.kube import Kubectl
 
@@ -424,17 +424,15 @@ def test_monitoring_objects_follow_the_values():
         {"action": "replace", "targetLabel": "release", "replacement": "slurm-syncer"}
     ]
     # every rule narrowed to this release, runbooks under the value's base (as dashboards.py does it)
-    runbooks = dashboards_mod.RUNBOOKS
-    scoped = dashboards_mod.rules_for_release("slurm-syncer", NAMESPACE, "slurm-syncer", runbooks)
+    runbooks = RUNBOOKS
+    scoped = rules_for_release("slurm-syncer", NAMESPACE, "slurm-syncer", runbooks)
     assert one(objects, "PrometheusRule")["spec"] == scoped
     exprs = [rule["expr"] for group in scoped["groups"] for rule in group["rules"]]
     scope = f'job="slurm-syncer", namespace="{NAMESPACE}", release="slurm-syncer"'
-    assert all(scope in expr for expr in exprs) and not any(dashboards_mod.SEL + "}" in e for e in exprs)
+    assert all(scope in expr for expr in exprs) and not any(SEL + "}" in e for e in exprs)
     dashboards = [o for o in objects if o["kind"] == "ConfigMap"]
     originals = {
-        p.name: dashboards_mod.board_for_release(
-            json.loads(p.read_text()), NAMESPACE, "slurm-syncer", "slurm-syncer"
-        )
+        p.name: board_for_release(json.loads(p.read_text()), NAMESPACE, "slurm-syncer", "slurm-syncer")
         for p in (ROOT / "deploy" / "grafana").glob("*.json")
     }
     assert {name: json.loads(text) for cm in dashboards for name, text in cm["data"].items()} == originals
@@ -477,9 +475,7 @@ def test_two_releases_in_one_namespace_do_not_collide_in_grafana_or_prometheus()
         for kind in ("ServiceMonitor", "PrometheusRule"):
             assert one(objects, kind)["metadata"]["labels"].items() >= labels.items(), kind
         rule = one(objects, "PrometheusRule")["spec"]
-        assert rule == dashboards_mod.rules_for_release(
-            "slurm-syncer", "slurm", release, "https://wiki.example.org/ops"
-        )
+        assert rule == rules_for_release("slurm-syncer", "slurm", release, "https://wiki.example.org/ops")
         exprs[release] = [r["expr"] for g in rule["groups"] for r in g["rules"]]
         assert all(
             r["annotations"]["runbook_url"] == f"https://wiki.example.org/ops#{r['alert'].lower()}"
@@ -490,9 +486,7 @@ def test_two_releases_in_one_namespace_do_not_collide_in_grafana_or_prometheus()
             for file, text in cm["data"].items():
                 board = json.loads(text)
                 original = json.loads((ROOT / "deploy" / "grafana" / file).read_text())
-                assert board == dashboards_mod.board_for_release(
-                    original, "slurm", release, f"{release}-slurm-syncer"
-                )
+                assert board == board_for_release(original, "slurm", release, f"{release}-slurm-syncer")
                 boards["uid"].add(board["uid"])
                 boards["title"].add(board["title"])
                 assert len(board["uid"]) <= 40  # Grafana's limit

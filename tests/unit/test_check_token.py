@@ -2,12 +2,16 @@
 
 from pathlib import Path
 
-from syncer.app.check_cmd import check_token_expiry
-from syncer.slurm.auth import JwtKeyToken, NoToken, StaticToken
+from syncer.app.check_cmd import Item
+from syncer.slurm.auth import JwtKeyToken, NoToken, StaticToken, TokenSource, expiry_check
 from syncer.slurm.jwt import mint_token
 
 NOW = 1_800_000_000.0
 KEY = b"k" * 32
+
+
+def check_token_expiry(token: TokenSource, now: float) -> list[Item]:
+    return [Item(*line) for line in expiry_check(token, now)]  # as check's collect() does
 
 
 def token(lifespan_s: int, issued: float = NOW) -> StaticToken:
