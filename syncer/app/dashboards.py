@@ -310,15 +310,15 @@ ALERTS = (
         absent=_in("slurm_syncer_leader"),
     ),
     Alert(
+        "SlurmSyncerNotReady", _in("slurm_syncer_ready"), "== 0", "5m", "warning",
+        "slurm-syncer is not ready",
+        "{{ $labels.instance }} answers /readyz with an error: stale data, unsynced caches or an open valve.",
+    ),
+    Alert(
         "SlurmSyncerTwoLeaders", _release("sum", "slurm_syncer_leader"), "> 1", "2m", "critical",
         "two slurm-syncer replicas both lead",
         "{{ $value }} replicas of {{ $labels.namespace }}/{{ $labels.release }} hold the lease and write: "
         "clock skew beyond the lease's margin, or two releases sharing one Lease.",
-    ),
-    Alert(
-        "SlurmSyncerNotReady", _in("slurm_syncer_ready"), "== 0", "5m", "warning",
-        "slurm-syncer is not ready",
-        "{{ $labels.instance }} answers /readyz with an error: stale data, unsynced caches or an open valve.",
     ),
     Alert(
         "SlurmSyncerSlurmDataStale", _in("slurm_syncer_slurm_snapshot_age_seconds"), "> 60", "2m", "critical",
