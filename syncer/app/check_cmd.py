@@ -19,6 +19,7 @@ from syncer.app.status_cmd import CONNECTION_OPTIONS, OTHERS_FROM_ENV
 from syncer.app.wiring import kube_client, slurm_client
 from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeError
+from syncer.slurm.auth import expiry_check
 from syncer.slurm.cache import POLLER_LISTS_PER_MINUTE, busiest_lists_per_minute
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmAuthError, SlurmError
@@ -263,6 +264,7 @@ async def collect(settings: settings_mod.Settings, no_write_probe: bool = False)
             items.append(await check_hint(slurm, url, port, settings.slurm_poll_interval))
     finally:
         await slurm.close()
+    items += [Item(*line) for line in expiry_check(slurm.token, time.time())]  # the token's own exp
     try:
         kube = await kube_client(settings)
     except KubeError as exc:

@@ -7,6 +7,7 @@ tests (a real Prometheus evaluates each one).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from dataclasses import dataclass
@@ -16,6 +17,20 @@ from typing import Any
 import yaml
 
 RATE = "$__rate_interval"  # Grafana's rate window; tests substitute a fixed one
+# Dashboards: the variables pick the scrape job, namespaces and releases (namespace and release are the
+# labels the chart's ServiceMonitor/PodMonitor put on every series; "All" also matches a missing label).
+BOARD = 'job="$job", namespace=~"$namespace", release=~"$release"'
+# Alerts: every rule selects with this; the chart narrows it to its own namespace and release, so that
+# absent() fires per release (docs/operations.md).
+SEL = 'job="slurm-syncer"'
+RELEASE = "namespace, release"  # one syncer deployment: alerts and Slurm figures are per release
+AUTH_REFUSED = 'status=~"401|403|511"'  # 511: slurmrestd's answer to a bad token (24.11 and 26.05)
+NOT_MINTED = 'source!="jwt_key"'  # a token minted from the key is renewed before it runs out
+FAILED_WRITE = 'method!="GET", status!~"404|409"'  # 404, 409: raced another writer, retried or moot
+LATENCY = "slurm_syncer_propagation_latency_seconds_bucket"
+K8S_TO_SLURM, SLURM_TO_K8S = 'direction="k8s_to_slurm"', 'direction="slurm_to_k8s"'
+DRAINED, DOWN = 'flag="drain"', 'state="down"'
+RUNBOOKS = "https://slurm-syncer.invalid/docs/operations.md"  # placeholder: the chart's runbookBaseUrl
 
 
 @dataclass(frozen=True)
@@ -36,20 +51,57 @@ class Alert:
     severity: str
     summary: str
     description: str
+    absent: str = ""  # a selector whose absence fires the alert too (no scrape, Deployment at 0)
 
     @property
     def expr(self) -> str:
+        if not self.signal:
+            return f"absent({self.absent})"
+        if self.absent:
+            return f"({self.signal} {self.condition}) or absent({self.absent})"
         return f"{self.signal} {self.condition}"
 
 
+def _sel(metric: str, where: str, selector: str) -> str:
+    return f"{metric}{{{selector}{', ' + where if where else ''}}}"
+
+
+def slurm(metric: str, by: str = "", where: str = "", of: str = "") -> str:
+    """A figure every replica exports alike (Slurm's state as its caches see it, the bindings): one
+    replica's figure per release (`max by`), summed over the releases shown. `of` wraps the series
+    (e.g. `sum without (state) ({})`) before the replicas are folded."""
+    series = _sel(metric, where, BOARD)
+    if of:
+        series = of.format(series)
+    folded = ", ".join(dict.fromkeys([*RELEASE.split(", "), *filter(None, by.split(", "))]))
+    inner = f"max by ({folded}) ({series})"
+    return f"sum by ({by}) ({inner})" if by else f"sum({inner})"
+
+
+def worked(metric: str, by: str = "", where: str = "") -> str:
+    """A counter only the leader moves (actions, writes, Events): the standby's zeros add nothing, and a
+    hand-over in the window counts each side's share once."""
+    series = f"rate({_sel(metric, where, BOARD)}[{RATE}])"
+    return f"sum by ({by}) ({series})" if by else f"sum({series})"
+
+
+def per_replica(metric: str, by: str = "", where: str = "", counter: bool = True) -> str:
+    """Each process's own load or health, one line per replica (both poll Slurm and watch Kubernetes)."""
+    series = _sel(metric, where, BOARD)
+    if counter:
+        series = f"rate({series}[{RATE}])"
+    return f"sum by (instance{', ' + by if by else ''}) ({series})"
+
+
 CLUSTER = (
-    Panel("Nodes by state", (("sum by (state) (slurm_nodes)", "{{state}}"),), description="Base states."),
-    Panel("Nodes by flag", (("sum by (flag) (slurm_node_flags)", "{{flag}}"),)),
+    Panel("Nodes by state", ((slurm("slurm_nodes", "state"), "{{state}}"),), description="Base states."),
+    Panel("Nodes by flag", ((slurm("slurm_node_flags", "flag"), "{{flag}}"),)),
     Panel(
         "Drained or down share",
         (
             (
-                '(sum(slurm_node_flags{flag="drain"}) + sum(slurm_nodes{state="down"})) / clamp_min(sum(slurm_nodes), 1)',
+                f"({slurm('slurm_node_flags', where=DRAINED)} + {slurm('slurm_nodes', where=DOWN)})"
+                f" / clamp_min({slurm('slurm_nodes', of='sum without (state) ({})')}, 1)",
                 "drained or down",
             ),
         ),
@@ -60,7 +112,7 @@ CLUSTER = (
         "CPU allocation by partition",
         (
             (
-                "sum by (partition) (slurm_partition_cpus_allocated) / clamp_min(sum by (partition) (slurm_partition_cpus), 1)",
+                f"{slurm('slurm_partition_cpus_allocated', 'partition')} / clamp_min({slurm('slurm_partition_cpus', 'partition')}, 1)",
                 "{{partition}}",
             ),
         ),
@@ -69,29 +121,30 @@ CLUSTER = (
     Panel(
         "GPUs allocated / total",
         (
-            ("sum by (partition) (slurm_partition_gpus_allocated)", "{{partition}} allocated"),
-            ("sum by (partition) (slurm_partition_gpus)", "{{partition}} total"),
+            (slurm("slurm_partition_gpus_allocated", "partition"), "{{partition}} allocated"),
+            (slurm("slurm_partition_gpus", "partition"), "{{partition}} total"),
         ),
     ),
     Panel(
         "Memory allocated by partition",
-        (("sum by (partition) (slurm_partition_memory_allocated_bytes)", "{{partition}}"),),
+        ((slurm("slurm_partition_memory_allocated_bytes", "partition"), "{{partition}}"),),
         unit="bytes",
     ),
-    Panel("Jobs by state", (("sum by (state) (slurm_jobs)", "{{state}}"),)),
+    Panel("Jobs by state", ((slurm("slurm_jobs", "state"), "{{state}}"),)),
     Panel(
         "Scheduler cycle",
         (
-            ("slurm_scheduler_schedule_cycle_last_seconds", "main, last"),
-            ("slurm_scheduler_schedule_cycle_mean_seconds", "main, mean"),
+            (slurm("slurm_scheduler_schedule_cycle_last_seconds", "release"), "{{release}} main, last"),
+            (slurm("slurm_scheduler_schedule_cycle_mean_seconds", "release"), "{{release}} main, mean"),
         ),
         unit="s",
+        description="Per release: each is its own Slurm cluster.",
     ),
     Panel(
         "NodeSet members",
         (
-            ("sum by (nodeset) (slurm_syncer_nodeset_desired_members)", "{{nodeset}} desired"),
-            ("sum by (nodeset) (slurm_syncer_nodeset_drain_timeouts)", "{{nodeset}} past drainTimeout"),
+            (slurm("slurm_syncer_nodeset_desired_members", "nodeset"), "{{nodeset}} desired"),
+            (slurm("slurm_syncer_nodeset_drain_timeouts", "nodeset"), "{{nodeset}} past drainTimeout"),
         ),
     ),
 )
@@ -101,11 +154,11 @@ SYNCER = (
         "Propagation latency p50 / p99",
         (
             (
-                f"histogram_quantile(0.5, sum by (le, direction) (rate(slurm_syncer_propagation_latency_seconds_bucket[{RATE}])))",
+                f"histogram_quantile(0.5, {worked('slurm_syncer_propagation_latency_seconds_bucket', 'le, direction')})",
                 "p50 {{direction}}",
             ),
             (
-                f"histogram_quantile(0.99, sum by (le, direction) (rate(slurm_syncer_propagation_latency_seconds_bucket[{RATE}])))",
+                f"histogram_quantile(0.99, {worked('slurm_syncer_propagation_latency_seconds_bucket', 'le, direction')})",
                 "p99 {{direction}}",
             ),
         ),
@@ -114,156 +167,239 @@ SYNCER = (
     ),
     Panel(
         "Actions",
-        (
-            (
-                f"sum by (kind, direction, result) (rate(slurm_syncer_actions_total[{RATE}]))",
-                "{{kind}} {{direction}} {{result}}",
-            ),
-        ),
+        ((worked("slurm_syncer_actions_total", "kind, direction, result"), "{{kind}} {{direction}} {{result}}"),),
         unit="ops",
     ),
     Panel(
         "Slurm requests by status",
-        (
-            (
-                f"sum by (endpoint, status) (rate(slurm_syncer_slurm_requests_total[{RATE}]))",
-                "{{endpoint}} {{status}}",
-            ),
-        ),
+        ((per_replica("slurm_syncer_slurm_requests_total", "endpoint, status"), "{{instance}} {{endpoint}} {{status}}"),),
         unit="reqps",
+        description="Per replica: the standby polls Slurm too. 401, 403, 511: the token is refused.",
     ),
     Panel(
         "Slurm fetches: 304 probes vs full lists",
-        ((f"sum by (result) (rate(slurm_syncer_slurm_fetches_total[{RATE}]))", "{{result}}"),),
+        ((per_replica("slurm_syncer_slurm_fetches_total", "result"), "{{instance}} {{result}}"),),
         unit="ops",
     ),
     Panel(
-        "Slurm data age", (("max(slurm_syncer_slurm_snapshot_age_seconds)", "age"),), kind="stat", unit="s"
+        "Slurm data age",
+        ((per_replica("slurm_syncer_slurm_snapshot_age_seconds", counter=False), "{{instance}}"),),
+        kind="stat",
+        unit="s",
     ),
     Panel(
         "Kubernetes watches",
         (
-            (
-                f"sum by (resource) (rate(slurm_syncer_kube_watch_restarts_total[{RATE}]))",
-                "restarts {{resource}}",
-            ),
-            (f"sum by (resource) (rate(slurm_syncer_kube_relists_total[{RATE}]))", "relists {{resource}}"),
+            (per_replica("slurm_syncer_kube_watch_restarts_total", "resource"), "{{instance}} restarts {{resource}}"),
+            (per_replica("slurm_syncer_kube_relists_total", "resource"), "{{instance}} relists {{resource}}"),
         ),
         unit="ops",
     ),
     Panel(
+        "Kubernetes request errors",
+        ((per_replica("slurm_syncer_kube_request_errors_total", "method, status"), "{{instance}} {{method}} {{status}}"),),
+        unit="ops",
+        description="409 on a write: it raced another and is retried on the fresh object; 0: no answer.",
+    ),
+    Panel(
         "Work queue",
         (
-            ("sum(slurm_syncer_queue_depth)", "depth"),
-            (f"sum(rate(slurm_syncer_queue_retries_total[{RATE}]))", "retries/s"),
+            (per_replica("slurm_syncer_queue_depth", counter=False), "{{instance}} depth"),
+            (per_replica("slurm_syncer_queue_retries_total"), "{{instance}} retries/s"),
         ),
     ),
-    Panel("Leader", (("sum(slurm_syncer_leader)", "leaders"),), kind="stat"),
-    Panel("Safety valve open", (("max(slurm_syncer_safety_valve_open)", "open"),), kind="stat"),
+    Panel(
+        "Leaders",
+        ((f"sum by ({RELEASE}) ({_sel('slurm_syncer_leader', '', BOARD)})", "{{namespace}}/{{release}}"),),
+        kind="stat",
+        description="Replicas holding the lease, per release: 1 is right, 0 or 2 alert.",
+    ),
+    Panel("Safety valve open", ((slurm("slurm_syncer_safety_valve_open", "release"), "{{release}}"),), kind="stat"),
+    Panel("Dry run", ((slurm("slurm_syncer_dry_run", "release"), "{{release}}"),), kind="stat",
+          description="1: --dry-run holds every write back."),
+    Panel(
+        "Slurm token expires in",
+        (
+            (
+                f"min by ({RELEASE}, source) ({_sel('slurm_syncer_slurm_token_expiry_timestamp_seconds', '', BOARD)}) - time()",
+                "{{release}} {{source}}",
+            ),
+        ),
+        kind="stat",
+        unit="s",
+        description="jwt_key: minted from the key and renewed early, never runs out.",
+    ),
     Panel(
         "Bindings",
         (
-            ("sum by (mode) (slurm_syncer_bound_nodes)", "bound {{mode}}"),
-            ("sum(slurm_syncer_unbound_nodes)", "unbound"),
-            ("sum(slurm_syncer_conflicting_nodes)", "conflicting"),
-            ("sum(slurm_syncer_missing_slurm_nodes)", "missing in Slurm"),
+            (slurm("slurm_syncer_bound_nodes", "mode"), "bound {{mode}}"),
+            (slurm("slurm_syncer_unbound_nodes"), "unbound"),
+            (slurm("slurm_syncer_conflicting_nodes"), "conflicting"),
+            (slurm("slurm_syncer_missing_slurm_nodes"), "missing in Slurm"),
         ),
     ),
-    Panel("Drift", (("sum(slurm_syncer_drift_nodes)", "nodes whose two sides disagree"),)),
+    Panel("Drift", ((slurm("slurm_syncer_drift_nodes"), "nodes whose two sides disagree"),)),
     Panel(
         "Maintenance windows",
         (
-            ("sum by (state) (slurm_syncer_maintenance_windows)", "Nodes {{state}}"),
-            ("max(slurm_syncer_maintenance_reservations)", "k8s-maint reservations in Slurm"),
+            (slurm("slurm_syncer_maintenance_windows", "state"), "Nodes {{state}}"),
+            (slurm("slurm_syncer_maintenance_reservations"), "k8s-maint reservations in Slurm"),
         ),
         description="Nodes whose window is reserved in Slurm, refused (Event on the Node), or waiting for "
         "Slurm 25.05+; and the MAINT reservations the syncer owns.",
     ),
-    Panel(
-        "Events", ((f"sum by (result) (rate(slurm_syncer_events_total[{RATE}]))", "{{result}}"),), unit="ops"
-    ),
+    Panel("Events", ((worked("slurm_syncer_events_total", "result"), "{{result}}"),), unit="ops"),
     Panel(
         "Slurm updates (drain, undrain, features, topology)",
         (
-            (f"sum by (kind) (rate(slurm_syncer_slurm_update_requests_total[{RATE}]))", "requests {{kind}}"),
+            (worked("slurm_syncer_slurm_update_requests_total", "kind"), "requests {{kind}}"),
             (
-                f"sum(rate(slurm_syncer_slurm_updated_nodes_total[{RATE}])) / "
-                f"sum(rate(slurm_syncer_slurm_update_requests_total[{RATE}]))",
+                f"{worked('slurm_syncer_slurm_updated_nodes_total')} / {worked('slurm_syncer_slurm_update_requests_total')}",
                 "nodes per request",
             ),
-            (f"sum(rate(slurm_syncer_slurm_bulk_refused_total[{RATE}]))", "bulk refused part-way/s"),
+            (worked("slurm_syncer_slurm_bulk_refused_total"), "bulk refused part-way/s"),
         ),
     ),
     Panel(
         "Node labels to Slurm (features, topology)",
         (
-            (
-                f"sum by (kind, result) (rate(slurm_syncer_node_attribute_writes_total[{RATE}]))",
-                "{{kind}} {{result}}",
-            ),
-            (f"sum(rate(slurm_syncer_feature_labels_refused_total[{RATE}]))", "label values refused/s"),
-            ("max(slurm_syncer_topology_unsupported)", "topology configured, Slurm before 25.05"),
+            (worked("slurm_syncer_node_attribute_writes_total", "kind, result"), "{{kind}} {{result}}"),
+            (worked("slurm_syncer_feature_labels_refused_total"), "label values refused/s"),
+            (slurm("slurm_syncer_topology_unsupported"), "topology configured, Slurm before 25.05"),
         ),
         description="Features and topology written from Node labels (docs/contract.md); refused: an Event "
         "on the Node says why.",
     ),
-)
+    Panel(
+        "Process CPU and memory",
+        (
+            (per_replica("process_cpu_seconds_total"), "{{instance}} CPU s/s"),
+            (per_replica("process_resident_memory_bytes", counter=False), "{{instance}} RSS bytes"),
+        ),
+    ),
+)  # fmt: skip
+
+
+def _in(metric: str, where: str = "") -> str:
+    return _sel(metric, where, SEL)
+
+
+def _release(how: str, metric: str, where: str = "", by: str = "") -> str:
+    return f"{how} by ({RELEASE}{', ' + by if by else ''}) ({_in(metric, where)})"
+
 
 ALERTS = (
     Alert(
-        "SlurmSyncerDown", 'up{job="slurm-syncer"}', "== 0", "2m", "critical",
+        "SlurmSyncerAbsent", "", "", "5m", "critical",
+        "no slurm-syncer is scraped",
+        "Prometheus has no target of slurm-syncer {{ $labels.namespace }}/{{ $labels.release }}: the Deployment "
+        "is at 0 replicas, or the ServiceMonitor/PodMonitor is not picked up (its labels, the namespace).",
+        absent=_in("up"),
+    ),
+    Alert(
+        "SlurmSyncerDown", _release("max", "up"), "== 0", "2m", "critical",
         "slurm-syncer is not being scraped",
-        "Prometheus cannot scrape {{ $labels.instance }}: Kubernetes cordons no longer reach Slurm.",
+        "Prometheus cannot scrape any replica of {{ $labels.namespace }}/{{ $labels.release }}: Kubernetes "
+        "cordons no longer reach Slurm.",
     ),
     Alert(
-        "SlurmSyncerNoLeader", "sum(slurm_syncer_leader)", "< 1", "2m", "critical",
+        "SlurmSyncerNoLeader", _release("sum", "slurm_syncer_leader"), "< 1", "2m", "critical",
         "no slurm-syncer replica holds the lease",
-        "No replica writes: check the Lease slurm-syncer and the pods' logs (docs/operations.md).",
+        "No replica of {{ $labels.namespace }}/{{ $labels.release }} writes: check its Lease and the pods' "
+        "logs (docs/operations.md).",
+        absent=_in("slurm_syncer_leader"),
     ),
     Alert(
-        "SlurmSyncerNotReady", "slurm_syncer_ready", "== 0", "5m", "warning",
+        "SlurmSyncerNotReady", _in("slurm_syncer_ready"), "== 0", "5m", "warning",
         "slurm-syncer is not ready",
         "{{ $labels.instance }} answers /readyz with an error: stale data, unsynced caches or an open valve.",
     ),
     Alert(
-        "SlurmSyncerSlurmDataStale", "slurm_syncer_slurm_snapshot_age_seconds", "> 60", "2m", "critical",
-        "Slurm data is stale",
-        "slurmrestd has not answered for {{ $value | humanizeDuration }}: the syncer fails closed "
-        "(no undrain, no delete) until it does.",
+        "SlurmSyncerTwoLeaders", _release("sum", "slurm_syncer_leader"), "> 1", "2m", "critical",
+        "two slurm-syncer replicas both lead",
+        "{{ $value }} replicas of {{ $labels.namespace }}/{{ $labels.release }} hold the lease and write: "
+        "clock skew beyond the lease's margin, or two releases sharing one Lease.",
     ),
     Alert(
-        "SlurmSyncerSafetyValveOpen", "slurm_syncer_safety_valve_open", "== 1", "0m", "warning",
+        "SlurmSyncerSlurmDataStale", _in("slurm_syncer_slurm_snapshot_age_seconds"), "> 60", "2m", "critical",
+        "Slurm data is stale",
+        "slurmrestd has not answered {{ $labels.instance }} for {{ $value | humanizeDuration }}: the syncer "
+        "fails closed (no undrain, no delete) until it does.",
+    ),
+    Alert(
+        "SlurmSyncerSlurmAuthFailing",
+        f"sum by ({RELEASE}, status) (increase({_in('slurm_syncer_slurm_requests_total', AUTH_REFUSED)}[5m]))",
+        "> 0", "5m", "critical",
+        "slurmrestd refuses the syncer's token",
+        "slurmrestd answered {{ $labels.namespace }}/{{ $labels.release }} with HTTP {{ $labels.status }} "
+        "for 5 minutes: the token expired, was signed with another key, or its user lacks rights.",
+    ),
+    Alert(
+        "SlurmSyncerSlurmTokenExpiring",
+        f"min by ({RELEASE}) ({_in('slurm_syncer_slurm_token_expiry_timestamp_seconds', NOT_MINTED)}) - time()",
+        "< 7 * 86400", "10m", "warning",
+        "the Slurm token expires within 7 days",
+        "The Slurm token of {{ $labels.namespace }}/{{ $labels.release }} expires in {{ $value | "
+        "humanizeDuration }} (negative: already expired): put a fresh one in its Secret, or use the JWT key.",
+    ),
+    Alert(
+        "SlurmSyncerKubeWriteErrors",
+        f"sum by ({RELEASE}, method, status) (increase({_in('slurm_syncer_kube_request_errors_total', FAILED_WRITE)}[10m]))",
+        "> 0", "10m", "warning",
+        "Kubernetes refuses the syncer's writes",
+        "{{ $labels.method }} requests of {{ $labels.namespace }}/{{ $labels.release }} answered "
+        "{{ $labels.status }} (0: no answer) for 10 minutes: 403 is a missing RBAC right, 422 a refused "
+        "object.",
+    ),
+    Alert(
+        "SlurmSyncerMetricsHintFailing", _release("max", "slurm_syncer_slurm_metrics_hint_failing"), "== 1",
+        "1h", "warning",
+        "slurmctld's metrics hint has failed for an hour",
+        "{{ $labels.namespace }}/{{ $labels.release }} polls Slurm without the hint: every job start or end "
+        "costs a full node list. Check slurmctld's MetricsType and the NetworkPolicy's metrics port.",
+    ),
+    Alert(
+        "SlurmSyncerDryRun", _release("max", "slurm_syncer_dry_run"), "== 1", "1h", "warning",
+        "slurm-syncer has run in dry-run for an hour",
+        "{{ $labels.namespace }}/{{ $labels.release }} writes nothing (--dry-run): switch it off once the "
+        "dry-run log reads right.",
+    ),
+    Alert(
+        "SlurmSyncerSafetyValveOpen", _release("max", "slurm_syncer_safety_valve_open"), "== 1", "0m",
+        "warning",
         "safety valve open: automatic Kubernetes-side drains are held back",
         "More than --max-drain-fraction (at least --safety-valve-min-nodes) of bound nodes wanted to drain "
         "within a minute for automatic causes (NotReady, problem conditions). Investigate the cause (Node "
         "health, network partition), then let it close or reset it.",
     ),
     Alert(
-        "SlurmSyncerDriftPersisting", "slurm_syncer_drift_nodes", "> 0", "10m", "warning",
+        "SlurmSyncerDriftPersisting", _release("max", "slurm_syncer_drift_nodes"), "> 0", "10m", "warning",
         "Slurm and Kubernetes disagree for 10 minutes",
         "{{ $value }} Slurm node(s) differ from what Kubernetes says: see `slurm-syncer status`.",
     ),
     Alert(
-        "SlurmSyncerBindingConflicts", "slurm_syncer_conflicting_nodes", "> 0", "10m", "warning",
+        "SlurmSyncerBindingConflicts", _release("max", "slurm_syncer_conflicting_nodes"), "> 0", "10m",
+        "warning",
         "conflicting bindings",
         "{{ $value }} Slurm node name(s) are claimed by more than one pod or Node and left alone.",
     ),
     Alert(
-        "SlurmSyncerMissingSlurmNodes", "slurm_syncer_missing_slurm_nodes", "> 0", "10m", "warning",
+        "SlurmSyncerMissingSlurmNodes", _release("max", "slurm_syncer_missing_slurm_nodes"), "> 0", "10m",
+        "warning",
         "pods or Nodes name Slurm nodes that Slurm does not know",
         "{{ $value }} running pod(s) or Node(s) carry a slurm-syncer.dev/node-name label for which Slurm has no "
         "node: nothing is synced for them.",
     ),
     Alert(
         "SlurmSyncerK8sToSlurmLatencyHigh",
-        'histogram_quantile(0.99, sum by (le) (rate(slurm_syncer_propagation_latency_seconds_bucket{direction="k8s_to_slurm"}[10m])))',
+        f"histogram_quantile(0.99, sum by ({RELEASE}, le) (rate({_in(LATENCY, K8S_TO_SLURM)}[10m])))",
         "> 1", "10m", "warning",
         "Kubernetes-to-Slurm propagation p99 above 1 s",
         "p99 is {{ $value | humanizeDuration }}: check slurmrestd request times and the client rate limit.",
     ),
     Alert(
         "SlurmSyncerSlurmToK8sLatencyHigh",
-        'histogram_quantile(0.99, sum by (le) (rate(slurm_syncer_propagation_latency_seconds_bucket{direction="slurm_to_k8s"}[10m])))',
+        f"histogram_quantile(0.99, sum by ({RELEASE}, le) (rate({_in(LATENCY, SLURM_TO_K8S)}[10m])))",
         "> 5", "10m", "warning",
         "Slurm-to-Kubernetes propagation p99 above 5 s",
         "p99 is {{ $value | humanizeDuration }}: check the full-list time of slurmrestd and the Kubernetes "
@@ -271,13 +407,16 @@ ALERTS = (
     ),
     Alert(
         "SlurmManyNodesDrainedOrDown",
-        '(sum(slurm_node_flags{flag="drain"}) + sum(slurm_nodes{state="down"})) / clamp_min(sum(slurm_nodes), 1)',
+        f"({_release('max', 'slurm_node_flags', DRAINED)} + {_release('max', 'slurm_nodes', DOWN)})"
+        f" / clamp_min(max by ({RELEASE}) (sum without (state) ({_in('slurm_nodes')})), 1)",
         "> 0.1", "15m", "warning",
         "more than 10 % of Slurm nodes drained or down",
-        "{{ $value | humanizePercentage }} of Slurm nodes are drained or down.",
+        "{{ $value | humanizePercentage }} of the Slurm nodes of {{ $labels.namespace }}/{{ $labels.release }} "
+        "are drained or down.",
     ),
     Alert(
-        "SlurmNodeSetDrainTimeout", "slurm_syncer_nodeset_drain_timeouts", "> 0", "0m", "warning",
+        "SlurmNodeSetDrainTimeout", _release("max", "slurm_syncer_nodeset_drain_timeouts", by="nodeset"), "> 0",
+        "0m", "warning",
         "NodeSet removal waiting past drainTimeout",
         "NodeSet {{ $labels.nodeset }}: {{ $value }} node(s) still run jobs after drainTimeout; nothing is "
         "forced.",
@@ -303,6 +442,35 @@ def _panel(panel: Panel, index: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
+_DATASOURCE = {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Data source"}
+_JOB = {
+    "name": "job",
+    "type": "custom",
+    "label": "Scrape job",
+    "query": "slurm-syncer",
+    "current": {"text": "slurm-syncer", "value": "slurm-syncer"},
+    "description": "The job label of the syncer's series (the chart's monitors set slurm-syncer).",
+}
+
+
+def _labels(name: str, label: str) -> dict[str, Any]:
+    """A multi-value variable of the label's values; All is `.*`, which also matches series without it
+    (a plain scrape config has no namespace or release label)."""
+    return {
+        "name": name,
+        "type": "query",
+        "label": label,
+        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        "query": {"query": f'label_values(slurm_syncer_build_info{{job="$job"}}, {name})', "refId": name},
+        "refresh": 2,
+        "multi": True,
+        "includeAll": True,
+        "allValue": ".*",
+        "current": {"text": "All", "value": "$__all"},
+        "sort": 1,
+    }
+
+
 def dashboard(uid: str, title: str, panels: tuple[Panel, ...]) -> dict[str, Any]:
     return {
         "uid": uid,
@@ -314,9 +482,7 @@ def dashboard(uid: str, title: str, panels: tuple[Panel, ...]) -> dict[str, Any]
         "refresh": "30s",
         "time": {"from": "now-6h", "to": "now"},
         "templating": {
-            "list": [
-                {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Data source"}
-            ]
+            "list": [_DATASOURCE, _JOB, _labels("namespace", "Namespace"), _labels("release", "Release")]
         },
         "panels": [_panel(p, i) for i, p in enumerate(panels)],
     }
@@ -344,7 +510,7 @@ def rules() -> dict[str, Any]:
                         "annotations": {
                             "summary": a.summary,
                             "description": a.description,
-                            "runbook_url": f"docs/operations.md#{a.name.lower()}",
+                            "runbook_url": f"{RUNBOOKS}#{a.name.lower()}",
                         },
                     }
                     for a in ALERTS
@@ -366,6 +532,34 @@ def render() -> dict[str, str]:
     for relative in ("grafana/slurm-cluster.json", "grafana/slurm-syncer.json", "prometheus/rules.yaml"):
         files[f"helm/slurm-syncer/files/{relative}"] = files[relative]
     return files
+
+
+def rules_for_release(job: str, namespace: str, release: str, runbooks: str) -> dict[str, Any]:
+    """The rules as the chart renders them for one release (templates/prometheusrule.yaml)."""
+    scope = f'job="{job}", namespace="{namespace}", release="{release}"'
+    text = yaml.safe_dump(rules(), sort_keys=False, width=200).replace(SEL, scope).replace(RUNBOOKS, runbooks)
+    loaded: dict[str, Any] = yaml.safe_load(text)
+    return loaded
+
+
+def board_for_release(board: dict[str, Any], namespace: str, release: str, fullname: str) -> dict[str, Any]:
+    """A dashboard as the chart renders it (templates/dashboards.yaml): UID and title of its release,
+    opened on it."""
+    scope = f"{namespace}/{fullname}"
+    suffix = hashlib.sha256(scope.encode()).hexdigest()[:10]
+    chosen = {"namespace": namespace, "release": release}
+    variables = [
+        {**v, "current": {"text": [chosen[v["name"]]], "value": [chosen[v["name"]]]}}
+        if v["name"] in chosen
+        else v
+        for v in board["templating"]["list"]
+    ]
+    return {
+        **board,
+        "uid": f"{board['uid']}-{suffix}",
+        "title": f"{board['title']} ({scope})",
+        "templating": {**board["templating"], "list": variables},
+    }
 
 
 def prometheus_rule(namespace: str = "slurm-syncer") -> dict[str, Any]:

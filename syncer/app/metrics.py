@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Histogram, PlatformCollector, ProcessCollector
 from prometheus_client import Counter as PromCounter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -100,6 +100,9 @@ class SyncerMetrics:
         for direction in ("k8s_to_slurm", "slurm_to_k8s"):
             self.latency.labels(direction)  # present from the start, so dashboards never see gaps
         self.registry.register(_StateCollector(service))
+        # process_* (CPU, RSS, open fds, start time) and python_info, as the default registry has them
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
 
     def on_action(self, kind: str, direction: str, _slurm_node: str, details: dict[str, Any]) -> None:
         result = str(details.get("result", "ok"))
@@ -281,6 +284,17 @@ class _StateCollector(Collector):
         snapshot = _gauge("slurm_syncer_slurm_snapshot_bytes", "Size of the last full node list.")
         snapshot.add_metric([], cache.last_snapshot_bytes)
         yield snapshot
+        expiry = service.slurm.token.expiry()
+        if expiry is not None:  # no series without a token or an `exp` claim: nothing to count down
+            token = _gauge(
+                "slurm_syncer_slurm_token_expiry_timestamp_seconds",
+                "When the Slurm token in use expires (its `exp`), by source: file (--slurm-token-file, "
+                "re-read when it changes), static (given in code), jwt_key (minted from the key, renewed "
+                "early).",
+                ["source"],
+            )
+            token.add_metric([expiry[1]], expiry[0])
+            yield token
         age = _gauge(
             "slurm_syncer_slurm_snapshot_age_seconds",
             "Seconds since slurmrestd last answered the node cache.",
@@ -316,12 +330,12 @@ class _StateCollector(Collector):
         yield kube_requests
         kube_errors = CounterMetricFamily(
             "slurm_syncer_kube_request_errors",
-            "Kubernetes API requests answered with an error, by HTTP status (409: a write raced another and "
-            "is retried on the fresh object; 0: no answer).",
-            labels=["status"],
+            "Kubernetes API requests answered with an error, by HTTP method and status (409: a write raced "
+            "another and is retried on the fresh object; 0: no answer).",
+            labels=["method", "status"],
         )
-        for code, count in sorted(service.kube.errors_by_status.items()):
-            kube_errors.add_metric([str(code)], count)
+        for (method, code), count in sorted(service.kube.errors.items()):
+            kube_errors.add_metric([method, str(code)], count)
         yield kube_errors
         throttled = CounterMetricFamily(
             "slurm_syncer_kube_throttled_seconds",
@@ -359,6 +373,7 @@ class _StateCollector(Collector):
                 len(service.engine.stats.missing),
             ),
             ("slurm_syncer_ready", "1 when /readyz answers ok.", int(service.readiness()[0])),
+            ("slurm_syncer_dry_run", "1 while --dry-run holds every write back.", int(service.gate.dry_run)),
         ):
             gauge = _gauge(name, doc)
             gauge.add_metric([], value)

@@ -72,13 +72,22 @@ class KubeClient:
         self.timeout_s = timeout_s
         self._session: aiohttp.ClientSession | None = None
         self.requests_total = 0
-        self.errors_by_status: Counter[int] = Counter()  # 0: no answer (connection lost, timeout)
+        # (method, status) of requests answered with an error; status 0: no answer (lost, timed out)
+        self.errors: Counter[tuple[str, int]] = Counter()
         self.credentials = "given directly"  # where from_config found the credentials, in words
+
+    @property
+    def errors_by_status(self) -> Counter[int]:
+        """Requests answered with an error (or none), by status whatever the method."""
+        by_status: Counter[int] = Counter()
+        for (_, status), count in self.errors.items():
+            by_status[status] += count
+        return by_status
 
     @property
     def errors_total(self) -> int:
         """Requests answered with an error (or none), whatever the status."""
-        return sum(self.errors_by_status.values())
+        return sum(self.errors.values())
 
     @classmethod
     async def from_config(
@@ -169,7 +178,7 @@ class KubeClient:
                 try:
                     return await self._once(method, path, params, data, content_type)
                 except KubeError as exc:
-                    self.errors_by_status[exc.status] += 1
+                    self.errors[method, exc.status] += 1
                     if exc.status == 401 and self._token is not None and not refreshed:
                         self._token.forget()  # rotated or expired: read the file or run the plugin again
                         refreshed.append(exc)

@@ -20,6 +20,10 @@ class TokenSource(Protocol):
         """The server rejected the token: re-read or re-mint before the next request."""
         ...
 
+    def expiry(self) -> tuple[float, str] | None:
+        """The `exp` of the token in use (Unix seconds) and the source's kind, or None without one."""
+        ...
+
 
 def _token_headers(token: str, user: str | None) -> dict[str, str]:
     headers = {"X-SLURM-USER-TOKEN": token}
@@ -35,6 +39,9 @@ class NoToken:
         return {}
 
     def invalidate(self) -> None:
+        return None
+
+    def expiry(self) -> tuple[float, str] | None:
         return None
 
     def __repr__(self) -> str:
@@ -53,6 +60,10 @@ class StaticToken:
 
     def invalidate(self) -> None:
         return None
+
+    def expiry(self) -> tuple[float, str] | None:
+        exp = token_expiry(self._token)
+        return None if exp is None else (float(exp), "static")
 
     def __repr__(self) -> str:
         return "StaticToken(<redacted>)"
@@ -89,6 +100,14 @@ class TokenFile:
     def invalidate(self) -> None:
         self._stamp = None
 
+    def expiry(self) -> tuple[float, str] | None:
+        try:
+            self._read()  # the file as it is now: a rotated Secret shows its new token's expiry
+        except SlurmAuthError:
+            return None
+        exp = token_expiry(self._token)
+        return None if exp is None else (float(exp), "file")
+
     def __repr__(self) -> str:
         return f"TokenFile({self._path})"
 
@@ -122,5 +141,31 @@ class JwtKeyToken:
     def invalidate(self) -> None:
         self._token = ""
 
+    def expiry(self) -> tuple[float, str] | None:
+        # renewed before it runs out: kind "jwt_key" tells alerts not to count down to this one
+        return (self._expires, "jwt_key") if self._token else None
+
     def __repr__(self) -> str:
         return f"JwtKeyToken({self._key_path}, user={self._user})"
+
+
+EXPIRY_WARN_S = 7 * 86400  # as the SlurmSyncerSlurmTokenExpiring alert
+
+
+def expiry_check(token: TokenSource, now: float) -> list[tuple[bool, str, str, bool]]:
+    """`check`'s line on the token's `exp` as (ok, what, fix, warn): fails once past, warns within 7 days;
+    none for a minted token (renewed before it runs out) or one without `exp`."""
+    expiry = token.expiry()
+    if expiry is None or expiry[1] == "jwt_key":
+        return []
+    left = expiry[0] - now
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(expiry[0]))
+    fix = (
+        "put a fresh token in the Secret (scontrol token username=USER lifespan=SECONDS), or let the "
+        "syncer mint its own from the JWT key (--slurm-jwt-key-file)"
+    )
+    if left <= 0:
+        return [(False, f"the Slurm token expired at {when}, {-left / 3600:.1f} hours ago", fix, False)]
+    if left < EXPIRY_WARN_S:
+        return [(True, f"the Slurm token expires at {when}, in {left / 3600:.1f} hours", fix, True)]
+    return [(True, f"the Slurm token expires at {when}, in {left / 86400:.0f} days", "", False)]

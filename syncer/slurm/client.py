@@ -213,6 +213,11 @@ class SlurmClient:
         self._node_calls_ended = -math.inf  # monotonic time the last one ended
         self._wrote: dict[str, float] = {}  # node name -> monotonic time our last write to it was sent
 
+    @property
+    def token(self) -> TokenSource:
+        """Where the requests' token comes from (its expiry is exported and checked)."""
+        return self._token
+
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> ApiVersion:
         """Open the session and pick the API version (the pinned one, else the newest both speak)."""

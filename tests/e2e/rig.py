@@ -142,12 +142,13 @@ async def running_syncer(
     *,
     slurm_url: str = "",
     api_version: str | None = None,
+    token_file: Path | None = None,
+    kubeconfig: Path | None = None,
     **changes: Any,
 ) -> AsyncIterator[SyncerService]:
-    slurm = SlurmClient(
-        slurm_url or rig.sandbox.rest_url, TokenFile(rig.sandbox.token_file), api_version=api_version
-    )
-    kube = await KubeClient.from_config(str(rig.kubeconfig), qps=200, burst=400)
+    token = TokenFile(token_file or rig.sandbox.token_file)
+    slurm = SlurmClient(slurm_url or rig.sandbox.rest_url, token, api_version=api_version)
+    kube = await KubeClient.from_config(str(kubeconfig or rig.kubeconfig), qps=200, burst=400)
     service = SyncerService(slurm, kube, replace(config, **changes))
     await service.start()
     try:

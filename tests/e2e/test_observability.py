@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+from syncer.slurm.jwt import token_expiry
 from syncer.testing.faultproxy import FaultProxy
 from tests.e2e.rig import Rig, fresh_slurm_nodes, get, running_syncer, sample
 from tests.helpers import wait_for
@@ -56,10 +57,17 @@ async def test_health_and_metrics_of_a_running_syncer(rig: Rig):
         by_status = [
             float(line.rpartition(" ")[2])
             for line in text.splitlines()
-            if line.startswith("slurm_syncer_kube_request_errors_total{status=")
+            if line.startswith("slurm_syncer_kube_request_errors_total{method=")
         ]
         assert sum(by_status) == sample(text, "slurm_syncer_kube_requests_total", result="error")
         assert sample(text, "slurm_syncer_bound_nodes", mode="pod") == 1
+        # what the alerts need: the token's exp as the file holds it, dry-run, the process itself
+        exp = token_expiry(rig.sandbox.token_file.read_text().strip())
+        assert exp and sample(text, "slurm_syncer_slurm_token_expiry_timestamp_seconds", source="file") == exp
+        assert sample(text, "slurm_syncer_dry_run") == 0
+        assert (sample(text, "process_resident_memory_bytes") or 0) > 0
+        assert (sample(text, "process_cpu_seconds_total") or 0) > 0
+        assert sample(text, "python_info", implementation="CPython") == 1
         polls = sum(
             sample(text, "slurm_syncer_slurm_fetches_total", result=r) or 0 for r in ("not_modified", "full")
         )

@@ -27,6 +27,7 @@ import yaml
 from syncer.app import permissions
 from syncer.app import settings as settings_mod
 from syncer.app.cli import build_parser
+from syncer.app.dashboards import RUNBOOKS, SEL, board_for_release, rules_for_release
 from syncer.testing.kubeapi import KubeApiEmulator
 from tests.fixtures.kube import Kubectl
 
@@ -479,11 +480,21 @@ def test_monitoring_objects_follow_the_values():
     assert monitor["spec"]["endpoints"][0]["port"] == "http"
     # the alerts match job="slurm-syncer"; the job comes from this label of the Service
     assert service["metadata"]["labels"][monitor["spec"]["jobLabel"]] == "slurm-syncer"
-    rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "rules.yaml").read_text())
-    assert one(objects, "PrometheusRule")["spec"] == rules
-    assert any('job="slurm-syncer"' in rule["expr"] for group in rules["groups"] for rule in group["rules"])
+    assert monitor["spec"]["endpoints"][0]["relabelings"] == [
+        {"action": "replace", "targetLabel": "release", "replacement": "slurm-syncer"}
+    ]
+    # every rule narrowed to this release, runbooks under the value's base (as dashboards.py does it)
+    runbooks = RUNBOOKS
+    scoped = rules_for_release("slurm-syncer", NAMESPACE, "slurm-syncer", runbooks)
+    assert one(objects, "PrometheusRule")["spec"] == scoped
+    exprs = [rule["expr"] for group in scoped["groups"] for rule in group["rules"]]
+    scope = f'job="slurm-syncer", namespace="{NAMESPACE}", release="slurm-syncer"'
+    assert all(scope in expr for expr in exprs) and not any(SEL + "}" in e for e in exprs)
     dashboards = [o for o in objects if o["kind"] == "ConfigMap"]
-    originals = {p.name: json.loads(p.read_text()) for p in (ROOT / "deploy" / "grafana").glob("*.json")}
+    originals = {
+        p.name: board_for_release(json.loads(p.read_text()), NAMESPACE, "slurm-syncer", "slurm-syncer")
+        for p in (ROOT / "deploy" / "grafana").glob("*.json")
+    }
     assert {name: json.loads(text) for cm in dashboards for name, text in cm["data"].items()} == originals
     assert all(cm["metadata"]["labels"]["grafana_dashboard"] == "1" for cm in dashboards)
 
@@ -507,6 +518,42 @@ def test_monitoring_objects_follow_the_values():
 
     off = render(COMBINATIONS["monitors-off"])
     assert not MONITORING_KINDS & set(kinds(off)) and "ConfigMap" not in kinds(off)
+
+
+def test_two_releases_in_one_namespace_do_not_collide_in_grafana_or_prometheus():
+    """Kube-prometheus-stack selects the monitors and rules by `release:`; Grafana refuses a second
+    dashboard with one UID, or one title in a folder; each release's absent() must be its own."""
+    labels = {"release": "kube-prometheus-stack"}
+    values = {
+        "monitoring": {"labels": labels, "prometheusRule": {"runbookBaseUrl": "https://wiki.example.org/ops"}}
+    }
+    boards: dict[str, set[str]] = {"uid": set(), "title": set()}
+    exprs: dict[str, list[str]] = {}
+    for release in ("hpc-a", "hpc-b"):
+        docs = render_script().documents(values, release, "slurm", CHART)
+        objects = [yaml.safe_load(text) for _, text in docs]
+        for kind in ("ServiceMonitor", "PrometheusRule"):
+            assert one(objects, kind)["metadata"]["labels"].items() >= labels.items(), kind
+        rule = one(objects, "PrometheusRule")["spec"]
+        assert rule == rules_for_release("slurm-syncer", "slurm", release, "https://wiki.example.org/ops")
+        exprs[release] = [r["expr"] for g in rule["groups"] for r in g["rules"]]
+        assert all(
+            r["annotations"]["runbook_url"] == f"https://wiki.example.org/ops#{r['alert'].lower()}"
+            for g in rule["groups"]
+            for r in g["rules"]
+        )
+        for cm in (o for o in objects if o["kind"] == "ConfigMap"):
+            for file, text in cm["data"].items():
+                board = json.loads(text)
+                original = json.loads((ROOT / "deploy" / "grafana" / file).read_text())
+                assert board == board_for_release(original, "slurm", release, f"{release}-slurm-syncer")
+                boards["uid"].add(board["uid"])
+                boards["title"].add(board["title"])
+                assert len(board["uid"]) <= 40  # Grafana's limit
+    assert len(boards["uid"]) == len(boards["title"]) == 4
+    absent = [e for e in exprs["hpc-a"] if e.startswith("absent(")]
+    assert absent == ['absent(up{job="slurm-syncer", namespace="slurm", release="hpc-a"})']
+    assert not set(exprs["hpc-a"]) & set(exprs["hpc-b"])
 
 
 def test_the_chart_renders_without_the_rules_and_dashboard_files(tmp_path: Path):

@@ -364,7 +364,8 @@ async def test_writer_patches_with_resource_version_and_retries_conflicts(
         node_path("node-0000"), {Keys.STATE: "IDLE+DRAIN", Keys.REASON: None}, current=stale
     )
     assert writer.stats.conflicts == 1 and writer.stats.writes == 1
-    assert kube_client.errors_by_status == {409: 1}  # exported by status (metrics.py)
+    assert kube_client.errors == {("PATCH", 409): 1}  # exported by method and status (metrics.py)
+    assert kube_client.errors_by_status == {409: 1}
     annotations = must(kube_api.node("node-0000"))["metadata"]["annotations"]
     assert annotations == {"other": "x", Keys.STATE: "IDLE+DRAIN"}
     # nothing to change: no request at all

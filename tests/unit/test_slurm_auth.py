@@ -71,3 +71,23 @@ def test_version_choice_prefers_the_newest_and_honours_pins() -> None:
     assert choose({"v0.0.39"}) is None
     assert all(v.verified_live for v in VERSIONS.values())
     assert VERSIONS["v0.0.42"].verified_on == ("24.11", "26.05")
+
+
+def test_each_token_source_reports_the_expiry_of_the_token_it_sends(tmp_path: Path) -> None:
+    key = b"k" * 32
+    assert StaticToken(mint_token(key, "slurm", 600, now=1_000)).expiry() == (1_600.0, "static")
+    assert StaticToken("not-a-jwt").expiry() is None  # nothing to count down to
+    assert NoToken().expiry() is None
+    path = tmp_path / "token"
+    source = TokenFile(path)
+    assert source.expiry() is None  # the file is missing: no figure, and no crash at scrape time
+    path.write_text(mint_token(key, "slurm", 600, now=1_000) + "\n")
+    assert source.expiry() == (1_600.0, "file")
+    path.write_text(mint_token(key, "slurm", 86_400, now=2_000) + "\n")  # the Secret rotated
+    os.utime(path, ns=(1, 2))
+    assert source.expiry() == (88_400.0, "file")
+    (tmp_path / "key").write_bytes(key)
+    minted = JwtKeyToken(tmp_path / "key", lifespan_s=600)
+    assert minted.expiry() is None  # nothing minted yet
+    sent = minted.headers()["X-SLURM-USER-TOKEN"]
+    assert minted.expiry() == (float(token_expiry(sent) or 0), "jwt_key")
