@@ -19,6 +19,7 @@ from syncer.kube.informer import Informer
 from syncer.kube.writer import pod_path
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
+from syncer.model.times import rfc3339
 from syncer.nodeset import manifests
 from syncer.nodeset.plan import (
     SCALE_IN,
@@ -36,7 +37,6 @@ from syncer.nodeset.writes import NodeSetWrites
 from syncer.runtime.controller import DONE, Controller, Result
 from syncer.slurm.cache import NodeChange
 from syncer.slurm.errors import SlurmError, SlurmNotFound
-from syncer.sync.decide import rfc3339
 
 log = structlog.get_logger("syncer.nodeset")
 

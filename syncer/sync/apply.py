@@ -22,6 +22,7 @@ from syncer.kube.writer import node_path, pod_path
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.model.kube import Condition, KubeNode, KubePod
 from syncer.model.slurm import SlurmNode
+from syncer.model.times import rfc3339
 from syncer.sync.causes import is_automatic
 from syncer.sync.decide import (
     EVENT_CORDON,
@@ -33,7 +34,6 @@ from syncer.sync.decide import (
     EventSpec,
     SlurmAction,
     decide,
-    rfc3339,
 )
 from syncer.sync.options import SyncOptions
 from syncer.sync.stats import EngineStats

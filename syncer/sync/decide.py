@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Final, Literal
 
 from syncer.model import Condition, KubeNode, KubePod, SlurmNode
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.model.slurm import DRAIN_FLAGS, UNHEALTHY_FLAGS
+from syncer.model.times import rfc3339
 from syncer.sync.causes import Cause, compose_reason, drain_causes, is_ours
 from syncer.sync.options import SyncOptions
 from syncer.sync.reason import sanitise_capped
@@ -112,14 +112,6 @@ class Decision:
 def has_drain(slurm: SlurmNode) -> bool:
     """DRAIN, DRAINING or DRAINED in the state list."""
     return bool(slurm.state & DRAIN_FLAGS)
-
-
-def rfc3339(epoch_s: float) -> str | None:
-    """UTC `2024-05-01T12:00:00Z`; None for times Python cannot represent."""
-    try:
-        return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except (OverflowError, OSError, ValueError):
-        return None
 
 
 def _message(text: str) -> str:

@@ -246,7 +246,7 @@ def test_names_and_texts_are_utc_whatever_the_local_zone() -> None:
     window = Window(T0, T0 + 3600)
     assert window.text == "2026-12-01T02:00:00Z/2026-12-01T03:00:00Z"
     assert reservation_name("abc123", window) == "k8s-maint-abc123-20261201T020000Z-20261201T030000Z"
-    assert hashlib.sha256(b"default/slurm-syncer").hexdigest()[:6] == TAG  # six hex digits in every name
+    assert owner_tag("a/b") == hashlib.sha256(b"a/b").hexdigest()[:6]  # six hex digits in every name
 
 
 def test_a_node_window_says_where_it_came_from_and_what_it_said() -> None:

@@ -11,6 +11,7 @@ import msgspec
 
 from syncer.model import Condition, KubeNode, KubePod, SlurmNode
 from syncer.model.keys import Keys
+from syncer.model.times import rfc3339
 from syncer.sync.decide import (
     Decision,
     EventSpec,
@@ -19,7 +20,6 @@ from syncer.sync.decide import (
     decide,
     desired_annotations,
     drift,
-    rfc3339,
 )
 from tests.unit.test_sync_decide import NOW, OPTS, OURS, knode, kpod, snode
 
