@@ -211,6 +211,10 @@ def test_every_object_is_valid_for_kubernetes(combination: str):
     without_schema = set()
     for version in ("1.25.0", kubernetes_validate.latest_version()):
         for obj in objects:
+            if version == "1.25.0" and obj["kind"] == "PodDisruptionBudget":
+                # rendered for 1.27+ API servers only (.Capabilities.KubeVersion); this render is for the newest
+                obj = copy.deepcopy(obj)
+                obj["spec"].pop("unhealthyPodEvictionPolicy")
             try:
                 kubernetes_validate.validate(obj, version, strict=True)
             except kubernetes_validate.SchemaNotFoundError:
@@ -257,6 +261,8 @@ def test_the_deployment_runs_two_hardened_replicas_with_probes():
     pod = deployment["spec"]["template"]["spec"]
     main = container(objects)
     assert deployment["spec"]["replicas"] == 2
+    budget = one(objects, "PodDisruptionBudget")["spec"]  # not-ready replicas never block a drain
+    assert budget["maxUnavailable"] == 1 and budget["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
     assert main["args"] == ["--slurm-token-file=/var/run/secrets/slurm-syncer/token"]
     assert main["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
     assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
@@ -468,7 +474,9 @@ def test_network_policy_opens_only_slurmrestd_the_api_server_dns_and_metrics():
         }
     ]
     ports = [[(p["port"], p["protocol"]) for p in rule["ports"]] for rule in policy["egress"]]
-    assert ports == [[(6820, "TCP")], [(443, "TCP"), (6443, "TCP")], [(53, "UDP"), (53, "TCP")]]
+    assert ports == [
+        [(6820, "TCP")], [(443, "TCP"), (6443, "TCP")], [(53, "UDP"), (53, "TCP")], [(6817, "TCP")]
+    ]  # fmt: skip
     assert all("to" not in rule for rule in policy["egress"])  # no peers given: any address on those ports
 
     hybrid = one(render(COMBINATIONS["hybrid"]), "NetworkPolicy")["spec"]
@@ -483,6 +491,27 @@ def test_network_policy_opens_only_slurmrestd_the_api_server_dns_and_metrics():
     )
     assert explicit["spec"]["egress"][0]["ports"] == [{"port": 7000, "protocol": "TCP"}]
     assert "NetworkPolicy" not in kinds(render())
+
+
+def test_network_policy_opens_slurmctlds_metrics_port_while_the_hint_is_on():
+    def ports(values: dict[str, Any]) -> list[int]:
+        spec = one(
+            render({**values, "networkPolicy": {"enabled": True, **values.get("networkPolicy", {})}}),
+            "NetworkPolicy",
+        )["spec"]
+        return [p["port"] for rule in spec["egress"][3:] for p in rule["ports"]]
+
+    assert ports({}) == [6817]  # auto, the default: SlurmctldPort as config.slurm-metrics-port says
+    assert ports({"config": {"slurm-metrics-port": 7817}}) == [7817]
+    assert ports({"config": {"slurm-metrics-url": "http://ctld.example:6900"}}) == [6900]
+    assert ports({"config": {"slurm-metrics-url": "off"}}) == []  # no hint, no hole
+    peers = [{"ipBlock": {"cidr": "192.0.2.20/31"}}]
+    given = {"networkPolicy": {"slurmctld": {"ports": [6817, 6818], "to": peers}}}
+    assert ports(given) == [6817, 6818]
+    spec = one(render({"networkPolicy": {"enabled": True, **given["networkPolicy"]}}), "NetworkPolicy")[
+        "spec"
+    ]
+    assert spec["egress"][3]["to"] == peers
 
 
 # --- plain manifests and kubectl -------------------------------------------------------------------------

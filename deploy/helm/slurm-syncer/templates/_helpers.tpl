@@ -71,6 +71,23 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* slurmctld's metrics port(s) for the hint (--slurm-metrics-url), comma-separated; empty when it is off:
+networkPolicy.slurmctld.ports, else the port of the URL given, else config.slurm-metrics-port for auto. */}}
+{{- define "slurm-syncer.slurmctldPorts" -}}
+{{- $hint := toString (index .Values.config "slurm-metrics-url" | default "auto") }}
+{{- if not (has $hint (list "off" "")) }}
+{{- if .Values.networkPolicy.slurmctld.ports }}
+{{- join "," .Values.networkPolicy.slurmctld.ports }}
+{{- else if eq $hint "auto" }}
+{{- index .Values.config "slurm-metrics-port" | default 6817 | int64 }}
+{{- else }}
+{{- $url := urlParse $hint }}
+{{- $hostPort := splitList ":" $url.host }}
+{{- if gt (len $hostPort) 1 }}{{ last $hostPort }}{{- else if eq $url.scheme "https" }}443{{- else }}80{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{/* Refuse combinations that would not work, with a message saying why. */}}
 {{- define "slurm-syncer.validate" -}}
 {{- if not .Values.slurm.url }}
