@@ -246,6 +246,7 @@ def test_bad_values_are_refused_with_a_reason():
             ({"slurm": {"url": "slurmrestd:6820"}}, "/slurm/url"),
             ({"leaderElection": {"enabled": False}}, "replicas > 1 needs leaderElection.enabled"),
             ({"monitoring": {"podMonitor": {"enabled": True}}}, "not both"),
+            ({"config": {"pod-selector": ""}}, "config.pod-selector is empty: every pod of the cluster"),
         ):
             with pytest.raises(helm.HelmError) as caught:
                 chart.render(values, name="slurm-syncer", namespace=NAMESPACE)
@@ -339,6 +340,10 @@ def test_the_chart_readme_justifies_every_permission():
 # --- settings ------------------------------------------------------------------------------------------
 
 
+# The chart's own defaults: never list and watch every pod of a cluster (issue 37).
+CHART_DEFAULTS = {"pod-selector": "slurm-syncer.dev/node-name"}
+
+
 def test_values_config_covers_every_option_of_slurm_syncer_run():
     names = {option.name for option in settings_mod.OPTIONS}
     config = yaml.safe_load((CHART / "values.yaml").read_text())["config"]
@@ -346,12 +351,13 @@ def test_values_config_covers_every_option_of_slurm_syncer_run():
     assert set(config) | CHART_OWNED == names and not set(config) & CHART_OWNED
     assert set(schema["properties"]["config"]["properties"]) == set(config)
     assert schema["properties"]["config"]["additionalProperties"] is False
-    # the chart's defaults are the syncer's
+    # the chart's defaults are the syncer's, but where the chart narrows on purpose
     loaded = load_settings(render())
     for option in settings_mod.OPTIONS:
         if option.name in config:
             assert loaded.sources[option.attr] == "env", option.name
-            assert loaded.values[option.attr] == option.default, option.name
+            expected = CHART_DEFAULTS.get(option.name, option.default)
+            assert loaded.values[option.attr] == expected, option.name
 
 
 @pytest.mark.parametrize("combination", COMBINATIONS)

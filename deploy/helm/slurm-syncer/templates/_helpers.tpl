@@ -105,6 +105,9 @@ networkPolicy.slurmctld.ports, else the port of the URL given, else config.slurm
 {{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) }}
 {{- fail "replicas > 1 needs leaderElection.enabled: without it every replica writes" }}
 {{- end }}
+{{- if not (index .Values.config "pod-selector") }}
+{{- fail "config.pod-selector is empty: every pod of the cluster would be listed and watched, on every replica. Set it to the label of your slurmd pods: slurm-syncer.dev/node-name (pods labelled for slurm-syncer, its NodeSets' pods), app.kubernetes.io/name=slurmd (Slinky's NodeSet pods), or your own" }}
+{{- end }}
 {{- if and .Values.monitoring.serviceMonitor.enabled .Values.monitoring.podMonitor.enabled }}
 {{- fail "enable monitoring.serviceMonitor or monitoring.podMonitor, not both: each series would be scraped twice" }}
 {{- end }}
