@@ -212,7 +212,7 @@ def test_every_object_is_valid_for_kubernetes(combination: str):
     for version in ("1.25.0", kubernetes_validate.latest_version()):
         for obj in objects:
             if version == "1.25.0" and obj["kind"] == "PodDisruptionBudget":
-                # rendered for 1.27+ API servers only (.Capabilities.KubeVersion); this render is for the newest
+                # rendered for 1.27+ API servers only (.Capabilities.KubeVersion); this render: the newest
                 obj = copy.deepcopy(obj)
                 obj["spec"].pop("unhealthyPodEvictionPolicy")
             try:
