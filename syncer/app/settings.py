@@ -14,7 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from syncer.model.keys import DEFAULT_CORDON_REASON_ANNOTATIONS, DEFAULT_NODE_NAME_LABELS
+from syncer.model.keys import (
+    DEFAULT_CORDON_REASON_ANNOTATIONS,
+    DEFAULT_CORDON_REASON_LABELS,
+    DEFAULT_NODE_NAME_LABELS,
+)
 from syncer.plan.features import DEFAULT_PREFIX, FEATURE, FeatureLabel
 from syncer.plan.maintenance import MaintenanceCondition, MaintenanceOptions
 from syncer.plan.topology import DEFAULT_BLOCK_LABEL, DEFAULT_TREE_LABELS
@@ -403,6 +407,15 @@ OPTIONS: tuple[Option, ...] = (
         "list",
     ),
     Option(
+        "cordon-reason-label",
+        _label_key,
+        DEFAULT_CORDON_REASON_LABELS,
+        "Node label whose value becomes the drain reason of a cordon when no cordon-reason-annotation is "
+        "present (repeatable, first present wins; NVSentinel's fault-quarantine by default)",
+        "Sync",
+        "list",
+    ),
+    Option(
         "bind-by-node-name",
         parse_bool,
         False,
@@ -585,6 +598,7 @@ class Settings:
     node_name_label: tuple[str, ...]
     pod_selector: str
     cordon_reason_annotation: tuple[str, ...]
+    cordon_reason_label: tuple[str, ...]
     bind_by_node_name: bool
     max_drain_fraction: float
     safety_valve_min_nodes: int
