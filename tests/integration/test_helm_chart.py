@@ -189,6 +189,11 @@ def test_chart_version_and_image_follow_the_package():
     metadata = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert metadata["appVersion"] == __version__
     assert container(render())["image"] == f"slurm-syncer:{__version__}"
+    digest = "sha256:" + "0123456789abcdef" * 4
+    pinned = render({"image": {"repository": "registry.example/slurm-syncer", "digest": digest}})
+    assert container(pinned)["image"] == f"registry.example/slurm-syncer@{digest}"  # the tag is ignored
+    with pytest.raises(helm.HelmError, match="image/digest"):  # a tag in the digest's place
+        render({"image": {"digest": "v1.2"}})
 
 
 # --- lint and schemas ------------------------------------------------------------------------------
@@ -270,7 +275,11 @@ def test_the_deployment_runs_two_hardened_replicas_with_probes():
     assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert main["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert set(main["resources"]) == {"requests", "limits"}
-    assert {"cpu", "memory"} <= set(main["resources"]["requests"]) and "memory" in main["resources"]["limits"]
+    resources = main["resources"]
+    assert {"cpu", "memory"} <= set(resources["requests"]) and "cpu" in resources["limits"]
+    assert (
+        resources["requests"]["memory"] == resources["limits"]["memory"] == "256Mi"
+    )  # as measured, no overcommit
     security = main["securityContext"]
     assert security["runAsNonRoot"] is True and security["runAsUser"] == 65532
     assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False

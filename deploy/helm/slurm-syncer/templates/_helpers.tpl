@@ -39,8 +39,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* repository:tag, or repository@digest when image.digest is set (the digest alone picks the image). */}}
 {{- define "slurm-syncer.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
 {{- end }}
 
 {{/* The Secret key and the file the syncer reads for the chosen auth type. */}}
