@@ -238,7 +238,8 @@ OPTIONS: tuple[Option, ...] = (
         _metrics_url,
         "auto",
         "slurmctld's OpenMetrics (25.11+, MetricsType=metrics/openmetrics): node-state counts decide when to "
-        "list. auto: the primary slurmctld slurmrestd's ping names, on --slurm-metrics-port, checked and "
+        "list. auto: the primary slurmctld slurmrestd's ping names, on the SlurmctldPort slurmrestd's /conf "
+        "gives (REST v0.0.45, Slurm 26.05), else on --slurm-metrics-port, checked and "
         "followed after a failover (where there are none: update_time probes, logged and exported); "
         "http://host:SlurmctldPort: that one; off: update_time probes only",
         "Slurm",
@@ -247,7 +248,8 @@ OPTIONS: tuple[Option, ...] = (
         "slurm-metrics-port",
         _port,
         6817,
-        "with --slurm-metrics-url auto: slurmctld's SlurmctldPort, where it serves its metrics",
+        "with --slurm-metrics-url auto where slurmrestd has no /conf (before Slurm 26.05): slurmctld's "
+        "SlurmctldPort, where it serves its metrics",
         "Slurm",
     ),
     Option(

@@ -46,6 +46,7 @@ from syncer.slurm.errors import (
 )
 from syncer.slurm.hostlist import expand
 from syncer.slurm.models import (
+    ConfResponse,
     DiagResponse,
     Envelope,
     Job,
@@ -59,6 +60,7 @@ from syncer.slurm.models import (
     RawNode,
     Reservation,
     ReservationsResponse,
+    SlurmctldConf,
     unwrap,
 )
 from syncer.slurm.updates import NodeUpdate
@@ -435,6 +437,14 @@ class SlurmClient:
         """slurmctld's controllers as slurmrestd pings them: host name, primary or backup, answering."""
         decoded = (await self._call("GET", "/ping/", PingResponse, endpoint="ping")).decoded
         return list(decoded.pings) if decoded else []
+
+    async def slurmctld_conf(self) -> SlurmctldConf | None:
+        """SlurmctldPort, the controllers and MetricsType from slurmctld's configuration (`GET /conf`);
+        None where the API version has no /conf (before v0.0.45, Slurm 26.05)."""
+        if self.version is None or not self.version.conf:
+            return None
+        decoded = (await self._call("GET", "/conf", ConfResponse, endpoint="conf")).decoded
+        return decoded.slurm_conf if decoded else None
 
     async def list_nodes(self, update_time: int | None = None) -> NodeListing | None:
         """All nodes, or None when `update_time` is given and nothing changed since (HTTP 304).

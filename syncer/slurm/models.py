@@ -228,5 +228,22 @@ class PingResponse(Envelope):
     pings: list[PingEntry] = []
 
 
+class ConfController(msgspec.Struct):
+    machine: str = ""  # SlurmctldHost's name (what ping calls `hostname`)
+    address: str = ""  # its address when slurm.conf gives one: SlurmctldHost=machine(address)
+
+
+class SlurmctldConf(msgspec.Struct):
+    """What `GET /conf` (v0.0.45+) tells about where slurmctld listens and whether it serves metrics."""
+
+    port: int = msgspec.field(default=0, name="SlurmctldPort")
+    controllers: list[ConfController] = []
+    metrics_type: str = msgspec.field(default="", name="MetricsType")
+
+
+class ConfResponse(Envelope):
+    slurm_conf: SlurmctldConf = msgspec.field(default_factory=SlurmctldConf)
+
+
 class DiagResponse(Envelope):
     statistics: dict[str, object] = {}

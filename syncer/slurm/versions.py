@@ -5,7 +5,7 @@ v0.0.40 and v0.0.41 on Slurm 24.11.5; v0.0.42 on 24.11.5 and 26.05.5; v0.0.43, v
 on 26.05.5. The node fields the syncer reads are the same in all of them; v0.0.44 adds the state
 flags EXTERNAL and BLOCKED, v0.0.45 POWER_DOWN_ASAP and POWER_DOWN_FORCE (older versions omit flags
 they do not know). From v0.0.43 a node update takes `topology_str` and a node shows `topology`
-(tests/e2e/test_attributes.py); v0.0.42 has neither, even on 26.05.
+(tests/e2e/test_attributes.py); v0.0.42 has neither, even on 26.05. Only v0.0.45 has `GET /conf`.
 
 How a server answers "changed since?" is not a property of the version but of the daemon (24.11:
 HTTP 500 "Unable to query partitions"; 26.05.3+: 200 with every node; both: 304 when unchanged), so
@@ -14,7 +14,7 @@ the node cache reads it from each answer instead of from this table.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,9 @@ class ApiVersion:
     reservation_writes: bool = False
     # A node update takes `topology_str` (v0.0.43+, Slurm 25.05+); v0.0.42 on 24.11 has no such field.
     topology: bool = False
+    # `GET /conf` (slurmctld's configuration: SlurmctldPort, the controllers, MetricsType) exists in v0.0.45
+    # only: 404 for v0.0.42-44 on 26.05.5 and for v0.0.40-42 on 24.11.5 (measured here, 2026-11-26).
+    conf: bool = False
 
     @property
     def prefix(self) -> str:
@@ -50,7 +53,8 @@ def _slurm_25_05(name: str) -> ApiVersion:
 VERSIONS: dict[str, ApiVersion] = {
     v.name: v
     for v in (
-        *(_slurm_25_05(name) for name in ("v0.0.45", "v0.0.44", "v0.0.43")),
+        replace(_slurm_25_05("v0.0.45"), conf=True),
+        *(_slurm_25_05(name) for name in ("v0.0.44", "v0.0.43")),
         ApiVersion("v0.0.42", verified_live=True, conditional_nodes=True, verified_on=("24.11", "26.05")),
         ApiVersion("v0.0.41", verified_live=True, conditional_nodes=False, verified_on=("24.11",)),
         ApiVersion("v0.0.40", verified_live=True, conditional_nodes=False, verified_on=("24.11",)),
