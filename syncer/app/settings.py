@@ -202,7 +202,14 @@ OPTIONS: tuple[Option, ...] = (
         "Slurm's jwt_hs256.key: the syncer mints its own short-lived tokens",
         "Slurm",
     ),
-    Option("slurm-jwt-user", str, "slurm", "user named in minted tokens and in X-SLURM-USER-NAME", "Slurm"),
+    Option(
+        "slurm-jwt-user",
+        str,
+        "slurm",
+        "user named in X-SLURM-USER-NAME and in minted tokens; with --slurm-token-file set it to the token's "
+        "user (its sun claim): slurmrestd refuses another user's token unless that one is SlurmUser or root",
+        "Slurm",
+    ),
     Option(
         "slurm-api-version",
         str,

@@ -11,7 +11,7 @@ import structlog
 
 from syncer.runtime.backoff import Backoff
 from syncer.slurm.client import SlurmClient
-from syncer.slurm.errors import SlurmError
+from syncer.slurm.errors import SlurmAuthError, SlurmError
 from syncer.slurm.versions import ApiVersion
 
 log = structlog.get_logger("syncer.app")
@@ -31,12 +31,16 @@ async def connect_slurm(
             version = await slurm.start()
         except SlurmError as exc:
             delay = backoff.delay(attempt)
-            why = f"{exc} (check --slurm-url and that slurmrestd runs)"
+            why = (
+                str(exc)
+                if isinstance(exc, SlurmAuthError)
+                else f"{exc} (check --slurm-url and that slurmrestd runs)"
+            )
             waiting(why)
             log.warning(
                 "waiting for slurmrestd",
                 url=slurm.url,
-                error=str(exc),
+                error=why,
                 attempt=attempt,
                 retry_in_s=round(delay, 1),
             )

@@ -614,3 +614,17 @@ def test_the_slinky_example_values_render_and_load():
     assert loaded.node_name_label[-1] == "nodeset.slinky.slurm.net/pod-hostname"
     assert loaded.cordon_reason_annotation[-1] == "nodeset.slinky.slurm.net/node-cordon-reason"
     assert loaded.slurm_url == "http://slurm-restapi.slurm.svc.cluster.local:6820"
+    # Slinky's own JWT key Secret (its chart's `<fullname>-auth-jwt`, key `jwt.key`): tokens minted here
+    objects = render(values)
+    assert (
+        loaded.slurm_jwt_key_file == "/var/run/secrets/slurm-syncer/jwt.key" and not loaded.slurm_token_file
+    )
+    assert loaded.slurm_jwt_user == "slurm"
+    (volume,) = [
+        v for v in one(objects, "Deployment")["spec"]["template"]["spec"]["volumes"] if "secret" in v
+    ]
+    assert volume["secret"]["secretName"] == "slurm-auth-jwt"
+    assert volume["secret"]["items"] == [{"key": "jwt.key", "path": "jwt.key"}]
+    assert (
+        volume["secret"]["optional"] is True
+    )  # a missing key is the syncer's clear message, not a stuck pod

@@ -9,7 +9,7 @@ import pytest
 
 from syncer.slurm.auth import JwtKeyToken, NoToken, StaticToken, TokenFile
 from syncer.slurm.errors import SlurmAuthError
-from syncer.slurm.jwt import mint_token, token_expiry
+from syncer.slurm.jwt import mint_token, token_expiry, token_problem
 from syncer.slurm.versions import VERSIONS, choose
 
 
@@ -71,3 +71,15 @@ def test_version_choice_prefers_the_newest_and_honours_pins() -> None:
     assert choose({"v0.0.39"}) is None
     assert all(v.verified_live for v in VERSIONS.values())
     assert VERSIONS["v0.0.42"].verified_on == ("24.11", "26.05")
+
+
+def test_token_problems_are_named_without_the_key(tmp_path: Path) -> None:
+    key, now = b"k" * 32, 1_800_000_000
+    assert token_problem(mint_token(key, "slurm", 3600, now), "slurm", now) == ""
+    expired = token_problem(mint_token(key, "slurm", 60, now - 7200), "slurm", now)
+    assert expired == "it expired at 2027-01-15T06:01:00Z, 2.0 h ago"
+    other = token_problem(mint_token(key, "alice", 3600, now), "slurm", now)
+    assert "issued for user 'alice' (its sun claim) but the requests name 'slurm'" in other
+    assert token_problem("not-a-jwt", "slurm", now).startswith("it is not a JWT")
+    missing = TokenFile(tmp_path / "token", user="slurm").problem()
+    assert f"the Secret mounted at {tmp_path} is missing or has no key 'token'" in missing
