@@ -162,14 +162,20 @@ def load_settings(objects: list[dict[str, Any]]) -> settings_mod.Settings:
 # --- the chart's files ---------------------------------------------------------------------------
 
 
-def test_the_chart_crd_is_the_deploy_crd():
-    chart_crd = CHART / "crds" / "nodesets.slurm-syncer.dev.yaml"
-    assert (
-        chart_crd.read_bytes() == (ROOT / "deploy" / "crds" / "nodesets.slurm-syncer.dev.yaml").read_bytes()
-    )
-    assert sorted(p.name for p in (CHART / "crds").iterdir()) == ["nodesets.slurm-syncer.dev.yaml"]
+def test_the_chart_crd_is_the_deploy_crd_behind_a_value():
+    chart_crd = CHART / "files" / "crds" / "nodesets.slurm-syncer.dev.yaml"
+    deploy_crd = ROOT / "deploy" / "crds" / "nodesets.slurm-syncer.dev.yaml"
+    assert chart_crd.read_bytes() == deploy_crd.read_bytes()
+    assert not (CHART / "crds").exists()  # a template, so that a value can leave it out
     with helm.Chart.load(CHART) as chart:
-        assert [c["filename"] for c in chart.crds] == ["slurm-syncer/crds/nodesets.slurm-syncer.dev.yaml"]
+        assert chart.crds == []
+    crd = one(render(), "CustomResourceDefinition")
+    assert crd["metadata"].pop("annotations") == {
+        "helm.sh/resource-policy": "keep"
+    }  # NodeSets survive uninstall
+    assert crd["metadata"].pop("labels")["app.kubernetes.io/instance"] == "slurm-syncer"
+    assert crd == yaml.safe_load(deploy_crd.read_text())  # the same CRD, whatever YAML round trip
+    assert "CustomResourceDefinition" not in kinds(render({"crds": {"nodeSet": False}}))
 
 
 def test_chart_copies_of_rules_and_dashboards_equal_the_originals():
@@ -473,7 +479,8 @@ def test_monitoring_objects_follow_the_values():
 def test_the_chart_renders_without_the_rules_and_dashboard_files(tmp_path: Path):
     chart = tmp_path / "slurm-syncer"
     shutil.copytree(CHART, chart)
-    shutil.rmtree(chart / "files")
+    shutil.rmtree(chart / "files" / "prometheus")
+    shutil.rmtree(chart / "files" / "grafana")
     objects = render(None, chart)
     assert "PrometheusRule" not in kinds(objects) and "ConfigMap" not in kinds(objects)
     assert "Deployment" in kinds(objects) and "ServiceMonitor" in kinds(objects)
