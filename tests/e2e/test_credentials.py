@@ -5,81 +5,39 @@ and the fix, never a crash loop."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
-import sys
 from pathlib import Path
 
-import aiohttp
 import pytest
 
 from syncer.slurm.jwt import mint_token
-from syncer.testing.sandbox.config import free_port
+from tests.e2e.chart_pod import chart_pod
 from tests.e2e.rig import Rig
 from tests.e2e.test_commands import command, environment, write
 from tests.helpers import wait_for
-from tests.integration.test_helm_chart import NAMESPACE, container, render
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
-CLI = str(Path(sys.executable).parent / "slurm-syncer")
-
-
-async def readyz(port: int) -> tuple[int, str]:
-    try:
-        async with aiohttp.ClientSession() as http:
-            async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
-                return response.status, await response.text()
-    except aiohttp.ClientError:
-        return 0, ""
 
 
 @pytest.mark.parametrize("auth", ["token", "jwtKey"])
 async def test_a_secret_without_its_key_is_named_and_adding_it_is_picked_up(
     rig: Rig, tmp_path: Path, auth: str
 ):
-    if rig.kube.get("", "v1", "namespaces", NAMESPACE) is None:
-        rig.kube.create("", "v1", "namespaces", {"metadata": {"name": NAMESPACE}})
     mount = tmp_path / "secret"  # the optional Secret volume, mounted without the key
     mount.mkdir()
-    port = free_port()
-    values = {
-        "slurm": {"url": rig.sandbox.rest_url, "auth": {"type": auth, "mountPath": str(mount)}},
-        "extraArgs": [f"--kubeconfig={rig.kubeconfig}", f"--listen-address=127.0.0.1:{port}"],
-    }
-    main = container(render(values))
     key = "token" if auth == "token" else "jwt_hs256.key"
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
-    for var in main["env"]:
-        env[var["name"]] = NAMESPACE if "valueFrom" in var else var["value"]
-    log = tmp_path / "syncer.log"
-    with log.open("wb") as out:
-        process = await asyncio.create_subprocess_exec(
-            CLI, "run", *main["args"], env=env, stdout=out, stderr=out
-        )
-    try:
+    async with chart_pod(rig, tmp_path, {"type": auth, "mountPath": str(mount)}) as pod:
 
         async def says_which_key() -> bool:
-            if process.returncode is not None:
-                raise AssertionError(f"the syncer exited {process.returncode}: {log.read_text()[-2000:]}")
-            status, body = await readyz(port)
+            pod.alive()
+            status, body = await pod.get("/readyz")
             return status == 503 and f"is missing or has no key '{key}'" in body
 
         await wait_for(says_which_key, deadline_s=30, what="not ready, naming the missing key")
-        assert "slurm.auth.secretKey" in log.read_text()  # the fix, in the log too
+        assert "slurm.auth.secretKey" in pod.log.read_text()  # the fix, in the log too
         # the admin adds the key; the kubelet swaps it into the mounted directory
         source = rig.sandbox.token_file if auth == "token" else rig.sandbox.jwt_key_path
         (mount / key).write_bytes(source.read_bytes())
-
-        async def ready() -> bool:
-            status, body = await readyz(port)
-            return status == 200 and "leader" in body
-
-        await wait_for(ready, deadline_s=60, what="ready once the Secret has its key, with no restart")
-    finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            assert await asyncio.wait_for(process.wait(), 30) == 0
+        await wait_for(pod.ready, deadline_s=60, what="ready once the Secret has its key, with no restart")
 
 
 async def test_an_expired_token_and_another_users_token_are_named_by_check(rig: Rig):
