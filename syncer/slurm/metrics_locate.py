@@ -20,7 +20,8 @@ DEFAULT_PORT = 6817  # Slurm's default SlurmctldPort
 OPENMETRICS = "metrics/openmetrics"
 REMEDY = (
     "enable MetricsType=metrics/openmetrics in slurm.conf (Slurm 25.11+), or give --slurm-metrics-url "
-    "http://slurmctld-host:SlurmctldPort (or --slurm-metrics-port when SlurmctldPort is not 6817)"
+    "http://slurmctld-host:SlurmctldPort (or --slurm-metrics-port when SlurmctldPort is not 6817); a "
+    "NetworkPolicy must let the syncer reach that port (chart: networkPolicy.slurmctld.ports)"
 )
 COST = (
     "without it the syncer asks slurmrestd whether nodes changed every poll, and every job start or end "
