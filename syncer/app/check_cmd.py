@@ -54,9 +54,11 @@ async def check_hint(client: SlurmClient, url: str, port: int, poll_interval_s: 
     finally:
         await reader.close()
     partitions = len({partition for partition, _, _ in reading.fingerprint})
-    where = reader.url if isinstance(reader, LocatedMetricsReader) else url
+    where, how = url, url
+    if isinstance(reader, LocatedMetricsReader):  # auto: where it found slurmctld, and from what
+        where, how = reader.url, f"{url}, found from {reader.source}"
     return Item(
-        True, f"slurmctld's metrics hint: node counts of {partitions} partition(s) read at {where} ({url})"
+        True, f"slurmctld's metrics hint: node counts of {partitions} partition(s) read at {where} ({how})"
     )
 
 

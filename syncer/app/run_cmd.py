@@ -57,25 +57,41 @@ async def _run(settings: settings_mod.Settings) -> int:
         return fail(
             f"cannot reach the Kubernetes API at {service.kube.server}: {exc.message} (check --kubeconfig)", 1
         )
-    try:
-        await service.start()
-    except SlurmError as exc:
-        await service.stop()
-        return fail(
-            f"cannot use slurmrestd at {settings.slurm_url}: {exc} (check --slurm-url and the token)", 1
-        )
-    except OSError as exc:
-        await service.stop()
-        return fail(
-            f"cannot serve on {settings.listen_address[0]}:{settings.listen_address[1]}: {exc.strerror}", 1
-        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    try:
+        if not await start_or_stop(service, stop):  # start() waits while slurmrestd does not answer
+            log.info("stopping", reason="signal while waiting for slurmrestd")
+            await service.stop()
+            return 0
+    except OSError as exc:
+        await service.stop()
+        return fail(
+            f"cannot serve on {settings.listen_address[0]}:{settings.listen_address[1]}: {exc.strerror}", 1
+        )
     log.info("slurm-syncer running", dry_run=settings.dry_run, leader_election=settings.leader_election)
     return await serve(service, stop)
+
+
+async def start_or_stop(service: SyncerService, stop: asyncio.Event) -> bool:
+    """service.start(), unless `stop` is set first (False)."""
+    starting = asyncio.create_task(service.start())
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait([starting, stopping], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not starting.done():
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
+    if starting.cancelled():
+        return False
+    starting.result()  # raises what start() raised (a port already in use)
+    return True
 
 
 async def serve(service: SyncerService, stop: asyncio.Event) -> int:

@@ -17,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from syncer.app.metrics import SyncerMetrics
 from syncer.app.settings import default
+from syncer.app.slurm_wait import connect_slurm
 from syncer.control.binding import resolve
 from syncer.control.context import ControllerContext
 from syncer.control.gate import WriteGate
@@ -106,6 +107,7 @@ class ServiceConfig:
 class SyncerService:
     def __init__(self, slurm: SlurmClient, kube: KubeClient, config: ServiceConfig) -> None:
         self.config = config
+        self.slurm_wait_cause = ""  # why start() still waits for slurmrestd ("" once it answered)
         self.manager = Manager()  # every loop of this process, supervised together
         # closed last (the exit stack unwinds in reverse): clients outlive everything that uses them,
         # and stop() closes them even when start() never ran or failed half-way
@@ -198,10 +200,16 @@ class SyncerService:
         self.http_port: int | None = None
         self._loop_heartbeat = time.monotonic()
 
+    def _waiting_for_slurm(self, why: str) -> None:
+        self.slurm_wait_cause = why
+
     async def start(self) -> None:
-        """Connects to Slurm, then starts every loop under the Manager; returns once they run."""
+        """Serves /healthz and /readyz, waits until slurmrestd answers (not ready meanwhile, saying why),
+        then starts every loop under the Manager; returns once they run."""
         manager = self.manager
-        version = await self.slurm.start()
+        if self.config.listen_port is not None:
+            await self._serve_http()
+        version = await connect_slurm(self.slurm, waiting=self._waiting_for_slurm)
         log.info(
             "slurm connected",
             url=self.slurm.url,
@@ -222,8 +230,7 @@ class SyncerService:
         manager.on_close(self.events.flush)  # the last storm's summary is not lost on shutdown
         manager.add("heartbeat", self._heartbeat)
         manager.add("jobs-poller", self._poll_jobs)
-        if self.config.listen_port is not None:
-            await self._serve_http()
+        self._loop_heartbeat = time.monotonic()  # however long the wait for slurmrestd was
         await manager.start()
 
     async def stop(self) -> None:
@@ -286,7 +293,8 @@ class SyncerService:
         if not self.kube_cache.synced:
             reasons.append("kubernetes caches not synced yet")
         if not self.slurm_cache.synced:
-            reasons.append(f"no answer from slurmrestd yet ({self.slurm_cache.cause or 'connecting'})")
+            cause = self.slurm_cache.cause or self.slurm_wait_cause or "connecting"
+            reasons.append(f"no answer from slurmrestd yet ({cause})")
         elif self.slurm_cache.stale:
             reasons.append(
                 f"slurm data stale: last good answer {self.slurm_cache.age_s:.0f} s ago "
@@ -360,7 +368,7 @@ class SyncerService:
             if self.manager.failure is not None:
                 return web.Response(status=503, text=f"{self.manager.failure}\n")
             lag = time.monotonic() - self._loop_heartbeat
-            if lag > 10:
+            if lag > 10 and self.manager.running:  # the heartbeat loop runs once start() waits no more
                 return web.Response(status=503, text=f"event loop stalled for {lag:.0f} s\n")
             return web.Response(text="ok\n")
 

@@ -15,7 +15,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from syncer.app.logs import LOG_OPTIONS
-from syncer.model.keys import DEFAULT_CORDON_REASON_ANNOTATIONS, DEFAULT_NODE_NAME_LABELS
+from syncer.model.keys import (
+    DEFAULT_CORDON_REASON_ANNOTATIONS,
+    DEFAULT_CORDON_REASON_LABELS,
+    DEFAULT_NODE_NAME_LABELS,
+)
 from syncer.plan.features import DEFAULT_PREFIX, FEATURE, FeatureLabel
 from syncer.plan.maintenance import MaintenanceCondition, MaintenanceOptions
 from syncer.plan.topology import DEFAULT_BLOCK_LABEL, DEFAULT_TREE_LABELS
@@ -209,7 +213,14 @@ OPTIONS: tuple[Option, ...] = (
         "Slurm's jwt_hs256.key: the syncer mints its own short-lived tokens",
         "Slurm",
     ),
-    Option("slurm-jwt-user", str, "slurm", "user named in minted tokens and in X-SLURM-USER-NAME", "Slurm"),
+    Option(
+        "slurm-jwt-user",
+        str,
+        "slurm",
+        "user named in X-SLURM-USER-NAME and in minted tokens; with --slurm-token-file set it to the token's "
+        "user (its sun claim): slurmrestd refuses another user's token unless that one is SlurmUser or root",
+        "Slurm",
+    ),
     Option(
         "slurm-api-version",
         str,
@@ -245,7 +256,8 @@ OPTIONS: tuple[Option, ...] = (
         _metrics_url,
         "auto",
         "slurmctld's OpenMetrics (25.11+, MetricsType=metrics/openmetrics): node-state counts decide when to "
-        "list. auto: the primary slurmctld slurmrestd's ping names, on --slurm-metrics-port, checked and "
+        "list. auto: the primary slurmctld slurmrestd's ping names, on the SlurmctldPort slurmrestd's /conf "
+        "gives (REST v0.0.45, Slurm 26.05), else on --slurm-metrics-port, checked and "
         "followed after a failover (where there are none: update_time probes, logged and exported); "
         "http://host:SlurmctldPort: that one; off: update_time probes only",
         "Slurm",
@@ -254,7 +266,8 @@ OPTIONS: tuple[Option, ...] = (
         "slurm-metrics-port",
         _port,
         6817,
-        "with --slurm-metrics-url auto: slurmctld's SlurmctldPort, where it serves its metrics",
+        "with --slurm-metrics-url auto where slurmrestd has no /conf (before Slurm 26.05): slurmctld's "
+        "SlurmctldPort, where it serves its metrics",
         "Slurm",
     ),
     Option(
@@ -417,6 +430,15 @@ OPTIONS: tuple[Option, ...] = (
         _label_key,
         DEFAULT_CORDON_REASON_ANNOTATIONS,
         "Node annotation whose text becomes the drain reason of a cordon (repeatable, first present wins)",
+        "Sync",
+        "list",
+    ),
+    Option(
+        "cordon-reason-label",
+        _label_key,
+        DEFAULT_CORDON_REASON_LABELS,
+        "Node label whose value becomes the drain reason of a cordon when no cordon-reason-annotation is "
+        "present (repeatable, first present wins; NVSentinel's fault-quarantine by default)",
         "Sync",
         "list",
     ),
@@ -604,6 +626,7 @@ class Settings:
     node_name_label: tuple[str, ...]
     pod_selector: str
     cordon_reason_annotation: tuple[str, ...]
+    cordon_reason_label: tuple[str, ...]
     bind_by_node_name: bool
     max_drain_fraction: float
     safety_valve_min_nodes: int

@@ -41,6 +41,7 @@ def sync_options(settings: Settings) -> SyncOptions:
         drain_on_conditions=tuple(settings.drain_on_condition),
         cordon_on_slurm_drain=settings.cordon_on_slurm_drain,
         cordon_reason_annotations=settings.cordon_reason_annotation,
+        cordon_reason_labels=settings.cordon_reason_label,
     )
 
 

@@ -58,3 +58,14 @@ class Slinky:
 # present wins. Ours first, then Slinky's, so its pods bind with no relabelling.
 DEFAULT_NODE_NAME_LABELS: Final = (Keys.NODE_NAME_LABEL, Slinky.HOSTNAME_LABEL)
 DEFAULT_CORDON_REASON_ANNOTATIONS: Final = (Keys.CORDON_REASON, Slinky.CORDON_REASON)
+
+
+class NVSentinel:
+    """What NVIDIA's NVSentinel fault-quarantine puts on a Node it cordons (docs/interop.md): labels
+    `<labelPrefix>cordon-reason` and friends, the prefix `k8saas.nvidia.com/` unless configured."""
+
+    CORDON_REASON_LABEL: Final = "k8saas.nvidia.com/cordon-reason"
+
+
+# Node labels read when no cordon-reason annotation is present (label values are short: 63 characters).
+DEFAULT_CORDON_REASON_LABELS: Final = (NVSentinel.CORDON_REASON_LABEL,)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Protocol
 
 from syncer.slurm.errors import SlurmAuthError
-from syncer.slurm.jwt import mint_token, token_expiry
+from syncer.slurm.jwt import mint_token, token_expiry, token_problem
 
 
 class TokenSource(Protocol):
@@ -23,6 +23,21 @@ class TokenSource(Protocol):
     def expiry(self) -> tuple[float, str] | None:
         """The `exp` of the token in use (Unix seconds) and the source's kind, or None without one."""
         ...
+
+    def problem(self) -> str:
+        """What is visibly wrong with the credential (expired, another user's), "" when nothing."""
+        ...
+
+
+def missing(path: Path, exc: OSError) -> str:
+    """Why a credential file cannot be read, and the fix: a mounted Secret names its files by its keys."""
+    if isinstance(exc, FileNotFoundError) and path.parent.is_dir():
+        return (
+            f"{path}: no such file: the Secret mounted at {path.parent} is missing or has no key "
+            f"{path.name!r}; create it with that key (kubectl create secret generic NAME "
+            f"--from-file={path.name}=...) or name the key it has (chart: slurm.auth.secretKey)"
+        )
+    return f"{path}: {exc.strerror}; check the Secret and its mount"
 
 
 def _token_headers(token: str, user: str | None) -> dict[str, str]:
@@ -43,6 +58,9 @@ class NoToken:
 
     def expiry(self) -> tuple[float, str] | None:
         return None
+
+    def problem(self) -> str:
+        return ""
 
     def __repr__(self) -> str:
         return "NoToken()"
@@ -65,6 +83,9 @@ class StaticToken:
         exp = token_expiry(self._token)
         return None if exp is None else (float(exp), "static")
 
+    def problem(self) -> str:
+        return token_problem(self._token, self._user)
+
     def __repr__(self) -> str:
         return "StaticToken(<redacted>)"
 
@@ -86,9 +107,7 @@ class TokenFile:
                 return
             token = self._path.read_text().strip()
         except OSError as exc:
-            raise SlurmAuthError(
-                f"cannot read the Slurm token file {self._path}: {exc.strerror}; check the Secret mount"
-            ) from exc
+            raise SlurmAuthError(f"cannot read the Slurm token file {missing(self._path, exc)}") from exc
         if not token:
             raise SlurmAuthError(f"the Slurm token file {self._path} is empty; check the Secret")
         self._token, self._stamp = token, stamp
@@ -107,6 +126,14 @@ class TokenFile:
             return None
         exp = token_expiry(self._token)
         return None if exp is None else (float(exp), "file")
+
+    def problem(self) -> str:
+        try:
+            self._read()
+        except SlurmAuthError as exc:
+            return str(exc)
+        found = token_problem(self._token, self._user)
+        return f"the token in {self._path}: {found}" if found else ""
 
     def __repr__(self) -> str:
         return f"TokenFile({self._path})"
@@ -131,9 +158,7 @@ class JwtKeyToken:
             try:
                 key = self._key_path.read_bytes()
             except OSError as exc:
-                raise SlurmAuthError(
-                    f"cannot read the Slurm JWT key {self._key_path}: {exc.strerror}"
-                ) from exc
+                raise SlurmAuthError(f"cannot read the Slurm JWT key {missing(self._key_path, exc)}") from exc
             self._token = mint_token(key, self._user, self._lifespan, now)
             self._expires = float(token_expiry(self._token) or now + self._lifespan)
         return _token_headers(self._token, None)
@@ -144,6 +169,9 @@ class JwtKeyToken:
     def expiry(self) -> tuple[float, str] | None:
         # renewed before it runs out: kind "jwt_key" tells alerts not to count down to this one
         return (self._expires, "jwt_key") if self._token else None
+
+    def problem(self) -> str:
+        return ""  # minted here for its user, fresh: what slurmrestd says is all there is
 
     def __repr__(self) -> str:
         return f"JwtKeyToken({self._key_path}, user={self._user})"

@@ -399,10 +399,15 @@ class SlurmClient:
                 raise _Retryable(f"slurmrestd answered HTTP {status}", endpoint=endpoint)
             decoded = self._decode(payload, shape, endpoint, status)
             if status in AUTH_STATUSES:
+                seen = self._token.problem()  # expired, another user's: say so rather than "may be"
                 raise SlurmAuthError(
-                    f"slurmrestd rejected the token (HTTP {status}): it may be expired or signed with "
-                    "another key, or its user may lack rights; check --slurm-token-file / --slurm-jwt-key "
-                    "and that the user is SlurmUser, root or a Slurm admin",
+                    f"slurmrestd rejected the token (HTTP {status}): "
+                    + (
+                        seen
+                        or "it may be expired or signed with another key, or its user may lack rights; "
+                        "check --slurm-token-file / --slurm-jwt-key and that the user is SlurmUser, root or "
+                        "a Slurm admin"
+                    ),
                     endpoint=endpoint,
                 )
             if status not in ok or (decoded is not None and decoded.errors and status != 200):

@@ -56,6 +56,19 @@ def condition_text(cond: Condition) -> str:
     return "(" + ": ".join(parts) + ")"
 
 
+def cordon_note(node: KubeNode, opts: SyncOptions) -> str:
+    """Why the Node was cordoned, as its cordoner wrote it: the first reason annotation present, else the
+    first reason label (NVSentinel writes its reason as a label); "" when none says."""
+    for holder, keys in (
+        (node.annotations, opts.cordon_reason_annotations),
+        (node.labels, opts.cordon_reason_labels),
+    ):
+        for key in keys:
+            if holder.get(key):
+                return holder[key]
+    return ""
+
+
 def drain_causes(
     pod: KubePod | None,
     node: KubeNode | None,
@@ -81,14 +94,7 @@ def drain_causes(
     if node is not None:
         # Our own echo of a Slurm drain is not a Kubernetes-side cause (no feedback loop).
         if node.unschedulable and node.annotations.get(Keys.CORDONED_BY) != CORDONED_BY_SLURM:
-            raw = next(
-                (
-                    node.annotations[key]
-                    for key in opts.cordon_reason_annotations
-                    if node.annotations.get(key)
-                ),
-                "",
-            )
+            raw = cordon_note(node, opts)
             note = sanitise_capped(raw, opts.max_reason_bytes)
             add(CORDON, note or CORDON_TEXT)
         ready = node.condition("Ready") or MISSING_READY

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from syncer.model.keys import DEFAULT_CORDON_REASON_ANNOTATIONS
+from syncer.model.keys import DEFAULT_CORDON_REASON_ANNOTATIONS, DEFAULT_CORDON_REASON_LABELS
 from syncer.sync.reason import UNSAFE_CHARS
 
 
@@ -19,6 +19,7 @@ class SyncOptions:
     - `cordon_on_slurm_drain`: a drain that started in Slurm cordons the Kubernetes Node.
     - `max_reason_bytes`: cap of a drain reason in UTF-8 bytes, prefix included.
     - `cordon_reason_annotations`: Node annotations whose text explains a cordon; the first present wins.
+    - `cordon_reason_labels`: Node labels read the same way when no such annotation is present.
     """
 
     owner_prefix: str = "k8s: "
@@ -27,6 +28,7 @@ class SyncOptions:
     cordon_on_slurm_drain: bool = False
     max_reason_bytes: int = 256
     cordon_reason_annotations: tuple[str, ...] = DEFAULT_CORDON_REASON_ANNOTATIONS
+    cordon_reason_labels: tuple[str, ...] = DEFAULT_CORDON_REASON_LABELS
 
     def __post_init__(self) -> None:
         # An empty or control-laden prefix would make every reason (or none) look like ours.

@@ -7,16 +7,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 import yaml
 
-from syncer.testing.sandbox.config import free_port
+from tests.e2e.chart_pod import chart_pod, token_auth
 from tests.e2e.rig import NAMESPACE as PODS_NAMESPACE
 from tests.e2e.rig import Rig, fresh_slurm_nodes
 from tests.helpers import wait_for
@@ -42,40 +40,8 @@ async def test_the_rendered_deployment_runs_against_slurm_and_kubernetes(
 ):
     (name,) = fresh_slurm_nodes(1)
     kube_node, _ = rig.bind_pod(name)
-    if rig.kube.get("", "v1", "namespaces", NAMESPACE) is None:
-        rig.kube.create("", "v1", "namespaces", {"metadata": {"name": NAMESPACE}})
-    port = free_port()
-    token = rig.sandbox.token_file
-    auth = {"type": "token", "secretKey": token.name, "mountPath": str(token.parent)}
-    values = {
-        "slurm": {"url": rig.sandbox.rest_url, "auth": auth},
-        # what differs outside a cluster: credentials from a kubeconfig, and metrics on loopback only
-        "extraArgs": [f"--kubeconfig={rig.kubeconfig}", f"--listen-address=127.0.0.1:{port}",
-                      *logging.get("extraArgs", [])],
-        "log": logging.get("log", {}),
-    }  # fmt: skip
-    main = container(render(values))
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
-    for var in main["env"]:
-        env[var["name"]] = NAMESPACE if "valueFrom" in var else var["value"]
-    log = tmp_path / "syncer.log"
-    with log.open("wb") as out:
-        process = await asyncio.create_subprocess_exec(
-            CLI, "run", *main["args"], env=env, stdout=out, stderr=out
-        )
-    try:
-
-        async def ready() -> bool:
-            if process.returncode is not None:
-                raise AssertionError(f"the syncer exited: {log.read_text()[-2000:]}")
-            try:
-                async with aiohttp.ClientSession() as http:
-                    async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
-                        return response.status == 200 and "leader" in await response.text()
-            except aiohttp.ClientError:
-                return False
-
-        await wait_for(ready, deadline_s=60, what="the chart-configured syncer to lead and be ready")
+    async with chart_pod(rig, tmp_path, token_auth(rig), logging) as pod:
+        await wait_for(pod.ready, deadline_s=60, what="the chart-configured syncer to lead and be ready")
         lease = rig.kube.get("coordination.k8s.io", "v1", "leases", "slurm-syncer", namespace=NAMESPACE)
         assert lease is not None  # leader election on, the Lease in the release namespace
         rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": True}})
@@ -84,12 +50,8 @@ async def test_the_rendered_deployment_runs_against_slurm_and_kubernetes(
             return (await rig.slurm(name)).drain_flag
 
         await wait_for(drained, deadline_s=15, what="the cordon drained in Slurm")
-    finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(process.wait(), 30)
     # JSON lines (no terminal); at warning the info lines (its start, the drain) are not written
-    levels = {json.loads(line)["level"] for line in log.read_text().splitlines() if line.startswith("{")}
+    levels = {json.loads(line)["level"] for line in pod.log.read_text().splitlines() if line.startswith("{")}
     assert ("info" in levels) is (not logging), levels
 
 

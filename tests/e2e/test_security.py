@@ -55,6 +55,9 @@ async def test_token_rotation_expiry_and_no_secret_leaks(rig: Rig, tmp_path: Pat
         "--kubeconfig", str(rig.kubeconfig), "--namespace", NAMESPACE, "--no-leader-election",
         "--listen-address", f"127.0.0.1:{port}", "--slurm-poll-interval", "200ms",
         "--slurm-stale-after", "3s", "--no-nodeset-enabled",
+        # probes every poll: with slurmctld's metrics (which `auto` now finds here) slurmrestd is asked, and
+        # a rejected token seen, only every --slurm-metrics-floor
+        "--slurm-metrics-url", "off",
     ]  # fmt: skip
     seen: list[str] = []
     with log_path.open("wb") as log:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from syncer.app.service import SyncerService
-from syncer.model.keys import Keys
+from syncer.model.keys import Keys, NVSentinel
 from syncer.model.slurm import SlurmNode
 from syncer.slurm.errors import SlurmNotFound
 from syncer.sync.options import SyncOptions
@@ -65,6 +65,25 @@ async def test_cordon_drains_and_uncordon_undrains(rig: Rig):
         await wait_for(
             lambda: rig.pod_obj(name)["metadata"]["annotations"].get(Keys.STATE, "").startswith("IDLE")
         )
+
+
+async def test_nvsentinels_cordon_reason_label_becomes_the_drain_reason(rig: Rig):
+    """NVSentinel's fault-quarantine cordons and labels the Node in one patch (its default label prefix)."""
+    (name,) = fresh_slurm_nodes(1)
+    kube_node, _ = rig.bind_pod(name)
+    async with running_syncer(rig):
+        labels = {
+            "k8saas.nvidia.com/cordon-by": "NVSentinel",
+            NVSentinel.CORDON_REASON_LABEL: "GPU-fatal-error-ruleset",
+        }
+        rig.kube.patch(
+            "", "v1", "nodes", kube_node, {"metadata": {"labels": labels}, "spec": {"unschedulable": True}}
+        )
+
+        async def drained() -> bool:
+            return (await drained_reason(rig, name)) == "k8s: GPU-fatal-error-ruleset"
+
+        await wait_for(drained, deadline_s=10, what="NVSentinel's cordon -> Slurm drain with its reason")
 
 
 async def test_a_list_asked_for_between_our_writes_neither_undoes_them_nor_costs_a_read_per_reconcile(

@@ -175,14 +175,20 @@ def load_settings(objects: list[dict[str, Any]]) -> settings_mod.Settings:
 # --- the chart's files ---------------------------------------------------------------------------
 
 
-def test_the_chart_crd_is_the_deploy_crd():
-    chart_crd = CHART / "crds" / "nodesets.slurm-syncer.dev.yaml"
-    assert (
-        chart_crd.read_bytes() == (ROOT / "deploy" / "crds" / "nodesets.slurm-syncer.dev.yaml").read_bytes()
-    )
-    assert sorted(p.name for p in (CHART / "crds").iterdir()) == ["nodesets.slurm-syncer.dev.yaml"]
+def test_the_chart_crd_is_the_deploy_crd_behind_a_value():
+    chart_crd = CHART / "files" / "crds" / "nodesets.slurm-syncer.dev.yaml"
+    deploy_crd = ROOT / "deploy" / "crds" / "nodesets.slurm-syncer.dev.yaml"
+    assert chart_crd.read_bytes() == deploy_crd.read_bytes()
+    assert not (CHART / "crds").exists()  # a template, so that a value can leave it out
     with helm.Chart.load(CHART) as chart:
-        assert [c["filename"] for c in chart.crds] == ["slurm-syncer/crds/nodesets.slurm-syncer.dev.yaml"]
+        assert chart.crds == []
+    crd = one(render(), "CustomResourceDefinition")
+    assert crd["metadata"].pop("annotations") == {
+        "helm.sh/resource-policy": "keep"
+    }  # NodeSets survive uninstall
+    assert crd["metadata"].pop("labels")["app.kubernetes.io/instance"] == "slurm-syncer"
+    assert crd == yaml.safe_load(deploy_crd.read_text())  # the same CRD, whatever YAML round trip
+    assert "CustomResourceDefinition" not in kinds(render({"crds": {"nodeSet": False}}))
 
 
 def test_chart_copies_of_rules_and_dashboards_equal_the_originals():
@@ -202,6 +208,11 @@ def test_chart_version_and_image_follow_the_package():
     metadata = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert metadata["appVersion"] == __version__
     assert container(render())["image"] == f"slurm-syncer:{__version__}"
+    digest = "sha256:" + "0123456789abcdef" * 4
+    pinned = render({"image": {"repository": "registry.example/slurm-syncer", "digest": digest}})
+    assert container(pinned)["image"] == f"registry.example/slurm-syncer@{digest}"  # the tag is ignored
+    with pytest.raises(helm.HelmError, match="image/digest"):  # a tag in the digest's place
+        render({"image": {"digest": "v1.2"}})
 
 
 # --- lint and schemas ------------------------------------------------------------------------------
@@ -224,6 +235,10 @@ def test_every_object_is_valid_for_kubernetes(combination: str):
     without_schema = set()
     for version in ("1.25.0", kubernetes_validate.latest_version()):
         for obj in objects:
+            if version == "1.25.0" and obj["kind"] == "PodDisruptionBudget":
+                # rendered for 1.27+ API servers only (.Capabilities.KubeVersion); this render: the newest
+                obj = copy.deepcopy(obj)
+                obj["spec"].pop("unhealthyPodEvictionPolicy")
             try:
                 kubernetes_validate.validate(obj, version, strict=True)
             except kubernetes_validate.SchemaNotFoundError:
@@ -256,6 +271,7 @@ def test_bad_values_are_refused_with_a_reason():
             ({"leaderElection": {"enabled": False}}, "replicas > 1 needs leaderElection.enabled"),
             ({"leaderElection": {"leaseName": "GPU_cluster"}}, "/leaderElection/leaseName"),
             ({"monitoring": {"podMonitor": {"enabled": True}}}, "not both"),
+            ({"config": {"pod-selector": ""}}, "config.pod-selector is empty: every pod of the cluster"),
         ):
             with pytest.raises(helm.HelmError) as caught:
                 chart.render(values, name="slurm-syncer", namespace=NAMESPACE)
@@ -271,6 +287,8 @@ def test_the_deployment_runs_two_hardened_replicas_with_probes():
     pod = deployment["spec"]["template"]["spec"]
     main = container(objects)
     assert deployment["spec"]["replicas"] == 2
+    budget = one(objects, "PodDisruptionBudget")["spec"]  # not-ready replicas never block a drain
+    assert budget["maxUnavailable"] == 1 and budget["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
     # no arguments: everything is in the environment, which `kubectl exec ... slurm-syncer check` shares
     assert "args" not in main
     env = {var["name"]: var.get("value") for var in main["env"]}
@@ -280,7 +298,11 @@ def test_the_deployment_runs_two_hardened_replicas_with_probes():
     assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert main["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert set(main["resources"]) == {"requests", "limits"}
-    assert {"cpu", "memory"} <= set(main["resources"]["requests"]) and "memory" in main["resources"]["limits"]
+    resources = main["resources"]
+    assert {"cpu", "memory"} <= set(resources["requests"]) and "cpu" in resources["limits"]
+    assert (
+        resources["requests"]["memory"] == resources["limits"]["memory"] == "256Mi"
+    )  # as measured, no overcommit
     security = main["securityContext"]
     assert security["runAsNonRoot"] is True and security["runAsUser"] == 65532
     assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
@@ -379,6 +401,10 @@ def test_the_chart_readme_rbac_table_is_fresh():
     assert "| create | leases.coordination.k8s.io |" in readme
 
 
+# The chart's own defaults: never list and watch every pod of a cluster (issue 37).
+CHART_DEFAULTS = {"pod-selector": "slurm-syncer.dev/node-name"}
+
+
 def test_values_config_covers_every_option_of_slurm_syncer_run():
     names = {option.name for option in settings_mod.OPTIONS}
     config = yaml.safe_load((CHART / "values.yaml").read_text())["config"]
@@ -386,12 +412,13 @@ def test_values_config_covers_every_option_of_slurm_syncer_run():
     assert set(config) | CHART_OWNED == names and not set(config) & CHART_OWNED
     assert set(schema["properties"]["config"]["properties"]) == set(config)
     assert schema["properties"]["config"]["additionalProperties"] is False
-    # the chart's defaults are the syncer's
+    # the chart's defaults are the syncer's, but where the chart narrows on purpose
     loaded = load_settings(render())
     for option in settings_mod.OPTIONS:
         if option.name in config:
             assert loaded.sources[option.attr] == "env", option.name
-            assert loaded.values[option.attr] == option.default, option.name
+            expected = CHART_DEFAULTS.get(option.name, option.default)
+            assert loaded.values[option.attr] == expected, option.name
 
 
 @pytest.mark.parametrize("combination", COMBINATIONS)
@@ -559,7 +586,8 @@ def test_two_releases_in_one_namespace_do_not_collide_in_grafana_or_prometheus()
 def test_the_chart_renders_without_the_rules_and_dashboard_files(tmp_path: Path):
     chart = tmp_path / "slurm-syncer"
     shutil.copytree(CHART, chart)
-    shutil.rmtree(chart / "files")
+    shutil.rmtree(chart / "files" / "prometheus")
+    shutil.rmtree(chart / "files" / "grafana")
     objects = render(None, chart)
     assert "PrometheusRule" not in kinds(objects) and "ConfigMap" not in kinds(objects)
     assert "Deployment" in kinds(objects) and "ServiceMonitor" in kinds(objects)
@@ -575,7 +603,9 @@ def test_network_policy_opens_only_slurmrestd_the_api_server_dns_and_metrics():
         }
     ]
     ports = [[(p["port"], p["protocol"]) for p in rule["ports"]] for rule in policy["egress"]]
-    assert ports == [[(6820, "TCP")], [(443, "TCP"), (6443, "TCP")], [(53, "UDP"), (53, "TCP")]]
+    assert ports == [
+        [(6820, "TCP")], [(443, "TCP"), (6443, "TCP")], [(53, "UDP"), (53, "TCP")], [(6817, "TCP")]
+    ]  # fmt: skip
     assert all("to" not in rule for rule in policy["egress"])  # no peers given: any address on those ports
 
     hybrid = one(render(COMBINATIONS["hybrid"]), "NetworkPolicy")["spec"]
@@ -590,6 +620,27 @@ def test_network_policy_opens_only_slurmrestd_the_api_server_dns_and_metrics():
     )
     assert explicit["spec"]["egress"][0]["ports"] == [{"port": 7000, "protocol": "TCP"}]
     assert "NetworkPolicy" not in kinds(render())
+
+
+def test_network_policy_opens_slurmctlds_metrics_port_while_the_hint_is_on():
+    def ports(values: dict[str, Any]) -> list[int]:
+        spec = one(
+            render({**values, "networkPolicy": {"enabled": True, **values.get("networkPolicy", {})}}),
+            "NetworkPolicy",
+        )["spec"]
+        return [p["port"] for rule in spec["egress"][3:] for p in rule["ports"]]
+
+    assert ports({}) == [6817]  # auto, the default: SlurmctldPort as config.slurm-metrics-port says
+    assert ports({"config": {"slurm-metrics-port": 7817}}) == [7817]
+    assert ports({"config": {"slurm-metrics-url": "http://ctld.example:6900"}}) == [6900]
+    assert ports({"config": {"slurm-metrics-url": "off"}}) == []  # no hint, no hole
+    peers = [{"ipBlock": {"cidr": "192.0.2.20/31"}}]
+    given = {"networkPolicy": {"slurmctld": {"ports": [6817, 6818], "to": peers}}}
+    assert ports(given) == [6817, 6818]
+    spec = one(render({"networkPolicy": {"enabled": True, **given["networkPolicy"]}}), "NetworkPolicy")[
+        "spec"
+    ]
+    assert spec["egress"][3]["to"] == peers
 
 
 # --- plain manifests and kubectl -------------------------------------------------------------------------
@@ -675,3 +726,17 @@ def test_the_slinky_example_values_render_and_load():
     assert loaded.node_name_label[-1] == "nodeset.slinky.slurm.net/pod-hostname"
     assert loaded.cordon_reason_annotation[-1] == "nodeset.slinky.slurm.net/node-cordon-reason"
     assert loaded.slurm_url == "http://slurm-restapi.slurm.svc.cluster.local:6820"
+    # Slinky's own JWT key Secret (its chart's `<fullname>-auth-jwt`, key `jwt.key`): tokens minted here
+    objects = render(values)
+    assert (
+        loaded.slurm_jwt_key_file == "/var/run/secrets/slurm-syncer/jwt.key" and not loaded.slurm_token_file
+    )
+    assert loaded.slurm_jwt_user == "slurm"
+    (volume,) = [
+        v for v in one(objects, "Deployment")["spec"]["template"]["spec"]["volumes"] if "secret" in v
+    ]
+    assert volume["secret"]["secretName"] == "slurm-auth-jwt"
+    assert volume["secret"]["items"] == [{"key": "jwt.key", "path": "jwt.key"}]
+    assert (
+        volume["secret"]["optional"] is True
+    )  # a missing key is the syncer's clear message, not a stuck pod

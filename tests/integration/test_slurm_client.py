@@ -57,6 +57,21 @@ def test_every_served_version_is_known_and_verified_on_this_release() -> None:
         assert KNOWN[name].verified_live and SELECTED.name in KNOWN[name].verified_on
 
 
+async def test_slurmctld_conf_where_the_version_has_it(client: SlurmClient, slurm_sandbox: Sandbox) -> None:
+    """`GET /conf` answers for v0.0.45 only (404 for every older version, measured); the table says so."""
+    assert client.version is not None
+    conf = await client.slurmctld_conf()
+    if not client.version.conf:
+        assert conf is None
+        raw = await client._send("GET", f"{client.version.prefix}/conf", endpoint="conf")
+        assert raw[0] == 404  # the table is right: this version has no /conf
+        return
+    assert conf is not None and conf.port == slurm_sandbox.ports.slurmctld != 6817
+    assert conf.metrics_type == "metrics/openmetrics" and [c.address for c in conf.controllers] == [
+        "127.0.0.1"
+    ]
+
+
 async def test_pinning_an_unserved_version_says_what_is_served(slurm_sandbox: Sandbox) -> None:
     unserved = "v0.0.44" if SELECTED.name == "24.11" else "v0.0.40"
     c = SlurmClient(slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file), api_version=unserved)

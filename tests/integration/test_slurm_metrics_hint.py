@@ -16,7 +16,8 @@ from structlog.testing import capture_logs
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.cache import NodeCache, NodeChange
 from syncer.slurm.client import NodeListing, SlurmClient
-from syncer.slurm.metrics_hint import MetricsReader, parse_fingerprint
+from syncer.slurm.metrics_hint import HintReader, MetricsReader, parse_fingerprint
+from syncer.slurm.metrics_locate import DEFAULT_PORT, LocatedMetricsReader
 from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.sandbox import RELEASES, Sandbox
 from tests.fixtures.metrics import fake_metrics, steered_metrics
@@ -37,8 +38,13 @@ def test_only_releases_with_openmetrics_enable_it(slurm_sandbox: Sandbox) -> Non
 async def hinted_cache(
     sandbox: Sandbox, metrics_url: str, *, timeout_s: float = 2.0, rest_url: str = "", **options: object
 ) -> AsyncIterator[NodeCache]:
-    reader = MetricsReader(metrics_url, timeout_s=timeout_s)
     async with SlurmClient(rest_url or sandbox.rest_url, TokenFile(sandbox.token_file)) as client:
+        # "auto": as `--slurm-metrics-url auto` with the default port, found from slurmrestd
+        reader: HintReader = (
+            LocatedMetricsReader(client, timeout_s=timeout_s)
+            if metrics_url == "auto"
+            else MetricsReader(metrics_url, timeout_s=timeout_s)
+        )
         cache = NodeCache(client, hint=reader, **options)  # type: ignore[arg-type]
         task = asyncio.create_task(cache.run())
         try:
@@ -364,20 +370,23 @@ if SELECTED.openmetrics:
                     finally:
                         await cache._client.update_node(third, state=["UNDRAIN"])
 
-    async def test_job_churn_does_not_list_on_every_changed_probe(slurm_sandbox: Sandbox) -> None:
-        """The same churn seen by a cache without the hint (a list per "changed") and one with it."""
+    @pytest.mark.parametrize("where", ["url", "auto"])
+    async def test_job_churn_does_not_list_on_every_changed_probe(slurm_sandbox: Sandbox, where: str) -> None:
+        """The same churn seen by a cache without the hint (a list per "changed") and one with it: given its
+        URL, or `auto` with no port given, where the sandbox's slurmctld listens on another port than
+        6817 (issue 37: `auto` never worked there, and the job churn cost a list every poll)."""
         window = 20.0
+        url = slurm_sandbox.metrics_url if where == "url" else "auto"
         async with (
             SlurmClient(slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file)) as plain_client,
-            hinted_cache(
-                slurm_sandbox, slurm_sandbox.metrics_url, poll_interval_s=1.0, hint_floor_s=30
-            ) as hinted,
+            hinted_cache(slurm_sandbox, url, poll_interval_s=1.0, hint_floor_s=30) as hinted,
         ):
             plain = NodeCache(plain_client, poll_interval_s=1.0)
             plain_task = asyncio.create_task(plain.run())
             try:
                 await wait_for(lambda: plain.synced, deadline_s=20, what="first full list")
                 base_plain, base_hinted = plain.stats.full_fetches, hinted.stats.full_fetches
+                bytes_before = plain.stats.read_bytes["list"], hinted.stats.read_bytes["list"]
                 stop = asyncio.Event()
 
                 async def churn() -> None:
@@ -408,6 +417,14 @@ if SELECTED.openmetrics:
                     f"the churn should make the probe say 'changed' often ({plain_lists})"
                 )
                 assert hinted_lists * 4 <= plain_lists, (hinted_lists, plain_lists)
+                plain_bytes = plain.stats.read_bytes["list"] - bytes_before[0]
+                hinted_bytes = hinted.stats.read_bytes["list"] - bytes_before[1]
+                assert hinted_bytes * 3 <= plain_bytes, (hinted_bytes, plain_bytes)  # lists' bytes drop
+                if where == "auto":
+                    port = slurm_sandbox.ports.slurmctld
+                    assert port != DEFAULT_PORT and isinstance(hinted.hint, LocatedMetricsReader)
+                    assert hinted.hint.url == f"http://127.0.0.1:{port}", hinted.hint.url
+                    assert hinted.hint.source == f"slurmrestd's /conf (SlurmctldPort {port})"
                 assert hinted.stats.hint_unchanged >= 10 and hinted.stats.hint_errors == 0
                 assert not hinted.stale
             finally:
@@ -476,7 +493,9 @@ async def test_auto_finds_slurmctld_from_slurmrestds_ping_and_looks_again_after_
     from syncer.slurm.metrics_locate import LocatedMetricsReader
 
     port = slurm_sandbox.ports.slurmctld
-    async with SlurmClient(slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file)) as client:
+    oldest = SELECTED.api_versions[0]  # v0.0.42 / v0.0.40: no /conf, so ping and the port option
+    token = TokenFile(slurm_sandbox.token_file)
+    async with SlurmClient(slurm_sandbox.rest_url, token, api_version=oldest) as client:
         reader = LocatedMetricsReader(client, port=1)  # nothing listens on port 1: as a controller gone
         cache = NodeCache(client, hint=reader, poll_interval_s=0.2, hint_floor_s=1.0)
         task = asyncio.create_task(cache.run())
@@ -484,7 +503,8 @@ async def test_auto_finds_slurmctld_from_slurmrestds_ping_and_looks_again_after_
             with capture_logs() as logs:
                 await wait_for(lambda: cache.synced and cache.stats.hint_failing, 20, "the hint failing")
             failed = [e for e in logs if e["event"] == "slurm_metrics_hint_failed"]
-            assert len(failed) == 1 and ":1 serves no metrics" in failed[0]["error"], failed
+            source = "from slurmrestd's ping and --slurm-metrics-port 1"
+            assert len(failed) == 1 and f":1 ({source}) serves no metrics" in failed[0]["error"], failed
             assert "full node list" in failed[0]["cost"]
             reader.port = port  # the controller is back (or another took over): found at the next try
             if SELECTED.openmetrics:

@@ -207,7 +207,12 @@ def test_binding_labels_pod_selector_and_cordon_reason_annotations():
         "slurm-syncer.dev/cordon-reason",
         "nodeset.slinky.slurm.net/node-cordon-reason",
     )
+    assert default.cordon_reason_label == ("k8saas.nvidia.com/cordon-reason",)  # NVSentinel's default prefix
     assert default.pod_selector == ""
+    labels = load(
+        parse("--slurm-url", "http://s:1", "--cordon-reason-label", "nvsentinel.example/cordon-reason"), {}
+    )
+    assert labels.cordon_reason_label == ("nvsentinel.example/cordon-reason",)
     chosen = load(
         parse("--slurm-url", "http://s:1", "--node-name-label", "example.com/slurm-node"),
         {"SLURM_SYNCER_POD_SELECTOR": "app.kubernetes.io/name=slurmd"},

@@ -9,7 +9,7 @@ import pytest
 
 from syncer.slurm.auth import JwtKeyToken, NoToken, StaticToken, TokenFile
 from syncer.slurm.errors import SlurmAuthError
-from syncer.slurm.jwt import mint_token, token_expiry
+from syncer.slurm.jwt import mint_token, token_expiry, token_problem
 from syncer.slurm.versions import VERSIONS, choose
 
 
@@ -91,3 +91,15 @@ def test_each_token_source_reports_the_expiry_of_the_token_it_sends(tmp_path: Pa
     assert minted.expiry() is None  # nothing minted yet
     sent = minted.headers()["X-SLURM-USER-TOKEN"]
     assert minted.expiry() == (float(token_expiry(sent) or 0), "jwt_key")
+
+
+def test_token_problems_are_named_without_the_key(tmp_path: Path) -> None:
+    key, now = b"k" * 32, 1_800_000_000
+    assert token_problem(mint_token(key, "slurm", 3600, now), "slurm", now) == ""
+    expired = token_problem(mint_token(key, "slurm", 60, now - 7200), "slurm", now)
+    assert expired == "it expired at 2027-01-15T06:01:00Z, 2.0 h ago"
+    other = token_problem(mint_token(key, "alice", 3600, now), "slurm", now)
+    assert "issued for user 'alice' (its sun claim) but the requests name 'slurm'" in other
+    assert token_problem("not-a-jwt", "slurm", now).startswith("it is not a JWT")
+    missing = TokenFile(tmp_path / "token", user="slurm").problem()
+    assert f"the Secret mounted at {tmp_path} is missing or has no key 'token'" in missing

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from syncer.model import Condition, KubeNode, KubePod
-from syncer.model.keys import Keys
+from syncer.model.keys import Keys, NVSentinel
 from syncer.sync.causes import Cause, drain_causes
 from syncer.sync.options import SyncOptions
 from syncer.sync.reason import UNSAFE_CHARS
@@ -19,10 +19,15 @@ def knode(
     *,
     unschedulable: bool = False,
     annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
     conditions: tuple[Condition, ...] = (READY,),
 ) -> KubeNode:
     return KubeNode(
-        name="k1", unschedulable=unschedulable, annotations=annotations or {}, conditions=conditions
+        name="k1",
+        unschedulable=unschedulable,
+        annotations=annotations or {},
+        labels=labels or {},
+        conditions=conditions,
     )
 
 
@@ -72,6 +77,28 @@ GPU_BAD = Condition(type="GpuUnhealthy", status="True", reason="XidError", messa
             knode(unschedulable=True, annotations={Keys.CORDON_REASON: " \t"}),
             (Cause("cordon", "Node cordoned"),),
             id="cordon with blank reason annotation",
+        ),
+        pytest.param(
+            None,
+            knode(unschedulable=True, labels={NVSentinel.CORDON_REASON_LABEL: "GPU-fatal-error-ruleset"}),
+            (Cause("cordon", "GPU-fatal-error-ruleset"),),
+            id="cordon with NVSentinel's reason label",
+        ),
+        pytest.param(
+            None,
+            knode(
+                unschedulable=True,
+                annotations={Keys.CORDON_REASON: "kernel upgrade"},
+                labels={NVSentinel.CORDON_REASON_LABEL: "GPU-fatal-error-ruleset"},
+            ),
+            (Cause("cordon", "kernel upgrade"),),
+            id="a reason annotation before a reason label",
+        ),
+        pytest.param(
+            None,
+            knode(labels={NVSentinel.CORDON_REASON_LABEL: "GPU-fatal-error-ruleset"}),
+            (),
+            id="a reason label without a cordon is no cause",
         ),
         pytest.param(
             None,
@@ -240,3 +267,13 @@ def test_hostile_annotation_texts_are_clean_and_bounded(hostile: str) -> None:
     for found in causes_of(pod, node):
         assert not UNSAFE_CHARS.search(found.text)
         assert 0 < len(found.text.encode("utf-8")) <= OPTS.max_reason_bytes
+
+
+def test_cordon_reason_labels_are_configurable():
+    node = knode(
+        unschedulable=True, labels={"example.com/why": "rack-7-power", NVSentinel.CORDON_REASON_LABEL: "x"}
+    )
+    opts = SyncOptions(cordon_reason_labels=("example.com/why",))
+    assert drain_causes(None, node, now=NOW, opts=opts)[0] == (Cause("cordon", "rack-7-power"),)
+    none = SyncOptions(cordon_reason_labels=())
+    assert drain_causes(None, node, now=NOW, opts=none)[0] == (Cause("cordon", "Node cordoned"),)

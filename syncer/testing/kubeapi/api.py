@@ -486,6 +486,8 @@ class Api:
         pod = self.get(pods, namespace, name)
         for pdb in self.store.objects_of(("policy", "poddisruptionbudgets"), namespace):
             spec = pdb.get("spec") or {}
+            if not pod_ready(pod) and spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow":
+                continue  # kube-apiserver: a not-ready pod is evicted whatever the budget says
             requirements = selector_from_label_selector_object(spec.get("selector") or {})
             if not requirements or not labels_match(requirements, pod["metadata"].get("labels")):
                 continue

@@ -39,8 +39,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* repository:tag, or repository@digest when image.digest is set (the digest alone picks the image). */}}
 {{- define "slurm-syncer.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
 {{- end }}
 
 {{/* The Secret key and the file the syncer reads for the chosen auth type. */}}
@@ -71,6 +76,23 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* slurmctld's metrics port(s) for the hint (--slurm-metrics-url), comma-separated; empty when it is off:
+networkPolicy.slurmctld.ports, else the port of the URL given, else config.slurm-metrics-port for auto. */}}
+{{- define "slurm-syncer.slurmctldPorts" -}}
+{{- $hint := toString (index .Values.config "slurm-metrics-url" | default "auto") }}
+{{- if not (has $hint (list "off" "")) }}
+{{- if .Values.networkPolicy.slurmctld.ports }}
+{{- join "," .Values.networkPolicy.slurmctld.ports }}
+{{- else if eq $hint "auto" }}
+{{- index .Values.config "slurm-metrics-port" | default 6817 | int64 }}
+{{- else }}
+{{- $url := urlParse $hint }}
+{{- $hostPort := splitList ":" $url.host }}
+{{- if gt (len $hostPort) 1 }}{{ last $hostPort }}{{- else if eq $url.scheme "https" }}443{{- else }}80{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{/* Refuse combinations that would not work, with a message saying why. */}}
 {{- define "slurm-syncer.validate" -}}
 {{- if not .Values.slurm.url }}
@@ -87,6 +109,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) }}
 {{- fail "replicas > 1 needs leaderElection.enabled: without it every replica writes" }}
+{{- end }}
+{{- if not (index .Values.config "pod-selector") }}
+{{- fail "config.pod-selector is empty: every pod of the cluster would be listed and watched, on every replica. Set it to the label of your slurmd pods: slurm-syncer.dev/node-name (pods labelled for slurm-syncer, its NodeSets' pods), app.kubernetes.io/name=slurmd (Slinky's NodeSet pods), or your own" }}
 {{- end }}
 {{- if and .Values.monitoring.serviceMonitor.enabled .Values.monitoring.podMonitor.enabled }}
 {{- fail "enable monitoring.serviceMonitor or monitoring.podMonitor, not both: each series would be scraped twice" }}
