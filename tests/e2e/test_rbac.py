@@ -236,7 +236,10 @@ async def test_the_syncer_uses_exactly_the_rights_its_profile_grants(rig: Rig, p
     lease_namespace = settings.lease_namespace or release_namespace
     if rig.kube.get("", "v1", "namespaces", NAMESPACE) is None:
         rig.kube.create("", "v1", "namespaces", {"metadata": {"name": NAMESPACE}})
-    selector = dict(part.split("=", 1) for part in settings.pod_selector.split(",") if part)
+    # labels that match the profile's pod selector: `key=value` terms, and `key` (exists) terms with any value
+    # (the default selects on the binding label itself, which the pod carries anyway)
+    terms = [part.split("=", 1) for part in settings.pod_selector.split(",") if part]
+    selector = {term[0]: term[1] if len(term) == 2 else "present" for term in terms}
 
     stuck: AssertionError | None = None  # a scenario that could not finish, e.g. for a refused write
     async with syncer_as(rig, objects, release_namespace, kubeconfig):
@@ -273,9 +276,13 @@ async def test_check_asks_only_what_the_profile_needs_in_its_scope(rig: Rig, pro
     apply_rbac(rig, objects)
     rig.kube.add_user(TOKEN, table.service_account(release_namespace))
     kubeconfig = rig.kube.write_kubeconfig(tmp_path / "service-account.kubeconfig", token=TOKEN)
+    chart_env = chart_environment(objects, release_namespace)
+    chart_env.pop(
+        "SLURM_SYNCER_SLURM_JWT_KEY_FILE", None
+    )  # the Slinky profile's; the sandbox's token instead
     env = {
         **os.environ,
-        **chart_environment(objects, release_namespace),
+        **chart_env,
         "SLURM_SYNCER_SLURM_URL": rig.sandbox.rest_url,
         "SLURM_SYNCER_SLURM_TOKEN_FILE": str(rig.sandbox.token_file),
         "SLURM_SYNCER_KUBECONFIG": str(kubeconfig),
