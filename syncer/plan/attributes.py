@@ -111,6 +111,7 @@ class AttributeController:
         self._again: set[tuple[str, str]] = set()  # (node, kind) decided again while its write was away
         self._told: dict[tuple[str, str], str] = {}  # (Node, what) -> the message an Event already said
         slurm_cache.subscribe(self._on_slurm_changes)
+        slurm_cache.subscribe_reloads(self.enqueue_all)  # a new slurmctld forgot features and topology
         kube_cache.subscribe(self._on_kube_keys)
 
     def _on_slurm_changes(self, changes: list[NodeChange]) -> None:

@@ -60,6 +60,7 @@ from syncer.runtime.tasks import cancel_and_wait
 from syncer.slurm.client import NodeListing, SlurmClient
 from syncer.slurm.errors import SlurmApiError, SlurmError
 from syncer.slurm.metrics_hint import Fingerprint, HintReader, SlurmMetricsError
+from syncer.slurm.reload import ReloadWatch
 
 log = structlog.get_logger("syncer.slurm.cache")
 Strategy = Literal["conditional", "full"]
@@ -99,6 +100,9 @@ def diff(old: dict[str, SlurmNode], new: dict[str, SlurmNode]) -> list[NodeChang
     return changes
 
 
+READ_PATHS = ("probe", "list", "metrics", "reload")
+
+
 @dataclass
 class CacheStats:
     probes: int = 0
@@ -113,9 +117,10 @@ class CacheStats:
     stale_periods: int = 0  # times the gap between two good answers outgrew the staleness bound
     rejected_listings: int = 0  # full lists not applied: they listed no node where some were known
     older_lists: int = 0  # full lists not applied: asked for before the one already applied
-    # what each read path cost: "probe" (update_time), "list" (full list), "metrics" (the hint)
-    reads: dict[str, int] = field(default_factory=lambda: {"probe": 0, "list": 0, "metrics": 0})
-    read_bytes: dict[str, int] = field(default_factory=lambda: {"probe": 0, "list": 0, "metrics": 0})
+    # what each read path cost: "probe" (update_time), "list" (full list), "metrics" (the hint), "reload"
+    # (slurmctld's start marker: /metrics/scheduler beside the hint, slurmrestd's /diag before a list)
+    reads: dict[str, int] = field(default_factory=lambda: dict.fromkeys(READ_PATHS, 0))
+    read_bytes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(READ_PATHS, 0))
     hint_changed: int = 0  # hint reads whose fingerprint differed from the last listed one
     hint_unchanged: int = 0  # hint reads that let the cache skip slurmrestd
     hint_floor: int = 0  # polls where the floor was due and the usual probe ran
@@ -125,6 +130,8 @@ class CacheStats:
     hint_failing: bool = False
     early_lists: int = 0  # lists started while another was in flight (the counts moved meanwhile)
     own_work_waits: int = 0  # hinted lists that waited for the syncer's own node calls to end first
+    reloads: int = 0  # slurmctld reloads seen (reconfigure, restart, failover; midnight's statistics reset)
+    reload_errors: int = 0  # start-marker reads that failed (nothing known: read again next time)
 
     @property
     def probe_answers(self) -> str:
@@ -160,6 +167,7 @@ class NodeCache:
         hint_interval_s: float = 0.25,
         hint_trailing_s: float | None = None,
         own_work_wait_s: float = 2.0,
+        reload_interval_s: float = 0.5,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         for label, duty in (("max duty", max_duty), ("hint duty", hint_duty)):
@@ -206,6 +214,13 @@ class NodeCache:
         self._hint_body_at = -math.inf
         self._hot_at: float | None = None  # the counts last moved, in a burst not yet closed by a list
         self._trailing = False  # the list now owed closes a burst
+        self.reload_watch = ReloadWatch(client, hint)
+        self.reload_interval_s = reload_interval_s
+        self._reload_read_at = -math.inf  # the start marker was last read (beside the hint)
+        self._reload_seen_at: float | None = None  # time.monotonic() a reload was seen; not yet listed
+        self._reload_subscribers: list[Callable[[], None]] = []
+        self._reload_owed = True  # read the marker before the next list (no hint): a probe said "changed"
+        self._reload_error = ""
 
     # --- what consumers read ------------------------------------------------------------
     @property
@@ -231,6 +246,12 @@ class NodeCache:
 
     def subscribe(self, callback: Callable[[list[NodeChange]], None]) -> None:
         self._subscribers.append(callback)
+
+    def subscribe_reloads(self, callback: Callable[[], None]) -> None:
+        """`callback()` once slurmctld has reloaded (reconfigure, restart, failover) and a node list asked for
+        after it has been applied: the new slurmctld forgot what was written to it over REST, so each owner
+        of Slurm-side state (node features, topology, partitions) looks at every key it owns again."""
+        self._reload_subscribers.append(callback)
 
     def nudge(self) -> None:
         """Probe now instead of at the next interval."""
@@ -284,6 +305,13 @@ class NodeCache:
                     callback(changes)
                 except Exception:  # a subscriber's bug must not stop the cache
                     log.exception("slurm_cache_subscriber_failed")
+        if self._reload_seen_at is not None and listing.started >= self._reload_seen_at:
+            self._reload_seen_at = None  # this list was asked for after the reload: it shows what it forgot
+            for reloaded in self._reload_subscribers:
+                try:
+                    reloaded()
+                except Exception:
+                    log.exception("slurm_cache_reload_subscriber_failed")
 
     def _brings_news(self, changes: list[NodeChange]) -> bool:
         """A change of the kind the counts follow that the syncer did not write itself since the list before
@@ -378,10 +406,47 @@ class NodeCache:
         self.last_success = self._clock()  # slurmctld answered and no health count moved
         return True
 
+    def _reload_beside_hint(self) -> bool:
+        """The start marker is read from slurmctld's metrics, every `reload_interval_s`, while the hint
+        works; else from slurmrestd's /diag, only before a list a probe asked for (a reload moves the node
+        timestamp, and the list costs far more than the marker)."""
+        return self._hint_usable() and not self.stats.hint_failing
+
+    async def _watch_reload(self, *, metrics: bool) -> None:
+        """Reads slurmctld's start marker: a moved one owes a list now and, once a list asked for after it is
+        applied, tells the reload subscribers. A failed read is counted and read again at the next poll."""
+        self._reload_read_at = self._clock()
+        self.stats.reads["reload"] += 1
+        try:
+            marker, size = await self.reload_watch.read(metrics=metrics)
+        except SlurmError as exc:
+            self.stats.reload_errors += 1
+            self._reload_owed = True
+            if str(exc) != self._reload_error:
+                log.warning("slurmctld_start_unread", error=str(exc), then="read again at the next poll")
+            self._reload_error = str(exc)
+            return
+        self._reload_owed, self._reload_error = False, ""
+        self.stats.read_bytes["reload"] += size
+        if self.reload_watch.moved(marker):
+            self.stats.reloads += 1
+            self._reload_seen_at = time.monotonic()  # the clock of listing.started
+            self._changed_pending = True
+            self._next_full_at = min(self._next_full_at, self._clock())  # a reload is rare: list at once
+            log.warning(
+                "slurmctld_reloaded", started=marker,
+                then="a full list, then every key the syncer owns in Slurm is looked at again",
+            )  # fmt: skip
+
     async def poll_once(self) -> None:
         """One probe (and a full list if something changed and the duty limit allows)."""
         if self._client.version is None:
             await self._client.start()  # never negotiated yet (slurmrestd was away at start)
+        beside_hint = self._reload_beside_hint()
+        if beside_hint and self._clock() - self._reload_read_at >= self.reload_interval_s:
+            await self._watch_reload(metrics=True)
+        elif not beside_hint and self._reload_error and self.synced:
+            await self._watch_reload(metrics=False)  # the last read failed: a reload may hide behind it
         if not self.synced and self.hint is not None:
             await self._read_hint()  # the first list then carries a fingerprint to compare with
         elif self.synced and not self._changed_pending and await self._hinted():
@@ -399,7 +464,7 @@ class NodeCache:
             except SlurmApiError as exc:
                 if exc.has_error("Unable to query partitions"):
                     self.stats.changed_as_500 += 1  # 24.11's (and 26.05.0-2's) answer to "yes, changed"
-                    self._changed_pending = True
+                    self._changed_pending = self._reload_owed = True
                     self.last_success = self._clock()  # slurmrestd answered: our data is fresh until now
                 elif exc.has_error("Parsing of") or exc.has_error("timestamp"):
                     self._conditional_refused = True
@@ -415,12 +480,18 @@ class NodeCache:
                 self.stats.changed_as_200 += 1  # 26.05.3+: the answer is the whole list
                 self.stats.read_bytes["probe"] += listing.body_bytes
                 self._apply(listing, self._hint_seen)
+                if not self._reload_beside_hint():
+                    # after: this list may show a reload only in part, and a moved marker owes another
+                    await self._watch_reload(metrics=False)
                 return
         elif self.synced and not conditional:
-            self._changed_pending = True  # no cheap probe here: only a full list refreshes freshness
+            # no cheap probe here: only a full list refreshes freshness
+            self._changed_pending = self._reload_owed = True
         if not self.synced or (self._changed_pending and self._full_due()):
             if self._waits_for_own_work():
                 return
+            if self._reload_owed and not self._reload_beside_hint():
+                await self._watch_reload(metrics=False)
             if self.synced and self._hint_hot and self.hint_duty >= 1.0 and self.lists_in_flight > 1:
                 await self._lists_following_hint()
             else:
