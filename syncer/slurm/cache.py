@@ -220,6 +220,9 @@ class NodeCache:
         self._reload_seen_at: float | None = None  # time.monotonic() a reload was seen; not yet listed
         self._reload_subscribers: list[Callable[[], None]] = []
         self._reload_owed = True  # read the marker before the next list (no hint): a probe said "changed"
+        self._reload_retry = (
+            False  # read it at the next poll: the last read failed or found a new slurmctld's 0
+        )
         self._reload_error = ""
 
     # --- what consumers read ------------------------------------------------------------
@@ -414,19 +417,20 @@ class NodeCache:
 
     async def _watch_reload(self, *, metrics: bool) -> None:
         """Reads slurmctld's start marker: a moved one owes a list now and, once a list asked for after it is
-        applied, tells the reload subscribers. A failed read is counted and read again at the next poll."""
+        applied, tells the reload subscribers. A failed read is counted and, like a 0 (a slurmctld starting,
+        which tells its start time a moment later), read again at the next poll."""
         self._reload_read_at = self._clock()
         self.stats.reads["reload"] += 1
         try:
             marker, size = await self.reload_watch.read(metrics=metrics)
         except SlurmError as exc:
             self.stats.reload_errors += 1
-            self._reload_owed = True
+            self._reload_owed = self._reload_retry = True
             if str(exc) != self._reload_error:
                 log.warning("slurmctld_start_unread", error=str(exc), then="read again at the next poll")
             self._reload_error = str(exc)
             return
-        self._reload_owed, self._reload_error = False, ""
+        self._reload_owed, self._reload_retry, self._reload_error = False, marker == 0, ""
         self.stats.read_bytes["reload"] += size
         if self.reload_watch.moved(marker):
             self.stats.reloads += 1
@@ -445,8 +449,8 @@ class NodeCache:
         beside_hint = self._reload_beside_hint()
         if beside_hint and self._clock() - self._reload_read_at >= self.reload_interval_s:
             await self._watch_reload(metrics=True)
-        elif not beside_hint and self._reload_error and self.synced:
-            await self._watch_reload(metrics=False)  # the last read failed: a reload may hide behind it
+        elif not beside_hint and self._reload_retry and self.synced:
+            await self._watch_reload(metrics=False)  # a reload may hide behind the last read
         if not self.synced and self.hint is not None:
             await self._read_hint()  # the first list then carries a fingerprint to compare with
         elif self.synced and not self._changed_pending and await self._hinted():

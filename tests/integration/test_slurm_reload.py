@@ -103,3 +103,17 @@ async def test_an_unchanged_slurmctld_is_no_reload(slurm_sandbox: Sandbox) -> No
             )  # fmt: skip
         assert cache.stats.reads["reload"] > reads
         assert cache.stats.reloads == 0 and not told
+
+
+async def test_a_cache_started_with_slurmctld_still_sees_the_next_reconfigure(slurm_sandbox: Sandbox) -> None:
+    """A cache whose first read may fall before slurmctld has set its start (it reads 0 then: the e2e run on
+    a fresh 24.11 sandbox once missed the reconfigure after it, an idle cluster reading the marker only
+    when a probe says "changed") is told of the reconfigure that follows, whichever way that fell."""
+    await asyncio.to_thread(slurm_sandbox.restart_slurmctld)
+    give_feature(slurm_sandbox)
+    async with watched_cache(slurm_sandbox, "probes") as (cache, told):
+        await wait_for(lambda: cache.reload_watch.started != 0, 10, what="slurmctld's start read")
+        seen = len(told)  # 0, or 1 when the first read was 0: a start after it may be a later slurmctld's
+        await asyncio.to_thread(slurm_sandbox.scontrol, "reconfigure")
+        await wait_for(lambda: len(told) > seen, 10, what="the reconfigure told")
+        assert told[-1] == set()
