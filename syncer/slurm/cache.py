@@ -220,9 +220,8 @@ class NodeCache:
         self._reload_seen_at: float | None = None  # time.monotonic() a reload was seen; not yet listed
         self._reload_subscribers: list[Callable[[], None]] = []
         self._reload_owed = True  # read the marker before the next list (no hint): a probe said "changed"
-        self._reload_retry = (
-            False  # read it at the next poll: the last read failed or found a new slurmctld's 0
-        )
+        # read it at the next poll: the last read (or poll, or hint read) failed, or found a new slurmctld's 0
+        self._reload_retry = False
         self._reload_error = ""
 
     # --- what consumers read ------------------------------------------------------------
@@ -361,6 +360,8 @@ class NodeCache:
                     cost="every job start or end then costs slurmrestd a full node list",
                 )  # fmt: skip
             self.stats.hint_failing = True
+            self._reload_retry = True  # slurmctld may be restarting: read its marker from slurmrestd
+            self.reload_watch.unsure()
             return None
         self.stats.read_bytes["metrics"] += reading.body_bytes
         if self.stats.hint_failing:
@@ -426,6 +427,7 @@ class NodeCache:
         except SlurmError as exc:
             self.stats.reload_errors += 1
             self._reload_owed = self._reload_retry = True
+            self.reload_watch.unsure()
             if str(exc) != self._reload_error:
                 log.warning("slurmctld_start_unread", error=str(exc), then="read again at the next poll")
             self._reload_error = str(exc)
@@ -612,6 +614,8 @@ class NodeCache:
 
     def _failed(self, error: str, exc_info: bool = False) -> None:
         self.stats.errors += 1
+        self._reload_retry = True  # slurmctld may be restarting: its marker first, before the next probe
+        self.reload_watch.unsure()
         if error != self.last_error:
             log.warning("slurm_poll_failed", error=error, stale=self.stale, exc_info=exc_info)
         self.last_error = error

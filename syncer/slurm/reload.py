@@ -81,3 +81,8 @@ class ReloadWatch:
         if first:
             return False
         return not zero_told if previous == 0 else marker != previous
+
+    def unsure(self) -> None:
+        """Something failed since the last read (slurmctld may have restarted again after the 0 that was
+        told): the next start read after a 0 is told as well, at the cost of one more list."""
+        self._zero_told = False

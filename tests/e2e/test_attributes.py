@@ -369,8 +369,8 @@ async def hint_as_asked(service: SyncerService, hint: str) -> None:
     if hint == "on":
         unchanged = cache.stats.hint_unchanged
         await wait_for(
-            lambda: cache.stats.hint_unchanged > unchanged and not cache.stats.hint_failing, 30,
-            what="the hint read and working",
+            lambda: cache.stats.hint_unchanged > unchanged and not cache.stats.hint_failing, 60,
+            what="the hint read and working (a failed hint is tried again after its 30 s floor)",
         )  # fmt: skip
 
 

@@ -60,3 +60,12 @@ def test_diag_without_a_marker_is_an_error_naming_it(value: object) -> None:
 def test_a_reload_is_told_once_per_new_slurmctld(markers: list[int], told: list[bool]) -> None:
     watch = ReloadWatch(None, None)  # type: ignore[arg-type]  # moved() reads nothing
     assert [watch.moved(marker) for marker in markers] == told
+
+
+def test_a_failure_after_a_told_0_leaves_the_next_start_told_too() -> None:
+    """A restart told by its 0, then a failed read (another restart, slurmctld down), then a start: it may
+    be the second slurmctld's, so it is told (measured: the e2e restarts once went untold this way)."""
+    watch = ReloadWatch(None, None)  # type: ignore[arg-type]
+    assert [watch.moved(m) for m in (5, 0)] == [False, True]
+    watch.unsure()
+    assert [watch.moved(m) for m in (9, 9)] == [True, False]
