@@ -40,6 +40,11 @@ flight: a drain then waits one list, not two.
 Counts moved while the syncer's own drains and undrains are in flight at slurmrestd (a storm of cordons)
 were most likely moved by them, and a list then only slows their fresh reads and writes: the list waits
 until those calls have ended, at most `own_work_wait_s` (2 s) at a time.
+
+A slurmctld reload (`scontrol reconfigure`, a restart) forgets what was written over REST and moves no count:
+slurmctld's start marker (syncer/slurm/reload.py) tells it, read beside the hint every `reload_interval_s`
+(0.5 s) or, without it, from slurmrestd before a list a probe asked for. A reload lists at once and, once a
+list asked for after it is applied, calls the `subscribe_reloads()` callbacks.
 """
 
 from __future__ import annotations
