@@ -43,8 +43,9 @@ until those calls have ended, at most `own_work_wait_s` (2 s) at a time.
 
 A slurmctld reload (`scontrol reconfigure`, a restart) forgets what was written over REST and moves no count:
 slurmctld's start marker (syncer/slurm/reload.py) tells it, read beside the hint every `reload_interval_s`
-(0.5 s) or, without it, from slurmrestd before a list a probe asked for. A reload lists at once and, once a
-list asked for after it is applied, calls the `subscribe_reloads()` callbacks.
+(0.5 s) or, without it, from slurmrestd before a list a probe asked for and a second after each list. A
+reload lists at once and, once a list asked for after it is applied, calls the `subscribe_reloads()`
+callbacks.
 """
 
 from __future__ import annotations
@@ -145,6 +146,7 @@ class CacheStats:
         return "both" if len(seen) == 2 else (seen[0] if seen else "")
 
 
+SECOND_AFTER_LIST_S = 1.1  # node timestamps are whole seconds
 TRAILING_READS = 2  # a burst of moving counts ends with one more list this many quiet reads later
 MAX_DUTY = 0.25  # without the hint: slurmrestd lists for us at most this share of the time
 POLLER_LISTS_PER_MINUTE = 2.0  # the usual full poller: a whole list every 30 s
@@ -227,6 +229,9 @@ class NodeCache:
         self._reload_owed = True  # read the marker before the next list (no hint): a probe said "changed"
         # read it at the next poll: the last read (or poll, or hint read) failed, or found a new slurmctld's 0
         self._reload_retry = False
+        # without the hint: read it once more a second after a list (a reload in the second the list's
+        # timestamp names may not move that timestamp, and a probe would then say nothing changed)
+        self._reload_check_at: float | None = None
         self._reload_error = ""
 
     # --- what consumers read ------------------------------------------------------------
@@ -253,6 +258,11 @@ class NodeCache:
 
     def subscribe(self, callback: Callable[[list[NodeChange]], None]) -> None:
         self._subscribers.append(callback)
+
+    @property
+    def reloading(self) -> bool:
+        """A slurmctld reload has been seen and the list that shows it is not applied yet."""
+        return self._reload_seen_at is not None
 
     def subscribe_reloads(self, callback: Callable[[], None]) -> None:
         """`callback()` once slurmctld has reloaded (reconfigure, restart, failover) and a node list asked for
@@ -304,6 +314,7 @@ class NodeCache:
         self.nodes, self.last_update = new, listing.last_update
         self.listed_at = listing.started  # subscribers compare their writes with it
         self.synced, self.last_success, self._changed_pending = True, now, False
+        self._reload_check_at = now + SECOND_AFTER_LIST_S
         self._first_answer.set()
         self._own_work_since = None
         if changes:
@@ -421,6 +432,12 @@ class NodeCache:
         timestamp, and the list costs far more than the marker)."""
         return self._hint_usable() and not self.stats.hint_failing
 
+    def _second_after_list(self) -> bool:
+        due = self._reload_check_at is not None and self._clock() >= self._reload_check_at
+        if due:
+            self._reload_check_at = None
+        return due
+
     async def _watch_reload(self, *, metrics: bool) -> None:
         """Reads slurmctld's start marker: a moved one owes a list now and, once a list asked for after it is
         applied, tells the reload subscribers. A failed read is counted and, like a 0 (a slurmctld starting,
@@ -456,8 +473,8 @@ class NodeCache:
         beside_hint = self._reload_beside_hint()
         if beside_hint and self._clock() - self._reload_read_at >= self.reload_interval_s:
             await self._watch_reload(metrics=True)
-        elif not beside_hint and self._reload_retry and self.synced:
-            await self._watch_reload(metrics=False)  # a reload may hide behind the last read
+        elif not beside_hint and self.synced and (self._reload_retry or self._second_after_list()):
+            await self._watch_reload(metrics=False)  # a reload may hide behind the last read or list
         if not self.synced and self.hint is not None:
             await self._read_hint()  # the first list then carries a fingerprint to compare with
         elif self.synced and not self._changed_pending and await self._hinted():

@@ -343,7 +343,10 @@ HINTS = ("on", "off") if SELECTED.openmetrics else ("off",)
 async def reload_slurmctld(rig: Rig, service: SyncerService, how: str) -> float:
     """`scontrol reconfigure` or a slurmctld restart (in a thread: the syncer runs meanwhile); returns the
     time.monotonic() it was over, once the syncer's cache has seen the reload."""
-    seen = service.slurm_cache.stats.reloads
+    cache = service.slurm_cache
+    # slurmctld's start known, no reload pending (a first read of 0 tells the start read after it)
+    await wait_for(lambda: cache.reload_watch.started != 0 and not cache.reloading, 10, what="start read")
+    seen = cache.stats.reloads
     if how == "reconfigure":
         await asyncio.to_thread(rig.sandbox.scontrol, "reconfigure")
     else:

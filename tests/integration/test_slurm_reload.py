@@ -50,6 +50,15 @@ async def watched_cache(sandbox: Sandbox, how: str) -> AsyncIterator[tuple[NodeC
                 await hint.close()
 
 
+async def settled(cache: NodeCache) -> None:
+    """slurmctld's start is known and no reload is pending: on a sandbox started (or reconfigured) just
+    before, the first read may have found 0, and the start read after it is told (it may be a later
+    slurmctld's), which a test must not count as its own reload."""
+    await wait_for(
+        lambda: cache.reload_watch.started != 0 and not cache.reloading, 10, what="slurmctld's start read"
+    )
+
+
 def give_feature(sandbox: Sandbox) -> None:
     sandbox.scontrol("update", f"nodename={NODE}", "availablefeatures=rl1", "activefeatures=rl1")
 
@@ -61,19 +70,18 @@ async def test_a_reconfigure_is_told_once_a_list_shows_what_it_forgot(
     give_feature(slurm_sandbox)
     async with watched_cache(slurm_sandbox, how) as (cache, told):
         assert "rl1" in cache.nodes[NODE].features
-        # the marker is read (beside the hint: every reload_interval_s) and moves on no other poll
-        await wait_for(lambda: cache.stats.reads["reload"] >= 1, 10, what="the start marker read")
-        if how == "hint":
+        await settled(cache)
+        if how == "hint":  # read every reload_interval_s, and moves on no other read
             reads = cache.stats.reads["reload"]
             await wait_for(lambda: cache.stats.reads["reload"] >= reads + 3, 10, what="three more reads")
             probes = cache.stats.reads["probe"]
-        assert cache.stats.reloads == 0 and not told
+        reloads, seen = cache.stats.reloads, len(told)
         started = time.monotonic()
         await asyncio.to_thread(slurm_sandbox.scontrol, "reconfigure")
-        await wait_for(lambda: bool(told), 10, what="the reload told")
+        await wait_for(lambda: len(told) > seen, 10, what="the reload told")
         print(f"reload told {time.monotonic() - started:.2f} s after the reconfigure began ({how})")
-        assert told == [set()], told  # the list it followed had the feature gone: slurm.conf gives none
-        assert cache.stats.reloads == 1 and cache.stats.reload_errors == 0
+        assert told[seen:] == [set()], told  # the list it followed had the feature gone: slurm.conf has none
+        assert cache.stats.reloads == reloads + 1 and cache.stats.reload_errors == 0
         size = cache.stats.read_bytes["reload"] / cache.stats.reads["reload"]
         assert 1_000 < size < 32_000, size  # /metrics/scheduler (7 KB) or /diag (4-5 KB)
         if how == "hint":
@@ -84,17 +92,19 @@ async def test_a_reconfigure_is_told_once_a_list_shows_what_it_forgot(
 async def test_a_restart_is_told_once_a_list_shows_what_it_forgot(slurm_sandbox: Sandbox, how: str) -> None:
     give_feature(slurm_sandbox)
     async with watched_cache(slurm_sandbox, how) as (cache, told):
-        await wait_for(lambda: cache.stats.reads["reload"] >= 1, 10, what="the start marker read")
+        await settled(cache)
+        seen = len(told)
         await asyncio.to_thread(slurm_sandbox.restart_slurmctld)
-        await wait_for(lambda: bool(told), 30, what="the reload told")
-        assert told[0] == set() and cache.stats.reloads >= 1, (told, cache.stats)
+        await wait_for(lambda: len(told) > seen, 30, what="the reload told")
+        assert told[seen] == set(), told
 
 
 async def test_an_unchanged_slurmctld_is_no_reload(slurm_sandbox: Sandbox) -> None:
     """Changes of nodes (a drain and an undrain, each a probe that says "changed") read the marker, which
     has not moved: no reload."""
     async with watched_cache(slurm_sandbox, "probes") as (cache, told):
-        reads = cache.stats.reads["reload"]
+        await settled(cache)
+        reloads, seen, reads = cache.stats.reloads, len(told), cache.stats.reads["reload"]
         for state, reason in (("drain", ["reason=reload test"]), ("undrain", [])):
             slurm_sandbox.scontrol("update", f"nodename={NODE}", f"state={state}", *reason)
             await wait_for(
@@ -102,7 +112,7 @@ async def test_an_unchanged_slurmctld_is_no_reload(slurm_sandbox: Sandbox) -> No
                 10, what=f"the {state} listed",
             )  # fmt: skip
         assert cache.stats.reads["reload"] > reads
-        assert cache.stats.reloads == 0 and not told
+        assert cache.stats.reloads == reloads and len(told) == seen
 
 
 async def test_a_cache_started_with_slurmctld_still_sees_the_next_reconfigure(slurm_sandbox: Sandbox) -> None:
@@ -112,8 +122,8 @@ async def test_a_cache_started_with_slurmctld_still_sees_the_next_reconfigure(sl
     await asyncio.to_thread(slurm_sandbox.restart_slurmctld)
     give_feature(slurm_sandbox)
     async with watched_cache(slurm_sandbox, "probes") as (cache, told):
-        await wait_for(lambda: cache.reload_watch.started != 0, 10, what="slurmctld's start read")
+        await settled(cache)  # a first read of 0 is read again (without: never, on an idle cluster)
         seen = len(told)  # 0, or 1 when the first read was 0: a start after it may be a later slurmctld's
         await asyncio.to_thread(slurm_sandbox.scontrol, "reconfigure")
         await wait_for(lambda: len(told) > seen, 10, what="the reconfigure told")
-        assert told[-1] == set()
+        assert told[seen:] == [set()], told
