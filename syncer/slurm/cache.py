@@ -223,7 +223,6 @@ class NodeCache:
         self._trailing = False  # the list now owed closes a burst
         self.reload_watch = ReloadWatch(client, hint)
         self.reload_interval_s = reload_interval_s
-        self._reload_read_at = -math.inf  # the start marker was last read (beside the hint)
         self._reload_seen_at: float | None = None  # time.monotonic() a reload was seen; not yet listed
         self._reload_subscribers: list[Callable[[], None]] = []
         self._reload_owed = True  # read the marker before the next list (no hint): a probe said "changed"
@@ -313,7 +312,11 @@ class NodeCache:
             self.stats.hint_news += 1
         self.nodes, self.last_update = new, listing.last_update
         self.listed_at = listing.started  # subscribers compare their writes with it
-        self.synced, self.last_success, self._changed_pending = True, now, False
+        # a reload seen while this list ran may not be in it: another list is owed at once
+        owed = self._reload_seen_at is not None and listing.started < self._reload_seen_at
+        self.synced, self.last_success, self._changed_pending = True, now, owed
+        if owed:
+            self._next_full_at = now
         self._reload_check_at = now + SECOND_AFTER_LIST_S
         self._first_answer.set()
         self._own_work_since = None
@@ -377,7 +380,6 @@ class NodeCache:
                 )  # fmt: skip
             self.stats.hint_failing = True
             self._reload_retry = True  # slurmctld may be restarting: read its marker from slurmrestd
-            self.reload_watch.unsure()
             return None
         self.stats.read_bytes["metrics"] += reading.body_bytes
         if self.stats.hint_failing:
@@ -442,14 +444,12 @@ class NodeCache:
         """Reads slurmctld's start marker: a moved one owes a list now and, once a list asked for after it is
         applied, tells the reload subscribers. A failed read is counted and, like a 0 (a slurmctld starting,
         which tells its start time a moment later), read again at the next poll."""
-        self._reload_read_at = self._clock()
         self.stats.reads["reload"] += 1
         try:
             marker, size = await self.reload_watch.read(metrics=metrics)
         except SlurmError as exc:
             self.stats.reload_errors += 1
             self._reload_owed = self._reload_retry = True
-            self.reload_watch.unsure()
             if str(exc) != self._reload_error:
                 log.warning("slurmctld_start_unread", error=str(exc), then="read again at the next poll")
             self._reload_error = str(exc)
@@ -470,10 +470,11 @@ class NodeCache:
         """One probe (and a full list if something changed and the duty limit allows)."""
         if self._client.version is None:
             await self._client.start()  # never negotiated yet (slurmrestd was away at start)
-        beside_hint = self._reload_beside_hint()
-        if beside_hint and self._clock() - self._reload_read_at >= self.reload_interval_s:
-            await self._watch_reload(metrics=True)
-        elif not beside_hint and self.synced and (self._reload_retry or self._second_after_list()):
+        if (
+            not self._reload_beside_hint()
+            and self.synced
+            and (self._reload_retry or self._second_after_list())
+        ):
             await self._watch_reload(metrics=False)  # a reload may hide behind the last read or list
         if not self.synced and self.hint is not None:
             await self._read_hint()  # the first list then carries a fingerprint to compare with
@@ -528,8 +529,8 @@ class NodeCache:
     def _waits_for_own_work(self) -> bool:
         """A list the counts asked for waits while the syncer's own node calls run (they most likely moved
         the counts), at most `own_work_wait_s` since it first waited; never past the staleness margin."""
-        if not (self.synced and self._hint_hot) or self._nearly_stale():
-            return False
+        if not (self.synced and self._hint_hot) or self._nearly_stale() or self._reload_seen_at is not None:
+            return False  # a reload's list never waits: it is what the syncer's next writes depend on
         if not self._client.acting_on_nodes(self.hint_interval_s):
             self._own_work_since = None
             return False
@@ -606,8 +607,29 @@ class NodeCache:
         )
         await self._client.reconnect()
 
+    async def _watch_reloads_beside_hint(self) -> None:
+        """While the hint works, slurmctld's start every `reload_interval_s`, beside the polls: a poll can
+        spend seconds on lists while counts move (a reconfigure makes a running slurmd's node `unknown` for
+        a moment), and a reload's 0 lasts ~0.6 s. A reload seen wakes the poll."""
+        while True:
+            try:
+                if self._reload_beside_hint():
+                    await self._watch_reload(metrics=True)
+                    if self._reload_seen_at is not None:
+                        self.nudge()
+            except Exception:  # a bug here must not end the watch silently
+                log.exception("slurmctld_start_watch_failed")
+            await asyncio.sleep(self.reload_interval_s)
+
     async def run(self) -> None:
         """Poll until cancelled; every failure is logged, counted, kept with its cause and retried."""
+        watch = asyncio.create_task(self._watch_reloads_beside_hint(), name="slurm-cache-reload-watch")
+        try:
+            await self._poll_forever()
+        finally:
+            await cancel_and_wait([watch])
+
+    async def _poll_forever(self) -> None:
         while True:
             self._wake.clear()  # before polling, so a nudge that lands during the poll is kept
             self._polling_since = self._clock()
@@ -637,7 +659,6 @@ class NodeCache:
     def _failed(self, error: str, exc_info: bool = False) -> None:
         self.stats.errors += 1
         self._reload_retry = True  # slurmctld may be restarting: its marker first, before the next probe
-        self.reload_watch.unsure()
         if error != self.last_error:
             log.warning("slurm_poll_failed", error=error, stale=self.stale, exc_info=exc_info)
         self.last_error = error

@@ -54,7 +54,6 @@ class ReloadWatch:
         self._hint = hint
         self.started = 0  # the marker last read: slurmctld's statistics start (epoch s), 0 before it is set
         self._seen = False
-        self._zero_told = False  # the 0 read last was told as a reload
 
     async def read(self, *, metrics: bool) -> tuple[int, int]:
         """The marker and the bytes read for it, from slurmctld's metrics (`metrics`, with a hint to read
@@ -68,21 +67,11 @@ class ReloadWatch:
     def moved(self, marker: int) -> bool:
         """True when `marker` (just read) tells of another slurmctld than the one read before; the first
         read only records. A new slurmctld reads 0 until its first background pass (0.6 s measured), then
-        its start: a 0 after a known start is the reload (two within one second would leave the time as it
-        was), and the start after it is not a second one. A start after a 0 that was not told (the first
-        read came as slurmctld started) may be a later slurmctld's: told, at the cost of one more list."""
+        its start: both tell, the 0 at once and the start too, since another reload within that 0 (two
+        reconfigures 0.6 s apart, measured) shows only as a start after it. The second list costs one
+        more list per reload."""
         first, self._seen = not self._seen, True
         previous, self.started = self.started, marker
-        if marker == 0:
-            told = not first and previous != 0
-            self._zero_told = told or self._zero_told
-            return told
-        zero_told, self._zero_told = self._zero_told, False
         if first:
             return False
-        return not zero_told if previous == 0 else marker != previous
-
-    def unsure(self) -> None:
-        """Something failed since the last read (slurmctld may have restarted again after the 0 that was
-        told): the next start read after a 0 is told as well, at the cost of one more list."""
-        self._zero_told = False
+        return marker != previous
