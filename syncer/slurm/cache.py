@@ -42,8 +42,9 @@ were most likely moved by them, and a list then only slows their fresh reads and
 until those calls have ended, at most `own_work_wait_s` (2 s) at a time.
 
 A slurmctld reload (`scontrol reconfigure`, a restart) forgets what was written over REST and moves no count:
-slurmctld's start marker (syncer/slurm/reload.py) tells it, read beside the hint every `reload_interval_s`
-(0.5 s) or, without it, from slurmrestd before a list a probe asked for and a second after each list. A
+slurmctld's start marker (syncer/slurm/reload.py) tells it, read while the hint works every
+`reload_interval_s` (0.5 s, by a task beside the polls) or, without it, from slurmrestd before a list a probe
+asked for and a second after each list. A
 reload lists at once and, once a list asked for after it is applied, calls the `subscribe_reloads()`
 callbacks.
 """
@@ -430,8 +431,8 @@ class NodeCache:
 
     def _reload_beside_hint(self) -> bool:
         """The start marker is read from slurmctld's metrics, every `reload_interval_s`, while the hint
-        works; else from slurmrestd's /diag, only before a list a probe asked for (a reload moves the node
-        timestamp, and the list costs far more than the marker)."""
+        works; else from slurmrestd's /diag, before a list a probe asked for and a second after each list (a
+        reload moves the node timestamp, and the list costs far more than the marker)."""
         return self._hint_usable() and not self.stats.hint_failing
 
     def _second_after_list(self) -> bool:
