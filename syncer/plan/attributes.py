@@ -84,12 +84,18 @@ class AttributeController(Controller):
         self._again: set[tuple[str, str]] = set()  # (node, kind) decided again while its write was away
         self._told: dict[tuple[str, str], str] = {}  # (Node, what) -> the message an Event already said
         self.context.slurm_cache.subscribe(self._on_slurm_changes)
+        self.context.slurm_cache.subscribe_reloads(self._on_slurm_reload)
         self.context.kube_cache.subscribe(self._on_kube_keys)
 
     def _on_slurm_changes(self, changes: list[NodeChange]) -> None:
         for change in changes:
             if change.kind != "removed":
                 self.queue.add(change.name, lane=Lane.URGENT)
+
+    def _on_slurm_reload(self) -> None:
+        """A new slurmctld forgot the features and topology written over REST: every bound node again."""
+        for name in set(self.context.kube_cache.slurm_names()):
+            self.queue.add(name, lane=Lane.URGENT)
 
     def _on_kube_keys(self, keys: set[str]) -> None:
         for key in keys:

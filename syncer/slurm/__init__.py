@@ -4,8 +4,8 @@
   `start()` negotiates the API version (newest of v0.0.44..v0.0.40 the server serves, or the pinned one);
   `ping()`, `list_nodes(update_time=None) -> NodeListing | None` (None: HTTP 304, nothing changed),
   `list_all_nodes()`, `get_node(name)`, `update_node(name, state=, reason=, comment=, features=)`,
-  `delete_node(name)`, `list_partitions()`, `list_jobs()`, `diag()`; `stats` counts requests, seconds and
-  bytes per endpoint. URLs: http://, https://, unix:///path. `slurmctld_conf()` (`GET /conf`, v0.0.45:
+  `delete_node(name)`, `list_partitions()`, `list_jobs()`, `diag()`, `diag_sized()`; `stats` counts
+  requests, seconds and bytes per endpoint. URLs: http://, https://, unix:///path. `slurmctld_conf()` (`GET /conf`, v0.0.45:
   SlurmctldPort, MetricsType, ReconfigFlags -> `keeps_partitions`; None before). Partitions:
   `partition_states()` (typed, any version), `put_partition(name, settings, nodes=)` and
   `delete_partition(name)` (v0.0.45 only: `partition_writes`; SlurmVersionError before any request elsewhere).
@@ -20,6 +20,8 @@
 - `cache.NodeCache(..., hint=MetricsReader(url), hint_floor_s=30)`: slurmctld's node-state counts decide
   when to list; a full check at least every `hint_floor_s`; a failing hint falls back to probes; while the
   counts keep moving, a list starts when they move again during one (`lists_in_flight=2`).
+- `cache.NodeCache.subscribe_reloads(callback())`: called once slurmctld reloaded (reconfigure, restart) and a
+  list asked for after it is applied; `reload.ReloadWatch` reads slurmctld's start marker for it.
 - `metrics_hint.MetricsReader(url, timeout_s=2, max_bytes=4 MiB).read() -> Reading(fingerprint, ...)`:
   `GET /metrics/partitions` of slurmctld 25.11+; errors `SlurmMetricsError` > `SlurmMetricsUnavailable`,
   `SlurmMetricsTimeout`, `SlurmMetricsDecodeError`.

@@ -40,6 +40,13 @@ flight: a drain then waits one list, not two.
 Counts moved while the syncer's own drains and undrains are in flight at slurmrestd (a storm of cordons)
 were most likely moved by them, and a list then only slows their fresh reads and writes: the list waits
 until those calls have ended, at most `own_work_wait_s` (2 s) at a time.
+
+A slurmctld reload (`scontrol reconfigure`, a restart) forgets what was written over REST and moves no count:
+slurmctld's start marker (syncer/slurm/reload.py) tells it, read while the hint works every
+`reload_interval_s` (0.5 s, by a task beside the polls) or, without it, from slurmrestd before a list a probe
+asked for and a second after each list. A
+reload lists at once and, once a list asked for after it is applied, calls the `subscribe_reloads()`
+callbacks.
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ from syncer.runtime.tasks import cancel_and_wait
 from syncer.slurm.client import NodeListing, SlurmClient
 from syncer.slurm.errors import SlurmApiError, SlurmError
 from syncer.slurm.metrics_hint import Fingerprint, HintReader, SlurmMetricsError
+from syncer.slurm.reload import ReloadWatch
 
 log = structlog.get_logger("syncer.slurm.cache")
 Strategy = Literal["conditional", "full"]
@@ -99,6 +107,9 @@ def diff(old: dict[str, SlurmNode], new: dict[str, SlurmNode]) -> list[NodeChang
     return changes
 
 
+READ_PATHS = ("probe", "list", "metrics", "reload")
+
+
 @dataclass
 class CacheStats:
     probes: int = 0
@@ -113,9 +124,10 @@ class CacheStats:
     stale_periods: int = 0  # times the gap between two good answers outgrew the staleness bound
     rejected_listings: int = 0  # full lists not applied: they listed no node where some were known
     older_lists: int = 0  # full lists not applied: asked for before the one already applied
-    # what each read path cost: "probe" (update_time), "list" (full list), "metrics" (the hint)
-    reads: dict[str, int] = field(default_factory=lambda: {"probe": 0, "list": 0, "metrics": 0})
-    read_bytes: dict[str, int] = field(default_factory=lambda: {"probe": 0, "list": 0, "metrics": 0})
+    # what each read path cost: "probe" (update_time), "list" (full list), "metrics" (the hint), "reload"
+    # (slurmctld's start marker: /metrics/scheduler beside the hint, slurmrestd's /diag before a list)
+    reads: dict[str, int] = field(default_factory=lambda: dict.fromkeys(READ_PATHS, 0))
+    read_bytes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(READ_PATHS, 0))
     hint_changed: int = 0  # hint reads whose fingerprint differed from the last listed one
     hint_unchanged: int = 0  # hint reads that let the cache skip slurmrestd
     hint_floor: int = 0  # polls where the floor was due and the usual probe ran
@@ -125,6 +137,8 @@ class CacheStats:
     hint_failing: bool = False
     early_lists: int = 0  # lists started while another was in flight (the counts moved meanwhile)
     own_work_waits: int = 0  # hinted lists that waited for the syncer's own node calls to end first
+    reloads: int = 0  # slurmctld reloads seen (reconfigure, restart, failover; midnight's statistics reset)
+    reload_errors: int = 0  # start-marker reads that failed (nothing known: read again next time)
 
     @property
     def probe_answers(self) -> str:
@@ -133,6 +147,7 @@ class CacheStats:
         return "both" if len(seen) == 2 else (seen[0] if seen else "")
 
 
+SECOND_AFTER_LIST_S = 1.1  # node timestamps are whole seconds
 TRAILING_READS = 2  # a burst of moving counts ends with one more list this many quiet reads later
 MAX_DUTY = 0.25  # without the hint: slurmrestd lists for us at most this share of the time
 POLLER_LISTS_PER_MINUTE = 2.0  # the usual full poller: a whole list every 30 s
@@ -160,6 +175,7 @@ class NodeCache:
         hint_interval_s: float = 0.25,
         hint_trailing_s: float | None = None,
         own_work_wait_s: float = 2.0,
+        reload_interval_s: float = 0.5,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         for label, duty in (("max duty", max_duty), ("hint duty", hint_duty)):
@@ -206,6 +222,17 @@ class NodeCache:
         self._hint_body_at = -math.inf
         self._hot_at: float | None = None  # the counts last moved, in a burst not yet closed by a list
         self._trailing = False  # the list now owed closes a burst
+        self.reload_watch = ReloadWatch(client, hint)
+        self.reload_interval_s = reload_interval_s
+        self._reload_seen_at: float | None = None  # time.monotonic() a reload was seen; not yet listed
+        self._reload_subscribers: list[Callable[[], None]] = []
+        self._reload_owed = True  # read the marker before the next list (no hint): a probe said "changed"
+        # read it at the next poll: the last read (or poll, or hint read) failed, or found a new slurmctld's 0
+        self._reload_retry = False
+        # without the hint: read it once more a second after a list (a reload in the second the list's
+        # timestamp names may not move that timestamp, and a probe would then say nothing changed)
+        self._reload_check_at: float | None = None
+        self._reload_error = ""
 
     # --- what consumers read ------------------------------------------------------------
     @property
@@ -231,6 +258,17 @@ class NodeCache:
 
     def subscribe(self, callback: Callable[[list[NodeChange]], None]) -> None:
         self._subscribers.append(callback)
+
+    @property
+    def reloading(self) -> bool:
+        """A slurmctld reload has been seen and the list that shows it is not applied yet."""
+        return self._reload_seen_at is not None
+
+    def subscribe_reloads(self, callback: Callable[[], None]) -> None:
+        """`callback()` once slurmctld has reloaded (reconfigure, restart, failover) and a node list asked for
+        after it has been applied: the new slurmctld forgot what was written to it over REST, so each owner
+        of Slurm-side state (node features, topology, partitions) looks at every key it owns again."""
+        self._reload_subscribers.append(callback)
 
     def nudge(self) -> None:
         """Probe now instead of at the next interval."""
@@ -275,7 +313,12 @@ class NodeCache:
             self.stats.hint_news += 1
         self.nodes, self.last_update = new, listing.last_update
         self.listed_at = listing.started  # subscribers compare their writes with it
-        self.synced, self.last_success, self._changed_pending = True, now, False
+        # a reload seen while this list ran may not be in it: another list is owed at once
+        owed = self._reload_seen_at is not None and listing.started < self._reload_seen_at
+        self.synced, self.last_success, self._changed_pending = True, now, owed
+        if owed:
+            self._next_full_at = now
+        self._reload_check_at = now + SECOND_AFTER_LIST_S
         self._first_answer.set()
         self._own_work_since = None
         if changes:
@@ -284,6 +327,13 @@ class NodeCache:
                     callback(changes)
                 except Exception:  # a subscriber's bug must not stop the cache
                     log.exception("slurm_cache_subscriber_failed")
+        if self._reload_seen_at is not None and listing.started >= self._reload_seen_at:
+            self._reload_seen_at = None  # this list was asked for after the reload: it shows what it forgot
+            for reloaded in self._reload_subscribers:
+                try:
+                    reloaded()
+                except Exception:
+                    log.exception("slurm_cache_reload_subscriber_failed")
 
     def _brings_news(self, changes: list[NodeChange]) -> bool:
         """A change of the kind the counts follow that the syncer did not write itself since the list before
@@ -330,6 +380,7 @@ class NodeCache:
                     cost="every job start or end then costs slurmrestd a full node list",
                 )  # fmt: skip
             self.stats.hint_failing = True
+            self._reload_retry = True  # slurmctld may be restarting: read its marker from slurmrestd
             return None
         self.stats.read_bytes["metrics"] += reading.body_bytes
         if self.stats.hint_failing:
@@ -378,10 +429,54 @@ class NodeCache:
         self.last_success = self._clock()  # slurmctld answered and no health count moved
         return True
 
+    def _reload_beside_hint(self) -> bool:
+        """The start marker is read from slurmctld's metrics, every `reload_interval_s`, while the hint
+        works; else from slurmrestd's /diag, before a list a probe asked for and a second after each list (a
+        reload moves the node timestamp, and the list costs far more than the marker)."""
+        return self._hint_usable() and not self.stats.hint_failing
+
+    def _second_after_list(self) -> bool:
+        due = self._reload_check_at is not None and self._clock() >= self._reload_check_at
+        if due:
+            self._reload_check_at = None
+        return due
+
+    async def _watch_reload(self, *, metrics: bool) -> None:
+        """Reads slurmctld's start marker: a moved one owes a list now and, once a list asked for after it is
+        applied, tells the reload subscribers. A failed read is counted and, like a 0 (a slurmctld starting,
+        which tells its start time a moment later), read again at the next poll."""
+        self.stats.reads["reload"] += 1
+        try:
+            marker, size = await self.reload_watch.read(metrics=metrics)
+        except SlurmError as exc:
+            self.stats.reload_errors += 1
+            self._reload_owed = self._reload_retry = True
+            if str(exc) != self._reload_error:
+                log.warning("slurmctld_start_unread", error=str(exc), then="read again at the next poll")
+            self._reload_error = str(exc)
+            return
+        self._reload_owed, self._reload_retry, self._reload_error = False, marker == 0, ""
+        self.stats.read_bytes["reload"] += size
+        if self.reload_watch.moved(marker):
+            self.stats.reloads += 1
+            self._reload_seen_at = time.monotonic()  # the clock of listing.started
+            self._changed_pending = True
+            self._next_full_at = min(self._next_full_at, self._clock())  # a reload is rare: list at once
+            log.warning(
+                "slurmctld_reloaded", started=marker,
+                then="a full list, then every key the syncer owns in Slurm is looked at again",
+            )  # fmt: skip
+
     async def poll_once(self) -> None:
         """One probe (and a full list if something changed and the duty limit allows)."""
         if self._client.version is None:
             await self._client.start()  # never negotiated yet (slurmrestd was away at start)
+        if (
+            not self._reload_beside_hint()
+            and self.synced
+            and (self._reload_retry or self._second_after_list())
+        ):
+            await self._watch_reload(metrics=False)  # a reload may hide behind the last read or list
         if not self.synced and self.hint is not None:
             await self._read_hint()  # the first list then carries a fingerprint to compare with
         elif self.synced and not self._changed_pending and await self._hinted():
@@ -399,7 +494,7 @@ class NodeCache:
             except SlurmApiError as exc:
                 if exc.has_error("Unable to query partitions"):
                     self.stats.changed_as_500 += 1  # 24.11's (and 26.05.0-2's) answer to "yes, changed"
-                    self._changed_pending = True
+                    self._changed_pending = self._reload_owed = True
                     self.last_success = self._clock()  # slurmrestd answered: our data is fresh until now
                 elif exc.has_error("Parsing of") or exc.has_error("timestamp"):
                     self._conditional_refused = True
@@ -415,12 +510,18 @@ class NodeCache:
                 self.stats.changed_as_200 += 1  # 26.05.3+: the answer is the whole list
                 self.stats.read_bytes["probe"] += listing.body_bytes
                 self._apply(listing, self._hint_seen)
+                if not self._reload_beside_hint():
+                    # after: this list may show a reload only in part, and a moved marker owes another
+                    await self._watch_reload(metrics=False)
                 return
         elif self.synced and not conditional:
-            self._changed_pending = True  # no cheap probe here: only a full list refreshes freshness
+            # no cheap probe here: only a full list refreshes freshness
+            self._changed_pending = self._reload_owed = True
         if not self.synced or (self._changed_pending and self._full_due()):
             if self._waits_for_own_work():
                 return
+            if self._reload_owed and not self._reload_beside_hint():
+                await self._watch_reload(metrics=False)
             if self.synced and self._hint_hot and self.hint_duty >= 1.0 and self.lists_in_flight > 1:
                 await self._lists_following_hint()
             else:
@@ -429,8 +530,8 @@ class NodeCache:
     def _waits_for_own_work(self) -> bool:
         """A list the counts asked for waits while the syncer's own node calls run (they most likely moved
         the counts), at most `own_work_wait_s` since it first waited; never past the staleness margin."""
-        if not (self.synced and self._hint_hot) or self._nearly_stale():
-            return False
+        if not (self.synced and self._hint_hot) or self._nearly_stale() or self._reload_seen_at is not None:
+            return False  # a reload's list never waits: it is what the syncer's next writes depend on
         if not self._client.acting_on_nodes(self.hint_interval_s):
             self._own_work_since = None
             return False
@@ -507,8 +608,29 @@ class NodeCache:
         )
         await self._client.reconnect()
 
+    async def _watch_reloads_beside_hint(self) -> None:
+        """While the hint works, slurmctld's start every `reload_interval_s`, beside the polls: a poll can
+        spend seconds on lists while counts move (a reconfigure makes a running slurmd's node `unknown` for
+        a moment), and a reload's 0 lasts ~0.6 s. A reload seen wakes the poll."""
+        while True:
+            try:
+                if self._reload_beside_hint():
+                    await self._watch_reload(metrics=True)
+                    if self._reload_seen_at is not None:
+                        self.nudge()
+            except Exception:  # a bug here must not end the watch silently
+                log.exception("slurmctld_start_watch_failed")
+            await asyncio.sleep(self.reload_interval_s)
+
     async def run(self) -> None:
         """Poll until cancelled; every failure is logged, counted, kept with its cause and retried."""
+        watch = asyncio.create_task(self._watch_reloads_beside_hint(), name="slurm-cache-reload-watch")
+        try:
+            await self._poll_forever()
+        finally:
+            await cancel_and_wait([watch])
+
+    async def _poll_forever(self) -> None:
         while True:
             self._wake.clear()  # before polling, so a nudge that lands during the poll is kept
             self._polling_since = self._clock()
@@ -537,6 +659,7 @@ class NodeCache:
 
     def _failed(self, error: str, exc_info: bool = False) -> None:
         self.stats.errors += 1
+        self._reload_retry = True  # slurmctld may be restarting: its marker first, before the next probe
         if error != self.last_error:
             log.warning("slurm_poll_failed", error=error, stale=self.stale, exc_info=exc_info)
         self.last_error = error

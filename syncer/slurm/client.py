@@ -718,8 +718,12 @@ class SlurmClient:
         return True
 
     async def diag(self) -> dict[str, object]:
-        decoded = (await self._call("GET", "/diag/", DiagResponse, endpoint="diag")).decoded
-        return dict(decoded.statistics) if decoded else {}
+        return (await self.diag_sized())[0]
+
+    async def diag_sized(self) -> tuple[dict[str, object], int]:
+        """slurmctld's statistics and the size of the answer in bytes (what reading them cost)."""
+        answer = await self._call("GET", "/diag/", DiagResponse, endpoint="diag")
+        return (dict(answer.decoded.statistics) if answer.decoded else {}), answer.body_bytes
 
 
 async def wait_for_slurm(client: SlurmClient, timeout_s: float) -> None:

@@ -4,11 +4,13 @@ block topology. Node labels are core objects: emulator only."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import itertools
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
 from typing import Any
@@ -386,3 +388,116 @@ async def test_a_kueue_topology_names_the_tree_levels(topology_rig: Rig) -> None
 
             await wait_for(placed, 10, what="the path the Kueue Topology's levels name")
         assert unit_nodes(rig, TREE_TOPOLOGY, "SwitchName", "spine2") == {a}
+
+
+# the metrics hint (slurmctld's metrics URL) where slurmctld serves metrics; off everywhere
+HINTS = ("on", "off") if SELECTED.openmetrics else ("off",)
+
+
+async def reload_slurmctld(rig: Rig, service: SyncerService, how: str) -> float:
+    """`scontrol reconfigure` or a slurmctld restart (in a thread: the syncer runs meanwhile); returns the
+    time.monotonic() it was over, once the syncer's cache has seen the reload."""
+    cache = service.slurm_cache
+    # slurmctld's start known, no reload pending (a first read of 0 tells the start read after it)
+    await wait_for(lambda: cache.reload_watch.started != 0 and not cache.reloading, 10, what="start read")
+    seen = cache.stats.reloads
+    if how == "reconfigure":
+        await asyncio.to_thread(rig.sandbox.scontrol, "reconfigure")
+    else:
+        await asyncio.to_thread(rig.sandbox.restart_slurmctld)
+    done = time.monotonic()
+    await wait_for(lambda: service.slurm_cache.stats.reloads > seen, 30, what=f"the syncer seeing the {how}")
+    return done
+
+
+def more_than(writes: Counter[tuple[str, str]], kind: str, before: int) -> Callable[[], bool]:
+    """More writes of `kind` succeeded than `before`."""
+    return lambda: writes[kind, "ok"] > before
+
+
+def metrics_url(rig: Rig, hint: str) -> str:
+    return rig.sandbox.metrics_url if hint == "on" else "off"
+
+
+async def hint_as_asked(service: SyncerService, hint: str) -> None:
+    """The cache reads slurmctld's counts (and skips slurmrestd on them) with the hint on; no hint off."""
+    cache = service.slurm_cache
+    assert (hint == "off") == (cache.hint is None), hint
+    if hint == "on":
+        unchanged = cache.stats.hint_unchanged
+        await wait_for(
+            lambda: cache.stats.hint_unchanged > unchanged and not cache.stats.hint_failing, 60,
+            what="the hint read and working (a failed hint is tried again after its 30 s floor)",
+        )  # fmt: skip
+
+
+@contextmanager
+def reconfigured_after(rig: Rig) -> Iterator[None]:
+    """The real node is in slurm.conf, shared by the session's tests: a reconfigure at the end gives it
+    slurm.conf's features back (none)."""
+    try:
+        yield
+    finally:
+        rig.sandbox.scontrol("reconfigure")
+
+
+@pytest.mark.parametrize("hint", HINTS)
+async def test_features_are_back_at_once_after_a_reconfigure_and_a_restart(rig: Rig, hint: str) -> None:
+    """A reconfigure and a restart give every node in slurm.conf slurm.conf's features back (dynamic nodes
+    keep theirs) and move none of the counts the hint reads: the syncer sees slurmctld's new start, lists,
+    writes them again, and a job that needs one runs on the node as before. How long that took is printed
+    (measured, not asserted: a busy machine)."""
+    node = rig.sandbox.real_node  # in slurm.conf, with a real slurmd
+    rig.bind_pod(node, node_labels={GPU: "h100"})
+    with reconfigured_after(rig):
+        async with running_syncer(
+            rig, replace(FAST, attributes=ATTRIBUTES), slurm_metrics_url=metrics_url(rig, hint)
+        ) as service:
+            assert service.attributes is not None
+            writes = service.attributes.stats.writes
+            await wait_for(lambda: features_are(rig, node, {"k8s.gpu:h100"}), 10, what="labels as features")
+            await wait_for(lambda: writes["features", "ok"] >= 1, 10, what="the write counted")
+            for how in ("reconfigure", "restart"):
+                await hint_as_asked(service, hint)
+                before = writes["features", "ok"]
+                done = await reload_slurmctld(rig, service, how)
+                # written again: the reload had erased them (a syncer that missed it writes nothing)
+                await wait_for(more_than(writes, "features", before), 10, what=f"features rewritten ({how})")
+                await wait_for(lambda: features_are(rig, node, {"k8s.gpu:h100"}), 10, what=f"back ({how})")
+                print(f"features back {time.monotonic() - done:.2f} s after the {how} (hint {hint})")
+                job = run_job(rig, "-p", PARTITION, "--constraint=k8s.gpu:h100")
+                assert await ran_on(rig, job) == node
+
+
+@pytest.mark.only_where(SELECTED.topology, "needs Slurm 25.05+: see test_topology_needs_slurm_25_05")
+@pytest.mark.parametrize("hint", HINTS)
+async def test_topology_is_back_at_once_after_a_reconfigure_and_a_restart(
+    topology_rig: Rig, hint: str
+) -> None:
+    """The real node (in topology.yaml's block b-seed) labelled into b1 beside a dynamic node: a reload puts
+    it back into b-seed (the dynamic node keeps its block); the syncer moves it into b1 again and a job that
+    needs a two-node block runs on both."""
+    rig = topology_rig
+    real = rig.sandbox.real_node
+    with real_nodes(rig, 1) as (a,):
+        for name in (a, real):
+            rig.bind_pod(name, node_labels={NVLINK: "b1"})
+
+        async def in_b1() -> bool:
+            return unit_nodes(rig, BLOCK_TOPOLOGY, "BlockName", "b1") == {a, real}
+
+        async with running_syncer(
+            rig, replace(FAST, attributes=ATTRIBUTES), slurm_metrics_url=metrics_url(rig, hint)
+        ) as service:
+            assert service.attributes is not None
+            writes = service.attributes.stats.writes
+            await wait_for(in_b1, 10, what="both nodes in block b1")
+            for how in ("reconfigure", "restart"):
+                await hint_as_asked(service, hint)
+                before = writes["topology", "ok"]
+                done = await reload_slurmctld(rig, service, how)
+                await wait_for(more_than(writes, "topology", before), 10, what=f"topology rewritten ({how})")
+                await wait_for(in_b1, 10, what=f"both nodes back in b1 ({how})")
+                print(f"topology back {time.monotonic() - done:.2f} s after the {how} (hint {hint})")
+                job = run_job(rig, "-p", BLOCK_TOPOLOGY, "-N2", "--segment=2")
+                assert hostnames(rig, await ran_on(rig, job)) == {a, real}

@@ -1,0 +1,77 @@
+"""Telling that slurmctld reloaded: a `scontrol reconfigure` or a restart starts slurmctld afresh, and the new
+one has forgotten what was written to it over REST (node features and topology back to slurm.conf's), with
+none of the node-state counts the metrics hint reads moved.
+
+    watch = ReloadWatch(client, hint)
+    marker, size = await watch.read(metrics=True)  # slurmctld's /metrics/scheduler; False: slurmrestd /diag
+    if watch.moved(marker):                        # a new slurmctld since the last read
+        ...                                        # list; every key the syncer owns in Slurm looked at again
+
+One number tells: the time slurmctld counts its statistics from (`last_proc_req_start`), set by each new
+slurmctld (a reconfigure starts one too) and read cheaply in two places: `slurm_last_proc_req_start` in
+slurmctld's `/metrics/scheduler` (25.11+, no slurmrestd request) and `req_time_start` in slurmrestd's
+`GET /diag` (every release). slurmctld also moves it at midnight and on `sdiag --reset`: such a reload seen
+where there was none costs one node list and one reconcile of every key, and nothing else.
+"""
+
+from __future__ import annotations
+
+from syncer.slurm.client import SlurmClient
+from syncer.slurm.errors import SlurmDecodeError
+from syncer.slurm.metrics_hint import HintReader, SlurmMetricsDecodeError, count_of, samples
+from syncer.slurm.metrics_scheduler import PATH as SCHEDULER_PATH
+
+METRIC = "slurm_last_proc_req_start"
+DIAG_FIELD = "req_time_start"
+
+
+def started_from_metrics(text: str) -> int:
+    """`slurm_last_proc_req_start` in a `/metrics/scheduler` body (0: a slurmctld just started has not set
+    it yet); SlurmMetricsDecodeError when the page has none."""
+    found = samples(text, lambda line: line.startswith(METRIC), what=METRIC, endpoint=SCHEDULER_PATH)
+    for sample in found:
+        if sample.name == METRIC:
+            return count_of(sample, "time", SCHEDULER_PATH)
+    raise SlurmMetricsDecodeError(f"no {METRIC} in the answer", endpoint=SCHEDULER_PATH)
+
+
+def started_from_diag(statistics: dict[str, object]) -> int:
+    """`req_time_start` of slurmrestd's `/diag` statistics (a number, or `{"set", "number"}`); 0 when not
+    set; SlurmDecodeError when absent or not a time."""
+    value = statistics.get(DIAG_FIELD)
+    if isinstance(value, dict):
+        value = value.get("number", 0) if value.get("set", True) and not value.get("infinite") else 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SlurmDecodeError(f"/diag has no {DIAG_FIELD} time: {value!r}"[:160], endpoint="diag")
+    return value
+
+
+class ReloadWatch:
+    """Reads slurmctld's start marker and remembers the last one seen."""
+
+    def __init__(self, client: SlurmClient, hint: HintReader | None) -> None:
+        self._client = client
+        self._hint = hint
+        self.started = 0  # the marker last read: slurmctld's statistics start (epoch s), 0 before it is set
+        self._seen = False
+
+    async def read(self, *, metrics: bool) -> tuple[int, int]:
+        """The marker and the bytes read for it, from slurmctld's metrics (`metrics`, with a hint to read
+        them with) or from slurmrestd."""
+        if metrics and self._hint is not None:
+            text = await self._hint.read_page(SCHEDULER_PATH)
+            return started_from_metrics(text), len(text.encode())
+        statistics, size = await self._client.diag_sized()
+        return started_from_diag(statistics), size
+
+    def moved(self, marker: int) -> bool:
+        """True when `marker` (just read) tells of another slurmctld than the one read before; the first
+        read only records. A new slurmctld reads 0 until its first background pass (0.6 s measured), then
+        its start: both tell, the 0 at once and the start too, since another reload within that 0 (two
+        reconfigures 0.6 s apart, measured) shows only as a start after it. The second list costs one
+        more list per reload."""
+        first, self._seen = not self._seen, True
+        previous, self.started = self.started, marker
+        if first:
+            return False
+        return marker != previous

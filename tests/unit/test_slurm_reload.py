@@ -1,0 +1,63 @@
+"""slurmctld's start marker: read from its metrics page or slurmrestd's /diag, and when it tells a reload
+(sequences as measured on 24.11 and 26.05: a new slurmctld reads 0, then its start time; two reconfigures
+0.6 s apart read 0, 0, then the second one's start)."""
+
+from __future__ import annotations
+
+import pytest
+
+from syncer.slurm.errors import SlurmDecodeError
+from syncer.slurm.metrics_hint import SlurmMetricsDecodeError
+from syncer.slurm.reload import ReloadWatch, started_from_diag, started_from_metrics
+
+SCHEDULER_PAGE = """\
+# HELP slurm_sdiag_job_states_ts Job states timestamp
+# TYPE slurm_sdiag_job_states_ts gauge
+slurm_sdiag_job_states_ts 1795652314
+# HELP slurm_last_proc_req_start Timestamp of last process request start
+# TYPE slurm_last_proc_req_start gauge
+slurm_last_proc_req_start 1795652317
+# HELP slurm_sched_stats_timestamp Statistics snapshot timestamp
+# TYPE slurm_sched_stats_timestamp gauge
+slurm_sched_stats_timestamp 1795652322
+"""
+
+
+def test_the_marker_is_read_from_the_scheduler_page() -> None:
+    assert started_from_metrics(SCHEDULER_PAGE) == 1795652317
+    assert started_from_metrics(SCHEDULER_PAGE.replace(" 1795652317", " 0")) == 0
+
+
+@pytest.mark.parametrize("page", ["", "slurm_sched_stats_timestamp 1\n", "slurm_last_proc_req_start -4\n"])
+def test_a_page_without_a_marker_is_an_error_naming_it(page: str) -> None:
+    with pytest.raises(SlurmMetricsDecodeError, match="slurm_last_proc_req_start"):
+        started_from_metrics(page)
+
+
+def test_the_marker_is_read_from_diag_in_either_shape() -> None:
+    assert started_from_diag({"req_time_start": {"set": True, "infinite": False, "number": 1795652317}}) == (
+        1795652317
+    )
+    assert started_from_diag({"req_time_start": 1795652317}) == 1795652317
+    assert started_from_diag({"req_time_start": {"set": False, "number": 5}}) == 0
+
+
+@pytest.mark.parametrize("value", [None, "soon", True, -1])
+def test_diag_without_a_marker_is_an_error_naming_it(value: object) -> None:
+    with pytest.raises(SlurmDecodeError, match="req_time_start"):
+        started_from_diag({"req_time_start": value} if value is not None else {})
+
+
+@pytest.mark.parametrize(
+    ("markers", "told"),
+    [
+        ([5, 5, 0, 7, 7], [False, False, True, True, False]),  # a reload read in its 0 window: 0 and start
+        ([5, 7, 7], [False, True, False]),  # the 0 window missed: the new start tells
+        ([5, 0, 0, 7], [False, True, False, True]),  # two reloads 0.6 s apart: the start after both tells
+        ([0, 5, 5, 7], [False, True, False, True]),  # first read as slurmctld started: 5 may be a later one
+        ([0, 0, 5], [False, False, True]),
+    ],
+)
+def test_a_new_slurmctld_is_told_at_its_0_and_at_its_start(markers: list[int], told: list[bool]) -> None:
+    watch = ReloadWatch(None, None)  # type: ignore[arg-type]  # moved() reads nothing
+    assert [watch.moved(marker) for marker in markers] == told
