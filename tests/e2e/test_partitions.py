@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from syncer.app.check_cmd import check_partitions, declared_partitions
 from syncer.app.service import SyncerService
+from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
 from syncer.plan.partition_controller import EVENT_CREATED, EVENT_UPDATED, PartitionOptions
 from syncer.plan.partitions import CONFLICT, INVALID, PRECONDITION, READY, UNSUPPORTED
@@ -280,3 +282,27 @@ async def test_before_26_05_nothing_is_written_and_the_condition_says_it_needs_2
             assert slurm_writes(service) == {}
     finally:
         await cleanup(rig, [name], [], [])
+
+
+async def test_check_fails_without_keep_part_info_naming_the_line_and_before_26_05_says_it_needs_26_05(
+    rig: Rig,
+):
+    kube = await KubeClient.from_config(str(rig.kubeconfig))
+    try:
+        assert await declared_partitions(kube) == 0
+        create_cr(rig, "e2e-check", {"nodes": {"hosts": [rig.sandbox.real_node]}})
+        assert await declared_partitions(kube) == 1
+    finally:
+        await kube.close()
+        await cleanup(rig, ["e2e-check"], [], [])
+    [item] = await check_partitions(rig.reader, "1 SlurmPartition(s) exist")
+    assert not item.ok
+    if not WRITES:
+        assert "26.05" in item.what, item
+        return
+    assert (
+        "KeepPartInfo" in item.what and "ReconfigFlags=KeepPartInfo" in item.fix and "extraConf" in item.fix
+    )
+    async with keep_part_info(rig):
+        [item] = await check_partitions(rig.reader, "--partitions-enabled")
+        assert item.ok, item
