@@ -363,6 +363,9 @@ class PartitionController(Controller):
             await self._event(cr, type_, outcome.reason, outcome.message)
             if type_ == "Warning":
                 log.warning("partition not applied", cr=name, reason=outcome.reason, why=outcome.message)
+                # slurm_syncer_actions_total{kind="partition_refused",result=<reason>}: once per refusal
+                self.context.actions("partition_refused", "k8s_to_slurm", outcome.partition,
+                                     {"result": outcome.reason})  # fmt: skip
         self._said[name] = (outcome.reason, outcome.message)
         record = world.owned.get(outcome.partition)
         ownership = record[1] if record is not None and record[0] == name else None

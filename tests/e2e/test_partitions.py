@@ -20,7 +20,7 @@ from syncer.plan.partitions import CONFLICT, INVALID, PRECONDITION, READY, UNSUP
 from syncer.slurm.partitions import PartitionState
 from syncer.testing.kubeapi.api import rfc3339
 from syncer.testing.sandbox import SandboxError
-from tests.e2e.rig import Rig, condition, fresh_slurm_nodes, running_syncer
+from tests.e2e.rig import Rig, condition, fresh_slurm_nodes, get, running_syncer, sample
 from tests.fixtures.slurm import SELECTED
 from tests.helpers import wait_for
 
@@ -216,7 +216,7 @@ async def test_refusals_name_the_field_and_write_nothing_and_a_restart_over_agre
     foreign, names = "e2e-foreign", ["e2e-unknown", "e2e-nomatch", "e2e-taken", "e2e-twin-a", "e2e-twin-b"]
     rig.scontrol("create", f"partitionname={foreign}", f"nodes={real}", "maxtime=7")
     try:
-        async with running_syncer(rig, partitions=ON):
+        async with running_syncer(rig, partitions=ON) as service:
             # without KeepPartInfo: refused, nothing created
             create_cr(rig, "e2e-nokeep", {"nodes": {"hosts": [real]}})
             await wait_for(lambda: ready(rig, "e2e-nokeep").get("reason") == PRECONDITION, 10,
@@ -224,6 +224,9 @@ async def test_refusals_name_the_field_and_write_nothing_and_a_restart_over_agre
             assert "ReconfigFlags=KeepPartInfo" in ready(rig, "e2e-nokeep")["message"]
             assert PRECONDITION in reasons(rig, "e2e-nokeep")
             assert await partition(rig, "e2e-nokeep") is None
+            _status, text = await get(service, "/metrics")
+            labels = {"kind": "partition_refused", "result": PRECONDITION}
+            assert (sample(text, "slurm_syncer_actions_total", **labels) or 0) >= 1
         async with keep_part_info(rig):
             async with running_syncer(rig, partitions=ON):
                 create_cr(rig, "e2e-unknown", {"nodes": {"hosts": ["nosuch[1-2]"]}})
