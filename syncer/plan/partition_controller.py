@@ -3,7 +3,8 @@
 
 One key for the whole cluster, like the maintenance reservations: one `GET /partitions/` decides every
 partition, and a name two CRs declare or two default partitions need every CR at once. A change is looked at
-`BATCH_S` after it arrives, so a label change that moves many nodes becomes one `POST` of `+a,+b,...`.
+`BATCH_S` after it arrives, so a label change that moves many nodes becomes one `POST` of `+a,+b,...`; a
+CR's own change after `CR_BATCH_S`.
 
 Each reconcile reads Slurm's partitions, its jobs (drain before delete) and `GET /conf` (KeepPartInfo), plans,
 and carries the actions out in the plan's order: claim (the ownership annotation and the finalizer on the CR,
@@ -51,7 +52,10 @@ KEY = "cluster"
 KIND = "SlurmPartition"
 API_VERSION = "slurm-syncer.dev/v1alpha1"
 PATH = "/apis/slurm-syncer.dev/v1alpha1/slurmpartitions"
-BATCH_S = 0.5  # changes arriving together (a relabelled rack) planned once: one POST per partition
+BATCH_S = 0.5  # Node and pod changes arriving together (a relabelled rack) planned once: one POST
+CR_BATCH_S = (
+    0.05  # a CR's change: rarely a storm, and its author waits for it (a kubectl apply of many: a few)
+)
 BUSY_S = 1.0  # a CR creating, updating, draining or deleting is looked at again this soon (jobs end unseen)
 IN_USE_RETRY_S = 5.0  # Slurm's 2075: a job arrived between our read and the DELETE
 UNREACHABLE_RETRY_S = 2.0  # slurmrestd did not answer: the next reconcile decides again from a fresh read
@@ -112,7 +116,7 @@ class PartitionController(Controller):
         self._said: dict[str, tuple[str, str]] = {}  # CR -> (reason, message) last told in an Event
         self._written: dict[str, dict[str, Any]] = {}  # CR -> the status document written last
         self.runner = context.runner(self, workers=1)
-        self.informer.subscribe(self._on_change)
+        self.informer.subscribe(self._on_cr)
         context.kube_cache.nodes.subscribe(self._on_node)
         context.kube_cache.pods.subscribe(self._on_pod)
         context.slurm_cache.subscribe(self._on_slurm)
@@ -121,6 +125,9 @@ class PartitionController(Controller):
     # -- what names the key -----------------------------------------------------------------------
     def _on_change(self, _old: object, _new: object) -> None:
         self.runner.queue.add_after(KEY, BATCH_S)
+
+    def _on_cr(self, _old: object, _new: object) -> None:
+        self.runner.queue.add_after(KEY, CR_BATCH_S)
 
     def _on_node(self, old: KubeNode | None, new: KubeNode | None) -> None:
         if self.informer.items and (old is None or new is None or old.labels != new.labels):
