@@ -53,9 +53,7 @@ KIND = "SlurmPartition"
 API_VERSION = "slurm-syncer.dev/v1alpha1"
 PATH = "/apis/slurm-syncer.dev/v1alpha1/slurmpartitions"
 BATCH_S = 0.5  # Node and pod changes arriving together (a relabelled rack) planned once: one POST
-CR_BATCH_S = (
-    0.05  # a CR's change: rarely a storm, and its author waits for it (a kubectl apply of many: a few)
-)
+CR_BATCH_S = 0.05  # a CR's change: rarely a storm, and its author waits for it
 BUSY_S = 1.0  # a CR creating, updating, draining or deleting is looked at again this soon (jobs end unseen)
 IN_USE_RETRY_S = 5.0  # Slurm's 2075: a job arrived between our read and the DELETE
 UNREACHABLE_RETRY_S = 2.0  # slurmrestd did not answer: the next reconcile decides again from a fresh read
