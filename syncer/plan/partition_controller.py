@@ -98,6 +98,17 @@ def _settings_text(settings: PartitionSettings, before: PartitionSettings | None
     return ", ".join(parts)
 
 
+def _nodes_text(nodes: str | None, shown: int = 8) -> str:
+    """A hostlist or `+a,-b` changes for a log line or an Event: the first few and how many in all."""
+    names = [n for n in (nodes or "").split(",") if n]
+    if len(names) <= shown:
+        return ",".join(names) or "(none)"
+    added = sum(n.startswith("+") for n in names)
+    removed = sum(n.startswith("-") for n in names)
+    counts = f"+{added}, -{removed}" if added or removed else f"{len(names)} nodes"
+    return ",".join(names[:shown]) + f",... ({counts})"
+
+
 class PartitionController(Controller):
     name = "partitions"
 
@@ -276,7 +287,8 @@ class PartitionController(Controller):
                     self._stop(action, INVALID, f"Slurm refused partition {action.partition}: {exc}")
                 ) from exc
             raise
-        log.info(f"partition {action.kind}", partition=action.partition, cr=action.cr, nodes=action.nodes)
+        log.info(f"partition {action.kind}", partition=action.partition, cr=action.cr,
+                 nodes=_nodes_text(action.nodes))  # fmt: skip
         self.context.actions(f"partition_{action.kind}", "k8s_to_slurm", action.partition, {"result": "ok"})
         await self._tell_written(action, cr)
         return True
@@ -288,7 +300,7 @@ class PartitionController(Controller):
     async def _tell_written(self, action: Action, cr: Mapping[str, Any]) -> None:
         name = action.partition
         if action.kind == "create":
-            message = f"partition {name} created over nodes {action.nodes or '(none)'}"
+            message = f"partition {name} created over nodes {_nodes_text(action.nodes)}"
             settings = _settings_text(action.settings, None)
             await self._event(
                 cr, "Normal", EVENT_CREATED, message + (f" with {settings}" if settings else "")
@@ -298,7 +310,9 @@ class PartitionController(Controller):
                               f"partition {name} set DRAIN: deleted once its jobs have ended")  # fmt: skip
         else:
             settings = _settings_text(action.settings, action.before)
-            changes = [c for c in (settings, f"nodes {action.nodes}" if action.nodes else "") if c]
+            changes = [
+                c for c in (settings, f"nodes {_nodes_text(action.nodes)}" if action.nodes else "") if c
+            ]
             message = f"partition {name} put back to its SlurmPartition: {'; '.join(changes)}"
             await self._event(cr, "Normal", EVENT_UPDATED, message)
 
