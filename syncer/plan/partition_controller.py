@@ -185,19 +185,19 @@ class PartitionController(Controller):
         result = plan([self._wanted(cr) for cr in crs.values()], world)
         stopped: dict[str, Outcome] = {}
         released: set[str] = set()
-        in_use: list[str] = []
+        in_use: dict[str, str] = {}  # CR -> its partition Slurm would not delete yet
         wrote = False
         for action in result.actions:
-            if action.cr in stopped:
-                continue
+            if action.cr in stopped or action.cr in in_use:
+                continue  # the CR's later actions (its release above all) wait for the next reconcile
             try:
-                wrote |= await self._carry_out(action, crs[action.cr], world)
+                wrote |= await self._carry_out(action, crs[action.cr])
             except Stopped as stop:
                 stopped[action.cr] = stop.outcome
             except SlurmApiError as exc:
                 if not partition_in_use(exc):
                     raise
-                in_use.append(action.partition)  # a job came after our read: drain and wait again
+                in_use[action.cr] = action.partition  # a job came after our read: drain and wait again
             if action.kind == "release":
                 released.add(action.cr)
         if wrote:  # what the status says is what Slurm has now, not what it had before our writes
@@ -210,7 +210,7 @@ class PartitionController(Controller):
                 await self._tell(crs[name], outcome, world, counts)
         if in_use:
             raise RetryAfter(
-                IN_USE_RETRY_S, f"partition(s) {', '.join(in_use)} in use: deleted after their jobs"
+                IN_USE_RETRY_S, f"partition(s) {', '.join(in_use.values())} in use: deleted after their jobs"
             )
         if stopped:
             raise Terminal("; ".join(f"SlurmPartition {n}: {o.message}" for n, o in sorted(stopped.items())))
@@ -262,7 +262,7 @@ class PartitionController(Controller):
         return wanted_from(cr, list(cache.nodes.items.values()), bound, self.nodeset_members)
 
     # -- writes ---------------------------------------------------------------------------------------
-    async def _carry_out(self, action: Action, cr: Mapping[str, Any], world: World) -> bool:
+    async def _carry_out(self, action: Action, cr: Mapping[str, Any]) -> bool:
         """One action through the writers; True when Slurm was written."""
         if action.kind == "claim":
             await self._claim(action, cr)
