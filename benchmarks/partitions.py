@@ -26,32 +26,22 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo root
-from syncer.app.service import ServiceConfig, SyncerService
+from benchmarks.maintenance import CONFIG as MAINTENANCE_CONFIG
+from benchmarks.maintenance import progress
+from syncer.app.service import SyncerService
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
 from syncer.plan.partition_controller import PartitionOptions
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
-from syncer.sync.options import SyncOptions
 from syncer.testing.demo import wait
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.sandbox import up
 from syncer.testing.sandbox.config import sim_node_names
 
-CONFIG = ServiceConfig(
-    options=SyncOptions(),
-    slurm_poll_interval_s=1.0,
-    leader_election=False,
-    listen_host="127.0.0.1",
-    listen_port=None,
-    partitions=PartitionOptions(enabled=True),
-)
+CONFIG = replace(MAINTENANCE_CONFIG, partitions=PartitionOptions(enabled=True))  # the same service, one more
 GROUP, VERSION, PLURAL = "slurm-syncer.dev", "v1alpha1", "slurmpartitions"
 POLL_S = 0.01
-
-
-def progress(text: str) -> None:
-    print(f"[bench] {text}", file=sys.stderr, flush=True)
 
 
 def partition_requests(service: SyncerService) -> dict[str, int]:
