@@ -19,6 +19,8 @@ from syncer.app.status_cmd import CONNECTION_OPTIONS, OTHERS_FROM_ENV
 from syncer.app.wiring import kube_client, slurm_client
 from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeError
+from syncer.plan.partition_controller import PATH as PARTITIONS_PATH
+from syncer.plan.partitions import ADD_KEEP, NEEDS
 from syncer.slurm.auth import expiry_check
 from syncer.slurm.cache import POLLER_LISTS_PER_MINUTE, busiest_lists_per_minute
 from syncer.slurm.client import SlurmClient
@@ -111,6 +113,41 @@ def check_topology(client: SlurmClient, settings: settings_mod.Settings) -> list
             "upgrade Slurm to 25.05+, or leave --topology-block-name and --topology-tree-name empty",
         )
     ]
+
+
+async def declared_partitions(kube: KubeClient) -> int | None:
+    """How many SlurmPartitions exist (0 without the CRD); None when they cannot be listed."""
+    try:
+        listed = await kube.get(PARTITIONS_PATH, {"limit": "500"})
+    except KubeError as exc:
+        return 0 if exc.status == 404 else None
+    return len(listed.get("items") or [])
+
+
+async def check_partitions(client: SlurmClient, why: str) -> list[Item]:
+    """SlurmPartitions are written only over REST v0.0.45 (Slurm 26.05+) and where slurmctld keeps them over
+    a reconfigure (ReconfigFlags=KeepPartInfo; without it a reconfigure deletes them and kills their jobs).
+    `why`: what makes partitions matter here (the option, the CRs found)."""
+    if client.version is None:
+        return []
+    api = f"API {client.version.name}" + (f" (Slurm {client.release})" if client.release else "")
+    if not client.partition_writes:
+        return [
+            Item(
+                False,
+                f"SlurmPartitions ({why}): {NEEDS}; {api} cannot write partitions, nothing will be written",
+                "upgrade Slurm to 26.05+, or turn --partitions-enabled off",
+            )
+        ]
+    try:
+        conf = await client.slurmctld_conf()
+    except SlurmError as exc:
+        return [Item(False, f"SlurmPartitions ({why}): slurmctld's /conf not read: {exc}", ADD_KEEP)]
+    if conf is None or not conf.keeps_partitions:
+        return [
+            Item(False, f"SlurmPartitions ({why}): slurmctld's ReconfigFlags lacks KeepPartInfo", ADD_KEEP)
+        ]
+    return [Item(True, f"SlurmPartitions ({why}) can be written: {api}, ReconfigFlags=KeepPartInfo")]
 
 
 async def check_slurm(client: SlurmClient, skip_probe: str = "") -> list[Item]:
@@ -281,8 +318,19 @@ async def collect(settings: settings_mod.Settings, no_write_probe: bool = False)
     try:
         lease_namespace = settings.lease_namespace_resolved(os.environ)
         items += await check_kube(kube, permissions.needed(settings, lease_namespace))
+        declared = await declared_partitions(kube)
     finally:
         await kube.close()
+    why = "--partitions-enabled" if settings.partitions_enabled else ""
+    why = "; ".join(w for w in (why, f"{declared} SlurmPartition(s) exist" if declared else "") if w)
+    if why:
+        slurm = slurm_client(settings)
+        try:
+            with contextlib.suppress(SlurmError):  # unreachable: check_slurm's item says so already
+                await slurm.start()
+            items += await check_partitions(slurm, why)
+        finally:
+            await slurm.close()
     return items
 
 

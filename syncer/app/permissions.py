@@ -77,6 +77,15 @@ WHY: dict[tuple[str, str, str], str] = {
     ("watch", "slurm-syncer.dev", "nodesets"): "NodeSet reconciler",
     ("patch", "slurm-syncer.dev", "nodesets/status"): "NodeSet status",
     ("create", "policy", "poddisruptionbudgets"): "protecting busy slurmd pods of a NodeSet",
+    ("get", "slurm-syncer.dev", "slurmpartitions"): "fresh read before a write after a conflict",
+    ("list", "slurm-syncer.dev", "slurmpartitions"): "SlurmPartition controller (--partitions-enabled)",
+    ("watch", "slurm-syncer.dev", "slurmpartitions"): "SlurmPartition controller (--partitions-enabled)",
+    (
+        "patch",
+        "slurm-syncer.dev",
+        "slurmpartitions",
+    ): "SlurmPartition: its ownership annotation and finalizer",
+    ("patch", "slurm-syncer.dev", "slurmpartitions/status"): "SlurmPartition status",
     ("get", "kueue.x-k8s.io", "topologies"): "the Kueue Topology naming the tree labels (--topology-kueue)",
 }
 
@@ -99,6 +108,14 @@ _NODESETS = (
     ("create", "policy", "poddisruptionbudgets"),
 )
 
+_PARTITIONS = (
+    ("get", "slurmpartitions"),
+    ("list", "slurmpartitions"),
+    ("watch", "slurmpartitions"),
+    ("patch", "slurmpartitions"),
+    ("patch", "slurmpartitions/status"),
+)
+
 
 def needed(settings: Settings, lease_namespace: str) -> list[Right]:
     """Every right `slurm-syncer run` with these settings uses, in the narrowest scope it uses it.
@@ -119,6 +136,8 @@ def needed(settings: Settings, lease_namespace: str) -> list[Right]:
             # resourceNames cannot restrict create: the name is not known when create is authorized
             Right("create", group, "leases", lease_namespace),
         ]
+    if settings.partitions_enabled:  # cluster-scoped; their Events go to the lease namespace with Nodes'
+        rights += [Right(verb, "slurm-syncer.dev", resource) for verb, resource in _PARTITIONS]
     if settings.topology_kueue:
         rights.append(Right("get", "kueue.x-k8s.io", "topologies", "", settings.topology_kueue))
     return sorted(rights)

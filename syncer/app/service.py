@@ -33,6 +33,7 @@ from syncer.model.naming import SlurmNameRule
 from syncer.nodeset.reconciler import NodeSetController
 from syncer.plan.attributes import AttributeController, AttributeOptions
 from syncer.plan.maintenance import MaintenanceOptions
+from syncer.plan.partition_controller import NO_NODESETS, PartitionController, PartitionOptions
 from syncer.plan.reservations import MaintenanceController
 from syncer.runtime.backoff import Backoff
 from syncer.runtime.controller import Controller, ReconcileMetrics
@@ -102,6 +103,7 @@ class ServiceConfig:
     nodeset_requeue_s: float = 2.0  # re-check of a NodeSet that is still converging
     backoff: Backoff = field(default_factory=Backoff)  # retries of a failed reconcile, every controller
     maintenance: MaintenanceOptions = field(default_factory=MaintenanceOptions)  # owner: set from the Lease
+    partitions: PartitionOptions = field(default_factory=PartitionOptions)  # SlurmPartition CRs (opt-in)
 
 
 class SyncerService:
@@ -188,8 +190,17 @@ class SyncerService:
         self.maintenance = MaintenanceController(
             context, replace(config.maintenance, owner=owner), bound_node=self._bound_node
         )
+        self.partitions = (
+            PartitionController(
+                context, nodeset_members=self.nodesets.members if self.nodesets else NO_NODESETS
+            )
+            if config.partitions.enabled
+            else None
+        )
         self.controllers: list[Controller] = [
-            c for c in (self.engine, self.attributes, self.nodesets, self.maintenance) if c is not None
+            c
+            for c in (self.engine, self.attributes, self.nodesets, self.maintenance, self.partitions)
+            if c is not None
         ]
         self.job_counts: dict[tuple[str, str], int] = {}
         self.job_counts_source = ""  # "slurmctld_metrics" (the hint's body) or "slurmrestd" (GET /jobs)

@@ -475,6 +475,15 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option("dry-run", parse_bool, False, "compute and log every action, write nothing", "Sync", "flag"),
     Option("nodeset-enabled", parse_bool, True, "run the NodeSet reconciler", "Sync", "flag"),
+    Option(
+        "partitions-enabled",
+        parse_bool,
+        False,
+        "run the SlurmPartition controller (Slurm 26.05+, ReconfigFlags=KeepPartInfo; needs the "
+        "SlurmPartition CRD and its RBAC: the chart's crds.slurmPartition)",
+        "Sync",
+        "flag",
+    ),
     # Maintenance
     Option(
         "maintenance-condition",
@@ -633,6 +642,7 @@ class Settings:
     workers: int
     dry_run: bool
     nodeset_enabled: bool
+    partitions_enabled: bool
     maintenance_condition: tuple[MaintenanceCondition, ...]
     max_maintenance_window: float
     maintenance_default_duration: float

@@ -10,6 +10,7 @@ from syncer.app.settings import Settings
 from syncer.kube.client import KubeClient
 from syncer.plan.attributes import AttributeOptions
 from syncer.plan.maintenance import MaintenanceOptions
+from syncer.plan.partition_controller import PartitionOptions
 from syncer.plan.topology import TopologySpec
 from syncer.slurm.auth import JwtKeyToken, NoToken, TokenFile, TokenSource
 from syncer.slurm.client import SlurmClient
@@ -91,6 +92,7 @@ def service_config(settings: Settings, environ: Mapping[str, str]) -> ServiceCon
         listen_port=port,
         jobs_poll_interval_s=settings.jobs_poll_interval,
         nodeset_enabled=settings.nodeset_enabled,
+        partitions=PartitionOptions(enabled=settings.partitions_enabled),
         maintenance=MaintenanceOptions(
             conditions=settings.maintenance_condition,
             max_window_s=settings.max_maintenance_window,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 
 from syncer.kube.cache import KubeCache
+from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubePod
 from syncer.model.slurm import SlurmNode
 
@@ -52,6 +53,31 @@ def resolve(name: str, cache: KubeCache) -> Binding:
     if claiming_nodes:
         return Binding(name, None, claiming_nodes[0])
     return Binding(name)
+
+
+def slurm_nodes_on(kube_node: str, cache: KubeCache, known: Container[str]) -> tuple[str, ...]:
+    """The Slurm nodes Slurm knows (`known`) that are bound to the Kubernetes Node `kube_node` (its label,
+    its name with --bind-by-node-name, or a slurmd pod on it), sorted; claims in conflict left out."""
+    node = cache.node(kube_node)
+    candidates: set[str] = set()
+    if node is not None and (label := node.labels.get(Keys.NODE_NAME_LABEL)):
+        candidates.add(label)
+    if cache.bind_by_node_name:
+        candidates.add(kube_node)
+    for key in cache.pods_by_kube_node.get(kube_node, ()):
+        pod = cache.pods.items.get(key)
+        if pod is not None:
+            candidates.add(cache.slurm_name_of(pod))
+    return tuple(
+        sorted(
+            name
+            for name in candidates
+            if name in known
+            and (binding := resolve(name, cache)).bound
+            and binding.node is not None
+            and binding.node.name == kube_node
+        )
+    )
 
 
 def pod_bound_on_node(binding: Binding, cache: KubeCache) -> tuple[str, ...] | None:

@@ -1,6 +1,7 @@
 """Every Slurm write of every controller: node updates through the group commit (syncer/control/bulk.py),
-reservations, a NodeSet's records and their removal stamps. The write gate is checked here, once per
-request: a follower writes nothing (NotLeader), a dry run logs what it would have done and says False."""
+reservations, partitions, a NodeSet's records and their removal stamps. The write gate is checked here,
+once per request: a follower writes nothing (NotLeader), a dry run logs what it would have done and says
+False."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from syncer.runtime.gate import allowed
 from syncer.slurm.cache import NodeCache
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmNotFound
+from syncer.slurm.partitions import PartitionSettings
 from syncer.slurm.updates import NodeUpdate
 
 
@@ -69,4 +71,19 @@ class SlurmWriter:
         if not self._allowed("delete reservation", reservation=name):
             return False
         await self.slurm.delete_reservation(name)
+        return True
+
+    async def put_partition(self, name: str, settings: PartitionSettings, *, nodes: str | None) -> bool:
+        """Creates or updates a partition (only `nodes` and the managed settings sent); False in a dry run."""
+        if not self._allowed("write partition", partition=name, nodes=nodes, settings=settings.managed()):
+            return False
+        await self.slurm.put_partition(name, settings, nodes=nodes)
+        return True
+
+    async def delete_partition(self, name: str) -> bool:
+        """False in a dry run; a partition already gone counts as deleted. Slurm refuses one with jobs
+        (error 2075)."""
+        if not self._allowed("delete partition", partition=name):
+            return False
+        await self.slurm.delete_partition(name)
         return True

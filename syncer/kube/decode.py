@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from syncer.model.kube import Condition, KubeNode, KubeNodeSet, KubePod
+from syncer.model.kube import Condition, KubeCustomObject, KubeNode, KubeNodeSet, KubePod
 
 
 class _RawCondition(msgspec.Struct):
@@ -86,6 +86,11 @@ class _ListMeta(msgspec.Struct):
 class _NodeSetList(msgspec.Struct):
     metadata: _ListMeta
     items: list[_RawNodeSet] = msgspec.field(default_factory=list)
+
+
+class _CustomList(msgspec.Struct):
+    metadata: _ListMeta
+    items: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
 
 class _NodeList(msgspec.Struct):
@@ -198,6 +203,17 @@ def _nodeset(raw: _RawNodeSet) -> KubeNodeSet:
     )
 
 
+def _custom(raw: dict[str, Any]) -> KubeCustomObject:
+    meta = raw.get("metadata") or {}
+    return KubeCustomObject(
+        name=str(meta.get("name", "")), resource_version=str(meta.get("resourceVersion", "")), body=raw
+    )
+
+
+# kinds kept whole (custom resources read by pure code as the API server serves them)
+WHOLE = frozenset({"SlurmPartition"})
+
+
 class Codec:
     """Decoders for one kind: list bodies, single objects and watch events."""
 
@@ -214,6 +230,10 @@ class Codec:
             self._list = msgspec.json.Decoder(_NodeSetList)
             self._one = msgspec.json.Decoder(_RawNodeSet)
             self._convert = _nodeset
+        elif kind in WHOLE:
+            self._list = msgspec.json.Decoder(_CustomList)
+            self._one = msgspec.json.Decoder(dict[str, Any])
+            self._convert = _custom
         else:
             raise ValueError(f"no compact decoder for kind {kind!r}")
         self._event = msgspec.json.Decoder(_NodeEvent)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 
@@ -93,3 +95,12 @@ class KubeNodeSet(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def ref(self) -> NodeSetRef:
         return NodeSetRef(namespace=self.namespace, name=self.name, uid=self.uid)
+
+
+class KubeCustomObject(msgspec.Struct, frozen=True, kw_only=True):
+    """A cluster-scoped custom resource kept whole as decoded JSON (a SlurmPartition: few objects, read by
+    pure code that takes the object as the API server serves it)."""
+
+    name: str
+    resource_version: str = ""
+    body: dict[str, Any] = msgspec.field(default_factory=dict)

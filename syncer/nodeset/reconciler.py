@@ -155,6 +155,13 @@ class NodeSetController(Controller):
         # only pods this NodeSet owns, by UID: a stray pod that copies the label is not ours to delete
         return [p for p in pods if owns(nodeset, p)]
 
+    def members(self, namespace: str, name: str) -> list[str] | None:
+        """The Slurm nodes of a NodeSet's pods (a SlurmPartition's `nodes.nodeSets`); None: none such."""
+        nodeset = self.informer.items.get(f"{namespace}/{name}")
+        if nodeset is None:
+            return None
+        return [self.context.kube_cache.slurm_name_of(pod) for pod in self.pods_of(nodeset)]
+
     async def reconcile(self, key: str) -> Result:
         """One NodeSet. A Kubernetes or Slurm error is counted and raised: the runner retries the key with
         its one backoff policy (and drops the remaining writes when leadership is lost)."""

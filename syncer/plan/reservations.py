@@ -17,6 +17,7 @@ from typing import Any
 
 import structlog
 
+from syncer.control.binding import slurm_nodes_on
 from syncer.control.context import ControllerContext
 from syncer.kube.events import ObjectRef
 from syncer.kube.writer import node_path
@@ -182,25 +183,7 @@ class MaintenanceController(Controller):
 
     def _slurm_nodes(self, node: str) -> tuple[str, ...]:
         """The Slurm nodes Slurm knows that are bound to this Kubernetes Node (pod- or node-bound)."""
-        kube_node = self.context.kube_cache.node(node)
-        candidates: set[str] = set()
-        if kube_node is not None and (label := kube_node.labels.get(Keys.NODE_NAME_LABEL)):
-            candidates.add(label)
-        if self.context.kube_cache.bind_by_node_name:
-            candidates.add(node)
-        for key in self.context.kube_cache.pods_by_kube_node.get(node, ()):
-            pod = self.context.kube_cache.pods.items.get(key)
-            if pod is not None:
-                candidates.add(self.context.kube_cache.slurm_name_of(pod))
-        return tuple(
-            sorted(
-                name
-                for name in candidates
-                if name in self.context.slurm_cache.nodes
-                and (b := self.bound_node(name)) is not None
-                and b.name == node
-            )
-        )
+        return slurm_nodes_on(node, self.context.kube_cache, self.context.slurm_cache.nodes)
 
     async def _jobs_at(self, starts: dict[str, int]) -> dict[str, int]:
         try:

@@ -6,7 +6,8 @@
   `list_all_nodes()`, `get_node(name)`, `update_node(name, state=, reason=, comment=, features=)`,
   `delete_node(name)`, `list_partitions()`, `list_jobs()`, `diag()`, `diag_sized()`; `stats` counts
   requests, seconds and bytes per endpoint. URLs: http://, https://, unix:///path.
-  `slurmctld_conf()` (`GET /conf`, v0.0.45: SlurmctldPort, MetricsType, ReconfigFlags -> `keeps_partitions`; None before). Partitions:
+  `slurmctld_conf()` (`GET /conf`, v0.0.45: SlurmctldPort, MetricsType, ReconfigFlags ->
+  `keeps_partitions`; None before). Partitions:
   `partition_states()` (typed, any version), `put_partition(name, settings, nodes=)` and
   `delete_partition(name)` (v0.0.45 only: `partition_writes`; SlurmVersionError before any request elsewhere).
 - `partitions`: `PartitionSettings` (None = not managed), `PartitionState`, `check` (InvalidPartition for what

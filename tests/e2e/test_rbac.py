@@ -27,6 +27,7 @@ from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.testing.kubeapi.rbac import SELF_REVIEWS, Request
 from tests.e2e.rig import NAMESPACE, Rig, condition, fresh_slurm_nodes, node_body, running_syncer
 from tests.e2e.test_nodeset import manifest
+from tests.e2e.test_partitions import WRITES, cleanup, cr, create_cr, delete_cr, keep_part_info, ready
 from tests.helpers import wait_for
 from tests.integration.test_helm_chart import load_script, load_settings
 
@@ -166,6 +167,24 @@ async def exercise_bindings(rig: Rig, labels: dict[str, str]) -> None:
     assert not rig.kube.faults.conflicts, "an injected conflict was never met"
 
 
+async def exercise_partitions(rig: Rig) -> None:
+    """A SlurmPartition made (its ownership write refused once with 409, so a fresh read happens; its
+    status, its Events in the lease namespace), then deleted (its finalizer released)."""
+    name = "rbac-partition"
+    rig.kube.faults.conflict_next("PATCH", f"/slurmpartitions/{name}")
+    async with keep_part_info(rig):
+        try:
+            create_cr(rig, name, {"nodes": {"hosts": [rig.sandbox.real_node]}})
+            await wait_for(
+                lambda: ready(rig, name).get("status") == "True", 30, what="the SlurmPartition Ready"
+            )
+            delete_cr(rig, name)
+            await wait_for(lambda: cr(rig, name) is None, 30, what="the SlurmPartition released and gone")
+        finally:
+            await cleanup(rig, [name], [name], [])
+    assert not rig.kube.faults.conflicts, "the injected conflict was never met"
+
+
 async def exercise_nodesets(rig: Rig) -> None:
     """A NodeSet scaled out (pod create, its PodDisruptionBudget, status) and back in (pod delete)."""
     name = f"rbac{next(_nodesets)}"
@@ -222,7 +241,13 @@ def compare(used: set[Request], denied: set[Request], granted: list[Right]) -> t
 KUEUE = ("slurm-syncer", {"config": {"topology-kueue": "gpu-fabric", "topology-tree-name": "fabric"}})
 
 
-@pytest.mark.parametrize("profile", ["default", "Slinky", "namespaced", "NodeSets off", "Kueue topology"])
+@pytest.mark.parametrize(
+    "profile",
+    [
+        "default", "Slinky", "namespaced", "NodeSets off", "Kueue topology",
+        pytest.param("SlurmPartitions", marks=pytest.mark.only_where(WRITES, "26.05+ writes partitions")),
+    ],
+)  # fmt: skip
 async def test_the_syncer_uses_exactly_the_rights_its_profile_grants(rig: Rig, profile: str, tmp_path: Path):
     table = rbac_table()
     release_namespace, values = table.PROFILES.get(profile, KUEUE)
@@ -248,6 +273,8 @@ async def test_the_syncer_uses_exactly_the_rights_its_profile_grants(rig: Rig, p
             await exercise_bindings(rig, selector)
             if settings.nodeset_enabled:
                 await exercise_nodesets(rig)
+            if settings.partitions_enabled:
+                await exercise_partitions(rig)
         except AssertionError as exc:
             stuck = exc
 

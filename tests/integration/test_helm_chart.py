@@ -191,6 +191,20 @@ def test_the_chart_crd_is_the_deploy_crd_behind_a_value():
     assert "CustomResourceDefinition" not in kinds(render({"crds": {"nodeSet": False}}))
 
 
+def test_the_slurmpartition_crd_comes_with_its_value_only_and_is_the_package_crd():
+    name = "slurmpartitions.slurm-syncer.dev.yaml"
+    package = ROOT / "syncer" / "model" / "crds" / name
+    assert (CHART / "files" / "crds" / name).read_bytes() == package.read_bytes()
+
+    def crds(values: dict[str, Any]) -> list[dict[str, Any]]:
+        return [o for o in render(values) if o["metadata"]["name"] == "slurmpartitions.slurm-syncer.dev"]
+
+    assert crds({}) == [], "off by default, as --partitions-enabled is"
+    [crd] = crds({"crds": {"slurmPartition": True}})
+    assert crd["spec"] == yaml.safe_load(package.read_text())["spec"]
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
 def test_chart_copies_of_rules_and_dashboards_equal_the_originals():
     rules = ROOT / "deploy" / "prometheus" / "rules.yaml"
     assert rules.exists(), "deploy/prometheus/rules.yaml is gone: remove the chart's copy too"
@@ -336,6 +350,8 @@ RBAC_PROFILES: dict[str, dict[str, Any]] = {
     "namespaced, lease there too": {"config": {"namespace": NAMESPACE}},
     "lease elsewhere": {"config": {"lease-namespace": "kube-leases"}, "leaderElection": {"leaseName": "gpu"}},
     "kueue": {"config": {"topology-kueue": "gpu-fabric"}},
+    "partitions": {"config": {"partitions-enabled": True}},
+    "partitions, namespaced": {"config": {"partitions-enabled": True, "namespace": NAMESPACE}},
     "no leader election": COMBINATIONS["auth-none-single"] or {},
     "hybrid": COMBINATIONS["hybrid"] or {},
 }

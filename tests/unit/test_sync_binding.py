@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from syncer.control.binding import Binding, node_slurm, pod_bound_on_node, resolve
+from syncer.control.binding import Binding, node_slurm, pod_bound_on_node, resolve, slurm_nodes_on
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
@@ -247,3 +247,20 @@ def test_no_sharing_when_the_bindings_node_hosts_no_labelled_pod() -> None:
     put_pod(kube, "slurmd-2", "node2", "k8s-a")
     elsewhere = put_node(kube, "k8s-empty")  # a Node no labelled pod runs on
     assert pod_bound_on_node(Binding("node1", pod, elsewhere), kube) is None
+
+
+def test_slurm_nodes_on_a_node_are_its_label_its_pods_and_its_name_each_only_when_known_and_bound() -> None:
+    kube = cache()
+    put_node(kube, "k8s-a", "host1")  # node-bound through its own label
+    put_pod(kube, "slurmd-1", "pod1", "k8s-a")
+    put_pod(kube, "slurmd-2", "pod2", "k8s-a")
+    put_pod(kube, "slurmd-3", "unknown", "k8s-a")  # Slurm does not know it
+    put_pod(kube, "slurmd-4", "pod1", "k8s-b")  # a second claim on pod1: a conflict, bound to neither
+    known = {"host1", "pod1", "pod2", "k8s-a"}
+    assert slurm_nodes_on("k8s-a", kube, known) == ("host1", "pod2")
+    assert slurm_nodes_on("k8s-b", kube, known) == ()
+    assert slurm_nodes_on("k8s-none", kube, known) == ()
+    by_name = cache(bind_by_node_name=True)
+    put_node(by_name, "k8s-a")
+    assert slurm_nodes_on("k8s-a", by_name, known) == ("k8s-a",)
+    assert slurm_nodes_on("k8s-a", by_name, {"host1"}) == ()

@@ -1,0 +1,413 @@
+"""The SlurmPartition controller: SlurmPartition CRs become Slurm partitions over REST v0.0.45
+(docs/partitions.md; the decision is plan/partitions.py, the CR's reading plan/partition_spec.py).
+
+One key for the whole cluster, like the maintenance reservations: one `GET /partitions/` decides every
+partition, and a name two CRs declare or two default partitions need every CR at once. A change is looked at
+`BATCH_S` after it arrives, so a label change that moves many nodes becomes one `POST` of `+a,+b,...`; a
+CR's own change after `CR_BATCH_S`.
+
+Each reconcile reads Slurm's partitions, its jobs (drain before delete) and `GET /conf` (KeepPartInfo), plans,
+and carries the actions out in the plan's order: claim (the ownership annotation and the finalizer on the CR,
+before anything is created; a failed claim stops that CR), create/update/drain, delete (Slurm's 2075
+"Partition is in use": retried after `IN_USE_RETRY_S`), release. A value Slurm refuses (2018 unknown node,
+9001) stops that CR with its condition; the others go on. Then each CR's status through /status and an Event
+whenever its Ready reason changes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+import structlog
+
+from syncer.control.binding import slurm_nodes_on
+from syncer.control.context import ControllerContext
+from syncer.kube.errors import KubeError
+from syncer.kube.events import ObjectRef
+from syncer.kube.informer import Informer
+from syncer.model.keys import Keys
+from syncer.model.kube import KubeCustomObject, KubeNode, KubePod
+from syncer.plan.partition_spec import NodeSetMembers, job_counts, record_of, status_of, wanted_from
+from syncer.plan.partitions import (
+    CONFLICT,
+    INVALID,
+    PRECONDITION,
+    UNSUPPORTED,
+    Action,
+    Outcome,
+    World,
+    plan,
+    records,
+)
+from syncer.runtime.controller import DONE, Controller, Result
+from syncer.runtime.errors import RetryAfter, Terminal
+from syncer.slurm.cache import NodeChange
+from syncer.slurm.errors import SlurmApiError, SlurmConnectionError, SlurmError, SlurmTimeout
+from syncer.slurm.partitions import InvalidPartition, PartitionSettings, partition_in_use
+
+log = structlog.get_logger("syncer.plan")
+KEY = "cluster"
+KIND = "SlurmPartition"
+API_VERSION = "slurm-syncer.dev/v1alpha1"
+PATH = "/apis/slurm-syncer.dev/v1alpha1/slurmpartitions"
+BATCH_S = 0.5  # Node and pod changes arriving together (a relabelled rack) planned once: one POST
+CR_BATCH_S = 0.05  # a CR's change: rarely a storm, and its author waits for it
+BUSY_S = 1.0  # a CR creating, updating, draining or deleting is looked at again this soon (jobs end unseen)
+IN_USE_RETRY_S = 5.0  # Slurm's 2075: a job arrived between our read and the DELETE
+UNREACHABLE_RETRY_S = 2.0  # slurmrestd did not answer: the next reconcile decides again from a fresh read
+REFUSED = (2018, 9001)  # Slurm's "Invalid node name specified" and its refusal of a value: input to fix
+CLAIM_FAILED = "ClaimFailed"
+WARNINGS = frozenset({CONFLICT, INVALID, UNSUPPORTED, PRECONDITION, CLAIM_FAILED})
+
+EVENT_CREATED = "PartitionCreated"
+EVENT_UPDATED = "PartitionUpdated"
+EVENT_DRAINING = "PartitionDraining"
+EVENT_DELETED = "PartitionDeleted"
+
+
+@dataclass(frozen=True)
+class PartitionOptions:
+    # opt-in: the informer needs the SlurmPartition CRD installed and RBAC on it (the chart's value)
+    enabled: bool = False
+
+
+def NO_NODESETS(_namespace: str, _name: str) -> None:
+    """The NodeSet controller is off: no NodeSet can be named as members."""
+    return None
+
+
+class Stopped(Exception):
+    """One CR's writes stop here (its claim failed, or Slurm refused its values): `outcome` says why."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.message)
+        self.outcome = outcome
+
+
+def _settings_text(settings: PartitionSettings, before: PartitionSettings | None) -> str:
+    """`field: was -> now` for each managed field (what an update put back)."""
+    parts = []
+    for f in fields(settings):
+        wanted = getattr(settings, f.name)
+        if wanted is None:
+            continue
+        had = getattr(before, f.name) if before is not None else None
+        parts.append(f"{f.name}: {had!r} -> {wanted!r}" if before is not None else f"{f.name}={wanted!r}")
+    return ", ".join(parts)
+
+
+def _nodes_text(nodes: str | None, shown: int = 8) -> str:
+    """A hostlist or `+a,-b` changes for a log line or an Event: the first few and how many in all."""
+    names = [n for n in (nodes or "").split(",") if n]
+    if len(names) <= shown:
+        return ",".join(names) or "(none)"
+    added = sum(n.startswith("+") for n in names)
+    removed = sum(n.startswith("-") for n in names)
+    counts = f"+{added}, -{removed}" if added or removed else f"{len(names)} nodes"
+    return ",".join(names[:shown]) + f",... ({counts})"
+
+
+class PartitionController(Controller):
+    name = "partitions"
+
+    def __init__(self, context: ControllerContext, *, nodeset_members: NodeSetMembers) -> None:
+        self.context = context  # clients, caches, writers: shared by every controller
+        self.nodeset_members = nodeset_members
+        self.clock = context.clock
+        self.informer: Informer[KubeCustomObject] = Informer(context.kube, PATH, KIND, lambda o: o.name)
+        self.keeps_partitions: bool | None = None  # the last /conf read; None: not read or failed
+        self.outcomes: dict[str, Outcome] = {}  # by CR: the last reconcile's (for the exporter, tests)
+        self._claimed: dict[
+            str, tuple[str, str]
+        ] = {}  # CR -> (uid, how) claimed, until the informer shows it
+        self._said: dict[str, tuple[str, str]] = {}  # CR -> (reason, message) last told in an Event
+        self._written: dict[str, dict[str, Any]] = {}  # CR -> the status document written last
+        self.runner = context.runner(self, workers=1)
+        self.informer.subscribe(self._on_cr)
+        context.kube_cache.nodes.subscribe(self._on_node)
+        context.kube_cache.pods.subscribe(self._on_pod)
+        context.slurm_cache.subscribe(self._on_slurm)
+        # a new slurmctld without KeepPartInfo forgot REST-made partitions: look again at once
+        context.slurm_cache.subscribe_reloads(lambda: self.runner.queue.add(KEY))
+
+    # -- what names the key -----------------------------------------------------------------------
+    def _on_change(self, _old: object, _new: object) -> None:
+        self.runner.queue.add_after(KEY, BATCH_S)
+
+    def _on_cr(self, _old: object, _new: object) -> None:
+        self.runner.queue.add_after(KEY, CR_BATCH_S)
+
+    def _on_node(self, old: KubeNode | None, new: KubeNode | None) -> None:
+        if self.informer.items and (old is None or new is None or old.labels != new.labels):
+            self._on_change(old, new)
+
+    def _on_pod(self, old: KubePod | None, new: KubePod | None) -> None:
+        names = self.context.kube_cache.slurm_name_of
+        if self.informer.items and (
+            old is None or new is None or (old.node_name, names(old)) != (new.node_name, names(new))
+        ):
+            self._on_change(old, new)
+
+    def _on_slurm(self, changes: list[NodeChange]) -> None:
+        if self.informer.items and any(c.kind != "changed" for c in changes):
+            self._on_change(None, None)  # a node Slurm did not know (a host a CR names) may be known now
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def loops(self) -> dict[str, Callable[[], Awaitable[None]]]:
+        return {"informer-slurmpartitions": self.informer.run}
+
+    async def prepare(self) -> None:
+        await self.informer.synced.wait()
+        await self.context.kube_cache.wait_synced()
+
+    async def keys(self) -> list[str]:
+        return [KEY]
+
+    # -- one reconcile --------------------------------------------------------------------------------
+    async def reconcile(self, key: str) -> Result:
+        if not self.context.gate.leading:
+            return Result(requeue_after=1.0)  # a follower: looked at again when it may lead
+        cache = self.context.slurm_cache
+        if not self.context.kube_cache.synced or not cache.synced or cache.stale:
+            return Result(requeue_after=1.0)  # fail closed: no node taken out on stale membership
+        crs = {o.name: o.body for o in self.informer.items.values()}
+        if not crs:
+            self.outcomes = {}
+            return DONE  # nothing declared: Slurm is not even read
+        try:
+            return await self._reconcile(crs)
+        except (SlurmConnectionError, SlurmTimeout) as exc:
+            raise RetryAfter(UNREACHABLE_RETRY_S, f"slurmrestd unreachable: {exc}") from exc
+
+    async def _reconcile(self, crs: dict[str, dict[str, Any]]) -> Result:
+        world, counts = await self._world(crs)
+        result = plan([self._wanted(cr) for cr in crs.values()], world)
+        stopped: dict[str, Outcome] = {}
+        released: set[str] = set()
+        in_use: dict[str, str] = {}  # CR -> its partition Slurm would not delete yet
+        wrote = False
+        for action in result.actions:
+            if action.cr in stopped or action.cr in in_use:
+                continue  # the CR's later actions (its release above all) wait for the next reconcile
+            try:
+                wrote |= await self._carry_out(action, crs[action.cr])
+            except Stopped as stop:
+                stopped[action.cr] = stop.outcome
+            except SlurmApiError as exc:
+                if not partition_in_use(exc):
+                    raise
+                in_use[action.cr] = action.partition  # a job came after our read: drain and wait again
+            if action.kind == "release":
+                released.add(action.cr)
+        if wrote:  # what the status says is what Slurm has now, not what it had before our writes
+            world, counts = await self._world(crs)
+            result = plan([self._wanted(cr) for cr in crs.values()], world)
+        outcomes = {**result.outcomes, **stopped}
+        self.outcomes = outcomes
+        for name, outcome in outcomes.items():
+            if name not in released:
+                await self._tell(crs[name], outcome, world, counts)
+        if in_use:
+            raise RetryAfter(
+                IN_USE_RETRY_S, f"partition(s) {', '.join(in_use.values())} in use: deleted after their jobs"
+            )
+        if stopped:
+            raise Terminal("; ".join(f"SlurmPartition {n}: {o.message}" for n, o in sorted(stopped.items())))
+        busy = any(not o.ready and o.reason not in WARNINGS for o in outcomes.values())
+        return Result(requeue_after=BUSY_S) if busy else DONE
+
+    async def _world(self, crs: Mapping[str, Mapping[str, Any]]) -> tuple[World, dict[str, tuple[int, int]]]:
+        """Slurm's partitions, its (running, pending) jobs by partition, /conf, and the ownership records."""
+        slurm = self.context.slurm
+        present = {p.name: p for p in await slurm.partition_states()}
+        counts = job_counts(await slurm.list_jobs())
+        if slurm.partition_writes:
+            try:
+                conf = await slurm.slurmctld_conf()
+                self.keeps_partitions = conf.keeps_partitions if conf is not None else None
+            except SlurmError as exc:
+                log.warning("slurmctld's /conf not read: no partition created or changed", error=str(exc))
+                self.keeps_partitions = None
+        owned = records(self._record(cr) for cr in crs.values())
+        world = World(
+            present=present,
+            owned=owned,
+            jobs={name: running + pending for name, (running, pending) in counts.items()},
+            slurm_nodes=frozenset(self.context.slurm_cache.nodes),
+            keeps_partitions=self.keeps_partitions,
+            writes=slurm.partition_writes,
+            # TODO(slinky): Slinky NodeSets' partition names; until then adopt:false keeps them Conflict
+        )
+        return world, counts
+
+    def _record(self, cr: Mapping[str, Any]) -> tuple[str, str | None, str | None]:
+        """The CR's ownership record; a claim written that the informer has not shown yet counts."""
+        name, partition, how = record_of(cr)
+        claimed = self._claimed.get(name)
+        if how is None and claimed is not None and claimed[0] == cr["metadata"].get("uid"):
+            return record_of({**cr, "metadata": {**cr["metadata"], "annotations": {
+                **(cr["metadata"].get("annotations") or {}), Keys.PARTITION_OWNER: claimed[1]}}})  # fmt: skip
+        if how is not None:
+            self._claimed.pop(name, None)
+        return name, partition, how
+
+    def _wanted(self, cr: Mapping[str, Any]) -> Any:
+        cache, known = self.context.kube_cache, self.context.slurm_cache.nodes
+
+        def bound(node: str) -> str | None:
+            names = slurm_nodes_on(node, cache, known)
+            return names[0] if names else None
+
+        return wanted_from(cr, list(cache.nodes.items.values()), bound, self.nodeset_members)
+
+    # -- writes ---------------------------------------------------------------------------------------
+    async def _carry_out(self, action: Action, cr: Mapping[str, Any]) -> bool:
+        """One action through the writers; True when Slurm was written."""
+        if action.kind == "claim":
+            await self._claim(action, cr)
+            return False
+        if action.kind == "release":
+            await self._release(cr)
+            return False
+        writer = self.context.slurm_writer
+        try:
+            if action.kind == "delete":
+                if not await writer.delete_partition(action.partition):
+                    return False
+                await self._event(cr, "Normal", EVENT_DELETED, f"partition {action.partition} deleted")
+                return True
+            if not await writer.put_partition(action.partition, action.settings, nodes=action.nodes):
+                return False
+        except InvalidPartition as exc:
+            raise Stopped(self._stop(action, INVALID, f"spec.{exc.field}: {exc}")) from exc
+        except SlurmApiError as exc:
+            if any(e.error_number in REFUSED for e in exc.errors):
+                raise Stopped(
+                    self._stop(action, INVALID, f"Slurm refused partition {action.partition}: {exc}")
+                ) from exc
+            raise
+        log.info(f"partition {action.kind}", partition=action.partition, cr=action.cr,
+                 nodes=_nodes_text(action.nodes))  # fmt: skip
+        self.context.actions(f"partition_{action.kind}", "k8s_to_slurm", action.partition, {"result": "ok"})
+        await self._tell_written(action, cr)
+        return True
+
+    def _stop(self, action: Action, reason: str, message: str) -> Outcome:
+        log.warning("partition write refused", partition=action.partition, cr=action.cr, error=message)
+        return Outcome(action.cr, action.partition, False, reason, message)
+
+    async def _tell_written(self, action: Action, cr: Mapping[str, Any]) -> None:
+        name = action.partition
+        if action.kind == "create":
+            message = f"partition {name} created over nodes {_nodes_text(action.nodes)}"
+            settings = _settings_text(action.settings, None)
+            await self._event(
+                cr, "Normal", EVENT_CREATED, message + (f" with {settings}" if settings else "")
+            )
+        elif action.kind == "drain":
+            await self._event(cr, "Normal", EVENT_DRAINING,
+                              f"partition {name} set DRAIN: deleted once its jobs have ended")  # fmt: skip
+        else:
+            settings = _settings_text(action.settings, action.before)
+            changes = [
+                c for c in (settings, f"nodes {_nodes_text(action.nodes)}" if action.nodes else "") if c
+            ]
+            message = f"partition {name} put back to its SlurmPartition: {'; '.join(changes)}"
+            await self._event(cr, "Normal", EVENT_UPDATED, message)
+
+    def _path(self, cr: Mapping[str, Any]) -> str:
+        return f"{PATH}/{cr['metadata']['name']}"
+
+    async def _claim(self, action: Action, cr: Mapping[str, Any]) -> None:
+        """The ownership record and the finalizer on the CR, before anything of it is written to Slurm."""
+        how = action.ownership or "created"
+
+        def build(obj: dict[str, Any]) -> dict[str, Any] | None:
+            meta = obj.get("metadata") or {}
+            patch: dict[str, Any] = {}
+            if (meta.get("annotations") or {}).get(Keys.PARTITION_OWNER) != how:
+                patch["annotations"] = {Keys.PARTITION_OWNER: how}
+            finalizers = list(meta.get("finalizers") or [])
+            if Keys.PARTITION_FINALIZER not in finalizers:
+                patch["finalizers"] = [*finalizers, Keys.PARTITION_FINALIZER]
+            return {"metadata": patch} if patch else None
+
+        try:
+            await self.context.writer.patch_from_current(
+                self._path(cr), build, current=dict(cr), what=f"{KIND} {action.cr} ownership"
+            )
+        except KubeError as exc:
+            message = (
+                f"ownership of partition {action.partition} not recorded on the CR ({exc}): nothing "
+                "written to Slurm"
+            )
+            raise Stopped(self._stop(action, CLAIM_FAILED, message)) from exc
+        self._claimed[action.cr] = (str(cr["metadata"].get("uid", "")), how)
+
+    async def _release(self, cr: Mapping[str, Any]) -> None:
+        def build(obj: dict[str, Any]) -> dict[str, Any] | None:
+            meta = obj.get("metadata") or {}
+            finalizers = list(meta.get("finalizers") or [])
+            owned = Keys.PARTITION_OWNER in (meta.get("annotations") or {})
+            if Keys.PARTITION_FINALIZER not in finalizers and not owned:
+                return None
+            kept = [f for f in finalizers if f != Keys.PARTITION_FINALIZER]
+            return {"metadata": {"annotations": {Keys.PARTITION_OWNER: None}, "finalizers": kept}}
+
+        name = cr["metadata"]["name"]
+        try:
+            await self.context.writer.patch_from_current(
+                self._path(cr), build, current=dict(cr), what=f"{KIND} {name} release"
+            )
+        except KubeError as exc:
+            if exc.status != 404:  # gone already
+                raise
+        self._claimed.pop(name, None)
+        self._said.pop(name, None)
+        self._written.pop(name, None)
+
+    # -- Kubernetes: status and Events -----------------------------------------------------------------
+    async def _tell(
+        self, cr: Mapping[str, Any], outcome: Outcome, world: World, counts: Mapping[str, tuple[int, int]]
+    ) -> None:
+        meta, previous = cr["metadata"], cr.get("status") or {}
+        name = meta["name"]
+        said = self._said.get(name) or next(
+            ((c.get("reason", ""), c.get("message", "")) for c in previous.get("conditions") or []
+             if c.get("type") == "Ready"), None,
+        )  # fmt: skip
+        if said is None or said[0] != outcome.reason:
+            type_ = "Warning" if outcome.reason in WARNINGS else "Normal"
+            await self._event(cr, type_, outcome.reason, outcome.message)
+            if type_ == "Warning":
+                log.warning("partition not applied", cr=name, reason=outcome.reason, why=outcome.message)
+                # slurm_syncer_actions_total{kind="partition_refused",result=<reason>}: once per refusal
+                self.context.actions("partition_refused", "k8s_to_slurm", outcome.partition,
+                                     {"result": outcome.reason})  # fmt: skip
+        self._said[name] = (outcome.reason, outcome.message)
+        record = world.owned.get(outcome.partition)
+        ownership = record[1] if record is not None and record[0] == name else None
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
+        document = status_of(
+            outcome, world.present.get(outcome.partition), counts.get(outcome.partition, (0, 0)),
+            int(meta.get("generation", 0)), ownership, self._written.get(name) or previous, stamp,
+        )  # fmt: skip
+        if document in (previous, self._written.get(name)):
+            return
+        try:
+            written = await self.context.writer.merge_patch(
+                self._path(cr) + "/status", {"status": document}, what=f"{KIND} {name} status"
+            )
+        except KubeError as exc:
+            if exc.status != 404:  # deleted meanwhile
+                raise
+            return
+        if written:
+            self._written[name] = document
+
+    async def _event(self, cr: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        meta = cr["metadata"]
+        ref = ObjectRef(KIND, meta["name"], "", str(meta.get("uid", "")), API_VERSION)
+        await self.context.events.record(ref, type_, reason, message)

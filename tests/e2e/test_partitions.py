@@ -1,0 +1,311 @@
+"""SlurmPartition CRs -> Slurm partitions (docs/partitions.md), against the real Slurm sandbox with its real
+slurmd and real jobs, the CRs on the Kubernetes API emulator (the CRD's schema and CEL rules on the real API
+server: tests/integration/test_partition_crd_real.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from syncer.app.check_cmd import check_partitions, declared_partitions
+from syncer.app.service import SyncerService
+from syncer.kube.client import KubeClient
+from syncer.model.keys import Keys
+from syncer.plan.partition_controller import EVENT_CREATED, EVENT_UPDATED, PartitionOptions
+from syncer.plan.partitions import CONFLICT, INVALID, PRECONDITION, READY, UNSUPPORTED
+from syncer.slurm.partitions import PartitionState
+from syncer.testing.kubeapi.api import rfc3339
+from syncer.testing.sandbox import SandboxError
+from tests.e2e.rig import Rig, condition, fresh_slurm_nodes, get, running_syncer, sample
+from tests.fixtures.slurm import SELECTED
+from tests.helpers import wait_for
+
+pytestmark = [pytest.mark.slurm, pytest.mark.kube]
+WRITES = "v0.0.45" in SELECTED.api_versions  # Slurm 26.05+: partitions are written over REST
+needs_writes = pytest.mark.only_where(WRITES, "Slurm 26.05+ writes partitions over REST")
+needs_old = pytest.mark.only_where(not WRITES, "before 26.05 partitions are read-only over REST")
+GROUP, VERSION, PLURAL = "slurm-syncer.dev", "v1alpha1", "slurmpartitions"
+ON = PartitionOptions(enabled=True)
+KEEP = "ReconfigFlags=KeepPartInfo\n"
+
+
+def create_cr(rig: Rig, name: str, spec: dict[str, Any]) -> None:
+    rig.kube.create(GROUP, VERSION, PLURAL, {"metadata": {"name": name}, "spec": spec})
+
+
+def cr(rig: Rig, name: str) -> dict[str, Any] | None:
+    return rig.kube.get(GROUP, VERSION, PLURAL, name)
+
+
+def patch_cr(rig: Rig, name: str, spec: dict[str, Any]) -> None:
+    rig.kube.patch(GROUP, VERSION, PLURAL, name, {"spec": spec})
+
+
+def delete_cr(rig: Rig, name: str) -> None:
+    rig.kube.api.delete(rig.kube.api.resource(GROUP, VERSION, PLURAL), "", name)
+
+
+def ready(rig: Rig, name: str) -> dict[str, Any]:
+    obj = cr(rig, name)
+    return (condition(obj, "Ready") or {}) if obj else {}
+
+
+def reason_is(rig: Rig, name: str, reason: str) -> Callable[[], bool]:
+    return lambda: ready(rig, name).get("reason") == reason
+
+
+def reasons(rig: Rig, name: str) -> list[str]:
+    return [e["reason"] for e in rig.events_for(name) if e["involvedObject"]["kind"] == "SlurmPartition"]
+
+
+def messages(rig: Rig, name: str) -> list[str]:
+    return [e["message"] for e in rig.events_for(name) if e["involvedObject"]["kind"] == "SlurmPartition"]
+
+
+async def partition(rig: Rig, name: str) -> PartitionState | None:
+    return next((p for p in await rig.reader.partition_states() if p.name == name), None)
+
+
+def job_state(rig: Rig, job: str) -> str:
+    return rig.sandbox.run("squeue", "-h", "-j", job, "-o", "%T %r").stdout.strip()
+
+
+def submit(rig: Rig, partition_name: str, seconds: int) -> tuple[str, str]:
+    """(job id, stderr): sbatch into the partition on the real node."""
+    out = rig.sandbox.run(
+        "sbatch", "--parsable", "--no-requeue", "-p", partition_name, "-w", rig.sandbox.real_node,
+        "--time=2", "--wrap", f"sleep {seconds}",
+    )  # fmt: skip
+    return out.stdout.strip().split(";")[0], out.stderr
+
+
+def label(rig: Rig, node: str, labels: dict[str, str | None]) -> None:
+    rig.kube.patch("", "v1", "nodes", node, {"metadata": {"labels": labels}})
+
+
+async def keeps(rig: Rig) -> bool:
+    conf = await rig.reader.slurmctld_conf()
+    return conf is not None and conf.keeps_partitions
+
+
+@contextlib.asynccontextmanager
+async def keep_part_info(rig: Rig) -> AsyncIterator[None]:
+    """The sandbox's slurmctld with ReconfigFlags=KeepPartInfo, as the controller requires; put back after."""
+    path = rig.sandbox.slurm_conf
+    original = path.read_text()
+    path.write_text(original + KEEP)
+    rig.scontrol("reconfigure")
+    await wait_for(lambda: keeps(rig), 30, what="/conf to show KeepPartInfo")
+    try:
+        yield
+    finally:
+        path.write_text(original)
+        rig.scontrol("reconfigure")
+        await wait_for(lambda: _not(keeps(rig)), 30, what="/conf without KeepPartInfo again")
+
+
+async def _not(value: Any) -> bool:
+    return not await value
+
+
+async def cleanup(rig: Rig, names: list[str], partitions: list[str], jobs: list[str]) -> None:
+    for job in jobs:
+        rig.sandbox.run("scancel", job)
+    for name in names:
+        obj = cr(rig, name)
+        if obj is not None:
+            rig.kube.patch(GROUP, VERSION, PLURAL, name, {"metadata": {"finalizers": None}})
+            with contextlib.suppress(Exception):
+                delete_cr(rig, name)
+    for name in partitions:
+        with contextlib.suppress(SandboxError):
+            rig.scontrol("delete", f"partitionname={name}")
+
+
+def slurm_writes(service: SyncerService) -> dict[Any, Any]:
+    return {k: v for k, v in service.slurm.stats.requests.items() if str(k[0]).startswith("partition_")}
+
+
+@needs_writes
+async def test_a_partition_from_a_label_runs_jobs_follows_labels_drains_is_put_back_and_goes_with_its_cr(
+    rig: Rig,
+):
+    real = rig.sandbox.real_node
+    [extra] = fresh_slurm_nodes(1)
+    node, other = rig.bind_node(real), rig.bind_node(extra)
+    label(rig, node, {"pool": "e2e-part"})
+    name, jobs = "e2e-part", []
+    spec = {"nodes": {"selector": {"matchLabels": {"pool": "e2e-part"}}}, "state": "UP", "maxTime": 60}
+    try:
+        async with keep_part_info(rig), running_syncer(rig, partitions=ON):
+            create_cr(rig, name, spec)
+
+            async def has(nodes: set[str], **settings: Any) -> bool:
+                p = await partition(rig, name)
+                return (
+                    p is not None
+                    and set(p.nodes) == nodes
+                    and all(getattr(p.settings, k) == v for k, v in settings.items())
+                )
+
+            await wait_for(lambda: has({real}, max_time=60), 10, what="the partition over the labelled node")
+            await wait_for(lambda: ready(rig, name).get("status") == "True", 10, what="Ready on the CR")
+            obj = cr(rig, name)
+            assert obj is not None
+            assert obj["metadata"]["annotations"][Keys.PARTITION_OWNER] == "created"
+            assert Keys.PARTITION_FINALIZER in obj["metadata"]["finalizers"]
+            assert obj["status"]["slurm"]["nodes"] == real
+            assert EVENT_CREATED in reasons(rig, name)
+
+            # a job runs in the partition
+            job, err = submit(rig, name, 1)
+            assert job, err
+            jobs.append(job)
+            await wait_for(lambda: job_state(rig, job) == "", 60, what="the job in the partition to complete")
+
+            # a label moves a node in, then out
+            label(rig, other, {"pool": "e2e-part"})
+            await wait_for(lambda: has({real, extra}), 10, what="the newly labelled node in the partition")
+            label(rig, other, {"pool": None})
+            await wait_for(lambda: has({real}), 10, what="the unlabelled node out of the partition")
+
+            # changed behind its back: put back, and the Event says what
+            rig.scontrol("update", f"partitionname={name}", "maxtime=5")
+            await wait_for(lambda: has({real}, max_time=60), 20, what="MaxTime put back (resync)")
+            assert any("max_time: 5 -> 60" in m for m in messages(rig, name)), messages(rig, name)
+            assert EVENT_UPDATED in reasons(rig, name)
+
+            # DRAIN: the running job goes on, a new one is refused
+            running, err = submit(rig, name, 15)
+            assert running, err
+            jobs.append(running)
+            await wait_for(lambda: job_state(rig, running).startswith("RUNNING"), 60, what="the job running")
+            patch_cr(rig, name, {"state": "DRAIN"})
+            await wait_for(lambda: has({real}, state="DRAIN"), 10, what="the partition DRAIN")
+            refused, err = submit(rig, name, 1)
+            assert not refused and "not available" in err, (refused, err)
+            assert job_state(rig, running).startswith("RUNNING")
+
+            # the CR deleted while its job runs: kept DRAIN until the job ends, then removed with the CR
+            patch_cr(rig, name, {"state": "UP"})
+            await wait_for(lambda: has({real}, state="UP"), 10, what="the partition UP again")
+            delete_cr(rig, name)
+            await wait_for(lambda: has({real}, state="DRAIN"), 10, what="the deleted CR's partition draining")
+            await wait_for(
+                lambda: "job(s) remain" in ready(rig, name).get("message", ""), 10, what="Draining in status"
+            )
+            assert job_state(rig, running).startswith("RUNNING")
+            await wait_for(lambda: job_state(rig, running) == "", 60, what="the running job to complete")
+            await wait_for(lambda: _not(partition(rig, name)), 10, what="the partition deleted")
+            await wait_for(lambda: cr(rig, name) is None, 10, what="the CR gone (finalizer released)")
+            out = rig.sandbox.run("sacct", "-n", "-X", "-j", running, "-o", "State").stdout
+            assert "NODE_FAIL" not in out and "CANCELLED" not in out, out
+    finally:
+        await cleanup(rig, [name], [name], jobs)
+
+
+@needs_writes
+async def test_refusals_name_the_field_and_write_nothing_and_a_restart_over_agreeing_objects_writes_nothing(
+    rig: Rig,
+):
+    real = rig.sandbox.real_node
+    foreign, names = "e2e-foreign", ["e2e-unknown", "e2e-nomatch", "e2e-taken", "e2e-twin-a", "e2e-twin-b"]
+    rig.scontrol("create", f"partitionname={foreign}", f"nodes={real}", "maxtime=7")
+    try:
+        async with running_syncer(rig, partitions=ON) as service:
+            # without KeepPartInfo: refused, nothing created
+            create_cr(rig, "e2e-nokeep", {"nodes": {"hosts": [real]}})
+            await wait_for(lambda: ready(rig, "e2e-nokeep").get("reason") == PRECONDITION, 10,
+                           what="KeepPartInfoMissing")  # fmt: skip
+            assert "ReconfigFlags=KeepPartInfo" in ready(rig, "e2e-nokeep")["message"]
+            assert PRECONDITION in reasons(rig, "e2e-nokeep")
+            assert await partition(rig, "e2e-nokeep") is None
+            _status, text = await get(service, "/metrics")
+            labels = {"kind": "partition_refused", "result": PRECONDITION}
+            assert (sample(text, "slurm_syncer_actions_total", **labels) or 0) >= 1
+        async with keep_part_info(rig):
+            async with running_syncer(rig, partitions=ON):
+                create_cr(rig, "e2e-unknown", {"nodes": {"hosts": ["nosuch[1-2]"]}})
+                create_cr(rig, "e2e-nomatch", {"nodes": {"selector": {"matchLabels": {"pool": "nowhere"}}}})
+                create_cr(
+                    rig, "e2e-taken", {"partitionName": foreign, "nodes": {"hosts": [real]}, "maxTime": 60}
+                )
+                create_cr(rig, "e2e-twin-a", {"partitionName": "e2e-twin", "nodes": {"hosts": [real]}})
+                await wait_for(
+                    lambda: ready(rig, "e2e-twin-a").get("status") == "True", 10, what="the first twin"
+                )
+                # the older CR wins a name both declare: the younger is made in a later second for sure
+                born = (cr(rig, "e2e-twin-a") or {})["metadata"]["creationTimestamp"]
+                await wait_for(lambda: rfc3339(time.time()) > born, 3, what="the next second")
+                create_cr(rig, "e2e-twin-b", {"partitionName": "e2e-twin", "nodes": {"hosts": [real]}})
+                expected = {
+                    "e2e-unknown": (INVALID, "spec.nodes"), "e2e-nomatch": (INVALID, "spec.nodes.selector"),
+                    "e2e-taken": (CONFLICT, "spec.adopt"), "e2e-twin-b": (CONFLICT, "e2e-twin-a"),
+                    "e2e-nokeep": (READY, "matches"),
+                }  # fmt: skip
+                for name, (reason, field) in expected.items():
+                    await wait_for(reason_is(rig, name, reason), 10, what=f"{name}: {reason}")
+                    assert field in ready(rig, name)["message"], ready(rig, name)
+                    if reason != READY:
+                        assert reason in reasons(rig, name)
+                for name in ("e2e-unknown", "e2e-nomatch"):
+                    assert await partition(rig, name) is None
+                kept = await partition(rig, foreign)
+                assert kept is not None and kept.settings.max_time == 7, (
+                    "a foreign partition is never touched"
+                )
+            # a restart over agreeing objects: not one partition write, not one CR status write
+            before = {n: (cr(rig, n) or {})["metadata"]["resourceVersion"] for n in expected}
+            async with running_syncer(rig, partitions=ON) as again:
+                controller = again.partitions
+                assert controller is not None
+                await wait_for(lambda: len(controller.outcomes) == len(expected) + 1, 10,
+                               what="a reconcile after the restart")  # fmt: skip
+                await controller.runner.queue.wait_idle()
+                assert slurm_writes(again) == {}
+                assert {n: (cr(rig, n) or {})["metadata"]["resourceVersion"] for n in before} == before
+    finally:
+        await cleanup(rig, [*names, "e2e-nokeep"], ["e2e-twin", "e2e-nokeep", foreign], [])
+
+
+@needs_old
+async def test_before_26_05_nothing_is_written_and_the_condition_says_it_needs_26_05(rig: Rig):
+    name = "e2e-old"
+    try:
+        async with running_syncer(rig, partitions=ON) as service:
+            create_cr(rig, name, {"nodes": {"hosts": [rig.sandbox.real_node]}})
+            await wait_for(lambda: ready(rig, name).get("reason") == UNSUPPORTED, 10, what="Unsupported")
+            assert "26.05" in ready(rig, name)["message"]
+            assert UNSUPPORTED in reasons(rig, name)
+            assert await partition(rig, name) is None
+            assert slurm_writes(service) == {}
+    finally:
+        await cleanup(rig, [name], [], [])
+
+
+async def test_check_fails_without_keep_part_info_naming_the_line_and_before_26_05_says_it_needs_26_05(
+    rig: Rig,
+):
+    kube = await KubeClient.from_config(str(rig.kubeconfig))
+    try:
+        assert await declared_partitions(kube) == 0
+        create_cr(rig, "e2e-check", {"nodes": {"hosts": [rig.sandbox.real_node]}})
+        assert await declared_partitions(kube) == 1
+    finally:
+        await kube.close()
+        await cleanup(rig, ["e2e-check"], [], [])
+    [item] = await check_partitions(rig.reader, "1 SlurmPartition(s) exist")
+    assert not item.ok
+    if not WRITES:
+        assert "26.05" in item.what, item
+        return
+    assert (
+        "KeepPartInfo" in item.what and "ReconfigFlags=KeepPartInfo" in item.fix and "extraConf" in item.fix
+    )
+    async with keep_part_info(rig):
+        [item] = await check_partitions(rig.reader, "--partitions-enabled")
+        assert item.ok, item
