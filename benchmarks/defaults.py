@@ -96,7 +96,7 @@ def chart_container() -> dict[str, Any]:
 
 
 def chart_command(
-    *, slurm_url: str, token_file: Path, kubeconfig: Path, port: int, slurmctld_port: int
+    *, slurm_url: str, token_file: Path, kubeconfig: Path, port: int
 ) -> tuple[list[str], dict[str, str], dict[str, str]]:
     """argv and environment of `slurm-syncer run` as the chart runs it, and what was replaced (and why)."""
     container = chart_container()
@@ -106,16 +106,10 @@ def chart_command(
         "SLURM_SYNCER_SLURM_URL": slurm_url,  # slurmrestd through the wire counter
         "SLURM_SYNCER_KUBECONFIG": str(kubeconfig),  # no in-cluster service account on this machine
         "SLURM_SYNCER_LISTEN_ADDRESS": f"127.0.0.1:{port}",  # pods have their own network; we share one
-        "SLURM_SYNCER_SLURM_METRICS_PORT": str(slurmctld_port),  # the sandbox's SlurmctldPort, not 6817
+        "SLURM_SYNCER_SLURM_TOKEN_FILE": str(token_file),  # the Secret's mount path
     }
     env.update(replaced)
-    args = []
-    for arg in container.get("args") or []:
-        if arg.startswith("--slurm-token-file="):
-            replaced["--slurm-token-file"] = str(token_file)  # the Secret's mount path
-            arg = f"--slurm-token-file={token_file}"
-        args.append(arg)
-    return [CLI, "run", *args], env, replaced
+    return [CLI, "run", *(container.get("args") or [])], env, replaced
 
 
 async def predicted_by_check(argv: list[str], env: dict[str, str]) -> str:
@@ -373,7 +367,6 @@ async def main_async(args: argparse.Namespace) -> int:
                 port = free_port()
                 argv, env, replaced = chart_command(
                     slurm_url=wire.url, token_file=sandbox.token_file, kubeconfig=kubeconfig, port=port,
-                    slurmctld_port=sandbox.ports.slurmctld,
                 )  # fmt: skip
                 results["replaced_in_the_chart"] = replaced
                 if args.set:  # an experiment, not the chart's defaults: recorded as such

@@ -132,10 +132,11 @@ def test_out_of_the_box_benchmark_runs_the_chart_as_rendered(tmp_path: Path) -> 
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     results = json.loads((out / "results.json").read_text())
     assert sorted(results["replaced_in_the_chart"]) == [
-        "--slurm-token-file", "SLURM_SYNCER_KUBECONFIG", "SLURM_SYNCER_LISTEN_ADDRESS",
-        "SLURM_SYNCER_SLURM_METRICS_PORT", "SLURM_SYNCER_SLURM_URL",
+        "SLURM_SYNCER_KUBECONFIG", "SLURM_SYNCER_LISTEN_ADDRESS", "SLURM_SYNCER_SLURM_TOKEN_FILE",
+        "SLURM_SYNCER_SLURM_URL",
     ]  # fmt: skip
-    assert results["hint_failing"] == 0  # `auto` found slurmctld's metrics without being told where
+    # `auto` found slurmctld's metrics without being told where (its port from slurmrestd's /conf)
+    assert results["hint_failing"] == 0
     assert results["check_hint_line"].startswith("ok    slurmctld's metrics hint: node counts")
     assert results["poller_30s_bytes_per_minute"] > 0 and results["idle_bytes_ratio"] > 0
     # the exporter's job counts and scheduler statistics came from slurmctld's metrics while idle, not
