@@ -147,6 +147,28 @@ CLUSTER = (
             (slurm("slurm_syncer_nodeset_drain_timeouts", "nodeset"), "{{nodeset}} past drainTimeout"),
         ),
     ),
+    # the partitions row
+    Panel(
+        "Nodes by partition and state",
+        ((slurm("slurm_partition_node_states", "partition, state"), "{{partition}} {{state}}"),),
+        description="Base states per partition (a node in two partitions counts in each).",
+    ),
+    Panel(
+        "Running and pending jobs by partition",
+        ((slurm("slurm_jobs", "partition, state", 'state=~"running|pending"'), "{{partition}} {{state}}"),),
+    ),
+    Panel(
+        "SlurmPartitions Ready",
+        (
+            (
+                slurm("slurm_syncer_partition_ready", "cr, partition, reason"),
+                "{{cr}} ({{partition}}): {{reason}}",
+            ),
+        ),
+        kind="stat",
+        description="Partitions the syncer manages (SlurmPartition CRs, --partitions-enabled): 1 Ready, 0 not, "
+        "and the Ready condition's reason (docs/partitions.md).",
+    ),
 )
 
 SYNCER = (

@@ -23,6 +23,7 @@ from syncer.kube.events import EventRecorder
 from syncer.model.slurm import BASE_STATES, SlurmNode
 from syncer.nodeset.reconciler import NodeSetController
 from syncer.plan.attributes import AttributeController, AttributeStats
+from syncer.plan.partition_controller import PartitionController
 from syncer.plan.reservations import MaintenanceController
 from syncer.slurm.cache import NodeCache
 from syncer.slurm.client import SlurmClient
@@ -42,6 +43,7 @@ class Observed(Protocol):
     nodesets: NodeSetController | None
     maintenance: MaintenanceController
     attributes: AttributeController | None
+    partitions: PartitionController | None
     job_counts: dict[tuple[str, str], int]
     diag: dict[str, object]
 
@@ -175,6 +177,16 @@ class _StateCollector(Collector):
             for partition, row in sorted(totals.items()):
                 family.add_metric([partition], row[index])
             yield family
+        by_partition = Counter((p, n.base_state) for n in nodes for p in n.partitions)
+        partition_states = _gauge(
+            "slurm_partition_node_states", "Nodes in the partition by base state.", ["partition", "state"]
+        )
+        for partition in sorted(totals):
+            for state in sorted(BASE_STATES):  # every state, zeros too: a panel's lines stay whole
+                partition_states.add_metric(
+                    [partition, state.lower()], by_partition.get((partition, state), 0)
+                )
+        yield partition_states
         jobs = _gauge(
             "slurm_jobs",
             "Jobs by partition and state (every --jobs-poll-interval: slurmctld's metrics, else slurmrestd).",
@@ -412,6 +424,24 @@ class _StateCollector(Collector):
         yield from self._nodesets()
         yield from self._maintenance()
         yield from self._attributes()
+        yield from self._partitions()
+
+    def _partitions(self) -> Iterator[Metric]:
+        """SlurmPartition CRs and their Ready condition as the leader's last reconcile left them (a
+        standby does not reconcile: its figure would be stale, so it exports none)."""
+        controller, service = self.service.partitions, self.service
+        if controller is None:
+            return
+        ready = _gauge(
+            "slurm_syncer_partition_ready",
+            "SlurmPartition CRs the leader reconciles: 1 while the Ready condition is True, by CR, its Slurm "
+            "partition and the condition's reason.",
+            ["cr", "partition", "reason"],
+        )
+        if service.gate.leading:
+            for name, outcome in sorted(controller.outcomes.items()):
+                ready.add_metric([name, outcome.partition, outcome.reason], int(outcome.ready))
+        yield ready
 
     def _attributes(self) -> Iterator[Metric]:
         """Node labels carried to Slurm as features and topology (issue 29)."""

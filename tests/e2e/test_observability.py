@@ -44,6 +44,10 @@ async def test_health_and_metrics_of_a_running_syncer(rig: Rig):
         )
         assert text.count("\nslurm_node_info{") == slurm_nodes
         assert (sample(text, "slurm_partition_nodes", partition="main") or 0) >= 1
+        main = [s for s in service.slurm_cache.nodes.values() if "main" in s.partitions]
+        for state in ("idle", "allocated", "mixed", "down"):  # each base state, zeros too
+            expected = sum(1 for s in main if s.base_state.lower() == state)
+            assert sample(text, "slurm_partition_node_states", partition="main", state=state) == expected
         assert (sample(text, "slurm_syncer_slurm_cache_reads_total", path="list") or 0) >= 1
         assert (sample(text, "slurm_syncer_slurm_cache_read_bytes_total", path="list") or 0) > 0
         hinted = sample(text, "slurm_syncer_slurm_cache_reads_total", path="metrics") or 0

@@ -141,7 +141,7 @@ async def test_a_partition_from_a_label_runs_jobs_follows_labels_drains_is_put_b
     name, jobs = "e2e-part", []
     spec = {"nodes": {"selector": {"matchLabels": {"pool": "e2e-part"}}}, "state": "UP", "maxTime": 60}
     try:
-        async with keep_part_info(rig), running_syncer(rig, partitions=ON):
+        async with keep_part_info(rig), running_syncer(rig, partitions=ON) as service:
             create_cr(rig, name, spec)
 
             async def has(nodes: set[str], **settings: Any) -> bool:
@@ -154,6 +154,8 @@ async def test_a_partition_from_a_label_runs_jobs_follows_labels_drains_is_put_b
 
             await wait_for(lambda: has({real}, max_time=60), 10, what="the partition over the labelled node")
             await wait_for(lambda: ready(rig, name).get("status") == "True", 10, what="Ready on the CR")
+            _status, text = await get(service, "/metrics")
+            assert sample(text, "slurm_syncer_partition_ready", cr=name, partition=name, reason=READY) == 1
             obj = cr(rig, name)
             assert obj is not None
             assert obj["metadata"]["annotations"][Keys.PARTITION_OWNER] == "created"
@@ -227,6 +229,8 @@ async def test_refusals_name_the_field_and_write_nothing_and_a_restart_over_agre
             _status, text = await get(service, "/metrics")
             labels = {"kind": "partition_refused", "result": PRECONDITION}
             assert (sample(text, "slurm_syncer_actions_total", **labels) or 0) >= 1
+            refused = {"cr": "e2e-nokeep", "partition": "e2e-nokeep", "reason": PRECONDITION}
+            assert sample(text, "slurm_syncer_partition_ready", **refused) == 0
         async with keep_part_info(rig):
             async with running_syncer(rig, partitions=ON):
                 create_cr(rig, "e2e-unknown", {"nodes": {"hosts": ["nosuch[1-2]"]}})

@@ -23,6 +23,8 @@ import yaml
 from aiohttp import web
 
 from syncer.app import dashboards
+from syncer.plan.partition_controller import PartitionOptions
+from syncer.plan.partitions import PRECONDITION, UNSUPPORTED
 from syncer.slurm.jwt import mint_token
 from syncer.testing.processes import stop_process
 from syncer.testing.sandbox.config import free_port
@@ -199,7 +201,13 @@ async def test_real_prometheus_panels_and_alerts_with_two_replicas_and_two_relea
         },
     }
     rig.kube.create("slurm-syncer.dev", "v1alpha1", "nodesets", nodeset, namespace=NAMESPACE)
-    leading = replace(LEADING, slurm_metrics_url=rig.sandbox.metrics_url)  # off on 24.11: not "failing"
+    # a SlurmPartition the leader refuses without a write (the sandbox lacks KeepPartInfo; 24.11 cannot
+    # write partitions): the partitions panel's Ready figure, 0 with its reason
+    partition = {"metadata": {"name": "prom-part"}, "spec": {"nodes": {"hosts": [rig.sandbox.real_node]}}}
+    rig.kube.create("slurm-syncer.dev", "v1alpha1", "slurmpartitions", partition)
+    leading = replace(
+        LEADING, slurm_metrics_url=rig.sandbox.metrics_url, partitions=PartitionOptions(enabled=True)
+    )  # metrics off on 24.11: not "failing"
     refusing = replace(REFUSED, slurm_metrics_url=f"http://127.0.0.1:{free_port()}")  # nobody there
     token = tmp_path / "refused-token"
     token.write_text(rig.sandbox.token_file.read_text())
@@ -255,6 +263,14 @@ async def test_real_prometheus_panels_and_alerts_with_two_replicas_and_two_relea
                     return {r["metric"]["release"] for r in found} >= set(HEALTHY)
 
                 await wait_for(drain_seen, deadline_s=30, what="the drain in Prometheus")
+
+                async def partition_refused() -> bool:
+                    found = await query(http, base, on_board(dashboards.CLUSTER[-1].queries[0][0], "two"))
+                    return [(r["metric"]["cr"], r["metric"]["reason"], r["value"][1]) for r in found] in (
+                        [("prom-part", reason, "0")] for reason in (PRECONDITION, UNSUPPORTED)
+                    )
+
+                await wait_for(partition_refused, deadline_s=30, what="SlurmPartitions Ready: prom-part 0")
 
                 async def panels_agree() -> bool:
                     return not await differences(http, base, other)
@@ -316,6 +332,10 @@ async def test_real_prometheus_panels_and_alerts_with_two_replicas_and_two_relea
     finally:
         job_id = job.stdout.split()[-1]
         rig.sandbox.run("scancel", job_id)
+        plural = rig.kube.api.resource("slurm-syncer.dev", "v1alpha1", "slurmpartitions")
+        rig.kube.patch("slurm-syncer.dev", "v1alpha1", "slurmpartitions", "prom-part",
+                       {"metadata": {"finalizers": None}})  # fmt: skip
+        rig.kube.api.delete(plural, "", "prom-part")
 
 
 @contextlib.asynccontextmanager

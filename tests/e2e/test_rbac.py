@@ -1,5 +1,5 @@
 """Least privilege, proven: the syncer runs as the chart's ServiceAccount under each RBAC profile of the
-chart README's table (scripts/rbac-table), against the emulator enforcing the rendered Roles and
+chart README's table (scripts/chart-tables), against the emulator enforcing the rendered Roles and
 ClusterRoles, while scenarios exercise each right once. Every (verb, resource, namespace, name) it used
 is compared with what the profile grants: a refused request (a missing right) fails, and so does a
 granted right the syncer never used (a superfluous one)."""
@@ -47,7 +47,7 @@ _nodesets = itertools.count(1)
 
 @functools.cache
 def rbac_table() -> ModuleType:
-    return load_script(ROOT / "scripts" / "rbac-table")
+    return load_script(ROOT / "scripts" / "chart-tables")
 
 
 def apply_rbac(rig: Rig, objects: list[dict[str, Any]]) -> None:

@@ -114,8 +114,8 @@ def render_script() -> ModuleType:
 
 
 @functools.cache
-def rbac_table() -> ModuleType:
-    return load_script(ROOT / "scripts" / "rbac-table")
+def chart_tables() -> ModuleType:
+    return load_script(ROOT / "scripts" / "chart-tables")
 
 
 def load_script(path: Path) -> ModuleType:
@@ -346,7 +346,7 @@ def test_the_deployment_runs_two_hardened_replicas_with_probes():
 
 # value sets whose RBAC differs: every profile of the README's table and then some
 RBAC_PROFILES: dict[str, dict[str, Any]] = {
-    **{name: values for name, (_, values) in rbac_table().PROFILES.items()},
+    **{name: values for name, (_, values) in chart_tables().PROFILES.items()},
     "namespaced, lease there too": {"config": {"namespace": NAMESPACE}},
     "lease elsewhere": {"config": {"lease-namespace": "kube-leases"}, "leaderElection": {"leaseName": "gpu"}},
     "kueue": {"config": {"topology-kueue": "gpu-fabric"}},
@@ -411,10 +411,20 @@ def test_options_that_decide_rbac_are_refused_in_extra_args():
             assert "decides the chart's RBAC" in str(caught.value) and value in str(caught.value)
 
 
-def test_the_chart_readme_rbac_table_is_fresh():
-    assert rbac_table().main(["--check"]) == 0, "run scripts/rbac-table"
+def test_the_chart_readme_rbac_and_network_tables_are_fresh():
+    assert chart_tables().main(["--check"]) == 0, "run scripts/chart-tables"
     readme = (CHART / "README.md").read_text()
     assert "| create | leases.coordination.k8s.io |" in readme
+    slurmctld = next(line for line in readme.splitlines() if "| `slurmctld.to` |" in line)
+    # auto: config.slurm-metrics-port; a URL: its port; the ports listed; off: no rule
+    assert "| 6817/TCP | 6900/TCP | 6817/TCP, 6818/TCP | - |" in slurmctld
+
+
+def test_a_stale_network_table_is_rewritten_from_the_templates():
+    readme = (CHART / "README.md").read_text()
+    stale = readme.replace("| 6820/TCP |", "| 6821/TCP |")
+    assert stale != readme
+    assert chart_tables().rewritten(stale) == readme
 
 
 # The chart's own defaults: never list and watch every pod of a cluster (issue 37).
