@@ -1,0 +1,151 @@
+"""SlurmPartitions plan, the exact writes and conditions where the property tests of test_plan_partitions.py
+leave room (found by `scripts/mutation`): a CR's deletion step by step, the one-default rule against
+partitions ours and not ours, an adopted partition gone from Slurm, and lists a REST version does not show."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from syncer.plan.partitions import (
+    CONFLICT,
+    CREATING,
+    DELETING,
+    DRAINING,
+    READY,
+    UNSUPPORTED,
+    UPDATING,
+    Action,
+    Outcome,
+    Wanted,
+    World,
+    diff,
+    plan,
+)
+from syncer.slurm.partitions import UNLIMITED, PartitionSettings, PartitionState
+
+SLURM_NODES = frozenset({"n1", "n2"})
+BASE = PartitionSettings(
+    state="UP", default=False, hidden=False, max_time=UNLIMITED, default_time=None, max_nodes=UNLIMITED,
+    min_nodes=0, priority_tier=1, priority_job_factor=1, grace_time=0, allow_accounts=(), deny_accounts=(),
+    allow_groups=(), allow_qos=(), deny_qos=(), qos="", exclusive="NO", alternate="",
+)  # fmt: skip
+WORLD = World(present={}, owned={}, jobs={}, slurm_nodes=SLURM_NODES, keeps_partitions=True, writes=True)
+GPU = PartitionState("gpu", frozenset({"n1"}), "n1", BASE)
+GOING = Wanted("gpu-cr", "gpu", frozenset({"n1"}), PartitionSettings(), deleting=True)
+OURS = replace(WORLD, present={"gpu": GPU}, owned={"gpu": ("gpu-cr", "created")})
+
+
+def test_a_created_partition_with_jobs_is_set_drain_once_and_waits_then_is_deleted_and_released():
+    draining = plan([GOING], replace(OURS, jobs={"gpu": 2}))
+    assert draining.actions == [
+        Action("drain", "gpu-cr", "gpu", settings=PartitionSettings(state="DRAIN"), before=BASE)
+    ]
+    waiting = Outcome("gpu-cr", "gpu", False, DRAINING, "partition gpu drains: 2 job(s) remain", 2)
+    assert draining.outcomes == {"gpu-cr": waiting}
+    # already DRAIN (our drain carried out, or set by hand): nothing to write while the jobs run
+    drained = replace(
+        OURS, present={"gpu": replace(GPU, settings=replace(BASE, state="DRAIN"))}, jobs={"gpu": 2}
+    )
+    again = plan([GOING], drained)
+    assert again.actions == [] and again.outcomes == {"gpu-cr": waiting}
+    done = plan([GOING], replace(drained, jobs={"gpu": 0}))
+    assert done.actions == [Action("delete", "gpu-cr", "gpu"), Action("release", "gpu-cr", "gpu")]
+    assert done.outcomes == {"gpu-cr": Outcome("gpu-cr", "gpu", False, DELETING, "deleting partition gpu")}
+
+
+def test_a_partition_not_created_by_the_cr_being_deleted_is_only_released():
+    released = Outcome("gpu-cr", "gpu", False, DELETING, "releasing partition gpu")
+    for world in (
+        replace(OURS, owned={"gpu": ("gpu-cr", "adopted")}),  # adopted: Slurm keeps it
+        replace(OURS, owned={}),  # never ours
+        replace(OURS, present={}),  # gone already
+    ):
+        result = plan([GOING], world)
+        assert result.actions == [Action("release", "gpu-cr", "gpu")]
+        assert result.outcomes == {"gpu-cr": released}
+
+
+def test_a_refused_cr_is_not_ready_and_says_why():
+    want = Wanted("gpu-cr", "gpu", frozenset({"n1"}), PartitionSettings(state="UP"))
+    result = plan([want], replace(WORLD, writes=False))
+    assert result.actions == []
+    assert result.outcomes["gpu-cr"] == Outcome(
+        "gpu-cr", "gpu", False, UNSUPPORTED, result.outcomes["gpu-cr"].message
+    )
+    assert "26.05" in result.outcomes["gpu-cr"].message
+
+
+def foreign_default(name: str = "main") -> PartitionState:
+    return PartitionState(name, frozenset({"n2"}), "n2", replace(BASE, default=True))
+
+
+def test_the_default_is_refused_while_a_partition_not_ours_or_slinkys_is_slurms_default():
+    want = Wanted("gpu-cr", "gpu", frozenset({"n1"}), PartitionSettings(default=True))
+    result = plan([want], replace(WORLD, present={"main": foreign_default()}))
+    assert result.actions == []
+    assert result.outcomes["gpu-cr"] == Outcome(
+        "gpu-cr", "gpu", False, CONFLICT,
+        "spec.default: partition main is Slurm's default and not ours; Slurm has one default, so setting it "
+        "here would change that partition",
+    )  # fmt: skip
+    # recorded as ours but managed by Slinky: still not ours to change
+    slinky = replace(WORLD, present={"main": foreign_default()}, owned={"main": ("main-cr", "adopted")},
+                     slinky=frozenset({"main"}))  # fmt: skip
+    assert plan([want], slinky).outcomes["gpu-cr"].reason == CONFLICT
+
+
+def test_the_default_moves_from_a_partition_of_ours_and_other_partitions_do_not_matter():
+    want = Wanted("gpu-cr", "gpu", frozenset({"n1"}), PartitionSettings(default=True))
+    other_ours = replace(WORLD, present={"main": foreign_default()}, owned={"main": ("main-cr", "created")})
+    assert [a.kind for a in plan([want], other_ours).actions] == ["claim", "create"]
+    not_default = replace(WORLD, present={"cpu": replace(foreign_default("cpu"), settings=BASE)})
+    assert [a.kind for a in plan([want], not_default).actions] == ["claim", "create"]
+
+
+def test_a_cr_without_the_default_is_not_held_up_by_slurms_default_elsewhere():
+    for default in (None, False):
+        want = Wanted("gpu-cr", "gpu", frozenset({"n1"}), PartitionSettings(default=default))
+        result = plan([want], replace(WORLD, present={"main": foreign_default()}))
+        assert result.outcomes["gpu-cr"].reason == CREATING
+
+
+def test_adopting_the_partition_that_is_already_slurms_default_keeps_it_the_default():
+    have = replace(foreign_default("gpu"), nodes=frozenset({"n1"}), node_list="n1")
+    want = Wanted("gpu-cr", "gpu", frozenset({"n1"}), PartitionSettings(default=True), adopt=True)
+    result = plan([want], replace(WORLD, present={"gpu": have}))
+    assert result.actions == [Action("claim", "gpu-cr", "gpu", ownership="adopted")]
+    assert result.outcomes["gpu-cr"] == Outcome("gpu-cr", "gpu", True, READY, "partition gpu matches")
+
+
+def test_an_adopted_partition_gone_from_slurm_is_made_anew_and_recorded_as_created():
+    want = Wanted("gpu-cr", "gpu", frozenset({"n1"}), PartitionSettings(state="UP"), adopt=True)
+    adopted = replace(WORLD, owned={"gpu": ("gpu-cr", "adopted")})
+    assert plan([want], adopted).actions == [
+        Action("claim", "gpu-cr", "gpu", ownership="created"),  # ours now: deleted with the CR
+        Action("create", "gpu-cr", "gpu", "n1", PartitionSettings(state="UP")),
+    ]
+    # still there: the record stays adopted; created and gone: no second claim
+    have = PartitionState("gpu", frozenset({"n1"}), "n1", BASE)
+    assert plan([want], replace(adopted, present={"gpu": have})).actions == []
+    created = replace(WORLD, owned={"gpu": ("gpu-cr", "created")})
+    assert [a.kind for a in plan([want], created).actions] == ["create"]
+
+
+def test_a_list_the_rest_version_does_not_show_is_sent():
+    want = PartitionSettings(allow_accounts=("b", "a"))
+    assert diff(want, PartitionSettings()) == PartitionSettings(allow_accounts=("a", "b"))
+
+
+def test_the_outcome_counts_the_partitions_jobs_and_a_new_one_is_not_ready_yet():
+    want = Wanted("gpu-cr", "gpu", frozenset({"n1"}), PartitionSettings(state="UP"))
+    created = plan([want], WORLD)
+    assert created.outcomes == {"gpu-cr": Outcome("gpu-cr", "gpu", False, CREATING, "creating partition gpu")}
+    ours = replace(WORLD, present={"gpu": GPU}, owned={"gpu": ("gpu-cr", "created")})
+    matches = Outcome("gpu-cr", "gpu", True, READY, "partition gpu matches")
+    assert plan([want], ours).outcomes["gpu-cr"] == matches  # no jobs listed: 0
+    assert plan([want], replace(ours, jobs={"gpu": 3, "cpu": 5})).outcomes["gpu-cr"] == replace(
+        matches, jobs=3
+    )
+    down = replace(want, settings=PartitionSettings(state="DOWN"))
+    updating = plan([down], replace(ours, jobs={"gpu": 3})).outcomes["gpu-cr"]
+    assert updating == Outcome("gpu-cr", "gpu", False, UPDATING, "updating partition gpu", 3)
