@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from syncer.plan.partitions import (
+    ADD_KEEP,
     CONFLICT,
     CREATING,
     DELETING,
@@ -149,3 +150,25 @@ def test_the_outcome_counts_the_partitions_jobs_and_a_new_one_is_not_ready_yet()
     down = replace(want, settings=PartitionSettings(state="DOWN"))
     updating = plan([down], replace(ours, jobs={"gpu": 3})).outcomes["gpu-cr"]
     assert updating == Outcome("gpu-cr", "gpu", False, UPDATING, "updating partition gpu", 3)
+
+
+def test_each_refusal_says_what_holds_the_partition_and_what_to_do():
+    want = Wanted("gpu-cr", "gpu", frozenset({"n1"}), PartitionSettings(state="UP"))
+    present = replace(WORLD, present={"gpu": GPU})
+    foreign = "partition gpu exists in Slurm and was not created by slurm-syncer; set spec.adopt: true to"
+    slinky = (
+        "partition gpu is managed by Slinky (NodeSet partition or extraConf); slurm-syncer never changes it,"
+    )
+    unread = " (slurmrestd's /conf could not be read)"
+    cases = {
+        "partition gpu is owned by SlurmPartition other-cr": replace(
+            WORLD, owned={"gpu": ("other-cr", "created")}
+        ),
+        f"{foreign} manage it": present,
+        f"{slinky} adopt or not": replace(present, slinky=frozenset({"gpu"})),
+        f"slurmctld does not keep partitions: {ADD_KEEP}": replace(WORLD, keeps_partitions=False),
+        f"slurmctld does not keep partitions{unread}: {ADD_KEEP}": replace(WORLD, keeps_partitions=None),
+    }
+    for message, world in cases.items():
+        result = plan([want], world)
+        assert result.actions == [] and result.outcomes["gpu-cr"].message == message
