@@ -12,6 +12,7 @@ from syncer.plan.partitions import (
     CREATING,
     DELETING,
     DRAINING,
+    INVALID,
     READY,
     UNSUPPORTED,
     UPDATING,
@@ -172,3 +173,30 @@ def test_each_refusal_says_what_holds_the_partition_and_what_to_do():
     for message, world in cases.items():
         result = plan([want], world)
         assert result.actions == [] and result.outcomes["gpu-cr"].message == message
+
+
+def invalid(want: Wanted) -> str:
+    result = plan([want], WORLD)
+    assert result.actions == [] and result.outcomes[want.cr].reason == INVALID
+    return result.outcomes[want.cr].message
+
+
+def test_an_invalid_cr_names_every_problem_the_bad_name_and_at_most_five_unknown_nodes():
+    two = Wanted(
+        "p", "p", frozenset(), PartitionSettings(), problems=("spec.nodes.hosts[0]: x", "spec.nodes: y")
+    )
+    assert invalid(two) == "spec.nodes.hosts[0]: x; spec.nodes: y"
+    long = "p" * 64  # a CR's name, taken when spec.partitionName is unset, may be longer than Slurm allows
+    assert invalid(Wanted("p", long, frozenset(), PartitionSettings())) == (
+        f"partition name {long!r}: letters, digits, '_', '.', '-' (at most 63, not starting with -)"
+    )
+    assert invalid(Wanted("p", "p", frozenset(), PartitionSettings(state="BOGUS"))).startswith("spec.state: ")
+    ghosts = [f"g{i}" for i in range(7)]
+    tail = "unknown to Slurm (Slurm refuses the whole write: error 2018)"
+    for count, shown in (
+        (5, "g0, g1, g2, g3, g4"),
+        (6, "g0, g1, g2, g3, g4 and 1 more"),
+        (7, "g0, g1, g2, g3, g4 and 2 more"),
+    ):
+        want = Wanted("p", "p", frozenset(ghosts[:count]) | {"n1"}, PartitionSettings())
+        assert invalid(want) == f"spec.nodes: {shown} {tail}"
