@@ -200,3 +200,34 @@ def test_an_invalid_cr_names_every_problem_the_bad_name_and_at_most_five_unknown
     ):
         want = Wanted("p", "p", frozenset(ghosts[:count]) | {"n1"}, PartitionSettings())
         assert invalid(want) == f"spec.nodes: {shown} {tail}"
+
+
+def test_the_younger_of_two_crs_for_one_partition_is_a_conflict_and_is_released_when_deleted():
+    old = Wanted("old", "gpu", frozenset({"n1"}), PartitionSettings(), order=("2026-01-01", "u1"))
+    new = Wanted("new", "gpu", frozenset({"n2"}), PartitionSettings(), order=("2026-02-01", "u2"))
+    lost = Outcome(
+        "new", "gpu", False, CONFLICT, "partition gpu is declared by SlurmPartition old (older); rename one"
+    )
+    result = plan([new, old], WORLD)
+    assert result.outcomes["new"] == lost and {a.cr for a in result.actions} == {"old"}
+    going = plan([replace(new, deleting=True), old], WORLD)
+    assert going.outcomes["new"] == lost and Action("release", "new", "gpu") in going.actions
+
+
+def test_of_several_crs_asking_for_the_default_the_oldest_gets_it_and_the_others_name_it():
+    def cr(name: str, month: int, default: bool | None, deleting: bool = False) -> Wanted:
+        settings = PartitionSettings(default=default)
+        return Wanted(
+            name, name, frozenset({"n1"}), settings, deleting=deleting, order=(f"2026-0{month}", name)
+        )
+
+    result = plan([cr("c", 4, True), cr("b", 3, True), cr("a", 2, True), cr("z", 1, None)], WORLD)
+    for younger in ("b", "c"):
+        assert result.outcomes[younger] == Outcome(
+            younger, younger, False, CONFLICT,
+            "spec.default: SlurmPartition a (older) makes its partition the default already; Slurm has one",
+        )  # fmt: skip
+    assert result.outcomes["a"].reason == CREATING and result.outcomes["z"].reason == CREATING
+    # an older CR being deleted gives the default up
+    handed_over = plan([cr("a", 2, True, deleting=True), cr("b", 3, True)], WORLD)
+    assert handed_over.outcomes["b"].reason == CREATING
