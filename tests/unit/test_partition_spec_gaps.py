@@ -1,5 +1,5 @@
 """A SlurmPartition CR, pure: what test_partition_spec.py leaves open (found by `scripts/mutation`): the
-overSubscribe count Slurm stores when none is given, an `In` expression against another value, the settings
+overSubscribe count Slurm stores when none is given, `In` and `NotIn` against another value, the settings
 and defaults a resolved CR carries, and the whole status document."""
 
 from __future__ import annotations
@@ -15,11 +15,17 @@ def test_oversubscribe_without_a_count_wants_what_slurm_stores():
         assert got == PartitionSettings(oversubscribe=OverSubscribe(mode, jobs))
 
 
-def test_an_in_expression_needs_the_label_to_have_one_of_the_values():
-    selector = {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["gpu"]}]}
-    assert selector_matches(selector, {"pool": "gpu"})
-    assert not selector_matches(selector, {"pool": "cpu"})
-    assert not selector_matches(selector, {})
+def test_in_needs_the_label_with_one_of_the_values_and_not_in_holds_without_the_label_or_with_another():
+    def match(operator: str, labels: dict[str, str]) -> bool:
+        expression = {"key": "pool", "operator": operator, "values": ["gpu"]}
+        return selector_matches({"matchExpressions": [expression]}, labels)
+
+    assert [match("In", labels) for labels in ({"pool": "gpu"}, {"pool": "cpu"}, {})] == [True, False, False]
+    assert [match("NotIn", labels) for labels in ({"pool": "gpu"}, {"pool": "cpu"}, {})] == [
+        False,
+        True,
+        True,
+    ]
 
 
 def test_a_resolved_cr_carries_its_settings_and_is_not_adopting_unless_it_says_so():
