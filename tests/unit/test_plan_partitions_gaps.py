@@ -19,19 +19,12 @@ from syncer.plan.partitions import (
     Action,
     Outcome,
     Wanted,
-    World,
     diff,
     plan,
 )
-from syncer.slurm.partitions import UNLIMITED, PartitionSettings, PartitionState
+from syncer.slurm.partitions import PartitionSettings, PartitionState
+from tests.unit.test_plan_partitions import BASE, WORLD
 
-SLURM_NODES = frozenset({"n1", "n2"})
-BASE = PartitionSettings(
-    state="UP", default=False, hidden=False, max_time=UNLIMITED, default_time=None, max_nodes=UNLIMITED,
-    min_nodes=0, priority_tier=1, priority_job_factor=1, grace_time=0, allow_accounts=(), deny_accounts=(),
-    allow_groups=(), allow_qos=(), deny_qos=(), qos="", exclusive="NO", alternate="",
-)  # fmt: skip
-WORLD = World(present={}, owned={}, jobs={}, slurm_nodes=SLURM_NODES, keeps_partitions=True, writes=True)
 GPU = PartitionState("gpu", frozenset({"n1"}), "n1", BASE)
 GOING = Wanted("gpu-cr", "gpu", frozenset({"n1"}), PartitionSettings(), deleting=True)
 OURS = replace(WORLD, present={"gpu": GPU}, owned={"gpu": ("gpu-cr", "created")})
