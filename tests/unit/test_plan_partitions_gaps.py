@@ -48,12 +48,14 @@ def test_a_created_partition_with_jobs_is_set_drain_once_and_waits_then_is_delet
     assert done.outcomes == {"gpu-cr": Outcome("gpu-cr", "gpu", False, DELETING, "deleting partition gpu")}
 
 
-def test_a_partition_not_created_by_the_cr_being_deleted_is_only_released():
+def test_a_partition_not_created_by_the_cr_being_deleted_or_not_ours_to_write_is_only_released():
     released = Outcome("gpu-cr", "gpu", False, DELETING, "releasing partition gpu")
     for world in (
         replace(OURS, owned={"gpu": ("gpu-cr", "adopted")}),  # adopted: Slurm keeps it
         replace(OURS, owned={}),  # never ours
         replace(OURS, present={}),  # gone already
+        replace(OURS, slinky=frozenset({"gpu"})),  # created, since put in Slinky's extraConf: never touched
+        replace(OURS, writes=False),  # REST that cannot write partitions (before v0.0.45)
     ):
         result = plan([GOING], world)
         assert result.actions == [Action("release", "gpu-cr", "gpu")]
