@@ -232,7 +232,7 @@ def _invalid(want: Wanted, world: World) -> str:
     try:
         check(want.partition, want.settings)
     except InvalidPartition as exc:
-        return f"spec.{exc.field}: {exc}" if exc.field != "name" else f"partition name {exc}"
+        return f"spec.{exc.field}: {exc}" if exc.field != "name" else f"partition {exc}"
     unknown = sorted(want.nodes - world.slurm_nodes)
     if unknown:
         shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
