@@ -75,7 +75,6 @@ class AttributeController(Controller):
         self.context = context  # clients, caches, writers: shared by every controller
         self.options = options
         self.tree = options.topology  # its tree labels replaced by a Kueue Topology's levels, if named
-        self.resync_s = context.resync_s
         self.stats = AttributeStats()
         self.runner = context.runner(self)
         self.queue = self.runner.queue
@@ -229,7 +228,8 @@ class AttributeController(Controller):
             if kind == "topology":
                 message = f"Slurm refused topology {update.topology!r} for node {name}: {exc}"
                 await self._tell(kube_node, "topology", EVENT_TOPOLOGY_REFUSED, message)
-            raise RetryAfter(self.resync_s, f"slurm refused the {kind} update from labels: {exc}") from exc
+            refused = f"slurm refused the {kind} update from labels: {exc}"
+            raise RetryAfter(self.context.resync_s, refused) from exc
         except Exception:
             self.stats.writes[kind, "error"] += 1
             raise

@@ -202,7 +202,7 @@ class PartitionController(Controller):
             if action.kind == "release":
                 released.add(action.cr)
         if wrote:  # what the status says is what Slurm has now, not what it had before our writes
-            world, counts = await self._world(crs)
+            world, counts = await self._world(crs, read_conf=False)  # our writes leave /conf as it was
             result = plan([self._wanted(cr) for cr in crs.values()], world)
         outcomes = {**result.outcomes, **stopped}
         self.outcomes = outcomes
@@ -218,12 +218,15 @@ class PartitionController(Controller):
         busy = any(not o.ready and o.reason not in WARNINGS for o in outcomes.values())
         return Result(requeue_after=BUSY_S) if busy else DONE
 
-    async def _world(self, crs: Mapping[str, Mapping[str, Any]]) -> tuple[World, dict[str, tuple[int, int]]]:
-        """Slurm's partitions, its (running, pending) jobs by partition, /conf, and the ownership records."""
+    async def _world(
+        self, crs: Mapping[str, Mapping[str, Any]], *, read_conf: bool = True
+    ) -> tuple[World, dict[str, tuple[int, int]]]:
+        """Slurm's partitions, its (running, pending) jobs by partition, /conf (the last read's without
+        `read_conf`), and the ownership records."""
         slurm = self.context.slurm
         present = {p.name: p for p in await slurm.partition_states()}
         counts = job_counts(await slurm.list_jobs())
-        if slurm.partition_writes:
+        if read_conf and slurm.partition_writes:
             try:
                 conf = await slurm.slurmctld_conf()
                 self.keeps_partitions = conf.keeps_partitions if conf is not None else None

@@ -81,7 +81,6 @@ class MaintenanceController(Controller):
         self.options = options
         self.bound_node = bound_node
         self.record: Recorder = context.actions
-        self.resync_s = context.resync_s
         self.clock = context.clock
         self.tag = owner_tag(options.owner)
         self.summary = Summary()
@@ -138,7 +137,7 @@ class MaintenanceController(Controller):
         slurm_of = {node: self._slurm_nodes(node) for node in windows}
         if not self.context.slurm.reservation_writes:
             await self._unsupported(windows, found, now)
-            return Result(requeue_after=self.resync_s)
+            return Result(requeue_after=self.context.resync_s)
         wanted = {s: w.window for node, w in windows.items() for s in slurm_of[node] if w.window is not None}
         desired = group(wanted)
         mine = [r for r in await self.context.slurm.list_reservations() if owned(r, self.tag)]
@@ -179,7 +178,7 @@ class MaintenanceController(Controller):
     def _next_edge(self, desired: Iterable[Desired], now: float) -> float:
         """Until the next window starts (its job counts) or ends (its removal), at most a resync."""
         edges = [t - now for d in desired for t in (d.window.start, d.window.end) if t > now]
-        return max(1.0, min([self.resync_s, *edges]))
+        return max(1.0, min([self.context.resync_s, *edges]))
 
     def _slurm_nodes(self, node: str) -> tuple[str, ...]:
         """The Slurm nodes Slurm knows that are bound to this Kubernetes Node (pod- or node-bound)."""

@@ -134,9 +134,6 @@ class ControllerRunner:
     def name(self) -> str:
         return self.controller.name
 
-    def stop(self) -> None:
-        self.queue.stop()
-
     async def serve(self) -> None:
         """The one run loop of a controller: once `prepare()` returns, every key, then the queue's workers
         plus the level-triggered safety net: every key again every `resync_s`, when this replica gains

@@ -724,16 +724,3 @@ class SlurmClient:
         """slurmctld's statistics and the size of the answer in bytes (what reading them cost)."""
         answer = await self._call("GET", "/diag/", DiagResponse, endpoint="diag")
         return (dict(answer.decoded.statistics) if answer.decoded else {}), answer.body_bytes
-
-
-async def wait_for_slurm(client: SlurmClient, timeout_s: float) -> None:
-    """Start the client, retrying until slurmrestd answers or the timeout passes."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            await client.start()
-            return
-        except (SlurmConnectionError, SlurmTimeout):
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.2)

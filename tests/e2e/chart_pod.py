@@ -18,7 +18,7 @@ import aiohttp
 
 from syncer.testing.sandbox.config import free_port
 from tests.e2e.rig import Rig
-from tests.integration.test_helm_chart import NAMESPACE, container, render
+from tests.integration.test_helm_chart import NAMESPACE, container, environment, render
 
 CLI = str(Path(sys.executable).parent / "slurm-syncer")
 
@@ -71,9 +71,7 @@ async def chart_pod(
     }  # fmt: skip
     objects = render(values)
     main = container(objects)
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
-    for var in main["env"]:
-        env[var["name"]] = NAMESPACE if "valueFrom" in var else var["value"]
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), **environment(main)}
     log = tmp_path / "syncer.log"
     with log.open("wb") as out:
         process = await asyncio.create_subprocess_exec(

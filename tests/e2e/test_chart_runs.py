@@ -18,7 +18,7 @@ from tests.e2e.chart_pod import chart_pod, token_auth
 from tests.e2e.rig import NAMESPACE as PODS_NAMESPACE
 from tests.e2e.rig import Rig, fresh_slurm_nodes
 from tests.helpers import wait_for
-from tests.integration.test_helm_chart import NAMESPACE, ROOT, container, render
+from tests.integration.test_helm_chart import NAMESPACE, ROOT, container, environment, render
 
 SLINKY = ROOT / "deploy" / "examples" / "values-slinky.yaml"
 
@@ -103,10 +103,7 @@ async def test_check_and_status_through_kubectl_exec_see_the_charts_configuratio
             "extraEnv": [{"name": "KUBECONFIG", "value": str(rig.kubeconfig)}],
         },
     )
-    main = container(render(values))
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
-    for var in main["env"]:
-        env[var["name"]] = NAMESPACE if "valueFrom" in var else var["value"]
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), **environment(container(render(values)))}
 
     async def exec_in_container(*argv: str) -> tuple[int, str]:
         process = await asyncio.create_subprocess_exec(

@@ -7,7 +7,6 @@ granted right the syncer never used (a superfluous one)."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import os
 import sys
@@ -15,7 +14,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -29,11 +27,10 @@ from tests.e2e.rig import NAMESPACE, Rig, condition, fresh_slurm_nodes, node_bod
 from tests.e2e.test_nodeset import manifest
 from tests.e2e.test_partitions import WRITES, cleanup, cr, create_cr, delete_cr, keep_part_info, ready
 from tests.helpers import wait_for
-from tests.integration.test_helm_chart import load_script, load_settings
+from tests.integration.test_helm_chart import chart_tables, container, environment, load_settings
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
 
-ROOT = Path(__file__).resolve().parents[2]
 RBAC = "rbac.authorization.k8s.io"
 PLURALS = {
     "Role": "roles",
@@ -43,11 +40,6 @@ PLURALS = {
 }
 TOKEN = "the-service-account-token"
 _nodesets = itertools.count(1)
-
-
-@functools.cache
-def rbac_table() -> ModuleType:
-    return load_script(ROOT / "scripts" / "chart-tables")
 
 
 def apply_rbac(rig: Rig, objects: list[dict[str, Any]]) -> None:
@@ -249,7 +241,7 @@ KUEUE = ("slurm-syncer", {"config": {"topology-kueue": "gpu-fabric", "topology-t
     ],
 )  # fmt: skip
 async def test_the_syncer_uses_exactly_the_rights_its_profile_grants(rig: Rig, profile: str, tmp_path: Path):
-    table = rbac_table()
+    table = chart_tables()
     release_namespace, values = table.PROFILES.get(profile, KUEUE)
     objects = table.objects(values, release_namespace)
     user = table.service_account(release_namespace)
@@ -285,25 +277,17 @@ async def test_the_syncer_uses_exactly_the_rights_its_profile_grants(rig: Rig, p
     assert not unused, f"{profile!r} grants rights the syncer never used: {[str(r) for r in unused]}"
 
 
-def chart_environment(objects: list[dict[str, Any]], release_namespace: str) -> dict[str, str]:
-    """The environment the profile's Deployment gives its container (`kubectl exec ... check` sees it)."""
-    deployment = next(o for o in objects if o["kind"] == "Deployment")
-    container = deployment["spec"]["template"]["spec"]["containers"][0]
-    env = {var["name"]: var.get("value", "") for var in container["env"] if "value" in var}
-    return {**env, "POD_NAMESPACE": release_namespace}
-
-
 @pytest.mark.parametrize("profile", ["Slinky", "namespaced"])
 async def test_check_asks_only_what_the_profile_needs_in_its_scope(rig: Rig, profile: str, tmp_path: Path):
     """`slurm-syncer check` as the ServiceAccount of a namespaced profile passes: it asks about pods in
     config.namespace and the Lease by name in its namespace, never cluster-wide (which RBAC refuses)."""
-    table = rbac_table()
+    table = chart_tables()
     release_namespace, values = table.PROFILES[profile]
     objects = table.objects(values, release_namespace)
     apply_rbac(rig, objects)
     rig.kube.add_user(TOKEN, table.service_account(release_namespace))
     kubeconfig = rig.kube.write_kubeconfig(tmp_path / "service-account.kubeconfig", token=TOKEN)
-    chart_env = chart_environment(objects, release_namespace)
+    chart_env = environment(container(objects), release_namespace)  # as `kubectl exec ... check` sees it
     chart_env.pop(
         "SLURM_SYNCER_SLURM_JWT_KEY_FILE", None
     )  # the Slinky profile's; the sandbox's token instead

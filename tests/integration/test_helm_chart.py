@@ -156,20 +156,25 @@ def container(objects: list[dict[str, Any]]) -> dict[str, Any]:
     return dict(containers[0])
 
 
-def load_settings(objects: list[dict[str, Any]]) -> settings_mod.Settings:
-    """The Deployment's environment and arguments, loaded as `slurm-syncer run` loads them."""
-    main = container(objects)
-    assert "command" not in main, "the image's entrypoint `slurm-syncer run` must stay"
+def environment(main: dict[str, Any], namespace: str = NAMESPACE) -> dict[str, str]:
+    """The container's environment as it runs, its one fieldRef (the pod's namespace) as `namespace`."""
     environ: dict[str, str] = {}
     for var in main["env"]:
         if "valueFrom" in var:
             assert var["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
-            environ[var["name"]] = NAMESPACE
+            environ[var["name"]] = namespace
         else:
             environ[var["name"]] = var["value"]
     assert len(environ) == len(main["env"]), "an environment variable is set twice"
+    return environ
+
+
+def load_settings(objects: list[dict[str, Any]]) -> settings_mod.Settings:
+    """The Deployment's environment and arguments, loaded as `slurm-syncer run` loads them."""
+    main = container(objects)
+    assert "command" not in main, "the image's entrypoint `slurm-syncer run` must stay"
     args = build_parser().parse_args(["run", *main.get("args", [])])
-    return settings_mod.load(args, environ)
+    return settings_mod.load(args, environment(main))
 
 
 # --- the chart's files ---------------------------------------------------------------------------
