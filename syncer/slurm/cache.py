@@ -245,11 +245,14 @@ class NodeCache:
 
     @property
     def cause(self) -> str:
-        """Why the data may be old, in words: the last error, or a poll still waiting for its answer."""
+        """Why the data may be old, in words: the last error, a poll still waiting for its answer, or, between
+        polls that got no answer (a list deferred, a failed start-marker read), how old the data is."""
         if self.last_error:
             return self.last_error
         if self._polling_since is not None:
             return f"slurmrestd has not answered for {self._clock() - self._polling_since:.0f} s"
+        if self.synced and self.stale:
+            return f"no answer from slurmrestd for {self.age_s:.0f} s"
         return ""
 
     async def wait_synced(self) -> None:

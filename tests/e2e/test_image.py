@@ -256,7 +256,11 @@ async def run_pod(
     assert spec.get("automountServiceAccountToken") is True
 
     # the volumes the container mounts, as the kubelet makes them
-    secrets = {"slurm-syncer-slurm-auth": {"token": rig.sandbox.token_file.read_bytes()}}
+    secrets = {
+        "slurm-syncer-slurm-auth": {"token": rig.sandbox.token_file.read_bytes()},
+        # the Slinky profile's: Slinky's JWT key Secret, as its chart makes it (the sandbox's key)
+        "slurm-auth-jwt": {"jwt.key": rig.sandbox.jwt_key_path.read_bytes()},
+    }
     volumes = {v["name"]: v for v in spec["volumes"]}
     tmpfs: list[dict[str, Any]] = []
     binds: list[dict[str, str]] = []

@@ -142,22 +142,27 @@ def test_dynamic_node_registers_runs_a_job_and_is_removed(slurm_sandbox: Sandbox
 
 def test_stopping_a_slurmd_kills_its_running_job_processes(slurm_sandbox: Sandbox) -> None:
     slurm_sandbox.start_slurmd("dyn-test2")
-    submitted = slurm_sandbox.run(
-        "sbatch", "--no-requeue", "-w", "dyn-test2", "--wrap", "sleep 600", check=True
-    ).stdout
-    job_id = submitted.split()[-1]
-    wait_until(
-        lambda: slurm_sandbox.run("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip() == "RUNNING",
-        60, "job running",
-    )  # fmt: skip
-    daemon = slurm_sandbox.daemons["slurmd:dyn-test2"]
-    namespace = os.readlink(f"/proc/{daemon.pid}/ns/mnt")
-    slurm_sandbox.stop_slurmd("dyn-test2")
-    assert processes_in(namespace) == []
-    # Slurm learns of the lost node only after SlurmdTimeout; marking it DOWN ends the job now.
-    slurm_sandbox.scontrol("update", "nodename=dyn-test2", "state=down", "reason=test")
-    wait_until(lambda: slurm_sandbox.run("squeue", "-h", "-j", job_id).stdout.strip() == "", 60, "job gone")
-    slurm_sandbox.delete_node("dyn-test2")
+    try:
+        submitted = slurm_sandbox.run(
+            "sbatch", "--no-requeue", "-w", "dyn-test2", "--wrap", "sleep 600", check=True
+        ).stdout
+        job_id = submitted.split()[-1]
+        wait_until(
+            lambda: slurm_sandbox.run("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip() == "RUNNING",
+            60, "job running",
+        )  # fmt: skip
+        daemon = slurm_sandbox.daemons["slurmd:dyn-test2"]
+        namespace = os.readlink(f"/proc/{daemon.pid}/ns/mnt")
+        slurm_sandbox.stop_slurmd("dyn-test2")
+        assert processes_in(namespace) == []
+        # Slurm learns of the lost node only after SlurmdTimeout; marking it DOWN ends the job now.
+        slurm_sandbox.scontrol("update", "nodename=dyn-test2", "state=down", "reason=test")
+        wait_until(
+            lambda: slurm_sandbox.run("squeue", "-h", "-j", job_id).stdout.strip() == "", 60, "job gone"
+        )
+    finally:  # the shared sandbox's node count is other tests' expectation: never leave the node behind
+        slurm_sandbox.scontrol("update", "nodename=dyn-test2", "state=down", "reason=test")
+        slurm_sandbox.delete_node("dyn-test2")
 
 
 def test_a_killed_daemon_is_seen_as_stale_and_dropped(slurm_sandbox: Sandbox) -> None:

@@ -127,10 +127,17 @@ def kill_namespace(namespace: str, timeout: float = 10) -> None:
     """SIGKILL every process left in a mount namespace we created (job steps, user tasks)."""
     if namespace == mount_namespace(os.getpid()):
         return  # never the host's own namespace
-    for pid in processes_in(namespace):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: not processes_in(namespace), timeout, f"processes in {namespace} to end")
+
+    def gone() -> bool:
+        # killed again on every look: a process forked between a look and its kill (a job step's helper)
+        # would otherwise outlive the wait
+        left = processes_in(namespace)
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return not left
+
+    wait_until(gone, timeout, f"processes in {namespace} to end")
 
 
 def wait_until(
