@@ -147,6 +147,9 @@ class FakeKubelet:
             c["state"].get("running") or c.get("restartCount") for c in statuses
         ):
             status["phase"] = "Running"  # every container has started at least once
+        if status.get("phase") in ("Failed", "Succeeded"):  # a pod someone marked ended runs nothing
+            statuses = [{**c, "ready": False, "started": False} for c in statuses]
+            unready = [c["name"] for c in statuses]
         container_ready = status.get("phase") == "Running" and not unready
         conditions = {
             "PodScheduled": "True",
