@@ -41,6 +41,7 @@ from syncer.plan.partitions import (
     plan,
     records,
 )
+from syncer.plan.slinky_partitions import SlinkyPartitions
 from syncer.runtime.controller import DONE, Controller, Result
 from syncer.runtime.errors import RetryAfter, Terminal
 from syncer.slurm.cache import NodeChange
@@ -71,6 +72,9 @@ EVENT_DELETED = "PartitionDeleted"
 class PartitionOptions:
     # opt-in: the informer needs the SlurmPartition CRD installed and RBAC on it (the chart's value)
     enabled: bool = False
+    # watch Slinky's NodeSets and Controllers (where served) and never write their partitions; needs
+    # list/watch on them (--slinky-partitions)
+    slinky: bool = False
 
 
 def NO_NODESETS(_namespace: str, _name: str) -> None:
@@ -112,7 +116,13 @@ def _nodes_text(nodes: str | None, shown: int = 8) -> str:
 class PartitionController(Controller):
     name = "partitions"
 
-    def __init__(self, context: ControllerContext, *, nodeset_members: NodeSetMembers) -> None:
+    def __init__(
+        self,
+        context: ControllerContext,
+        *,
+        nodeset_members: NodeSetMembers,
+        options: PartitionOptions | None = None,
+    ) -> None:
         self.context = context  # clients, caches, writers: shared by every controller
         self.nodeset_members = nodeset_members
         self.clock = context.clock
@@ -125,6 +135,11 @@ class PartitionController(Controller):
         self._said: dict[str, tuple[str, str]] = {}  # CR -> (reason, message) last told in an Event
         self._written: dict[str, dict[str, Any]] = {}  # CR -> the status document written last
         self.runner = context.runner(self, workers=1)
+        self.slinky = (
+            SlinkyPartitions(context.kube, lambda: self.runner.queue.add_after(KEY, CR_BATCH_S))
+            if options is not None and options.slinky
+            else None
+        )
         self.informer.subscribe(self._on_cr)
         context.kube_cache.nodes.subscribe(self._on_node)
         context.kube_cache.pods.subscribe(self._on_pod)
@@ -156,11 +171,14 @@ class PartitionController(Controller):
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def loops(self) -> dict[str, Callable[[], Awaitable[None]]]:
-        return {"informer-slurmpartitions": self.informer.run}
+        slinky = self.slinky.loops() if self.slinky is not None else {}
+        return {"informer-slurmpartitions": self.informer.run, **slinky}
 
     async def prepare(self) -> None:
         await self.informer.synced.wait()
         await self.context.kube_cache.wait_synced()
+        if self.slinky is not None:  # no partition planned before Slinky's are known
+            await self.slinky.decided()
 
     async def keys(self) -> list[str]:
         return [KEY]
@@ -241,7 +259,7 @@ class PartitionController(Controller):
             slurm_nodes=frozenset(self.context.slurm_cache.nodes),
             keeps_partitions=self.keeps_partitions,
             writes=slurm.partition_writes,
-            # TODO(slinky): Slinky NodeSets' partition names; until then adopt:false keeps them Conflict
+            slinky=self.slinky.names() if self.slinky is not None else {},
         )
         return world, counts
 
