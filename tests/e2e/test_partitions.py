@@ -428,3 +428,37 @@ async def slinky_plays(rig: Rig) -> None:
         await wait_for(reason_is(rig, "e2e-sl-later", READY), 10, what="Ready once Slinky let it go")
         kept = await partition(rig, "e2e-sl-later")
         assert kept is not None and kept.settings.max_time == 45
+
+
+@needs_writes
+async def test_several_partitions_go_in_one_post_and_one_slurm_refuses_is_told_on_its_own_cr(rig: Rig):
+    """Measured on 26.05.5: a POST of several partitions applies each entry it can, not atomically, and
+    names the index of each it refuses. Three CRs waiting at start: one POST. Then three more, one with a
+    QOS Slurm does not know: the two others are applied by the same POST, the third is sent again alone
+    and its CR says Slurm's error."""
+    real = rig.sandbox.real_node
+    good, more = ["e2e-b1", "e2e-b2", "e2e-b3"], ["e2e-b4", "e2e-b6"]
+    bad = "e2e-b5"
+    try:
+        async with keep_part_info(rig):
+            for name in good:
+                create_cr(rig, name, {"nodes": {"hosts": [real]}, "maxTime": 20})
+            async with running_syncer(rig, partitions=ON) as service:
+                for name in good:
+                    await wait_for(reason_is(rig, name, READY), 10, what=f"{name} Ready")
+                assert slurm_writes(service) == {("partition_update", "200"): 1}, slurm_writes(service)
+            for name in more:
+                create_cr(rig, name, {"nodes": {"hosts": [real]}})
+            create_cr(rig, bad, {"nodes": {"hosts": [real]}, "qos": "nosuchqos"})
+            with captured_logs() as logs:
+                async with running_syncer(rig, partitions=ON):
+                    await wait_for(reason_is(rig, bad, INVALID), 10, what="the refused one Invalid")
+                    for name in more:
+                        await wait_for(reason_is(rig, name, READY), 10, what=f"{name} Ready")
+            assert "Invalid qos specification" in ready(rig, bad)["message"], ready(rig, bad)
+            assert await partition(rig, bad) is None
+            [again] = [e for e in logs.entries if e["event"].startswith("partitions refused in a batch")]
+            assert again["partitions"] == [bad], again
+    finally:
+        names = [*good, *more, bad]
+        await cleanup(rig, names, names, [])
