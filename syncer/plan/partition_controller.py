@@ -70,8 +70,9 @@ UNREACHABLE_RETRY_S = 2.0  # slurmrestd did not answer: the next reconcile decid
 # 26.05.5) and its refusal of a value: input to fix, not retried
 REFUSED = (2018, 2066, 9001)
 CLAIM_FAILED = "ClaimFailed"
+DELETE_REFUSED = "DeleteRefused"  # Slurm's 2075 "Partition is in use": retried, the CR kept
 BATCHED = frozenset({"create", "update", "drain"})  # one POST /partitions/ carries them all
-WARNINGS = frozenset({CONFLICT, INVALID, UNSUPPORTED, PRECONDITION, CLAIM_FAILED})
+WARNINGS = frozenset({CONFLICT, INVALID, UNSUPPORTED, PRECONDITION, CLAIM_FAILED, DELETE_REFUSED})
 
 EVENT_CREATED = "PartitionCreated"
 EVENT_UPDATED = "PartitionUpdated"
@@ -215,7 +216,7 @@ class PartitionController(Controller):
         result = plan([self._wanted(cr) for cr in crs.values()], world)
         stopped: dict[str, Outcome] = {}
         released: set[str] = set()
-        in_use: dict[str, str] = {}  # CR -> its partition Slurm would not delete yet
+        in_use: dict[str, Outcome] = {}  # CR -> why Slurm would not delete its partition yet
         wrote = False
         batch: list[Action] = []  # creates, updates, drains: one POST for all (after every claim)
         for action in result.actions:
@@ -231,22 +232,21 @@ class PartitionController(Controller):
             except SlurmApiError as exc:
                 if not partition_in_use(exc):
                     raise
-                in_use[action.cr] = action.partition  # a job came after our read: drain and wait again
+                in_use[action.cr] = self._refused_delete(action, exc)  # a job came after our read
             if action.kind == "release":
                 released.add(action.cr)
         wrote |= await self._write_all([a for a in batch if a.cr not in stopped], crs, stopped)
         if wrote:  # what the status says is what Slurm has now, not what it had before our writes
             world, counts = await self._world(crs, read_conf=False)  # our writes leave /conf as it was
             result = plan([self._wanted(cr) for cr in crs.values()], world)
-        outcomes = {**result.outcomes, **stopped}
+        outcomes = {**result.outcomes, **stopped, **in_use}
         self.outcomes = outcomes
         for name, outcome in outcomes.items():
             if name not in released:
                 await self._tell(crs[name], outcome, world, counts)
         if in_use:
-            raise RetryAfter(
-                IN_USE_RETRY_S, f"partition(s) {', '.join(in_use.values())} in use: deleted after their jobs"
-            )
+            busy_ones = ", ".join(o.partition for o in in_use.values())
+            raise RetryAfter(IN_USE_RETRY_S, f"partition(s) {busy_ones} in use: deleted after their jobs")
         if stopped:
             raise Terminal("; ".join(f"SlurmPartition {n}: {o.message}" for n, o in sorted(stopped.items())))
         busy = any(not o.ready and o.reason not in WARNINGS for o in outcomes.values())
@@ -367,6 +367,17 @@ class PartitionController(Controller):
                  nodes=_nodes_text(action.nodes))  # fmt: skip
         self.context.actions(f"partition_{action.kind}", "k8s_to_slurm", action.partition, {"result": "ok"})
         await self._tell_written(action, cr)
+
+    def _refused_delete(self, action: Action, exc: SlurmApiError) -> Outcome:
+        """Slurm's 2075: a job came into the partition between our read of the jobs and the DELETE. The CR
+        keeps its finalizer; the next reconcile sees the job, drains the partition and waits for it."""
+        said = "; ".join(f"{e.error or e.description} (error {e.error_number})" for e in exc.errors)
+        message = (
+            f"Slurm refused to delete partition {action.partition}: {said}; a job came in after the check: "
+            f"it is drained and deleted once its jobs have ended (tried again in {IN_USE_RETRY_S:.0f} s)"
+        )
+        log.warning("partition delete refused", partition=action.partition, cr=action.cr, error=said)
+        return Outcome(action.cr, action.partition, False, DELETE_REFUSED, message)
 
     def _stop(self, action: Action, reason: str, message: str) -> Outcome:
         log.warning("partition write refused", partition=action.partition, cr=action.cr, error=message)

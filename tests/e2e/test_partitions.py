@@ -15,9 +15,15 @@ from syncer.app.check_cmd import check_partitions, declared_partitions
 from syncer.app.service import SyncerService
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
-from syncer.plan.partition_controller import EVENT_CREATED, EVENT_UPDATED, PartitionOptions
+from syncer.plan.partition_controller import (
+    DELETE_REFUSED,
+    EVENT_CREATED,
+    EVENT_UPDATED,
+    PartitionOptions,
+)
 from syncer.plan.partitions import CONFLICT, INVALID, PRECONDITION, READY, UNSUPPORTED
 from syncer.slurm.partitions import PartitionState
+from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.kubeapi.api import rfc3339
 from syncer.testing.sandbox import SandboxError
 from tests.e2e.rig import Rig, condition, fresh_slurm_nodes, get, running_syncer, sample
@@ -462,3 +468,45 @@ async def test_several_partitions_go_in_one_post_and_one_slurm_refuses_is_told_o
     finally:
         names = [*good, *more, bad]
         await cleanup(rig, names, names, [])
+
+
+@needs_writes
+async def test_a_delete_slurm_refuses_for_a_job_that_came_in_meanwhile_keeps_the_cr_says_why_and_drains(
+    rig: Rig,
+):
+    """Slurm refuses to delete a partition while any job, running or pending, names it (error 2075
+    "Partition is in use": delete_partition() in slurmctld's partition_mgr.c, its only refusal besides an
+    unknown name). Produced for real: the proxy holds the syncer's DELETE of an empty partition while a job
+    is submitted into it, then lets slurmrestd answer. The CR keeps its finalizer, an Event names Slurm's
+    error, and the next reconcile drains the partition and deletes it after the job."""
+    name, jobs = "e2e-inuse", []
+    try:
+        async with keep_part_info(rig), FaultProxy(rig.sandbox.rest_url) as proxy:
+            async with running_syncer(rig, slurm_url=proxy.url, partitions=ON):
+                create_cr(rig, name, {"nodes": {"hosts": [rig.sandbox.real_node]}})
+                await wait_for(reason_is(rig, name, READY), 10, what="the partition made")
+                hold = proxy.hold_next("DELETE", f"/partition/{name}")
+                delete_cr(rig, name)
+                await wait_for(hold.arrived.is_set, 10, what="the syncer's DELETE of the empty partition")
+                job, err = submit(rig, name, 3)
+                assert job, err
+                jobs.append(job)
+                hold.release.set()
+
+                def refused() -> list[str]:
+                    return [m for e, m in zip(reasons(rig, name), messages(rig, name), strict=True)
+                            if e == DELETE_REFUSED]  # fmt: skip
+
+                await wait_for(lambda: bool(refused()), 10, what="the refused DELETE told in an Event")
+                assert "Partition is in use (error 2075)" in refused()[0], refused()
+                obj = cr(rig, name)
+                assert obj is not None and Keys.PARTITION_FINALIZER in obj["metadata"]["finalizers"]
+                assert await partition(rig, name) is not None
+                await wait_for(reason_is(rig, name, "Draining"), 10, what="drained while its job runs")
+                await wait_for(lambda: job_state(rig, job) == "", 60, what="the job to end")
+                await wait_for(lambda: cr(rig, name) is None, 20, what="the CR gone after its partition")
+                assert await partition(rig, name) is None
+            out = rig.sandbox.run("sacct", "-n", "-X", "-j", job, "-o", "State").stdout
+            assert "NODE_FAIL" not in out and "CANCELLED" not in out, out
+    finally:
+        await cleanup(rig, [name], [name], jobs)
