@@ -6,12 +6,10 @@ per distinct message, retried with backoff."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Generic
 
 import structlog
 
-from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeError
 from syncer.kube.informer import Informer, T
 from syncer.runtime.backoff import Backoff
@@ -21,22 +19,14 @@ log = structlog.get_logger("syncer.kube")
 
 class OptionalInformer(Generic[T]):
     def __init__(
-        self,
-        client: KubeClient,
-        path: str,
-        kind: str,
-        key: Callable[[T], str],
-        *,
-        what: str,  # for the log lines: "Slinky NodeSets"
-        absent_means: str,  # what an absent resource means here: "no partition of theirs to protect"
-        probe_s: float = 300.0,
+        self, informer: Informer[T], *, what: str, absent_means: str, probe_s: float = 300.0
     ) -> None:
-        self.client = client
-        self.path = path
-        self.what = what
-        self.absent_means = absent_means
+        self.informer = informer
+        self.client = informer.client
+        self.path = informer.path
+        self.what = what  # for the log lines: "Slinky NodeSets"
+        self.absent_means = absent_means  # what an absent resource means here
         self.probe_s = probe_s
-        self.informer: Informer[T] = Informer(client, path, kind, key)
         self.decided = asyncio.Event()  # known absent, or listed once
         self.absent = False
 

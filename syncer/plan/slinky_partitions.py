@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from syncer.kube.client import KubeClient
+from syncer.kube.informer import Informer
 from syncer.kube.optional_informer import OptionalInformer
 from syncer.model.kube import KubeCustomObject
 
@@ -71,9 +72,12 @@ class _Source:
 
     def __init__(self, kube: KubeClient, kind: _Kind, on_change: Callable[[], None]) -> None:
         self.kind = kind
-        self.watch: OptionalInformer[KubeCustomObject] = OptionalInformer(
-            kube, f"/apis/{GROUP}/{VERSION}/{kind.plural}", kind.kind, _key, what=f"Slinky {kind.what}s",
-            absent_means="no partition of theirs to protect", probe_s=PROBE_S,
+        informer: Informer[KubeCustomObject] = Informer(
+            kube, f"/apis/{GROUP}/{VERSION}/{kind.plural}", kind.kind, _key
+        )
+        self.watch = OptionalInformer(
+            informer, what=f"Slinky {kind.what}s", absent_means="no partition of theirs to protect",
+            probe_s=PROBE_S,
         )  # fmt: skip
         self.watch.informer.subscribe(lambda _old, _new: on_change())
 
