@@ -29,7 +29,10 @@ SPEC: dict[str, Any] = {"nodes": SELECTOR, "state": "UP", "maxTime": 30}
 
 def _sbatch(w: Stage, *args: str) -> tuple[str, str]:
     """(job id or "", Slurm's error): a job in the partition on the real node."""
-    out = w.sandbox.run("sbatch", "--parsable", "--no-requeue", "-p", PARTITION, "-w", REAL_NODE, *args)
+    # --mem: without it a job takes the node's whole memory and the next waits for it
+    out = w.sandbox.run(
+        "sbatch", "--parsable", "--no-requeue", "--mem=100", "-p", PARTITION, "-w", REAL_NODE, *args
+    )  # fmt: skip
     return out.stdout.strip().split(";")[0], out.stderr.strip()
 
 
@@ -70,7 +73,7 @@ async def partitions(w: Stage, step: int, host: str) -> None:
     w.told(PARTITION, kinds=("partition",))
     sinfo = w.sandbox.run("sinfo", "-h", "-p", PARTITION, "-o", "%P %a %l %N").stdout.strip()
     detail(f"in Slurm {took * 1000:.0f} ms later; sinfo: {sinfo}")
-    first, err = _sbatch(w, "--time=1", "--wrap", "sleep 8")
+    first, err = _sbatch(w, "--time=1", "--wrap", "sleep 6")
     if not first:
         raise DemoError(f"a job in partition {PARTITION} was refused: {err}")
     await wait(lambda: _job_state(w, first) == "RUNNING", f"job {first} to run in {PARTITION}")
@@ -85,6 +88,8 @@ async def partitions(w: Stage, step: int, host: str) -> None:
     refused, err = _sbatch(w, "--time=1", "--wrap", "true")
     if refused:
         raise DemoError(f"a drained partition took job {refused}")
+    if _job_state(w, first) != "RUNNING":
+        raise DemoError(f"job {first} ended before the drain could be shown (a very slow machine)")
     detail(f"DRAIN in Slurm {took * 1000:.0f} ms later; a new job is refused by Slurm: {err}")
     await wait(lambda: _job_state(w, first) == "COMPLETED", f"job {first} to finish", 60)
     detail(f"the running job {first} finished: COMPLETED")
