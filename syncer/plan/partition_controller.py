@@ -1,6 +1,9 @@
 """The SlurmPartition controller: SlurmPartition CRs become Slurm partitions over REST v0.0.45
 (docs/partitions.md; the decision is plan/partitions.py, the CR's reading plan/partition_spec.py).
 
+With `PartitionOptions.slinky` it also watches Slinky's NodeSets and Controllers (plan/slinky_partitions.py)
+and writes none of the partitions they declare.
+
 One key for the whole cluster, like the maintenance reservations: one `GET /partitions/` decides every
 partition, and a name two CRs declare or two default partitions need every CR at once. A change is looked at
 `BATCH_S` after it arrives, so a label change that moves many nodes becomes one `POST` of `+a,+b,...`; a

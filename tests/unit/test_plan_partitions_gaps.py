@@ -54,9 +54,8 @@ def test_a_partition_not_created_by_the_cr_being_deleted_or_not_ours_to_write_is
         replace(OURS, owned={"gpu": ("gpu-cr", "adopted")}),  # adopted: Slurm keeps it
         replace(OURS, owned={}),  # never ours
         replace(OURS, present={}),  # gone already
-        replace(
-            OURS, slinky={"gpu": "Controller slurm/slurm"}
-        ),  # created, since put in Slinky's extraConf: never touched
+        # created, since put in Slinky's extraConf: never touched
+        replace(OURS, slinky={"gpu": "Controller slurm/slurm"}),
         replace(OURS, writes=False),  # REST that cannot write partitions (before v0.0.45)
     ):
         result = plan([GOING], world)
