@@ -80,11 +80,11 @@ def job_state(rig: Rig, job: str) -> str:
     return rig.sandbox.run("squeue", "-h", "-j", job, "-o", "%T %r").stdout.strip()
 
 
-def submit(rig: Rig, partition_name: str, seconds: int) -> tuple[str, str]:
-    """(job id, stderr): sbatch into the partition on the real node."""
+def submit(rig: Rig, partition_name: str, seconds: int, *, wrap: str | None = None) -> tuple[str, str]:
+    """(job id, stderr): sbatch into the partition on the real node; `wrap` replaces `sleep seconds`."""
     out = rig.sandbox.run(
         "sbatch", "--parsable", "--no-requeue", "-p", partition_name, "-w", rig.sandbox.real_node,
-        "--time=2", "--wrap", f"sleep {seconds}",
+        "--time=2", "--wrap", wrap or f"sleep {seconds}",
     )  # fmt: skip
     return out.stdout.strip().split(";")[0], out.stderr
 
@@ -488,7 +488,11 @@ async def test_a_delete_slurm_refuses_for_a_job_that_came_in_meanwhile_keeps_the
                 hold = proxy.hold_next("DELETE", f"/partition/{name}")
                 delete_cr(rig, name)
                 await wait_for(hold.arrived.is_set, 10, what="the syncer's DELETE of the empty partition")
-                job, err = submit(rig, name, 3)
+                # the job ends when the test says so (a file in the sandbox's work directory), not after a
+                # time: on a busy machine a timed job could end before the drain is seen
+                done = rig.sandbox.directory / "work" / f"{name}.done"
+                done.unlink(missing_ok=True)
+                job, err = submit(rig, name, 0, wrap=f"while [ ! -e {name}.done ]; do sleep 0.2; done")
                 assert job, err
                 jobs.append(job)
                 hold.release.set()
@@ -503,6 +507,8 @@ async def test_a_delete_slurm_refuses_for_a_job_that_came_in_meanwhile_keeps_the
                 assert obj is not None and Keys.PARTITION_FINALIZER in obj["metadata"]["finalizers"]
                 assert await partition(rig, name) is not None
                 await wait_for(reason_is(rig, name, "Draining"), 10, what="drained while its job runs")
+                assert job_state(rig, job) != "", "the job must still be there while the partition drains"
+                done.touch()
                 await wait_for(lambda: job_state(rig, job) == "", 60, what="the job to end")
                 await wait_for(lambda: cr(rig, name) is None, 20, what="the CR gone after its partition")
                 assert await partition(rig, name) is None
