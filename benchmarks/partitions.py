@@ -1,8 +1,8 @@
 """SlurmPartition CRs -> Slurm partitions beside the operator path's reload, in one run: how soon a change
 shows in Slurm each way, what each costs slurmctld, and a label change moving many nodes between partitions.
 
-    python benchmarks/partitions.py --nodes 1000 --out benchmarks/results/partitions-1k
-    python benchmarks/partitions.py --nodes 10000 --no-relabel --out benchmarks/results/partitions-10k
+    python benchmarks/partitions.py --nodes 1000 --out benchmarks/results/partitions-1k-26.05
+    python benchmarks/partitions.py --nodes 10000 --no-relabel --out benchmarks/results/partitions-10k-26.05
 
 From a clean checkout after `scripts/bootstrap` (needs root, as the sandbox does). Real Slurm 26.05 sandbox
 (N+1 CLOUD nodes, `ReconfigFlags=KeepPartInfo` added as the controller requires), the Kubernetes API emulator
@@ -11,10 +11,11 @@ with N+1 node-bound Nodes, and the syncer's service in this process with `--part
 1. idle, 5 s: slurmctld's and slurmrestd's CPU seconds a second (subtracted from the phases below);
 2. the CR path, `--changes` times: the CR's `maxTime` patched -> `GET /partitions/` shows it (polled every
    10 ms from this process: each figure includes up to one poll), and its requests and CPU seconds;
-3. the operator path, `--reloads` times: a partition over the same nodes in slurm.conf (added once, then its
-   MaxTime changed each time), `scontrol reconfigure` -> `GET /partitions/` shows it, and its CPU seconds
-   (what Slinky's reconfigure sidecar runs once the kubelet has synced the ConfigMap; the propagation
-   before it is not simulated: RESULTS.md states it from its sources);
+3. the operator path, `--reloads` times: a new partition over the same nodes written to slurm.conf, then
+   `scontrol reconfigure` -> `GET /partitions/` shows it, and its CPU seconds (what Slinky's reconfigure
+   sidecar runs once the kubelet has synced the ConfigMap; the propagation before it is not simulated:
+   RESULTS.md states it from its sources). A new one each time: with KeepPartInfo a reconfigure applies no
+   change to an existing slurm.conf partition, which the run checks at its end (`unchanged_by_reconfigure`);
 4. both again, `--probed` times each, with other clients' requests running throughout (`GET /ping/`,
    `/jobs/`, `/nodes/`, `/diag/`: benchmarks/slurmctld_load.py): their latency during CR changes, during
    reconfigures and idle;
@@ -65,9 +66,8 @@ GROUP, VERSION, PLURAL = "slurm-syncer.dev", "v1alpha1", "slurmpartitions"
 POLL_S = 0.01
 OPERATOR_PREFIX = "op-bench-"  # the operator path's partitions, in slurm.conf
 IDLE_S = 5.0
-RELOAD_GAP_S = (
-    1.0  # after each reconfigure: what it leaves running (nodes registering, the syncer's re-reads)
-)
+# after each operation: what it leaves running (nodes registering, the syncer's re-reads)
+RELOAD_GAP_S = 1.0
 SHOWN_WITHIN_S = 120.0  # a change not shown by then is a sample of infinity, never dropped
 KEPT_WITHIN_S = 15.0  # an existing slurm.conf partition changed: how long to look for it (KeepPartInfo)
 
