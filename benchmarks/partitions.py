@@ -41,6 +41,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import aiohttp
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo root
 from benchmarks.run import machine_reference_s, percentiles, progress
 from benchmarks.service_bench import CONFIG as SERVICE_CONFIG
@@ -57,6 +59,7 @@ from benchmarks.slurmctld_load import (
     rss_mb,
 )
 from syncer.plan.partition_controller import PartitionOptions
+from syncer.slurm.auth import TokenFile
 from syncer.slurm.partitions import PartitionState
 from syncer.testing.demo import wait
 from syncer.testing.sandbox.config import sim_node_names
@@ -96,8 +99,10 @@ class Paths:
     syncer requires) a reconfigure or restart keeps every existing partition as slurmctld has it, so a
     changed or removed slurm.conf line never shows (measured: `unchanged_by_reconfigure`)."""
 
-    def __init__(self, bench: Bench, nodes: int) -> None:
+    def __init__(self, bench: Bench, nodes: int, http: aiohttp.ClientSession) -> None:
         self.bench = bench
+        self.http = http  # the poll's raw reads: decoding every hostlist here would slow the syncer beside it
+        self.url = f"{bench.sandbox.rest_url}/slurm/v0.0.45/partitions/"
         self.hosts = f"node[00001-{nodes:05d}]"
         self.cr_value = 61
         self.added = 0
@@ -107,15 +112,23 @@ class Paths:
     async def partitions(self) -> dict[str, PartitionState]:
         return {p.name: p for p in await self.bench.reader.partition_states()}
 
+    async def max_time(self, name: str) -> Any:
+        """Partition `name`'s MaxTime in minutes as `GET /partitions/` shows it (None: no such partition)."""
+        async with self.http.get(self.url) as response:
+            response.raise_for_status()
+            listed = (await response.json())["partitions"]
+        found = [p for p in listed if p.get("name") == name]
+        return found[0].get("maximums", {}).get("time", {}).get("number") if found else None
+
     async def until(self, name: str, max_time: int, within_s: float = SHOWN_WITHIN_S) -> bool:
         deadline = time.monotonic() + within_s
         while time.monotonic() < deadline:
             try:
-                found = (await self.partitions()).get(name)
-            except Exception:  # slurmctld may not answer while it reloads: polled again
+                shown = await self.max_time(name)
+            except (aiohttp.ClientError, KeyError):  # slurmctld may not answer while it reloads: polled again
                 self.poll_errors += 1
-                found = None
-            if found is not None and found.settings.max_time == max_time:
+                shown = None
+            if shown == max_time:
                 return True
             await asyncio.sleep(POLL_S)
         return False
@@ -225,12 +238,13 @@ async def run(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
         return {"bench-pool": "a", "bench-b": str(name == names[0]).lower()}
 
     keep = "ReconfigFlags=KeepPartInfo\n"
-    async with service_bench(
-        directory, nodes + 1, CONFIG, labels=labels, ready=True, slurm_conf=keep
-    ) as bench:
+    async with (
+        service_bench(directory, nodes + 1, CONFIG, labels=labels, ready=True, slurm_conf=keep) as bench,
+        aiohttp.ClientSession(headers=TokenFile(bench.sandbox.token_file).headers()) as http,
+    ):
         results["slurm"] = bench.sandbox.slurm_version
         results["memory_ready"] = memory(bench)
-        paths = Paths(bench, nodes + 1)
+        paths = Paths(bench, nodes + 1, http)
         conf = await bench.reader.slurmctld_conf()
         assert conf is not None and conf.keeps_partitions, "KeepPartInfo not in effect"
         selector = {"matchLabels": {"bench-pool": "a"}}
