@@ -125,10 +125,12 @@ def seed(kube: KubeApiEmulator, names: list[str]) -> None:
         kube.create("", "v1", "pods", pod, namespace=NAMESPACE)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU seconds a process has used so far (/proc/<pid>/stat)."""
+def cpu_seconds(pid: int, *, children: bool = False) -> float:
+    """User plus system CPU seconds a process has used so far (/proc/<pid>/stat); `children`: with those of
+    its children it has waited for."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if children else 0)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def machine_reference_s() -> float:
