@@ -191,29 +191,52 @@ def _job_state(sandbox: Sandbox, job: str) -> str:
 
 @pytest.mark.only_where(SELECTED.name == "26.05")
 async def test_a_node_leaving_a_partition_and_a_drain_leave_the_running_job_alone(slurm_sandbox: Sandbox):
-    """What the controller relies on (docs/slurm-releases.md): `-node` and DRAIN never end a running job;
-    DRAIN refuses new submissions at once."""
+    """What the controller relies on (docs/slurm-releases.md): `-node` and DRAIN never end a running job (it
+    ends when the test says so: a file in the sandbox's work directory, not a time that a busy machine could
+    outlast); a pending job that needs the node that left turns BadConstraints; DRAIN refuses new
+    submissions at once."""
     name = "itest-leave"
+    done = slurm_sandbox.directory / "work" / f"{name}.done"
+    done.unlink(missing_ok=True)
+    wrap = f"while [ ! -e {name}.done ]; do sleep 0.2; done"
     async with SlurmClient(slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file)) as client:
         await client.put_partition(name, PartitionSettings(state="UP"), nodes=f"{REAL_NODE},{NODES[0]}")
-        job = slurm_sandbox.run(
-            "sbatch", "-p", name, "-w", REAL_NODE, "--parsable", "--wrap", "sleep 4", check=True
-        ).stdout.strip()
+        jobs = [
+            slurm_sandbox.run(
+                "sbatch", "-p", name, "-w", REAL_NODE, "--parsable", "--wrap", wrap, check=True
+            ).stdout.strip()
+            for _ in range(2)  # the real node has one CPU: the second pends behind the first
+        ]  # fmt: skip
+        job, waiting = jobs
         try:
             await wait_for(
                 lambda: _job_state(slurm_sandbox, job) == "RUNNING", deadline_s=30, what="job running"
             )
-            await client.put_partition(name, PartitionSettings(state="DRAIN"), nodes=f"-{REAL_NODE}")
+            assert _job_state(slurm_sandbox, waiting) == "PENDING"
+            await client.put_partition(name, PartitionSettings(state="UP"), nodes=f"-{REAL_NODE}")
+            await wait_for(
+                lambda: _reason(slurm_sandbox, waiting) == "BadConstraints", deadline_s=30,
+                what="the pending job that needs the node gone: BadConstraints",
+            )  # fmt: skip
+            assert _job_state(slurm_sandbox, job) == "RUNNING"
+            await client.put_partition(name, PartitionSettings(state="DRAIN"))
             refused = slurm_sandbox.run("sbatch", "-p", name, "--wrap", "true")
             assert refused.returncode != 0 and "Required partition not available" in refused.stderr
             assert _job_state(slurm_sandbox, job) == "RUNNING"
+            slurm_sandbox.run("scancel", waiting, check=True)
+            done.touch()
             await wait_for(
                 lambda: _final_state(slurm_sandbox, job) != "", deadline_s=60, what="the job to end"
             )
             assert _final_state(slurm_sandbox, job) == "COMPLETED"
         finally:
-            slurm_sandbox.run("scancel", job)
+            done.touch()
+            slurm_sandbox.run("scancel", *jobs)
             await wait_for(lambda: _deleted(client, name), deadline_s=30, what="the partition deleted")
+
+
+def _reason(sandbox: Sandbox, job: str) -> str:
+    return sandbox.run("squeue", "-h", "-j", job, "-o", "%r").stdout.strip()
 
 
 def _final_state(sandbox: Sandbox, job: str) -> str:
