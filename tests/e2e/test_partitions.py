@@ -324,6 +324,13 @@ async def test_refusals_name_the_field_and_write_nothing_and_a_restart_over_agre
                 assert kept is not None and kept.settings.max_time == 7, (
                     "a foreign partition is never touched"
                 )
+                # ... unless its CR adopts it: claimed as adopted, then managed as the CR says
+                patch_cr(rig, "e2e-taken", {"adopt": True})
+                await wait_for(reason_is(rig, "e2e-taken", READY), 10, what="the foreign partition adopted")
+                owner = (cr(rig, "e2e-taken") or {})["metadata"]["annotations"][Keys.PARTITION_OWNER]
+                assert owner == "adopted"
+                kept = await partition(rig, foreign)
+                assert kept is not None and kept.settings.max_time == 60
             # a restart over agreeing objects: not one partition write, not one CR status write
             before = {n: (cr(rig, n) or {})["metadata"]["resourceVersion"] for n in expected}
             async with running_syncer(rig, partitions=ON) as again:
@@ -334,6 +341,11 @@ async def test_refusals_name_the_field_and_write_nothing_and_a_restart_over_agre
                 await controller.runner.queue.wait_idle()
                 assert slurm_writes(again) == {}
                 assert {n: (cr(rig, n) or {})["metadata"]["resourceVersion"] for n in before} == before
+                # an adopted partition's CR deleted: released, the partition left in Slurm
+                delete_cr(rig, "e2e-taken")
+                await wait_for(lambda: cr(rig, "e2e-taken") is None, 10, what="the adopting CR gone")
+                assert await partition(rig, foreign) is not None, "an adopted partition was deleted"
+                assert not [k for k in slurm_writes(again) if k[0] == "partition_delete"]
     finally:
         await cleanup(rig, [*names, "e2e-nokeep"], ["e2e-twin", "e2e-nokeep", foreign], [])
 
