@@ -144,6 +144,7 @@ class PartitionController(Controller):
         self.informer: Informer[KubeCustomObject] = Informer(context.kube, PATH, KIND, lambda o: o.name)
         self.keeps_partitions: bool | None = None  # the last /conf read; None: not read or failed
         self.outcomes: dict[str, Outcome] = {}  # by CR: the last reconcile's (for the exporter, tests)
+        self.slurm_states: dict[str, str] = {}  # by CR: its partition's state in Slurm then (the exporter)
         self._claimed: dict[
             str, tuple[str, str]
         ] = {}  # CR -> (uid, how) claimed, until the informer shows it
@@ -207,7 +208,7 @@ class PartitionController(Controller):
             return Result(requeue_after=1.0)  # fail closed: no node taken out on stale membership
         crs = {o.name: o.body for o in self.informer.items.values()}
         if not crs:
-            self.outcomes = {}
+            self.outcomes, self.slurm_states = {}, {}
             return DONE  # nothing declared: Slurm is not even read
         try:
             return await self._reconcile(crs)
@@ -244,6 +245,9 @@ class PartitionController(Controller):
             result = plan([self._wanted(cr) for cr in crs.values()], world)
         outcomes = {**result.outcomes, **stopped, **in_use}
         self.outcomes = outcomes
+        states = {name: world.present[o.partition].settings.state for name, o in outcomes.items()
+                  if o.partition in world.present}  # fmt: skip
+        self.slurm_states = {name: state for name, state in states.items() if state}
         for name, outcome in outcomes.items():
             if name not in released:
                 await self._tell(crs[name], outcome, world, counts)

@@ -184,6 +184,7 @@ async def test_a_partition_from_a_label_runs_jobs_follows_labels_drains_is_put_b
             await wait_for(lambda: ready(rig, name).get("status") == "True", 10, what="Ready on the CR")
             _status, text = await get(service, "/metrics")
             assert sample(text, "slurm_syncer_partition_ready", cr=name, partition=name, reason=READY) == 1
+            assert sample(text, "slurm_syncer_partition_state", cr=name, partition=name, state="UP") == 1
             obj = cr(rig, name)
             assert obj is not None
             assert obj["metadata"]["annotations"][Keys.PARTITION_OWNER] == "created"
@@ -245,6 +246,15 @@ async def test_a_partition_from_a_label_runs_jobs_follows_labels_drains_is_put_b
                 # DRAIN: the running job goes on, a new one is refused
                 patch_cr(rig, name, {"state": "DRAIN"})
                 await wait_for(lambda: has({real}, state="DRAIN"), 10, what="the partition DRAIN")
+
+                async def drain_exported() -> bool:  # the dashboard's state panel (the CR stays Ready)
+                    _status, text = await get(service, "/metrics")
+                    return (
+                        sample(text, "slurm_syncer_partition_state", cr=name, partition=name, state="DRAIN")
+                        == 1
+                    )
+
+                await wait_for(drain_exported, 10, what="DRAIN in slurm_syncer_partition_state")
                 refused, err = submit(rig, name, 1)
                 assert not refused and "not available" in err, (refused, err)
                 assert job_state(rig, running).startswith("RUNNING")
