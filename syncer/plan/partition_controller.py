@@ -181,6 +181,15 @@ class PartitionController(Controller):
         ):
             self._on_change(old, new)
 
+    def jobs_moved(self, old: Mapping[tuple[str, str], int], new: Mapping[tuple[str, str], int]) -> None:
+        """The service's job poll ({(partition, state): jobs}; `a,b` for a job pending in both): a managed
+        partition's jobs moved, so its status (the Running and Pending printer columns) is written again
+        now, not at the next resync."""
+        ours = {o.partition for o in self.outcomes.values()}
+        moved = (key for key in {*old, *new} if old.get(key) != new.get(key))
+        if any(ours.intersection(partition.split(",")) for partition, _state in moved):
+            self._on_change(None, None)
+
     def _on_slurm(self, changes: list[NodeChange]) -> None:
         if self.informer.items and any(c.kind != "changed" for c in changes):
             self._on_change(None, None)  # a node Slurm did not know (a host a CR names) may be known now

@@ -211,19 +211,15 @@ async def test_a_partition_from_a_label_runs_jobs_follows_labels_drains_is_put_b
                 await wait_for(
                     lambda: job_state(rig, running).startswith("RUNNING"), 60, what="the job running"
                 )
-                # the printer columns Running and Pending: a held job pends beside the running one (counted
-                # at the next reconcile at the latest: the resync, 5 s here)
+                # the printer columns Running and Pending: a held job pends beside the running one
                 held = rig.sandbox.run(
                     "sbatch", "--parsable", "-H", "-p", name, "--wrap", "true"
                 ).stdout.strip()
                 assert held
                 jobs.append(held)
-
-                def columns() -> tuple[Any, Any]:
-                    slurm = ((cr(rig, name) or {}).get("status") or {}).get("slurm") or {}
-                    return slurm.get("runningJobs"), slurm.get("pendingJobs")
-
-                await wait_for(lambda: columns() == (1, 1), 15, what="1 running and 1 pending job in status")
+                await wait_for(
+                    lambda: columns(rig, name) == (1, 1), 15, what="1 running, 1 pending job in status"
+                )
                 rig.sandbox.run("scancel", held, check=True)
 
                 # a node leaves the partition (its label goes) while the partition's job runs on it: the job
@@ -278,6 +274,50 @@ async def test_a_partition_from_a_label_runs_jobs_follows_labels_drains_is_put_b
                 assert end_state(rig, running) == "COMPLETED"
             await wait_for(lambda: _not(partition(rig, name)), 10, what="the partition deleted")
             await wait_for(lambda: cr(rig, name) is None, 10, what="the CR gone (finalizer released)")
+    finally:
+        await cleanup(rig, [name], [name], jobs)
+
+
+def columns(rig: Rig, name: str) -> tuple[Any, Any]:
+    """The CR's Running and Pending printer columns (status.slurm)."""
+    slurm = ((cr(rig, name) or {}).get("status") or {}).get("slurm") or {}
+    return slurm.get("runningJobs"), slurm.get("pendingJobs")
+
+
+@needs_writes
+async def test_the_running_and_pending_columns_follow_the_jobs_poll_not_the_resync(rig: Rig):
+    """No job start or end starts a reconcile; the service's job poll (every --jobs-poll-interval) that sees
+    a managed partition's jobs move does, so the columns lag by the poll, not by the resync (10 min here).
+    Each job change waits until the controller is quiet (its own status write seen and reconciled), so no
+    reconcile of its own can be what counts the job."""
+    name, jobs = "e2e-columns", []
+    try:
+        async with keep_part_info(rig):
+            async with running_syncer(
+                rig, partitions=ON, resync_s=600.0, jobs_poll_interval_s=0.2
+            ) as service:
+                controller = service.partitions
+                assert controller is not None
+                queue = controller.runner.queue
+
+                def quiet() -> bool:
+                    seen = controller.informer.items.get(name)
+                    latest = (cr(rig, name) or {}).get("metadata", {}).get("resourceVersion")
+                    return (
+                        seen is not None and seen.resource_version == latest
+                        and queue.depth == queue.in_flight == queue.delayed == 0
+                    )  # fmt: skip
+
+                create_cr(rig, name, {"nodes": {"hosts": [rig.sandbox.real_node]}})
+                await wait_for(reason_is(rig, name, READY), 10, what="the partition made")
+                await wait_for(quiet, 10, what="the controller quiet")
+                assert columns(rig, name) == (0, 0)
+                held = rig.sandbox.run("sbatch", "--parsable", "-H", "-p", name, "--wrap", "true").stdout
+                jobs.append(held.strip())
+                await wait_for(lambda: columns(rig, name) == (0, 1), 10, what="1 pending job in status")
+                await wait_for(quiet, 10, what="the controller quiet")
+                rig.sandbox.run("scancel", jobs[0], check=True)
+                await wait_for(lambda: columns(rig, name) == (0, 0), 10, what="no job in status")
     finally:
         await cleanup(rig, [name], [name], jobs)
 
