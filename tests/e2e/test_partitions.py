@@ -278,6 +278,45 @@ async def test_a_partition_from_a_label_runs_jobs_follows_labels_drains_is_put_b
         await cleanup(rig, [name], [name], jobs)
 
 
+@needs_writes
+@pytest.mark.only_where(SELECTED.openmetrics, "the metrics hint needs slurmctld's metrics")
+async def test_after_a_reconfigure_and_a_restart_with_the_hint_on_what_a_user_does_next_works_at_once(
+    rig: Rig,
+):
+    """With KeepPartInfo a reload loses no partition of ours; the syncer reading slurmctld's metrics (the
+    hint: a reload moves none of its counts) goes on as before: a job submitted right after runs to its end,
+    and a change of the CR is in Slurm at once. Hint off: the first test of this file, with a job running."""
+    name, jobs = "e2e-reload", []
+    try:
+        async with (
+            keep_part_info(rig),
+            running_syncer(rig, partitions=ON, slurm_metrics_url=rig.sandbox.metrics_url),
+        ):
+            create_cr(rig, name, {"nodes": {"hosts": [rig.sandbox.real_node]}, "maxTime": 30})
+            await wait_for(reason_is(rig, name, READY), 10, what="the partition made")
+            for step, how in enumerate(("reconfigure", "restart"), start=1):
+                if how == "reconfigure":
+                    await asyncio.to_thread(rig.sandbox.scontrol, "reconfigure")
+                else:
+                    await asyncio.to_thread(rig.sandbox.restart_slurmctld)
+                job, err = submit(rig, name, 0, wrap="true")
+                assert job, f"refused after the {how}: {err}"
+                jobs.append(job)
+                await wait_for(
+                    lambda j=job: end_state(rig, j) != "", 30, what=f"the job after the {how} to end"
+                )
+                assert end_state(rig, job) == "COMPLETED"
+                patch_cr(rig, name, {"maxTime": 30 + step})
+
+                async def changed(minutes: int = 30 + step) -> bool:
+                    p = await partition(rig, name)
+                    return p is not None and p.settings.max_time == minutes
+
+                await wait_for(changed, 10, what=f"the CR's change in Slurm after the {how}")
+    finally:
+        await cleanup(rig, [name], [name], jobs)
+
+
 def columns(rig: Rig, name: str) -> tuple[Any, Any]:
     """The CR's Running and Pending printer columns (status.slurm)."""
     slurm = ((cr(rig, name) or {}).get("status") or {}).get("slurm") or {}
