@@ -89,6 +89,10 @@ def end_state(rig: Rig, job: str) -> str:
     return "" if state in ("", "RUNNING", "PENDING", "CONFIGURING", "COMPLETING") else state
 
 
+def ended(rig: Rig, job: str) -> Callable[[], bool]:
+    return lambda: end_state(rig, job) != ""
+
+
 def submit(rig: Rig, partition_name: str, seconds: int, *, wrap: str | None = None) -> tuple[str, str]:
     """(job id, stderr): sbatch into the partition on the real node; `wrap` replaces `sleep seconds`."""
     out = rig.sandbox.run(
@@ -302,9 +306,7 @@ async def test_after_a_reconfigure_and_a_restart_with_the_hint_on_what_a_user_do
                 job, err = submit(rig, name, 0, wrap="true")
                 assert job, f"refused after the {how}: {err}"
                 jobs.append(job)
-                await wait_for(
-                    lambda j=job: end_state(rig, j) != "", 30, what=f"the job after the {how} to end"
-                )
+                await wait_for(ended(rig, job), 30, what=f"the job after the {how} to end")
                 assert end_state(rig, job) == "COMPLETED"
                 patch_cr(rig, name, {"maxTime": 30 + step})
 
