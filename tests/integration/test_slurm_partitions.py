@@ -223,7 +223,17 @@ async def test_a_node_leaving_a_partition_and_a_drain_leave_the_running_job_alon
             refused = slurm_sandbox.run("sbatch", "-p", name, "--wrap", "true")
             assert refused.returncode != 0 and "Required partition not available" in refused.stderr
             assert _job_state(slurm_sandbox, job) == "RUNNING"
-            slurm_sandbox.run("scancel", waiting, check=True)
+            # DOWN: a new job is queued and pends with Slurm's reason; the running one goes on
+            await client.put_partition(name, PartitionSettings(state="DOWN"))
+            queued = slurm_sandbox.run("sbatch", "-p", name, "--parsable", "--wrap", "true", check=True)
+            jobs.append(queued.stdout.strip())
+            await wait_for(
+                lambda: _reason(slurm_sandbox, jobs[-1]) == "PartitionDown", deadline_s=30,
+                what="the job queued into a DOWN partition pending (PartitionDown)",
+            )  # fmt: skip
+            assert _job_state(slurm_sandbox, jobs[-1]) == "PENDING"
+            assert _job_state(slurm_sandbox, job) == "RUNNING"
+            slurm_sandbox.run("scancel", waiting, jobs[-1], check=True)
             done.touch()
             await wait_for(
                 lambda: _final_state(slurm_sandbox, job) != "", deadline_s=60, what="the job to end"
