@@ -72,6 +72,7 @@ UNREACHABLE_RETRY_S = 2.0  # slurmrestd did not answer: the next reconcile decid
 # Slurm's "Invalid node name specified", "Invalid qos specification" (a QOS it does not know: measured on
 # 26.05.5) and its refusal of a value: input to fix, not retried
 REFUSED = (2018, 2066, 9001)
+REFUSED_FIELDS = {2018: ("nodes",), 2066: ("qos", "allowQos", "denyQos")}  # the spec fields each is about
 CLAIM_FAILED = "ClaimFailed"
 DELETE_REFUSED = "DeleteRefused"  # Slurm's 2075 "Partition is in use": retried, the CR kept
 BATCHED = frozenset({"create", "update", "drain"})  # one POST /partitions/ carries them all
@@ -372,7 +373,11 @@ class PartitionController(Controller):
         except SlurmApiError as exc:
             if any(e.error_number in REFUSED for e in exc.errors):
                 said = "; ".join(f"{e.error or e.description} (error {e.error_number})" for e in exc.errors)
-                message = f"Slurm refused partition {action.partition}: {said}"
+                spec = cr.get("spec") or {}
+                named = [f"spec.{field}" for e in exc.errors
+                         for field in REFUSED_FIELDS.get(e.error_number, ()) if field in spec]  # fmt: skip
+                where = f" ({', '.join(dict.fromkeys(named))})" if named else ""
+                message = f"Slurm refused partition {action.partition}{where}: {said}"
                 raise Stopped(self._stop(action, INVALID, message)) from exc
             raise
         await self._after_write(action, cr)

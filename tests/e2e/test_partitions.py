@@ -620,7 +620,10 @@ async def test_several_partitions_go_in_one_post_and_one_slurm_refuses_is_told_o
                     await wait_for(reason_is(rig, bad, INVALID), 10, what="the refused one Invalid")
                     for name in more:
                         await wait_for(reason_is(rig, name, READY), 10, what=f"{name} Ready")
-            assert "Invalid qos specification" in ready(rig, bad)["message"], ready(rig, bad)
+            message = ready(rig, bad)["message"]
+            assert "(spec.qos): Invalid qos specification" in message, message
+            told = zip(reasons(rig, bad), messages(rig, bad), strict=True)
+            assert [m for r, m in told if r == INVALID and "spec.qos" in m], "no Event naming the field"
             assert await partition(rig, bad) is None
             [again] = [e for e in logs.entries if e["event"].startswith("partitions refused in a batch")]
             assert again["partitions"] == [bad], again
