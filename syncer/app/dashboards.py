@@ -158,6 +158,18 @@ CLUSTER = (
         ((slurm("slurm_jobs", "partition, state", 'state=~"running|pending"'), "{{partition}} {{state}}"),),
     ),
     Panel(
+        "SlurmPartitions state in Slurm",
+        (
+            (
+                slurm("slurm_syncer_partition_state", "cr, partition, state"),
+                "{{cr}} ({{partition}}): {{state}}",
+            ),
+        ),
+        kind="stat",
+        description="Each managed partition's state as Slurm has it (UP, DOWN, DRAIN, INACTIVE): an emergency "
+        "DRAIN shows here while its CR stays Ready.",
+    ),
+    Panel(
         "SlurmPartitions Ready",
         (
             (

@@ -438,10 +438,19 @@ class _StateCollector(Collector):
             "partition and the condition's reason.",
             ["cr", "partition", "reason"],
         )
+        state = _gauge(
+            "slurm_syncer_partition_state",
+            "SlurmPartition CRs the leader reconciles whose partition exists: 1, by CR, its Slurm partition "
+            "and the partition's state in Slurm (UP, DOWN, DRAIN, INACTIVE).",
+            ["cr", "partition", "state"],
+        )
         if service.gate.leading:
             for name, outcome in sorted(controller.outcomes.items()):
                 ready.add_metric([name, outcome.partition, outcome.reason], int(outcome.ready))
+            for name, slurm_state in sorted(controller.slurm_states.items()):
+                state.add_metric([name, controller.outcomes[name].partition, slurm_state], 1)
         yield ready
+        yield state
 
     def _attributes(self) -> Iterator[Metric]:
         """Node labels carried to Slurm as features and topology (issue 29)."""

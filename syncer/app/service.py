@@ -329,7 +329,10 @@ class SyncerService:
             try:
                 body = self.slurm_cache.hint_body(max_age_s=JOB_COUNTS_MAX_AGE_S)  # None: no working hint
                 counts = self._job_counts_from_metrics(body) if body is not None else None
+                before = self.job_counts
                 self.job_counts = counts if counts is not None else await self._job_counts_from_slurmrestd()
+                if self.partitions is not None:
+                    self.partitions.jobs_moved(before, self.job_counts)
                 self._job_counts_read_from(METRICS if counts is not None else "slurmrestd")
                 diag = await self._scheduler_stats_from_metrics() if body is not None else None
                 self.diag = diag if diag is not None else await self.slurm.diag()

@@ -72,6 +72,7 @@ UNREACHABLE_RETRY_S = 2.0  # slurmrestd did not answer: the next reconcile decid
 # Slurm's "Invalid node name specified", "Invalid qos specification" (a QOS it does not know: measured on
 # 26.05.5) and its refusal of a value: input to fix, not retried
 REFUSED = (2018, 2066, 9001)
+REFUSED_FIELDS = {2018: ("nodes",), 2066: ("qos", "allowQos", "denyQos")}  # the spec fields each is about
 CLAIM_FAILED = "ClaimFailed"
 DELETE_REFUSED = "DeleteRefused"  # Slurm's 2075 "Partition is in use": retried, the CR kept
 BATCHED = frozenset({"create", "update", "drain"})  # one POST /partitions/ carries them all
@@ -144,6 +145,7 @@ class PartitionController(Controller):
         self.informer: Informer[KubeCustomObject] = Informer(context.kube, PATH, KIND, lambda o: o.name)
         self.keeps_partitions: bool | None = None  # the last /conf read; None: not read or failed
         self.outcomes: dict[str, Outcome] = {}  # by CR: the last reconcile's (for the exporter, tests)
+        self.slurm_states: dict[str, str] = {}  # by CR: its partition's state in Slurm then (the exporter)
         self._claimed: dict[
             str, tuple[str, str]
         ] = {}  # CR -> (uid, how) claimed, until the informer shows it
@@ -180,6 +182,15 @@ class PartitionController(Controller):
         ):
             self._on_change(old, new)
 
+    def jobs_moved(self, old: Mapping[tuple[str, str], int], new: Mapping[tuple[str, str], int]) -> None:
+        """The service's job poll ({(partition, state): jobs}; `a,b` for a job pending in both): a managed
+        partition's jobs moved, so its status (the Running and Pending printer columns) is written again
+        now, not at the next resync."""
+        ours = {o.partition for o in self.outcomes.values()}
+        moved = (key for key in {*old, *new} if old.get(key) != new.get(key))
+        if any(ours.intersection(partition.split(",")) for partition, _state in moved):
+            self._on_change(None, None)
+
     def _on_slurm(self, changes: list[NodeChange]) -> None:
         if self.informer.items and any(c.kind != "changed" for c in changes):
             self._on_change(None, None)  # a node Slurm did not know (a host a CR names) may be known now
@@ -207,7 +218,7 @@ class PartitionController(Controller):
             return Result(requeue_after=1.0)  # fail closed: no node taken out on stale membership
         crs = {o.name: o.body for o in self.informer.items.values()}
         if not crs:
-            self.outcomes = {}
+            self.outcomes, self.slurm_states = {}, {}
             return DONE  # nothing declared: Slurm is not even read
         try:
             return await self._reconcile(crs)
@@ -244,6 +255,9 @@ class PartitionController(Controller):
             result = plan([self._wanted(cr) for cr in crs.values()], world)
         outcomes = {**result.outcomes, **stopped, **in_use}
         self.outcomes = outcomes
+        states = {name: world.present[o.partition].settings.state for name, o in outcomes.items()
+                  if o.partition in world.present}  # fmt: skip
+        self.slurm_states = {name: state for name, state in states.items() if state}
         for name, outcome in outcomes.items():
             if name not in released:
                 await self._tell(crs[name], outcome, world, counts)
@@ -359,7 +373,11 @@ class PartitionController(Controller):
         except SlurmApiError as exc:
             if any(e.error_number in REFUSED for e in exc.errors):
                 said = "; ".join(f"{e.error or e.description} (error {e.error_number})" for e in exc.errors)
-                message = f"Slurm refused partition {action.partition}: {said}"
+                spec = cr.get("spec") or {}
+                named = [f"spec.{field}" for e in exc.errors
+                         for field in REFUSED_FIELDS.get(e.error_number, ()) if field in spec]  # fmt: skip
+                where = f" ({', '.join(dict.fromkeys(named))})" if named else ""
+                message = f"Slurm refused partition {action.partition}{where}: {said}"
                 raise Stopped(self._stop(action, INVALID, message)) from exc
             raise
         await self._after_write(action, cr)

@@ -93,6 +93,8 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
         {"nodes": NODES, "maxTime": 60, "defaultTime": 90},
         "defaultTime cannot exceed maxTime (Slurm would silently drop it)",
     ),
+    "maxNodes 0": ({"nodes": NODES, "maxNodes": 0}, "a whole number of nodes from 1, or UNLIMITED"),
+    "maxNodes all": ({"nodes": NODES, "maxNodes": "all"}, "a whole number of nodes from 1, or UNLIMITED"),
     "minNodes over maxNodes": (
         {"nodes": NODES, "maxNodes": 2, "minNodes": 3},
         "minNodes cannot exceed maxNodes",

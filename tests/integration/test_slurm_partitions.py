@@ -158,7 +158,9 @@ async def test_with_keep_part_info_a_partition_and_its_job_survive_reconfigure_a
             await wait_for(lambda: _keeps(client), deadline_s=30, what="/conf to show KeepPartInfo")
             await client.put_partition("kept", SETTINGS, nodes=f"{REAL_NODE},node00001")
             before = await one(client, "kept")
-            job = sandbox.run("sbatch", "-p", "kept", "-w", REAL_NODE, "--parsable", "--wrap", "sleep 120",
+            # ends when told (a file in the sandbox's work directory), not after a time a busy machine lasts
+            wrap = "while [ ! -e kept.done ]; do sleep 0.2; done"
+            job = sandbox.run("sbatch", "-p", "kept", "-w", REAL_NODE, "--parsable", "--wrap", wrap,
                               check=True).stdout.strip()  # fmt: skip
             await wait_for(
                 lambda: _job_state(sandbox, job) == "RUNNING", deadline_s=30, what="the job running"
@@ -168,7 +170,9 @@ async def test_with_keep_part_info_a_partition_and_its_job_survive_reconfigure_a
             await wait_for(lambda: _answers(client), deadline_s=30, what="slurmrestd answering again")
             assert await one(client, "kept") == before, "every field kept through reconfigure and restart"
             assert _job_state(sandbox, job) == "RUNNING"
-            sandbox.run("scancel", job, check=True)
+            (sandbox.directory / "work" / "kept.done").touch()
+            await wait_for(lambda: _final_state(sandbox, job) != "", deadline_s=30, what="the job to end")
+            assert _final_state(sandbox, job) == "COMPLETED", "the job survived the reloads and ended well"
     finally:
         await asyncio.to_thread(sandbox.down)
 
@@ -191,29 +195,62 @@ def _job_state(sandbox: Sandbox, job: str) -> str:
 
 @pytest.mark.only_where(SELECTED.name == "26.05")
 async def test_a_node_leaving_a_partition_and_a_drain_leave_the_running_job_alone(slurm_sandbox: Sandbox):
-    """What the controller relies on (docs/slurm-releases.md): `-node` and DRAIN never end a running job;
-    DRAIN refuses new submissions at once."""
+    """What the controller relies on (docs/slurm-releases.md): `-node` and DRAIN never end a running job (it
+    ends when the test says so: a file in the sandbox's work directory, not a time that a busy machine could
+    outlast); a pending job that needs the node that left turns BadConstraints; DRAIN refuses new
+    submissions at once."""
     name = "itest-leave"
+    done = slurm_sandbox.directory / "work" / f"{name}.done"
+    done.unlink(missing_ok=True)
+    wrap = f"while [ ! -e {name}.done ]; do sleep 0.2; done"
     async with SlurmClient(slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file)) as client:
         await client.put_partition(name, PartitionSettings(state="UP"), nodes=f"{REAL_NODE},{NODES[0]}")
-        job = slurm_sandbox.run(
-            "sbatch", "-p", name, "-w", REAL_NODE, "--parsable", "--wrap", "sleep 4", check=True
-        ).stdout.strip()
+        jobs = [
+            slurm_sandbox.run(
+                "sbatch", "-p", name, "-w", REAL_NODE, "--parsable", "--wrap", wrap, check=True
+            ).stdout.strip()
+            for _ in range(2)  # the real node has one CPU: the second pends behind the first
+        ]  # fmt: skip
+        job, waiting = jobs
         try:
             await wait_for(
                 lambda: _job_state(slurm_sandbox, job) == "RUNNING", deadline_s=30, what="job running"
             )
-            await client.put_partition(name, PartitionSettings(state="DRAIN"), nodes=f"-{REAL_NODE}")
+            assert _job_state(slurm_sandbox, waiting) == "PENDING"
+            await client.put_partition(name, PartitionSettings(state="UP"), nodes=f"-{REAL_NODE}")
+            await wait_for(
+                lambda: _reason(slurm_sandbox, waiting) == "BadConstraints", deadline_s=30,
+                what="the pending job that needs the node gone: BadConstraints",
+            )  # fmt: skip
+            assert _job_state(slurm_sandbox, job) == "RUNNING"
+            await client.put_partition(name, PartitionSettings(state="DRAIN"))
             refused = slurm_sandbox.run("sbatch", "-p", name, "--wrap", "true")
             assert refused.returncode != 0 and "Required partition not available" in refused.stderr
             assert _job_state(slurm_sandbox, job) == "RUNNING"
+            # DOWN: a new job is queued and pends with Slurm's reason; the running one goes on
+            await client.put_partition(name, PartitionSettings(state="DOWN"))
+            queued = slurm_sandbox.run("sbatch", "-p", name, "--parsable", "--wrap", "true", check=True)
+            jobs.append(queued.stdout.strip())
+            await wait_for(
+                lambda: _reason(slurm_sandbox, jobs[-1]) == "PartitionDown", deadline_s=30,
+                what="the job queued into a DOWN partition pending (PartitionDown)",
+            )  # fmt: skip
+            assert _job_state(slurm_sandbox, jobs[-1]) == "PENDING"
+            assert _job_state(slurm_sandbox, job) == "RUNNING"
+            slurm_sandbox.run("scancel", waiting, jobs[-1], check=True)
+            done.touch()
             await wait_for(
                 lambda: _final_state(slurm_sandbox, job) != "", deadline_s=60, what="the job to end"
             )
             assert _final_state(slurm_sandbox, job) == "COMPLETED"
         finally:
-            slurm_sandbox.run("scancel", job)
+            done.touch()
+            slurm_sandbox.run("scancel", *jobs)
             await wait_for(lambda: _deleted(client, name), deadline_s=30, what="the partition deleted")
+
+
+def _reason(sandbox: Sandbox, job: str) -> str:
+    return sandbox.run("squeue", "-h", "-j", job, "-o", "%r").stdout.strip()
 
 
 def _final_state(sandbox: Sandbox, job: str) -> str:
