@@ -206,7 +206,7 @@ def _refusal(want: Wanted, world: World) -> tuple[str, str] | None:
     if name in world.slinky:
         return CONFLICT, (
             f"partition {name} is Slinky's (its {world.slinky[name]} declares it in slurm.conf): "
-            "slurm-syncer never changes it, adopt or not, as Slinky's next reconfigure would set it back; "
+            "slurm-syncer never changes it, adopt or not (slurm.conf is its source of truth); "
             "name another partition"
         )
     if record is not None and record[0] != want.cr:

@@ -155,7 +155,7 @@ def test_each_refusal_says_what_holds_the_partition_and_what_to_do():
     foreign = "partition gpu exists in Slurm and was not created by slurm-syncer; set spec.adopt: true to"
     slinky = (
         "partition gpu is Slinky's (its NodeSet slurm/gpu declares it in slurm.conf): slurm-syncer never "
-        "changes it, adopt or not, as Slinky's next reconfigure would set it back; name another partition"
+        "changes it, adopt or not (slurm.conf is its source of truth); name another partition"
     )
     unread = " (slurmrestd's /conf could not be read)"
     cases = {
