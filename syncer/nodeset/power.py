@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from syncer.model.keys import Keys
 from syncer.model.kube import KubePod
 from syncer.model.slurm import SlurmNode
+from syncer.model.slurm import powered_down as powered_down_state
 from syncer.nodeset.spec import PowerSpec
 
 POWERING_UP = frozenset({"POWERING_UP", "POWER_UP"})
-POWERED_DOWN = frozenset({"POWERING_DOWN", "POWERED_DOWN", "POWER_DOWN"})
 CEILING_LOWERED = "ceiling lowered below it while Slurm powered it up"
 
 
@@ -38,8 +38,8 @@ def powering_up(slurm: SlurmNode) -> bool:
 
 
 def powered_down(slurm: SlurmNode) -> bool:
-    """Powering down or powered down (or asked to be): no pod is wanted."""
-    return bool(slurm.state & POWERED_DOWN) and not powering_up(slurm)
+    """Powering down or powered down: no pod is wanted."""
+    return powered_down_state(slurm.state)
 
 
 def held_by_admin(slurm: SlurmNode, owner_prefix: str) -> bool:

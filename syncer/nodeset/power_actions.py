@@ -1,0 +1,160 @@
+"""Carries out a NodeSet's power decision (power.py): declares members to Slurm (`POST /new/node/`, then
+the NodeSet's comment), deletes the pods of members Slurm powered down (after a fresh read confirms it),
+deletes our records above a lowered ceiling, forces a power-down where a job must be requeued, and
+counts it all (metrics: power-ups, power-downs, failures, POWERING_UP -> slurmd registered)."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from syncer.model.kube import KubeNodeSet, KubePod
+from syncer.model.slurm import SlurmNode
+from syncer.nodeset.plan import removal_stamp
+from syncer.nodeset.power import PowerDecision, declared_stamp, powered_down, powering_up
+from syncer.nodeset.spec import PowerSpec
+from syncer.nodeset.writes import NodeSetWrites
+from syncer.slurm.client import SlurmClient
+from syncer.slurm.errors import SlurmNotFound, SlurmVersionError
+
+# POWERING_UP -> slurmd registered: a pod's schedule, image pull and slurmd start (seconds)
+REGISTER_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+
+@dataclass
+class PowerStats:
+    power_ups: int = 0  # pods created because Slurm powered their member up
+    power_downs: int = 0  # pods deleted because Slurm powered their member down
+    failures: int = 0  # forced power-downs (a member that could not come up, or was above the ceiling)
+    declared: int = 0  # records created in Slurm
+    undeclared: int = 0  # records deleted above a lowered ceiling
+    register_counts: list[int] = field(default_factory=lambda: [0] * (len(REGISTER_BUCKETS) + 1))
+    register_sum: float = 0.0
+    by_state: dict[str, dict[str, int]] = field(default_factory=dict)  # NodeSet key -> power state -> count
+
+    def observe_register(self, seconds: float) -> None:
+        self.register_counts[bisect.bisect_left(REGISTER_BUCKETS, seconds)] += 1
+        self.register_sum += seconds
+
+    def register_buckets(self) -> list[tuple[str, int]]:
+        """Cumulative (le, count) pairs for a Prometheus histogram, +Inf last."""
+        out, total = [], 0
+        for bound, count in zip((*map(str, REGISTER_BUCKETS), "+Inf"), self.register_counts, strict=True):
+            total += count
+            out.append((bound, total))
+        return out
+
+
+class PowerActions:
+    def __init__(
+        self, writes: NodeSetWrites, slurm: SlurmClient, clock: Callable[[], float], owner_prefix: str
+    ) -> None:
+        self.writes = writes
+        self.slurm = slurm
+        self.clock = clock
+        self.owner_prefix = owner_prefix
+        self.stats = PowerStats()
+        self.unsupported = ""  # why this Slurm cannot declare members (24.11), once seen
+        self._powering: dict[str, float] = {}  # member -> when its pod was created for a power-up
+
+    async def apply(
+        self,
+        nodeset: KubeNodeSet,
+        power: PowerSpec,
+        decision: PowerDecision,
+        by_name: dict[str, KubePod],
+        slurm_nodes: dict[str, SlurmNode],
+        event: Callable[[str, str, str], Any],
+        logger: Any,
+    ) -> None:
+        mine = declared_stamp(removal_stamp(nodeset))
+        self.stats.by_state[nodeset.key] = dict(decision.counts)
+        self._registered(decision, slurm_nodes)
+        await self._declare(nodeset, power, decision, mine, event, logger)
+        for name in decision.stamp:
+            await self.writes.slurm_writer.set_comment(name, mine)
+        for name in decision.power_down_pods:
+            await self._power_down_pod(nodeset, by_name[name], event, logger)
+        for name in decision.undeclare:
+            await self._undeclare(name, mine, by_name, event, logger)
+        for name, why in sorted(decision.force_down.items()):
+            reason = f"{self.owner_prefix}{why}"
+            if await self.writes.slurm_writer.power_down_force(name, reason):
+                self.stats.failures += 1
+                logger.warning("forced Slurm node power-down", slurm_node=name, reason=reason)
+                await event("Warning", "PowerDownForced", f"Slurm node {name} powered down: {why}")
+
+    def powering_up(self, name: str) -> None:
+        """A pod was created because Slurm powers its member up."""
+        self.stats.power_ups += 1
+        self._powering[name] = self.clock()
+
+    def _registered(self, decision: PowerDecision, slurm_nodes: dict[str, SlurmNode]) -> None:
+        for name, since in list(self._powering.items()):
+            slurm = slurm_nodes.get(name)
+            if slurm is None or powered_down(slurm):
+                del self._powering[name]  # gave up or powered down before registering: not a sample
+            elif not powering_up(slurm) and "NOT_RESPONDING" not in slurm.state:
+                self.stats.observe_register(max(0.0, self.clock() - since))
+                del self._powering[name]
+
+    async def _declare(
+        self, nodeset: KubeNodeSet, power: PowerSpec, decision: PowerDecision, mine: str,
+        event: Callable[[str, str, str], Any], logger: Any,
+    ) -> None:  # fmt: skip
+        declared = []
+        for name in decision.declare:
+            try:
+                created = await self.writes.slurm_writer.create_node(name, power.node.node_conf(name))
+            except SlurmVersionError as exc:
+                if not self.unsupported:
+                    logger.warning("Slurm cannot declare power-managed members", error=str(exc))
+                self.unsupported = str(exc)
+                return
+            if created:
+                await self.writes.slurm_writer.set_comment(name, mine)
+                self.stats.declared += 1
+                declared.append(name)
+        self.unsupported = ""
+        if declared:
+            logger.info("declared members to Slurm as powered-down CLOUD nodes", count=len(declared))
+            await event(
+                "Normal", "Declared",
+                f"declared {len(declared)} powered-down member(s) to Slurm: {', '.join(declared[:10])}"
+                + (" ..." if len(declared) > 10 else ""),
+            )  # fmt: skip
+
+    async def _power_down_pod(
+        self, nodeset: KubeNodeSet, pod: KubePod, event: Callable[[str, str, str], Any], logger: Any
+    ) -> None:
+        try:
+            current = await self.slurm.get_node(pod.name)  # the cache may be a second old
+        except SlurmNotFound:
+            return
+        if not powered_down(current) or current.busy:
+            return  # powered up again meanwhile, or still finishing a job
+        if not await self.writes.delete_pod(pod):
+            return
+        self.stats.power_downs += 1
+        logger.info("Slurm powered the member down: pod deleted", pod=pod.name)
+        await event("Normal", "PoweredDown", f"Slurm powered {pod.name} down: deleted its pod")
+
+    async def _undeclare(
+        self, name: str, mine: str, by_name: dict[str, KubePod], event: Callable[[str, str, str], Any],
+        logger: Any,
+    ) -> None:  # fmt: skip
+        if name in by_name:
+            return
+        try:
+            current = await self.slurm.get_node(name)
+        except SlurmNotFound:
+            return
+        if current.comment != mine or current.busy or powering_up(current):
+            return
+        if not await self.writes.slurm_writer.delete_node(name):
+            return
+        self.stats.undeclared += 1
+        logger.info("member above the ceiling removed from Slurm", slurm_node=name)
+        await event("Normal", "DeletedSlurmNode", f"deleted Slurm node {name}: above spec.power.maxReplicas")
