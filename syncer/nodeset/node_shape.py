@@ -31,14 +31,16 @@ class NodeShape:
     gres: str = ""  # e.g. "gpu:2"; "" for none
     features: tuple[str, ...] = ()
 
-    def node_conf(self, name: str) -> str:
+    def node_conf(self, name: str, port: int = 0) -> str:
         """The `node_conf` line of `POST /new/node/`: a powered-down CLOUD node (measured on 26.05.5:
-        `IDLE+CLOUD+DYNAMIC_NORM+POWERED_DOWN`)."""
+        `IDLE+CLOUD+DYNAMIC_NORM+POWERED_DOWN`). No address: the slurmd's registration sets it."""
         parts = [f"NodeName={name}", f"CPUs={self.cpus}", f"RealMemory={self.real_memory_mb}", "State=CLOUD"]
         if self.features:
             parts.append("Features=" + ",".join(self.features))
         if self.gres:
             parts.append(f"Gres={self.gres}")
+        if port:
+            parts.append(f"Port={port}")
         return " ".join(parts)
 
 

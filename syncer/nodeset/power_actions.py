@@ -49,8 +49,10 @@ class PowerStats:
 
 class PowerActions:
     def __init__(
-        self, writes: NodeSetWrites, slurm: SlurmClient, clock: Callable[[], float], owner_prefix: str
-    ) -> None:
+        self, writes: NodeSetWrites, slurm: SlurmClient, clock: Callable[[], float], owner_prefix: str,
+        *, port_base: int = 0,
+    ) -> None:  # fmt: skip
+        self.port_base = port_base  # see ServiceConfig.nodeset_power_port_base
         self.writes = writes
         self.slurm = slurm
         self.clock = clock
@@ -107,7 +109,8 @@ class PowerActions:
         declared = []
         for name in decision.declare:
             try:
-                created = await self.writes.slurm_writer.create_node(name, power.node.node_conf(name))
+                port = self.port_base + int(name.rsplit("-", 1)[1]) if self.port_base else 0
+                created = await self.writes.slurm_writer.create_node(name, power.node.node_conf(name, port))
             except SlurmVersionError as exc:
                 if not self.unsupported:
                     logger.warning("Slurm cannot declare power-managed members", error=str(exc))

@@ -1,0 +1,221 @@
+"""Power-managed NodeSets end to end (issue 39): Slurm's own power saving grows and shrinks a NodeSet.
+One sandbox for the module with power saving on a short timer (SuspendTime 6 s, Suspend/ResumeProgram
+/bin/true, SuspendExcNodes the static node); real jobs, a real slurmd per pod (started with -b, as a
+power-managed pod's entrypoint does), the emulator's kubelet running the pods."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syncer.app.service import SyncerService
+from syncer.slurm.auth import TokenFile
+from syncer.slurm.client import SlurmClient
+from syncer.testing.kubeapi import KubeApiEmulator
+from syncer.testing.sandbox import Sandbox, SandboxError, up
+from syncer.testing.sandbox.processes import wait_until
+from syncer.testing.slurmd_standin import SlurmdStandIn
+from tests.e2e.rig import NAMESPACE, Rig, condition, node_body, running_syncer
+from tests.e2e.test_nodeset import GROUP, VERSION, Set, delete_slurm_nodes, jobs_on, manifest
+from tests.fixtures.slurm import SELECTED
+from tests.helpers import wait_for
+
+pytestmark = [pytest.mark.slurm, pytest.mark.kube]
+SUSPEND_TIME_S = 6
+_names = itertools.count(1)
+# each member's slurmd needs a port of its own on this one host (ServiceConfig.nodeset_power_port_base)
+_ports = itertools.count(47100, 20)
+
+
+@pytest.fixture(scope="module")
+def power_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    """A sandbox of its own (no simulated CLOUD nodes), its SuspendTime short: the session sandbox's
+    CLOUD nodes would be powered down under other tests."""
+    try:
+        sandbox = up(tmp_path_factory.mktemp("power-sandbox"), nodes=0, slurm=SELECTED.name)
+        conf = sandbox.slurm_conf.read_text()
+        conf = conf.replace("SuspendTime=600", f"SuspendTime={SUSPEND_TIME_S}")
+        # POWERING_DOWN lasts SuspendTimeout (30 s by default) before POWERED_DOWN
+        sandbox.slurm_conf.write_text(
+            conf.replace("ResumeTimeout=600", "ResumeTimeout=120\nSuspendTimeout=5")
+        )
+        sandbox.scontrol("reconfigure")  # slurmctld takes a changed SuspendTime at once (measured)
+        wait_for_config(sandbox)
+    except SandboxError as error:
+        pytest.fail(f"the power-saving Slurm sandbox did not start:\n{error}")
+    try:
+        yield sandbox
+    finally:
+        sandbox.down()
+
+
+def wait_for_config(sandbox: Sandbox) -> None:
+    wanted = f"SuspendTime             = {SUSPEND_TIME_S} sec"
+    wait_until(
+        lambda: wanted in sandbox.run("scontrol", "show", "config").stdout,
+        30,
+        "SuspendTime after reconfigure",
+    )
+
+
+@pytest.fixture
+async def power_rig(
+    power_sandbox: Sandbox, kube_api: KubeApiEmulator, kubeconfig: Path
+) -> AsyncIterator[Rig]:
+    reader = SlurmClient(power_sandbox.rest_url, TokenFile(power_sandbox.token_file))
+    await reader.start()
+    try:
+        yield Rig(power_sandbox, kube_api, kubeconfig, reader)
+    finally:
+        await reader.close()
+
+
+def power_manifest(name: str, ceiling: int, floor: int = 0, **spec: Any) -> dict[str, Any]:
+    body = manifest(name, 0, **spec)
+    body["spec"]["power"] = {
+        "minReplicas": floor, "maxReplicas": ceiling, "node": {"cpus": 1, "realMemory": 400},
+    }  # fmt: skip
+    return body
+
+
+@asynccontextmanager
+async def power_set(
+    rig: Rig, ceiling: int, floor: int = 0, features: tuple[str, ...] = ("nsfeat",)
+) -> AsyncIterator[tuple[Set, SyncerService, SlurmdStandIn]]:
+    name = f"pw{next(_names)}"
+    if rig.kube.get("", "v1", "namespaces", NAMESPACE) is None:
+        rig.kube.create("", "v1", "namespaces", {"metadata": {"name": NAMESPACE}})
+    for index in range(2):
+        if rig.kube.node(f"pool-{index}") is None:
+            rig.kube.create("", "v1", "nodes", node_body(f"pool-{index}", {"pool": "nodeset"}))
+    body = power_manifest(name, ceiling, floor, slurm={"features": list(features)})
+    try:
+        port_base = next(_ports)
+        async with SlurmdStandIn(rig.kube, rig.sandbox, boot=True, port_base=port_base) as standin:
+            try:
+                async with running_syncer(
+                    rig, max_drain_fraction=1.0, nodeset_requeue_s=0.5, nodeset_power_port_base=port_base
+                ) as service:
+                    rig.kube.create(GROUP, VERSION, "nodesets", body, namespace=NAMESPACE)
+                    yield Set(rig, name), service, standin
+            finally:
+                for job in jobs_on(rig, name + "-"):
+                    rig.sandbox.run("scancel", job)
+                await wait_for(lambda: not jobs_on(rig, name + "-"), deadline_s=60, what="test jobs ended")
+            assert not standin.failures, standin.failures
+    finally:
+        delete_slurm_nodes(rig, name + "-")
+
+
+def states(rig: Rig, node: str) -> set[str]:
+    return rig.sandbox.node_state(node)
+
+
+def sbatch(rig: Rig, *args: str) -> str:
+    out = rig.sandbox.run("sbatch", "--no-requeue", *args, check=True).stdout
+    found = re.search(r"(\d+)", out)
+    assert found, out
+    return found.group(1)
+
+
+def job_state(rig: Rig, job: str) -> str:
+    out = rig.sandbox.run("scontrol", "show", "job", job).stdout
+    found = re.search(r"JobState=(\S+)", out)
+    return found.group(1) if found else "GONE"
+
+
+async def declared(nodeset: Set, count: int) -> None:
+    await wait_for(
+        lambda: (
+            len(nodeset.slurm_names()) == count
+            and all("POWERED_DOWN" in states(nodeset.rig, n) for n in nodeset.slurm_names())
+        ),
+        deadline_s=30,
+        what=f"{count} members declared to Slurm, powered down",
+    )
+
+
+@pytest.mark.only_where(SELECTED.name == "26.05")
+async def test_a_job_powers_members_up_and_idle_ones_go(power_rig: Rig) -> None:
+    rig = power_rig
+    async with power_set(rig, ceiling=3) as (nodeset, service, _):
+        await declared(nodeset, 3)
+        assert nodeset.pods() == {}, "no pod before Slurm asks for one"
+        job = sbatch(rig, "-N", "2", "--constraint=nsfeat", "--wrap", "sleep 2")
+        await wait_for(lambda: job_state(rig, job) == "COMPLETED", deadline_s=90, what="the 2-node job ran")
+        up = {e["message"].split()[2] for e in nodeset.events("PoweringUp")}
+        assert len(nodeset.events("PoweringUp")) == len(up) == 2, "exactly two pods, for two members"
+        status = nodeset.status()
+        assert condition(nodeset.obj(), "PowerSaving")["status"] == "True"  # type: ignore[index]
+        assert status["power"]["declared"] == 3
+        # idle past SuspendTime: Slurm powers them down, their pods go, nothing drained by the syncer
+        await wait_for(
+            lambda: (
+                not nodeset.pods() and all("POWERED_DOWN" in states(rig, n) for n in nodeset.slurm_names())
+            ),
+            deadline_s=SUSPEND_TIME_S + 60,
+            what="idle members powered down and their pods deleted",
+        )
+        assert len(nodeset.events("PoweredDown")) == 2
+        assert all("DRAIN" not in states(rig, n) for n in nodeset.slurm_names())
+        stats = service.nodesets.power.stats if service.nodesets else None
+        assert stats is not None and (stats.power_ups, stats.power_downs) == (2, 2)
+
+
+@pytest.mark.only_where(SELECTED.name == "26.05")
+async def test_an_admin_drained_member_gets_no_pod(power_rig: Rig) -> None:
+    rig = power_rig
+    async with power_set(rig, ceiling=2) as (nodeset, _, _):
+        await declared(nodeset, 2)
+        rig.sandbox.scontrol("update", f"nodename={nodeset.member(0)}", "state=drain", "reason=bad dimm")
+        job = sbatch(rig, "-N", "1", "--constraint=nsfeat", "--wrap", "sleep 1")
+        await wait_for(lambda: job_state(rig, job) == "COMPLETED", deadline_s=90, what="the job ran")
+        assert nodeset.member(0) not in {e["message"].split()[2] for e in nodeset.events("PoweringUp")}
+        assert len(nodeset.events("PoweringUp")) == 1
+        assert nodeset.status()["power"]["heldByAdmin"] == 1
+
+
+@pytest.mark.only_where(SELECTED.name == "26.05")
+async def test_ceiling_lowered_drains_the_busy_member_and_removes_records(power_rig: Rig) -> None:
+    rig = power_rig
+    async with power_set(rig, ceiling=3) as (nodeset, _, _):
+        await declared(nodeset, 3)
+        job = sbatch(rig, "-w", nodeset.member(2), "--wrap", "sleep 8")
+        await wait_for(
+            lambda: job_state(rig, job) == "RUNNING", deadline_s=60, what="job running on member 2"
+        )
+        nodeset.patch_spec(
+            {"power": {"minReplicas": 0, "maxReplicas": 1, "node": {"cpus": 1, "realMemory": 400}}}
+        )
+        await wait_for(
+            lambda: nodeset.member(1) not in nodeset.slurm_names(), deadline_s=30, what="idle record gone"
+        )
+        assert "DRAIN" in states(rig, nodeset.member(2)), "the busy member is drained, not killed"
+        assert job_state(rig, job) == "RUNNING"
+        await wait_for(
+            lambda: nodeset.slurm_names() == {nodeset.member(0)} and not nodeset.pods(),
+            deadline_s=60,
+            what="busy member removed after its job: pod and record",
+        )
+        assert job_state(rig, job) == "COMPLETED"
+
+
+@pytest.mark.only_where(SELECTED.name == "24.11")
+async def test_slurm_24_11_reports_what_it_needs(power_rig: Rig) -> None:
+    async with power_set(power_rig, ceiling=2) as (nodeset, _, _):
+
+        def reported() -> bool:
+            cond = condition(nodeset.obj(), "PowerSaving")
+            return cond is not None and cond["status"] == "False"
+
+        await wait_for(reported, deadline_s=30, what="PowerSaving False on 24.11")
+        cond = condition(nodeset.obj(), "PowerSaving")
+        assert cond is not None and cond["reason"] == "SlurmCannotCreateNodes"
+        assert f"NodeName={nodeset.name}-[0-1] CPUs=1 RealMemory=400 State=CLOUD" in cond["message"]
+        assert nodeset.pods() == {} and nodeset.slurm_names() == set()
