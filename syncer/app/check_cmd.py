@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from syncer.app import permissions
 from syncer.app import settings as settings_mod
+from syncer.app.check_power import PowerNodeSet, power_checks, power_nodesets
 from syncer.app.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_output_argument, dump
 from syncer.app.permissions import Right
 from syncer.app.service import hint_reader
@@ -19,6 +20,7 @@ from syncer.app.status_cmd import CONNECTION_OPTIONS, OTHERS_FROM_ENV
 from syncer.app.wiring import kube_client, slurm_client
 from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeError
+from syncer.nodeset.manifests import nodesets_path
 from syncer.plan.partition_controller import PATH as PARTITIONS_PATH
 from syncer.plan.partitions import ADD_KEEP, NEEDS
 from syncer.slurm.auth import expiry_check
@@ -319,19 +321,51 @@ async def collect(settings: settings_mod.Settings, no_write_probe: bool = False)
         lease_namespace = settings.lease_namespace_resolved(os.environ)
         items += await check_kube(kube, permissions.needed(settings, lease_namespace))
         declared = await declared_partitions(kube)
+        powered = await power_managed(kube)
     finally:
         await kube.close()
     why = "--partitions-enabled" if settings.partitions_enabled else ""
     why = "; ".join(w for w in (why, f"{declared} SlurmPartition(s) exist" if declared else "") if w)
-    if why:
+    if why or powered:
         slurm = slurm_client(settings)
         try:
             with contextlib.suppress(SlurmError):  # unreachable: check_slurm's item says so already
                 await slurm.start()
-            items += await check_partitions(slurm, why)
+            if why:
+                items += await check_partitions(slurm, why)
+            if powered:
+                items += await check_power_saving(slurm, powered)
         finally:
             await slurm.close()
     return items
+
+
+async def power_managed(kube: KubeClient) -> list[PowerNodeSet]:
+    """The NodeSets with spec.power ([] without the CRD, or when they cannot be listed: RBAC items say so)."""
+    try:
+        listed = await kube.get(nodesets_path(), {"limit": "500"})
+    except KubeError:
+        return []
+    return power_nodesets(listed.get("items") or [])
+
+
+async def check_power_saving(client: SlurmClient, nodesets: list[PowerNodeSet]) -> list[Item]:
+    """What slurmctld's power saving needs for NodeSets with spec.power, from its GET /conf (26.05+)."""
+    if client.version is None:
+        return []  # slurmrestd unreachable: check_slurm's item says so
+    api = f"API {client.version.name}" + (f" (Slurm {client.release})" if client.release else "")
+    try:
+        conf = await client.slurmctld_conf()
+    except SlurmError as exc:
+        names = ", ".join(map(str, nodesets))
+        return [
+            Item(
+                False,
+                f"power saving for NodeSet(s) {names}: slurmctld's /conf not read: {exc}",
+                "see slurmrestd's log",
+            )
+        ]
+    return [Item(*line) for line in power_checks(conf, nodesets, api)]
 
 
 TEXT_LABEL = {"ok": "ok", "warn": "WARN", "fail": "FAIL"}

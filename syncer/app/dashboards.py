@@ -171,6 +171,42 @@ CLUSTER = (
     ),
 )
 
+# The power row (power-managed NodeSets, spec.power; metrics of syncer/nodeset/power_actions.py): only the
+# leader reconciles NodeSets, so its figures alone move. Checked by promtool over synthetic series
+# (tests/integration/test_dashboards_power.py): the e2e rig has no power-managed NodeSet to give them data.
+POWER_UP = "slurm_syncer_nodeset_power_up_seconds_bucket"
+POWER = (
+    Panel(
+        "Power-managed members by state",
+        (
+            (slurm("slurm_syncer_nodeset_power_members", "nodeset, state", 'state!="declared"'), "{{nodeset}} {{state}}"),
+            (slurm("slurm_syncer_nodeset_power_members", "nodeset", 'state="declared"'), "{{nodeset}} declared"),
+        ),
+        description="Members of NodeSets with spec.power by Slurm power state (poweredDown, poweringUp, "
+        "poweredUp, poweringDown, heldByAdmin); declared: every member record in Slurm.",
+    ),
+    Panel(
+        "Power-up to slurmd registered p50 / p99",
+        (
+            (f"histogram_quantile(0.5, {worked(POWER_UP, 'le')})", "p50"),
+            (f"histogram_quantile(0.99, {worked(POWER_UP, 'le')})", "p99"),
+        ),
+        unit="s",
+        description="From the pod created for a member Slurm powers up to Slurm showing its slurmd registered.",
+    ),
+    Panel(
+        "Power actions and failures",
+        (
+            (worked("slurm_syncer_nodeset_power_actions_total", "action", 'action!="failure"'), "{{action}}"),
+            (worked("slurm_syncer_nodeset_power_actions_total", where='action="failure"'), "failures"),
+        ),
+        unit="ops",
+        description="power_up: pod created; power_down: pod deleted; failures: members powered down because "
+        "their pod could not start or lost its Node (the Slurm reason names the pod); declare/undeclare: "
+        "member records created, and deleted above a lowered ceiling.",
+    ),
+)  # fmt: skip
+
 SYNCER = (
     Panel(
         "Propagation latency p50 / p99",
@@ -512,7 +548,7 @@ def dashboard(uid: str, title: str, panels: tuple[Panel, ...]) -> dict[str, Any]
 
 def dashboards() -> dict[str, dict[str, Any]]:
     return {
-        "slurm-cluster.json": dashboard("slurm-cluster", "Slurm cluster", CLUSTER),
+        "slurm-cluster.json": dashboard("slurm-cluster", "Slurm cluster", CLUSTER + POWER),
         "slurm-syncer.json": dashboard("slurm-syncer", "slurm-syncer health", SYNCER),
     }
 

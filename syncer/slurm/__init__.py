@@ -7,7 +7,7 @@
   `delete_node(name)`, `list_partitions()`, `list_jobs()`, `diag()`, `diag_sized()`; `stats` counts
   requests, seconds and bytes per endpoint. URLs: http://, https://, unix:///path.
   `slurmctld_conf()` (`GET /conf`, v0.0.45: SlurmctldPort, MetricsType, ReconfigFlags ->
-  `keeps_partitions`; None before). Partitions:
+  `keeps_partitions`, the power-saving Suspend*/Resume* settings; None before). Partitions:
   `partition_states()` (typed, any version), `put_partition(name, settings, nodes=)` and
   `delete_partition(name)` (v0.0.45 only: `partition_writes`; SlurmVersionError before any request elsewhere).
 - `partitions`: `PartitionSettings` (None = not managed), `PartitionState`, `check` (InvalidPartition for what

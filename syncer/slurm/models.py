@@ -243,6 +243,16 @@ class SlurmctldConf(msgspec.Struct):
     # kills their jobs (measured on 26.05.5), so partitions are written only where it is present
     reconfig_flags: list[str] = msgspec.field(default_factory=list, name="ReconfigFlags")
 
+    # Power saving (issue 39). SuspendTime is {"set","infinite","number"}: NONE and INFINITE both read
+    # set=false, infinite=true (measured on 26.05.5); the others are plain values, "" and [] when unset.
+    suspend_time: MaybeNumber = msgspec.field(default=None, name="SuspendTime")
+    resume_timeout: int = msgspec.field(default=0, name="ResumeTimeout")
+    suspend_program: str = msgspec.field(default="", name="SuspendProgram")
+    resume_program: str = msgspec.field(default="", name="ResumeProgram")
+    suspend_exc_nodes: list[str] = msgspec.field(default_factory=list, name="SuspendExcNodes")
+    suspend_exc_parts: list[str] = msgspec.field(default_factory=list, name="SuspendExcParts")
+    suspend_exc_states: list[str] = msgspec.field(default_factory=list, name="SuspendExcStates")
+
     @property
     def keeps_partitions(self) -> bool:
         return any(flag.lower() == "keeppartinfo" for flag in self.reconfig_flags)

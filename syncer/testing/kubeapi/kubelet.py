@@ -9,10 +9,14 @@ from typing import Any
 
 from syncer.testing.kubeapi.api import Api, pod_ready, rfc3339
 from syncer.testing.kubeapi.errors import ApiError
+from syncer.testing.kubeapi.scheduling import misfit, unschedulable_message
 from syncer.testing.kubeapi.store import Change
 
 PODS = ("", "pods")
 NODES = ("", "nodes")
+# Test conventions (docs/emulator.md): images under these prefixes fail to pull, or crash on every start.
+PULL_FAILS = "invalid.example/"
+CRASH_LOOPS = "crashloop.example/"
 
 
 def node_ready(node: dict[str, Any] | None) -> bool:
@@ -25,10 +29,14 @@ def node_ready(node: dict[str, Any] | None) -> bool:
 
 
 class FakeKubelet:
-    def __init__(self, api: Api, termination_s: float = 0.5, start_delay_s: float = 0.0) -> None:
+    def __init__(
+        self, api: Api, termination_s: float = 0.5, start_delay_s: float = 0.0, pull_backoff_s: float = 0.5
+    ) -> None:
         self.api = api
         self.termination_s = termination_s
         self.start_delay_s = start_delay_s
+        self.pull_backoff_s = pull_backoff_s  # ErrImagePull shows this long before ImagePullBackOff
+        self._pull_failed_since: dict[tuple[str, str, str], float] = {}
         self._dirty: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._timers: set[asyncio.TimerHandle] = set()
@@ -68,7 +76,10 @@ class FakeKubelet:
         if change.resource == PODS:
             deleted = change.type == "DELETED"
             self._place(change.old, None if deleted else change.obj)
-            if not deleted:
+            if deleted:
+                meta = change.obj["metadata"]
+                self._pull_failed_since.pop((meta["namespace"], meta["name"], meta.get("uid", "")), None)
+            else:
                 self._mark(change.obj)
         elif change.resource == NODES:
             # A Node's health or schedulability changed: its pods, and pods waiting for a Node, follow.
@@ -114,15 +125,32 @@ class FakeKubelet:
         status = dict(pod.get("status") or {})
         now = rfc3339(self.api.clock())
         ready = node_ready(node)
-        if status.get("phase") == "Pending":
+        if not status.get("podIP"):
             self._ip_counter += 1
             status.update(
-                phase="Running",
                 podIP=f"10.244.{self._ip_counter // 250 % 250}.{self._ip_counter % 250 + 2}",
                 hostIP=_node_ip(node),
                 startTime=now,
             )
-        container_ready = status.get("phase") == "Running"
+        containers = spec.get("containers") or [{"name": "main"}]
+        if any(_pull_fails(c) for c in containers):
+            key = (namespace, name, meta.get("uid", ""))
+            since = self._pull_failed_since.setdefault(key, self.api.clock())
+            backed_off = self.api.clock() - since >= self.pull_backoff_s
+            if not backed_off:
+                self._later(since + self.pull_backoff_s - self.api.clock() + 0.01, namespace, name)
+        else:
+            backed_off = False
+        statuses = [_container_status(c, pod, status.get("startTime", now), backed_off) for c in containers]
+        unready = [c["name"] for c in statuses if not c["ready"]]
+        if status.get("phase") == "Pending" and all(
+            c["state"].get("running") or c.get("restartCount") for c in statuses
+        ):
+            status["phase"] = "Running"  # every container has started at least once
+        if status.get("phase") in ("Failed", "Succeeded"):  # a pod someone marked ended runs nothing
+            statuses = [{**c, "ready": False, "started": False} for c in statuses]
+            unready = [c["name"] for c in statuses]
+        container_ready = status.get("phase") == "Running" and not unready
         conditions = {
             "PodScheduled": "True",
             "Initialized": "True",
@@ -139,22 +167,15 @@ class FakeKubelet:
                 entry = {"type": type_, "status": value, "lastTransitionTime": now}
                 if type_ == "Ready" and value == "False" and not ready:
                     entry.update(reason="NodeNotReady", message=f"Node {node_name} is not ready")
+                elif type_ in ("Ready", "ContainersReady") and value == "False" and unready:
+                    entry.update(
+                        reason="ContainersNotReady",
+                        message=f"containers with unready status: [{' '.join(unready)}]",
+                    )
                 merged.append(entry)
         merged.extend(old_conditions.values())  # conditions others set (e.g. the syncer's) are kept
         status["conditions"] = merged
-        status["containerStatuses"] = [
-            {
-                "name": c.get("name", "main"),
-                "image": c.get("image", ""),
-                "imageID": f"docker.io/library/{c.get('image', 'unknown')}@sha256:{'0' * 64}",
-                "containerID": f"containerd://{abs(hash((namespace, name, c.get('name')))):064x}"[:77],
-                "ready": container_ready,
-                "restartCount": 0,
-                "started": container_ready,
-                "state": {"running": {"startedAt": status.get("startTime", now)}},
-            }
-            for c in spec.get("containers") or [{"name": "main"}]
-        ]
+        status["containerStatuses"] = statuses
         if status != pod.get("status"):
             self.api.update(pods, namespace, name, {**pod, "status": status}, subresource="status")
 
@@ -186,34 +207,40 @@ class FakeKubelet:
         self.api.store.remove(PODS, meta["namespace"], meta["name"])
 
     def _schedule(self, pod: dict[str, Any]) -> None:
-        selector = (pod.get("spec") or {}).get("nodeSelector") or {}
         load: dict[str, int] = {}
         for other in self.api.store.objects_of(PODS):
             node_name = (other.get("spec") or {}).get("nodeName")
             if node_name:
                 load[node_name] = load.get(node_name, 0) + 1
-        candidates = [
-            node
-            for node in self.api.store.objects_of(NODES)
-            if node_ready(node)
-            and not (node.get("spec") or {}).get("unschedulable")
-            and all((node["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())
-        ]
+        candidates, misfits = [], []
+        for node in self.api.store.objects_of(NODES):
+            why = misfit(pod, node)
+            if why is None:
+                candidates.append(node)
+            else:
+                misfits.append(why)
         pods = self.api.resource("", "v1", "pods")
         meta = pod["metadata"]
         if not candidates:
             status = dict(pod.get("status") or {})
+            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+            current: dict[str, Any] = next(
+                (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {}
+            )
             wanted = {
                 "type": "PodScheduled",
                 "status": "False",
                 "reason": "Unschedulable",
-                "message": f"0/{self.api.store.count(NODES)} nodes are available",
+                "message": unschedulable_message(misfits),
+                "lastProbeTime": None,
+                # as kube-apiserver keeps it: a new message is not a new transition
+                "lastTransitionTime": current.get("lastTransitionTime")
+                if current.get("status") == "False"
+                else rfc3339(self.api.clock()),
             }
-            current = [c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"]
-            if current and all(current[0].get(k) == v for k, v in wanted.items()):
+            if all(current.get(k) == v for k, v in wanted.items() if v is not None):
                 return
-            wanted["lastTransitionTime"] = rfc3339(self.api.clock())
-            status["conditions"] = [wanted]
+            status["conditions"] = [*conditions, wanted]
             self.api.update(
                 pods, meta["namespace"], meta["name"], {**pod, "status": status}, subresource="status"
             )
@@ -221,6 +248,44 @@ class FakeKubelet:
         chosen = min(candidates, key=lambda n: (load.get(n["metadata"]["name"], 0), n["metadata"]["name"]))
         spec = {**pod["spec"], "nodeName": chosen["metadata"]["name"]}
         self.api.update(pods, meta["namespace"], meta["name"], {**pod, "spec": spec})
+
+
+def _pull_fails(container: dict[str, Any]) -> bool:
+    return str(container.get("image", "")).startswith(PULL_FAILS)
+
+
+def _container_status(
+    container: dict[str, Any], pod: dict[str, Any], started_at: str, backed_off: bool
+) -> dict[str, Any]:
+    """One container's status as the kubelet reports it; by the test conventions of the image name,
+    a failing pull or a crash loop instead of a running container."""
+    meta = pod["metadata"]
+    name, image = container.get("name", "main"), str(container.get("image", ""))
+    status: dict[str, Any] = {"name": name, "image": image, "imageID": "", "ready": False, "restartCount": 0}
+    status["started"] = False
+    if _pull_fails(container):
+        if backed_off:
+            waiting = {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}
+        else:
+            waiting = {
+                "reason": "ErrImagePull",
+                "message": f'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": '
+                f'failed to resolve reference "{image}": {image}: not found',
+            }
+        return {**status, "state": {"waiting": waiting}}
+    status["imageID"] = f"docker.io/library/{image or 'unknown'}@sha256:{'0' * 64}"
+    status["containerID"] = f"containerd://{abs(hash((meta['namespace'], meta['name'], name))):064x}"[:77]
+    if image.startswith(CRASH_LOOPS):
+        message = f"back-off 10s restarting failed container={name} pod={meta['name']}_{meta['namespace']}"
+        message += f"({meta.get('uid', '')})"
+        ended = {"exitCode": 1, "reason": "Error", "startedAt": started_at, "finishedAt": started_at}
+        return {
+            **status,
+            "restartCount": 1,
+            "state": {"waiting": {"reason": "CrashLoopBackOff", "message": message}},
+            "lastState": {"terminated": ended},
+        }
+    return {**status, "ready": True, "started": True, "state": {"running": {"startedAt": started_at}}}
 
 
 def _pod_key(pod: dict[str, Any]) -> tuple[str, str]:

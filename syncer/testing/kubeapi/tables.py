@@ -56,7 +56,13 @@ def _pod_row(obj: Mapping[str, Any]) -> list[Any]:
     statuses = status.get("containerStatuses") or []
     ready = sum(1 for s in statuses if s.get("ready"))
     restarts = sum(int(s.get("restartCount", 0)) for s in statuses)
-    phase = "Terminating" if obj["metadata"].get("deletionTimestamp") else status.get("phase", "Pending")
+    phase = status.get("reason") or status.get("phase", "Pending")
+    for state in reversed([s.get("state") or {} for s in statuses]):  # kubectl: the first container's wins
+        phase = (
+            (state.get("waiting") or {}).get("reason") or (state.get("terminated") or {}).get("reason")
+        ) or phase
+    if obj["metadata"].get("deletionTimestamp"):
+        phase = "Terminating"
     return [
         obj["metadata"]["name"],
         f"{ready}/{len(containers)}",

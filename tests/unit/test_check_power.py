@@ -1,0 +1,112 @@
+"""check's power-saving items over slurmctld's configuration as slurmrestd 26.05.5 answered GET /conf
+(captured from the sandbox: power saving on, off, SuspendTime=INFINITE, SuspendExc* covering nodes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from syncer.app.check_cmd import Item, report
+from syncer.app.check_power import PowerNodeSet, power_checks, power_nodesets
+from syncer.slurm.models import ConfResponse, SlurmctldConf
+
+DATA = Path(__file__).parent / "data"
+GPU = PowerNodeSet("slurm", "gpu", partition="gpu", ceiling=8)
+
+
+def conf(name: str) -> SlurmctldConf:
+    raw = (DATA / f"slurmrestd-26.05.5-conf-{name}.json").read_bytes()
+    return msgspec.json.decode(raw, type=ConfResponse).slurm_conf
+
+
+def failed(lines: list[tuple[bool, str, str, bool]]) -> list[tuple[str, str]]:
+    return [(what, fix) for ok, what, fix, _ in lines if not ok]
+
+
+def test_the_sandboxs_power_saving_is_all_a_nodeset_needs() -> None:
+    lines = power_checks(conf("power-on"), [GPU], "API v0.0.45")
+    assert failed(lines) == []
+    assert [what for _, what, _, _ in lines] == [
+        "SuspendTime=600: slurmctld powers an idle member down after 600 s",
+        "SuspendProgram=/bin/true, ResumeProgram=/bin/true (the syncer creates and deletes the pods; the "
+        "programs need only exit 0)",
+        "ResumeTimeout=600: a member's slurmd must register within 600 s of its power-up",
+        "no SuspendExcNodes, SuspendExcParts or SuspendExcStates covers NodeSet slurm/gpu's members",
+    ]
+
+
+def test_power_saving_off_fails_with_the_lines_to_add() -> None:
+    lines = power_checks(conf("power-off"), [GPU], "API v0.0.45")
+    problems = failed(lines)
+    assert len(problems) == 2
+    (suspend_what, suspend_fix), (programs_what, programs_fix) = problems
+    assert suspend_what.startswith("SuspendTime is NONE: slurmctld never powers an idle node down")
+    assert "`SuspendTime=300`" in suspend_fix and "scontrol reconfigure" in suspend_fix
+    assert "no SuspendProgram and no ResumeProgram" in programs_what
+    assert "`SuspendProgram=/bin/true` and `ResumeProgram=/bin/true`" in programs_fix
+    # the default ResumeTimeout (60 s) works but is short for a pod that waits for a machine: a warning
+    timeout = next(line for line in lines if line[1].startswith("ResumeTimeout=60"))
+    assert timeout[0] and timeout[3] and "`ResumeTimeout=900`" in timeout[2]
+
+
+def test_suspend_time_infinite_reads_as_never() -> None:
+    lines = power_checks(conf("suspend-infinite"), [GPU], "API v0.0.45")
+    assert [what.split(":")[0] for what, _ in failed(lines)] == ["SuspendTime is NONE"]
+
+
+def test_exclusions_that_cover_members_fail_naming_each_entry() -> None:
+    # captured: SuspendExcNodes=sbx-real,gpu-[0-3],node[00001-00002]:1, SuspendExcParts=sandbox,
+    # SuspendExcStates=DOWN,DRAIN,DYNAMIC_NORM
+    excluded = conf("power-excluded")
+    in_sandbox = PowerNodeSet("slurm", "gpu", partition="sandbox", ceiling=8)
+    [(what, fix)] = failed(power_checks(excluded, [in_sandbox], "API v0.0.45"))
+    assert what == (
+        "SuspendExcNodes entry gpu-[0-3]; SuspendExcParts entry sandbox (the NodeSet's partition); "
+        "SuspendExcStates entry DYNAMIC_NORM covers members of NodeSet slurm/gpu: slurmctld never powers "
+        "them down (nor up from powered down)"
+    )
+    assert "spec.power.minReplicas" in fix
+    # `gpu-[6-9]:2` (keep two of them up) is matched by its hostlist; members beyond the ceiling are not
+    kept_up = msgspec.structs.replace(excluded, suspend_exc_nodes=["gpu-[6-9]:2"], suspend_exc_states=[])
+    assert failed(power_checks(kept_up, [GPU], ""))[0][0].startswith(
+        "SuspendExcNodes entry gpu-[6-9]:2 covers"
+    )
+    assert failed(power_checks(kept_up, [PowerNodeSet("slurm", "gpu", ceiling=6)], "")) == []
+    # a NodeSet named like a prefix of another is not covered by the other's names
+    assert "SuspendExcNodes" not in failed(power_checks(excluded, [PowerNodeSet("a", "gp")], ""))[0][0]
+
+
+def test_no_power_nodeset_no_items_and_no_conf_a_warning() -> None:
+    assert power_checks(conf("power-off"), [], "API v0.0.45") == []
+    [(ok, what, fix, warn)] = power_checks(None, [GPU], "API v0.0.42 (Slurm 24.11.5)")
+    assert ok and warn
+    assert what.startswith(
+        "power saving for NodeSet(s) slurm/gpu: not checked, API v0.0.42 (Slurm 24.11.5) has no GET /conf"
+    )
+    assert "scontrol show config" in fix
+
+
+@pytest.mark.parametrize(
+    ("power", "ceiling"),
+    [({"minReplicas": 1, "maxReplicas": 8}, 8), ({}, None), ({"maxReplicas": "8"}, None), (True, None)],
+)
+def test_power_nodesets_reads_only_the_presence_of_spec_power(power: object, ceiling: int | None) -> None:
+    listed = [
+        {"metadata": {"namespace": "slurm", "name": "cpu"}, "spec": {"replicas": 2}},
+        {
+            "metadata": {"namespace": "slurm", "name": "gpu"},
+            "spec": {"power": power, "slurm": {"partition": "gpu"}},
+        },
+    ]
+    assert power_nodesets(listed) == [PowerNodeSet("slurm", "gpu", "gpu", ceiling)]
+
+
+def test_json_output_carries_the_items() -> None:
+    items = [Item(*line) for line in power_checks(conf("power-off"), [GPU], "API v0.0.45")]
+    out = json.loads(report(items, "json"))
+    assert out["failed"] == 2 and out["warned"] == 1
+    assert {i["status"] for i in out["items"]} == {"fail", "warn", "ok"}
+    assert any("`SuspendProgram=/bin/true`" in i["fix"] for i in out["items"])

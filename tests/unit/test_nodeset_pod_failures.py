@@ -1,0 +1,197 @@
+"""start_failure: each way a member's pod cannot start gives a one-line reason naming the pod and why;
+healthy, starting and not-yet-overdue pods give None. The pod and Node shapes are kube-apiserver's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from syncer.nodeset.pod_failures import MAX_REASON_BYTES, start_failure
+
+NOW = 1_700_000_600.0  # 2023-11-14T22:23:20Z
+CREATED = "2023-11-14T22:13:20Z"  # NOW - 600 s
+BOUND_S = 300.0
+
+
+def node(ready: str = "True", reason: str = "KubeletReady") -> dict[str, Any]:
+    return {
+        "metadata": {"name": "kw-1"},
+        "status": {
+            "conditions": [
+                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"},
+                {"type": "Ready", "status": ready, "reason": reason},
+            ]
+        },
+    }
+
+
+def pod(
+    *, node_name: str = "kw-1", phase: str = "Running", created: str = CREATED, **status: Any
+) -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": "slurm", "name": "gpu-3", "creationTimestamp": created},
+        "spec": {"nodeName": node_name, "containers": [{"name": "slurmd", "image": "slurmd:26.05"}]},
+        "status": {"phase": phase, **status},
+    }
+
+
+def waiting(reason: str, message: str = "", **extra: Any) -> list[dict[str, Any]]:
+    state = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
+    return [{"name": "slurmd", "ready": False, "restartCount": 0, "state": state, **extra}]
+
+
+def failure(p: dict[str, Any], n: dict[str, Any] | None = None, now: float = NOW) -> str | None:
+    return start_failure(p, n, now, unschedulable_after_s=BOUND_S)
+
+
+RUNNING = [{"name": "slurmd", "ready": True, "restartCount": 0, "state": {"running": {"startedAt": CREATED}}}]
+UNSCHEDULABLE = {
+    "type": "PodScheduled",
+    "status": "False",
+    "reason": "Unschedulable",
+    "lastTransitionTime": CREATED,
+    "message": "0/3 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, "
+    "2 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: "
+    "3 Preemption is not helpful for scheduling.",
+}
+
+
+@pytest.mark.parametrize(
+    "p",
+    [
+        pod(containerStatuses=RUNNING, conditions=[{"type": "Ready", "status": "True"}]),
+        pod(phase="Pending", containerStatuses=waiting("ContainerCreating")),
+        pod(phase="Pending", initContainerStatuses=waiting("PodInitializing")),
+        pod(phase="Pending"),  # bound, the kubelet has not reported yet
+        pod(node_name="", phase="Pending", conditions=[UNSCHEDULABLE], created="2023-11-14T22:20:00Z"),
+        pod(node_name="", phase="Pending", created="2023-11-14T22:20:00Z"),  # not looked at yet
+    ],
+    ids=[
+        "running",
+        "creating",
+        "initialising",
+        "bound-no-status",
+        "unschedulable-young",
+        "unscheduled-young",
+    ],
+)
+def test_pods_that_may_still_start_have_no_failure(p: dict[str, Any]) -> None:
+    assert failure(p, node() if p["spec"]["nodeName"] else None) is None
+
+
+def test_unschedulable_past_the_bound_names_the_pod_and_the_schedulers_message() -> None:
+    p = pod(node_name="", phase="Pending", conditions=[UNSCHEDULABLE])
+    assert failure(p) == (
+        "pod slurm/gpu-3 Unschedulable for 600s: 0/3 nodes are available: 1 node(s) had untolerated taint "
+        "{node.kubernetes.io/unreachable: }, 2 node(s) didn't match Pod's node affinity/selector"
+    )
+    assert failure(p, now=NOW - 301) is None  # 299 s: the autoscaler still has time
+
+
+def test_unscheduled_without_a_scheduler_decision_past_the_bound() -> None:
+    assert failure(pod(node_name="", phase="Pending")) == (
+        "pod slurm/gpu-3 not scheduled for 600s (no scheduler decision)"
+    )
+
+
+def test_the_bound_falls_back_to_the_conditions_time_without_a_creation_time() -> None:
+    p = pod(node_name="", phase="Pending", conditions=[UNSCHEDULABLE], created="")
+    assert failure(p) is not None
+    assert failure(p, now=NOW - 400) is None
+
+
+@pytest.mark.parametrize(
+    ("reason", "message"),
+    [
+        ("ErrImagePull", 'failed to pull and unpack image "invalid.example/slurmd:1": not found'),
+        ("ImagePullBackOff", 'Back-off pulling image "invalid.example/slurmd:1"'),
+        ("InvalidImageName", 'Failed to apply default image tag "Slurmd:1": invalid reference format'),
+        ("ErrImageNeverPull", 'Container image "slurmd:1" is not present with pull policy of Never'),
+        ("CreateContainerConfigError", 'secret "munge-key" not found'),
+    ],
+)
+def test_a_container_that_cannot_start(reason: str, message: str) -> None:
+    p = pod(phase="Pending", containerStatuses=waiting(reason, message))
+    assert failure(p, node()) == f"pod slurm/gpu-3 {reason} (container slurmd): {message}"
+
+
+def test_an_init_container_that_cannot_start_counts_too() -> None:
+    p = pod(
+        phase="Pending",
+        initContainerStatuses=waiting("ImagePullBackOff"),
+        containerStatuses=waiting("PodInitializing"),
+    )
+    assert failure(p, node()) == "pod slurm/gpu-3 ImagePullBackOff (container slurmd)"
+
+
+def test_crash_loop_says_how_often_and_how_it_last_ended() -> None:
+    crashed = {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": CREATED}}
+    p = pod(
+        containerStatuses=waiting(
+            "CrashLoopBackOff",
+            "back-off 40s restarting failed container=slurmd pod=gpu-3_slurm(uid)",
+            restartCount=3,
+            lastState=crashed,
+        )
+    )
+    assert (
+        failure(p, node())
+        == "pod slurm/gpu-3 CrashLoopBackOff (container slurmd, 3 restarts, last exit 1 (Error))"
+    )
+
+
+@pytest.mark.parametrize(
+    ("n", "expected"),
+    [
+        (None, "pod slurm/gpu-3 lost its Node kw-1: the Node is gone"),
+        (
+            node("Unknown", "NodeStatusUnknown"),
+            "pod slurm/gpu-3 lost its Node kw-1: NotReady (NodeStatusUnknown)",
+        ),
+        (node("False", "KubeletNotReady"), "pod slurm/gpu-3 lost its Node kw-1: NotReady (KubeletNotReady)"),
+    ],
+    ids=["deleted", "unknown", "not-ready"],
+)
+def test_node_lost_under_a_running_member(n: dict[str, Any] | None, expected: str) -> None:
+    assert failure(pod(containerStatuses=RUNNING), n) == expected
+
+
+def test_node_lost_is_reported_for_a_terminating_pod_but_nothing_else_is() -> None:
+    p = pod(containerStatuses=waiting("ImagePullBackOff"))
+    p["metadata"]["deletionTimestamp"] = CREATED
+    assert failure(p, node()) is None
+    assert failure(p, None) == "pod slurm/gpu-3 lost its Node kw-1: the Node is gone"
+
+
+def test_a_node_without_a_ready_condition_is_not_judged() -> None:
+    assert failure(pod(containerStatuses=RUNNING), {"metadata": {"name": "kw-1"}, "status": {}}) is None
+
+
+def test_failed_pod_with_the_kubelets_reason() -> None:
+    p = pod(phase="Failed", reason="Evicted", message="The node was low on resource: memory. ")
+    assert failure(p, node()) == "pod slurm/gpu-3 Failed: Evicted: The node was low on resource: memory."
+
+
+def test_failed_pod_without_a_reason_says_how_its_container_ended() -> None:
+    ended = [
+        {"name": "slurmd", "state": {"terminated": {"exitCode": 2, "reason": "Error"}}, "restartCount": 0}
+    ]
+    assert failure(pod(phase="Failed", containerStatuses=ended), node()) == (
+        "pod slurm/gpu-3 Failed: container slurmd exit 2 (Error)"
+    )
+    assert failure(pod(phase="Succeeded"), node()) == "pod slurm/gpu-3 Succeeded"
+
+
+def test_the_reason_is_one_short_printable_line() -> None:
+    message = "line one\nline two\t\u202eevil " + "\u00e9" * 400
+    text = failure(
+        pod(phase="Pending", containerStatuses=waiting("CreateContainerConfigError", message)), node()
+    )
+    assert text is not None
+    assert text.startswith(
+        "pod slurm/gpu-3 CreateContainerConfigError (container slurmd): line one line two evil é"
+    )
+    assert text.isprintable()
+    assert len(text.encode()) <= MAX_REASON_BYTES
+    assert len(text.encode()) >= MAX_REASON_BYTES - 1  # cut at a character boundary, not earlier
