@@ -72,6 +72,16 @@ class SlurmWriter:
         self.slurm_cache.nudge()
         return True
 
+    async def resume(self, name: str) -> bool:
+        """RESUME a node the syncer powered down (its DOWN is ours): Slurm may power it up again. False in
+        a dry run."""
+        if not self._allowed("resume Slurm node", slurm_node=name):
+            return False
+        with contextlib.suppress(SlurmNotFound):
+            await self.slurm.update_node(name, state=["RESUME"])
+        self.slurm_cache.nudge()
+        return True
+
     async def put_reservation(
         self, name: str, *, nodes: Sequence[str], end: int, start: int | None, flags: Sequence[str],
         users: Sequence[str], comment: str,

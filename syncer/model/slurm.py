@@ -11,7 +11,9 @@ UNHEALTHY_FLAGS: frozenset[str] = frozenset({"DOWN", "FAIL", "NOT_RESPONDING"})
 BUSY_FLAGS: frozenset[str] = frozenset({"COMPLETING"})
 # Slurm's power saving: a node powering up is NOT_RESPONDING until its slurmd registers, and a powered-down
 # one has no slurmd: neither is a health fault (measured on 26.05.5, docs/slurm-releases.md).
-POWER_FLAGS: frozenset[str] = frozenset({"POWERING_UP", "POWER_UP", "POWERED_DOWN", "POWERING_DOWN"})
+POWER_FLAGS: frozenset[str] = frozenset(
+    {"POWERING_UP", "POWER_UP", "POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN"}
+)
 POWERED_DOWN_FLAGS: frozenset[str] = frozenset({"POWERED_DOWN", "POWERING_DOWN"})
 # Flags that say nothing about drain, health or jobs to the syncer: shown in the state annotation,
 # never a cause of an action. From the node state enum of v0.0.40 .. v0.0.45 (26.05's OpenAPI):

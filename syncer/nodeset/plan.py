@@ -66,7 +66,13 @@ class Plan:
             or self.draining
             or (
                 power is not None
-                and bool(power.declare or power.power_down_pods or power.undeclare or power.force_down)
+                and bool(
+                    power.declare
+                    or power.power_down_pods
+                    or power.undeclare
+                    or power.force_down
+                    or power.resume
+                )
             )
         )
 

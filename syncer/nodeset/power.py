@@ -93,6 +93,8 @@ class PowerDecision:
     undeclare: list[str] = field(default_factory=list)  # our records above the ceiling, no pod, idle
     force_down: dict[str, str] = field(default_factory=dict)  # record -> reason of a POWER_DOWN_FORCE
     foreign: list[str] = field(default_factory=list)  # member names whose record someone else commented
+    failed: dict[str, str] = field(default_factory=dict)  # member -> our power-down reason (still DOWN)
+    resume: list[str] = field(default_factory=list)  # powered down after our failure: Slurm may try again
     counts: dict[str, int] = field(default_factory=dict)  # status: members by power state
     stale: bool = False  # something waits for fresh Slurm data
 
@@ -134,6 +136,15 @@ def decide_power(
             continue
         out.counts["declared"] += 1
         out.counts[power_state(slurm, owner_prefix)] += 1
+        forced = slurm.reason.startswith(owner_prefix) and not powering_up(slurm)
+        if forced and (
+            slurm.base_state == "DOWN" or slurm.state & {"POWER_DOWN", "POWERING_DOWN", "POWERED_DOWN"}
+        ):
+            # powered down by us because its pod could not run (POWER_DOWN_FORCE leaves it IDLE, measured);
+            # one left DOWN is resumed once powered down without a pod, so Slurm may power it up again
+            out.failed[name] = slurm.reason
+            if slurm.base_state == "DOWN" and pod is None and "POWERED_DOWN" in slurm.state and slurm_fresh:
+                out.resume.append(name)
         if not slurm.comment and slurm_fresh:
             out.stamp.append(name)
         if wanted(name, index, power, pod, slurm, owner_prefix):

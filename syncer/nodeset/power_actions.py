@@ -10,13 +10,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from syncer.model.kube import KubeNodeSet, KubePod
+from syncer.control.context import ControllerContext
+from syncer.kube.errors import KubeError
+from syncer.kube.writer import pod_path
+from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
 from syncer.model.slurm import SlurmNode
-from syncer.nodeset.plan import removal_stamp
+from syncer.nodeset.plan import ready, removal_stamp
+from syncer.nodeset.pod_failures import start_failure
 from syncer.nodeset.power import PowerDecision, declared_stamp, powered_down, powering_up
 from syncer.nodeset.spec import PowerSpec
 from syncer.nodeset.writes import NodeSetWrites
-from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmNotFound, SlurmVersionError
 
 # POWERING_UP -> slurmd registered: a pod's schedule, image pull and slurmd start (seconds)
@@ -49,17 +52,18 @@ class PowerStats:
 
 class PowerActions:
     def __init__(
-        self, writes: NodeSetWrites, slurm: SlurmClient, clock: Callable[[], float], owner_prefix: str,
-        *, port_base: int = 0,
-    ) -> None:  # fmt: skip
+        self, context: ControllerContext, writes: NodeSetWrites, owner_prefix: str, *, port_base: int = 0
+    ) -> None:
         self.port_base = port_base  # see ServiceConfig.nodeset_power_port_base
+        self.context = context
         self.writes = writes
-        self.slurm = slurm
-        self.clock = clock
+        self.slurm = context.slurm
+        self.clock = context.clock
         self.owner_prefix = owner_prefix
         self.stats = PowerStats()
         self.unsupported = ""  # why this Slurm cannot declare members (24.11), once seen
         self._powering: dict[str, float] = {}  # member -> when its pod was created for a power-up
+        self._forced: set[str] = set()  # pod uids whose member was powered down for them (once each)
 
     async def apply(
         self,
@@ -81,12 +85,54 @@ class PowerActions:
             await self._power_down_pod(nodeset, by_name[name], event, logger)
         for name in decision.undeclare:
             await self._undeclare(name, mine, by_name, event, logger)
+        for name in decision.resume:
+            if await self.writes.slurm_writer.resume(name):
+                logger.info(
+                    "member resumed after a failed power-up: Slurm may power it up again", slurm_node=name
+                )
+        await self._failures(power, decision, by_name, slurm_nodes, event, logger)
         for name, why in sorted(decision.force_down.items()):
             reason = f"{self.owner_prefix}{why}"
             if await self.writes.slurm_writer.power_down_force(name, reason):
                 self.stats.failures += 1
                 logger.warning("forced Slurm node power-down", slurm_node=name, reason=reason)
                 await event("Warning", "PowerDownForced", f"Slurm node {name} powered down: {why}")
+
+    async def _failures(
+        self, power: PowerSpec, decision: PowerDecision, by_name: dict[str, KubePod],
+        slurm_nodes: dict[str, SlurmNode], event: Callable[[str, str, str], Any], logger: Any,
+    ) -> None:  # fmt: skip
+        """A member whose pod cannot start while Slurm powers it up, or whose Kubernetes Node is lost under
+        it: POWER_DOWN_FORCE with the reason (its jobs are requeued now, not after ResumeTimeout)."""
+        nodes = self.context.kube_cache.nodes.items
+        for name, pod in sorted(by_name.items()):
+            slurm = slurm_nodes.get(name)
+            if pod.terminating or name not in decision.members or slurm is None or powered_down(slurm):
+                continue
+            if pod.uid in self._forced or slurm.base_state == "DOWN":
+                continue
+            node = nodes.get(pod.node_name) if pod.node_name else None
+            lost = bool(pod.node_name) and (node is None or _not_ready(node))
+            if not lost and not (powering_up(slurm) and not ready(pod)):
+                continue
+            try:
+                raw = await self.context.kube.get(pod_path(pod.namespace, pod.name))
+            except KubeError as exc:
+                if exc.status == 404:
+                    continue
+                raise
+            why = start_failure(
+                raw, _node_dict(node), self.clock(), unschedulable_after_s=power.start_timeout_s
+            )
+            if why is None:
+                continue
+            if await self.writes.slurm_writer.power_down_force(name, f"{self.owner_prefix}{why}"):
+                self._forced.add(pod.uid)
+                self.stats.failures += 1
+                logger.warning("member could not come up: Slurm node powered down", slurm_node=name, why=why)
+                await event(
+                    "Warning", "PowerUpFailed", f"Slurm node {name} powered down, jobs requeued: {why}"
+                )
 
     def powering_up(self, name: str) -> None:
         """A pod was created because Slurm powers its member up."""
@@ -161,3 +207,16 @@ class PowerActions:
         self.stats.undeclared += 1
         logger.info("member above the ceiling removed from Slurm", slurm_node=name)
         await event("Normal", "DeletedSlurmNode", f"deleted Slurm node {name}: above spec.power.maxReplicas")
+
+
+def _not_ready(node: KubeNode) -> bool:
+    cond = node.condition("Ready")
+    return cond is not None and cond.status != "True"
+
+
+def _node_dict(node: KubeNode | None) -> dict[str, Any] | None:
+    """The Node as pod_failures reads it (its Ready condition)."""
+    if node is None:
+        return None
+    conditions = [{"type": c.type, "status": c.status, "reason": c.reason} for c in node.conditions]
+    return {"metadata": {"name": node.name}, "status": {"conditions": conditions}}

@@ -83,9 +83,7 @@ class NodeSetController(Controller):
         self.context = context  # clients, caches, writers: shared by every controller
         self.scale_in = context.scale_in
         self.writes = NodeSetWrites(context)
-        self.power = PowerActions(
-            self.writes, context.slurm, context.clock, owner_prefix, port_base=power_port_base
-        )
+        self.power = PowerActions(context, self.writes, owner_prefix, port_base=power_port_base)
         self.requeue_s = requeue_s
         self.clock = context.clock
         self.owner_prefix = owner_prefix

@@ -28,6 +28,7 @@ class PowerSpec:
     min_replicas: int  # the floor: ordinals below it always have a pod
     max_replicas: int  # the ceiling: ordinals below it are declared to Slurm
     node: NodeShape  # what each member is declared with
+    start_timeout_s: float = 300.0  # a powering-up member's pod unschedulable this long: powered down
 
 
 @dataclass(frozen=True)
@@ -151,4 +152,9 @@ def _power(raw: object, mode: str, template: dict[str, Any], features: tuple[str
         declared = shape(template, features, node)
     except ShapeError as exc:
         raise SpecError(str(exc)) from exc
-    return PowerSpec(min_replicas=floor, max_replicas=ceiling, node=declared)
+    timeout = str(raw.get("startTimeout", "5m"))
+    try:
+        start_timeout_s = parse_duration(timeout)
+    except SpecError:
+        raise SpecError(f"spec.power.startTimeout {timeout!r} is not a duration such as 90s or 5m") from None
+    return PowerSpec(min_replicas=floor, max_replicas=ceiling, node=declared, start_timeout_s=start_timeout_s)

@@ -106,6 +106,12 @@ def compute_status(
     if spec.power is not None and result.power is not None:
         extra["power"] = dict(result.power.counts)
         conditions.append(_power_condition(nodeset, spec, result, power_unsupported, previous, now))
+        failed = result.power.failed
+        if failed:
+            message = "; ".join(f"{name}: {why}" for name, why in sorted(failed.items())[:5])
+            conditions.append(_condition(previous, "PowerUpFailed", "True", "PoweredDown", message, now, gen))
+        else:
+            conditions.append(_condition(previous, "PowerUpFailed", "False", "NoFailures", "", now, gen))
     return {
         **extra,
         "observedGeneration": gen,

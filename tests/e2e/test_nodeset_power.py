@@ -86,8 +86,9 @@ def power_manifest(name: str, ceiling: int, floor: int = 0, **spec: Any) -> dict
 
 @asynccontextmanager
 async def power_set(
-    rig: Rig, ceiling: int, floor: int = 0, features: tuple[str, ...] = ("nsfeat",)
-) -> AsyncIterator[tuple[Set, SyncerService, SlurmdStandIn]]:
+    rig: Rig, ceiling: int, floor: int = 0, features: tuple[str, ...] = ("nsfeat",), pool: str = "nodeset",
+    **power: Any,
+) -> AsyncIterator[tuple[Set, SyncerService, SlurmdStandIn]]:  # fmt: skip
     name = f"pw{next(_names)}"
     if rig.kube.get("", "v1", "namespaces", NAMESPACE) is None:
         rig.kube.create("", "v1", "namespaces", {"metadata": {"name": NAMESPACE}})
@@ -95,6 +96,8 @@ async def power_set(
         if rig.kube.node(f"pool-{index}") is None:
             rig.kube.create("", "v1", "nodes", node_body(f"pool-{index}", {"pool": "nodeset"}))
     body = power_manifest(name, ceiling, floor, slurm={"features": list(features)})
+    body["spec"]["power"].update(power)
+    body["spec"]["template"]["spec"]["nodeSelector"] = {"pool": pool}
     try:
         port_base = next(_ports)
         async with SlurmdStandIn(rig.kube, rig.sandbox, boot=True, port_base=port_base) as standin:
@@ -219,3 +222,42 @@ async def test_slurm_24_11_reports_what_it_needs(power_rig: Rig) -> None:
         assert cond is not None and cond["reason"] == "SlurmCannotCreateNodes"
         assert f"NodeName={nodeset.name}-[0-1] CPUs=1 RealMemory=400 State=CLOUD" in cond["message"]
         assert nodeset.pods() == {} and nodeset.slurm_names() == set()
+
+
+@pytest.mark.only_where(SELECTED.name == "26.05")
+async def test_an_unschedulable_pod_powers_its_node_down_and_the_job_runs_once_capacity_appears(
+    power_rig: Rig,
+) -> None:
+    rig = power_rig
+    async with power_set(rig, ceiling=1, pool="later", startTimeout="2s") as (nodeset, service, _):
+        await declared(nodeset, 1)
+        member = nodeset.member(0)
+        job = sbatch_requeue(rig, "-N", "1", "--constraint=nsfeat", "--wrap", "sleep 1")
+
+        async def forced() -> bool:
+            node = await rig.slurm(member)
+            return node.reason.startswith(f"k8s: pod {NAMESPACE}/{member} Unschedulable")
+
+        await wait_for(forced, deadline_s=60, what="member powered down with the pod's reason")
+        node = await rig.slurm(member)
+        assert "0/2 nodes are available" in node.reason, node.reason
+        assert "ALLOCATED" not in node.state, "its job was requeued"
+        assert nodeset.events("PowerUpFailed"), "a Warning Event says why"
+        await wait_for(
+            lambda: (condition(nodeset.obj(), "PowerUpFailed") or {}).get("status") == "True",
+            deadline_s=15,
+            what="PowerUpFailed condition",
+        )
+        await wait_for(lambda: job_state(rig, job) == "PENDING", deadline_s=30, what="the job requeued")
+        assert service.nodesets is not None and service.nodesets.power.stats.failures >= 1
+        # Slurm holds a requeued batch job back (BeginTime, about two minutes here): not what is tested
+        rig.sandbox.scontrol("update", f"jobid={job}", "starttime=now")
+        rig.kube.create("", "v1", "nodes", node_body("later-0", {"pool": "later"}))  # capacity appears
+        await wait_for(lambda: job_state(rig, job) == "COMPLETED", deadline_s=240, what="the job ran")
+
+
+def sbatch_requeue(rig: Rig, *args: str) -> str:
+    out = rig.sandbox.run("sbatch", "--requeue", *args, check=True).stdout
+    found = re.search(r"(\d+)", out)
+    assert found, out
+    return found.group(1)

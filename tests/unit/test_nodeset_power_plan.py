@@ -184,3 +184,20 @@ def test_steady_state_is_idle() -> None:
     assert result.power is not None and result.power.counts == {
         "declared": 2, "poweredDown": 1, "poweringUp": 0, "poweredUp": 1, "poweringDown": 0, "heldByAdmin": 0,
     }  # fmt: skip
+
+
+def test_a_member_we_powered_down_is_reported_and_resumed_once_powered_down_without_pod() -> None:
+    spec = power(4)
+    ours = "k8s: pod hpc/gpu-0 Unschedulable for 300s"
+    nodes = [
+        rec("gpu-0", "DOWN", "CLOUD", "POWERED_DOWN", reason=ours),
+        rec("gpu-1", "DOWN", "CLOUD", "POWERING_DOWN", reason=ours),  # still powering down: not yet
+        rec("gpu-2", "DOWN", "CLOUD", "POWERED_DOWN", reason="ResumeTimeout"),  # Slurm's own: left alone
+        rec("gpu-3", "IDLE", "CLOUD", "NOT_RESPONDING", "POWER_DOWN", reason=ours),  # as the force leaves it
+    ]
+    result = run(spec, [], nodes)
+    assert result.power is not None
+    assert result.power.resume == ["gpu-0"]
+    assert result.power.failed == {"gpu-0": ours, "gpu-1": ours, "gpu-3": ours}
+    assert result.create == [] and not result.idle
+    assert run(spec, [], nodes, fresh=False).power.resume == []  # type: ignore[union-attr]

@@ -101,3 +101,12 @@ def test_quantity(text: object, value: float) -> None:
 @pytest.mark.parametrize("text", ["", "4 Gi", "x", "-1", None, [1]])
 def test_not_a_quantity(text: object) -> None:
     assert quantity(text) is None
+
+
+def test_start_timeout() -> None:
+    power = parse("gpu", power_spec({"maxReplicas": 1, "startTimeout": "90s"})).power
+    assert power is not None and power.start_timeout_s == 90
+    default = parse("gpu", power_spec({"maxReplicas": 1})).power
+    assert default is not None and default.start_timeout_s == 300
+    with pytest.raises(SpecError, match=re.escape("spec.power.startTimeout 'soon'")):
+        parse("gpu", power_spec({"maxReplicas": 1, "startTimeout": "soon"}))
