@@ -261,3 +261,28 @@ def sbatch_requeue(rig: Rig, *args: str) -> str:
     found = re.search(r"(\d+)", out)
     assert found, out
     return found.group(1)
+
+
+@pytest.mark.only_where(SELECTED.name == "26.05")
+async def test_a_constraint_only_one_template_satisfies_powers_up_that_templates_member(
+    power_rig: Rig,
+) -> None:
+    rig = power_rig
+    second_name = ""
+    try:
+        async with power_set(rig, ceiling=1, features=("nsfeat", "aaa")) as (first, _, _):
+            second_name = f"{first.name}b"
+            body = power_manifest(second_name, 1, slurm={"features": ["nsfeat", "bbb"]})
+            rig.kube.create(
+                GROUP, VERSION, "nodesets", body, namespace=NAMESPACE
+            )  # the same syncer runs both
+            second = Set(rig, second_name)
+            await declared(first, 1)
+            await declared(second, 1)
+            job = sbatch(rig, "-N", "1", "--constraint=bbb", "--wrap", "sleep 1")
+            await wait_for(lambda: job_state(rig, job) == "COMPLETED", deadline_s=90, what="the bbb job ran")
+            assert len(second.events("PoweringUp")) == 1
+            assert first.events("PoweringUp") == [] and first.pods() == {}
+    finally:
+        if second_name:
+            delete_slurm_nodes(rig, second_name + "-")
