@@ -286,3 +286,39 @@ async def test_a_constraint_only_one_template_satisfies_powers_up_that_templates
     finally:
         if second_name:
             delete_slurm_nodes(rig, second_name + "-")
+
+
+@pytest.mark.only_where(SELECTED.name == "26.05")
+async def test_a_power_up_while_the_syncer_is_down_is_not_lost_nor_doubled(power_rig: Rig) -> None:
+    rig = power_rig
+    name = f"pw{next(_names)}"
+    port_base = next(_ports)
+    if rig.kube.get("", "v1", "namespaces", NAMESPACE) is None:
+        rig.kube.create("", "v1", "namespaces", {"metadata": {"name": NAMESPACE}})
+    rig.kube.create("", "v1", "nodes", node_body("pool-0", {"pool": "nodeset"}))
+    nodeset = Set(rig, name)
+    settings: dict[str, Any] = {
+        "max_drain_fraction": 1.0, "nodeset_requeue_s": 0.5, "nodeset_power_port_base": port_base,
+    }  # fmt: skip
+    try:
+        async with SlurmdStandIn(rig.kube, rig.sandbox, boot=True, port_base=port_base) as standin:
+            async with running_syncer(rig, **settings):
+                rig.kube.create(GROUP, VERSION, "nodesets", power_manifest(name, 2), namespace=NAMESPACE)
+                await declared(nodeset, 2)
+            # the syncer is down: Slurm powers a member up for a job meanwhile
+            job = sbatch(rig, "-N", "1", "--constraint=nsfeat", "--wrap", "sleep 1")
+            await wait_for(
+                lambda: any("POWERING_UP" in states(rig, n) for n in nodeset.slurm_names()),
+                deadline_s=30,
+                what="Slurm powering a member up while no syncer runs",
+            )
+            assert nodeset.pods() == {}
+            async with running_syncer(rig, **settings) as service:
+                await wait_for(lambda: job_state(rig, job) == "COMPLETED", deadline_s=90, what="the job ran")
+                assert len(nodeset.pods()) <= 1 and len(nodeset.events("PoweringUp")) == 1
+                assert (
+                    service.nodesets is not None and service.nodesets.power.stats.declared == 0
+                )  # none twice
+            assert not standin.failures, standin.failures
+    finally:
+        delete_slurm_nodes(rig, name + "-")
