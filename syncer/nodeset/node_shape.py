@@ -68,26 +68,24 @@ def _resource(container: dict[str, Any], name: str) -> float | None:
     return None
 
 
+def _read(container: dict[str, Any], resource: str, field: str) -> float:
+    found = _resource(container, resource)
+    if found is None:
+        raise ShapeError(
+            f"spec.power.node.{field} is needed: container {container.get('name', '?')!r} of spec.template "
+            f"has no {resource} limit or request to read it from"
+        )
+    return found
+
+
 def shape(template: dict[str, Any], features: tuple[str, ...], override: dict[str, Any]) -> NodeShape:
     container = slurmd_container(template)
-    where = f"container {container.get('name', '?')!r} of spec.template"
     cpus = override.get("cpus")
     if cpus is None:
-        found = _resource(container, "cpu")
-        if found is None:
-            raise ShapeError(
-                f"spec.power.node.cpus is needed: {where} has no cpu limit or request to read it from"
-            )
-        cpus = max(1, math.floor(found))
+        cpus = max(1, math.floor(_read(container, "cpu", "cpus")))
     memory = override.get("realMemory")
     if memory is None:
-        found = _resource(container, "memory")
-        if found is None:
-            raise ShapeError(
-                f"spec.power.node.realMemory is needed: {where} has no memory limit or request to read "
-                "it from"
-            )
-        memory = max(1, math.floor(found / 2**20))
+        memory = max(1, math.floor(_read(container, "memory", "realMemory") / 2**20))
     gres = override.get("gres")
     if gres is None:
         gpus = sum(int(_resource(container, name) or 0) for name in GPU_RESOURCES)

@@ -22,7 +22,15 @@ from syncer.testing.sandbox import Sandbox, SandboxError, up
 from syncer.testing.sandbox.processes import wait_until
 from syncer.testing.slurmd_standin import SlurmdStandIn
 from tests.e2e.rig import NAMESPACE, Rig, condition, node_body, running_syncer
-from tests.e2e.test_nodeset import GROUP, VERSION, Set, delete_slurm_nodes, jobs_on, manifest
+from tests.e2e.test_nodeset import (
+    GROUP,
+    VERSION,
+    Set,
+    delete_slurm_nodes,
+    end_jobs,
+    ensure_pool,
+    manifest,
+)
 from tests.fixtures.slurm import SELECTED
 from tests.helpers import wait_for
 
@@ -90,11 +98,7 @@ async def power_set(
     **power: Any,
 ) -> AsyncIterator[tuple[Set, SyncerService, SlurmdStandIn]]:  # fmt: skip
     name = f"pw{next(_names)}"
-    if rig.kube.get("", "v1", "namespaces", NAMESPACE) is None:
-        rig.kube.create("", "v1", "namespaces", {"metadata": {"name": NAMESPACE}})
-    for index in range(2):
-        if rig.kube.node(f"pool-{index}") is None:
-            rig.kube.create("", "v1", "nodes", node_body(f"pool-{index}", {"pool": "nodeset"}))
+    ensure_pool(rig)
     body = power_manifest(name, ceiling, floor, slurm={"features": list(features)})
     body["spec"]["power"].update(power)
     body["spec"]["template"]["spec"]["nodeSelector"] = {"pool": pool}
@@ -108,9 +112,7 @@ async def power_set(
                     rig.kube.create(GROUP, VERSION, "nodesets", body, namespace=NAMESPACE)
                     yield Set(rig, name), service, standin
             finally:
-                for job in jobs_on(rig, name + "-"):
-                    rig.sandbox.run("scancel", job)
-                await wait_for(lambda: not jobs_on(rig, name + "-"), deadline_s=60, what="test jobs ended")
+                await end_jobs(rig, name + "-")
             assert not standin.failures, standin.failures
     finally:
         delete_slurm_nodes(rig, name + "-")
@@ -293,9 +295,7 @@ async def test_a_power_up_while_the_syncer_is_down_is_not_lost_nor_doubled(power
     rig = power_rig
     name = f"pw{next(_names)}"
     port_base = next(_ports)
-    if rig.kube.get("", "v1", "namespaces", NAMESPACE) is None:
-        rig.kube.create("", "v1", "namespaces", {"metadata": {"name": NAMESPACE}})
-    rig.kube.create("", "v1", "nodes", node_body("pool-0", {"pool": "nodeset"}))
+    ensure_pool(rig)
     nodeset = Set(rig, name)
     settings: dict[str, Any] = {
         "max_drain_fraction": 1.0, "nodeset_requeue_s": 0.5, "nodeset_power_port_base": port_base,
