@@ -115,15 +115,17 @@ class PowerActions:
             lost = bool(pod.node_name) and (node is None or _not_ready(node))
             if not lost and not (powering_up(slurm) and not ready(pod)):
                 continue
-            try:
-                raw = await self.context.kube.get(pod_path(pod.namespace, pod.name))
-            except KubeError as exc:
-                if exc.status == 404:
-                    continue
-                raise
-            why = start_failure(
-                raw, _node_dict(node), self.clock(), unschedulable_after_s=power.start_timeout_s
-            )
+            raw = await self._get(pod_path(pod.namespace, pod.name))
+            if raw is None:
+                continue
+            # the pod as read now may be bound already where the cache still has it unscheduled; a Node
+            # missing from the cache is read before it is called lost (the cache may lag behind too)
+            node_name = str((raw.get("spec") or {}).get("nodeName") or "")
+            node = nodes.get(node_name) if node_name else None
+            raw_node = _node_dict(node) if node is not None else None
+            if node_name and node is None:
+                raw_node = await self._get(f"/api/v1/nodes/{node_name}")
+            why = start_failure(raw, raw_node, self.clock(), unschedulable_after_s=power.start_timeout_s)
             if why is None:
                 continue
             if await self.writes.slurm_writer.power_down_force(name, f"{self.owner_prefix}{why}"):
@@ -133,6 +135,14 @@ class PowerActions:
                 await event(
                     "Warning", "PowerUpFailed", f"Slurm node {name} powered down, jobs requeued: {why}"
                 )
+
+    async def _get(self, path: str) -> dict[str, Any] | None:
+        try:
+            return await self.context.kube.get(path)
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     def powering_up(self, name: str) -> None:
         """A pod was created because Slurm powers its member up."""
