@@ -63,7 +63,10 @@ class PowerActions:
         self.stats = PowerStats()
         self.unsupported = ""  # why this Slurm cannot declare members (24.11), once seen
         self._powering: dict[str, float] = {}  # member -> when its pod was created for a power-up
-        self._forced: set[str] = set()  # pod uids whose member was powered down for them (once each)
+        # pod uids acted on once each (forced down for, deleted for a power-down), by NodeSet key, kept
+        # only while the NodeSet still has those pods
+        self._forced: dict[str, set[str]] = {}
+        self._deleted: dict[str, set[str]] = {}
 
     async def apply(
         self,
@@ -77,12 +80,15 @@ class PowerActions:
     ) -> None:
         mine = declared_stamp(removal_stamp(nodeset))
         self.stats.by_state[nodeset.key] = dict(decision.counts)
+        live = {pod.uid for pod in by_name.values()}
+        forced = self._forced[nodeset.key] = self._forced.get(nodeset.key, set()) & live
+        deleted = self._deleted[nodeset.key] = self._deleted.get(nodeset.key, set()) & live
         self._registered(decision, slurm_nodes)
         await self._declare(nodeset, power, decision, mine, event, logger)
         for name in decision.stamp:
             await self.writes.slurm_writer.set_comment(name, mine)
         for name in decision.power_down_pods:
-            await self._power_down_pod(nodeset, by_name[name], event, logger)
+            await self._power_down_pod(by_name[name], deleted, event, logger)
         for name in decision.undeclare:
             await self._undeclare(name, mine, by_name, event, logger)
         for name in decision.resume:
@@ -90,7 +96,7 @@ class PowerActions:
                 logger.info(
                     "member resumed after a failed power-up: Slurm may power it up again", slurm_node=name
                 )
-        await self._failures(power, decision, by_name, slurm_nodes, event, logger)
+        await self._failures(power, decision, by_name, slurm_nodes, forced, event, logger)
         for name, why in sorted(decision.force_down.items()):
             reason = f"{self.owner_prefix}{why}"
             if await self.writes.slurm_writer.power_down_force(name, reason):
@@ -100,7 +106,8 @@ class PowerActions:
 
     async def _failures(
         self, power: PowerSpec, decision: PowerDecision, by_name: dict[str, KubePod],
-        slurm_nodes: dict[str, SlurmNode], event: Callable[[str, str, str], Any], logger: Any,
+        slurm_nodes: dict[str, SlurmNode], forced: set[str], event: Callable[[str, str, str], Any],
+        logger: Any,
     ) -> None:  # fmt: skip
         """A member whose pod cannot start while Slurm powers it up, or whose Kubernetes Node is lost under
         it: POWER_DOWN_FORCE with the reason (its jobs are requeued now, not after ResumeTimeout)."""
@@ -109,7 +116,7 @@ class PowerActions:
             slurm = slurm_nodes.get(name)
             if pod.terminating or name not in decision.members or slurm is None or powered_down(slurm):
                 continue
-            if pod.uid in self._forced or slurm.base_state == "DOWN":
+            if pod.uid in forced or slurm.base_state == "DOWN":
                 continue
             node = nodes.get(pod.node_name) if pod.node_name else None
             lost = bool(pod.node_name) and (node is None or _not_ready(node))
@@ -129,7 +136,7 @@ class PowerActions:
             if why is None:
                 continue
             if await self.writes.slurm_writer.power_down_force(name, f"{self.owner_prefix}{why}"):
-                self._forced.add(pod.uid)
+                forced.add(pod.uid)
                 self.stats.failures += 1
                 logger.warning("member could not come up: Slurm node powered down", slurm_node=name, why=why)
                 await event(
@@ -143,6 +150,12 @@ class PowerActions:
             if exc.status == 404:
                 return None
             raise
+
+    def forget(self, key: str) -> None:
+        """The NodeSet is gone."""
+        self.stats.by_state.pop(key, None)
+        self._forced.pop(key, None)
+        self._deleted.pop(key, None)
 
     def powering_up(self, name: str) -> None:
         """A pod was created because Slurm powers its member up."""
@@ -186,7 +199,7 @@ class PowerActions:
             )  # fmt: skip
 
     async def _power_down_pod(
-        self, nodeset: KubeNodeSet, pod: KubePod, event: Callable[[str, str, str], Any], logger: Any
+        self, pod: KubePod, deleted: set[str], event: Callable[[str, str, str], Any], logger: Any
     ) -> None:
         try:
             current = await self.slurm.get_node(pod.name)  # the cache may be a second old
@@ -194,8 +207,9 @@ class PowerActions:
             return
         if not powered_down(current) or current.busy:
             return  # powered up again meanwhile, or still finishing a job
-        if not await self.writes.delete_pod(pod):
-            return
+        if pod.uid in deleted or not await self.writes.delete_pod(pod):
+            return  # a graceful delete answers again until the cache shows the pod terminating
+        deleted.add(pod.uid)
         self.stats.power_downs += 1
         logger.info("Slurm powered the member down: pod deleted", pod=pod.name)
         await event("Normal", "PoweredDown", f"Slurm powered {pod.name} down: deleted its pod")

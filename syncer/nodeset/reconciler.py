@@ -188,7 +188,7 @@ class NodeSetController(Controller):
             self.scale_in.set(slurm_node, None)
         self.stats.timed_out.pop(key, None)
         self.stats.desired.pop(key, None)
-        self.power.stats.by_state.pop(key, None)
+        self.power.forget(key)
 
     async def _reconcile(self, nodeset: KubeNodeSet, logger: Any) -> Result:
         now = self.clock()
