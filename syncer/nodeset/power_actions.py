@@ -62,6 +62,7 @@ class PowerActions:
         self.owner_prefix = owner_prefix
         self.stats = PowerStats()
         self.unsupported = ""  # why this Slurm cannot declare members (24.11), once seen
+        self._told: set[str] = set()  # NodeSet uids warned by an Event that this Slurm cannot declare
         self._powering: dict[str, float] = {}  # member -> when its pod was created for a power-up
         # pod uids acted on once each (forced down for, deleted for a power-down), by NodeSet key, kept
         # only while the NodeSet still has those pods
@@ -181,9 +182,14 @@ class PowerActions:
                 port = self.port_base + int(name.rsplit("-", 1)[1]) if self.port_base else 0
                 created = await self.writes.slurm_writer.create_node(name, power.node.node_conf(name, port))
             except SlurmVersionError as exc:
-                if not self.unsupported:
-                    logger.warning("Slurm cannot declare power-managed members", error=str(exc))
                 self.unsupported = str(exc)
+                if nodeset.uid not in self._told:
+                    self._told.add(nodeset.uid)
+                    logger.warning("Slurm cannot declare power-managed members", error=str(exc))
+                    await event(
+                        "Warning", "PowerSavingUnsupported",
+                        f"{exc}; name the members in slurm.conf (see the PowerSaving condition)",
+                    )  # fmt: skip
                 return
             if created:
                 await self.writes.slurm_writer.set_comment(name, mine)

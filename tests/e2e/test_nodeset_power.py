@@ -250,6 +250,7 @@ async def test_slurm_24_11_reports_what_it_needs(power_rig: Rig) -> None:
         assert cond is not None and cond["reason"] == "SlurmCannotCreateNodes"
         assert f"NodeName={nodeset.name}-[0-1] CPUs=1 RealMemory=400 State=CLOUD" in cond["message"]
         assert nodeset.pods() == {} and nodeset.slurm_names() == set()
+        assert len(nodeset.events("PowerSavingUnsupported")) == 1
 
 
 @pytest.mark.only_where(SELECTED.name == "26.05")
