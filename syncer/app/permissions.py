@@ -64,7 +64,7 @@ WHY: dict[tuple[str, str, str], str] = {
     ("get", "", "pods"): "fresh read before a write after a conflict; why a powering-up member cannot start",
     ("list", "", "pods"): "informer of slurmd pods",
     ("watch", "", "pods"): "informer of slurmd pods",
-    ("patch", "", "pods"): "labels and annotations of NodeSet pods (busy, removal)",
+    ("patch", "", "pods"): "labels and annotations of NodeSet pods (busy, removal, power-down)",
     ("patch", "", "pods/status"): "Slurm state: conditions and annotations on slurmd pods, one patch per pod",
     ("create", "", "pods"): "NodeSet scale-out",
     ("delete", "", "pods"): "NodeSet scale-in",

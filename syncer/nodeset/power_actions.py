@@ -13,6 +13,7 @@ from typing import Any
 from syncer.control.context import ControllerContext
 from syncer.kube.errors import KubeError
 from syncer.kube.writer import pod_path
+from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
 from syncer.model.slurm import SlurmNode
 from syncer.nodeset.plan import ready, removal_stamp
@@ -213,8 +214,15 @@ class PowerActions:
             return
         if not powered_down(current) or current.busy:
             return  # powered up again meanwhile, or still finishing a job
-        if pod.uid in deleted or not await self.writes.delete_pod(pod):
+        if pod.uid in deleted:
             return  # a graceful delete answers again until the cache shows the pod terminating
+        if Keys.POWER_DOWN not in pod.annotations:
+            # first the mark that keeps the sync engine from draining the node as the pod terminates
+            await self.context.writer.set_annotations(
+                pod_path(pod.namespace, pod.name), {Keys.POWER_DOWN: current.state_text}, what="power-down"
+            )
+        if not await self.writes.delete_pod(pod):
+            return
         deleted.add(pod.uid)
         self.stats.power_downs += 1
         logger.info("Slurm powered the member down: pod deleted", pod=pod.name)

@@ -12,7 +12,7 @@ from typing import Final, Literal
 
 from syncer.model import Condition, KubeNode, KubePod, SlurmNode
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
-from syncer.model.slurm import DRAIN_FLAGS, powered_down, unhealthy_flags
+from syncer.model.slurm import DRAIN_FLAGS, unhealthy_flags
 from syncer.model.times import rfc3339
 from syncer.sync.causes import TERMINATING, Cause, compose_reason, drain_causes, is_ours
 from syncer.sync.options import SyncOptions
@@ -345,8 +345,8 @@ def decide(
     one included; the Node's conditions then come from all of them (`shared_node_conditions`).
     """
     causes, recheck_at = drain_causes(pod, node, now=now, opts=opts, scale_in_of=scale_in_of)
-    if slurm is not None and powered_down(slurm.state):
-        # its pod goes because Slurm powered it down (a power-managed NodeSet): a drain would only keep
+    if pod is not None and Keys.POWER_DOWN in pod.annotations:
+        # deleted by a power-managed NodeSet because Slurm powered the node down: a drain would only keep
         # Slurm from powering it up again
         causes = tuple(c for c in causes if c.kind != TERMINATING)
     holder: KubePod | KubeNode

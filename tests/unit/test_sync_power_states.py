@@ -1,6 +1,7 @@
 """Slurm's power saving seen by the sync engine: a member powering up (NOT_RESPONDING until its slurmd
-registers) or powered down is not a health fault mirrored to Kubernetes, and the pod of a node Slurm
-powered down is deleted without a drain (which would keep Slurm from powering it up again)."""
+registers) or powered down is not a health fault mirrored to Kubernetes, and a pod a power-managed NodeSet
+deletes for a power-down (annotated so) terminates without a drain (which would keep Slurm from powering
+the node up again)."""
 
 from __future__ import annotations
 
@@ -40,11 +41,13 @@ def test_powering_up_sends_no_unhealthy_event() -> None:
     assert all(e.reason != "SlurmNodeUnhealthy" for e in decision.events)
 
 
-def test_terminating_pod_of_a_powered_down_node_is_not_drained() -> None:
-    for flags in (("IDLE", "CLOUD", "POWERED_DOWN"), ("IDLE", "CLOUD", "POWERING_DOWN")):
-        assert run(snode(*flags), kpod(deletion_timestamp=NOW), knode()).slurm_action is None
+def test_a_pod_deleted_for_a_power_down_is_not_drained() -> None:
+    marked = kpod(deletion_timestamp=NOW, annotations={Keys.POWER_DOWN: "IDLE+CLOUD+POWERING_DOWN"})
+    for flags in (("IDLE", "CLOUD", "POWERED_DOWN"), ("IDLE", "CLOUD", "POWERING_DOWN"), ("IDLE", "CLOUD")):
+        assert run(snode(*flags), marked, knode()).slurm_action is None
 
 
-def test_terminating_pod_of_a_powered_node_is_still_drained() -> None:
-    decision = run(snode("IDLE", "CLOUD"), kpod(deletion_timestamp=NOW), knode())
-    assert decision.slurm_action == SlurmAction("drain", "k8s: pod hpc/slurmd-0 terminating")
+def test_any_other_terminating_pod_is_still_drained_even_on_a_powered_down_node() -> None:
+    for flags in (("IDLE", "CLOUD"), ("IDLE", "CLOUD", "POWERED_DOWN")):
+        decision = run(snode(*flags), kpod(deletion_timestamp=NOW), knode())
+        assert decision.slurm_action == SlurmAction("drain", "k8s: pod hpc/slurmd-0 terminating")
