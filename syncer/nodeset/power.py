@@ -49,10 +49,8 @@ def held_by_admin(slurm: SlurmNode, owner_prefix: str) -> bool:
     return taken and not slurm.reason.startswith(owner_prefix)
 
 
-def power_state(slurm: SlurmNode | None, owner_prefix: str) -> str:
+def power_state(slurm: SlurmNode, owner_prefix: str) -> str:
     """The status bucket of one member record."""
-    if slurm is None:
-        return ""
     if held_by_admin(slurm, owner_prefix):
         return "heldByAdmin"
     if powering_up(slurm):
@@ -65,7 +63,6 @@ def power_state(slurm: SlurmNode | None, owner_prefix: str) -> str:
 
 
 def wanted(
-    name: str,
     index: int,
     power: PowerSpec,
     pod: KubePod | None,
@@ -120,7 +117,7 @@ def decide_power(
         name = f"{nodeset}-{index}"
         pod = by_name.get(name)
         slurm = slurm_nodes.get(name)
-        removal = pod.annotations.get(Keys.REMOVAL, "") if pod is not None else ""
+        removal = pod.annotations.get(Keys.REMOVAL) if pod is not None else None
         if pod is not None and removal == "scale-in" and not pod.terminating:
             out.unmark.append(name)
         if slurm is None:
@@ -147,7 +144,7 @@ def decide_power(
                 out.resume.append(name)
         if not slurm.comment and slurm_fresh:
             out.stamp.append(name)
-        if wanted(name, index, power, pod, slurm, owner_prefix):
+        if wanted(index, power, pod, slurm, owner_prefix):
             out.members[name] = index
             if pod is None:
                 out.create.append(name)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from syncer.nodeset.plan import SCALE_IN, Plan, plan, removal_stamp
-from syncer.nodeset.power import CEILING_LOWERED, declared_stamp
+from syncer.nodeset.power import CEILING_LOWERED, PowerDecision, decide_power, declared_stamp
 from syncer.nodeset.spec import NodeSetSpec, parse
 from tests.unit.test_nodeset_plan import NOW, NS, REASON, pod, slurm
 
@@ -201,3 +201,54 @@ def test_a_member_we_powered_down_is_reported_and_resumed_once_powered_down_with
     assert result.power.failed == {"gpu-0": ours, "gpu-1": ours, "gpu-3": ours}
     assert result.create == [] and not result.idle
     assert run(spec, [], nodes, fresh=False).power.resume == []  # type: ignore[union-attr]
+
+
+def decide(spec: NodeSetSpec, pods: list[Any], nodes: list[Any], *, fresh: bool = True) -> PowerDecision:
+    assert spec.power is not None
+    return decide_power(
+        "gpu", spec.power, pods, {n.name: n for n in nodes}, removal_stamp=removal_stamp(NS),
+        ordinal=lambda name: int(name.rsplit("-", 1)[1]), slurm_fresh=fresh, owner_prefix="k8s: ",
+    )  # fmt: skip
+
+
+def test_members_carry_their_ordinals_and_a_pod_without_a_record_is_kept() -> None:
+    spec = power(3)
+    pods = [pod("gpu-0", spec), pod("gpu-1", spec)]
+    nodes = [rec("gpu-1", "IDLE", "CLOUD", comment="someone's"), rec("gpu-2", *UP)]
+    out = decide(spec, pods, nodes)
+    assert out.members == {"gpu-0": 0, "gpu-1": 1, "gpu-2": 2}  # no record: its slurmd may bring it back
+    assert out.create == ["gpu-2"] and out.declare == [] and out.foreign == ["gpu-1"]
+    result = run(spec, [], nodes)
+    assert [(m.name, m.ordinal) for m in result.create] == [("gpu-2", 2)]
+
+
+def test_a_foreign_record_does_not_stop_the_others() -> None:
+    out = decide(power(2), [], [rec("gpu-0", *DOWN, comment="someone's")])
+    assert out.foreign == ["gpu-0"] and out.declare == ["gpu-1"] and out.members == {}
+
+
+def test_nothing_stamped_on_stale_data() -> None:
+    assert decide(power(1), [], [rec("gpu-0", *DOWN, comment="")], fresh=False).stamp == []
+
+
+def test_a_pod_above_the_ceiling_without_a_record_goes_the_scale_in_way() -> None:
+    spec = power(1)
+    out = decide(spec, [pod("gpu-1", spec)], [])
+    assert out.scale_in == ["gpu-1"] and out.power_down_pods == []
+
+
+def test_ceiling_zero_removes_member_zero_and_the_loop_goes_on() -> None:
+    assert decide(power(0), [], [rec("gpu-0", *DOWN)]).undeclare == ["gpu-0"]
+    out = decide(power(1), [], [rec("gpu-0", *DOWN), rec("gpu-3", *DOWN)])
+    assert out.undeclare == ["gpu-3"]
+
+
+def test_failed_means_our_reason_while_down_or_powering_down() -> None:
+    ours = "k8s: pod hpc/gpu-0 CrashLoopBackOff"
+    nodes = [
+        rec("gpu-0", "DOWN", "CLOUD", reason=ours),
+        rec("gpu-1", "IDLE", "CLOUD", "POWERING_DOWN", reason=ours),
+        rec("gpu-2", "IDLE", "CLOUD", "POWERED_DOWN", reason=ours),
+        rec("gpu-3", "IDLE", "CLOUD", reason=ours),  # powered up again, the reason lingering: not failed
+    ]
+    assert sorted(decide(power(4), [], nodes).failed) == ["gpu-0", "gpu-1", "gpu-2"]
