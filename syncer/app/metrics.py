@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Histogram, PlatformCollector, ProcessCollector
 from prometheus_client import Counter as PromCounter
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from syncer import __version__
@@ -21,6 +21,7 @@ from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
 from syncer.kube.events import EventRecorder
 from syncer.model.slurm import BASE_STATES, SlurmNode
+from syncer.nodeset.power_actions import PowerStats
 from syncer.nodeset.reconciler import NodeSetController
 from syncer.plan.attributes import AttributeController, AttributeStats
 from syncer.plan.partition_controller import PartitionController
@@ -551,3 +552,37 @@ class _StateCollector(Collector):
         actions.add_metric(["removal_started"], stats.removals_started)
         actions.add_metric(["slurm_node_deleted"], stats.slurm_nodes_deleted)
         yield actions
+        yield from _nodeset_power(reconciler.power.stats)
+
+
+def _nodeset_power(stats: PowerStats) -> Iterator[Metric]:
+    """Power-managed NodeSets (spec.power): members by Slurm power state, what the syncer did, and how long
+    a member takes from POWERING_UP to its slurmd registered."""
+    members = _gauge(
+        "slurm_syncer_nodeset_power_members",
+        "Members of a power-managed NodeSet by Slurm power state (declared counts every record).",
+        ["nodeset", "state"],
+    )
+    for key, counts in sorted(stats.by_state.items()):
+        for state, count in sorted(counts.items()):
+            members.add_metric([key, state], count)
+    yield members
+    actions = CounterMetricFamily(
+        "slurm_syncer_nodeset_power_actions",
+        "Power-managed NodeSets: power_up (pod created for a member Slurm powers up), power_down (pod "
+        "deleted for a member Slurm powered down), failure (POWER_DOWN_FORCE: a member that could not come "
+        "up), declare and undeclare (Slurm records created, and deleted above a lowered ceiling).",
+        labels=["action"],
+    )
+    actions.add_metric(["power_up"], stats.power_ups)
+    actions.add_metric(["power_down"], stats.power_downs)
+    actions.add_metric(["failure"], stats.failures)
+    actions.add_metric(["declare"], stats.declared)
+    actions.add_metric(["undeclare"], stats.undeclared)
+    yield actions
+    registered = HistogramMetricFamily(
+        "slurm_syncer_nodeset_power_up_seconds",
+        "From creating the pod of a member Slurm powers up to Slurm showing its slurmd registered.",
+    )
+    registered.add_metric([], stats.register_buckets(), sum_value=stats.register_sum)
+    yield registered

@@ -63,10 +63,10 @@ WHY: dict[tuple[str, str, str], str] = {
     ("patch", "", "nodes"): "cordon on a Slurm drain (--cordon-on-slurm-drain) and lifting its own cordons, "
     "which happens with the option off too",
     ("patch", "", "nodes/status"): "Slurm state: conditions and annotations on Nodes, one patch per Node",
-    ("get", "", "pods"): "fresh read before a write after a conflict",
+    ("get", "", "pods"): "fresh read before a write after a conflict; why a powering-up member cannot start",
     ("list", "", "pods"): "informer of slurmd pods",
     ("watch", "", "pods"): "informer of slurmd pods",
-    ("patch", "", "pods"): "labels and annotations of NodeSet pods (busy, removal)",
+    ("patch", "", "pods"): "labels and annotations of NodeSet pods (busy, removal, power-down)",
     ("patch", "", "pods/status"): "Slurm state: conditions and annotations on slurmd pods, one patch per pod",
     ("create", "", "pods"): "NodeSet scale-out",
     ("delete", "", "pods"): "NodeSet scale-in",

@@ -101,6 +101,9 @@ class ServiceConfig:
     jobs_poll_interval_s: float = default("jobs_poll_interval")  # jobs and scheduler statistics
     nodeset_enabled: bool = default("nodeset_enabled")
     nodeset_requeue_s: float = 2.0  # re-check of a NodeSet that is still converging
+    # power-managed members declared with Port=<base + ordinal> (0: Slurm's SlurmdPort). A test seam: several
+    # slurmd on one host (the sandbox) need a port each, and slurmctld keeps a declared record's port.
+    nodeset_power_port_base: int = 0
     backoff: Backoff = field(default_factory=Backoff)  # retries of a failed reconcile, every controller
     maintenance: MaintenanceOptions = field(default_factory=MaintenanceOptions)  # owner: set from the Lease
     partitions: PartitionOptions = field(default_factory=PartitionOptions)  # SlurmPartition CRs (opt-in)
@@ -181,6 +184,7 @@ class SyncerService:
                 owner_prefix=config.options.owner_prefix,
                 namespace=config.namespace,
                 requeue_s=config.nodeset_requeue_s,
+                power_port_base=config.nodeset_power_port_base,
             )
             if config.nodeset_enabled
             else None

@@ -54,6 +54,34 @@ class SlurmWriter:
         self.slurm_cache.nudge()
         return True
 
+    async def create_node(self, name: str, node_conf: str) -> bool:
+        """Declares a node (`POST /new/node/`); False in a dry run or when it exists already."""
+        if not self._allowed("create Slurm node", slurm_node=name, node_conf=node_conf):
+            return False
+        created = await self.slurm.create_node(node_conf)
+        self.slurm_cache.nudge()
+        return created
+
+    async def power_down_force(self, name: str, reason: str) -> bool:
+        """POWER_DOWN_FORCE with a reason: Slurm requeues the node's jobs and powers it down. Not a drain:
+        the safety valve does not count it (an explicit power decision, as a scale-in). False in a dry run."""
+        if not self._allowed("force Slurm node power-down", slurm_node=name, reason=reason):
+            return False
+        with contextlib.suppress(SlurmNotFound):  # gone already: nothing to power down
+            await self.slurm.update_node(name, state=["POWER_DOWN_FORCE"], reason=reason)
+        self.slurm_cache.nudge()
+        return True
+
+    async def resume(self, name: str) -> bool:
+        """RESUME a node the syncer powered down (its DOWN is ours): Slurm may power it up again. False in
+        a dry run."""
+        if not self._allowed("resume Slurm node", slurm_node=name):
+            return False
+        with contextlib.suppress(SlurmNotFound):
+            await self.slurm.update_node(name, state=["RESUME"])
+        self.slurm_cache.nudge()
+        return True
+
     async def put_reservation(
         self, name: str, *, nodes: Sequence[str], end: int, start: int | None, flags: Sequence[str],
         users: Sequence[str], comment: str,

@@ -25,6 +25,9 @@ class Keys:
     # kept on the pod so a restarted syncer carries on where it stopped
     REMOVAL: Final = ANNOTATION_PREFIX + "removal"
     REMOVAL_SINCE: Final = ANNOTATION_PREFIX + "removal-since"
+    # on a pod a power-managed NodeSet deletes because Slurm powered its node down (the state it saw):
+    # its termination drains nothing, which would keep Slurm from powering the node up again
+    POWER_DOWN: Final = ANNOTATION_PREFIX + "power-down"
     FINALIZER: Final = ANNOTATION_PREFIX + "slurm-node"
     # on the leader Lease: an operator's request to reset the safety valve (the value says who or why);
     # the leader consumes it, lets the held drains through and records an Event on the Lease

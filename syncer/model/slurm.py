@@ -9,6 +9,12 @@ BASE_STATES: frozenset[str] = frozenset({"IDLE", "ALLOCATED", "MIXED", "DOWN", "
 DRAIN_FLAGS: frozenset[str] = frozenset({"DRAIN", "DRAINING", "DRAINED"})
 UNHEALTHY_FLAGS: frozenset[str] = frozenset({"DOWN", "FAIL", "NOT_RESPONDING"})
 BUSY_FLAGS: frozenset[str] = frozenset({"COMPLETING"})
+# Slurm's power saving: a node powering up is NOT_RESPONDING until its slurmd registers, and a powered-down
+# one has no slurmd: neither is a health fault (measured on 26.05.5, docs/slurm-releases.md).
+POWER_FLAGS: frozenset[str] = frozenset(
+    {"POWERING_UP", "POWER_UP", "POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN"}
+)
+POWERED_DOWN_FLAGS: frozenset[str] = frozenset({"POWERED_DOWN", "POWERING_DOWN"})
 # Flags that say nothing about drain, health or jobs to the syncer: shown in the state annotation,
 # never a cause of an action. From the node state enum of v0.0.40 .. v0.0.45 (26.05's OpenAPI):
 # EXTERNAL and BLOCKED are listed from v0.0.44, POWER_DOWN_ASAP and POWER_DOWN_FORCE from v0.0.45
@@ -65,7 +71,7 @@ class SlurmNode(msgspec.Struct, frozen=True, kw_only=True, gc=False):  # no cycl
 
     @property
     def unhealthy(self) -> bool:
-        return bool(self.state & UNHEALTHY_FLAGS)
+        return bool(unhealthy_flags(self.state))
 
     @property
     def busy(self) -> bool:
@@ -83,6 +89,17 @@ def base_state_of(state: frozenset[str]) -> str:
         if flag in state:
             return flag
     return "UNKNOWN"
+
+
+def unhealthy_flags(state: frozenset[str]) -> frozenset[str]:
+    """DOWN, FAIL, NOT_RESPONDING; NOT_RESPONDING not while Slurm powers the node up or down."""
+    flags = state & UNHEALTHY_FLAGS
+    return flags - {"NOT_RESPONDING"} if state & POWER_FLAGS else flags
+
+
+def powered_down(state: frozenset[str]) -> bool:
+    """Slurm powers the node down or has: it runs no new job until powered up, so a drain adds nothing."""
+    return bool(state & POWERED_DOWN_FLAGS) and not state & {"POWERING_UP", "POWER_UP"}
 
 
 def drain_complete(state: frozenset[str]) -> bool:

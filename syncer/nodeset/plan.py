@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
 from syncer.model.slurm import SlurmNode
+from syncer.nodeset.power import PowerDecision, decide_power, declared_stamp
 from syncer.nodeset.spec import NodeSetSpec
 
 SCALE_IN = "scale-in"
@@ -51,9 +52,11 @@ class Plan:
     unstamp: list[str] = field(default_factory=list)  # ... whose mark goes: the removal was cancelled
     unstampable: list[str] = field(default_factory=list)  # someone else's comment: record kept
     blocked: str = ""  # why removals wait
+    power: PowerDecision | None = None  # spec.power: declarations, power-downs (see power.py)
 
     @property
     def idle(self) -> bool:
+        power = self.power
         return not (
             self.create
             or self.mark_removal
@@ -61,6 +64,16 @@ class Plan:
             or self.delete_pods
             or self.delete_slurm_nodes
             or self.draining
+            or (
+                power is not None
+                and bool(
+                    power.declare
+                    or power.power_down_pods
+                    or power.undeclare
+                    or power.force_down
+                    or power.resume
+                )
+            )
         )
 
 
@@ -117,6 +130,31 @@ def removal_of(pod: KubePod) -> str:
     return pod.annotations.get(Keys.REMOVAL, "")
 
 
+def _power_members(
+    nodeset: KubeNodeSet,
+    spec: NodeSetSpec,
+    pods: list[KubePod],
+    slurm_nodes: dict[str, SlurmNode],
+    result: Plan,
+    slurm_fresh: bool,
+    owner_prefix: str,
+) -> dict[str, Member]:
+    """spec.power: Slurm's power states decide which members have pods (power.py)."""
+    assert spec.power is not None
+    decision = decide_power(
+        nodeset.name, spec.power, pods, slurm_nodes,
+        removal_stamp=removal_stamp(nodeset), ordinal=lambda name: ordinal(nodeset.name, name),
+        slurm_fresh=slurm_fresh, owner_prefix=owner_prefix,
+    )  # fmt: skip
+    result.power = decision
+    result.unmark.extend(decision.unmark)
+    result.mark_removal.update(dict.fromkeys(decision.scale_in, SCALE_IN))
+    result.create = [Member(name, ordinal=decision.members[name]) for name in decision.create]
+    if decision.stale:
+        result.blocked = STALE
+    return {name: Member(name, ordinal=index) for name, index in decision.members.items()}
+
+
 def _members(
     nodeset: KubeNodeSet,
     spec: NodeSetSpec,
@@ -124,9 +162,13 @@ def _members(
     slurm_nodes: dict[str, SlurmNode],
     nodes: list[KubeNode],
     result: Plan,
+    slurm_fresh: bool = True,
+    owner_prefix: str = "k8s: ",
 ) -> dict[str, Member]:
     """The members the NodeSet keeps; records scale-in marks, cancellations and new members."""
     by_name = {p.name: p for p in pods}
+    if spec.power is not None:
+        return _power_members(nodeset, spec, pods, slurm_nodes, result, slurm_fresh, owner_prefix)
     if spec.mode == "DaemonSet":
         desired = {}
         for node in nodes:
@@ -191,7 +233,7 @@ def plan(
 ) -> Plan:
     result = Plan()
     by_name = {p.name: p for p in pods}
-    members = _members(nodeset, spec, pods, slurm_nodes, nodes, result)
+    members = _members(nodeset, spec, pods, slurm_nodes, nodes, result, slurm_fresh, owner_prefix)
     result.desired = len(members)
     current_hash = spec.template_hash()
     # busy label: pods whose Slurm node runs or finishes jobs are covered by the PodDisruptionBudget
@@ -294,6 +336,7 @@ def _stamps(
             continue
         if name in removing:
             if slurm.comment != stamp:
-                (result.unstampable if slurm.comment else result.stamp).append(slurm.name)
+                ours = slurm.comment in ("", declared_stamp(stamp))
+                (result.stamp if ours else result.unstampable).append(slurm.name)
         elif slurm.comment == stamp and not pod.terminating:
             result.unstamp.append(slurm.name)

@@ -31,6 +31,8 @@ from syncer.nodeset.plan import (
     removed_by_us,
     slurm_name,
 )
+from syncer.nodeset.power import powering_up
+from syncer.nodeset.power_actions import PowerActions
 from syncer.nodeset.spec import NodeSetSpec, SpecError, parse
 from syncer.nodeset.status import compute_status, invalid_status
 from syncer.nodeset.writes import NodeSetWrites
@@ -76,10 +78,12 @@ class NodeSetController(Controller):
         namespace: str = "",
         workers: int = 2,
         requeue_s: float,
+        power_port_base: int = 0,
     ) -> None:
         self.context = context  # clients, caches, writers: shared by every controller
         self.scale_in = context.scale_in
         self.writes = NodeSetWrites(context)
+        self.power = PowerActions(context, self.writes, owner_prefix, port_base=power_port_base)
         self.requeue_s = requeue_s
         self.clock = context.clock
         self.owner_prefix = owner_prefix
@@ -184,6 +188,7 @@ class NodeSetController(Controller):
             self.scale_in.set(slurm_node, None)
         self.stats.timed_out.pop(key, None)
         self.stats.desired.pop(key, None)
+        self.power.forget(key)
 
     async def _reconcile(self, nodeset: KubeNodeSet, logger: Any) -> Result:
         now = self.clock()
@@ -218,6 +223,14 @@ class NodeSetController(Controller):
         await self._mark(nodeset, by_name, result, now, logger)
         await self._stamp(nodeset, result, logger)
         self._scale_in_marks(nodeset, by_name, result)
+        if spec.power is not None and result.power is not None:
+
+            async def event(type_: str, reason: str, message: str) -> None:
+                await self._event(nodeset, type_, reason, message)
+
+            await self.power.apply(
+                nodeset, spec.power, result.power, by_name, self.context.slurm_cache.nodes, event, logger
+            )
         for name in result.delete_pods:
             await self._delete_pod(nodeset, by_name[name], logger)
         for name in result.delete_slurm_nodes:
@@ -228,6 +241,7 @@ class NodeSetController(Controller):
         status = compute_status(
             nodeset, spec, pods, self.context.slurm_cache.nodes, result,
             slurm_fresh=fresh, slurm_error=self.context.slurm_cache.cause, now=rfc3339(now) or "",
+            power_unsupported=self.power.unsupported,
         )  # fmt: skip
         await self._write_status(nodeset, status)
         # caches usually trigger sooner; a pending drain timeout is checked on time without a change
@@ -374,6 +388,12 @@ class NodeSetController(Controller):
         self.stats.pods_created += 1
         logger.info("pod created", pod=member.name)
         await self._event(nodeset, "Normal", "CreatedPod", f"created pod {member.name}")
+        slurm = self.context.slurm_cache.nodes.get(member.name)
+        if spec.power is not None and slurm is not None and powering_up(slurm):
+            self.power.powering_up(member.name)
+            await self._event(
+                nodeset, "Normal", "PoweringUp", f"Slurm powers {member.name} up: created its pod"
+            )
 
     async def _report_timeouts(
         self, nodeset: KubeNodeSet, spec: NodeSetSpec, by_name: dict[str, KubePod], result: Plan, logger: Any

@@ -10,12 +10,25 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from syncer.nodeset.node_shape import NodeShape, ShapeError, shape
+
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 class SpecError(ValueError):
     """The NodeSet cannot be acted on; the message says which field and why."""
+
+
+@dataclass(frozen=True)
+class PowerSpec:
+    """`spec.power`: Slurm's power saving grows and shrinks the NodeSet between a floor of members that
+    always have pods and a ceiling of members declared to Slurm as powered-down CLOUD nodes."""
+
+    min_replicas: int  # the floor: ordinals below it always have a pod
+    max_replicas: int  # the ceiling: ordinals below it are declared to Slurm
+    node: NodeShape  # what each member is declared with
+    start_timeout_s: float = 300.0  # a powering-up member's pod unschedulable this long: powered down
 
 
 @dataclass(frozen=True)
@@ -30,6 +43,7 @@ class NodeSetSpec:
     strategy: str  # "RollingUpdate" or "OnDelete"
     max_unavailable: int | str
     drain_timeout_s: float
+    power: PowerSpec | None = None
 
     def template_hash(self) -> str:
         """Changes when anything a pod is built from changes: the trigger of a rolling update."""
@@ -90,6 +104,7 @@ def parse(name: str, raw: dict[str, Any]) -> NodeSetSpec:
             )
     elif not isinstance(max_unavailable, int) or isinstance(max_unavailable, bool) or max_unavailable < 1:
         raise SpecError(f"spec.updateStrategy.rollingUpdate.maxUnavailable {max_unavailable!r} must be >= 1")
+    power = _power(raw.get("power"), mode, template if isinstance(template, dict) else {}, tuple(features))
     return NodeSetSpec(
         mode=mode,
         replicas=replicas,
@@ -101,4 +116,45 @@ def parse(name: str, raw: dict[str, Any]) -> NodeSetSpec:
         strategy=kind,
         max_unavailable=max_unavailable,
         drain_timeout_s=parse_duration(str(raw.get("drainTimeout", "1h"))),
+        power=power,
     )
+
+
+def _count(value: object, field: str, least: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise SpecError(f"{field} {value!r} must be a whole number >= {least}")
+    return value
+
+
+def _power(raw: object, mode: str, template: dict[str, Any], features: tuple[str, ...]) -> PowerSpec | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise SpecError("spec.power must be an object with minReplicas and maxReplicas")
+    if mode != "Replicas":
+        raise SpecError("spec.power works in Replicas mode only: remove it or set spec.mode to Replicas")
+    if "maxReplicas" not in raw:
+        raise SpecError("spec.power.maxReplicas is required: the most members Slurm may power up")
+    ceiling = _count(raw["maxReplicas"], "spec.power.maxReplicas", 0)
+    floor = _count(raw.get("minReplicas", 0), "spec.power.minReplicas", 0)
+    if floor > ceiling:
+        raise SpecError(f"spec.power.minReplicas {floor} must not exceed spec.power.maxReplicas {ceiling}")
+    node = {} if raw.get("node") is None else raw["node"]
+    if not isinstance(node, dict):
+        raise SpecError("spec.power.node must be an object (cpus, realMemory, gres)")
+    for key, least in (("cpus", 1), ("realMemory", 1)):
+        if key in node:
+            _count(node[key], f"spec.power.node.{key}", least)
+    gres = node.get("gres")
+    if gres is not None and (not isinstance(gres, str) or not re.fullmatch(r"[A-Za-z0-9_:.,-]*", gres)):
+        raise SpecError(f"spec.power.node.gres {gres!r} must be a Slurm GRES such as gpu:2 or gpu:a100:8")
+    try:
+        declared = shape(template, features, node)
+    except ShapeError as exc:
+        raise SpecError(str(exc)) from exc
+    timeout = str(raw.get("startTimeout", "5m"))
+    try:
+        start_timeout_s = parse_duration(timeout)
+    except SpecError:
+        raise SpecError(f"spec.power.startTimeout {timeout!r} is not a duration such as 90s or 5m") from None
+    return PowerSpec(min_replicas=floor, max_replicas=ceiling, node=declared, start_timeout_s=start_timeout_s)

@@ -64,6 +64,7 @@ def compute_status(
     slurm_fresh: bool,
     slurm_error: str,
     now: str,
+    power_unsupported: str = "",
 ) -> dict[str, Any]:
     current_hash = spec.template_hash()
     live = [p for p in pods if not p.terminating]
@@ -101,7 +102,18 @@ def compute_status(
             parts.append(result.blocked)
         message = "; ".join(parts) or "converging"
         conditions.append(_condition(previous, "Progressing", "True", "Reconciling", message, now, gen))
+    extra: dict[str, Any] = {}
+    if spec.power is not None and result.power is not None:
+        extra["power"] = dict(result.power.counts)
+        conditions.append(_power_condition(nodeset, spec, result, power_unsupported, previous, now))
+        failed = result.power.failed
+        if failed:
+            message = "; ".join(f"{name}: {why}" for name, why in sorted(failed.items())[:5])
+            conditions.append(_condition(previous, "PowerUpFailed", "True", "PoweredDown", message, now, gen))
+        else:
+            conditions.append(_condition(previous, "PowerUpFailed", "False", "NoFailures", "", now, gen))
     return {
+        **extra,
         "observedGeneration": gen,
         "replicas": len(live),
         "readyReplicas": sum(1 for p in live if ready(p)),
@@ -112,3 +124,29 @@ def compute_status(
         "slurm": slurm_counts(members),
         "conditions": conditions,
     }
+
+
+def _power_condition(
+    nodeset: KubeNodeSet, spec: NodeSetSpec, result: Plan, unsupported: str, previous: list[Any], now: str
+) -> dict[str, Any]:
+    """`PowerSaving`: True while Slurm's power states drive the members; False says what is missing."""
+    assert spec.power is not None and result.power is not None
+    gen = nodeset.generation
+    if unsupported:
+        ceiling = spec.power.max_replicas
+        line = spec.power.node.node_conf(
+            f"{nodeset.name}-[0-{ceiling - 1}]" if ceiling > 1 else f"{nodeset.name}-0"
+        )
+        message = f"{unsupported}; name the members in slurm.conf instead: {line}"
+        return _condition(previous, "PowerSaving", "False", "SlurmCannotCreateNodes", message, now, gen)
+    if result.power.foreign:
+        names = ", ".join(result.power.foreign[:10])
+        message = f"Slurm nodes {names} carry someone else's comment: not managed (delete or rename them)"
+        return _condition(previous, "PowerSaving", "False", "ForeignNodes", message, now, gen)
+    counts = result.power.counts
+    message = (
+        f"{counts['poweredUp']} up, {counts['poweringUp']} powering up, "
+        f"{counts['poweredDown']} powered down, {counts['poweringDown']} powering down, "
+        f"{counts['heldByAdmin']} held (DOWN/DRAIN not ours)"
+    )
+    return _condition(previous, "PowerSaving", "True", "Active", message, now, gen)

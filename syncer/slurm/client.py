@@ -73,7 +73,7 @@ T = TypeVar("T", bound=Envelope)
 AUTH_STATUSES = (401, 403, 511)  # 24.11 answers a bad token with 511
 RETRY_STATUSES = (502, 503, 504)
 # what the syncer sends when it acts on nodes one by one or in bulk (the fresh GET before a drain included)
-NODE_CALLS = frozenset({"node", "node_update", "nodes_update", "node_delete"})
+NODE_CALLS = frozenset({"node", "node_update", "nodes_update", "node_delete", "node_create"})
 
 
 @dataclass(frozen=True)
@@ -576,6 +576,31 @@ class SlurmClient:
             not_applied=frozenset(n for n in known if not update.applied_to(current[n])),
             unknown=frozenset(n for n in names if n not in current),
         )
+
+    @property
+    def node_create(self) -> bool:
+        """This slurmrestd's API can create nodes (`POST /new/node/`, v0.0.44+)."""
+        return self.version is not None and self.version.node_create
+
+    async def create_node(self, node_conf: str) -> bool:
+        """Create a node from a slurm.conf `NodeName=...` line (e.g. a powered-down CLOUD node); False when
+        a node of that name exists already. SlurmVersionError before v0.0.44 (24.11 has no such call)."""
+        if not self.node_create:
+            raise SlurmVersionError(
+                f"REST API {self.version.name if self.version else '?'} cannot create nodes: "
+                "power-managed NodeSets need Slurm 25.11+ (REST v0.0.44) or their members in slurm.conf",
+                endpoint="node_create",
+            )
+        try:
+            await self._call(
+                "POST", "/new/node/", Envelope, endpoint="node_create", body={"node_conf": node_conf},
+                idempotent=False,
+            )  # fmt: skip
+        except SlurmApiError as exc:
+            if exc.has_error("Node already exists"):
+                return False
+            raise
+        return True
 
     async def delete_node(self, name: str) -> None:
         try:

@@ -39,6 +39,9 @@ class ApiVersion:
     # POST /partitions/ and DELETE /partition/{name} exist in v0.0.45 only (Slurm 26.05): 404 for v0.0.42-44
     # on 26.05.5 and for every version on 24.11.5 (measured, docs/slurm-releases.md "Partitions").
     partition_writes: bool = False
+    # POST /new/node/ (create a node from a slurm.conf NodeName line) exists from v0.0.44: 404 for v0.0.42-43
+    # on 26.05.5 and for every version on 24.11.5 (measured, docs/slurm-releases.md "Power saving").
+    node_create: bool = False
 
     @property
     def prefix(self) -> str:
@@ -56,8 +59,9 @@ def _slurm_25_05(name: str) -> ApiVersion:
 VERSIONS: dict[str, ApiVersion] = {
     v.name: v
     for v in (
-        replace(_slurm_25_05("v0.0.45"), conf=True, partition_writes=True),
-        *(_slurm_25_05(name) for name in ("v0.0.44", "v0.0.43")),
+        replace(_slurm_25_05("v0.0.45"), conf=True, partition_writes=True, node_create=True),
+        replace(_slurm_25_05("v0.0.44"), node_create=True),
+        _slurm_25_05("v0.0.43"),
         ApiVersion("v0.0.42", verified_live=True, conditional_nodes=True, verified_on=("24.11", "26.05")),
         ApiVersion("v0.0.41", verified_live=True, conditional_nodes=False, verified_on=("24.11",)),
         ApiVersion("v0.0.40", verified_live=True, conditional_nodes=False, verified_on=("24.11",)),

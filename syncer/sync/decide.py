@@ -12,9 +12,9 @@ from typing import Final, Literal
 
 from syncer.model import Condition, KubeNode, KubePod, SlurmNode
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
-from syncer.model.slurm import DRAIN_FLAGS, UNHEALTHY_FLAGS
+from syncer.model.slurm import DRAIN_FLAGS, unhealthy_flags
 from syncer.model.times import rfc3339
-from syncer.sync.causes import Cause, compose_reason, drain_causes, is_ours
+from syncer.sync.causes import TERMINATING, Cause, compose_reason, drain_causes, is_ours
 from syncer.sync.options import SyncOptions
 from syncer.sync.reason import sanitise_capped
 
@@ -168,11 +168,12 @@ def desired_conditions(slurm: SlurmNode) -> tuple[Condition, Condition]:
         )
     else:
         drained = Condition(type=Keys.CONDITION_DRAINED, status="False", reason=NOT_DRAINED)
-    bad = next((reason for flag, reason in UNHEALTHY_REASONS if flag in slurm.state), None)
+    faults = unhealthy_flags(slurm.state)
+    bad = next((reason for flag, reason in UNHEALTHY_REASONS if flag in faults), None)
     if bad is None:
         healthy = Condition(type=Keys.CONDITION_HEALTHY, status="True", reason=HEALTHY)
     else:
-        text = slurm.reason or f"Slurm reports {'+'.join(sorted(slurm.state & UNHEALTHY_FLAGS))}"
+        text = slurm.reason or f"Slurm reports {'+'.join(sorted(faults))}"
         healthy = Condition(type=Keys.CONDITION_HEALTHY, status="False", reason=bad, message=_message(text))
     return drained, healthy
 
@@ -312,7 +313,7 @@ def transition_events(slurm: SlurmNode, current: Mapping[str, str], on: Target) 
     elif was_drained and not now_drained:
         message = f"Slurm node {name} undrained (state {after})"
         events.append(EventSpec(EVENT_UNDRAINED, _message(message), "Normal", on))
-    was_bad, now_bad = bool(flags & UNHEALTHY_FLAGS), slurm.unhealthy
+    was_bad, now_bad = bool(unhealthy_flags(flags)), slurm.unhealthy
     if now_bad and not was_bad:
         message = f"Slurm node {name} is {after}: {slurm.reason}"
         events.append(EventSpec(EVENT_UNHEALTHY, _message(message), "Warning", on))
@@ -344,6 +345,10 @@ def decide(
     one included; the Node's conditions then come from all of them (`shared_node_conditions`).
     """
     causes, recheck_at = drain_causes(pod, node, now=now, opts=opts, scale_in_of=scale_in_of)
+    if pod is not None and Keys.POWER_DOWN in pod.annotations:
+        # deleted by a power-managed NodeSet because Slurm powered the node down: a drain would only keep
+        # Slurm from powering it up again
+        causes = tuple(c for c in causes if c.kind != TERMINATING)
     holder: KubePod | KubeNode
     on: Target
     if pod is not None:

@@ -29,10 +29,13 @@ def _env(pod: dict[str, Any], name: str) -> str:
 
 class SlurmdStandIn:
     def __init__(
-        self, kube: KubeApiEmulator, sandbox: Sandbox, *, cpus: int = 1, memory_mb: int = 400
-    ) -> None:
+        self, kube: KubeApiEmulator, sandbox: Sandbox, *, cpus: int = 1, memory_mb: int = 400,
+        boot: bool = False, port_base: int = 0,
+    ) -> None:  # fmt: skip
         self.kube = kube
         self.sandbox = sandbox
+        self.boot = boot  # slurmd -b, as the pods of a power-managed NodeSet start it
+        self.port_base = port_base  # the syncer's nodeset_power_port_base: member <n> listens on base + n
         self.cpus = cpus
         self.memory_mb = memory_mb
         self.running: set[str] = set()  # Slurm node names whose slurmd runs
@@ -71,14 +74,19 @@ class SlurmdStandIn:
             features = tuple(f for f in _env(pod, "SLURM_FEATURES").split(",") if f)
             self._pending.put_nowait(("start", name, features))
 
+    def _port(self, name: str) -> int:
+        ordinal = name.rsplit("-", 1)[-1]
+        return self.port_base + int(ordinal) if self.port_base and ordinal.isdigit() else 0
+
     async def _run(self) -> None:
         while True:
             action, name, features = await self._pending.get()
             try:
                 if action == "start" and name not in self.running:
                     await asyncio.to_thread(
-                        self.sandbox.start_slurmd, name, self.cpus, self.memory_mb, features
-                    )
+                        self.sandbox.start_slurmd, name, self.cpus, self.memory_mb, features, self.boot,
+                        self._port(name),
+                    )  # fmt: skip
                     self.running.add(name)
                 elif action == "stop" and name in self.running:
                     await asyncio.to_thread(self.sandbox.stop_slurmd, name)

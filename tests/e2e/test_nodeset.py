@@ -123,16 +123,28 @@ def delete_slurm_nodes(rig: Rig, prefix: str) -> None:
         rig.sandbox.delete_node(node)
 
 
-@asynccontextmanager
-async def nodeset_rig(
-    rig: Rig, replicas: int = 0, slurm_url: str = "", attributes: AttributeOptions | None = None, **spec: Any
-) -> AsyncIterator[tuple[Set, SyncerService, SlurmdStandIn]]:
-    name = f"nset{next(_names)}"
+def ensure_pool(rig: Rig) -> None:
+    """The namespace and the two Nodes a NodeSet template's nodeSelector `pool: nodeset` picks."""
     if rig.kube.get("", "v1", "namespaces", NAMESPACE) is None:
         rig.kube.create("", "v1", "namespaces", {"metadata": {"name": NAMESPACE}})
     for index in range(2):
         if rig.kube.node(f"pool-{index}") is None:
             rig.kube.create("", "v1", "nodes", node_body(f"pool-{index}", {"pool": "nodeset"}))
+
+
+async def end_jobs(rig: Rig, prefix: str) -> None:
+    """End the jobs on these nodes while their slurmd still runs, so the nodes can be deleted afterwards."""
+    for job in jobs_on(rig, prefix):
+        rig.sandbox.run("scancel", job)
+    await wait_for(lambda: not jobs_on(rig, prefix), deadline_s=60, what="test jobs ended")
+
+
+@asynccontextmanager
+async def nodeset_rig(
+    rig: Rig, replicas: int = 0, slurm_url: str = "", attributes: AttributeOptions | None = None, **spec: Any
+) -> AsyncIterator[tuple[Set, SyncerService, SlurmdStandIn]]:
+    name = f"nset{next(_names)}"
+    ensure_pool(rig)
     try:
         async with SlurmdStandIn(rig.kube, rig.sandbox) as standin:
             try:
@@ -145,10 +157,7 @@ async def nodeset_rig(
                     )
                     yield Set(rig, name), service, standin
             finally:
-                # end the jobs while their slurmd still runs, so the nodes can be deleted afterwards
-                for job in jobs_on(rig, name + "-"):
-                    rig.sandbox.run("scancel", job)
-                await wait_for(lambda: not jobs_on(rig, name + "-"), deadline_s=60, what="test jobs ended")
+                await end_jobs(rig, name + "-")
             assert not standin.failures, standin.failures
     finally:
         delete_slurm_nodes(rig, name + "-")

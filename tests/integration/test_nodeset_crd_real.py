@@ -124,6 +124,23 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
         'spec.slurm.features[0]: Invalid value: "a,b": '
         "spec.slurm.features[0] in body should match '^[^,]+$'",
     ),
+    "power floor above ceiling": (
+        {"power": {"minReplicas": 3, "maxReplicas": 2}, "template": TEMPLATE},
+        "spec.power: Invalid value: minReplicas must not exceed maxReplicas",
+    ),
+    "power in DaemonSet mode": (
+        {"mode": "DaemonSet", "power": {"maxReplicas": 2}, "template": TEMPLATE},
+        "spec: Invalid value: power works in Replicas mode only",
+    ),
+    "power without a ceiling": (
+        {"power": {"minReplicas": 1}, "template": TEMPLATE},
+        "spec.power.maxReplicas: Required value",
+    ),
+    "power node with no cpus": (
+        {"power": {"maxReplicas": 2, "node": {"cpus": 0}}, "template": TEMPLATE},
+        "spec.power.node.cpus: Invalid value: 0: spec.power.node.cpus in body should be greater than or "
+        "equal to 1",
+    ),
     "bad drainTimeout": (
         {"drainTimeout": "soon", "template": TEMPLATE},
         'spec.drainTimeout: Invalid value: "soon": spec.drainTimeout in body should match '
@@ -157,6 +174,8 @@ async def test_valid_edge_values_are_accepted(kubectl: Kubectl):
         "ds": {"mode": "DaemonSet", "nodeSelector": {"pool": "gpu"}, "template": TEMPLATE},
         "keep": {"slurm": {"nodeOnScaleIn": "Keep", "features": ["a100"]}, "drainTimeout": "1h30m",
                  "template": TEMPLATE},
+        "power": {"power": {"minReplicas": 2, "maxReplicas": 2, "node": {"cpus": 4, "realMemory": 1000,
+                  "gres": "gpu:a100:8"}}, "template": TEMPLATE},
     }.items():  # fmt: skip
         await kubectl("apply", "-f", "-", stdin=nodeset(name, spec))
 
@@ -174,6 +193,8 @@ async def test_status_is_written_through_the_status_subresource_only(
         **status, "replicas": 2, "readyReplicas": 1, "updatedReplicas": 2, "availableReplicas": 1,
         "selector": manifests.selector("gpu"), "templateHash": "abc123",
         "slurm": {"idle": 1, "allocated": 0, "mixed": 0, "drained": 1, "down": 0},
+        "power": {"declared": 4, "poweredDown": 1, "poweringUp": 1, "poweredUp": 1, "poweringDown": 1,
+                  "heldByAdmin": 0},
     }  # fmt: skip
     written = await kube.patch(path + "/status", {"status": full, "spec": {"replicas": 9}}, MERGE_PATCH)
     assert written["status"] == full, "every status field the reconciler writes survives the schema's pruning"

@@ -281,12 +281,16 @@ class Sandbox:
         return bool(flags & set(READY_STATES)) and "NOT_RESPONDING" not in flags
 
     def start_slurmd(
-        self, node: str = REAL_NODE, cpus: int = 1, memory_mb: int = 500, features: Sequence[str] = ()
-    ) -> None:
+        self, node: str = REAL_NODE, cpus: int = 1, memory_mb: int = 500, features: Sequence[str] = (),
+        boot: bool = False, port: int = 0,
+    ) -> None:  # fmt: skip
         """Start a real slurmd and wait until it is registered and idle.
 
         For REAL_NODE it is the node from slurm.conf; any other name registers a dynamic node
-        (`slurmd -Z`) with `cpus` CPUs, `memory_mb` MB and `features`, which runs real jobs.
+        (`slurmd -Z`) with `cpus` CPUs, `memory_mb` MB and `features`, which runs real jobs. `boot` adds
+        `-b` (report a boot now): slurmctld completes a power-up only for a node booted after it asked, and
+        this slurmd shares the host's boot time (docs/slurm-releases.md, Power saving). `port`: the one its
+        Slurm record was declared with (default: a free one).
         """
         if not node or not node.replace("-", "").replace("_", "").isalnum():
             raise SandboxError(f"bad node name {node!r}: use letters, digits, '-' and '_'")
@@ -296,10 +300,10 @@ class Sandbox:
             )
         argv = ["slurmd", "-D", "-f", f"{INNER}/etc/slurm.conf", "-N", node]
         if node != REAL_NODE:
-            conf = f"CPUs={cpus} RealMemory={memory_mb} Port={free_port()} NodeAddr=127.0.0.1"
+            conf = f"CPUs={cpus} RealMemory={memory_mb} Port={port or free_port()} NodeAddr=127.0.0.1"
             if features:
                 conf += f" Feature={','.join(features)}"
-            argv[1:1] = ["-Z", "--conf", conf]
+            argv[1:1] = ["-Z", *(["-b"] if boot else []), "--conf", conf]
         spool = self.directory / "spool" / node
         spool.mkdir(parents=True, exist_ok=True)
         name = f"slurmd:{node}"

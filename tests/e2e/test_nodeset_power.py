@@ -1,0 +1,326 @@
+"""Power-managed NodeSets end to end (issue 39): Slurm's own power saving grows and shrinks a NodeSet.
+One sandbox for the module with power saving on a short timer (SuspendTime 6 s, Suspend/ResumeProgram
+/bin/true, SuspendExcNodes the static node); real jobs, a real slurmd per pod (started with -b, as a
+power-managed pod's entrypoint does), the emulator's kubelet running the pods."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syncer.app.service import SyncerService
+from syncer.slurm.auth import TokenFile
+from syncer.slurm.client import SlurmClient
+from syncer.testing.kubeapi import KubeApiEmulator
+from syncer.testing.sandbox import Sandbox, SandboxError, up
+from syncer.testing.sandbox.config import port_is_free
+from syncer.testing.sandbox.processes import wait_until
+from syncer.testing.slurmd_standin import SlurmdStandIn
+from tests.e2e.rig import NAMESPACE, Rig, condition, node_body, running_syncer
+from tests.e2e.test_nodeset import (
+    GROUP,
+    VERSION,
+    Set,
+    delete_slurm_nodes,
+    end_jobs,
+    ensure_pool,
+    manifest,
+)
+from tests.fixtures.slurm import SELECTED
+from tests.helpers import wait_for
+
+pytestmark = [pytest.mark.slurm, pytest.mark.kube]
+SUSPEND_TIME_S = 6
+_names = itertools.count(1)
+# each member's slurmd needs a port of its own on this one host (ServiceConfig.nodeset_power_port_base)
+_bases = itertools.count(47100, 20)
+
+
+def free_base(slots: int = 10) -> int:
+    """A port base whose next `slots` ports nobody listens on (a slurmd of an earlier run may linger)."""
+    for base in _bases:
+        if all(port_is_free(base + i) for i in range(slots)):
+            return base
+    raise AssertionError("unreachable: the counter is endless")
+
+
+@pytest.fixture(scope="module")
+def power_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    """A sandbox of its own (no simulated CLOUD nodes), its SuspendTime short: the session sandbox's
+    CLOUD nodes would be powered down under other tests."""
+    try:
+        sandbox = up(tmp_path_factory.mktemp("power-sandbox"), nodes=0, slurm=SELECTED.name)
+        conf = sandbox.slurm_conf.read_text()
+        conf = conf.replace("SuspendTime=600", f"SuspendTime={SUSPEND_TIME_S}")
+        # POWERING_DOWN lasts SuspendTimeout (30 s by default) before POWERED_DOWN
+        sandbox.slurm_conf.write_text(
+            conf.replace("ResumeTimeout=600", "ResumeTimeout=120\nSuspendTimeout=5")
+        )
+        sandbox.scontrol("reconfigure")  # slurmctld takes a changed SuspendTime at once (measured)
+        wait_for_config(sandbox)
+    except SandboxError as error:
+        pytest.fail(f"the power-saving Slurm sandbox did not start:\n{error}")
+    try:
+        yield sandbox
+    finally:
+        sandbox.down()
+
+
+def wait_for_config(sandbox: Sandbox) -> None:
+    wanted = f"SuspendTime             = {SUSPEND_TIME_S} sec"
+    wait_until(
+        lambda: wanted in sandbox.run("scontrol", "show", "config").stdout,
+        30,
+        "SuspendTime after reconfigure",
+    )
+
+
+@pytest.fixture
+async def power_rig(
+    power_sandbox: Sandbox, kube_api: KubeApiEmulator, kubeconfig: Path
+) -> AsyncIterator[Rig]:
+    reader = SlurmClient(power_sandbox.rest_url, TokenFile(power_sandbox.token_file))
+    await reader.start()
+    try:
+        yield Rig(power_sandbox, kube_api, kubeconfig, reader)
+    finally:
+        await reader.close()
+
+
+def power_manifest(name: str, ceiling: int, floor: int = 0, **spec: Any) -> dict[str, Any]:
+    body = manifest(name, 0, **spec)
+    body["spec"]["power"] = {
+        "minReplicas": floor, "maxReplicas": ceiling, "node": {"cpus": 1, "realMemory": 400},
+    }  # fmt: skip
+    return body
+
+
+@asynccontextmanager
+async def power_set(
+    rig: Rig, ceiling: int, floor: int = 0, features: tuple[str, ...] = ("nsfeat",), pool: str = "nodeset",
+    **power: Any,
+) -> AsyncIterator[tuple[Set, SyncerService, SlurmdStandIn]]:  # fmt: skip
+    name = f"pw{next(_names)}"
+    ensure_pool(rig)
+    body = power_manifest(name, ceiling, floor, slurm={"features": list(features)})
+    body["spec"]["power"].update(power)
+    body["spec"]["template"]["spec"]["nodeSelector"] = {"pool": pool}
+    try:
+        port_base = free_base()
+        async with SlurmdStandIn(rig.kube, rig.sandbox, boot=True, port_base=port_base) as standin:
+            try:
+                async with running_syncer(
+                    rig, max_drain_fraction=1.0, nodeset_requeue_s=0.5, nodeset_power_port_base=port_base
+                ) as service:
+                    rig.kube.create(GROUP, VERSION, "nodesets", body, namespace=NAMESPACE)
+                    yield Set(rig, name), service, standin
+            finally:
+                await end_jobs(rig, name + "-")
+            assert not standin.failures, standin.failures
+    finally:
+        delete_slurm_nodes(rig, name + "-")
+
+
+def states(rig: Rig, node: str) -> set[str]:
+    return rig.sandbox.node_state(node)
+
+
+def sbatch(rig: Rig, *args: str) -> str:
+    out = rig.sandbox.run("sbatch", "--no-requeue", *args, check=True).stdout
+    found = re.search(r"(\d+)", out)
+    assert found, out
+    return found.group(1)
+
+
+def job_state(rig: Rig, job: str) -> str:
+    out = rig.sandbox.run("scontrol", "show", "job", job).stdout
+    found = re.search(r"JobState=(\S+)", out)
+    return found.group(1) if found else "GONE"
+
+
+async def declared(nodeset: Set, count: int) -> None:
+    await wait_for(
+        lambda: (
+            len(nodeset.slurm_names()) == count
+            and all("POWERED_DOWN" in states(nodeset.rig, n) for n in nodeset.slurm_names())
+        ),
+        deadline_s=30,
+        what=f"{count} members declared to Slurm, powered down",
+    )
+
+
+@pytest.mark.only_where(SELECTED.name == "26.05")
+async def test_jobs_power_exactly_their_members_up_and_idle_ones_go(power_rig: Rig) -> None:
+    """From zero pods: a 2-node job gets exactly 2 pods, never the member an admin drained; a constraint
+    only the second NodeSet's features satisfy powers up that NodeSet's member; idle past SuspendTime,
+    Slurm powers them down and their pods go. One scenario: each power-up waits for slurmctld's 30 s
+    periodic check before its job starts (docs/slurm-releases.md)."""
+    rig = power_rig
+    other = ""
+    try:
+        async with power_set(rig, ceiling=3, features=("nsfeat", "aaa")) as (first, service, _):
+            other = f"{first.name}b"
+            # the same syncer runs both; its member 0 shares a port with first's member 0, which the admin's
+            # drain keeps from ever running (ServiceConfig.nodeset_power_port_base)
+            body = power_manifest(other, 1, slurm={"features": ["nsfeat", "bbb"]})
+            rig.kube.create(GROUP, VERSION, "nodesets", body, namespace=NAMESPACE)
+            second = Set(rig, other)
+            await declared(first, 3)
+            await declared(second, 1)
+            assert first.pods() == {} and second.pods() == {}, "no pod before Slurm asks for one"
+            rig.sandbox.scontrol("update", f"nodename={first.member(0)}", "state=drain", "reason=bad dimm")
+            two = sbatch(rig, "-N", "2", "--constraint=aaa", "--wrap", "sleep 2")
+            one = sbatch(rig, "-N", "1", "--constraint=bbb", "--wrap", "sleep 1")
+            await wait_for(
+                lambda: job_state(rig, two) == job_state(rig, one) == "COMPLETED",
+                deadline_s=90,
+                what="both jobs ran",
+            )
+            powered = [e["message"].split()[2] for e in first.events("PoweringUp")]
+            assert sorted(powered) == [first.member(1), first.member(2)], (
+                "two pods, none for the drained member"
+            )
+            assert [e["message"].split()[2] for e in second.events("PoweringUp")] == [second.member(0)]
+            assert (condition(first.obj(), "PowerSaving") or {}).get("status") == "True"
+            assert first.status()["power"]["declared"] == 3
+            assert first.status()["power"]["heldByAdmin"] == 1
+            # idle past SuspendTime: Slurm powers them down, their pods go, nothing drained by the syncer
+            up = [first.member(1), first.member(2), second.member(0)]
+            await wait_for(
+                lambda: (
+                    not first.pods()
+                    and not second.pods()
+                    and all("POWERED_DOWN" in states(rig, n) for n in up)
+                ),
+                deadline_s=SUSPEND_TIME_S + 60,
+                what="idle members powered down and their pods deleted",
+            )
+            assert len(first.events("PoweredDown")) == 2 and len(second.events("PoweredDown")) == 1
+            assert all("DRAIN" not in states(rig, n) for n in up)
+            stats = service.nodesets.power.stats if service.nodesets else None
+            assert stats is not None and (stats.power_ups, stats.power_downs) == (3, 3)
+    finally:
+        if other:
+            delete_slurm_nodes(rig, other + "-")
+
+
+@pytest.mark.only_where(SELECTED.name == "26.05")
+async def test_ceiling_lowered_drains_the_busy_member_and_removes_records(power_rig: Rig) -> None:
+    rig = power_rig
+    async with power_set(rig, ceiling=3) as (nodeset, _, _):
+        await declared(nodeset, 3)
+        job = sbatch(rig, "-w", nodeset.member(2), "--wrap", "sleep 8")
+        await wait_for(
+            lambda: job_state(rig, job) == "RUNNING", deadline_s=60, what="job running on member 2"
+        )
+        nodeset.patch_spec(
+            {"power": {"minReplicas": 0, "maxReplicas": 1, "node": {"cpus": 1, "realMemory": 400}}}
+        )
+        await wait_for(
+            lambda: nodeset.member(1) not in nodeset.slurm_names(), deadline_s=30, what="idle record gone"
+        )
+        await wait_for(
+            lambda: "DRAIN" in states(rig, nodeset.member(2)), deadline_s=15, what="the busy member drained"
+        )
+        assert job_state(rig, job) == "RUNNING"
+        await wait_for(
+            lambda: nodeset.slurm_names() == {nodeset.member(0)} and not nodeset.pods(),
+            deadline_s=60,
+            what="busy member removed after its job: pod and record",
+        )
+        assert job_state(rig, job) == "COMPLETED"
+
+
+@pytest.mark.only_where(SELECTED.name == "24.11")
+async def test_slurm_24_11_reports_what_it_needs(power_rig: Rig) -> None:
+    async with power_set(power_rig, ceiling=2) as (nodeset, _, _):
+
+        def reported() -> bool:
+            cond = condition(nodeset.obj(), "PowerSaving")
+            return cond is not None and cond["status"] == "False"
+
+        await wait_for(reported, deadline_s=30, what="PowerSaving False on 24.11")
+        cond = condition(nodeset.obj(), "PowerSaving")
+        assert cond is not None and cond["reason"] == "SlurmCannotCreateNodes"
+        assert f"NodeName={nodeset.name}-[0-1] CPUs=1 RealMemory=400 State=CLOUD" in cond["message"]
+        assert nodeset.pods() == {} and nodeset.slurm_names() == set()
+        assert len(nodeset.events("PowerSavingUnsupported")) == 1
+
+
+@pytest.mark.only_where(SELECTED.name == "26.05")
+async def test_an_unschedulable_pod_powers_its_node_down_and_the_job_runs_once_capacity_appears(
+    power_rig: Rig,
+) -> None:
+    rig = power_rig
+    async with power_set(rig, ceiling=1, pool="later", startTimeout="2s") as (nodeset, service, _):
+        await declared(nodeset, 1)
+        member = nodeset.member(0)
+        job = sbatch_requeue(rig, "-N", "1", "--constraint=nsfeat", "--wrap", "sleep 1")
+
+        async def forced() -> bool:
+            node = await rig.slurm(member)
+            return node.reason.startswith(f"k8s: pod {NAMESPACE}/{member} Unschedulable")
+
+        await wait_for(forced, deadline_s=60, what="member powered down with the pod's reason")
+        node = await rig.slurm(member)
+        assert "0/2 nodes are available" in node.reason, node.reason
+        assert "ALLOCATED" not in node.state, "its job was requeued"
+        assert nodeset.events("PowerUpFailed"), "a Warning Event says why"
+        await wait_for(
+            lambda: (condition(nodeset.obj(), "PowerUpFailed") or {}).get("status") == "True",
+            deadline_s=15,
+            what="PowerUpFailed condition",
+        )
+        await wait_for(lambda: job_state(rig, job) == "PENDING", deadline_s=30, what="the job requeued")
+        assert service.nodesets is not None and service.nodesets.power.stats.failures >= 1
+        # Slurm holds a requeued batch job back (BeginTime, about two minutes here): not what is tested
+        rig.sandbox.scontrol("update", f"jobid={job}", "starttime=now")
+        rig.kube.create("", "v1", "nodes", node_body("later-0", {"pool": "later"}))  # capacity appears
+        await wait_for(lambda: job_state(rig, job) == "COMPLETED", deadline_s=240, what="the job ran")
+
+
+def sbatch_requeue(rig: Rig, *args: str) -> str:
+    out = rig.sandbox.run("sbatch", "--requeue", *args, check=True).stdout
+    found = re.search(r"(\d+)", out)
+    assert found, out
+    return found.group(1)
+
+
+@pytest.mark.only_where(SELECTED.name == "26.05")
+async def test_a_power_up_while_the_syncer_is_down_is_not_lost_nor_doubled(power_rig: Rig) -> None:
+    rig = power_rig
+    name = f"pw{next(_names)}"
+    port_base = free_base()
+    ensure_pool(rig)
+    nodeset = Set(rig, name)
+    settings: dict[str, Any] = {
+        "max_drain_fraction": 1.0, "nodeset_requeue_s": 0.5, "nodeset_power_port_base": port_base,
+    }  # fmt: skip
+    try:
+        async with SlurmdStandIn(rig.kube, rig.sandbox, boot=True, port_base=port_base) as standin:
+            async with running_syncer(rig, **settings):
+                rig.kube.create(GROUP, VERSION, "nodesets", power_manifest(name, 2), namespace=NAMESPACE)
+                await declared(nodeset, 2)
+            # the syncer is down: Slurm powers a member up for a job meanwhile
+            job = sbatch(rig, "-N", "1", "--constraint=nsfeat", "--wrap", "sleep 1")
+            await wait_for(
+                lambda: any("POWERING_UP" in states(rig, n) for n in nodeset.slurm_names()),
+                deadline_s=30,
+                what="Slurm powering a member up while no syncer runs",
+            )
+            assert nodeset.pods() == {}
+            async with running_syncer(rig, **settings) as service:
+                await wait_for(lambda: job_state(rig, job) == "COMPLETED", deadline_s=90, what="the job ran")
+                assert len(nodeset.pods()) <= 1 and len(nodeset.events("PoweringUp")) == 1
+                assert (
+                    service.nodesets is not None and service.nodesets.power.stats.declared == 0
+                )  # none twice
+            assert not standin.failures, standin.failures
+    finally:
+        delete_slurm_nodes(rig, name + "-")
