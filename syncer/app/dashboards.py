@@ -166,8 +166,8 @@ CLUSTER = (
             ),
         ),
         kind="stat",
-        description="Each managed partition's state as Slurm has it (UP, DOWN, DRAIN, INACTIVE): an emergency "
-        "DRAIN shows here while its CR stays Ready.",
+        description="Each managed partition's state as Slurm has it (UP, DOWN, DRAIN, INACTIVE; ABSENT: Slurm "
+        "has no such partition): an emergency DRAIN shows here while its CR stays Ready.",
     ),
     Panel(
         "SlurmPartitions Ready",

@@ -441,8 +441,8 @@ class _StateCollector(Collector):
         )
         state = _gauge(
             "slurm_syncer_partition_state",
-            "SlurmPartition CRs the leader reconciles whose partition exists: 1, by CR, its Slurm partition "
-            "and the partition's state in Slurm (UP, DOWN, DRAIN, INACTIVE).",
+            "SlurmPartition CRs the leader reconciles: 1, by CR, its Slurm partition and the partition's "
+            "state in Slurm (UP, DOWN, DRAIN, INACTIVE; ABSENT when Slurm has no such partition).",
             ["cr", "partition", "state"],
         )
         if service.gate.leading:

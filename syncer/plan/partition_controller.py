@@ -75,6 +75,7 @@ REFUSED = (2018, 2066, 9001)
 REFUSED_FIELDS = {2018: ("nodes",), 2066: ("qos", "allowQos", "denyQos")}  # the spec fields each is about
 CLAIM_FAILED = "ClaimFailed"
 DELETE_REFUSED = "DeleteRefused"  # Slurm's 2075 "Partition is in use": retried, the CR kept
+ABSENT = "ABSENT"  # slurm_syncer_partition_state of a CR whose partition Slurm does not have
 BATCHED = frozenset({"create", "update", "drain"})  # one POST /partitions/ carries them all
 WARNINGS = frozenset({CONFLICT, INVALID, UNSUPPORTED, PRECONDITION, CLAIM_FAILED, DELETE_REFUSED})
 
@@ -145,7 +146,7 @@ class PartitionController(Controller):
         self.informer: Informer[KubeCustomObject] = Informer(context.kube, PATH, KIND, lambda o: o.name)
         self.keeps_partitions: bool | None = None  # the last /conf read; None: not read or failed
         self.outcomes: dict[str, Outcome] = {}  # by CR: the last reconcile's (for the exporter, tests)
-        self.slurm_states: dict[str, str] = {}  # by CR: its partition's state in Slurm then (the exporter)
+        self.slurm_states: dict[str, str] = {}  # by CR: its state in Slurm or ABSENT (exporter)
         self._claimed: dict[
             str, tuple[str, str]
         ] = {}  # CR -> (uid, how) claimed, until the informer shows it
@@ -255,8 +256,9 @@ class PartitionController(Controller):
             result = plan([self._wanted(cr) for cr in crs.values()], world)
         outcomes = {**result.outcomes, **stopped, **in_use}
         self.outcomes = outcomes
-        states = {name: world.present[o.partition].settings.state for name, o in outcomes.items()
-                  if o.partition in world.present}  # fmt: skip
+        # ABSENT: no such partition in Slurm (refused, not made yet, or deleted behind our back)
+        states = {name: world.present[o.partition].settings.state if o.partition in world.present else ABSENT
+                  for name, o in outcomes.items()}  # fmt: skip
         self.slurm_states = {name: state for name, state in states.items() if state}
         for name, outcome in outcomes.items():
             if name not in released:
