@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from syncer.slurm.hostlist import expand
 from syncer.slurm.models import SlurmctldConf, unwrap
@@ -33,13 +33,19 @@ class PowerNodeSet:
     name: str
     partition: str = ""  # spec.slurm.partition
     ceiling: int | None = None  # spec.power.maxReplicas when it is a count: members <name>-0 .. -(ceiling-1)
+    floor: int = 0  # spec.power.minReplicas when it is a count: members below it always have a pod
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    def member(self, node: str) -> bool:
+    def powered_by_slurm(self, node: str) -> bool:
+        """A member Slurm powers up and down: at or above the floor (floor members may be excluded from
+        power saving, docs/nodeset.md) and below the ceiling."""
         match = re.fullmatch(re.escape(self.name) + r"-(\d+)", node)
-        return match is not None and (self.ceiling is None or int(match.group(1)) < self.ceiling)
+        if match is None:
+            return False
+        index = int(match.group(1))
+        return index >= self.floor and (self.ceiling is None or index < self.ceiling)
 
 
 def power_nodesets(listed: list[dict[str, Any]]) -> list[PowerNodeSet]:
@@ -51,16 +57,22 @@ def power_nodesets(listed: list[dict[str, Any]]) -> list[PowerNodeSet]:
         if power is None:
             continue
         ceiling = power.get("maxReplicas") if isinstance(power, dict) else None
+        floor = power.get("minReplicas") if isinstance(power, dict) else None
         meta = item.get("metadata") or {}
         found.append(
             PowerNodeSet(
                 namespace=str(meta.get("namespace", "")),
                 name=str(meta.get("name", "")),
                 partition=str((spec.get("slurm") or {}).get("partition") or ""),
-                ceiling=ceiling if isinstance(ceiling, int) and not isinstance(ceiling, bool) else None,
+                ceiling=ceiling if _count(ceiling) else None,
+                floor=floor if _count(floor) else 0,
             )
         )
     return found
+
+
+def _count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def power_checks(conf: SlurmctldConf | None, nodesets: list[PowerNodeSet], api: str) -> list[Line]:
@@ -153,7 +165,7 @@ def _exclusions(conf: SlurmctldConf, nodeset: PowerNodeSet) -> Line:
             names = expand(hostlist)
         except ValueError:
             continue
-        if any(nodeset.member(name) for name in names):
+        if any(nodeset.powered_by_slurm(name) for name in names):
             covering.append(f"SuspendExcNodes entry {entry}")
     if nodeset.partition and nodeset.partition in conf.suspend_exc_parts:
         covering.append(f"SuspendExcParts entry {nodeset.partition} (the NodeSet's partition)")
@@ -170,6 +182,6 @@ def _exclusions(conf: SlurmctldConf, nodeset: PowerNodeSet) -> Line:
         f"{'; '.join(covering)} covers members of NodeSet {nodeset}: slurmctld never powers them down "
         "(nor up from powered down)",
         "remove them from slurm.conf's SuspendExc* settings (members that must stay up: "
-        f"spec.power.minReplicas), {RECONFIGURE}",
+        f"spec.power.minReplicas, whose members SuspendExcNodes may name), {RECONFIGURE}",
         False,
     )

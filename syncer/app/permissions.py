@@ -57,7 +57,8 @@ class Right:
 _SLINKY_NODESETS = "Slinky's NodeSet partitions, never written (--slinky-partitions)"
 _SLINKY_CONTROLLERS = "Slinky's extraConf partitions, never written (--slinky-partitions)"
 WHY: dict[tuple[str, str, str], str] = {
-    ("get", "", "nodes"): "fresh read before a write after a conflict",
+    ("get", "", "nodes"): "fresh read before a write after a conflict; whether a power-managed member's "
+    "Node is lost",
     ("list", "", "nodes"): "informer of Nodes",
     ("watch", "", "nodes"): "informer of Nodes",
     ("patch", "", "nodes"): "cordon on a Slurm drain (--cordon-on-slurm-drain) and lifting its own cordons, "

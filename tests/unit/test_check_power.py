@@ -79,6 +79,22 @@ def test_exclusions_that_cover_members_fail_naming_each_entry() -> None:
     assert "SuspendExcNodes" not in failed(power_checks(excluded, [PowerNodeSet("a", "gp")], ""))[0][0]
 
 
+def test_floor_members_may_be_excluded_as_docs_nodeset_md_advises() -> None:
+    """`SuspendExcNodes=gpu-[0-1]` for a floor of 2 keeps those always-on members up: not a failure; one
+    more name, a member Slurm must power, is."""
+    excluded = msgspec.structs.replace(
+        conf("power-excluded"), suspend_exc_nodes=["gpu-[0-1]"], suspend_exc_parts=[], suspend_exc_states=[]
+    )
+    floor_of_two = PowerNodeSet("slurm", "gpu", ceiling=8, floor=2)
+    assert failed(power_checks(excluded, [floor_of_two], "")) == []
+    one_more = msgspec.structs.replace(excluded, suspend_exc_nodes=["gpu-[0-2]"])
+    assert failed(power_checks(one_more, [floor_of_two], ""))[0][0].startswith(
+        "SuspendExcNodes entry gpu-[0-2]"
+    )
+    listed = [{"metadata": {"name": "gpu"}, "spec": {"power": {"minReplicas": 2, "maxReplicas": 8}}}]
+    assert power_nodesets(listed)[0].floor == 2
+
+
 def test_no_power_nodeset_no_items_and_no_conf_a_warning() -> None:
     assert power_checks(conf("power-off"), [], "API v0.0.45") == []
     [(ok, what, fix, warn)] = power_checks(None, [GPU], "API v0.0.42 (Slurm 24.11.5)")
@@ -101,7 +117,8 @@ def test_power_nodesets_reads_only_the_presence_of_spec_power(power: object, cei
             "spec": {"power": power, "slurm": {"partition": "gpu"}},
         },
     ]
-    assert power_nodesets(listed) == [PowerNodeSet("slurm", "gpu", "gpu", ceiling)]
+    floor = 1 if isinstance(power, dict) and "minReplicas" in power else 0
+    assert power_nodesets(listed) == [PowerNodeSet("slurm", "gpu", "gpu", ceiling, floor)]
 
 
 def test_json_output_carries_the_items() -> None:
