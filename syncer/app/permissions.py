@@ -54,6 +54,8 @@ class Right:
 
 
 # (verb, group, resource) -> why the syncer needs it
+_SLINKY_NODESETS = "Slinky's NodeSet partitions, never written (--slinky-partitions)"
+_SLINKY_CONTROLLERS = "Slinky's extraConf partitions, never written (--slinky-partitions)"
 WHY: dict[tuple[str, str, str], str] = {
     ("get", "", "nodes"): "fresh read before a write after a conflict",
     ("list", "", "nodes"): "informer of Nodes",
@@ -86,6 +88,10 @@ WHY: dict[tuple[str, str, str], str] = {
         "slurmpartitions",
     ): "SlurmPartition: its ownership annotation and finalizer",
     ("patch", "slurm-syncer.dev", "slurmpartitions/status"): "SlurmPartition status",
+    ("list", "slinky.slurm.net", "nodesets"): _SLINKY_NODESETS,
+    ("watch", "slinky.slurm.net", "nodesets"): _SLINKY_NODESETS,
+    ("list", "slinky.slurm.net", "controllers"): _SLINKY_CONTROLLERS,
+    ("watch", "slinky.slurm.net", "controllers"): _SLINKY_CONTROLLERS,
     ("get", "kueue.x-k8s.io", "topologies"): "the Kueue Topology naming the tree labels (--topology-kueue)",
 }
 
@@ -138,6 +144,9 @@ def needed(settings: Settings, lease_namespace: str) -> list[Right]:
         ]
     if settings.partitions_enabled:  # cluster-scoped; their Events go to the lease namespace with Nodes'
         rights += [Right(verb, "slurm-syncer.dev", resource) for verb, resource in _PARTITIONS]
+        if settings.slinky_partitions:  # a NodeSet in any namespace declares a cluster-wide partition
+            rights += [Right(verb, "slinky.slurm.net", r) for r in ("nodesets", "controllers")
+                       for verb in ("list", "watch")]  # fmt: skip
     if settings.topology_kueue:
         rights.append(Right("get", "kueue.x-k8s.io", "topologies", "", settings.topology_kueue))
     return sorted(rights)

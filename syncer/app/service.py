@@ -196,7 +196,9 @@ class SyncerService:
         )
         self.partitions = (
             PartitionController(
-                context, nodeset_members=self.nodesets.members if self.nodesets else NO_NODESETS
+                context,
+                nodeset_members=self.nodesets.members if self.nodesets else NO_NODESETS,
+                options=config.partitions,
             )
             if config.partitions.enabled
             else None

@@ -484,6 +484,16 @@ OPTIONS: tuple[Option, ...] = (
         "Sync",
         "flag",
     ),
+    Option(
+        "slinky-partitions",
+        parse_bool,
+        False,
+        "with --partitions-enabled: watch Slinky's NodeSets and Controllers (slinky.slurm.net/v1beta1, where "
+        "served) and never write the partitions they declare in slurm.conf, adopt or not (needs list and "
+        "watch on them: the chart's RBAC follows this value)",
+        "Sync",
+        "flag",
+    ),
     # Maintenance
     Option(
         "maintenance-condition",
@@ -643,6 +653,7 @@ class Settings:
     dry_run: bool
     nodeset_enabled: bool
     partitions_enabled: bool
+    slinky_partitions: bool
     maintenance_condition: tuple[MaintenanceCondition, ...]
     max_maintenance_window: float
     maintenance_default_duration: float

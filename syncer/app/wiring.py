@@ -92,7 +92,10 @@ def service_config(settings: Settings, environ: Mapping[str, str]) -> ServiceCon
         listen_port=port,
         jobs_poll_interval_s=settings.jobs_poll_interval,
         nodeset_enabled=settings.nodeset_enabled,
-        partitions=PartitionOptions(enabled=settings.partitions_enabled),
+        partitions=PartitionOptions(
+            enabled=settings.partitions_enabled,
+            slinky=settings.partitions_enabled and settings.slinky_partitions,
+        ),
         maintenance=MaintenanceOptions(
             conditions=settings.maintenance_condition,
             max_window_s=settings.max_maintenance_window,

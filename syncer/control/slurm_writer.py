@@ -15,7 +15,7 @@ from syncer.runtime.gate import allowed
 from syncer.slurm.cache import NodeCache
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmNotFound
-from syncer.slurm.partitions import PartitionSettings
+from syncer.slurm.partitions import PartitionSettings, PartitionWrite
 from syncer.slurm.updates import NodeUpdate
 
 
@@ -106,6 +106,14 @@ class SlurmWriter:
         if not self._allowed("write partition", partition=name, nodes=nodes, settings=settings.managed()):
             return False
         await self.slurm.put_partition(name, settings, nodes=nodes)
+        return True
+
+    async def put_partitions(self, writes: Sequence[PartitionWrite]) -> bool:
+        """Several creates or updates in one request (Slurm applies each it can); False in a dry run."""
+        names = [w.name for w in writes]
+        if not self._allowed("write partitions", partitions=names):
+            return False
+        await self.slurm.put_partitions(writes)
         return True
 
     async def delete_partition(self, name: str) -> bool:

@@ -211,7 +211,7 @@ def _custom(raw: dict[str, Any]) -> KubeCustomObject:
 
 
 # kinds kept whole (custom resources read by pure code as the API server serves them)
-WHOLE = frozenset({"SlurmPartition"})
+WHOLE = frozenset({"SlurmPartition", "SlinkyNodeSet", "SlinkyController"})
 
 
 class Codec:

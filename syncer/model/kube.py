@@ -98,8 +98,8 @@ class KubeNodeSet(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class KubeCustomObject(msgspec.Struct, frozen=True, kw_only=True):
-    """A cluster-scoped custom resource kept whole as decoded JSON (a SlurmPartition: few objects, read by
-    pure code that takes the object as the API server serves it)."""
+    """A custom resource kept whole as decoded JSON (a SlurmPartition, Slinky's NodeSets and Controllers: few
+    objects, read by pure code that takes the object as the API server serves it)."""
 
     name: str
     resource_version: str = ""

@@ -1,16 +1,21 @@
 """The SlurmPartition controller: SlurmPartition CRs become Slurm partitions over REST v0.0.45
 (docs/partitions.md; the decision is plan/partitions.py, the CR's reading plan/partition_spec.py).
 
+With `PartitionOptions.slinky` it also watches Slinky's NodeSets and Controllers (plan/slinky_partitions.py)
+and writes none of the partitions they declare.
+
 One key for the whole cluster, like the maintenance reservations: one `GET /partitions/` decides every
 partition, and a name two CRs declare or two default partitions need every CR at once. A change is looked at
 `BATCH_S` after it arrives, so a label change that moves many nodes becomes one `POST` of `+a,+b,...`; a
 CR's own change after `CR_BATCH_S`.
 
 Each reconcile reads Slurm's partitions, its jobs (drain before delete) and `GET /conf` (KeepPartInfo), plans,
-and carries the actions out in the plan's order: claim (the ownership annotation and the finalizer on the CR,
-before anything is created; a failed claim stops that CR), create/update/drain, delete (Slurm's 2075
-"Partition is in use": retried after `IN_USE_RETRY_S`), release. A value Slurm refuses (2018 unknown node,
-9001) stops that CR with its condition; the others go on. Then each CR's status through /status and an Event
+and carries the actions out: claim (the ownership annotation and the finalizer on the CR, before anything is
+created; a failed claim stops that CR), delete (Slurm's 2075 "Partition is in use": retried after
+`IN_USE_RETRY_S`) and release in the plan's order, then every create/update/drain in one `POST` (Slurm
+applies each entry it can; the refused ones are sent again alone, so that each CR gets its own error). A
+value Slurm refuses (2018 unknown node, 2066 unknown QOS, 9001) stops that CR with its condition; the
+others go on. Then each CR's status through /status and an Event
 whenever its Ready reason changes."""
 
 from __future__ import annotations
@@ -41,11 +46,18 @@ from syncer.plan.partitions import (
     plan,
     records,
 )
+from syncer.plan.slinky_partitions import SlinkyPartitions
 from syncer.runtime.controller import DONE, Controller, Result
 from syncer.runtime.errors import RetryAfter, Terminal
 from syncer.slurm.cache import NodeChange
 from syncer.slurm.errors import SlurmApiError, SlurmConnectionError, SlurmError, SlurmTimeout
-from syncer.slurm.partitions import InvalidPartition, PartitionSettings, partition_in_use
+from syncer.slurm.partitions import (
+    InvalidPartition,
+    PartitionSettings,
+    PartitionWrite,
+    partition_in_use,
+    refused_entries,
+)
 
 log = structlog.get_logger("syncer.plan")
 KEY = "cluster"
@@ -57,9 +69,13 @@ CR_BATCH_S = 0.05  # a CR's change: rarely a storm, and its author waits for it
 BUSY_S = 1.0  # a CR creating, updating, draining or deleting is looked at again this soon (jobs end unseen)
 IN_USE_RETRY_S = 5.0  # Slurm's 2075: a job arrived between our read and the DELETE
 UNREACHABLE_RETRY_S = 2.0  # slurmrestd did not answer: the next reconcile decides again from a fresh read
-REFUSED = (2018, 9001)  # Slurm's "Invalid node name specified" and its refusal of a value: input to fix
+# Slurm's "Invalid node name specified", "Invalid qos specification" (a QOS it does not know: measured on
+# 26.05.5) and its refusal of a value: input to fix, not retried
+REFUSED = (2018, 2066, 9001)
 CLAIM_FAILED = "ClaimFailed"
-WARNINGS = frozenset({CONFLICT, INVALID, UNSUPPORTED, PRECONDITION, CLAIM_FAILED})
+DELETE_REFUSED = "DeleteRefused"  # Slurm's 2075 "Partition is in use": retried, the CR kept
+BATCHED = frozenset({"create", "update", "drain"})  # one POST /partitions/ carries them all
+WARNINGS = frozenset({CONFLICT, INVALID, UNSUPPORTED, PRECONDITION, CLAIM_FAILED, DELETE_REFUSED})
 
 EVENT_CREATED = "PartitionCreated"
 EVENT_UPDATED = "PartitionUpdated"
@@ -71,6 +87,9 @@ EVENT_DELETED = "PartitionDeleted"
 class PartitionOptions:
     # opt-in: the informer needs the SlurmPartition CRD installed and RBAC on it (the chart's value)
     enabled: bool = False
+    # watch Slinky's NodeSets and Controllers (where served) and never write their partitions; needs
+    # list/watch on them (--slinky-partitions)
+    slinky: bool = False
 
 
 def NO_NODESETS(_namespace: str, _name: str) -> None:
@@ -112,7 +131,13 @@ def _nodes_text(nodes: str | None, shown: int = 8) -> str:
 class PartitionController(Controller):
     name = "partitions"
 
-    def __init__(self, context: ControllerContext, *, nodeset_members: NodeSetMembers) -> None:
+    def __init__(
+        self,
+        context: ControllerContext,
+        *,
+        nodeset_members: NodeSetMembers,
+        options: PartitionOptions | None = None,
+    ) -> None:
         self.context = context  # clients, caches, writers: shared by every controller
         self.nodeset_members = nodeset_members
         self.clock = context.clock
@@ -125,6 +150,11 @@ class PartitionController(Controller):
         self._said: dict[str, tuple[str, str]] = {}  # CR -> (reason, message) last told in an Event
         self._written: dict[str, dict[str, Any]] = {}  # CR -> the status document written last
         self.runner = context.runner(self, workers=1)
+        self.slinky = (
+            SlinkyPartitions(context.kube, lambda: self.runner.queue.add_after(KEY, CR_BATCH_S))
+            if options is not None and options.slinky
+            else None
+        )
         self.informer.subscribe(self._on_cr)
         context.kube_cache.nodes.subscribe(self._on_node)
         context.kube_cache.pods.subscribe(self._on_pod)
@@ -156,11 +186,14 @@ class PartitionController(Controller):
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def loops(self) -> dict[str, Callable[[], Awaitable[None]]]:
-        return {"informer-slurmpartitions": self.informer.run}
+        slinky = self.slinky.loops() if self.slinky is not None else {}
+        return {"informer-slurmpartitions": self.informer.run, **slinky}
 
     async def prepare(self) -> None:
         await self.informer.synced.wait()
         await self.context.kube_cache.wait_synced()
+        if self.slinky is not None:  # no partition planned before Slinky's are known
+            await self.slinky.decided()
 
     async def keys(self) -> list[str]:
         return [KEY]
@@ -186,11 +219,15 @@ class PartitionController(Controller):
         result = plan([self._wanted(cr) for cr in crs.values()], world)
         stopped: dict[str, Outcome] = {}
         released: set[str] = set()
-        in_use: dict[str, str] = {}  # CR -> its partition Slurm would not delete yet
+        in_use: dict[str, Outcome] = {}  # CR -> why Slurm would not delete its partition yet
         wrote = False
+        batch: list[Action] = []  # creates, updates, drains: one POST for all (after every claim)
         for action in result.actions:
             if action.cr in stopped or action.cr in in_use:
                 continue  # the CR's later actions (its release above all) wait for the next reconcile
+            if action.kind in BATCHED:
+                batch.append(action)
+                continue
             try:
                 wrote |= await self._carry_out(action, crs[action.cr])
             except Stopped as stop:
@@ -198,21 +235,21 @@ class PartitionController(Controller):
             except SlurmApiError as exc:
                 if not partition_in_use(exc):
                     raise
-                in_use[action.cr] = action.partition  # a job came after our read: drain and wait again
+                in_use[action.cr] = self._refused_delete(action, exc)  # a job came after our read
             if action.kind == "release":
                 released.add(action.cr)
+        wrote |= await self._write_all([a for a in batch if a.cr not in stopped], crs, stopped)
         if wrote:  # what the status says is what Slurm has now, not what it had before our writes
             world, counts = await self._world(crs, read_conf=False)  # our writes leave /conf as it was
             result = plan([self._wanted(cr) for cr in crs.values()], world)
-        outcomes = {**result.outcomes, **stopped}
+        outcomes = {**result.outcomes, **stopped, **in_use}
         self.outcomes = outcomes
         for name, outcome in outcomes.items():
             if name not in released:
                 await self._tell(crs[name], outcome, world, counts)
         if in_use:
-            raise RetryAfter(
-                IN_USE_RETRY_S, f"partition(s) {', '.join(in_use.values())} in use: deleted after their jobs"
-            )
+            busy_ones = ", ".join(o.partition for o in in_use.values())
+            raise RetryAfter(IN_USE_RETRY_S, f"partition(s) {busy_ones} in use: deleted after their jobs")
         if stopped:
             raise Terminal("; ".join(f"SlurmPartition {n}: {o.message}" for n, o in sorted(stopped.items())))
         busy = any(not o.ready and o.reason not in WARNINGS for o in outcomes.values())
@@ -241,7 +278,7 @@ class PartitionController(Controller):
             slurm_nodes=frozenset(self.context.slurm_cache.nodes),
             keeps_partitions=self.keeps_partitions,
             writes=slurm.partition_writes,
-            # TODO(slinky): Slinky NodeSets' partition names; until then adopt:false keeps them Conflict
+            slinky=self.slinky.names() if self.slinky is not None else {},
         )
         return world, counts
 
@@ -266,6 +303,40 @@ class PartitionController(Controller):
         return wanted_from(cr, list(cache.nodes.items.values()), bound, self.nodeset_members)
 
     # -- writes ---------------------------------------------------------------------------------------
+    async def _write_all(
+        self, batch: list[Action], crs: Mapping[str, Mapping[str, Any]], stopped: dict[str, Outcome]
+    ) -> bool:
+        """Creates, updates and drains in one `POST /partitions/` (Slurm applies each entry it can, not
+        atomically: measured). The entries it refused, or all when its errors name none, are sent again
+        one by one, so that each CR gets its own error. True when Slurm was written."""
+        if len(batch) < 2:
+            return any([await self._write_one(a, crs[a.cr], stopped) for a in batch])
+        writes = [PartitionWrite(a.partition, a.settings, a.nodes) for a in batch]
+        again: set[int] = set()
+        try:
+            if not await self.context.slurm_writer.put_partitions(writes):
+                return False
+        except (SlurmApiError, InvalidPartition) as exc:
+            refused = refused_entries(exc, len(batch))
+            again = set(refused) if refused is not None else set(range(len(batch)))
+            log.info("partitions refused in a batch: sent again one by one", error=str(exc),
+                     partitions=[batch[i].partition for i in sorted(again)])  # fmt: skip
+        wrote = False
+        for index, action in enumerate(batch):
+            if index in again:
+                wrote |= await self._write_one(action, crs[action.cr], stopped)
+            else:
+                await self._after_write(action, crs[action.cr])
+                wrote = True
+        return wrote
+
+    async def _write_one(self, action: Action, cr: Mapping[str, Any], stopped: dict[str, Outcome]) -> bool:
+        try:
+            return await self._carry_out(action, cr)
+        except Stopped as stop:
+            stopped[action.cr] = stop.outcome
+            return False
+
     async def _carry_out(self, action: Action, cr: Mapping[str, Any]) -> bool:
         """One action through the writers; True when Slurm was written."""
         if action.kind == "claim":
@@ -287,15 +358,29 @@ class PartitionController(Controller):
             raise Stopped(self._stop(action, INVALID, f"spec.{exc.field}: {exc}")) from exc
         except SlurmApiError as exc:
             if any(e.error_number in REFUSED for e in exc.errors):
-                raise Stopped(
-                    self._stop(action, INVALID, f"Slurm refused partition {action.partition}: {exc}")
-                ) from exc
+                said = "; ".join(f"{e.error or e.description} (error {e.error_number})" for e in exc.errors)
+                message = f"Slurm refused partition {action.partition}: {said}"
+                raise Stopped(self._stop(action, INVALID, message)) from exc
             raise
+        await self._after_write(action, cr)
+        return True
+
+    async def _after_write(self, action: Action, cr: Mapping[str, Any]) -> None:
         log.info(f"partition {action.kind}", partition=action.partition, cr=action.cr,
                  nodes=_nodes_text(action.nodes))  # fmt: skip
         self.context.actions(f"partition_{action.kind}", "k8s_to_slurm", action.partition, {"result": "ok"})
         await self._tell_written(action, cr)
-        return True
+
+    def _refused_delete(self, action: Action, exc: SlurmApiError) -> Outcome:
+        """Slurm's 2075: a job came into the partition between our read of the jobs and the DELETE. The CR
+        keeps its finalizer; the next reconcile sees the job, drains the partition and waits for it."""
+        said = "; ".join(f"{e.error or e.description} (error {e.error_number})" for e in exc.errors)
+        message = (
+            f"Slurm refused to delete partition {action.partition}: {said}; a job came in after the check: "
+            f"it is drained and deleted once its jobs have ended (tried again in {IN_USE_RETRY_S:.0f} s)"
+        )
+        log.warning("partition delete refused", partition=action.partition, cr=action.cr, error=said)
+        return Outcome(action.cr, action.partition, False, DELETE_REFUSED, message)
 
     def _stop(self, action: Action, reason: str, message: str) -> Outcome:
         log.warning("partition write refused", partition=action.partition, cr=action.cr, error=message)

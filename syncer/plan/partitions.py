@@ -103,7 +103,8 @@ class World:
     slurm_nodes: frozenset[str]  # every node Slurm knows: an unknown one would be refused (error 2018)
     keeps_partitions: bool | None  # ReconfigFlags has KeepPartInfo; None: /conf could not be read
     writes: bool  # the REST version writes partitions (v0.0.45)
-    slinky: frozenset[str] = frozenset()  # partitions Slinky manages (NodeSet partition, extraConf)
+    # partitions Slinky manages -> the object declaring them ("NodeSet ns/name", "Controller ns/name")
+    slinky: Mapping[str, str] = field(default_factory=dict)
 
 
 def diff(want: PartitionSettings, have: PartitionSettings) -> PartitionSettings:
@@ -204,8 +205,9 @@ def _refusal(want: Wanted, world: World) -> tuple[str, str] | None:
         return UNSUPPORTED, NEEDS
     if name in world.slinky:
         return CONFLICT, (
-            f"partition {name} is managed by Slinky (NodeSet partition or extraConf); slurm-syncer never "
-            "changes it, adopt or not"
+            f"partition {name} is Slinky's (its {world.slinky[name]} declares it in slurm.conf): "
+            "slurm-syncer never changes it, adopt or not, as Slinky's next reconfigure would set it back; "
+            "name another partition"
         )
     if record is not None and record[0] != want.cr:
         return CONFLICT, f"partition {name} is owned by SlurmPartition {record[0]}"

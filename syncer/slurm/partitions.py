@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from syncer.slurm.errors import SlurmMessage
 from syncer.slurm.hostlist import expand
 from syncer.slurm.models import Envelope, MaybeNumber, Number
 
@@ -211,6 +212,31 @@ def body(name: str, settings: PartitionSettings, nodes: str | None = None) -> di
     if s.qos is not None:
         entry.setdefault("qos", {})["assigned"] = s.qos
     return entry
+
+
+@dataclass(frozen=True)
+class PartitionWrite:
+    """One entry of a `POST /partitions/`: a create or an update."""
+
+    name: str
+    settings: PartitionSettings
+    nodes: str | None = None
+
+
+# "Failed to create partition x with description at index 1" (26.05.5): which entry of a list was refused
+_AT_INDEX = re.compile(r"\bat index (\d+)\b")
+
+
+def refused_entries(exc: Exception, count: int) -> dict[int, list[SlurmMessage]] | None:
+    """The entries of a `count`-entry `POST /partitions/` that Slurm refused, by index, with their errors;
+    None when an error names no entry (which entries were applied is then unknown)."""
+    refused: dict[int, list[SlurmMessage]] = {}
+    for error in getattr(exc, "errors", ()):
+        found = _AT_INDEX.search(error.description)
+        if found is None or not 0 <= int(found.group(1)) < count:
+            return None
+        refused.setdefault(int(found.group(1)), []).append(error)
+    return refused or None
 
 
 class _Nodes(msgspec.Struct):

@@ -4,7 +4,8 @@ A real Slurm sandbox (slurmctld, slurmd, slurmrestd) and the Kubernetes API emul
 a NodeSet whose pods are backed by real slurmd processes; the syncer between them; then a short scenario:
 cordon a Node and watch Slurm drain it, drain a node in Slurm and watch Kubernetes see it, scale the
 NodeSet down while a job runs, announce a maintenance window on the real node (a long job kept off, a
-short one placed). The screen is the story: each claim is printed once the demo has seen it
+short one placed), declare a partition in Kubernetes, drain it in an emergency and reconfigure slurmctld
+(syncer/testing/demo_partitions.py). The screen is the story: each claim is printed once the demo has seen it
 hold, with a short line per syncer action it tells of; the syncer's log goes to a file named at the start
 (`--verbose`: to the terminal instead). `--keep` leaves everything running for kubectl and scontrol;
 Ctrl-C ends it.
@@ -20,7 +21,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,12 +30,17 @@ from syncer.app.service import ServiceConfig, SyncerService
 from syncer.app.status_cmd import render
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
+from syncer.plan.attributes import AttributeOptions
 from syncer.plan.maintenance import PREFIX
+from syncer.plan.partition_controller import PartitionOptions
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.sync.drift import Row, drift_rows
 from syncer.sync.options import SyncOptions
 from syncer.testing.demo_log import ActionTap, log_path, logging_to
+from syncer.testing.demo_partitions import FEATURE_LABELS, partitions
+from syncer.testing.demo_story import DemoError, detail, say, syncer_did
+from syncer.testing.demo_story import wait as wait  # benchmarks import it from here
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.sandbox import DEFAULT_RELEASE, RELEASES, Sandbox, SandboxError, up
 from syncer.testing.sandbox.config import REAL_NODE, free_port
@@ -72,38 +78,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="show the syncer's full log here too (default: only the story; the log goes to a file)",
     )
     parser.set_defaults(func=run)
-
-
-def say(text: str) -> None:
-    print(f"\n==> {text}", flush=True)
-
-
-def detail(text: str) -> None:
-    print(f"    {text}", flush=True)
-
-
-def syncer_did(lines: list[str]) -> None:
-    """What the syncer logged it did (lines from the tap, so printed after it happened)."""
-    for line in lines:
-        print(f"      syncer: {line}", flush=True)
-
-
-async def wait(check: Callable[[], Awaitable[bool] | bool], what: str, deadline_s: float = 60) -> float:
-    """Seconds until `check` holds; a clear error after `deadline_s`."""
-    started = time.monotonic()
-    while True:
-        result = check()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return time.monotonic() - started
-        if time.monotonic() - started > deadline_s:
-            raise DemoError(f"gave up after {deadline_s:.0f} s waiting for {what}")
-        await asyncio.sleep(0.05)  # poll interval of the condition
-
-
-class DemoError(RuntimeError):
-    pass
 
 
 def annotations_of(obj: dict[str, Any]) -> dict[str, str]:
@@ -213,7 +187,8 @@ async def world(
     )
     if not rootfs_path(RELEASES[args.slurm], cache_dir()).exists():
         detail("first run: its Debian root file system is built first (30 s to 2 min)")
-    sandbox = await asyncio.to_thread(up, directory, args.nodes, slurm=args.slurm)
+    # KeepPartInfo: the partition scene's partition (made over REST) outlives its reconfigure
+    sandbox = await asyncio.to_thread(up, directory, args.nodes, slurm=args.slurm, keep_partitions=True)
     try:
         detail(f"slurmrestd {sandbox.slurm_version} at {sandbox.rest_url}")
         kube = KubeApiEmulator(bookmark_interval_s=1.0, kubelet_termination_s=0.5)
@@ -237,6 +212,8 @@ async def world(
                     resync_s=30.0,
                     jobs_poll_interval_s=5.0,
                     nodeset_requeue_s=1.0,
+                    attributes=AttributeOptions(feature_labels=FEATURE_LABELS),
+                    partitions=PartitionOptions(enabled=True),
                 )
                 slurm = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file))
                 kube_client = await KubeClient.from_config(str(kubeconfig))
@@ -336,6 +313,7 @@ async def scenario(w: World, replicas: int) -> None:
         f"{stats.full_fetches} full lists"
     )
     await maintenance(w)
+    await partitions(w, 7, REAL_HOST)
 
 
 def _iso(epoch: float) -> str:

@@ -17,9 +17,13 @@ from syncer.app.logs import configure_logging
 SCALE_IN_DRAIN = ": draining Slurm node before removing its pod"  # after "scale-in" or "rolling update"
 
 
+PARTITION_VERBS = {"create": "created", "update": "updated", "drain": "set DRAIN", "delete": "deleted"}
+
+
 @dataclass(frozen=True)
 class Action:
-    kind: str  # drain, undrain, annotate, create, scale-in, delete-pod, delete-node, reserve
+    # drain, undrain, annotate, create, scale-in, delete-pod, delete-node, reserve, partition, attributes
+    kind: str
     subject: str  # the Slurm node or pod the action was about
     text: str
 
@@ -31,6 +35,11 @@ def story_line(event: MutableMapping[str, Any]) -> Action | None:
         verb = name.removeprefix("reservation ")
         text = f"{verb} Slurm reservation {event.get('reservation')} ({event.get('nodes')} node(s))"
         return Action("reserve", str(event.get("name") or ""), text) if event.get("name") else None
+    if name.startswith("partition ") and name.removeprefix("partition ") in PARTITION_VERBS:
+        nodes = event.get("nodes")
+        text = f"{PARTITION_VERBS[name.removeprefix('partition ')]} Slurm partition {event.get('partition')}"
+        text += f" (nodes {nodes})" if nodes not in (None, "(none)") else ""
+        return Action("partition", str(event.get("partition") or ""), text)
     node = str(event.get("slurm_node") or "")
     pod = str(event.get("pod") or "").rpartition("/")[2]
     subject = node or pod
@@ -46,6 +55,8 @@ def story_line(event: MutableMapping[str, Any]) -> Action | None:
         kind, text = "scale-in", f"{name.removesuffix(SCALE_IN_DRAIN)} of {pod}: drain its Slurm node first"
     elif name == "pod deleted: its Slurm node is drained and idle":
         kind, text = "delete-pod", f"deleted pod {pod}: its Slurm node is drained and idle"
+    elif name == "slurm node updated from labels":
+        kind, text = "attributes", f"wrote the {event.get('kind')} of {node} from its Node's labels"
     elif name == "slurm node deleted after its pod":
         kind, text = "delete-node", f"deleted Slurm node {node}"
     else:

@@ -4,17 +4,33 @@ corrupted bodies. Tests and the fault benchmarks use it instead of a hand-writte
     async with FaultProxy(sandbox.rest_url) as proxy:
         proxy.fail_next(2, status=503); proxy.truncate = True; proxy.delay_s = 3.0
         client = SlurmClient(proxy.url, ...)
+
+`hold_next(method, path)` keeps the next such request until the test releases it: the test changes Slurm
+meanwhile (a job submitted between the syncer's read and its write), and slurmrestd answers for real.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass, field
 
 import aiohttp
 from aiohttp import web
 
+from syncer.slurm.double_answer import recover
+
 HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection"}
+
+
+@dataclass
+class Hold:
+    """A request kept back: `arrived` once it came, forwarded once `release` is set."""
+
+    method: str
+    path_suffix: str
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class FaultProxy:
@@ -34,12 +50,18 @@ class FaultProxy:
         # refused the connection (a write cut off after it was sent may have reached it: not listed)
         self.unforwarded: list[tuple[float, str, str, bytes]] = []
         self._fail: list[int] = []
+        self._holds: list[Hold] = []
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self.url = ""
 
     def fail_next(self, count: int, status: int = 503) -> None:
         self._fail.extend([status] * count)
+
+    def hold_next(self, method: str, path_suffix: str) -> Hold:
+        hold = Hold(method, path_suffix)
+        self._holds.append(hold)
+        return hold
 
     def clear_faults(self) -> None:
         self._fail.clear()
@@ -54,6 +76,12 @@ class FaultProxy:
             self.writes.append(write)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)  # the injected fault itself
+        for hold in self._holds:
+            if request.method == hold.method and request.path.endswith(hold.path_suffix):
+                self._holds.remove(hold)
+                hold.arrived.set()
+                await hold.release.wait()
+                break
         if self._fail:
             if request.method != "GET":
                 self.unforwarded.append(write)
@@ -68,6 +96,13 @@ class FaultProxy:
             ) as upstream:
                 answer = await upstream.read()
                 status = upstream.status
+        except aiohttp.ClientResponseError as exc:
+            # slurmrestd's two answers on one connection (syncer/slurm/double_answer.py): pass the first on,
+            # as the client would read it without the proxy
+            recovered = recover(exc.message)
+            if recovered is None:
+                raise
+            status, answer = recovered
         except (aiohttp.ClientConnectionError, OSError) as exc:
             # slurmrestd down or gone mid-answer: the client sees its connection cut, as it would
             # without the proxy (not an HTTP error the proxy made up)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from syncer.testing.sandbox import load
+from syncer.testing.sandbox import Sandbox, load
 from syncer.testing.sandbox.processes import ProcessId
 from tests.fixtures.kube import Kubectl
 from tests.fixtures.slurm import SELECTED
@@ -21,6 +21,7 @@ from tests.fixtures.slurm import SELECTED
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
 CLI = str(Path(sys.executable).parent / "slurm-syncer")
 KEPT = "Ctrl-C stops and removes everything"  # the last line before --keep waits
+WRITES = "v0.0.45" in SELECTED.api_versions  # Slurm 26.05+: the partition scene plays
 LOG_LINE = re.compile(r"^\s*\{|\[\s*(debug|info|warning|error)\s*\]|^sandbox: ")
 
 
@@ -65,6 +66,24 @@ async def check_both_systems(directory: Path, kubectl: Kubectl) -> None:
     assert drained_condition(undrained) == "False"
     nodeset = await kubectl.json("get", "nodesets", "gpu", "-n", "slurm")
     assert nodeset["spec"]["replicas"] == 1 and nodeset["status"]["replicas"] == 1
+    await check_partition_scene(sandbox, kubectl)
+
+
+async def check_partition_scene(sandbox: Sandbox, kubectl: Kubectl) -> None:
+    """After the DRAIN and the reconfigure: the partition UP over the labelled node, its CR Ready, the
+    node's feature written back; before 26.05 nothing declared."""
+    assert "ReconfigFlags=KeepPartInfo" in sandbox.slurm_conf.read_text()
+    crs = (await kubectl.json("get", "slurmpartitions"))["items"]
+    if not WRITES:
+        assert crs == [] and "interactive" not in sandbox.run("sinfo", "-h", "-o", "%P").stdout
+        return
+    shown = sandbox.scontrol("show", "partition", "interactive")
+    assert "State=UP" in shown and f"Nodes={sandbox.real_node}" in shown, shown
+    [cr] = crs
+    ready = [c for c in cr["status"]["conditions"] if c["type"] == "Ready"]
+    assert ready and ready[0]["status"] == "True", cr["status"]
+    assert cr["metadata"]["annotations"]["slurm-syncer.dev/partition-owner"] == "created"
+    assert "k8s.tier:interactive" in sandbox.scontrol("show", "node", sandbox.real_node)
 
 
 async def test_demo_plays_the_scenario_shows_only_its_story_and_tears_down(tmp_path: Path) -> None:
@@ -116,6 +135,18 @@ async def test_demo_plays_the_scenario_shows_only_its_story_and_tears_down(tmp_p
             )
             if SELECTED.name != "24.11"
             else ("not reserved:", "maintenance windows need Slurm 25.05+")
+        ),
+        *(
+            (
+                "syncer: created Slurm partition interactive (nodes sbx-real)",
+                "syncer: updated Slurm partition interactive",
+                "a new job is refused by Slurm:",
+                "finished: COMPLETED",
+                "untouched (KeepPartInfo); k8s.tier:interactive written back",
+                "and a new job needing it runs at once",
+            )
+            if WRITES
+            else ("partitions declared in Kubernetes need Slurm 26.05+", "skipped on Slurm 24.11")
         ),
         "stopping the Slurm sandbox",
         f"==> done; the syncer's log is in {log}",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -15,14 +15,20 @@ from syncer.app.check_cmd import check_partitions, declared_partitions
 from syncer.app.service import SyncerService
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
-from syncer.plan.partition_controller import EVENT_CREATED, EVENT_UPDATED, PartitionOptions
+from syncer.plan.partition_controller import (
+    DELETE_REFUSED,
+    EVENT_CREATED,
+    EVENT_UPDATED,
+    PartitionOptions,
+)
 from syncer.plan.partitions import CONFLICT, INVALID, PRECONDITION, READY, UNSUPPORTED
 from syncer.slurm.partitions import PartitionState
+from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.kubeapi.api import rfc3339
 from syncer.testing.sandbox import SandboxError
 from tests.e2e.rig import Rig, condition, fresh_slurm_nodes, get, running_syncer, sample
 from tests.fixtures.slurm import SELECTED
-from tests.helpers import wait_for
+from tests.helpers import captured_logs, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
 WRITES = "v0.0.45" in SELECTED.api_versions  # Slurm 26.05+: partitions are written over REST
@@ -74,11 +80,11 @@ def job_state(rig: Rig, job: str) -> str:
     return rig.sandbox.run("squeue", "-h", "-j", job, "-o", "%T %r").stdout.strip()
 
 
-def submit(rig: Rig, partition_name: str, seconds: int) -> tuple[str, str]:
-    """(job id, stderr): sbatch into the partition on the real node."""
+def submit(rig: Rig, partition_name: str, seconds: int, *, wrap: str | None = None) -> tuple[str, str]:
+    """(job id, stderr): sbatch into the partition on the real node; `wrap` replaces `sleep seconds`."""
     out = rig.sandbox.run(
         "sbatch", "--parsable", "--no-requeue", "-p", partition_name, "-w", rig.sandbox.real_node,
-        "--time=2", "--wrap", f"sleep {seconds}",
+        "--time=2", "--wrap", wrap or f"sleep {seconds}",
     )  # fmt: skip
     return out.stdout.strip().split(";")[0], out.stderr
 
@@ -313,3 +319,200 @@ async def test_check_fails_without_keep_part_info_naming_the_line_and_before_26_
     async with keep_part_info(rig):
         [item] = await check_partitions(rig.reader, "--partitions-enabled")
         assert item.ok, item
+
+
+SLINKY = PartitionOptions(enabled=True, slinky=True)
+CRDS = "customresourcedefinitions"
+KEEP_ONLY = "ReconfigFlags=KeepPartInfo"
+
+
+def slinky_crd(plural: str, kind: str) -> dict[str, Any]:
+    """A minimal CRD of Slinky's shape (slinky.slurm.net/v1beta1, namespaced; its schema left open)."""
+    schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    return {
+        "metadata": {"name": f"{plural}.slinky.slurm.net"},
+        "spec": {
+            "group": "slinky.slurm.net", "scope": "Namespaced",
+            "names": {"plural": plural, "kind": kind, "singular": kind.lower(), "listKind": f"{kind}List"},
+            "versions": [{"name": "v1beta1", "served": True, "storage": True,
+                          "schema": {"openAPIV3Schema": schema}}],
+        },
+    }  # fmt: skip
+
+
+@contextlib.contextmanager
+def slinky_served(rig: Rig) -> Iterator[None]:
+    """Slinky's NodeSet and Controller CRDs served by the emulator, removed after."""
+    for plural, kind in (("nodesets", "NodeSet"), ("controllers", "Controller")):
+        rig.kube.create("apiextensions.k8s.io", "v1", CRDS, slinky_crd(plural, kind))
+    try:
+        yield
+    finally:
+        for plural in ("nodesets", "controllers"):
+            resource = rig.kube.api.resource("apiextensions.k8s.io", "v1", CRDS)
+            rig.kube.api.delete(resource, "", f"{plural}.slinky.slurm.net")
+
+
+def slinky_object(rig: Rig, plural: str, kind: str, name: str, spec: dict[str, Any]) -> None:
+    if rig.kube.get("", "v1", "namespaces", "slurm") is None:
+        rig.kube.create("", "v1", "namespaces", {"metadata": {"name": "slurm"}})
+    body = {"apiVersion": "slinky.slurm.net/v1beta1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+    rig.kube.create("slinky.slurm.net", "v1beta1", plural, body, namespace="slurm")
+
+
+@needs_writes
+async def test_slinky_partitions_are_never_written_from_a_live_watch_and_an_absent_crd_is_one_info_line(
+    rig: Rig,
+):
+    real = rig.sandbox.real_node
+    names = ["e2e-sl-nodeset", "e2e-sl-later"]
+    try:
+        async with keep_part_info(rig):
+            # no Slinky CRD served: one INFO line per kind, no watch, no error; partitions go on as before
+            with captured_logs() as logs:
+                async with running_syncer(rig, partitions=SLINKY) as service:
+                    create_cr(rig, "e2e-sl-later", {"nodes": {"hosts": [real]}, "maxTime": 30})
+                    await wait_for(reason_is(rig, "e2e-sl-later", READY), 10, what="Ready without Slinky")
+                    controller = service.partitions
+                    assert controller is not None and controller.slinky is not None
+                    assert all(s.absent for s in controller.slinky.sources)
+            said = [(e["log_level"], e["event"]) for e in logs.entries if "Slinky" in e["event"]]
+            assert sorted(said) == [
+                ("info", "Slinky Controllers are not served here: no partition of theirs to protect"),
+                ("info", "Slinky NodeSets are not served here: no partition of theirs to protect"),
+            ], said
+            assert not [e for e in logs.entries if e["log_level"] in ("warning", "error")], logs.entries
+
+            # Slinky installed: its NodeSet's partition is refused even with adopt, and nothing is written
+            with slinky_served(rig):
+                await slinky_plays(rig)
+    finally:
+        await cleanup(rig, names, ["e2e-sl-later", "e2e-sl-nodeset"], [])
+
+
+async def slinky_plays(rig: Rig) -> None:
+    """A NodeSet (hostname override: its partition is named after it, as Slinky's operator names it) and a
+    Controller's extraConf, shaped as slinky.slurm.net/v1beta1 has them."""
+    real = rig.sandbox.real_node
+    slinky_object(rig, "nodesets", "NodeSet", "gpu", {
+        "replicas": 1, "partition": {"enabled": True},
+        "template": {"spec": {"hostname": "e2e-sl-nodeset-"}},
+    })  # fmt: skip
+    async with running_syncer(rig, partitions=SLINKY) as service:
+        create_cr(rig, "e2e-sl-nodeset", {"nodes": {"hosts": [real]}, "adopt": True})
+        await wait_for(reason_is(rig, "e2e-sl-nodeset", CONFLICT), 10, what="Slinky's NodeSet partition")
+        message = ready(rig, "e2e-sl-nodeset")["message"]
+        assert "Slinky's (its NodeSet slurm/gpu declares it" in message, message
+        assert CONFLICT in reasons(rig, "e2e-sl-nodeset")
+        assert await partition(rig, "e2e-sl-nodeset") is None
+
+        # live: a Controller's extraConf starts declaring a partition a CR of ours made
+        slinky_object(
+            rig,
+            "controllers",
+            "Controller",
+            "slurm",
+            {"extraConf": f"{KEEP_ONLY}\nPartitionName=e2e-sl-later Nodes=ALL"},
+        )
+        await wait_for(reason_is(rig, "e2e-sl-later", CONFLICT), 10, what="the extraConf seen live")
+        assert "Controller slurm/slurm" in ready(rig, "e2e-sl-later")["message"]
+        writes = slurm_writes(service)
+        patch_cr(rig, "e2e-sl-later", {"maxTime": 45})
+
+        def planned() -> bool:  # the change was planned: its status says it saw the generation
+            obj = cr(rig, "e2e-sl-later") or {}
+            status = obj.get("status") or {}
+            return bool(status.get("observedGeneration") == obj["metadata"]["generation"] > 1)
+
+        await wait_for(planned, 10, what="the CR's change planned")
+        kept = await partition(rig, "e2e-sl-later")
+        assert kept is not None and kept.settings.max_time == 30, "Slinky's partition was written"
+        assert slurm_writes(service) == writes
+        # and released again: the change goes through
+        rig.kube.patch("slinky.slurm.net", "v1beta1", "controllers", "slurm",
+                       {"spec": {"extraConf": KEEP_ONLY}}, namespace="slurm")  # fmt: skip
+        await wait_for(reason_is(rig, "e2e-sl-later", READY), 10, what="Ready once Slinky let it go")
+        kept = await partition(rig, "e2e-sl-later")
+        assert kept is not None and kept.settings.max_time == 45
+
+
+@needs_writes
+async def test_several_partitions_go_in_one_post_and_one_slurm_refuses_is_told_on_its_own_cr(rig: Rig):
+    """Measured on 26.05.5: a POST of several partitions applies each entry it can, not atomically, and
+    names the index of each it refuses. Three CRs waiting at start: one POST. Then three more, one with a
+    QOS Slurm does not know: the two others are applied by the same POST, the third is sent again alone
+    and its CR says Slurm's error."""
+    real = rig.sandbox.real_node
+    good, more = ["e2e-b1", "e2e-b2", "e2e-b3"], ["e2e-b4", "e2e-b6"]
+    bad = "e2e-b5"
+    try:
+        async with keep_part_info(rig):
+            for name in good:
+                create_cr(rig, name, {"nodes": {"hosts": [real]}, "maxTime": 20})
+            async with running_syncer(rig, partitions=ON) as service:
+                for name in good:
+                    await wait_for(reason_is(rig, name, READY), 10, what=f"{name} Ready")
+                assert slurm_writes(service) == {("partition_update", "200"): 1}, slurm_writes(service)
+            for name in more:
+                create_cr(rig, name, {"nodes": {"hosts": [real]}})
+            create_cr(rig, bad, {"nodes": {"hosts": [real]}, "qos": "nosuchqos"})
+            with captured_logs() as logs:
+                async with running_syncer(rig, partitions=ON):
+                    await wait_for(reason_is(rig, bad, INVALID), 10, what="the refused one Invalid")
+                    for name in more:
+                        await wait_for(reason_is(rig, name, READY), 10, what=f"{name} Ready")
+            assert "Invalid qos specification" in ready(rig, bad)["message"], ready(rig, bad)
+            assert await partition(rig, bad) is None
+            [again] = [e for e in logs.entries if e["event"].startswith("partitions refused in a batch")]
+            assert again["partitions"] == [bad], again
+    finally:
+        names = [*good, *more, bad]
+        await cleanup(rig, names, names, [])
+
+
+@needs_writes
+async def test_a_delete_slurm_refuses_for_a_job_that_came_in_meanwhile_keeps_the_cr_says_why_and_drains(
+    rig: Rig,
+):
+    """Slurm refuses to delete a partition while any job, running or pending, names it (error 2075
+    "Partition is in use": delete_partition() in slurmctld's partition_mgr.c, its only refusal besides an
+    unknown name). Produced for real: the proxy holds the syncer's DELETE of an empty partition while a job
+    is submitted into it, then lets slurmrestd answer. The CR keeps its finalizer, an Event names Slurm's
+    error, and the next reconcile drains the partition and deletes it after the job."""
+    name, jobs = "e2e-inuse", []
+    try:
+        async with keep_part_info(rig), FaultProxy(rig.sandbox.rest_url) as proxy:
+            async with running_syncer(rig, slurm_url=proxy.url, partitions=ON):
+                create_cr(rig, name, {"nodes": {"hosts": [rig.sandbox.real_node]}})
+                await wait_for(reason_is(rig, name, READY), 10, what="the partition made")
+                hold = proxy.hold_next("DELETE", f"/partition/{name}")
+                delete_cr(rig, name)
+                await wait_for(hold.arrived.is_set, 10, what="the syncer's DELETE of the empty partition")
+                # the job ends when the test says so (a file in the sandbox's work directory), not after a
+                # time: on a busy machine a timed job could end before the drain is seen
+                done = rig.sandbox.directory / "work" / f"{name}.done"
+                done.unlink(missing_ok=True)
+                job, err = submit(rig, name, 0, wrap=f"while [ ! -e {name}.done ]; do sleep 0.2; done")
+                assert job, err
+                jobs.append(job)
+                hold.release.set()
+
+                def refused() -> list[str]:
+                    return [m for e, m in zip(reasons(rig, name), messages(rig, name), strict=True)
+                            if e == DELETE_REFUSED]  # fmt: skip
+
+                await wait_for(lambda: bool(refused()), 10, what="the refused DELETE told in an Event")
+                assert "Partition is in use (error 2075)" in refused()[0], refused()
+                obj = cr(rig, name)
+                assert obj is not None and Keys.PARTITION_FINALIZER in obj["metadata"]["finalizers"]
+                assert await partition(rig, name) is not None
+                await wait_for(reason_is(rig, name, "Draining"), 10, what="drained while its job runs")
+                assert job_state(rig, job) != "", "the job must still be there while the partition drains"
+                done.touch()
+                await wait_for(lambda: job_state(rig, job) == "", 60, what="the job to end")
+                await wait_for(lambda: cr(rig, name) is None, 20, what="the CR gone after its partition")
+                assert await partition(rig, name) is None
+            out = rig.sandbox.run("sacct", "-n", "-X", "-j", job, "-o", "State").stdout
+            assert "NODE_FAIL" not in out and "CANCELLED" not in out, out
+    finally:
+        await cleanup(rig, [name], [name], jobs)

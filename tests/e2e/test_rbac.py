@@ -7,6 +7,7 @@ granted right the syncer never used (a superfluous one)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import sys
@@ -25,7 +26,16 @@ from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.testing.kubeapi.rbac import SELF_REVIEWS, Request
 from tests.e2e.rig import NAMESPACE, Rig, condition, fresh_slurm_nodes, node_body, running_syncer
 from tests.e2e.test_nodeset import manifest
-from tests.e2e.test_partitions import WRITES, cleanup, cr, create_cr, delete_cr, keep_part_info, ready
+from tests.e2e.test_partitions import (
+    WRITES,
+    cleanup,
+    cr,
+    create_cr,
+    delete_cr,
+    keep_part_info,
+    ready,
+    slinky_served,
+)
 from tests.helpers import wait_for
 from tests.integration.test_helm_chart import chart_tables, container, environment, load_settings
 
@@ -259,16 +269,19 @@ async def test_the_syncer_uses_exactly_the_rights_its_profile_grants(rig: Rig, p
     selector = {term[0]: term[1] if len(term) == 2 else "present" for term in terms}
 
     stuck: AssertionError | None = None  # a scenario that could not finish, e.g. for a refused write
-    async with syncer_as(rig, objects, release_namespace, kubeconfig):
-        try:
-            await exercise_lease(rig, lease_namespace, settings.lease_name)
-            await exercise_bindings(rig, selector)
-            if settings.nodeset_enabled:
-                await exercise_nodesets(rig)
-            if settings.partitions_enabled:
-                await exercise_partitions(rig)
-        except AssertionError as exc:
-            stuck = exc
+    # Slinky's CRDs served where the profile watches them (absent, its watch right would go unused)
+    watched = settings.partitions_enabled and settings.slinky_partitions
+    with slinky_served(rig) if watched else contextlib.nullcontext():
+        async with syncer_as(rig, objects, release_namespace, kubeconfig):
+            try:
+                await exercise_lease(rig, lease_namespace, settings.lease_name)
+                await exercise_bindings(rig, selector)
+                if settings.nodeset_enabled:
+                    await exercise_nodesets(rig)
+                if settings.partitions_enabled:
+                    await exercise_partitions(rig)
+            except AssertionError as exc:
+                stuck = exc
 
     missing, unused = compare(rig.kube.rbac.used(user), rig.kube.rbac.denied(user), granted)
     assert not missing, f"the syncer needed rights {profile!r} does not grant: {missing} ({stuck})"

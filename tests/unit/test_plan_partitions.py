@@ -134,7 +134,7 @@ def build(parts: tuple[Any, ...], wanted: list[Wanted]) -> World:
     # a record names a CR only if that CR exists (a CR gone has no record: the record is on it)
     by_cr = {w.cr: w for w in wanted}
     owned = {p: o for p, o in owners.items() if o[0] in by_cr and by_cr[o[0]].partition == p}
-    return World(present, owned, jobs, SLURM_NODES, keeps, writes, slinky)
+    return World(present, owned, jobs, SLURM_NODES, keeps, writes, dict.fromkeys(slinky, "NodeSet slurm/x"))
 
 
 def writes_of(result: Plan) -> list[Action]:
@@ -250,7 +250,7 @@ def test_a_foreign_partition_is_a_conflict_unless_adopted_and_slinky_ones_even_t
     assert plan([want], world).outcomes["main"].reason == CONFLICT
     adopted = plan([replace(want, adopt=True)], world)
     assert [(a.kind, a.ownership) for a in adopted.actions] == [("claim", "adopted"), ("update", None)]
-    slinky = plan([replace(want, adopt=True)], replace(world, slinky=frozenset({"main"})))
+    slinky = plan([replace(want, adopt=True)], replace(world, slinky={"main": "NodeSet slurm/main"}))
     assert not slinky.actions and "Slinky" in slinky.outcomes["main"].message
 
 

@@ -54,7 +54,8 @@ def test_a_partition_not_created_by_the_cr_being_deleted_or_not_ours_to_write_is
         replace(OURS, owned={"gpu": ("gpu-cr", "adopted")}),  # adopted: Slurm keeps it
         replace(OURS, owned={}),  # never ours
         replace(OURS, present={}),  # gone already
-        replace(OURS, slinky=frozenset({"gpu"})),  # created, since put in Slinky's extraConf: never touched
+        # created, since put in Slinky's extraConf: never touched
+        replace(OURS, slinky={"gpu": "Controller slurm/slurm"}),
         replace(OURS, writes=False),  # REST that cannot write partitions (before v0.0.45)
     ):
         result = plan([GOING], world)
@@ -87,7 +88,7 @@ def test_the_default_is_refused_while_a_partition_not_ours_or_slinkys_is_slurms_
     )  # fmt: skip
     # recorded as ours but managed by Slinky: still not ours to change
     slinky = replace(WORLD, present={"main": foreign_default()}, owned={"main": ("main-cr", "adopted")},
-                     slinky=frozenset({"main"}))  # fmt: skip
+                     slinky={"main": "NodeSet slurm/main"})  # fmt: skip
     assert plan([want], slinky).outcomes["gpu-cr"].reason == CONFLICT
 
 
@@ -153,7 +154,8 @@ def test_each_refusal_says_what_holds_the_partition_and_what_to_do():
     present = replace(WORLD, present={"gpu": GPU})
     foreign = "partition gpu exists in Slurm and was not created by slurm-syncer; set spec.adopt: true to"
     slinky = (
-        "partition gpu is managed by Slinky (NodeSet partition or extraConf); slurm-syncer never changes it,"
+        "partition gpu is Slinky's (its NodeSet slurm/gpu declares it in slurm.conf): slurm-syncer never "
+        "changes it, adopt or not, as Slinky's next reconfigure would set it back; name another partition"
     )
     unread = " (slurmrestd's /conf could not be read)"
     cases = {
@@ -161,7 +163,7 @@ def test_each_refusal_says_what_holds_the_partition_and_what_to_do():
             WORLD, owned={"gpu": ("other-cr", "created")}
         ),
         f"{foreign} manage it": present,
-        f"{slinky} adopt or not": replace(present, slinky=frozenset({"gpu"})),
+        slinky: replace(present, slinky={"gpu": "NodeSet slurm/gpu"}),
         f"slurmctld does not keep partitions: {ADD_KEEP}": replace(WORLD, keeps_partitions=False),
         f"slurmctld does not keep partitions{unread}: {ADD_KEEP}": replace(WORLD, keeps_partitions=None),
     }

@@ -85,7 +85,12 @@ def hosts_file() -> str:
 
 
 def slurm_conf(
-    nodes: int, ports: Ports, max_dynamic: int, openmetrics: bool = False, topology: bool = False
+    nodes: int,
+    ports: Ports,
+    max_dynamic: int,
+    openmetrics: bool = False,
+    topology: bool = False,
+    keep_partitions: bool = False,
 ) -> str:
     host = short_hostname()
     lines = [
@@ -134,6 +139,9 @@ def slurm_conf(
         "ResumeTimeout=600",
         f"NodeName={REAL_NODE} NodeHostname={host} NodeAddr=127.0.0.1 CPUs=2 RealMemory=1000 State=UNKNOWN",
     ]
+    if keep_partitions:
+        # partitions made over REST (SlurmPartition CRs) survive a reconfigure and a restart
+        lines.append("ReconfigFlags=KeepPartInfo")
     if openmetrics:
         # 25.11+: slurmctld answers GET /metrics/... on SlurmctldPort (a change hint for the node cache).
         lines.append("MetricsType=metrics/openmetrics")
@@ -157,6 +165,7 @@ def write_instance(
     rest_ids: tuple[int, int],
     openmetrics: bool = False,
     topology: bool = False,
+    keep_partitions: bool = False,
 ) -> None:
     """Write a fresh configuration; keys are made once and kept across restarts."""
     uid, gid = slurm_ids
@@ -172,7 +181,9 @@ def write_instance(
     os.chown(directory / "run" / "rest", *rest_ids)
     os.chmod(directory / "log", 0o777)  # slurmd (root) and slurmctld (slurm) both log here
     etc = directory / "etc"
-    (etc / "slurm.conf").write_text(slurm_conf(nodes, ports, max_dynamic, openmetrics, topology))
+    (etc / "slurm.conf").write_text(
+        slurm_conf(nodes, ports, max_dynamic, openmetrics, topology, keep_partitions)
+    )
     if topology:
         (etc / "topology.yaml").write_text(TOPOLOGY_YAML)
     (etc / "cgroup.conf").write_text("CgroupPlugin=disabled\n")

@@ -66,6 +66,7 @@ class Sandbox:
     ports: Ports
     max_dynamic: int = DEFAULT_MAX_DYNAMIC
     topology: bool = False  # topology.yaml and its partitions (config.py), Slurm 25.05+
+    keep_partitions: bool = False  # ReconfigFlags=KeepPartInfo: partitions made over REST survive a reload
     release: Release = RELEASES["24.11"]
     daemons: dict[str, ProcessId] = field(default_factory=dict)
     _children: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
@@ -439,7 +440,7 @@ class Sandbox:
         state = {
             "rootfs": str(self.rootfs), "release": self.release.name, "nodes": self.nodes,
             "max_dynamic": self.max_dynamic,
-            "topology": self.topology,
+            "topology": self.topology, "keep_partitions": self.keep_partitions,
             "ports": dataclasses.asdict(self.ports),
             "daemons": {name: [p.pid, p.start] for name, p in self.daemons.items()},
         }  # fmt: skip
@@ -489,6 +490,7 @@ def load(directory: Path) -> Sandbox | None:
             nodes=int(state["nodes"]),
             max_dynamic=int(state.get("max_dynamic", DEFAULT_MAX_DYNAMIC)), ports=Ports(**state["ports"]),
             topology=bool(state.get("topology", False)),
+            keep_partitions=bool(state.get("keep_partitions", False)),
             daemons=_recorded_daemons(state),
         )  # fmt: skip
     except (ValueError, KeyError, TypeError, IndexError) as exc:
@@ -519,11 +521,14 @@ def up(
     max_dynamic: int = DEFAULT_MAX_DYNAMIC,
     slurm: str | None = None,
     topology: bool = False,
+    keep_partitions: bool = False,
 ) -> Sandbox:
     """Start (or reuse) a sandbox: one real slurmd node plus `nodes` simulated CLOUD nodes.
 
     `slurm` names the release ("24.11", "26.05"); default: $SLURM_SYNCER_SLURM_RELEASE, else 26.05.
     `topology` (25.05+) adds topology.yaml with a block and a tree topology, each with its partition.
+    `keep_partitions` adds `ReconfigFlags=KeepPartInfo` (what SlurmPartitions need; the tests' default
+    sandbox has none, so that its refusal without it is tested).
 
     Idempotent: a healthy sandbox with the same settings in `directory` is returned as it is; one with
     other settings is an error saying what to do. A failed start stops what it started and raises
@@ -546,7 +551,10 @@ def up(
         if existing is not None and existing.daemons:
             if existing.healthy():
                 same = (
-                    existing.nodes == nodes and existing.release == wanted and existing.topology == topology
+                    existing.nodes == nodes
+                    and existing.release == wanted
+                    and existing.topology == topology
+                    and existing.keep_partitions == keep_partitions
                 )
                 if same and rest_port in (None, existing.ports.rest):
                     return existing
@@ -563,7 +571,9 @@ def up(
         for attempt in (1, 2):
             ports = _choose_ports(previous, rest_port)
             try:
-                sandbox = _start(directory, rootfs, wanted, nodes, ports, max_dynamic, topology)
+                sandbox = _start(
+                    directory, rootfs, wanted, nodes, ports, max_dynamic, topology, keep_partitions
+                )
                 break
             except SandboxError:
                 # Another program may have taken a port between our choice and the daemon's bind.
@@ -592,7 +602,14 @@ def _choose_ports(previous: Ports | None, rest_port: int | None) -> Ports:
 
 
 def _start(
-    directory: Path, rootfs: Path, wanted: Release, nodes: int, ports: Ports, max_dynamic: int, topology: bool
+    directory: Path,
+    rootfs: Path,
+    wanted: Release,
+    nodes: int,
+    ports: Ports,
+    max_dynamic: int,
+    topology: bool,
+    keep_partitions: bool = False,
 ) -> Sandbox:
     """A fresh cluster (saved state and spools from an earlier run are removed; keys are kept)."""
     for sub in ("state", "spool", "work"):
@@ -606,6 +623,7 @@ def _start(
         user_ids(rootfs, REST_USER),
         openmetrics=wanted.openmetrics,
         topology=topology,
+        keep_partitions=keep_partitions,
     )
     sandbox = Sandbox(
         directory=directory,
@@ -615,6 +633,7 @@ def _start(
         ports=ports,
         max_dynamic=max_dynamic,
         topology=topology,
+        keep_partitions=keep_partitions,
     )
     sandbox._save()
     try:

@@ -48,7 +48,7 @@
 {{- define "slurm-syncer.validateRbac" -}}
 {{- range .Values.extraArgs }}
 {{- $flag := regexReplaceAll "=.*$" (toString .) "" }}
-{{- range $option := list "namespace" "lease-namespace" "nodeset-enabled" "partitions-enabled" "topology-kueue" "lease-name" "leader-election" }}
+{{- range $option := list "namespace" "lease-namespace" "nodeset-enabled" "partitions-enabled" "slinky-partitions" "topology-kueue" "lease-name" "leader-election" }}
 {{- if or (eq $flag (printf "--%s" $option)) (eq $flag (printf "--no-%s" $option)) }}
 {{- fail (printf "extraArgs: %s decides the chart's RBAC; set it as a value instead (config.%s, or leaderElection.* for the Lease)" $flag $option) }}
 {{- end }}

@@ -1,0 +1,26 @@
+"""Which partitions Slinky's objects declare, as its operator writes them into slurm.conf."""
+
+from __future__ import annotations
+
+from syncer.plan.slinky_partitions import extra_conf_partitions, nodeset_partition
+
+
+def test_a_nodeset_declares_its_name_or_its_trimmed_hostname_unless_its_partition_is_off() -> None:
+    assert nodeset_partition({"metadata": {"name": "gpu"}, "spec": {}}) == "gpu"  # the CRD's default: on
+    assert nodeset_partition({"metadata": {"name": "gpu"}, "spec": {"partition": {"enabled": True}}}) == "gpu"
+    hostname = {"template": {"spec": {"hostname": "gpu-a100-"}}, "partition": {"enabled": True}}
+    assert nodeset_partition({"metadata": {"name": "gpu"}, "spec": hostname}) == "gpu-a100"
+    assert nodeset_partition({"metadata": {"name": "gpu"}, "spec": {"partition": {"enabled": False}}}) is None
+
+
+def test_extra_conf_declares_every_partition_name_but_defaults_and_comments() -> None:
+    text = (
+        "ReconfigFlags=KeepPartInfo\n"
+        "PartitionName=DEFAULT MaxTime=60\n"
+        "PartitionName=debug Nodes=ALL Default=YES\n"
+        "  partitionname=all Nodes=ALL  # lower case parses too\n"
+        "# PartitionName=old Nodes=ALL\n"
+        "NodeName=x PartitionName=notreally\n"  # never valid slurm.conf, but read as declared: kept off
+    )
+    assert extra_conf_partitions(text) == ["debug", "all", "notreally"]
+    assert extra_conf_partitions("") == []
