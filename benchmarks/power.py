@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -38,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo root
 from benchmarks.maintenance import CONFIG as MAINTENANCE_CONFIG
-from benchmarks.maintenance import progress
+from benchmarks.maintenance import progress, report
 from benchmarks.partitions import percentile
 from syncer.app.service import SyncerService
 from syncer.kube.client import KubeClient
@@ -297,11 +296,7 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-power-") as tmp:
         results = asyncio.run(run(args.samples, args.batch, args.burst, args.downs, Path(tmp)))
-    print(json.dumps(results, indent=2))
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    return 0
+    return report(results, args.out)
 
 
 if __name__ == "__main__":
