@@ -181,11 +181,15 @@ async def latency(
         started: dict[str, float] = {}
         deadline = time.monotonic() + 180
         while len(started) < len(submitted) and time.monotonic() < deadline:
-            argv = ("squeue", "-h", "-t", "all", "-o", "%i %T", "-j", ",".join(submitted))
-            out = (await asyncio.to_thread(sandbox.run, *argv)).stdout
+            # every job, not -j: squeue lists none of them once one is purged (MinJobAge)
+            out = (await asyncio.to_thread(sandbox.run, "squeue", "-h", "-t", "all", "-o", "%i %T")).stdout
             for line in out.splitlines():
                 job, state = line.split()
-                if state in ("RUNNING", "COMPLETING", "COMPLETED") and job not in started:
+                if (
+                    job in submitted
+                    and state in ("RUNNING", "COMPLETING", "COMPLETED")
+                    and job not in started
+                ):
                     started[job] = time.monotonic()
             await asyncio.sleep(POLL_S)
         for job, (member, at) in submitted.items():
