@@ -92,7 +92,8 @@ class Seen:
 
 
 def free_base(slots: int) -> int:
-    for base in range(42000, 60000, slots + 10):
+    # below the kernel's ephemeral range (32768-60999 here): a client connection took a member's port there
+    for base in range(20000, 32000, slots + 10):
         if all(port_is_free(base + i) for i in range(slots)):
             return base
     raise RuntimeError(f"no {slots} free consecutive ports")
