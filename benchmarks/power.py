@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 from benchmarks.maintenance import CONFIG as MAINTENANCE_CONFIG
 from benchmarks.maintenance import progress, report
 from benchmarks.partitions import percentile
+from syncer.app.logs import configure_logging
 from syncer.app.service import SyncerService
 from syncer.kube.client import KubeClient
 from syncer.slurm.auth import TokenFile
@@ -208,7 +209,9 @@ async def latency(
     return results
 
 
-async def downs(sandbox: Sandbox, kube: KubeApiEmulator, seen: Seen, count: int) -> dict[str, Any]:
+async def downs(
+    sandbox: Sandbox, kube: KubeApiEmulator, seen: Seen, service: SyncerService, count: int
+) -> dict[str, Any]:
     progress(f"{count} members powered up (no slurmd), then forced down")
     results: dict[str, Any] = {"declare_s": await declare(kube, sandbox, "idle", count)}
     names = f"idle-[0-{count - 1}]"
@@ -216,7 +219,8 @@ async def downs(sandbox: Sandbox, kube: KubeApiEmulator, seen: Seen, count: int)
     await asyncio.to_thread(sandbox.scontrol, "update", f"nodename={names}", "state=POWER_UP")
     await wait(lambda: all(f"idle-{i}" in seen.running for i in range(count)), f"{count} pods Running", 600)
     results["power_up_to_pods_running_s"] = round(time.monotonic() - started, 3)
-    started = time.monotonic()
+    kube.server.record_requests = True
+    slurm_before, started = slurm_requests(service), time.monotonic()
     await asyncio.to_thread(
         sandbox.scontrol, "update", f"nodename={names}", "state=POWER_DOWN_FORCE", "reason=bench"
     )
@@ -228,6 +232,8 @@ async def downs(sandbox: Sandbox, kube: KubeApiEmulator, seen: Seen, count: int)
     results["power_down_to_pods_deleted_s"] = round(time.monotonic() - started, 3)
     await wait(lambda: all_powered_down(sandbox, "idle-", count), "Slurm POWERED_DOWN", 600)
     results["power_down_to_slurm_powered_down_s"] = round(time.monotonic() - started, 3)
+    results["slurm_requests"] = delta(slurm_requests(service), slurm_before)
+    results["kube_requests"] = kube_requests(kube, started)
     return results
 
 
@@ -254,6 +260,8 @@ async def burst(
 async def run(samples: int, batch: int, burst_n: int, down_n: int, directory: Path) -> dict[str, Any]:
     total = samples + burst_n + down_n
     progress(f"sandbox: Slurm 26.05, room for {total} dynamic nodes; load: {os.getloadavg()}")
+    # the syncer's log as deployed (JSON, info) into a file: the console renderer's tracebacks cost seconds
+    configure_logging("json", "info", stream=(directory / "syncer.log").open("w"))
     sandbox = up(directory / "slurm", nodes=0, slurm="26.05", max_dynamic=total + 10)
     short_power_saving(sandbox)
     kube = KubeApiEmulator()
@@ -277,7 +285,7 @@ async def run(samples: int, batch: int, burst_n: int, down_n: int, directory: Pa
             await service.wait_ready(120)
             phases: tuple[tuple[str, int, Callable[[], Awaitable[dict[str, Any]]]], ...] = (
                 ("latency", samples, lambda: latency(sandbox, kube, seen, samples, batch)),
-                ("power_downs", down_n, lambda: downs(sandbox, kube, seen, down_n)),
+                ("power_downs", down_n, lambda: downs(sandbox, kube, seen, service, down_n)),
                 ("burst", burst_n, lambda: burst(sandbox, kube, seen, service, burst_n)),
             )
             for name, count, phase in phases:
