@@ -5,7 +5,9 @@ a burst of jobs needing many members at once; power-downs of many members.
 
 Real Slurm 26.05 sandbox (no slurm.conf nodes; SuspendTime 5 s, SuspendTimeout 5 s), the Kubernetes API
 emulator (its kubelet runs a scheduled pod at once: start delay 0 s) and the syncer's service in this
-process (benchmarks/maintenance.py's settings: Slurm polled every 1 s). Three NodeSets, floor 0:
+process (benchmarks/maintenance.py's settings: Slurm polled every 1 s; its log JSON at info into the run's
+temporary directory, as deployed). SuspendRate and ResumeRate are unlimited: Slurm's defaults would bound
+the figures (benchmarks/RESULTS.md). Three NodeSets, floor 0:
 
 1. `lat` (`--samples` members): batches of `--batch` one-node jobs, each naming a member of its own
    (`-w`) so that each one powers a member up; a real slurmd (`-b`) starts for every pod the kubelet runs.
