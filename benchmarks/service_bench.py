@@ -113,8 +113,13 @@ def main(
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-service-") as tmp:
         results = asyncio.run(run(args, Path(tmp)))
+    return report(results, args.out)
+
+
+def report(results: dict[str, Any], out: Path | None) -> int:
+    """Print the figures, and write them to OUT/results.json with --out."""
     print(json.dumps(results, indent=2))
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     return 0

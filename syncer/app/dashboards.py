@@ -185,7 +185,8 @@ CLUSTER = (
 
 # The power row (power-managed NodeSets, spec.power; metrics of syncer/nodeset/power_actions.py): only the
 # leader reconciles NodeSets, so its figures alone move. Checked by promtool over synthetic series
-# (tests/integration/test_dashboards_power.py): the e2e rig has no power-managed NodeSet to give them data.
+# (tests/integration/test_dashboards_power.py); on 26.05 the e2e rig (tests/e2e/test_prometheus.py) declares
+# one member, which gives the members and actions panels data, not the power-up latency (no power-up there).
 POWER_UP = "slurm_syncer_nodeset_power_up_seconds_bucket"
 POWER = (
     Panel(

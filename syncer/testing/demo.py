@@ -5,10 +5,11 @@ a NodeSet whose pods are backed by real slurmd processes; the syncer between the
 cordon a Node and watch Slurm drain it, drain a node in Slurm and watch Kubernetes see it, scale the
 NodeSet down while a job runs, announce a maintenance window on the real node (a long job kept off, a
 short one placed), declare a partition in Kubernetes, drain it in an emergency and reconfigure slurmctld
-(syncer/testing/demo_partitions.py). The screen is the story: each claim is printed once the demo has seen it
-hold, with a short line per syncer action it tells of; the syncer's log goes to a file named at the start
-(`--verbose`: to the terminal instead). `--keep` leaves everything running for kubectl and scontrol;
-Ctrl-C ends it.
+(syncer/testing/demo_partitions.py), and let Slurm's power saving bring a NodeSet's pod for a job and
+take it away once idle (syncer/testing/demo_power.py). The screen is the story: each claim is printed once
+the demo has seen it hold, with a short line per syncer action it tells of; the syncer's log goes to a file
+named at the start (`--verbose`: to the terminal instead). `--keep` leaves everything running for kubectl
+and scontrol; Ctrl-C ends it.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ from syncer.sync.drift import Row, drift_rows
 from syncer.sync.options import SyncOptions
 from syncer.testing.demo_log import ActionTap, log_path, logging_to
 from syncer.testing.demo_partitions import FEATURE_LABELS, partitions
-from syncer.testing.demo_story import DemoError, detail, say, syncer_did
+from syncer.testing.demo_power import NODESET as POWER_NODESET
+from syncer.testing.demo_power import power
+from syncer.testing.demo_story import DemoError, detail, ready_node, say, syncer_did
 from syncer.testing.demo_story import wait as wait  # benchmarks import it from here
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.sandbox import DEFAULT_RELEASE, RELEASES, Sandbox, SandboxError, up
@@ -131,22 +134,11 @@ class World:
         return self.sandbox.run("squeue", "-h", "-j", ",".join(jobs), "-o", "%T").stdout.split()
 
 
-def _node(name: str, labels: dict[str, str]) -> dict[str, Any]:
-    ready = {
-        "type": "Ready",
-        "status": "True",
-        "reason": "KubeletReady",
-        "lastTransitionTime": "2026-01-01T00:00:00Z",
-    }
-    meta = {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}}
-    return {"metadata": meta, "status": {"conditions": [ready]}}
-
-
 def seed(kube: KubeApiEmulator, replicas: int) -> None:
     kube.create("", "v1", "namespaces", {"metadata": {"name": NAMESPACE}})
     for index, slurm_name in enumerate(BOUND):
         node = f"cpu-{index}"
-        kube.create("", "v1", "nodes", _node(node, {"pool": "cpu"}))
+        kube.create("", "v1", "nodes", ready_node(node, {"pool": "cpu"}))
         pod = {
             "metadata": {
                 "name": f"slurmd-{slurm_name}",
@@ -155,9 +147,9 @@ def seed(kube: KubeApiEmulator, replicas: int) -> None:
             "spec": {"nodeName": node, "containers": [{"name": "slurmd", "image": "slurmd:24.11"}]},
         }  # fmt: skip
         kube.create("", "v1", "pods", pod, namespace=NAMESPACE)
-    kube.create("", "v1", "nodes", _node(REAL_HOST, {Keys.NODE_NAME_LABEL: REAL_NODE}))
+    kube.create("", "v1", "nodes", ready_node(REAL_HOST, {Keys.NODE_NAME_LABEL: REAL_NODE}))
     for index in range(max(1, replicas)):
-        kube.create("", "v1", "nodes", _node(f"gpu-node-{index}", {"pool": "gpu"}))
+        kube.create("", "v1", "nodes", ready_node(f"gpu-node-{index}", {"pool": "gpu"}))
     nodeset = {
         "metadata": {"name": NODESET},
         "spec": {
@@ -201,7 +193,11 @@ async def world(
                 f"{len(BOUND)} slurmd pods bound to {', '.join(BOUND)}; "
                 f"NodeSet {NODESET} with {args.replicas} replicas"
             )
-            async with SlurmdStandIn(kube, sandbox) as _standin:
+            power_port = free_port()  # the power scene's one member listens there (a slurmd per member here)
+            async with (
+                SlurmdStandIn(kube, sandbox, nodesets=(NODESET,)),
+                SlurmdStandIn(kube, sandbox, boot=True, port_base=power_port, nodesets=(POWER_NODESET,)),
+            ):
                 config = ServiceConfig(
                     options=SyncOptions(ready_grace_s=5.0),
                     slurm_poll_interval_s=0.5,
@@ -214,6 +210,7 @@ async def world(
                     nodeset_requeue_s=1.0,
                     attributes=AttributeOptions(feature_labels=FEATURE_LABELS),
                     partitions=PartitionOptions(enabled=True),
+                    nodeset_power_port_base=power_port,
                 )
                 slurm = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file))
                 kube_client = await KubeClient.from_config(str(kubeconfig))
@@ -314,6 +311,7 @@ async def scenario(w: World, replicas: int) -> None:
     )
     await maintenance(w)
     await partitions(w, 7, REAL_HOST)
+    await power(w, 10)
 
 
 def _iso(epoch: float) -> str:

@@ -59,6 +59,8 @@ def story_line(event: MutableMapping[str, Any]) -> Action | None:
         kind, text = "attributes", f"wrote the {event.get('kind')} of {node} from its Node's labels"
     elif name == "slurm node deleted after its pod":
         kind, text = "delete-node", f"deleted Slurm node {node}"
+    elif name == "Slurm powered the member down: pod deleted":
+        kind, text = "power-down", f"deleted pod {pod}: Slurm powered its node down"
     else:
         return None
     return Action(kind, subject, text) if subject else None

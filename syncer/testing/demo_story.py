@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from syncer.app.service import SyncerService
 from syncer.slurm.client import SlurmClient
@@ -29,6 +29,18 @@ class Stage(Protocol):
     tap: ActionTap
 
     def told(self, *subjects: str, kinds: tuple[str, ...] = ()) -> None: ...
+
+
+def ready_node(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    """A Ready Kubernetes Node (the emulator's kubelet runs pods only on Ready ones)."""
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "KubeletReady",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    meta = {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}}
+    return {"metadata": meta, "status": {"conditions": [ready]}}
 
 
 def say(text: str) -> None:

@@ -30,13 +30,14 @@ def _env(pod: dict[str, Any], name: str) -> str:
 class SlurmdStandIn:
     def __init__(
         self, kube: KubeApiEmulator, sandbox: Sandbox, *, cpus: int = 1, memory_mb: int = 400,
-        boot: bool = False, port_base: int = 0,
+        boot: bool = False, port_base: int = 0, nodesets: tuple[str, ...] = (),
     ) -> None:  # fmt: skip
         self.kube = kube
         self.sandbox = sandbox
         self.boot = boot  # slurmd -b, as the pods of a power-managed NodeSet start it
         self.port_base = port_base  # the syncer's nodeset_power_port_base: member <n> listens on base + n
         self.cpus = cpus
+        self.nodesets = nodesets  # the pods of these NodeSets only (empty: every NodeSet's)
         self.memory_mb = memory_mb
         self.running: set[str] = set()  # Slurm node names whose slurmd runs
         self.failures: list[str] = []
@@ -66,6 +67,8 @@ class SlurmdStandIn:
         labels = pod["metadata"].get("labels") or {}
         name = labels.get(Keys.NODE_NAME_LABEL)
         if not name or Keys.NODESET_LABEL not in labels:
+            return
+        if self.nodesets and labels[Keys.NODESET_LABEL] not in self.nodesets:
             return
         gone = change.type == "DELETED" or bool(pod["metadata"].get("deletionTimestamp"))
         if gone:

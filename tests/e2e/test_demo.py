@@ -67,6 +67,7 @@ async def check_both_systems(directory: Path, kubectl: Kubectl) -> None:
     nodeset = await kubectl.json("get", "nodesets", "gpu", "-n", "slurm")
     assert nodeset["spec"]["replicas"] == 1 and nodeset["status"]["replicas"] == 1
     await check_partition_scene(sandbox, kubectl)
+    await check_power_scene(sandbox, kubectl)
 
 
 async def check_partition_scene(sandbox: Sandbox, kubectl: Kubectl) -> None:
@@ -84,6 +85,27 @@ async def check_partition_scene(sandbox: Sandbox, kubectl: Kubectl) -> None:
     assert ready and ready[0]["status"] == "True", cr["status"]
     assert cr["metadata"]["annotations"]["slurm-syncer.dev/partition-owner"] == "created"
     assert "k8s.tier:interactive" in sandbox.scontrol("show", "node", sandbox.real_node)
+
+
+async def check_power_scene(sandbox: Sandbox, kubectl: Kubectl) -> None:
+    """The job's pod was created and deleted again (the NodeSet's Events), Slurm shows the member
+    POWERED_DOWN and the nodes of the earlier scenes were excluded from power saving; before 26.05 no
+    NodeSet of it."""
+    nodesets = {
+        n["metadata"]["name"] for n in (await kubectl.json("get", "nodesets", "-n", "slurm"))["items"]
+    }
+    if not WRITES:
+        assert "burst" not in nodesets
+        return
+    assert "burst" in nodesets
+    assert "POWERED_DOWN" in sandbox.node_state("burst-0")
+    pods = await kubectl.json("get", "pods", "-n", "slurm", "-l", "slurm-syncer.dev/nodeset=burst")
+    assert pods["items"] == [], "the idle member's pod is gone"
+    events = (await kubectl.json("get", "events", "-n", "slurm"))["items"]
+    reasons = [e["reason"] for e in events if e["involvedObject"]["name"] == "burst"]
+    assert reasons.count("PoweringUp") == 1 and reasons.count("PoweredDown") == 1, reasons
+    excluded = sandbox.scontrol("show", "config")
+    assert "gpu-1" in excluded.partition("SuspendExcNodes")[2].splitlines()[0], "earlier scenes' nodes kept"
 
 
 async def test_demo_plays_the_scenario_shows_only_its_story_and_tears_down(tmp_path: Path) -> None:
@@ -147,6 +169,18 @@ async def test_demo_plays_the_scenario_shows_only_its_story_and_tears_down(tmp_p
             )
             if WRITES
             else ("partitions declared in Kubernetes need Slurm 26.05+", "skipped on Slurm 24.11")
+        ),
+        *(
+            (
+                "declared to Slurm: burst-0 CLOUD+DYNAMIC_NORM+IDLE+POWERED_DOWN; no pod",
+                "syncer: created pod burst-0",
+                "its slurmd registered",
+                "COMPLETED",
+                "syncer: deleted pod burst-0: Slurm powered its node down",
+                "Slurm powered burst-0 down and its pod is gone",
+            )
+            if WRITES
+            else ("power saving: a NodeSet's members are declared to Slurm over REST v0.0.45",)
         ),
         "stopping the Slurm sandbox",
         f"==> done; the syncer's log is in {log}",
