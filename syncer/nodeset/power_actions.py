@@ -101,6 +101,8 @@ class PowerActions:
         await self._failures(power, decision, by_name, slurm_nodes, forced, event, logger)
         for name, why in sorted(decision.force_down.items()):
             reason = f"{self.owner_prefix}{why}"
+            if not await self._still_powering_up(name, logger):
+                continue
             if await self.writes.slurm_writer.power_down_force(name, reason):
                 self.stats.failures += 1
                 logger.warning("forced Slurm node power-down", slurm_node=name, reason=reason)
@@ -144,6 +146,19 @@ class PowerActions:
                 await event(
                     "Warning", "PowerUpFailed", f"Slurm node {name} powered down, jobs requeued: {why}"
                 )
+
+    async def _still_powering_up(self, name: str, logger: Any) -> bool:
+        """Read again before a ceiling's POWER_DOWN_FORCE: the plan's record may be a second old, and a
+        member whose job started meanwhile would have it ended NODE_FAIL (a --no-requeue job). While
+        POWERING_UP its job only waits (CONFIGURING); once up it goes the way of any busy member."""
+        try:
+            current = await self.slurm.get_node(name)
+        except SlurmNotFound:
+            return False
+        if powering_up(current):
+            return True
+        logger.info("member above the ceiling powered up meanwhile: not forced down", slurm_node=name)
+        return False
 
     async def _get(self, path: str) -> dict[str, Any] | None:
         try:
