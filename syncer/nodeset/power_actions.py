@@ -18,10 +18,10 @@ from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
 from syncer.model.slurm import SlurmNode
 from syncer.nodeset.plan import ready, removal_stamp
 from syncer.nodeset.pod_failures import start_failure
-from syncer.nodeset.power import PowerDecision, declared_stamp, powered_down, powering_up
+from syncer.nodeset.power import PowerDecision, declared_stamp, made_over_rest, powered_down, powering_up
 from syncer.nodeset.spec import PowerSpec
 from syncer.nodeset.writes import NodeSetWrites
-from syncer.slurm.errors import SlurmNotFound, SlurmVersionError
+from syncer.slurm.errors import SlurmApiError, SlurmNotFound, SlurmVersionError
 
 # POWERING_UP -> slurmd registered: a pod's schedule, image pull and slurmd start (seconds)
 REGISTER_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -64,6 +64,7 @@ class PowerActions:
         self.stats = PowerStats()
         self.unsupported = ""  # why this Slurm cannot declare members (24.11), once seen
         self._told: set[str] = set()  # NodeSet uids warned by an Event that this Slurm cannot declare
+        self._conf_told: dict[str, set[str]] = {}  # NodeSet uid -> slurm.conf members above the ceiling told
         self._powering: dict[str, float] = {}  # member -> when its pod was created for a power-up
         # pod uids acted on once each (forced down for, deleted for a power-down), by NodeSet key, kept
         # only while the NodeSet still has those pods
@@ -93,6 +94,7 @@ class PowerActions:
             await self._power_down_pod(by_name[name], deleted, event, logger)
         for name in decision.undeclare:
             await self._undeclare(name, mine, by_name, event, logger)
+        await self._conf_above(nodeset, decision, event, logger)
         for name in decision.resume:
             if await self.writes.slurm_writer.resume(name):
                 logger.info(
@@ -173,6 +175,7 @@ class PowerActions:
         self.stats.by_state.pop(key, None)
         self._forced.pop(key, None)
         self._deleted.pop(key, None)
+        self._conf_told.clear()  # keyed by uid; a NodeSet is seldom deleted, a second Event is harmless
 
     def powering_up(self, name: str) -> None:
         """A pod was created because Slurm powers its member up."""
@@ -220,6 +223,27 @@ class PowerActions:
                 + (" ..." if len(declared) > 10 else ""),
             )  # fmt: skip
 
+    async def _conf_above(
+        self,
+        nodeset: KubeNodeSet,
+        decision: PowerDecision,
+        event: Callable[[str, str, str], Any],
+        logger: Any,
+    ) -> None:
+        """A slurm.conf member above a lowered ceiling stays (powered down by Slurm, no pod): only the
+        admin can remove it. Said once per member and NodeSet."""
+        told = self._conf_told.setdefault(nodeset.uid, set())
+        for name in decision.conf_above:
+            if name in told:
+                continue
+            told.add(name)
+            logger.warning("member above the ceiling is named in slurm.conf: kept", slurm_node=name)
+            await event(
+                "Warning", "SlurmConfMemberAboveCeiling",
+                f"Slurm node {name} is above spec.power.maxReplicas but named in slurm.conf (Slurm "
+                f"refuses to delete it): remove NodeName={name} from slurm.conf, then scontrol reconfigure",
+            )  # fmt: skip
+
     async def _power_down_pod(
         self, pod: KubePod, deleted: set[str], event: Callable[[str, str, str], Any], logger: Any
     ) -> None:
@@ -253,9 +277,16 @@ class PowerActions:
             current = await self.slurm.get_node(name)
         except SlurmNotFound:
             return
-        if current.comment != mine or current.busy or powering_up(current):
+        if current.comment != mine or current.busy or powering_up(current) or not made_over_rest(current):
             return
-        if not await self.writes.slurm_writer.delete_node(name):
+        try:
+            if not await self.writes.slurm_writer.delete_node(name):
+                return
+        except SlurmApiError as exc:  # one refused delete must not stop the rest of the reconcile
+            logger.warning(
+                "Slurm refused to delete a member above the ceiling", slurm_node=name, error=str(exc)
+            )
+            await event("Warning", "DeleteSlurmNodeFailed", f"Slurm refused to delete node {name}: {exc}")
             return
         self.stats.undeclared += 1
         logger.info("member above the ceiling removed from Slurm", slurm_node=name)

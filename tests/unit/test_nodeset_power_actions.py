@@ -13,9 +13,9 @@ import structlog
 from syncer.model.slurm import SlurmNode
 from syncer.nodeset.power import CEILING_LOWERED, PowerDecision
 from syncer.nodeset.power_actions import PowerActions
-from syncer.slurm.errors import SlurmNotFound
+from syncer.slurm.errors import SlurmApiError, SlurmMessage, SlurmNotFound
 from tests.unit.test_nodeset_plan import NOW, NS
-from tests.unit.test_nodeset_power_plan import UP, power, rec
+from tests.unit.test_nodeset_power_plan import CONF_DOWN, DOWN, MINE, UP, power, rec
 
 
 class Slurm:
@@ -76,3 +76,26 @@ async def test_a_ceiling_member_gone_meanwhile_is_not_forced_down() -> None:
     slurm = Slurm()
     await apply(slurm, PowerDecision(force_down={"gpu-3": CEILING_LOWERED}))
     assert slurm.forced == []
+
+
+async def test_one_refused_delete_does_not_stop_the_rest() -> None:
+    """Slurm answers 500 (error 2028) to `DELETE /node/` on a node it will not delete: the next member is
+    still deleted, the pass goes on to its forced power-downs, and an Event names the refusal."""
+    refused = SlurmApiError(
+        "DELETE /node/gpu-3", endpoint="node_delete", status=500,
+        errors=(SlurmMessage(description="Unable to delete node", error_number=2028),),
+    )  # fmt: skip
+    slurm = Slurm(rec("gpu-3", *DOWN), rec("gpu-4", *DOWN), rec("gpu-5", *UP))
+    slurm.refuse_delete["gpu-3"] = refused
+    decision = PowerDecision(undeclare=["gpu-3", "gpu-4"], force_down={"gpu-5": CEILING_LOWERED})
+    events = await apply(slurm, decision)
+    assert slurm.deleted == ["gpu-4"] and slurm.forced == ["gpu-5"]
+    assert any(r == "DeleteSlurmNodeFailed" and "gpu-3" in m for _, r, m in events)
+
+
+async def test_a_slurm_conf_member_is_not_deleted_but_named_for_the_admin() -> None:
+    slurm = Slurm(rec("gpu-2", *CONF_DOWN, comment=MINE))
+    events = await apply(slurm, PowerDecision(undeclare=["gpu-2"], conf_above=["gpu-2"]))
+    assert slurm.deleted == []
+    assert [r for _, r, _ in events] == ["SlurmConfMemberAboveCeiling"]
+    assert "NodeName=gpu-2" in events[0][2]
