@@ -16,6 +16,7 @@ from syncer.kube.writer import pod_path
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
 from syncer.model.slurm import SlurmNode
+from syncer.model.times import rfc3339
 from syncer.nodeset.plan import ready, removal_stamp
 from syncer.nodeset.pod_failures import start_failure
 from syncer.nodeset.power import PowerDecision, declared_stamp, made_over_rest, powered_down, powering_up
@@ -53,8 +54,12 @@ class PowerStats:
 
 class PowerActions:
     def __init__(
-        self, context: ControllerContext, writes: NodeSetWrites, owner_prefix: str, *, port_base: int = 0
-    ) -> None:
+        self, context: ControllerContext, writes: NodeSetWrites, owner_prefix: str, *, port_base: int = 0,
+        node_loss_limit: int = 2,
+    ) -> None:  # fmt: skip
+        # most members forced down per pass for a lost Node: the safety valve's floor (safety-valve-min-nodes
+        # - 1), so a cluster-wide Node blip does not requeue every job at once
+        self.node_loss_limit = node_loss_limit
         self.port_base = port_base  # see ServiceConfig.nodeset_power_port_base
         self.context = context
         self.writes = writes
@@ -118,6 +123,8 @@ class PowerActions:
         """A member whose pod cannot start while Slurm powers it up, or whose Kubernetes Node is lost under
         it: POWER_DOWN_FORCE with the reason (its jobs are requeued now, not after ResumeTimeout)."""
         nodes = self.context.kube_cache.nodes.items
+        now, lost_after = self.clock(), power.start_timeout_s
+        node_losses = 0
         for name, pod in sorted(by_name.items()):
             slurm = slurm_nodes.get(name)
             if pod.terminating or name not in decision.members or slurm is None or powered_down(slurm):
@@ -125,7 +132,7 @@ class PowerActions:
             if pod.uid in forced or slurm.base_state == "DOWN":
                 continue
             node = nodes.get(pod.node_name) if pod.node_name else None
-            lost = bool(pod.node_name) and (node is None or _not_ready(node))
+            lost = bool(pod.node_name) and (node is None or _not_ready(node, now, lost_after))
             if not lost and not (powering_up(slurm) and not ready(pod)):
                 continue
             raw = await self._get(pod_path(pod.namespace, pod.name))
@@ -138,9 +145,16 @@ class PowerActions:
             raw_node = _node_dict(node) if node is not None else None
             if node_name and node is None:
                 raw_node = await self._get(f"/api/v1/nodes/{node_name}")
-            why = start_failure(raw, raw_node, self.clock(), unschedulable_after_s=power.start_timeout_s)
+            why = start_failure(
+                raw, raw_node, now, unschedulable_after_s=power.start_timeout_s, node_lost_after_s=lost_after
+            )
             if why is None:
                 continue
+            if " lost its Node " in why:
+                if node_losses >= self.node_loss_limit:
+                    logger.warning("Node loss: member not forced down in this pass (limit)", slurm_node=name)
+                    continue
+                node_losses += 1
             if await self.writes.slurm_writer.power_down_force(name, f"{self.owner_prefix}{why}"):
                 forced.add(pod.uid)
                 self.stats.failures += 1
@@ -293,14 +307,25 @@ class PowerActions:
         await event("Normal", "DeletedSlurmNode", f"deleted Slurm node {name}: above spec.power.maxReplicas")
 
 
-def _not_ready(node: KubeNode) -> bool:
+def _not_ready(node: KubeNode, now: float, after_s: float) -> bool:
+    """NotReady or Unknown for `after_s` (a moment's NotReady is a kubelet restart or an apiserver blip)."""
     cond = node.condition("Ready")
-    return cond is not None and cond.status != "True"
+    if cond is None or cond.status == "True":
+        return False
+    return not cond.last_transition_time or now - cond.last_transition_time >= after_s
 
 
 def _node_dict(node: KubeNode | None) -> dict[str, Any] | None:
     """The Node as pod_failures reads it (its Ready condition)."""
     if node is None:
         return None
-    conditions = [{"type": c.type, "status": c.status, "reason": c.reason} for c in node.conditions]
+    conditions = [
+        {
+            "type": c.type,
+            "status": c.status,
+            "reason": c.reason,
+            "lastTransitionTime": rfc3339(c.last_transition_time),
+        }
+        for c in node.conditions
+    ]
     return {"metadata": {"name": node.name}, "status": {"conditions": conditions}}

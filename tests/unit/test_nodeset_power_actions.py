@@ -8,13 +8,16 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import msgspec
 import structlog
 
+from syncer.kube.errors import KubeError
+from syncer.model.kube import Condition, KubeNode, KubePod
 from syncer.model.slurm import SlurmNode
 from syncer.nodeset.power import CEILING_LOWERED, PowerDecision
 from syncer.nodeset.power_actions import PowerActions
 from syncer.slurm.errors import SlurmApiError, SlurmMessage, SlurmNotFound
-from tests.unit.test_nodeset_plan import NOW, NS
+from tests.unit.test_nodeset_plan import NOW, NS, pod
 from tests.unit.test_nodeset_power_plan import CONF_DOWN, DOWN, MINE, UP, power, rec
 
 
@@ -46,9 +49,30 @@ class Slurm:
         return True
 
 
-async def apply(slurm: Slurm, decision: PowerDecision) -> list[tuple[str, str, str]]:
+class Kube:
+    """The pods and Nodes kube-apiserver answers (the Node cache holds the same Nodes)."""
+
+    def __init__(self, pods: list[KubePod], nodes: list[KubeNode]) -> None:
+        self.pods = {p.name: p for p in pods}
+        self.nodes = {n.name: n for n in nodes}
+
+    async def get(self, path: str) -> dict[str, Any]:
+        name = path.rsplit("/", 1)[1]
+        if name in self.pods:
+            meta = {"namespace": "hpc", "name": name}
+            return {"metadata": meta, "spec": {"nodeName": self.pods[name].node_name}, "status": {}}
+        raise KubeError(404, "NotFound", f"{path} not found")
+
+
+async def apply(
+    slurm: Slurm, decision: PowerDecision, kube: Kube | None = None, *, limit: int = 2
+) -> list[tuple[str, str, str]]:
+    kube = kube or Kube([], [])
     context: Any = SimpleNamespace(
-        slurm=slurm, clock=lambda: NOW, kube_cache=SimpleNamespace(nodes=SimpleNamespace(items={}))
+        slurm=slurm,
+        clock=lambda: NOW,
+        kube=kube,
+        kube_cache=SimpleNamespace(nodes=SimpleNamespace(items=kube.nodes)),
     )
     writes: Any = SimpleNamespace(slurm_writer=slurm)
     events: list[tuple[str, str, str]] = []
@@ -58,8 +82,8 @@ async def apply(slurm: Slurm, decision: PowerDecision) -> list[tuple[str, str, s
 
     spec = power(1).power
     assert spec is not None
-    await PowerActions(context, writes, "k8s: ").apply(
-        NS, spec, decision, {}, dict(slurm.nodes), event, structlog.get_logger("test")
+    await PowerActions(context, writes, "k8s: ", node_loss_limit=limit).apply(
+        NS, spec, decision, kube.pods, dict(slurm.nodes), event, structlog.get_logger("test")
     )
     return events
 
@@ -99,3 +123,38 @@ async def test_a_slurm_conf_member_is_not_deleted_but_named_for_the_admin() -> N
     assert slurm.deleted == []
     assert [r for _, r, _ in events] == ["SlurmConfMemberAboveCeiling"]
     assert "NodeName=gpu-2" in events[0][2]
+
+
+UP_RUNNING = ("ALLOCATED", "CLOUD", "DYNAMIC_NORM")
+
+
+def running(count: int, not_ready_for: float | None) -> tuple[Slurm, Kube, PowerDecision]:
+    """`count` members running jobs, each pod on its own Node kw-N; the Nodes NotReady for `not_ready_for`
+    seconds (None: Ready)."""
+    spec = power(count)
+    pods = [msgspec.structs.replace(pod(f"gpu-{i}", spec), node_name=f"kw-{i}") for i in range(count)]
+    status, since = ("True", NOW - 3600) if not_ready_for is None else ("Unknown", NOW - not_ready_for)
+    ready = Condition(type="Ready", status=status, reason="NodeStatusUnknown", last_transition_time=since)
+    nodes = [KubeNode(name=f"kw-{i}", conditions=(ready,)) for i in range(count)]
+    slurm = Slurm(*(rec(f"gpu-{i}", *UP_RUNNING) for i in range(count)))
+    return slurm, Kube(pods, nodes), PowerDecision(members={f"gpu-{i}": i for i in range(count)})
+
+
+async def test_a_node_notready_for_a_moment_forces_nothing_down() -> None:
+    """A kubelet restart or an apiserver blip: NotReady for 10s, under startTimeout (5m)."""
+    slurm, kube, decision = running(3, not_ready_for=10)
+    assert await apply(slurm, decision, kube) == [] and slurm.forced == []
+
+
+async def test_a_node_notready_past_the_bound_is_lost_but_never_more_than_the_limit_per_pass() -> None:
+    slurm, kube, decision = running(4, not_ready_for=600)
+    events = await apply(slurm, decision, kube, limit=2)
+    assert slurm.forced == ["gpu-0", "gpu-1"]
+    assert [r for _, r, _ in events] == ["PowerUpFailed", "PowerUpFailed"]
+
+
+async def test_a_node_gone_from_the_api_is_lost_at_once() -> None:
+    slurm, kube, decision = running(1, not_ready_for=None)
+    kube.nodes.clear()
+    await apply(slurm, decision, kube)
+    assert slurm.forced == ["gpu-0"]
