@@ -185,6 +185,7 @@ class SyncerService:
                 namespace=config.namespace,
                 requeue_s=config.nodeset_requeue_s,
                 power_port_base=config.nodeset_power_port_base,
+                node_loss_limit=config.safety_valve_min_nodes - 1,
             )
             if config.nodeset_enabled
             else None

@@ -15,7 +15,8 @@ The shapes are those kube-apiserver, kube-scheduler and the kubelet write:
   say how it ended);
 - the pod ended: `status.phase` `Failed` (or `Succeeded`: slurmd exited and will not restart), with
   `status.reason`/`status.message` when the kubelet evicted it;
-- its Node gone (deleted) or NotReady (`Ready` condition `False` or `Unknown`).
+- its Node gone (deleted) or NotReady (`Ready` condition `False` or `Unknown`; with `node_lost_after_s`, only
+  once it has lasted that long, from its lastTransitionTime).
 """
 
 from __future__ import annotations
@@ -39,7 +40,12 @@ MAX_REASON_BYTES = 200  # leaves room for the syncer's prefix within a drain rea
 
 
 def start_failure(
-    pod: dict[str, Any], node: dict[str, Any] | None, now: float, *, unschedulable_after_s: float
+    pod: dict[str, Any],
+    node: dict[str, Any] | None,
+    now: float,
+    *,
+    unschedulable_after_s: float,
+    node_lost_after_s: float = 0.0,
 ) -> str | None:
     """A short one-line reason naming the pod and why it cannot run, or None while it may still start.
 
@@ -55,7 +61,7 @@ def start_failure(
     node_name = spec.get("nodeName") or ""
     why = None
     if node_name:
-        why = _node_lost(node_name, node)
+        why = _node_lost(node_name, node, now, node_lost_after_s)
     if why is None and not meta.get("deletionTimestamp"):
         why = _ended(status) or _container_failure(status)
         if why is None and not node_name:
@@ -63,12 +69,15 @@ def start_failure(
     return None if why is None else _one_line(f"{who} {why}")
 
 
-def _node_lost(node_name: str, node: dict[str, Any] | None) -> str | None:
+def _node_lost(node_name: str, node: dict[str, Any] | None, now: float, after_s: float) -> str | None:
     if node is None:
         return f"lost its Node {node_name}: the Node is gone"
     ready = _condition(node.get("status") or {}, "Ready")
     if ready is None or ready.get("status") == "True":
         return None  # a Node without a Ready condition yet is not judged lost
+    since = epoch(ready.get("lastTransitionTime"))
+    if since and now - since < after_s:
+        return None  # NotReady for a moment (a kubelet restart, an apiserver blip): not lost yet
     detail = ready.get("reason") or ready.get("status")
     return f"lost its Node {node_name}: NotReady ({detail})"
 

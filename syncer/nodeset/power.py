@@ -10,7 +10,8 @@ respected (no pod for a node an admin took out). Members above a lowered ceiling
 (drained, then the pod, then the record) or, with no pod, their record is deleted once nothing runs there.
 
 A declared record carries the NodeSet's identity in its comment (`declared_stamp`), written right after
-the create (Slurm refuses a comment in `node_conf`), so a lowered ceiling deletes only its own records.
+the create (Slurm refuses a comment in `node_conf`), so a lowered ceiling deletes only its own records;
+a slurm.conf member (no DYNAMIC_NORM: Slurm refuses to delete it) is never stamped nor deleted.
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ CEILING_LOWERED = "ceiling lowered below it while Slurm powered it up"
 def declared_stamp(removal_stamp: str) -> str:
     """The comment of a member record this NodeSet declared (distinct from its removal stamp)."""
     return f"{removal_stamp} power=declared"
+
+
+def made_over_rest(slurm: SlurmNode) -> bool:
+    """A record made by `POST /new/node/` (DYNAMIC_NORM): the only kind Slurm lets us delete. A member named
+    in slurm.conf (24.11 cannot declare) has no such flag; `DELETE /node/` refuses it (500, error 2028)."""
+    return "DYNAMIC_NORM" in slurm.state
 
 
 def powering_up(slurm: SlurmNode) -> bool:
@@ -88,6 +95,7 @@ class PowerDecision:
     scale_in: list[str] = field(default_factory=list)  # pods above the ceiling, removed the scale-in way
     power_down_pods: list[str] = field(default_factory=list)  # pods of members Slurm powered down
     undeclare: list[str] = field(default_factory=list)  # our records above the ceiling, no pod, idle
+    conf_above: list[str] = field(default_factory=list)  # slurm.conf members above the ceiling: kept
     force_down: dict[str, str] = field(default_factory=dict)  # record -> reason of a POWER_DOWN_FORCE
     foreign: list[str] = field(default_factory=list)  # member names whose record someone else commented
     failed: dict[str, str] = field(default_factory=dict)  # member -> our power-down reason (still DOWN)
@@ -142,8 +150,8 @@ def decide_power(
             out.failed[name] = slurm.reason
             if slurm.base_state == "DOWN" and pod is None and "POWERED_DOWN" in slurm.state and slurm_fresh:
                 out.resume.append(name)
-        if not slurm.comment and slurm_fresh:
-            out.stamp.append(name)
+        if not slurm.comment and slurm_fresh and made_over_rest(slurm):
+            out.stamp.append(name)  # a slurm.conf member is never ours to delete: left unstamped
         if wanted(index, power, pod, slurm, owner_prefix):
             out.members[name] = index
             if pod is None:
@@ -164,14 +172,16 @@ def decide_power(
             out.scale_in.append(pod.name)
     prefix = nodeset + "-"
     for name, slurm in sorted(slurm_nodes.items()):
-        if not name.startswith(prefix) or name in by_name or slurm.comment != mine:
+        if not name.startswith(prefix) or name in by_name or not 0 <= power.max_replicas <= ordinal(name):
             continue
-        if 0 <= ordinal(name) < power.max_replicas:
+        if not made_over_rest(slurm) and slurm.comment in ("", mine) and not slurm.busy:
+            out.conf_above.append(name)  # only its slurm.conf line can remove it
+        if slurm.comment != mine:
             continue
         if not slurm_fresh:
             out.stale = True
         elif powering_up(slurm):
             out.force_down[name] = CEILING_LOWERED  # a job waits for it: requeued, never killed
-        elif not slurm.busy:
+        elif not slurm.busy and made_over_rest(slurm):
             out.undeclare.append(name)
     return out

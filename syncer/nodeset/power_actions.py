@@ -16,12 +16,13 @@ from syncer.kube.writer import pod_path
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
 from syncer.model.slurm import SlurmNode
+from syncer.model.times import rfc3339
 from syncer.nodeset.plan import ready, removal_stamp
 from syncer.nodeset.pod_failures import start_failure
-from syncer.nodeset.power import PowerDecision, declared_stamp, powered_down, powering_up
+from syncer.nodeset.power import PowerDecision, declared_stamp, made_over_rest, powered_down, powering_up
 from syncer.nodeset.spec import PowerSpec
 from syncer.nodeset.writes import NodeSetWrites
-from syncer.slurm.errors import SlurmNotFound, SlurmVersionError
+from syncer.slurm.errors import SlurmApiError, SlurmNotFound, SlurmVersionError
 
 # POWERING_UP -> slurmd registered: a pod's schedule, image pull and slurmd start (seconds)
 REGISTER_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -53,8 +54,12 @@ class PowerStats:
 
 class PowerActions:
     def __init__(
-        self, context: ControllerContext, writes: NodeSetWrites, owner_prefix: str, *, port_base: int = 0
-    ) -> None:
+        self, context: ControllerContext, writes: NodeSetWrites, owner_prefix: str, *, port_base: int = 0,
+        node_loss_limit: int = 2,
+    ) -> None:  # fmt: skip
+        # most members forced down per pass for a lost Node: the safety valve's floor (safety-valve-min-nodes
+        # - 1), so a cluster-wide Node blip does not requeue every job at once
+        self.node_loss_limit = node_loss_limit
         self.port_base = port_base  # see ServiceConfig.nodeset_power_port_base
         self.context = context
         self.writes = writes
@@ -64,6 +69,7 @@ class PowerActions:
         self.stats = PowerStats()
         self.unsupported = ""  # why this Slurm cannot declare members (24.11), once seen
         self._told: set[str] = set()  # NodeSet uids warned by an Event that this Slurm cannot declare
+        self._conf_told: dict[str, set[str]] = {}  # NodeSet uid -> slurm.conf members above the ceiling told
         self._powering: dict[str, float] = {}  # member -> when its pod was created for a power-up
         # pod uids acted on once each (forced down for, deleted for a power-down), by NodeSet key, kept
         # only while the NodeSet still has those pods
@@ -93,6 +99,7 @@ class PowerActions:
             await self._power_down_pod(by_name[name], deleted, event, logger)
         for name in decision.undeclare:
             await self._undeclare(name, mine, by_name, event, logger)
+        await self._conf_above(nodeset, decision, event, logger)
         for name in decision.resume:
             if await self.writes.slurm_writer.resume(name):
                 logger.info(
@@ -101,6 +108,8 @@ class PowerActions:
         await self._failures(power, decision, by_name, slurm_nodes, forced, event, logger)
         for name, why in sorted(decision.force_down.items()):
             reason = f"{self.owner_prefix}{why}"
+            if not await self._still_powering_up(name, logger):
+                continue
             if await self.writes.slurm_writer.power_down_force(name, reason):
                 self.stats.failures += 1
                 logger.warning("forced Slurm node power-down", slurm_node=name, reason=reason)
@@ -114,6 +123,8 @@ class PowerActions:
         """A member whose pod cannot start while Slurm powers it up, or whose Kubernetes Node is lost under
         it: POWER_DOWN_FORCE with the reason (its jobs are requeued now, not after ResumeTimeout)."""
         nodes = self.context.kube_cache.nodes.items
+        now, lost_after = self.clock(), power.start_timeout_s
+        node_losses = 0
         for name, pod in sorted(by_name.items()):
             slurm = slurm_nodes.get(name)
             if pod.terminating or name not in decision.members or slurm is None or powered_down(slurm):
@@ -121,7 +132,7 @@ class PowerActions:
             if pod.uid in forced or slurm.base_state == "DOWN":
                 continue
             node = nodes.get(pod.node_name) if pod.node_name else None
-            lost = bool(pod.node_name) and (node is None or _not_ready(node))
+            lost = bool(pod.node_name) and (node is None or _not_ready(node, now, lost_after))
             if not lost and not (powering_up(slurm) and not ready(pod)):
                 continue
             raw = await self._get(pod_path(pod.namespace, pod.name))
@@ -134,9 +145,16 @@ class PowerActions:
             raw_node = _node_dict(node) if node is not None else None
             if node_name and node is None:
                 raw_node = await self._get(f"/api/v1/nodes/{node_name}")
-            why = start_failure(raw, raw_node, self.clock(), unschedulable_after_s=power.start_timeout_s)
+            why = start_failure(
+                raw, raw_node, now, unschedulable_after_s=power.start_timeout_s, node_lost_after_s=lost_after
+            )
             if why is None:
                 continue
+            if " lost its Node " in why:
+                if node_losses >= self.node_loss_limit:
+                    logger.warning("Node loss: member not forced down in this pass (limit)", slurm_node=name)
+                    continue
+                node_losses += 1
             if await self.writes.slurm_writer.power_down_force(name, f"{self.owner_prefix}{why}"):
                 forced.add(pod.uid)
                 self.stats.failures += 1
@@ -144,6 +162,19 @@ class PowerActions:
                 await event(
                     "Warning", "PowerUpFailed", f"Slurm node {name} powered down, jobs requeued: {why}"
                 )
+
+    async def _still_powering_up(self, name: str, logger: Any) -> bool:
+        """Read again before a ceiling's POWER_DOWN_FORCE: the plan's record may be a second old, and a
+        member whose job started meanwhile would have it ended NODE_FAIL (a --no-requeue job). While
+        POWERING_UP its job only waits (CONFIGURING); once up it goes the way of any busy member."""
+        try:
+            current = await self.slurm.get_node(name)
+        except SlurmNotFound:
+            return False
+        if powering_up(current):
+            return True
+        logger.info("member above the ceiling powered up meanwhile: not forced down", slurm_node=name)
+        return False
 
     async def _get(self, path: str) -> dict[str, Any] | None:
         try:
@@ -158,6 +189,7 @@ class PowerActions:
         self.stats.by_state.pop(key, None)
         self._forced.pop(key, None)
         self._deleted.pop(key, None)
+        self._conf_told.clear()  # keyed by uid; a NodeSet is seldom deleted, a second Event is harmless
 
     def powering_up(self, name: str) -> None:
         """A pod was created because Slurm powers its member up."""
@@ -205,6 +237,27 @@ class PowerActions:
                 + (" ..." if len(declared) > 10 else ""),
             )  # fmt: skip
 
+    async def _conf_above(
+        self,
+        nodeset: KubeNodeSet,
+        decision: PowerDecision,
+        event: Callable[[str, str, str], Any],
+        logger: Any,
+    ) -> None:
+        """A slurm.conf member above a lowered ceiling stays (powered down by Slurm, no pod): only the
+        admin can remove it. Said once per member and NodeSet."""
+        told = self._conf_told.setdefault(nodeset.uid, set())
+        for name in decision.conf_above:
+            if name in told:
+                continue
+            told.add(name)
+            logger.warning("member above the ceiling is named in slurm.conf: kept", slurm_node=name)
+            await event(
+                "Warning", "SlurmConfMemberAboveCeiling",
+                f"Slurm node {name} is above spec.power.maxReplicas but named in slurm.conf (Slurm "
+                f"refuses to delete it): remove NodeName={name} from slurm.conf, then scontrol reconfigure",
+            )  # fmt: skip
+
     async def _power_down_pod(
         self, pod: KubePod, deleted: set[str], event: Callable[[str, str, str], Any], logger: Any
     ) -> None:
@@ -238,23 +291,41 @@ class PowerActions:
             current = await self.slurm.get_node(name)
         except SlurmNotFound:
             return
-        if current.comment != mine or current.busy or powering_up(current):
+        if current.comment != mine or current.busy or powering_up(current) or not made_over_rest(current):
             return
-        if not await self.writes.slurm_writer.delete_node(name):
+        try:
+            if not await self.writes.slurm_writer.delete_node(name):
+                return
+        except SlurmApiError as exc:  # one refused delete must not stop the rest of the reconcile
+            logger.warning(
+                "Slurm refused to delete a member above the ceiling", slurm_node=name, error=str(exc)
+            )
+            await event("Warning", "DeleteSlurmNodeFailed", f"Slurm refused to delete node {name}: {exc}")
             return
         self.stats.undeclared += 1
         logger.info("member above the ceiling removed from Slurm", slurm_node=name)
         await event("Normal", "DeletedSlurmNode", f"deleted Slurm node {name}: above spec.power.maxReplicas")
 
 
-def _not_ready(node: KubeNode) -> bool:
+def _not_ready(node: KubeNode, now: float, after_s: float) -> bool:
+    """NotReady or Unknown for `after_s` (a moment's NotReady is a kubelet restart or an apiserver blip)."""
     cond = node.condition("Ready")
-    return cond is not None and cond.status != "True"
+    if cond is None or cond.status == "True":
+        return False
+    return not cond.last_transition_time or now - cond.last_transition_time >= after_s
 
 
 def _node_dict(node: KubeNode | None) -> dict[str, Any] | None:
     """The Node as pod_failures reads it (its Ready condition)."""
     if node is None:
         return None
-    conditions = [{"type": c.type, "status": c.status, "reason": c.reason} for c in node.conditions]
+    conditions = [
+        {
+            "type": c.type,
+            "status": c.status,
+            "reason": c.reason,
+            "lastTransitionTime": rfc3339(c.last_transition_time),
+        }
+        for c in node.conditions
+    ]
     return {"metadata": {"name": node.name}, "status": {"conditions": conditions}}

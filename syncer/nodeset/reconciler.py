@@ -38,7 +38,7 @@ from syncer.nodeset.status import compute_status, invalid_status
 from syncer.nodeset.writes import NodeSetWrites
 from syncer.runtime.controller import DONE, Controller, Result
 from syncer.slurm.cache import NodeChange
-from syncer.slurm.errors import SlurmError, SlurmNotFound
+from syncer.slurm.errors import SlurmApiError, SlurmError, SlurmNotFound
 
 log = structlog.get_logger("syncer.nodeset")
 
@@ -79,11 +79,14 @@ class NodeSetController(Controller):
         workers: int = 2,
         requeue_s: float,
         power_port_base: int = 0,
+        node_loss_limit: int = 2,
     ) -> None:
         self.context = context  # clients, caches, writers: shared by every controller
         self.scale_in = context.scale_in
         self.writes = NodeSetWrites(context)
-        self.power = PowerActions(context, self.writes, owner_prefix, port_base=power_port_base)
+        self.power = PowerActions(
+            context, self.writes, owner_prefix, port_base=power_port_base, node_loss_limit=node_loss_limit
+        )
         self.requeue_s = requeue_s
         self.clock = context.clock
         self.owner_prefix = owner_prefix
@@ -363,7 +366,17 @@ class NodeSetController(Controller):
         if current.busy or not removed_by_us(current, nodeset, self.owner_prefix):
             logger.info("slurm node kept: busy or no longer drained by us", slurm_node=name)
             return
-        if not await self.writes.slurm_writer.delete_node(name):
+        try:
+            if not await self.writes.slurm_writer.delete_node(name):
+                return
+        except SlurmApiError as exc:  # a slurm.conf node (500, error 2028): the rest of the pass goes on
+            logger.warning("Slurm refused to delete the node", slurm_node=name, error=str(exc))
+            if self._once("delete-refused", name):
+                await self._event(
+                    nodeset, "Warning", "DeleteSlurmNodeFailed",
+                    f"Slurm refused to delete node {name} ({exc}); if slurm.conf names it, remove its "
+                    f"NodeName={name} line and run scontrol reconfigure",
+                )  # fmt: skip
             return
         self.scale_in.set(name, None)
         self.stats.slurm_nodes_deleted += 1

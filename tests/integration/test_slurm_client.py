@@ -164,10 +164,22 @@ async def test_delete_dynamic_node(client: SlurmClient, slurm_sandbox: Sandbox) 
     assert client.version is not None
     name = f"dyndel{client.version.name[-2:]}"
     slurm_sandbox.scontrol("create", f"nodename={name}", "state=cloud", "cpus=4", "realmemory=1000")
-    assert (await client.get_node(name)).cpus == 4
+    created = await client.get_node(name)
+    assert created.cpus == 4 and "DYNAMIC_NORM" in created.state  # what a NodeSet may delete (power.py)
     await client.delete_node(name)
     with pytest.raises(SlurmNotFound):
         await client.get_node(name)
+
+
+async def test_a_slurm_conf_node_is_not_dynamic_and_refuses_delete(client: SlurmClient) -> None:
+    """Why a power NodeSet deletes only DYNAMIC_NORM records: Slurm refuses to delete a slurm.conf node
+    (an error that is not 'not found', so it must not be taken for 'gone already')."""
+    name = "node00300"
+    assert "DYNAMIC_NORM" not in (await client.get_node(name)).state
+    with pytest.raises(SlurmApiError) as info:
+        await client.delete_node(name)
+    assert not isinstance(info.value, SlurmNotFound)
+    assert (await client.get_node(name)).name == name
 
 
 async def test_partitions_jobs_and_diag(client: SlurmClient, slurm_sandbox: Sandbox) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from syncer.model.times import rfc3339
 from syncer.nodeset.pod_failures import MAX_REASON_BYTES, start_failure
 
 NOW = 1_700_000_600.0  # 2023-11-14T22:23:20Z
@@ -195,3 +196,13 @@ def test_the_reason_is_one_short_printable_line() -> None:
     assert text.isprintable()
     assert len(text.encode()) <= MAX_REASON_BYTES
     assert len(text.encode()) >= MAX_REASON_BYTES - 1  # cut at a character boundary, not earlier
+
+
+def test_a_node_notready_is_lost_only_once_it_lasted_the_bound() -> None:
+    """A kubelet restart or an apiserver blip turns Ready Unknown for a moment: not a lost Node."""
+    n = node("Unknown", "NodeStatusUnknown")
+    n["status"]["conditions"][1]["lastTransitionTime"] = rfc3339(NOW - 10)
+    p = pod(containerStatuses=RUNNING)
+    assert start_failure(p, n, NOW, unschedulable_after_s=BOUND_S, node_lost_after_s=120) is None
+    lost = start_failure(p, n, NOW + 110, unschedulable_after_s=BOUND_S, node_lost_after_s=120)
+    assert lost == "pod slurm/gpu-3 lost its Node kw-1: NotReady (NodeStatusUnknown)"

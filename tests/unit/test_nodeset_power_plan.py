@@ -20,8 +20,8 @@ TEMPLATE = {
         ]
     }
 }
-DOWN = ("IDLE", "CLOUD", "POWERED_DOWN")
-UP = ("ALLOCATED", "CLOUD", "NOT_RESPONDING", "POWERING_UP")
+DOWN = ("IDLE", "CLOUD", "DYNAMIC_NORM", "POWERED_DOWN")  # declared over REST (DYNAMIC_NORM)
+UP = ("ALLOCATED", "CLOUD", "DYNAMIC_NORM", "NOT_RESPONDING", "POWERING_UP")
 
 
 def power(ceiling: int, floor: int = 0, **fields: Any) -> NodeSetSpec:
@@ -252,3 +252,21 @@ def test_failed_means_our_reason_while_down_or_powering_down() -> None:
         rec("gpu-3", "IDLE", "CLOUD", reason=ours),  # powered up again, the reason lingering: not failed
     ]
     assert sorted(decide(power(4), [], nodes).failed) == ["gpu-0", "gpu-1", "gpu-2"]
+
+
+CONF_DOWN = ("IDLE", "CLOUD", "POWERED_DOWN")  # a member named in slurm.conf (24.11): no DYNAMIC_NORM
+
+
+def test_a_slurm_conf_member_is_never_stamped_nor_deleted_above_the_ceiling() -> None:
+    """Slurm refuses `DELETE /node/` on a slurm.conf node (500, error 2028): such a member is left, and
+    reported, once the ceiling is lowered below it; one stamped by an older syncer as well."""
+    nodes = [
+        rec("gpu-0", *CONF_DOWN, comment=""),
+        rec("gpu-1", *CONF_DOWN, comment=""),
+        rec("gpu-2", *CONF_DOWN),  # stamped ours before this fix
+        rec("gpu-3", *DOWN),  # declared over REST: deleted as before
+    ]
+    out = decide(power(1), [], nodes)
+    assert out.stamp == []
+    assert out.undeclare == ["gpu-3"]
+    assert out.conf_above == ["gpu-1", "gpu-2"]
