@@ -43,6 +43,9 @@ from syncer.slurm.errors import SlurmApiError, SlurmError, SlurmNotFound
 log = structlog.get_logger("syncer.nodeset")
 
 
+CREATE_EXPECTATION_S = 30.0  # a pod we created and the informer has not shown yet is not POSTed again
+
+
 @dataclass
 class NodeSetStats:
     reconciles: int = 0
@@ -99,6 +102,9 @@ class NodeSetController(Controller):
         self._pods: dict[str, set[str]] = {}  # NodeSet key -> pod keys
         self._pdbs: set[str] = set()  # NodeSet uids whose PodDisruptionBudget exists
         self._reported: set[tuple[str, str]] = set()  # (kind, object) Warning events sent once
+        # pod key -> when we created it, until the pod informer shows it: a reconcile requeued before then
+        # would POST it again for a 409 (client-go's "expectations"); bounded in case an event is lost
+        self._created: dict[str, float] = {}
         self.informer.subscribe(self._on_nodeset)
         self.context.kube_cache.pods.subscribe(self._on_pod)
         self.context.kube_cache.nodes.subscribe(self._on_node)
@@ -118,6 +124,7 @@ class NodeSetController(Controller):
             members = self._pods.setdefault(key, set())
             if present:
                 members.add(pod.key)
+                self._created.pop(pod.key, None)  # seen: the cache speaks for it from now on
             else:
                 members.discard(pod.key)
             self.queue.add(key)
@@ -386,8 +393,15 @@ class NodeSetController(Controller):
         )
 
     async def _create_pod(self, nodeset: KubeNodeSet, spec: NodeSetSpec, member: Any, logger: Any) -> None:
+        key = f"{nodeset.namespace}/{member.name}"
+        since = self._created.get(key)
+        if since is not None and self.clock() - since < CREATE_EXPECTATION_S:
+            return  # created a moment ago; the informer has not shown it yet
         try:
-            if not await self.writes.create_pod(nodeset, spec, member):
+            created = await self.writes.create_pod(nodeset, spec, member)
+            if created or not self.context.gate.dry_run:
+                self._created[key] = self.clock()
+            if not created:
                 return  # exists already (the cache has not seen it yet), or a dry run
         except KubeError as exc:
             if exc.status in (400, 422):
