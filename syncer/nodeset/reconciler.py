@@ -79,11 +79,14 @@ class NodeSetController(Controller):
         workers: int = 2,
         requeue_s: float,
         power_port_base: int = 0,
+        power_port_of: Callable[[str], int] | None = None,
     ) -> None:
         self.context = context  # clients, caches, writers: shared by every controller
         self.scale_in = context.scale_in
         self.writes = NodeSetWrites(context)
-        self.power = PowerActions(context, self.writes, owner_prefix, port_base=power_port_base)
+        self.power = PowerActions(
+            context, self.writes, owner_prefix, port_base=power_port_base, port_of=power_port_of
+        )
         self.requeue_s = requeue_s
         self.clock = context.clock
         self.owner_prefix = owner_prefix

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -30,12 +31,13 @@ def _env(pod: dict[str, Any], name: str) -> str:
 class SlurmdStandIn:
     def __init__(
         self, kube: KubeApiEmulator, sandbox: Sandbox, *, cpus: int = 1, memory_mb: int = 400,
-        boot: bool = False, port_base: int = 0,
+        boot: bool = False, port_base: int = 0, port_of: Callable[[str], int] | None = None,
     ) -> None:  # fmt: skip
         self.kube = kube
         self.sandbox = sandbox
         self.boot = boot  # slurmd -b, as the pods of a power-managed NodeSet start it
         self.port_base = port_base  # the syncer's nodeset_power_port_base: member <n> listens on base + n
+        self.port_of = port_of  # the syncer's nodeset_power_ports
         self.cpus = cpus
         self.memory_mb = memory_mb
         self.running: set[str] = set()  # Slurm node names whose slurmd runs
@@ -75,6 +77,8 @@ class SlurmdStandIn:
             self._pending.put_nowait(("start", name, features))
 
     def _port(self, name: str) -> int:
+        if self.port_of is not None:
+            return self.port_of(name)
         ordinal = name.rsplit("-", 1)[-1]
         return self.port_base + int(ordinal) if self.port_base and ordinal.isdigit() else 0
 
