@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import structlog
@@ -104,6 +105,8 @@ class ServiceConfig:
     # power-managed members declared with Port=<base + ordinal> (0: Slurm's SlurmdPort). A test seam: several
     # slurmd on one host (the sandbox) need a port each, and slurmctld keeps a declared record's port.
     nodeset_power_port_base: int = 0
+    # the same seam by member name (wins over the base): NodeSets run side by side, their ordinals overlap
+    nodeset_power_ports: Callable[[str], int] | None = None
     backoff: Backoff = field(default_factory=Backoff)  # retries of a failed reconcile, every controller
     maintenance: MaintenanceOptions = field(default_factory=MaintenanceOptions)  # owner: set from the Lease
     partitions: PartitionOptions = field(default_factory=PartitionOptions)  # SlurmPartition CRs (opt-in)
@@ -186,6 +189,7 @@ class SyncerService:
                 requeue_s=config.nodeset_requeue_s,
                 power_port_base=config.nodeset_power_port_base,
                 node_loss_limit=config.safety_valve_min_nodes - 1,
+                power_port_of=config.nodeset_power_ports,
             )
             if config.nodeset_enabled
             else None

@@ -89,6 +89,7 @@ def wanted(
 class PowerDecision:
     members: dict[str, int] = field(default_factory=dict)  # name -> ordinal: members that keep or get a pod
     create: list[str] = field(default_factory=list)  # pods to create (their records exist)
+    powered_up: set[str] = field(default_factory=set)  # of those, the ones Slurm powers up (not the floor)
     declare: list[str] = field(default_factory=list)  # records to create in Slurm (powered-down CLOUD)
     stamp: list[str] = field(default_factory=list)  # records declared but not yet marked as ours
     unmark: list[str] = field(default_factory=list)  # scale-in cancelled: the ceiling went up again
@@ -156,6 +157,8 @@ def decide_power(
             out.members[name] = index
             if pod is None:
                 out.create.append(name)
+                if powering_up(slurm):
+                    out.powered_up.add(name)
         elif pod is not None and not pod.terminating and not removal:
             if not slurm_fresh:
                 out.stale = True

@@ -55,12 +55,13 @@ class PowerStats:
 class PowerActions:
     def __init__(
         self, context: ControllerContext, writes: NodeSetWrites, owner_prefix: str, *, port_base: int = 0,
-        node_loss_limit: int = 2,
+        node_loss_limit: int = 2, port_of: Callable[[str], int] | None = None,
     ) -> None:  # fmt: skip
         # most members forced down per pass for a lost Node: the safety valve's floor (safety-valve-min-nodes
         # - 1), so a cluster-wide Node blip does not requeue every job at once
         self.node_loss_limit = node_loss_limit
         self.port_base = port_base  # see ServiceConfig.nodeset_power_port_base
+        self.port_of = port_of  # see ServiceConfig.nodeset_power_ports
         self.context = context
         self.writes = writes
         self.slurm = context.slurm
@@ -205,6 +206,11 @@ class PowerActions:
                 self.stats.observe_register(max(0.0, self.clock() - since))
                 del self._powering[name]
 
+    def _port(self, name: str) -> int:
+        if self.port_of is not None:
+            return self.port_of(name)
+        return self.port_base + int(name.rsplit("-", 1)[1]) if self.port_base else 0
+
     async def _declare(
         self, nodeset: KubeNodeSet, power: PowerSpec, decision: PowerDecision, mine: str,
         event: Callable[[str, str, str], Any], logger: Any,
@@ -212,7 +218,7 @@ class PowerActions:
         declared = []
         for name in decision.declare:
             try:
-                port = self.port_base + int(name.rsplit("-", 1)[1]) if self.port_base else 0
+                port = self._port(name)
                 created = await self.writes.slurm_writer.create_node(name, power.node.node_conf(name, port))
             except SlurmVersionError as exc:
                 self.unsupported = str(exc)

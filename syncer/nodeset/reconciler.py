@@ -31,7 +31,6 @@ from syncer.nodeset.plan import (
     removed_by_us,
     slurm_name,
 )
-from syncer.nodeset.power import powering_up
 from syncer.nodeset.power_actions import PowerActions
 from syncer.nodeset.spec import NodeSetSpec, SpecError, parse
 from syncer.nodeset.status import compute_status, invalid_status
@@ -83,12 +82,18 @@ class NodeSetController(Controller):
         requeue_s: float,
         power_port_base: int = 0,
         node_loss_limit: int = 2,
+        power_port_of: Callable[[str], int] | None = None,
     ) -> None:
         self.context = context  # clients, caches, writers: shared by every controller
         self.scale_in = context.scale_in
         self.writes = NodeSetWrites(context)
         self.power = PowerActions(
-            context, self.writes, owner_prefix, port_base=power_port_base, node_loss_limit=node_loss_limit
+            context,
+            self.writes,
+            owner_prefix,
+            port_base=power_port_base,
+            port_of=power_port_of,
+            node_loss_limit=node_loss_limit,
         )
         self.requeue_s = requeue_s
         self.clock = context.clock
@@ -246,7 +251,9 @@ class NodeSetController(Controller):
         for name in result.delete_slurm_nodes:
             await self._delete_slurm_node(nodeset, name, logger)
         for member in result.create:
-            await self._create_pod(nodeset, spec, member, logger)
+            # told by the plan's view: the cache may have moved on while the pod was created
+            powered_up = result.power is not None and member.name in result.power.powered_up
+            await self._create_pod(nodeset, spec, member, logger, powered_up=powered_up)
         timeout_check = await self._report_timeouts(nodeset, spec, by_name, result, logger)
         status = compute_status(
             nodeset, spec, pods, self.context.slurm_cache.nodes, result,
@@ -392,7 +399,9 @@ class NodeSetController(Controller):
             nodeset, "Normal", "DeletedSlurmNode", f"deleted Slurm node {name}: its pod is gone"
         )
 
-    async def _create_pod(self, nodeset: KubeNodeSet, spec: NodeSetSpec, member: Any, logger: Any) -> None:
+    async def _create_pod(
+        self, nodeset: KubeNodeSet, spec: NodeSetSpec, member: Any, logger: Any, *, powered_up: bool = False
+    ) -> None:
         key = f"{nodeset.namespace}/{member.name}"
         since = self._created.get(key)
         if since is not None and self.clock() - since < CREATE_EXPECTATION_S:
@@ -415,8 +424,7 @@ class NodeSetController(Controller):
         self.stats.pods_created += 1
         logger.info("pod created", pod=member.name)
         await self._event(nodeset, "Normal", "CreatedPod", f"created pod {member.name}")
-        slurm = self.context.slurm_cache.nodes.get(member.name)
-        if spec.power is not None and slurm is not None and powering_up(slurm):
+        if powered_up:
             self.power.powering_up(member.name)
             await self._event(
                 nodeset, "Normal", "PoweringUp", f"Slurm powers {member.name} up: created its pod"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -31,11 +32,13 @@ class SlurmdStandIn:
     def __init__(
         self, kube: KubeApiEmulator, sandbox: Sandbox, *, cpus: int = 1, memory_mb: int = 400,
         boot: bool = False, port_base: int = 0, nodesets: tuple[str, ...] = (),
+        port_of: Callable[[str], int] | None = None,
     ) -> None:  # fmt: skip
         self.kube = kube
         self.sandbox = sandbox
         self.boot = boot  # slurmd -b, as the pods of a power-managed NodeSet start it
         self.port_base = port_base  # the syncer's nodeset_power_port_base: member <n> listens on base + n
+        self.port_of = port_of  # the syncer's nodeset_power_ports
         self.cpus = cpus
         self.nodesets = nodesets  # the pods of these NodeSets only (empty: every NodeSet's)
         self.memory_mb = memory_mb
@@ -78,6 +81,8 @@ class SlurmdStandIn:
             self._pending.put_nowait(("start", name, features))
 
     def _port(self, name: str) -> int:
+        if self.port_of is not None:
+            return self.port_of(name)
         ordinal = name.rsplit("-", 1)[-1]
         return self.port_base + int(ordinal) if self.port_base and ordinal.isdigit() else 0
 

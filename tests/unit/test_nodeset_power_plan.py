@@ -56,6 +56,7 @@ def test_floor_members_always_have_pods_and_others_wait_for_slurm() -> None:
     result = run(spec, [], [rec(f"gpu-{i}", *DOWN) for i in range(3)])
     assert [m.name for m in result.create] == ["gpu-0"]
     assert result.power is not None and result.power.declare == []
+    assert result.power.powered_up == set(), "a floor member is not powered up by Slurm: no PoweringUp"
     assert result.power.counts["poweredDown"] == 3 and result.power.counts["declared"] == 3
 
 
@@ -69,6 +70,8 @@ def test_a_member_slurm_powers_up_gets_exactly_its_pod() -> None:
     ]
     result = run(spec, [], nodes)
     assert [m.name for m in result.create] == ["gpu-1", "gpu-2"]
+    # the PoweringUp Event follows this view, not a cache that may have moved on during the create
+    assert result.power is not None and result.power.powered_up == {"gpu-1", "gpu-2"}
     # created already (the cache saw it): nothing more
     again = run(spec, [pod("gpu-1", spec), pod("gpu-2", spec)], nodes)
     assert again.create == []
