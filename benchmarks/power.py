@@ -53,7 +53,7 @@ from syncer.testing.demo_story import DemoError, ready_node
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.kubeapi.store import Change
 from syncer.testing.sandbox import Sandbox, up
-from syncer.testing.sandbox.config import port_is_free
+from syncer.testing.sandbox.config import free_port_block
 from syncer.testing.slurmd_standin import SlurmdStandIn
 
 NAMESPACE, GROUP, VERSION = "bench", "slurm-syncer.dev", "v1alpha1"
@@ -100,14 +100,6 @@ class Seen:
         self.created.setdefault(name, now)
         if (change.obj.get("status") or {}).get("phase") == "Running":
             self.running.setdefault(name, now)
-
-
-def free_base(slots: int) -> int:
-    # below the kernel's ephemeral range (32768-60999 here): a client connection took a member's port there
-    for base in range(20000, 32000, slots + 10):
-        if all(port_is_free(base + i) for i in range(slots)):
-            return base
-    raise RuntimeError(f"no {slots} free consecutive ports")
 
 
 def short_power_saving(sandbox: Sandbox) -> None:
@@ -281,7 +273,7 @@ async def run(samples: int, batch: int, burst_n: int, down_n: int, directory: Pa
         kube.create("", "v1", "nodes", ready_node(f"host-{i}", {"pool": "bench"}))
     seen = Seen()
     kube.api.store.listeners.append(seen)
-    port_base = free_base(samples)
+    port_base = free_port_block(samples)
     config = replace(SERVICE_CONFIG, nodeset_power_port_base=port_base, lease_namespace=NAMESPACE)
     slurm = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file))
     client = await KubeClient.from_config(

@@ -46,7 +46,7 @@ from syncer.testing.demo_story import DemoError, detail, ready_node, say, syncer
 from syncer.testing.demo_story import wait as wait  # benchmarks import it from here
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.sandbox import DEFAULT_RELEASE, RELEASES, Sandbox, SandboxError, up
-from syncer.testing.sandbox.config import REAL_NODE, free_port
+from syncer.testing.sandbox.config import REAL_NODE, free_port, free_port_block
 from syncer.testing.sandbox.rootfs import cache_dir, rootfs_path
 from syncer.testing.slurmd_standin import SlurmdStandIn
 
@@ -193,7 +193,9 @@ async def world(
                 f"{len(BOUND)} slurmd pods bound to {', '.join(BOUND)}; "
                 f"NodeSet {NODESET} with {args.replicas} replicas"
             )
-            power_port = free_port()  # the power scene's one member listens there (a slurmd per member here)
+            power_port = free_port_block(
+                1
+            )  # the power scene's one member listens there (a slurmd per member here)
             async with (
                 SlurmdStandIn(kube, sandbox, nodesets=(NODESET,)),
                 SlurmdStandIn(kube, sandbox, boot=True, port_base=power_port, nodesets=(POWER_NODESET,)),

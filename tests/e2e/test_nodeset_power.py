@@ -21,7 +21,7 @@ from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.sandbox import Sandbox, SandboxError, up
-from syncer.testing.sandbox.config import port_is_free
+from syncer.testing.sandbox.config import free_port_block
 from syncer.testing.sandbox.processes import wait_until
 from syncer.testing.slurmd_standin import SlurmdStandIn
 from tests.e2e.rig import NAMESPACE, Rig, condition, node_body, running_syncer
@@ -40,16 +40,11 @@ from tests.helpers import wait_for
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
 SUSPEND_TIME_S = 6
 _names = itertools.count(1)
-# each member's slurmd needs a port of its own on this one host (ServiceConfig.nodeset_power_port_base)
-_bases = itertools.count(47100, 20)
 
 
 def free_base(slots: int = 10) -> int:
-    """A port base whose next `slots` ports nobody listens on (a slurmd of an earlier run may linger)."""
-    for base in _bases:
-        if all(port_is_free(base + i) for i in range(slots)):
-            return base
-    raise AssertionError("unreachable: the counter is endless")
+    """Each member's slurmd needs a port of its own here (ServiceConfig.nodeset_power_port_base)."""
+    return free_port_block(slots)
 
 
 @pytest.fixture(scope="module")

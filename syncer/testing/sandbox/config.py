@@ -58,6 +58,22 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+_next_low_port = [20000]  # where the next block may start: blocks handed out in one process never overlap
+
+
+def free_port_block(slots: int) -> int:
+    """The first of `slots` consecutive ports nobody listens on, below the kernel's ephemeral range
+    (32768-60999 by default): a port in that range may be taken by any client connection between this
+    check and the daemon's bind (a slurmd per power-managed member failed so)."""
+    base = _next_low_port[0]
+    while base + slots <= 32000:
+        if all(port_is_free(base + i) for i in range(slots)):
+            _next_low_port[0] = base + slots
+            return base
+        base += 1
+    raise RuntimeError(f"no {slots} free consecutive ports below 32000")
+
+
 def port_is_free(port: int) -> bool:
     """Nobody listens on 127.0.0.1:port (TIME_WAIT leftovers do not count: daemons set SO_REUSEADDR)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
