@@ -159,8 +159,31 @@ class Sandbox:
         return result
 
     def scontrol(self, *args: str, timeout: float = 60) -> str:
-        """stdout of `scontrol ARGS` inside the sandbox; SandboxError when it fails."""
-        return self.run("scontrol", *args, timeout=timeout, check=True).stdout
+        """stdout of `scontrol ARGS` inside the sandbox; SandboxError when it fails. A reconfigure returns
+        once the real node's slurmd is back (see `_after_reconfigure`)."""
+        if args[:1] != ("reconfigure",):
+            return self.run("scontrol", *args, timeout=timeout, check=True).stdout
+        log = self.directory / "log" / f"slurmd-{REAL_NODE}.log"
+        before = self._registrations(log)
+        out = self.run("scontrol", *args, timeout=timeout, check=True).stdout
+        self._after_reconfigure(log, before, timeout)
+        return out
+
+    @staticmethod
+    def _registrations(log: Path) -> int:
+        return log.read_text(errors="replace").count("CPUs=") if log.exists() else 0
+
+    def _after_reconfigure(self, log: Path, before: int, timeout: float) -> None:
+        """26.05's slurmd re-executes itself on the SIGHUP a reconfigure sends it; a second reconfigure while
+        the new one starts killed it in CI (the real node DOWN+NOT_RESPONDING for the rest of the session).
+        So wait until it has started again (its resources line in the log) before anything else happens."""
+        pid = self.pids.get(f"slurmd:{REAL_NODE}")
+        if self.release.name != "26.05" or pid is None or not Path(f"/proc/{pid}").exists():
+            return
+        wait_until(
+            lambda: self._registrations(log) > before, timeout,
+            f"slurmd {REAL_NODE} started again after the reconfigure",
+        )  # fmt: skip
 
     def token(self, user: str = "slurm", lifespan: int = 3600, *, lifespan_s: int | None = None) -> str:
         """A JWT for `user` valid `lifespan` seconds, issued by slurmctld (`scontrol token`).
