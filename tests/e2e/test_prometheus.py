@@ -174,13 +174,14 @@ def figures(result: list[dict[str, Any]], leave_out: str = "") -> dict[tuple[tup
 
 def same_figure(one: float, two: float, expr: str) -> bool:
     """Counts must be equal. Rates and process figures move a little between the two scrapes of one
-    process, time() between the two queries; the Slurm data age is a sawtooth (0 at each answer, up to
-    the hint's floor): any value."""
+    process, time() between the two queries, and slurmctld's last scheduling cycle with every cycle run
+    between the two replicas' scrapes (24.11 CI: 13 us against 16 us); the Slurm data age is a sawtooth
+    (0 at each answer, up to the hint's floor): any value."""
     if "_age_" in expr:
         return True
     if math.isnan(one) or math.isnan(two):
         return math.isnan(one) and math.isnan(two)
-    if any(moving in expr for moving in ("rate(", "process_", "time()")):
+    if any(moving in expr for moving in ("rate(", "process_", "time()", "_cycle_last_")):
         return math.isclose(one, two, rel_tol=0.3, abs_tol=0.5)
     return one == two
 
