@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from syncer.app.service import SyncerService
+from syncer.controllers.partitions.plan import CONFLICT, INVALID, READY
 from syncer.model.keys import Keys
-from syncer.plan.partitions import CONFLICT, INVALID, READY
 from tests.e2e.rig import NAMESPACE, Rig, fresh_slurm_nodes, get, running_syncer, sample
 from tests.e2e.test_partitions import (
     ON,
@@ -385,7 +385,7 @@ async def adopt_after_failover_keeps_created(rig: Rig, service: SyncerService) -
     stale["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) - 1)
     controller = service.partitions
     assert controller is not None
-    from syncer.plan.partitions import Action
+    from syncer.controllers.partitions.plan import Action
 
     await controller._carry_out(Action("claim", name, name, ownership="adopted"), stale)
     owner = ((cr(rig, name) or {})["metadata"].get("annotations") or {}).get(Keys.PARTITION_OWNER)
@@ -444,12 +444,14 @@ async def test_a_reconcile_reads_no_job_list_and_a_draining_cr_waits_for_its_job
             await wait_for(reason_is(rig, name, READY), 15, what=f"{name} Ready")
             await wait_for(quiet, 15, what="the controller quiet")
             conf, listed = requests(service, "conf"), requests(service, "jobs")
-            polls = controller_jobs_polls(service)
+            polls, reloads = controller_jobs_polls(service), service.slurm_cache.stats.reloads
             for minutes in (31, 32, 33):
                 patch_cr(rig, name, {"maxTime": minutes})
                 await wait_for(partial(_max_time, rig, name, minutes), 15, what=f"maxTime {minutes}")
                 await wait_for(quiet, 15, what="the controller quiet")
-            assert requests(service, "conf") == conf, "/conf read again per reconcile"
+            # read again after a reload only (keep_part_info's reconfigure may be seen late)
+            reread = service.slurm_cache.stats.reloads - reloads
+            assert requests(service, "conf") <= conf + reread, "/conf read again per reconcile"
             # the service's poll lists jobs where slurmctld's metrics are off: those are not the controller's
             assert requests(service, "jobs") - listed <= controller_jobs_polls(service) - polls
             with until_told(rig, name) as (wrap, end_the_job):

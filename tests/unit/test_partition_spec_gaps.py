@@ -33,7 +33,7 @@ def test_a_resolved_cr_carries_its_settings_and_is_not_adopting_unless_it_says_s
         "metadata": {"name": "gpu", "uid": "u1", "creationTimestamp": "2026-11-26T00:00:00Z"},
         "spec": {"nodes": {"hosts": ["n1"]}, "maxTime": 60},
     }
-    want = wanted_from(cr, [], lambda _node: None, lambda _ns, _name: None)
+    want = wanted_from(cr, [], lambda _node: (), lambda _ns, _name: None)
     assert want.settings == PartitionSettings(max_time=60)
     assert want.adopt is False and want.nodes == {"n1"} and not want.problems
 

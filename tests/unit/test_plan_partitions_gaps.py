@@ -35,7 +35,14 @@ def test_a_created_partition_with_jobs_is_set_drain_once_and_waits_then_is_delet
     assert draining.actions == [
         Action("drain", "gpu-cr", "gpu", settings=PartitionSettings(state="DRAIN"), before=BASE)
     ]
-    waiting = Outcome("gpu-cr", "gpu", False, DRAINING, "partition gpu drains: 2 job(s) remain", 2)
+    waiting = Outcome(
+        "gpu-cr",
+        "gpu",
+        False,
+        DRAINING,
+        "partition gpu drains: 2 job(s) remain; deleted once they have ended",
+        2,
+    )
     assert draining.outcomes == {"gpu-cr": waiting}
     # already DRAIN (our drain carried out, or set by hand): nothing to write while the jobs run
     drained = replace(
@@ -119,14 +126,19 @@ def test_an_adopted_partition_gone_from_slurm_is_made_anew_and_recorded_as_creat
     want = Wanted("gpu-cr", "gpu", frozenset({"n1"}), PartitionSettings(state="UP"), adopt=True)
     adopted = replace(WORLD, owned={"gpu": ("gpu-cr", "adopted")})
     assert plan([want], adopted).actions == [
-        Action("claim", "gpu-cr", "gpu", ownership="created"),  # ours now: deleted with the CR
+        # ours once made: deleted with the CR (`created` once Slurm shows it)
+        Action("claim", "gpu-cr", "gpu", ownership="creating", replaces="adopted"),
         Action("create", "gpu-cr", "gpu", "n1", PartitionSettings(state="UP")),
     ]
-    # still there: the record stays adopted; created and gone: no second claim
+    # still there: the record stays adopted; created and gone: made again under an unconfirmed claim
     have = PartitionState("gpu", frozenset({"n1"}), "n1", BASE)
     assert plan([want], replace(adopted, present={"gpu": have})).actions == []
     created = replace(WORLD, owned={"gpu": ("gpu-cr", "created")})
-    assert [a.kind for a in plan([want], created).actions] == ["create"]
+    assert [(a.kind, a.ownership, a.replaces) for a in plan([want], created).actions] == [
+        ("claim", "creating", "created"), ("create", None, None),
+    ]  # fmt: skip
+    creating = replace(WORLD, owned={"gpu": ("gpu-cr", "creating")})
+    assert [a.kind for a in plan([want], creating).actions] == ["create"], "claimed already"
 
 
 def test_a_list_the_rest_version_does_not_show_is_sent():
