@@ -18,6 +18,10 @@ from syncer.app.service import SyncerService
 from syncer.controllers.partitions.plan import CONFLICT, INVALID, READY
 from syncer.model.keys import Keys
 from tests.e2e.rig import NAMESPACE, Rig, fresh_slurm_nodes, get, running_syncer, sample
+from tests.e2e.test_nodeset import GROUP as NODESET_GROUP
+from tests.e2e.test_nodeset import VERSION as NODESET_VERSION
+from tests.e2e.test_nodeset import delete_slurm_nodes, ensure_pool, manifest
+from tests.e2e.test_nodeset_power import power_manifest
 from tests.e2e.test_partitions import (
     ON,
     cleanup,
@@ -478,3 +482,58 @@ def controller_jobs_polls(service: SyncerService) -> int:
 async def _max_time(rig: Rig, name: str, minutes: int) -> bool:
     p = await partition(rig, name)
     return p is not None and p.settings.max_time == minutes
+
+
+# -- item 7: a NodeSet's members, powered down or not ------------------------------------------------------
+
+
+async def power_members_all_count(rig: Rig) -> None:
+    """Item 7 (the partition's side; the NodeSet's side gives the names): a power NodeSet's members are
+    declared to Slurm powered down, without pods. A partition naming the NodeSet has every one of them, so
+    that Slurm can power them up for its jobs (the old code counted members with pods only: none)."""
+    name, cr_name = "e2e-s-pw", "e2e-s-burst"
+    body = power_manifest(name, 3)
+    body["spec"]["template"]["spec"]["nodeSelector"] = {"pool": "nodeset"}
+    rig.kube.create(NODESET_GROUP, NODESET_VERSION, "nodesets", body, namespace=NAMESPACE)
+    members = {f"{name}-{i}" for i in range(3)}
+    await wait_for(
+        lambda: members <= set(rig.sandbox.run("sinfo", "-h", "-N", "-o", "%N").stdout.split()), 30,
+        what="3 members declared to Slurm",
+    )  # fmt: skip
+    create_cr(rig, cr_name, {"nodes": {"nodeSets": [{"namespace": NAMESPACE, "name": name}]}})
+    await wait_for(
+        lambda: ready(rig, cr_name).get("reason") in (READY, INVALID), 15, what=f"{cr_name} decided"
+    )
+    p = await partition(rig, cr_name)
+    assert p is not None and set(p.nodes) == members, (ready(rig, cr_name), p and p.nodes)
+
+
+async def empty_nodeset_is_refused(rig: Rig) -> None:
+    """Item 7: a NodeSet with no pods and no power members does not empty the partition without a word."""
+    name, cr_name = "e2e-s-none", "e2e-s-empty"
+    rig.kube.create(NODESET_GROUP, NODESET_VERSION, "nodesets", manifest(name, 0), namespace=NAMESPACE)
+    create_cr(rig, cr_name, {"nodes": {"nodeSets": [{"namespace": NAMESPACE, "name": name}]}})
+    await wait_for(lambda: bool(ready(rig, cr_name).get("reason")), 15, what=f"{cr_name} decided")
+    assert ready(rig, cr_name).get("reason") == INVALID, ready(rig, cr_name)
+    assert f"NodeSet {NAMESPACE}/{name} has no members" in ready(rig, cr_name)["message"]
+    assert await partition(rig, cr_name) is None
+
+
+@needs_writes
+async def test_a_nodeset_named_counts_every_member_it_declares_and_one_without_members_is_refused(rig: Rig):
+    names = ["e2e-s-burst", "e2e-s-empty"]
+    ensure_pool(rig)
+    try:
+        async with keep_part_info(rig), running_syncer(rig, partitions=ON, nodeset_requeue_s=0.5):
+            await scenarios(
+                power_members_all_count=power_members_all_count(rig),
+                empty_nodeset_is_refused=empty_nodeset_is_refused(rig),
+            )
+    finally:
+        await cleanup(rig, names, names, [])
+        for nodeset in ("e2e-s-pw", "e2e-s-none"):
+            with contextlib.suppress(Exception):
+                rig.kube.api.delete(
+                    rig.kube.api.resource(NODESET_GROUP, NODESET_VERSION, "nodesets"), NAMESPACE, nodeset
+                )
+        delete_slurm_nodes(rig, "e2e-s-pw-")
