@@ -369,7 +369,7 @@ def _delete(want: Wanted, world: World, result: Plan) -> None:
 
 def _draining_message(name: str, state: str | None, jobs: int | None) -> str:
     remain = f"{jobs} job(s) remain" if jobs is not None else "job(s) remain (not counted yet)"
-    if state in ("DOWN", "INACTIVE"):
+    if state == "INACTIVE":  # closed from DOWN, or INACTIVE already (guards.closing_state)
         return (
             f"partition {name} is {state}: {remain}, held there (none starts, none is refused or ended); it "
             f"is deleted once none remain: cancel them (scancel --partition={name}) or let them run "
