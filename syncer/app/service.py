@@ -10,7 +10,7 @@ import asyncio
 import dataclasses
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -245,21 +245,30 @@ class SyncerService:
             release=self.slurm.release or None,
         )
         manager.on_failure(self.gate.halt)  # not one write after a failure, before anything else runs
-        manager.add("informer-pods", self.kube_cache.pods.run)
-        manager.add("informer-nodes", self.kube_cache.nodes.run)
-        manager.add("slurm-cache", self.slurm_cache.run)
-        if self.elector is not None:
-            manager.add("leader-election", self.elector.run)
-        for runner in self.runners:  # each controller run by its runner: the one run loop, resync included
-            manager.add(runner.name, runner.serve)
-            for name, loop in runner.controller.loops().items():
-                manager.add(name, loop)
-        manager.add("event-summaries", self.events.run_folding)
+        for name, loop in self.tasks():
+            manager.add(name, loop)
         manager.on_close(self.events.flush)  # the last storm's summary is not lost on shutdown
-        manager.add("heartbeat", self._heartbeat)
-        manager.add("jobs-poller", self._poll_jobs)
         self._loop_heartbeat = time.monotonic()  # however long the wait for slurmrestd was
         await manager.start()
+
+    def tasks(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
+        """Every loop the Manager runs for this service, by name, in order (docs/architecture.md)."""
+        tasks: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+            ("informer-pods", self.kube_cache.pods.run),
+            ("informer-nodes", self.kube_cache.nodes.run),
+            ("slurm-cache", self.slurm_cache.run),
+        ]
+        if self.elector is not None:
+            tasks.append(("leader-election", self.elector.run))
+        for runner in self.runners:  # each controller run by its runner: the one run loop, resync included
+            tasks.append((runner.name, runner.serve))
+            tasks += runner.controller.loops().items()
+        tasks += [
+            ("event-summaries", self.events.run_folding),
+            ("heartbeat", self._heartbeat),
+            ("jobs-poller", self._poll_jobs),
+        ]
+        return tasks
 
     async def stop(self) -> None:
         """Cancels every loop, then releases resources in reverse order; safe to call twice."""

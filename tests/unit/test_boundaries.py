@@ -209,6 +209,29 @@ def test_no_controller_reads_leadership_or_dry_run() -> None:
     assert found == []
 
 
+def test_watches_are_declared_not_wired_by_hand() -> None:
+    """A controller declares what it watches (`watches()`, syncer/runtime/watch.py) and its runner subscribes:
+    no `subscribe(...)` call in a controller's package, but in a source's own `subscribe` that forwards."""
+    found = []
+    for path in controller_modules():
+        tree = ast.parse(path.read_text(), str(path))
+        forwarding = {
+            id(call)
+            for f in ast.walk(tree)
+            if isinstance(f, ast.FunctionDef) and f.name == "subscribe"
+            for call in ast.walk(f)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr.startswith("subscribe")
+                and id(node) not in forwarding
+            ):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno} {ast.unparse(node.func)}()")
+    assert found == []
+
+
 def test_serve_is_the_only_run_loop_of_a_controller() -> None:
     """A controller is run by its ControllerRunner's `serve` (queue, resync, leadership) under the
     Manager: no task group, task, `while True` or `run` method of its own in a controller's package.
