@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from syncer.app.service import SyncerService
+from syncer.controllers.nodeset.options import NodeSetOptions
 from syncer.controllers.partitions.plan import CONFLICT, INVALID, READY
 from syncer.model.keys import Keys
 from tests.e2e.rig import NAMESPACE, Rig, fresh_slurm_nodes, get, running_syncer, sample
@@ -524,7 +525,10 @@ async def test_a_nodeset_named_counts_every_member_it_declares_and_one_without_m
     names = ["e2e-s-burst", "e2e-s-empty"]
     ensure_pool(rig)
     try:
-        async with keep_part_info(rig), running_syncer(rig, partitions=ON, nodeset_requeue_s=0.5):
+        async with (
+            keep_part_info(rig),
+            running_syncer(rig, partitions=ON, nodeset=NodeSetOptions(requeue_s=0.5)),
+        ):
             await scenarios(
                 power_members_all_count=power_members_all_count(rig),
                 empty_nodeset_is_refused=empty_nodeset_is_refused(rig),

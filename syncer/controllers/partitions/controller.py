@@ -10,7 +10,7 @@ partition, and a name two CRs declare or two default partitions need every CR at
 CR's own change after `CR_BATCH_S`.
 
 Each reconcile reads Slurm's partitions (again after a write, for the status), takes each partition's jobs
-from the service's one job poll (`jobs_moved`: never a job list of its own, so its cost does not grow with
+from the service's one job poll (`context.jobs`: never a job list of its own, so its cost does not grow with
 the queue) and `GET /conf` (KeepPartInfo, preemption) at most once a `CONF_MAX_AGE_S` and after a slurmctld
 reload, plans, and carries the actions out: claim (the ownership annotation and the finalizer on the CR,
 before anything is created; a failed claim stops that CR, a record that moved since the informer showed it
@@ -30,14 +30,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from typing import Any
 
 import structlog
 
 from syncer.control.binding import slurm_nodes_on
 from syncer.control.context import ControllerContext
+from syncer.control.directory import JobCounts
+from syncer.control.registration import Registration
 from syncer.controllers.partitions.index import SelectorIndex
+from syncer.controllers.partitions.options import OPTIONS, PartitionOptions, options_from
 from syncer.controllers.partitions.plan import (
     CONFLICT,
     CREATING,
@@ -70,6 +73,7 @@ from syncer.model.keys import Keys
 from syncer.model.kube import KubeCustomObject, KubeNode, KubePod
 from syncer.runtime.controller import DONE, Controller, Result
 from syncer.runtime.errors import RetryAfter, Terminal
+from syncer.runtime.watch import Watch, Watches
 from syncer.slurm.cache import NodeChange
 from syncer.slurm.errors import SlurmApiError, SlurmConnectionError, SlurmError, SlurmTimeout
 from syncer.slurm.partitions import (
@@ -109,15 +113,6 @@ EVENT_DRAINING = "PartitionDraining"
 EVENT_DELETED = "PartitionDeleted"
 
 
-@dataclass(frozen=True)
-class PartitionOptions:
-    # opt-in: the informer needs the SlurmPartition CRD installed and RBAC on it (the chart's value)
-    enabled: bool = False
-    # watch Slinky's NodeSets and Controllers (where served) and never write their partitions; needs
-    # list/watch on them (--slinky-partitions)
-    slinky: bool = False
-
-
 def _sent(action: Action) -> tuple[Any, ...]:
     """What a write sends: a refused one is not sent again while this stays the same."""
     return action.kind, action.nodes, action.settings
@@ -125,11 +120,6 @@ def _sent(action: Action) -> tuple[Any, ...]:
 
 def _busy(state: frozenset[str]) -> bool:
     return bool(state & BUSY_STATES) or "COMPLETING" in state
-
-
-def NO_NODESETS(_namespace: str, _name: str) -> None:
-    """The NodeSet controller is off: no NodeSet can be named as members."""
-    return None
 
 
 class Stopped(Exception):
@@ -165,30 +155,16 @@ def _nodes_text(nodes: str | None, shown: int = 8) -> str:
 
 class PartitionController(Controller):
     name = "partitions"
+    workers = 1  # one key
 
-    def __init__(
-        self,
-        context: ControllerContext,
-        *,
-        nodeset_members: NodeSetMembers,
-        options: PartitionOptions | None = None,
-    ) -> None:
+    def __init__(self, context: ControllerContext, options: PartitionOptions) -> None:
         self.context = context  # clients, caches, writers: shared by every controller
-        self.nodeset_members = nodeset_members
+        self.nodeset_members: NodeSetMembers = context.nodesets.members
         self.clock = context.clock
         self.informer: Informer[KubeCustomObject] = Informer(context.kube, PATH, KIND, lambda o: o.name)
         self.keeps_partitions: bool | None = None  # the last /conf read; None: not read or failed
         self.preempts = ""  # the last /conf read: how slurmctld preempts by partition priority, or ""
         self._conf_read_at = -float("inf")  # monotonic; -inf: read at the next reconcile
-        self.index = SelectorIndex()  # the Nodes each CR's selector matches, kept as Nodes change
-        self._counts: Mapping[tuple[str, str], int] | None = None  # the service's last job poll
-        self._in_use: set[str] = set()  # partitions Slurm would not delete (2075) since their jobs last moved
-        self._made: set[str] = set()  # partitions this process created, their `created` claim not written yet
-        # CR -> (generation, what was sent, the outcome told) for a write Slurm refused: not sent again as is
-        self._refused: dict[str, tuple[int, tuple[Any, ...], Outcome]] = {}
-        self.held: dict[str, str] = {}  # by CR: the state kept in Slurm while its CR says otherwise
-        self._held_nodes: frozenset[str] = frozenset()  # busy nodes kept out of a partition until idle
-        self._names_nodesets = False  # some CR names NodeSets: their pods' changes may change members
         self.outcomes: dict[str, Outcome] = {}  # by CR: the last reconcile's (for the exporter, tests)
         self.slurm_states: dict[str, str] = {}  # by CR: its state in Slurm or ABSENT (exporter)
         self._claimed: dict[
@@ -196,61 +172,69 @@ class PartitionController(Controller):
         ] = {}  # CR -> (uid, how) claimed, until the informer shows it
         self._said: dict[str, tuple[str, str]] = {}  # CR -> (reason, message) last told in an Event
         self._written: dict[str, dict[str, Any]] = {}  # CR -> the status document written last
-        self.runner = context.runner(self, workers=1)
-        self.slinky = (
-            SlinkyPartitions(context.kube, lambda: self.runner.queue.add_after(KEY, CR_BATCH_S))
-            if options is not None and options.slinky
-            else None
-        )
-        self.informer.subscribe(self._on_cr)
-        context.kube_cache.nodes.subscribe(self._on_node)
-        context.kube_cache.pods.subscribe(self._on_pod)
-        context.slurm_cache.subscribe(self._on_slurm)
-        # a new slurmctld without KeepPartInfo forgot REST-made partitions: look again at once
-        context.slurm_cache.subscribe_reloads(self._on_reload)
+        self.index = SelectorIndex()  # the Nodes each CR's selector matches, kept as Nodes change
+        self._in_use: set[str] = set()  # partitions Slurm would not delete (2075) since their jobs last moved
+        self._made: set[str] = set()  # partitions this process created, their `created` claim not written yet
+        # CR -> (generation, what was sent, the outcome told) for a write Slurm refused: not sent again as is
+        self._refused: dict[str, tuple[int, tuple[Any, ...], Outcome]] = {}
+        self.held: dict[str, str] = {}  # by CR: the state kept in Slurm while its CR says otherwise
+        self._held_nodes: frozenset[str] = frozenset()  # busy nodes kept out of a partition until idle
+        self._names_nodesets = False  # some CR names NodeSets: their pods' changes may change members
+        self.slinky = SlinkyPartitions(context.kube) if options.slinky else None
 
     # -- what names the key -----------------------------------------------------------------------
-    def _on_change(self, _old: object, _new: object) -> None:
-        self.runner.queue.add_after(KEY, BATCH_S)
+    def watches(self) -> Watches:
+        """A CR's change is looked at after CR_BATCH_S; what moves nodes or jobs after BATCH_S (a relabelled
+        rack: one POST); a slurmctld reload at once (one without KeepPartInfo forgot REST-made partitions).
+        Each mapper names the key only for a change that can move a partition (module docstring)."""
+        cache = self.context.slurm_cache
+        crs = [Watch(self.informer.subscribe, self._cr_moved, after_s=CR_BATCH_S)]
+        if self.slinky is not None:
+            crs.append(Watch(self.slinky.subscribe, self._cr_moved, after_s=CR_BATCH_S))
+        return (
+            *crs,
+            Watch(self.context.kube_cache.nodes.subscribe, self._node_moved, after_s=BATCH_S),
+            Watch(self.context.kube_cache.pods.subscribe, self._pod_moved, after_s=BATCH_S),
+            Watch(self.context.jobs.subscribe, self._jobs_moved, after_s=BATCH_S),
+            Watch(cache.subscribe, self._slurm_moved, after_s=BATCH_S),
+            Watch(cache.subscribe_reloads, self._reloaded),
+        )
 
-    def _on_cr(self, _old: object, _new: object) -> None:
-        self.runner.queue.add_after(KEY, CR_BATCH_S)
+    def _ours(self, moved: bool) -> tuple[str, ...]:
+        return (KEY,) if moved and self.informer.items else ()
 
-    def _on_reload(self) -> None:
+    def _cr_moved(self, *_event: object) -> tuple[str, ...]:
+        return (KEY,)
+
+    def _reloaded(self) -> tuple[str, ...]:
         """slurmctld restarted or reconfigured: /conf may say otherwise now, a refused value may pass."""
         self._conf_read_at = -float("inf")
         self._refused.clear()
-        self.runner.queue.add(KEY)
+        return (KEY,)
 
-    def _on_node(self, old: KubeNode | None, new: KubeNode | None) -> None:
-        if (old is None or new is None or old.labels != new.labels) and self.index.node_changed(old, new):
-            self._on_change(old, new)
+    def _node_moved(self, old: KubeNode | None, new: KubeNode | None) -> tuple[str, ...]:
+        relabelled = old is None or new is None or old.labels != new.labels
+        return self._ours(relabelled and bool(self.index.node_changed(old, new)))
 
-    def _on_pod(self, old: KubePod | None, new: KubePod | None) -> None:
+    def _pod_moved(self, old: KubePod | None, new: KubePod | None) -> tuple[str, ...]:
         names = self.context.kube_cache.slurm_name_of
         was = (old.node_name, names(old)) if old is not None else None
         now = (new.node_name, names(new)) if new is not None else None
-        if was == now or not self.informer.items:
-            return
         on = {where[0] for where in (was, now) if where is not None and where[0]}
-        if self._names_nodesets or any(self.index.selects(node) for node in on):
-            self._on_change(old, new)
+        return self._ours(was != now and (self._names_nodesets or any(map(self.index.selects, on))))
 
-    def jobs_moved(self, old: Mapping[tuple[str, str], int], new: Mapping[tuple[str, str], int]) -> None:
+    def _jobs_moved(self, old: JobCounts, new: JobCounts) -> tuple[str, ...]:
         """The service's job poll ({(partition, state): jobs}; `a,b` for a job pending in both): a managed
-        partition's jobs moved, so its status (the Running and Pending printer columns) is written again
-        now, not at the next resync."""
-        self._counts = new
+        partition's jobs moved, so its status (the Running and Pending printer columns) is written again,
+        and a partition a deleted CR closed may be deleted now."""
         ours = {o.partition for o in self.outcomes.values()}
         moved = {name for key in {*old, *new} if old.get(key) != new.get(key) for name in key[0].split(",")}
         self._in_use -= moved  # a refused delete is tried again once its partition's jobs moved
-        if ours & moved:
-            self._on_change(None, None)
+        return self._ours(bool(ours & moved))
 
-    def _on_slurm(self, changes: list[NodeChange]) -> None:
+    def _slurm_moved(self, changes: list[NodeChange]) -> tuple[str, ...]:
         # a node Slurm did not know (a host a CR names) may be known now; a busy node held out may be idle
-        if self.informer.items and any(c.kind != "changed" or c.name in self._held_nodes for c in changes):
-            self._on_change(None, None)
+        return self._ours(any(c.kind != "changed" or c.name in self._held_nodes for c in changes))
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def loops(self) -> dict[str, Callable[[], Awaitable[None]]]:
@@ -268,8 +252,6 @@ class PartitionController(Controller):
 
     # -- one reconcile --------------------------------------------------------------------------------
     async def reconcile(self, key: str) -> Result:
-        if not self.context.gate.leading:
-            return Result(requeue_after=1.0)  # a follower: looked at again when it may lead
         cache = self.context.slurm_cache
         if not self.context.kube_cache.synced or not cache.synced or cache.stale:
             return Result(requeue_after=1.0)  # fail closed: no node taken out on stale membership
@@ -376,7 +358,7 @@ class PartitionController(Controller):
         present = {p.name: p for p in await slurm.partition_states()}
         if read_conf:
             await self._read_conf()
-        counts = partition_jobs(self._counts) if self._counts is not None else None
+        counts = partition_jobs(self.context.jobs.counts) if self.context.jobs.read_once else None
         jobs = None
         if counts is not None:
             jobs = {name: running + pending for name, (running, pending) in counts.items()}
@@ -686,3 +668,12 @@ class PartitionController(Controller):
         meta = cr["metadata"]
         ref = ObjectRef(KIND, meta["name"], "", str(meta.get("uid", "")), API_VERSION)
         await self.context.events.record(ref, type_, reason, message)
+
+
+REGISTRATION = Registration(
+    "partitions",
+    build=lambda context, options: PartitionController(context, options) if options.enabled else None,
+    defaults=PartitionOptions(),
+    options=OPTIONS,
+    configure=options_from,
+)
