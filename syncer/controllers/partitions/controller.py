@@ -44,6 +44,7 @@ from syncer.controllers.partitions.options import OPTIONS, PartitionOptions, opt
 from syncer.controllers.partitions.plan import (
     CONFLICT,
     CREATING,
+    DRAINING,
     HELD,
     INVALID,
     PRECONDITION,
@@ -76,6 +77,8 @@ from syncer.runtime.errors import RetryAfter, Terminal
 from syncer.runtime.watch import Watch, Watches
 from syncer.slurm.cache import NodeChange
 from syncer.slurm.errors import SlurmApiError, SlurmConnectionError, SlurmError, SlurmTimeout
+from syncer.slurm.metrics_hint import SlurmMetricsError
+from syncer.slurm.metrics_jobs import job_counts
 from syncer.slurm.partitions import (
     InvalidPartition,
     PartitionSettings,
@@ -94,6 +97,9 @@ CR_BATCH_S = 0.05  # a CR's change: rarely a storm, and its author waits for it
 BUSY_S = 1.0  # a CR still creating or updating after the re-read is looked at again this soon
 BUSY = frozenset({CREATING, UPDATING})
 CONF_MAX_AGE_S = 60.0  # /conf (KeepPartInfo, preemption) read again after this, and after a slurmctld reload
+# slurmctld's metrics as the node cache's hint last read them (every 250 ms by default), no older than this:
+# job counts a second fresh at no request of ours, where the service's job poll is 30 s old
+HINT_COUNTS_MAX_AGE_S = 2.0
 IN_USE_RETRY_S = 5.0  # Slurm's 2075: a job arrived between our read and the DELETE
 UNREACHABLE_RETRY_S = 2.0  # slurmrestd did not answer: the next reconcile decides again from a fresh read
 # Slurm's "Invalid node name specified", "Invalid qos specification" (a QOS it does not know: measured on
@@ -111,6 +117,13 @@ EVENT_CREATED = "PartitionCreated"
 EVENT_UPDATED = "PartitionUpdated"
 EVENT_DRAINING = "PartitionDraining"
 EVENT_DELETED = "PartitionDeleted"
+
+
+def _planned_part(body: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of a CR the plan reads, but its status: a change of status alone plans nothing."""
+    meta = body.get("metadata") or {}
+    fields_read = ("uid", "generation", "annotations", "finalizers", "deletionTimestamp")
+    return body.get("spec"), *(meta.get(name) for name in fields_read)
 
 
 def _sent(action: Action) -> tuple[Any, ...]:
@@ -180,6 +193,9 @@ class PartitionController(Controller):
         self.held: dict[str, str] = {}  # by CR: the state kept in Slurm while its CR says otherwise
         self._held_nodes: frozenset[str] = frozenset()  # busy nodes kept out of a partition until idle
         self._names_nodesets = False  # some CR names NodeSets: their pods' changes may change members
+        self._closing: dict[
+            str, tuple[int, int]
+        ] = {}  # partition a deleted CR closes -> its jobs last counted
         self.slinky = SlinkyPartitions(context.kube) if options.slinky else None
 
     # -- what names the key -----------------------------------------------------------------------
@@ -203,8 +219,35 @@ class PartitionController(Controller):
     def _ours(self, moved: bool) -> tuple[str, ...]:
         return (KEY,) if moved and self.informer.items else ()
 
-    def _cr_moved(self, *_event: object) -> tuple[str, ...]:
+    def _cr_moved(
+        self, old: KubeCustomObject | None = None, new: KubeCustomObject | None = None
+    ) -> tuple[str, ...]:
+        """Every CR change but one of its status alone (our own status write coming back: nothing to plan)."""
+        if old is not None and new is not None and _planned_part(old.body) == _planned_part(new.body):
+            return ()
         return (KEY,)
+
+    def tick(self) -> bool:
+        """While a deleted CR's partition is closed behind its jobs: look again once slurmctld's metrics (read
+        by the node cache anyway) show its jobs moved, not only at the service's next job poll."""
+        if not self._closing:
+            return False
+        fresh = self._hint_counts()
+        moved = {p for p, seen in self._closing.items() if fresh is not None and fresh.get(p, (0, 0)) != seen}
+        self._in_use -= moved
+        return bool(moved)
+
+    def _hint_counts(self) -> dict[str, tuple[int, int]] | None:
+        """(running, pending) per partition from slurmctld's metrics as the hint read them lately; None
+        without a working hint (24.11, metrics off) or counts in it."""
+        body = self.context.slurm_cache.hint_body(max_age_s=HINT_COUNTS_MAX_AGE_S)
+        if body is None:
+            return None
+        try:
+            counts = job_counts(body)
+        except SlurmMetricsError:
+            return None
+        return partition_jobs(counts) if counts is not None else None
 
     def _reloaded(self) -> tuple[str, ...]:
         """slurmctld restarted or reconfigured: /conf may say otherwise now, a refused value may pass."""
@@ -344,6 +387,8 @@ class PartitionController(Controller):
         self.held = {
             name: self.slurm_states.get(name, "") for name, o in outcomes.items() if o.reason == HELD
         }
+        self._closing = {o.partition: counts.get(o.partition, (0, 0)) for o in outcomes.values()
+                         if o.reason in (DRAINING, DELETE_REFUSED)}  # fmt: skip
         for name, outcome in outcomes.items():
             if name not in released:
                 await self._tell(crs[name], outcome, world, counts)
@@ -358,7 +403,9 @@ class PartitionController(Controller):
         present = {p.name: p for p in await slurm.partition_states()}
         if read_conf:
             await self._read_conf()
-        counts = partition_jobs(self.context.jobs.counts) if self.context.jobs.read_once else None
+        counts = self._hint_counts()
+        if counts is None and self.context.jobs.read_once:
+            counts = partition_jobs(self.context.jobs.counts)
         jobs = None
         if counts is not None:
             jobs = {name: running + pending for name, (running, pending) in counts.items()}
