@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from syncer.testing.kubeapi import binding, ssa
 from syncer.testing.kubeapi import patch as patching
-from syncer.testing.kubeapi import ssa
 from syncer.testing.kubeapi.errors import ApiError
 from syncer.testing.kubeapi.resources import Registry, Resource, from_crd
 from syncer.testing.kubeapi.schema import validate_custom_resource
@@ -518,6 +518,10 @@ class Api:
         options = (body or {}).get("deleteOptions") if isinstance(body, dict) else None
         self.delete(pods, namespace, name, options)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    def bind(self, namespace: str, name: str | None, body: Any, dry_run: bool = False) -> dict[str, Any]:
+        """`pods/NAME/binding` (`name` None: the legacy `bindings` collection): binding.py."""
+        return binding.bind(self.store, rfc3339(self.clock()), namespace, name, body, dry_run)
 
     def access_review(self, body: Any) -> dict[str, Any]:
         attrs = ((body or {}).get("spec") or {}).get("resourceAttributes") or {}

@@ -28,11 +28,23 @@ def node_ready(node: dict[str, Any] | None) -> bool:
     return False
 
 
+DEFAULT_SCHEDULER = "default-scheduler"  # what kube-apiserver defaults spec.schedulerName to
+OTHER_SCHEDULER = "\x00"  # index key of unscheduled pods another scheduler places: Node changes skip them
+
+
 class FakeKubelet:
     def __init__(
-        self, api: Api, termination_s: float = 0.5, start_delay_s: float = 0.0, pull_backoff_s: float = 0.5
+        self,
+        api: Api,
+        termination_s: float = 0.5,
+        start_delay_s: float = 0.0,
+        pull_backoff_s: float = 0.5,
+        scheduler_names: tuple[str, ...] = (DEFAULT_SCHEDULER,),
     ) -> None:
         self.api = api
+        # kube-scheduler's profiles: it places only pods whose spec.schedulerName is one of these and
+        # leaves the others alone (no condition, no Event), for their own scheduler to bind
+        self.scheduler_names = scheduler_names
         self.termination_s = termination_s
         self.start_delay_s = start_delay_s
         self.pull_backoff_s = pull_backoff_s  # ErrImagePull shows this long before ImagePullBackOff
@@ -68,9 +80,18 @@ class FakeKubelet:
     def _place(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         """Moves a pod in the index from where its old version ran to where its new one runs."""
         if old is not None:
-            self._pods_on.get(_node_of(old), set()).discard(_pod_key(old))
+            self._pods_on.get(self._waits_on(old), set()).discard(_pod_key(old))
         if new is not None:
-            self._pods_on.setdefault(_node_of(new), set()).add(_pod_key(new))
+            self._pods_on.setdefault(self._waits_on(new), set()).add(_pod_key(new))
+
+    def ours(self, pod: dict[str, Any]) -> bool:
+        """Whether the emulated kube-scheduler places this pod."""
+        return (pod.get("spec") or {}).get("schedulerName", DEFAULT_SCHEDULER) in self.scheduler_names
+
+    def _waits_on(self, pod: dict[str, Any]) -> str:
+        """The pod's Node; "" while it waits for our scheduler, OTHER_SCHEDULER while for another."""
+        node = _node_of(pod)
+        return node or ("" if self.ours(pod) else OTHER_SCHEDULER)
 
     def _on_change(self, change: Change) -> None:
         if change.resource == PODS:
@@ -115,7 +136,7 @@ class FakeKubelet:
         meta = pod["metadata"]
         node_name = spec.get("nodeName")
         if not node_name:
-            if not meta.get("deletionTimestamp"):
+            if not meta.get("deletionTimestamp") and self.ours(pod):
                 self._schedule(pod)
             return
         node = self.api.store.get(NODES, "", node_name)
