@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from syncer.testing.kubeapi import binding, ssa
+from syncer.testing.kubeapi import binding, jobs, podspec, ssa
 from syncer.testing.kubeapi import patch as patching
 from syncer.testing.kubeapi.errors import ApiError
 from syncer.testing.kubeapi.resources import Registry, Resource, from_crd
@@ -81,6 +81,8 @@ class Api:
         self.registry = Registry()
         self.clock = clock
         self.denied_access: set[tuple[str, str, str]] = set()  # (verb, group, resource) SSAR says no to
+        # uid of a deleted Job -> its propagation policy, for the emulator's Job controller (jobs.py)
+        self.dependents_policy: dict[str, str] = {}
         self.store.listeners.append(self._on_change)
 
     # -- lookup -----------------------------------------------------------------------------------
@@ -338,6 +340,12 @@ class Api:
             grace = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
         if dry_run:
             return obj
+        if resource.key == jobs.JOBS:
+            policy = jobs.propagation(options)
+            if policy == "Foreground" and jobs.FOREGROUND not in (meta.get("finalizers") or []):
+                meta = {**meta, "finalizers": [*(meta.get("finalizers") or []), jobs.FOREGROUND]}
+                obj = {**obj, "metadata": meta}
+            self.dependents_policy[meta.get("uid", "")] = policy
         if meta.get("finalizers") or graceful:
             if meta.get("deletionTimestamp"):
                 return obj
@@ -542,7 +550,10 @@ class Api:
             spec.setdefault("restartPolicy", "Always")
             spec.setdefault("terminationGracePeriodSeconds", 30)
             spec.setdefault("schedulerName", "default-scheduler")
-            obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+            podspec.default_requests(spec)
+            obj["status"] = {"phase": "Pending", "qosClass": podspec.qos_class(spec)}
+        elif resource.key == jobs.JOBS:
+            jobs.default_job(obj)
         elif resource.key == ("", "namespaces"):
             obj["status"] = {"phase": "Active"}
         elif resource.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
@@ -608,6 +619,8 @@ class Api:
                 )
             causes.extend(sorted(schema_causes))
             causes.extend(_scale_causes(resource, obj))
+        if resource.key == jobs.JOBS:
+            causes.extend(jobs.job_causes(obj))
         if causes:
             raise ApiError.invalid(
                 resource.kind, name, causes, group=resource.group if not resource.builtin else ""

@@ -19,6 +19,7 @@ from syncer.model.keys import Keys
 from syncer.testing.kubeapi.api import Api, rfc3339
 from syncer.testing.kubeapi.errors import ApiError
 from syncer.testing.kubeapi.faults import Faults
+from syncer.testing.kubeapi.jobs import JobController
 from syncer.testing.kubeapi.kubelet import DEFAULT_SCHEDULER, FakeKubelet
 from syncer.testing.kubeapi.rbac import Authorizer
 from syncer.testing.kubeapi.server import USER, KubeApiServer
@@ -66,6 +67,7 @@ class KubeApiEmulator:
         self.kubelet = FakeKubelet(
             self.api, termination_s=kubelet_termination_s, scheduler_names=scheduler_names
         )
+        self.jobs = JobController(self.api)
         self.token = token
         self.rbac = Authorizer(self.api.store, dict(users or {}))
         self.server.authorizer = self.rbac
@@ -100,9 +102,11 @@ class KubeApiEmulator:
         self.url = f"{'https' if context else 'http'}://{host}:{bound}"
         self.server.address = f"{host}:{bound}"
         self.kubelet.start()
+        self.jobs.start()
         return self.url
 
     async def stop(self) -> None:
+        await self.jobs.stop()
         await self.kubelet.stop()
         self.api.store.drop_watches()
         if self._runner is not None:

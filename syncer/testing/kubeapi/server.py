@@ -439,6 +439,8 @@ class KubeApiServer:
             options = dict(body) if isinstance(body, dict) else {}
             if "gracePeriodSeconds" in request.query:
                 options["gracePeriodSeconds"] = int(request.query["gracePeriodSeconds"])
+            if "propagationPolicy" in request.query:
+                options["propagationPolicy"] = request.query["propagationPolicy"]
             return _json(self.api.delete(resource, namespace, name, options, dry_run))
         raise ApiError.method_not_allowed()
 
