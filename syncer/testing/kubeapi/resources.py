@@ -233,6 +233,9 @@ def from_crd(crd: dict[str, Any]) -> list[Resource]:
                 printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
                 schema=(version.get("schema") or {}).get("openAPIV3Schema"),
                 categories=tuple(names.get("categories") or ()),
+                # the CRD's selectableFields, as field selectors (`.spec.color` -> `spec.color`)
+                field_selectors=_NAMESPACED_META
+                | {str(f.get("jsonPath", "")).lstrip(".") for f in version.get("selectableFields") or []},
             )
         )
     return resources
