@@ -30,6 +30,9 @@ from syncer.model.kube import (
 )
 from syncer.model.quantity import QuantityError, scheduler_units
 
+# the pod conditions the scheduler reads: its own (PodScheduled), whether the pod serves (Ready), and why it
+# is being disrupted (DisruptionTarget: preempted, evicted, its Node tainted); the kubelet's others dropped
+KEPT_CONDITIONS = frozenset({"PodScheduled", "Ready", "DisruptionTarget"})
 Quantities = dict[str, Any]  # resource name -> quantity as served (a string; a number is read too)
 
 
@@ -180,6 +183,36 @@ class RawTaint(msgspec.Struct):
     effect: str = ""
 
 
+# -- sharing ---------------------------------------------------------------------------------------------
+# The pods of one Deployment or Job repeat their labels, requests, tolerations, owner and conditions: one
+# copy of each distinct value is held for all of them (benchmarks/scheduler_pods.py measured 3,062 bytes
+# held per pod without this). The maps handed out are shared: read only, like the frozen structs.
+_CANONICAL: dict[Any, Any] = {}
+_CANONICAL_MAX = 65_536
+
+
+def _one(value: Any, key: Any = None) -> Any:
+    """The one held copy equal to `value` (found by `key`, else by the value itself)."""
+    key = value if key is None else key
+    found = _CANONICAL.get(key)
+    if found is None:
+        if len(_CANONICAL) >= _CANONICAL_MAX:
+            _CANONICAL.clear()  # held values stay valid; sharing starts over
+        _CANONICAL[key] = found = value
+    return found
+
+
+def _map(raw: dict[str, Any] | None, *, keys_only: bool = False) -> dict[str, Any]:
+    """A shared copy of a small map (labels, annotations, a node selector, resources)."""
+    if not raw:
+        return _EMPTY
+    shared_map = shared_keys(raw) if keys_only else raw
+    return _one(shared_map, ("map", tuple(sorted(shared_map.items()))))  # type: ignore[no-any-return]
+
+
+_EMPTY: dict[str, Any] = {}
+
+
 # -- resources ---------------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=8192)  # a cluster repeats few quantities ("1", "500m", "16Gi")
 def _units(resource: str, text: str) -> int:
@@ -291,41 +324,41 @@ def scheduler_pod(raw: RawSchedulerPod) -> SchedulerPod:
     requests, limits = effective(spec, "requests", errors), effective(spec, "limits", errors)
     grace = spec.terminationGracePeriodSeconds
     return SchedulerPod(
-        namespace=meta.namespace,
+        namespace=shared(meta.namespace),
         name=meta.name,
         uid=meta.uid,
         resource_version=meta.resourceVersion,
         creation_timestamp=epoch(meta.creationTimestamp),
         scheduler_name=shared(spec.schedulerName),
-        node_name=spec.nodeName,
+        node_name=shared(spec.nodeName),
         phase=sys.intern(raw.status.phase),
         deletion_timestamp=epoch(meta.deletionTimestamp) if meta.deletionTimestamp else None,
         termination_grace_period_s=30 if grace is None else grace,
-        labels=shared_keys(meta.labels),
-        annotations=shared_keys(meta.annotations),
-        owners=_owners(meta.ownerReferences),
-        requests=requests,
-        limits=limits,
+        labels=_map(meta.labels, keys_only=True),
+        annotations=shared_keys(meta.annotations),  # often one of a kind (a time, a hash): not pooled
+        owners=_one(_owners(meta.ownerReferences)),
+        requests=_map(requests),
+        limits=_map(limits),
         resources_error="; ".join(dict.fromkeys(errors)),
-        node_selector=shared_keys(spec.nodeSelector),
-        affinity=_affinity(spec.affinity),
-        tolerations=_tolerations(spec.tolerations),
+        node_selector=_map(spec.nodeSelector, keys_only=True),
+        affinity=_one(_affinity(spec.affinity)),
+        tolerations=_one(_tolerations(spec.tolerations)),
         scheduling_gates=tuple(g.name for g in spec.schedulingGates or ()),
         priority=spec.priority,
-        conditions=conditions(raw.status.conditions),
+        conditions=conditions([c for c in raw.status.conditions or () if c.type in KEPT_CONDITIONS]),
     )
 
 
 def pod_usage(raw: RawPodUsage) -> PodUsage:
     meta = raw.metadata
     return PodUsage(
-        namespace=meta.namespace,
+        namespace=shared(meta.namespace),
         name=meta.name,
         uid=meta.uid,
-        node_name=raw.spec.nodeName,
+        node_name=shared(raw.spec.nodeName),
         phase=sys.intern(raw.status.phase),
         terminating=meta.deletionTimestamp is not None,
-        requests=effective(raw.spec, "requests", []),
+        requests=_map(effective(raw.spec, "requests", [])),
     )
 
 

@@ -1,14 +1,22 @@
 """Whether a pod fits a Node, as kube-scheduler's filters decide it, in their order: NodeUnschedulable,
 TaintToleration (NoSchedule and NoExecute), NodeAffinity (nodeSelector and required node affinity), then
-NodeResourcesFit (every resource the pod requests, and the pod count, against the Node's allocatable less what
-the pods already there request). The first filter that fails gives the reasons, worded as kube-scheduler words
-them in `0/N nodes are available: ...`. Pure: the caller reads the pods on the Node (SchedulingReads)."""
+NodeResourcesFit (every resource the pod requests, and the pod count, against the Node's allocatable less
+what the pods already there request). The first filter that fails gives the reasons, worded as
+kube-scheduler words them in `0/N nodes are available: ...`. Pure: the caller reads the pods on the Node
+(SchedulingReads.pods_on_node)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from syncer.model.kube import KubeNode, NodeSelectorRequirement, NodeSelectorTerm, PodUsage, SchedulerPod, Taint
+from syncer.model.kube import (
+    KubeNode,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PodUsage,
+    SchedulerPod,
+    Taint,
+)
 
 UNSCHEDULABLE = "node(s) were unschedulable"
 AFFINITY = "node(s) didn't match Pod's node affinity/selector"

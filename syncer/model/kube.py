@@ -153,7 +153,8 @@ class SchedulerPod(msgspec.Struct, frozen=True, kw_only=True):
     what it asks for, where it may go, who owns it and how it ends. `requests` and `limits` are the pod's
     effective ones as kube-scheduler computes them (containers summed, init containers' peak, sidecars,
     overhead, pod-level resources); a quantity that cannot be read is left out and named in
-    `resources_error`."""
+    `resources_error`. Maps (labels, annotations, requests ...) are shared between pods that have equal
+    ones: read only."""
 
     namespace: str
     name: str
@@ -176,7 +177,7 @@ class SchedulerPod(msgspec.Struct, frozen=True, kw_only=True):
     tolerations: tuple[Toleration, ...] = ()
     scheduling_gates: tuple[str, ...] = ()  # a gated pod cannot be bound (409)
     priority: int | None = None  # spec.priority, from the PriorityClass
-    conditions: tuple[Condition, ...] = ()
+    conditions: tuple[Condition, ...] = ()  # PodScheduled, Ready and DisruptionTarget only
 
     @property
     def key(self) -> str:

@@ -638,9 +638,7 @@ class Api:
         if resource.key == jobs.JOBS:
             causes.extend(jobs.job_causes(obj))
         if causes:
-            raise ApiError.invalid(
-                resource.kind, name, causes, group=resource.group
-            )
+            raise ApiError.invalid(resource.kind, name, causes, group=resource.group)
         return obj
 
     def _on_change(self, change: Change) -> None:

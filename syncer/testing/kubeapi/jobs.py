@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -420,9 +421,7 @@ class JobController:
             )
 
     def _now(self) -> str:
-        from syncer.testing.kubeapi.api import rfc3339  # api.py imports this module
-
-        return rfc3339(self.api.clock())
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.api.clock()))
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
