@@ -296,3 +296,59 @@ async def test_kubectl_auth_can_i_create_pods_binding(kube_tls: KubeApiEmulator,
     assert (await admin(*can_i, "create", "pods/binding", ok=False)).strip().startswith("no")
     for denied in (("create", "pods", "--subresource=binding", "-n", "default"), ("delete", "pods")):
         assert (await admin("auth", "can-i", *denied, who, ok=False)).strip().startswith("no")
+
+
+def gpus(name: str, count: int, scheduler: str | None = OURS, **spec: Any) -> dict[str, Any]:
+    body = pod(name, scheduler, **spec)
+    body["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": str(count)}}
+    return body
+
+
+async def test_the_kubelet_rejects_a_bound_pod_its_node_has_no_room_for(
+    seeded: KubeApiEmulator, http: aiohttp.ClientSession, kubectl: Kubectl
+):
+    """What a bind check exists for: kube-apiserver binds anywhere, the kubelet's admission refuses a pod
+    that does not fit beside the pods it admitted (pkg/kubelet/lifecycle/predicate.go), and it never runs."""
+    seeded.create("", "v1", "pods", gpus("whole", 8, scheduler=None, nodeName="node-0000"), NS)
+    await wait_for(
+        lambda: bool(stored(seeded, "whole")["status"].get("startTime")), what="the first admitted"
+    )
+    seeded.create("", "v1", "pods", gpus("late", 1), NS)
+    status, _ = await post(http, f"/api/v1/namespaces/{NS}/pods/late/binding", binding("late", "node-0000"))
+    assert status == 201
+    await wait_for(lambda: stored(seeded, "late")["status"].get("phase") == "Failed", what="the rejection")
+    rejected = stored(seeded, "late")["status"]
+    assert rejected["reason"] == "OutOfnvidia.com/gpu" and not rejected.get("podIP")
+    assert rejected["message"] == (
+        "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, requested: 1, used: 8, "
+        "capacity: 8"
+    )
+    rows = (await kubectl("get", "pods", "-n", NS)).splitlines()
+    assert next(r for r in rows if r.startswith("late ")).split()[2] == "OutOfnvidia.com/gpu"
+    # on the other Node it fits
+    seeded.create("", "v1", "pods", gpus("fits", 1), NS)
+    status, _ = await post(http, f"/api/v1/namespaces/{NS}/pods/fits/binding", binding("fits", "node-0001"))
+    await wait_for(lambda: stored(seeded, "fits")["status"].get("phase") == "Running", what="admitted")
+
+
+async def test_the_default_scheduler_counts_room_as_kube_scheduler_does(seeded: KubeApiEmulator):
+    seeded.create("", "v1", "pods", gpus("huge", 9, scheduler=None), NS)
+    await seeded.kubelet.settled()
+    scheduled = next(c for c in stored(seeded, "huge")["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert scheduled["message"] == (
+        "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are available: "
+        "2 No preemption victims found for incoming pod."
+    )
+    # room held by a pod of another scheduler, bound to node-0000, counts too
+    seeded.create("", "v1", "pods", gpus("ours", 8, nodeName="node-0000"), NS)
+    seeded.create("", "v1", "pods", gpus("next", 1, scheduler=None), NS)
+    await wait_for(lambda: stored(seeded, "next")["spec"].get("nodeName") == "node-0001", what="placed")
+    seeded.patch("", "v1", "nodes", "node-0001", {"spec": {"unschedulable": True}})
+    seeded.create("", "v1", "pods", gpus("none", 1, scheduler=None), NS)
+    await seeded.kubelet.settled()
+    waiting = next(c for c in stored(seeded, "none")["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert waiting["message"] == (
+        "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) were unschedulable. preemption: "
+        "0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not "
+        "helpful for scheduling."
+    )
