@@ -74,7 +74,10 @@ def shortfalls(
     pod: dict[str, Any], node: dict[str, Any], holders: int, others: Callable[[], Iterable[dict[str, Any]]]
 ) -> list[tuple[str, int, int, int]]:
     """(resource, requested, used, allocatable) for each resource the Node lacks, pods first; `holders`
-    pods hold room there, `others()` lists them (asked only when the pod requests more than a slot)."""
+    pods hold room there, `others()` lists them (asked only when the pod requests more than a slot). A Node
+    without `status.allocatable` (no kubelet ever reported it: a test's bare Node) is not counted."""
+    if "allocatable" not in (node.get("status") or {}):
+        return []
     allocatable = _list((node.get("status") or {}).get("allocatable"))
     wanted = {"pods": 1, **{k: v for k, v in requests(pod).items() if v > 0}}
     used: dict[str, int] = {"pods": holders}
