@@ -9,7 +9,7 @@ import math
 import re
 from fractions import Fraction
 
-_NUMBER = re.compile(r"^([+-]?)([0-9]*\.?[0-9]*)(.*)$")
+_NUMBER = re.compile(r"([+-]?)([0-9]*\.?[0-9]*)(.*)", re.DOTALL)
 _SUFFIXES: dict[str, Fraction] = {
     "": Fraction(1),
     "n": Fraction(1, 10**9),
@@ -41,12 +41,11 @@ def parse_quantity(text: object) -> Fraction:
     if isinstance(text, bool) or not isinstance(text, (str, int, float)):
         raise QuantityError(f"quantity {text!r} is not a string")
     raw = str(text).strip()
-    match = _NUMBER.match(raw)
-    digits = match.group(2) if match else ""
-    if match is None or digits in ("", "."):
+    match = _NUMBER.fullmatch(raw)
+    if match is None or match.group(2) in ("", "."):
         raise QuantityError(f"quantity {raw!r}: expected a number such as 500m, 2 or 16Gi")
-    sign, suffix = match.group(1), match.group(3)
-    number = Fraction(digits) if not digits.endswith(".") else Fraction(digits[:-1])
+    sign, digits, suffix = match.groups()
+    number = Fraction(digits)  # "5." and ".5" read as Go's parser reads them
     if suffix in _SUFFIXES:
         value = number * _SUFFIXES[suffix]
     elif (exponent := _EXPONENT.match(suffix)) is not None:

@@ -64,6 +64,16 @@ def test_toleration_matching() -> None:
     )
     assert not fit.tolerates(pod(tolerations=(Toleration(key="other", operator="Exists"),)), taint)
     assert not fit.tolerates(pod(), taint)
+    # any one toleration that matches will do, whichever comes first
+    others_first = (Toleration(key="other", operator="Exists"), Toleration(key="gpu", operator="Exists"))
+    assert fit.tolerates(pod(tolerations=others_first), taint)
+    wrong_effect_first = (
+        Toleration(key="gpu", operator="Exists", effect="NoExecute"),
+        Toleration(key="gpu", value="a100"),
+    )
+    assert fit.tolerates(pod(tolerations=wrong_effect_first), taint)
+    tainted = node(taints=(taint,))
+    assert fit.misfits(pod(tolerations=(Toleration(key="gpu", operator="Exists"),)), tainted, []) == ()
 
 
 def term(*requirements: tuple[str, str, tuple[str, ...]], fields: tuple[Any, ...] = ()) -> NodeSelectorTerm:
@@ -100,6 +110,7 @@ def test_resources_beside_the_pods_already_there() -> None:
     greedy = pod(requests={"cpu": 2000, "nvidia.com/gpu": 2})
     assert fit.misfits(greedy, node(), [usage("a", cpu=6000, **{"nvidia.com/gpu": 2})]) == ()
     assert fit.misfits(greedy, node(), [usage("a", cpu=6001)]) == ("Insufficient cpu",)
+    assert fit.misfits(greedy, node(), [usage("a", cpu=3000), usage("b", cpu=3001)]) == ("Insufficient cpu",)
     short = [usage("a", cpu=7000), usage("b", **{"nvidia.com/gpu": 3})]
     assert fit.misfits(greedy, node(), short) == ("Insufficient cpu", "Insufficient nvidia.com/gpu")
     # a resource the Node does not have at all; a zero request needs nothing
@@ -107,13 +118,17 @@ def test_resources_beside_the_pods_already_there() -> None:
         "Insufficient example.com/fpga",
     )
     assert fit.misfits(pod(requests={"example.com/fpga": 0}), node(), []) == ()
+    # a Node already over-committed (bound by someone else) still takes a pod that asks for none of it
+    over = [usage("a", cpu=9000)]
+    assert fit.misfits(pod(requests={"cpu": 0, "memory": 1}), node(), over) == ()
 
 
 def test_ended_pods_and_the_pod_itself_hold_nothing() -> None:
     me = pod(requests={"cpu": 8000})
     ended = PodUsage(namespace="ns", name="d", uid="d", phase="Succeeded", requests={"cpu": 8000})
+    failed = PodUsage(namespace="ns", name="f", uid="f", phase="Failed", requests={"cpu": 8000})
     myself = PodUsage(namespace="ns", name="p", uid="u", requests={"cpu": 8000})
-    assert fit.misfits(me, node(), [ended, myself]) == ()
+    assert fit.misfits(me, node(), [ended, failed, myself]) == ()
     held = PodUsage(namespace="ns", name="t", uid="t", terminating=True, requests={"cpu": 1})
     assert fit.misfits(me, node(), [held]) == ("Insufficient cpu",)  # terminating still holds its room
 
