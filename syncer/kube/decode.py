@@ -114,8 +114,10 @@ def _node(raw: _RawNode) -> KubeNode:
         labels=shared_keys(meta.labels),
         annotations=shared_keys(meta.annotations),
         conditions=conditions(raw.status.conditions),
-        allocatable=scheduling.resources_of(raw.status.allocatable, "status.allocatable", []),
-        taints=scheduling.taints(raw.spec.taints),
+        allocatable=scheduling.pooled(
+            scheduling.resources_of(raw.status.allocatable, "status.allocatable", [])
+        ),
+        taints=scheduling.taints(raw.spec.taints) if raw.spec.taints else (),
     )
 
 

@@ -202,7 +202,7 @@ def _one(value: Any, key: Any = None) -> Any:
     return found
 
 
-def _map(raw: dict[str, Any] | None, *, keys_only: bool = False) -> dict[str, Any]:
+def pooled(raw: dict[str, Any] | None, *, keys_only: bool = False) -> dict[str, Any]:
     """A shared copy of a small map (labels, annotations, a node selector, resources)."""
     if not raw:
         return _EMPTY
@@ -334,13 +334,13 @@ def scheduler_pod(raw: RawSchedulerPod) -> SchedulerPod:
         phase=sys.intern(raw.status.phase),
         deletion_timestamp=epoch(meta.deletionTimestamp) if meta.deletionTimestamp else None,
         termination_grace_period_s=30 if grace is None else grace,
-        labels=_map(meta.labels, keys_only=True),
+        labels=pooled(meta.labels, keys_only=True),
         annotations=shared_keys(meta.annotations),  # often one of a kind (a time, a hash): not pooled
         owners=_one(_owners(meta.ownerReferences)),
-        requests=_map(requests),
-        limits=_map(limits),
+        requests=pooled(requests),
+        limits=pooled(limits),
         resources_error="; ".join(dict.fromkeys(errors)),
-        node_selector=_map(spec.nodeSelector, keys_only=True),
+        node_selector=pooled(spec.nodeSelector, keys_only=True),
         affinity=_one(_affinity(spec.affinity)),
         tolerations=_one(_tolerations(spec.tolerations)),
         scheduling_gates=tuple(g.name for g in spec.schedulingGates or ()),
@@ -358,7 +358,7 @@ def pod_usage(raw: RawPodUsage) -> PodUsage:
         node_name=shared(raw.spec.nodeName),
         phase=sys.intern(raw.status.phase),
         terminating=meta.deletionTimestamp is not None,
-        requests=_map(effective(raw.spec, "requests", [])),
+        requests=pooled(effective(raw.spec, "requests", [])),
     )
 
 
