@@ -211,7 +211,8 @@ def test_nodeset_members_join_once_slurm_knows_them_and_a_nodeset_without_member
     empty = wanted_from(cr({"nodes": {"nodeSets": [{"namespace": "slurm", "name": "empty"}]}}), [],
                         lambda _n: (), lambda ns, name: sets.get((ns, name)))  # fmt: skip
     assert empty.problems == (
-        "spec.nodes.nodeSets: NodeSet slurm/empty has no members (no replicas, no power members)",
+        "spec.nodes.nodeSets: NodeSet slurm/empty has no members now (no pod, no member declared to Slurm "
+        "yet)",
     )
 
 

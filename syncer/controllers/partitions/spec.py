@@ -141,7 +141,9 @@ def _nodeset_members(
             continue
         names = set(found)
         if not names:
-            problems.append(f"spec.nodes.nodeSets: {named} has no members (no replicas, no power members)")
+            problems.append(
+                f"spec.nodes.nodeSets: {named} has no members now (no pod, no member declared to Slurm yet)"
+            )
         members |= names
     return members
 
