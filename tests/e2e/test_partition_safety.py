@@ -541,3 +541,25 @@ async def test_a_nodeset_named_counts_every_member_it_declares_and_one_without_m
                     rig.kube.api.resource(NODESET_GROUP, NODESET_VERSION, "nodesets"), NAMESPACE, nodeset
                 )
         delete_slurm_nodes(rig, "e2e-s-pw-")
+
+
+@needs_writes
+@pytest.mark.only_where(SELECTED.openmetrics, "the job counts from slurmctld's metrics need them")
+async def test_with_slurmctlds_metrics_the_partitions_and_the_job_counts_read_no_job_list(rig: Rig):
+    """Item 9: where slurmctld's metrics work, the job counts (the partition controller's and the
+    exporter's) come from them: not one `GET /jobs`, also while the hint is still locating slurmctld at
+    start (the service's first job poll listed every job then: at 100,000 held jobs one such list made
+    slurmrestd grow past 15 GB)."""
+    name = "e2e-s-metrics"
+    try:
+        async with (
+            keep_part_info(rig),
+            running_syncer(rig, partitions=ON, slurm_metrics_url="auto", jobs_poll_interval_s=0.3) as service,
+        ):
+            create_cr(rig, name, {"nodes": {"hosts": [rig.sandbox.real_node]}})
+            await wait_for(reason_is(rig, name, READY), 15, what=f"{name} Ready")
+            await wait_for(lambda: service.job_counts_source == "slurmctld_metrics", 15,
+                           what="the job counts read from slurmctld's metrics")  # fmt: skip
+            assert requests(service, "jobs") == 0, "a job list was read"
+    finally:
+        await cleanup(rig, [name], [name], [])
