@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -50,6 +51,7 @@ CR, DRAINING_CR = "bench-cost", "bench-drain"
 POLL_S = 0.01
 SHOWN_WITHIN_S = 900.0  # an old reconcile at 100,000 jobs reads minutes of job lists
 SUBMIT_IN_FLIGHT = 16
+GUARD_EVERY_S = 0.5
 
 
 # -- what both sides run: `syncer` is imported inside, so the child's comes from the archived tree ----------
@@ -303,7 +305,12 @@ async def old_side(
         sys.executable, "-c", code, str(sandbox_dir), str(kubeconfig), str(count), str(drain_s),
         cwd=tree, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
-    out, _ = await process.communicate()
+    try:
+        out, _ = await process.communicate()
+    except asyncio.CancelledError:  # stopped by the memory guard: the child goes with it
+        process.kill()
+        await process.wait()
+        raise
     lines = [ln for ln in out.decode().splitlines() if ln.startswith("RESULT ")]
     if process.returncode != 0 or not lines:
         raise RuntimeError(f"the old side failed ({process.returncode}): {out.decode()[-2000:]}")
@@ -335,6 +342,34 @@ async def fill_queue(sandbox: Any, wanted: int) -> dict[str, Any]:
     held = len(sandbox.run("squeue", "-h", "-o", "%i").stdout.split())
     return {"held": held, "submitted": max(0, missing), "errors": len(failed), "first_error": failed[:1],
             "seconds": round(time.monotonic() - started, 1)}  # fmt: skip
+
+
+async def guarded(work: Any, sandbox: Any, limit_mb: float, floor_mb: float) -> dict[str, Any]:
+    """`work` run while slurmrestd's RSS and the machine's MemAvailable are watched: stopped (and slurmrestd
+    restarted, which frees what it holds) when slurmrestd passes `limit_mb` or less than `floor_mb` is left,
+    so that one side's job lists cannot take the memory of a machine others share. Its peak either way."""
+    from benchmarks.slurmctld_load import machine_memory, rss_mb
+
+    task = asyncio.ensure_future(work)
+    peak, stopped = 0.0, None
+    started = time.monotonic()
+    while not task.done():
+        rss = rss_mb(sandbox.pids["slurmrestd"]) or 0.0
+        peak = max(peak, rss)
+        available = machine_memory()["MemAvailable"]
+        if rss > limit_mb or available < floor_mb:
+            stopped = {"after_s": round(time.monotonic() - started, 1), "slurmrestd_rss_mb": rss,
+                       "mem_available_mb": available}  # fmt: skip
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+            await asyncio.to_thread(sandbox.stop_slurmrestd)
+            await asyncio.to_thread(sandbox.start_slurmrestd)
+            break
+        await asyncio.wait({task}, timeout=GUARD_EVERY_S)
+    result: dict[str, Any] = {"stopped": stopped} if stopped else dict(task.result())
+    result["slurmrestd_rss_peak_mb"] = peak
+    return result
 
 
 async def run(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
@@ -383,23 +418,32 @@ async def run(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
                 )
                 rss_before = rss_mb(sandbox.pids["slurmrestd"])
                 began = time.monotonic()
-                if name == "old":
-                    side = await old_side(tree, sandbox.directory, kubeconfig, count, drain_s)
-                else:
-                    side = await measure(sandbox.directory, kubeconfig, count, drain_s)
+                work = (
+                    old_side(tree, sandbox.directory, kubeconfig, count, drain_s)
+                    if name == "old"
+                    else measure(sandbox.directory, kubeconfig, count, drain_s)
+                )
+                side = await guarded(work, sandbox, args.rss_limit_mb, args.mem_floor_mb)
                 side["wall_s"] = round(time.monotonic() - began, 1)
                 side["slurmrestd_rss_mb"] = {
                     "before": rss_before,
                     "after": rss_mb(sandbox.pids["slurmrestd"]),
                 }
                 level[name] = side
-            results[f"queued_{size}"] = level
+                results[f"queued_{size}"] = level
+                save(results, args.out)  # a run stopped later keeps what it measured
             results[f"memory_after_{size}"] = machine_memory()
     finally:
         await kube.stop()
         sandbox.down()
     results["load_after"] = machine_load()
     return results
+
+
+def save(results: dict[str, Any], out: Path | None) -> None:
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -411,6 +455,14 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drain", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--drain-s", type=float, default=20.0, help="seconds of a draining CR measured")
     parser.add_argument("--drain-up-to", type=int, default=10_000, help="no drain phase above this queue")
+    parser.add_argument(
+        "--rss-limit-mb",
+        type=float,
+        default=6000.0,
+        help="a side is stopped when slurmrestd's RSS passes this (the machine is shared)",
+    )
+    parser.add_argument("--mem-floor-mb", type=float, default=5000.0,
+                        help="a side is stopped when less memory than this is available")  # fmt: skip
 
 
 def main() -> int:
