@@ -103,7 +103,27 @@ class Side:
         self.service = SyncerService(slurm, client, _config())
         await self.service.start()
         await self.service.wait_ready(600)
+
+        self.marks: dict[str, float] = {}  # the last change's moments: seen by the informer, write sent/done
+        self._instrument()
         return self
+
+    def _instrument(self) -> None:
+        """Timestamps of the CR's watch event reaching the controller and of its partition write, so that
+        the time from patch to Slurm can be split (both trees have these attributes)."""
+        controller, marks = self.controller, self.marks
+        controller.informer.subscribe(lambda _old, _new: marks.setdefault("event", time.monotonic()))
+        writer = controller.context.slurm_writer
+        put = writer.put_partition
+
+        async def timed_put(*args: Any, **kwargs: Any) -> Any:
+            marks.setdefault("write_sent", time.monotonic())
+            try:
+                return await put(*args, **kwargs)
+            finally:
+                marks.setdefault("write_done", time.monotonic())
+
+        writer.put_partition = timed_put
 
     async def __aexit__(self, *_exc: object) -> None:
         await self.service.stop()
@@ -189,13 +209,22 @@ async def changes(side: Side, count: int) -> dict[str, Any]:
     body: dict[str, int] = {}
     per_change_bytes: list[int] = []
     reconcile_s: list[float] = []
+    parts: dict[str, list[float]] = {"to_event": [], "event_to_write": [], "write": [], "write_to_shown": []}
     for i in range(count):
         minutes = 61 + i % 2 if (await side.max_time(CR)) != 61 + i % 2 else 62 + i % 2
         before = side.counters()
+        side.marks.clear()
         started = time.monotonic()
         await side.patch(CR, {"maxTime": minutes})
         assert await side.shown(CR, minutes), f"maxTime {minutes} not shown within {SHOWN_WITHIN_S} s"
-        seconds.append(time.monotonic() - started)
+        shown = time.monotonic()
+        seconds.append(shown - started)
+        marks = dict(side.marks)
+        if {"event", "write_sent", "write_done"} <= marks.keys():
+            parts["to_event"].append(marks["event"] - started)
+            parts["event_to_write"].append(marks["write_sent"] - marks["event"])
+            parts["write"].append(marks["write_done"] - marks["write_sent"])
+            parts["write_to_shown"].append(shown - marks["write_done"])
         await side.quiet(CR)
         reconcile_s.append(time.monotonic() - started)
         after = side.counters()
@@ -210,6 +239,12 @@ async def changes(side: Side, count: int) -> dict[str, Any]:
         "n": count,
         "to_slurm_s": {**figures, "samples": [round(s, 4) for s in seconds]},
         "until_quiet_s_p50": round(statistics.median(reconcile_s), 4),
+        # patch -> the controller's informer sees it -> its POST sent -> answered -> GET /partitions shows it
+        # (the last includes up to one 10 ms poll of the benchmark's)
+        "parts_s": {
+            k: {q: (round(v, 4) if isinstance(v, float) else v) for q, v in percentiles(vs).items()}
+            for k, vs in parts.items()
+        },
         "requests_per_change": {k: round(v / count, 2) for k, v in sorted(requests.items())},
         "bytes_per_change": {k: round(v / count) for k, v in sorted(body.items())},
         "bytes_per_change_all": round(statistics.mean(per_change_bytes)),
