@@ -379,6 +379,19 @@ async def fill_queue(sandbox: Any, wanted: int) -> dict[str, Any]:
             "seconds": round(time.monotonic() - started, 1)}  # fmt: skip
 
 
+async def restart_slurmrestd(sandbox: Any) -> None:
+    """slurmrestd stopped (what it holds freed) and started again once its port is free."""
+    from syncer.testing.sandbox.config import port_is_free
+
+    await asyncio.to_thread(sandbox.stop_slurmrestd)
+    await _until(lambda: _true(port_is_free(sandbox.ports.rest)), 120, "slurmrestd's port free")
+    await asyncio.to_thread(sandbox.start_slurmrestd)
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
 async def guarded(work: Any, sandbox: Any, limit_mb: float, floor_mb: float) -> dict[str, Any]:
     """`work` run while slurmrestd's RSS and the machine's MemAvailable are watched: stopped (and slurmrestd
     restarted, which frees what it holds) when slurmrestd passes `limit_mb` or less than `floor_mb` is left,
@@ -398,8 +411,7 @@ async def guarded(work: Any, sandbox: Any, limit_mb: float, floor_mb: float) -> 
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-            await asyncio.to_thread(sandbox.stop_slurmrestd)
-            await asyncio.to_thread(sandbox.start_slurmrestd)
+            await restart_slurmrestd(sandbox)
             break
         await asyncio.wait({task}, timeout=GUARD_EVERY_S)
     result: dict[str, Any] = {"stopped": stopped} if stopped else dict(task.result())
