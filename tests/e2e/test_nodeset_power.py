@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import re
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from syncer.app.service import SyncerService
+from syncer.controllers.partitions.controller import PartitionOptions
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.testing.kubeapi import KubeApiEmulator
@@ -52,7 +54,9 @@ def power_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]
     """A sandbox of its own (no simulated CLOUD nodes), its SuspendTime short: the session sandbox's
     CLOUD nodes would be powered down under other tests."""
     try:
-        sandbox = up(tmp_path_factory.mktemp("power-sandbox"), nodes=0, slurm=SELECTED.name)
+        sandbox = up(
+            tmp_path_factory.mktemp("power-sandbox"), nodes=0, slurm=SELECTED.name, keep_partitions=True
+        )
         conf = sandbox.slurm_conf.read_text()
         conf = conf.replace("SuspendTime=600", f"SuspendTime={SUSPEND_TIME_S}")
         # POWERING_DOWN lasts SuspendTimeout (30 s by default) before POWERED_DOWN
@@ -313,6 +317,14 @@ async def a_lost_node_powers_its_member_down_and_the_job_runs_once_capacity_retu
 
 
 Scenario = Callable[[Rig, SyncerService], Awaitable[None]]
+
+
+def chosen(scenarios: tuple[Scenario, ...]) -> tuple[Scenario, ...]:
+    """All, or those named in $SLURM_SYNCER_POWER_SCENARIOS (comma-separated): a developer's shortcut."""
+    wanted = {n for n in os.environ.get("SLURM_SYNCER_POWER_SCENARIOS", "").split(",") if n}
+    return tuple(s for s in scenarios if not wanted or s.__name__ in wanted)
+
+
 SIDE_BY_SIDE: tuple[Scenario, ...] = (
     jobs_power_exactly_their_members_up_and_idle_ones_go,
     ceiling_lowered_drains_the_busy_member_and_removes_records,
@@ -326,19 +338,28 @@ async def test_power_scenarios_side_by_side(power_rig: Rig) -> None:
     """The independent scenarios at once under one syncer, each with NodeSets and features of its own: each
     power-up waits for slurmctld's 30 s periodic check before its job starts (docs/slurm-releases.md), and
     run one after another those waits were most of the module's time. Each failure names its scenario."""
+    from tests.e2e import power_safety  # its scenarios use this module's helpers
+
     rig, ports = power_rig, Ports()
+    scenarios = chosen((*SIDE_BY_SIDE, *power_safety.SCENARIOS))
     ensure_pool(rig)
     failures: list[str] = []
     try:
-        async with SlurmdStandIn(rig.kube, rig.sandbox, boot=True, port_of=ports) as standin:
-            settings: dict[str, Any] = {"max_drain_fraction": 1.0, "nodeset_requeue_s": 0.5}
+        # this namespace only: a scenario runs a second syncer on a Slurm of its own in another one
+        async with SlurmdStandIn(
+            rig.kube, rig.sandbox, boot=True, port_of=ports, namespace=NAMESPACE
+        ) as standin:
+            settings: dict[str, Any] = {
+                "max_drain_fraction": 1.0, "nodeset_requeue_s": 0.5, "namespace": NAMESPACE,
+                "partitions": PartitionOptions(enabled=True),
+            }  # fmt: skip
             async with running_syncer(rig, nodeset_power_ports=ports, **settings) as service:
-                # three scenarios' Events at once are no storm here: none folded into a summary
+                # the scenarios' Events at once are no storm here: none folded into a summary
                 service.events.storm_rate_per_s = 1000.0
                 outcomes = await asyncio.gather(
-                    *(scenario(rig, service) for scenario in SIDE_BY_SIDE), return_exceptions=True
+                    *(scenario(rig, service) for scenario in scenarios), return_exceptions=True
                 )
-                for scenario, outcome in zip(SIDE_BY_SIDE, outcomes, strict=True):
+                for scenario, outcome in zip(scenarios, outcomes, strict=True):
                     if isinstance(outcome, BaseException):
                         trace = "".join(traceback.format_exception(outcome))
                         failures.append(f"scenario {scenario.__name__} failed:\n{trace}")

@@ -57,6 +57,9 @@ class NodeSetStats:
     timed_out: dict[str, int] = field(default_factory=dict)  # NodeSet key -> nodes past drainTimeout
     desired: dict[str, int] = field(default_factory=dict)  # NodeSet key -> desired members
     errors: int = 0
+    # NodeSet key -> passes completed, and when the last one began (its decisions were made from then on)
+    passes: dict[str, int] = field(default_factory=dict)
+    pass_began: dict[str, float] = field(default_factory=dict)
 
 
 def _selection_may_change(nodeset: KubeNodeSet, old: KubeNode | None, new: KubeNode | None) -> bool:
@@ -192,17 +195,23 @@ class NodeSetController(Controller):
         if not self.context.gate.leading:
             return DONE
         logger = log.bind(nodeset=key)
+        began = self.clock()
         try:
-            return await self._reconcile(nodeset, logger)
+            result = await self._reconcile(nodeset, logger)
         except (KubeError, SlurmError):
             self.stats.errors += 1
             raise
+        self.stats.passes[key] = self.stats.passes.get(key, 0) + 1
+        self.stats.pass_began[key] = began
+        return result
 
     def _forget(self, key: str) -> None:
         for slurm_node, _ in self.scale_in.owned_by(key):
             self.scale_in.set(slurm_node, None)
         self.stats.timed_out.pop(key, None)
         self.stats.desired.pop(key, None)
+        self.stats.passes.pop(key, None)
+        self.stats.pass_began.pop(key, None)
         self.power.forget(key)
 
     async def _reconcile(self, nodeset: KubeNodeSet, logger: Any) -> Result:
