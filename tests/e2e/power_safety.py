@@ -360,4 +360,6 @@ async def powering_up_pods_are_read_from_the_informer(rig: Rig, service: SyncerS
 
 Scenario = Callable[[Rig, SyncerService], Awaitable[None]]
 # each joins once the syncer passes it (issue 45's items, one commit each)
-SCENARIOS: tuple[Scenario, ...] = ()
+SCENARIOS: tuple[Scenario, ...] = (
+    a_crash_looping_sidecar_is_not_the_slurmd_failing,
+)

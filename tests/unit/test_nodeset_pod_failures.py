@@ -206,3 +206,59 @@ def test_a_node_notready_is_lost_only_once_it_lasted_the_bound() -> None:
     assert start_failure(p, n, NOW, unschedulable_after_s=BOUND_S, node_lost_after_s=120) is None
     lost = start_failure(p, n, NOW + 110, unschedulable_after_s=BOUND_S, node_lost_after_s=120)
     assert lost == "pod slurm/gpu-3 lost its Node kw-1: NotReady (NodeStatusUnknown)"
+
+
+def with_sidecar(p: dict[str, Any], *, native: bool = False) -> dict[str, Any]:
+    shipper = {"name": "log-shipper", "image": "crashloop.example/shipper"}
+    spec = dict(p["spec"])
+    if native:
+        spec["initContainers"] = [{**shipper, "restartPolicy": "Always"}]
+    else:
+        spec["containers"] = [*spec["containers"], shipper]
+    return {**p, "spec": spec}
+
+
+CRASHING_SHIPPER = [
+    {
+        "name": "log-shipper",
+        "ready": False,
+        "restartCount": 4,
+        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+    }
+]
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["container", "native-sidecar"])
+def test_a_crash_looping_sidecar_is_not_the_slurmd_failing(native: bool) -> None:
+    """Only slurmd's state (and init containers slurmd waits for) says the member cannot come up: a sidecar
+    beside it in CrashLoopBackOff, a container or an init container with restartPolicy Always, does not."""
+    if native:
+        p = with_sidecar(pod(initContainerStatuses=CRASHING_SHIPPER, containerStatuses=RUNNING), native=True)
+    else:
+        p = with_sidecar(pod(containerStatuses=RUNNING + CRASHING_SHIPPER))
+    assert failure(p, node()) is None
+
+
+def test_the_slurmd_container_is_the_one_named_slurmd_else_the_first() -> None:
+    crashing = waiting("CrashLoopBackOff", restartCount=2)
+    first = pod(containerStatuses=[{**crashing[0], "name": "main"}])
+    first["spec"]["containers"] = [{"name": "main"}, {"name": "shipper"}]
+    assert failure(first, node()) == "pod slurm/gpu-3 CrashLoopBackOff (container main, 2 restarts)"
+    named = pod(containerStatuses=[{**crashing[0], "name": "main"}])
+    named["spec"]["containers"] = [{"name": "main"}, {"name": "slurmd"}]
+    assert failure(named, node()) is None  # main is a sidecar here: slurmd is named
+
+
+def test_a_plain_init_container_that_crash_loops_still_counts() -> None:
+    p = with_sidecar(pod(phase="Pending"), native=False)
+    p["spec"]["initContainers"] = [{"name": "munge-key"}]
+    p["status"]["initContainerStatuses"] = [
+        {**waiting("CrashLoopBackOff", restartCount=1)[0], "name": "munge-key"}
+    ]
+    assert failure(p, node()) == "pod slurm/gpu-3 CrashLoopBackOff (container munge-key, 1 restarts)"
+
+
+def test_a_pod_without_a_spec_is_judged_by_every_container() -> None:
+    p = pod(containerStatuses=[{**waiting("CrashLoopBackOff", restartCount=1)[0], "name": "any"}])
+    del p["spec"]["containers"]
+    assert failure(p, node()) == "pod slurm/gpu-3 CrashLoopBackOff (container any, 1 restarts)"
