@@ -361,5 +361,6 @@ async def powering_up_pods_are_read_from_the_informer(rig: Rig, service: SyncerS
 Scenario = Callable[[Rig, SyncerService], Awaitable[None]]
 # each joins once the syncer passes it (issue 45's items, one commit each)
 SCENARIOS: tuple[Scenario, ...] = (
+    one_refused_declare_stops_no_power_up,
     a_crash_looping_sidecar_is_not_the_slurmd_failing,
 )

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 import structlog
 
-from syncer.controllers.nodeset.power import CEILING_LOWERED, PowerDecision
+from syncer.controllers.nodeset.power import CEILING_LOWERED, PowerDecision, declare_failed_message
 from syncer.controllers.nodeset.power_actions import PowerActions
 from syncer.kube.errors import KubeError
 from syncer.model.kube import Condition, KubeNode, KubePod
@@ -29,6 +29,9 @@ class Slurm:
         self.forced: list[str] = []
         self.deleted: list[str] = []
         self.refuse_delete: dict[str, Exception] = {}
+        self.refuse_create: dict[str, Exception] = {}
+        self.created: list[str] = []
+        self.commented: list[str] = []
 
     async def get_node(self, name: str) -> SlurmNode:
         if name not in self.nodes:
@@ -46,6 +49,13 @@ class Slurm:
         return True
 
     async def set_comment(self, name: str, comment: str) -> bool:
+        self.commented.append(name)
+        return True
+
+    async def create_node(self, name: str, node_conf: str) -> bool:
+        if name in self.refuse_create:
+            raise self.refuse_create[name]
+        self.created.append(name)
         return True
 
 
@@ -65,8 +75,9 @@ class Kube:
 
 
 async def apply(
-    slurm: Slurm, decision: PowerDecision, kube: Kube | None = None, *, limit: int = 2
-) -> list[tuple[str, str, str]]:
+    slurm: Slurm, decision: PowerDecision, kube: Kube | None = None, *, limit: int = 2,
+    problems: list[str] | None = None,
+) -> list[tuple[str, str, str]]:  # fmt: skip
     kube = kube or Kube([], [])
     context: Any = SimpleNamespace(
         slurm=slurm,
@@ -82,9 +93,11 @@ async def apply(
 
     spec = power(1).power
     assert spec is not None
-    await PowerActions(context, writes, "k8s: ", node_loss_limit=limit).apply(
+    found = await PowerActions(context, writes, "k8s: ", node_loss_limit=limit).apply(
         NS, spec, decision, kube.pods, dict(slurm.nodes), event, structlog.get_logger("test")
     )
+    if problems is not None:
+        problems.extend(found)
     return events
 
 
@@ -158,3 +171,33 @@ async def test_a_node_gone_from_the_api_is_lost_at_once() -> None:
     kube.nodes.clear()
     await apply(slurm, decision, kube)
     assert slurm.forced == ["gpu-0"]
+
+
+def refused_create(name: str) -> SlurmApiError:
+    return SlurmApiError(
+        f"POST /new/node/ {name}", endpoint="node_create", status=422,
+        errors=(SlurmMessage(description="Failure to create node", error_number=2169),),
+    )  # fmt: skip
+
+
+async def test_a_refused_declare_stops_no_other_member_nor_the_rest_of_the_pass() -> None:
+    """MaxNodeCount reached: Slurm refuses gpu-2's declare; gpu-3 is still tried, the forced power-down
+    after it still happens, a Warning Event names the member and Slurm's error, and the pass reports what
+    failed (it raises at its end, once the pods are created)."""
+    slurm = Slurm(rec("gpu-5", *UP))
+    slurm.refuse_create["gpu-2"] = refused_create("gpu-2")
+    decision = PowerDecision(declare=["gpu-2", "gpu-3"], force_down={"gpu-5": CEILING_LOWERED})
+    problems: list[str] = []
+    events = await apply(slurm, decision, problems=problems)
+    assert slurm.created == ["gpu-3"] and slurm.commented == ["gpu-3"] and slurm.forced == ["gpu-5"]
+    assert len(problems) == 1 and problems[0].startswith("declare of gpu-2: ")
+    refusals = [m for _, r, m in events if r == "DeclareFailed"]
+    assert len(refusals) == 1 and "gpu-2" in refusals[0] and "Failure to create node" in refusals[0]
+
+
+def test_the_declare_failed_message_names_the_members_in_order_and_the_error() -> None:
+    refused = {f"gpu-{i}": "Failure to create node (error 2169)" for i in (11, 2, 10)}
+    message = declare_failed_message(refused)
+    assert message.startswith("Slurm refused to declare gpu-2, gpu-10, gpu-11: Failure to create node")
+    many = declare_failed_message({f"gpu-{i}": "x" for i in range(12)})
+    assert "gpu-0, gpu-1, gpu-2, gpu-3, gpu-4, gpu-5, gpu-6, gpu-7, gpu-8, gpu-9 and 2 more: x;" in many

@@ -25,7 +25,7 @@ from syncer.controllers.nodeset.plan import (
     removed_by_us,
     slurm_name,
 )
-from syncer.controllers.nodeset.power_actions import PowerActions
+from syncer.controllers.nodeset.power_actions import PassIncomplete, PowerActions, Problems
 from syncer.controllers.nodeset.spec import NodeSetSpec, SpecError, parse
 from syncer.controllers.nodeset.status import compute_status, invalid_status
 from syncer.controllers.nodeset.writes import NodeSetWrites
@@ -198,7 +198,7 @@ class NodeSetController(Controller):
         began = self.clock()
         try:
             result = await self._reconcile(nodeset, logger)
-        except (KubeError, SlurmError):
+        except (KubeError, SlurmError, PassIncomplete):
             self.stats.errors += 1
             raise
         self.stats.passes[key] = self.stats.passes.get(key, 0) + 1
@@ -247,29 +247,37 @@ class NodeSetController(Controller):
         await self._mark(nodeset, by_name, result, now, logger)
         await self._stamp(nodeset, result, logger)
         self._scale_in_marks(nodeset, by_name, result)
+        problems = Problems()
         if spec.power is not None and result.power is not None:
 
             async def event(type_: str, reason: str, message: str) -> None:
                 await self._event(nodeset, type_, reason, message)
 
-            await self.power.apply(
+            problems = await self.power.apply(
                 nodeset, spec.power, result.power, by_name, self.context.slurm_cache.nodes, event, logger
             )
+        # one member's failed write stops no other member's: each is listed, the pass raises at its end
         for name in result.delete_pods:
-            await self._delete_pod(nodeset, by_name[name], logger)
+            await problems.guard(
+                f"delete of pod {name}", self._delete_pod(nodeset, by_name[name], logger), logger
+            )
         for name in result.delete_slurm_nodes:
-            await self._delete_slurm_node(nodeset, name, logger)
+            await problems.guard(f"delete of {name}", self._delete_slurm_node(nodeset, name, logger), logger)
         for member in result.create:
             # told by the plan's view: the cache may have moved on while the pod was created
             powered_up = result.power is not None and member.name in result.power.powered_up
-            await self._create_pod(nodeset, spec, member, logger, powered_up=powered_up)
+            step = self._create_pod(nodeset, spec, member, logger, powered_up=powered_up)
+            await problems.guard(f"create of pod {member.name}", step, logger)
         timeout_check = await self._report_timeouts(nodeset, spec, by_name, result, logger)
         status = compute_status(
             nodeset, spec, pods, self.context.slurm_cache.nodes, result,
             slurm_fresh=fresh, slurm_error=self.context.slurm_cache.cause, now=rfc3339(now) or "",
             power_unsupported=self.power.unsupported,
+            declare_failed=self.power.declare_failed.get(nodeset.key, {}),
         )  # fmt: skip
         await self._write_status(nodeset, status)
+        if problems:
+            raise PassIncomplete(problems)  # the runner logs it and retries with its backoff
         # caches usually trigger sooner; a pending drain timeout is checked on time without a change
         delays = [d for d in (None if result.idle else self.requeue_s, timeout_check) if d is not None]
         return Result(requeue_after=min(delays)) if delays else DONE

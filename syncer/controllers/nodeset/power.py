@@ -34,6 +34,16 @@ def declared_stamp(removal_stamp: str) -> str:
     return f"{removal_stamp} power=declared"
 
 
+def declare_failed_message(refused: dict[str, str]) -> str:
+    """One line naming the members Slurm refused to declare and why (the first error; they are alike)."""
+    names = sorted(refused, key=lambda n: (len(n), n))
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    return (
+        f"Slurm refused to declare {shown}: {refused[names[0]]}; members it powers up still get their pods "
+        "(MaxNodeCount in slurm.conf bounds how many nodes Slurm holds)"
+    )
+
+
 def made_over_rest(slurm: SlurmNode) -> bool:
     """A record made by `POST /new/node/` (DYNAMIC_NORM): the only kind Slurm lets us delete. A member named
     in slurm.conf (24.11 cannot declare) has no such flag; `DELETE /node/` refuses it (500, error 2028)."""

@@ -6,15 +6,16 @@ counts it all (metrics: power-ups, power-downs, failures, POWERING_UP -> slurmd 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from syncer.control.context import ControllerContext
 from syncer.controllers.nodeset.plan import ready, removal_stamp
 from syncer.controllers.nodeset.pod_failures import start_failure
 from syncer.controllers.nodeset.power import (
     PowerDecision,
+    declare_failed_message,
     declared_stamp,
     made_over_rest,
     powered_down,
@@ -28,7 +29,33 @@ from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
 from syncer.model.slurm import SlurmNode
 from syncer.model.times import rfc3339
-from syncer.slurm.errors import SlurmApiError, SlurmNotFound, SlurmVersionError
+from syncer.slurm.errors import SlurmApiError, SlurmError, SlurmNotFound, SlurmVersionError
+
+T = TypeVar("T")
+Event = Callable[[str, str, str], Any]
+
+
+class Problems(list[str]):
+    """What failed in one pass, one line each (`<what>: <error>`): one member's failed write never stops the
+    others; the pass raises once at its end, so the runner retries it with its backoff."""
+
+    async def guard(self, what: str, step: Awaitable[T], logger: Any) -> T | None:
+        try:
+            return await step
+        except (SlurmError, KubeError) as exc:  # NotLeader is neither: it ends the pass, as it should
+            self.append(f"{what}: {exc}")
+            logger.warning("power write failed; the pass goes on", what=what, error=str(exc))
+            return None
+
+
+class PassIncomplete(Exception):
+    """Some of a pass's writes failed (each logged, and evented where an admin looks); the rest were done."""
+
+    def __init__(self, problems: list[str]) -> None:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        super().__init__("; ".join(problems[:3]) + more)
+        self.problems = problems
+
 
 # POWERING_UP -> slurmd registered: a pod's schedule, image pull and slurmd start (seconds)
 REGISTER_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -77,6 +104,9 @@ class PowerActions:
         self.unsupported = ""  # why this Slurm cannot declare members (24.11), once seen
         self._told: set[str] = set()  # NodeSet uids warned by an Event that this Slurm cannot declare
         self._conf_told: dict[str, set[str]] = {}  # NodeSet uid -> slurm.conf members above the ceiling told
+        # NodeSet key -> member -> Slurm's refusal of its declare (this pass), for the DeclareFailed condition
+        self.declare_failed: dict[str, dict[str, str]] = {}
+        self._declare_told: dict[str, str] = {}  # NodeSet key -> the DeclareFailed Event last sent
         self._powering: dict[str, float] = {}  # member -> when its pod was created for a power-up
         # pod uids acted on once each (forced down for, deleted for a power-down), by NodeSet key, kept
         # only while the NodeSet still has those pods
@@ -90,42 +120,58 @@ class PowerActions:
         decision: PowerDecision,
         by_name: dict[str, KubePod],
         slurm_nodes: dict[str, SlurmNode],
-        event: Callable[[str, str, str], Any],
+        event: Event,
         logger: Any,
-    ) -> None:
+    ) -> Problems:
+        """Carries the decision out, member by member: a write that fails is logged and listed in what it
+        returns, and the next member's writes go on (a refused declare used to end the pass before any pod
+        was created)."""
         mine = declared_stamp(removal_stamp(nodeset))
+        problems = Problems()
         self.stats.by_state[nodeset.key] = dict(decision.counts)
         live = {pod.uid for pod in by_name.values()}
         forced = self._forced[nodeset.key] = self._forced.get(nodeset.key, set()) & live
         deleted = self._deleted[nodeset.key] = self._deleted.get(nodeset.key, set()) & live
         self._registered(decision, slurm_nodes)
-        await self._declare(nodeset, power, decision, mine, event, logger)
+        await self._declare(nodeset, power, decision, mine, problems, event, logger)
         for name in decision.stamp:
-            await self.writes.slurm_writer.set_comment(name, mine)
+            await problems.guard(
+                f"comment of {name}", self.writes.slurm_writer.set_comment(name, mine), logger
+            )
         for name in decision.power_down_pods:
-            await self._power_down_pod(by_name[name], deleted, event, logger)
+            step = self._power_down_pod(by_name[name], deleted, event, logger)
+            await problems.guard(f"power-down of {name}", step, logger)
         for name in decision.undeclare:
-            await self._undeclare(name, mine, by_name, event, logger)
+            await problems.guard(
+                f"delete of {name}", self._undeclare(name, mine, by_name, event, logger), logger
+            )
         await self._conf_above(nodeset, decision, event, logger)
         for name in decision.resume:
-            if await self.writes.slurm_writer.resume(name):
+            if await problems.guard(f"resume of {name}", self.writes.slurm_writer.resume(name), logger):
                 logger.info(
                     "member resumed after a failed power-up: Slurm may power it up again", slurm_node=name
                 )
-        await self._failures(power, decision, by_name, slurm_nodes, forced, event, logger)
+        await self._failures(power, decision, by_name, slurm_nodes, forced, problems, event, logger)
         for name, why in sorted(decision.force_down.items()):
-            reason = f"{self.owner_prefix}{why}"
-            if not await self._still_powering_up(name, logger):
-                continue
-            if await self.writes.slurm_writer.power_down_force(name, reason):
-                self.stats.failures += 1
-                logger.warning("forced Slurm node power-down", slurm_node=name, reason=reason)
-                await event("Warning", "PowerDownForced", f"Slurm node {name} powered down: {why}")
+            await problems.guard(f"power-down of {name}", self._force_down(name, why, event, logger), logger)
+        others = [p for p in problems if not p.startswith("declare of ")]  # DeclareFailed says those
+        if others:
+            more = f" (and {len(others) - 1} more)" if len(others) > 1 else ""
+            await event("Warning", "PowerWriteFailed", others[0] + more)
+        return problems
+
+    async def _force_down(self, name: str, why: str, event: Event, logger: Any) -> None:
+        reason = f"{self.owner_prefix}{why}"
+        if not await self._still_powering_up(name, logger):
+            return
+        if await self.writes.slurm_writer.power_down_force(name, reason):
+            self.stats.failures += 1
+            logger.warning("forced Slurm node power-down", slurm_node=name, reason=reason)
+            await event("Warning", "PowerDownForced", f"Slurm node {name} powered down: {why}")
 
     async def _failures(
         self, power: PowerSpec, decision: PowerDecision, by_name: dict[str, KubePod],
-        slurm_nodes: dict[str, SlurmNode], forced: set[str], event: Callable[[str, str, str], Any],
-        logger: Any,
+        slurm_nodes: dict[str, SlurmNode], forced: set[str], problems: Problems, event: Event, logger: Any,
     ) -> None:  # fmt: skip
         """A member whose pod cannot start while Slurm powers it up, or whose Kubernetes Node is lost under
         it: POWER_DOWN_FORCE with the reason (its jobs are requeued now, not after ResumeTimeout)."""
@@ -142,7 +188,9 @@ class PowerActions:
             lost = bool(pod.node_name) and (node is None or _not_ready(node, now, lost_after))
             if not lost and not (powering_up(slurm) and not ready(pod)):
                 continue
-            raw = await self._get(pod_path(pod.namespace, pod.name))
+            raw = await problems.guard(
+                f"read of pod {pod.key}", self._get(pod_path(pod.namespace, pod.name)), logger
+            )
             if raw is None:
                 continue
             # the pod as read now may be bound already where the cache still has it unscheduled; a Node
@@ -151,7 +199,9 @@ class PowerActions:
             node = nodes.get(node_name) if node_name else None
             raw_node = _node_dict(node) if node is not None else None
             if node_name and node is None:
-                raw_node = await self._get(f"/api/v1/nodes/{node_name}")
+                raw_node = await problems.guard(
+                    f"read of Node {node_name}", self._get(f"/api/v1/nodes/{node_name}"), logger
+                )
             why = start_failure(
                 raw, raw_node, now, unschedulable_after_s=power.start_timeout_s, node_lost_after_s=lost_after
             )
@@ -162,7 +212,8 @@ class PowerActions:
                     logger.warning("Node loss: member not forced down in this pass (limit)", slurm_node=name)
                     continue
                 node_losses += 1
-            if await self.writes.slurm_writer.power_down_force(name, f"{self.owner_prefix}{why}"):
+            step = self.writes.slurm_writer.power_down_force(name, f"{self.owner_prefix}{why}")
+            if await problems.guard(f"power-down of {name}", step, logger):
                 forced.add(pod.uid)
                 self.stats.failures += 1
                 logger.warning("member could not come up: Slurm node powered down", slurm_node=name, why=why)
@@ -194,6 +245,8 @@ class PowerActions:
     def forget(self, key: str) -> None:
         """The NodeSet is gone."""
         self.stats.by_state.pop(key, None)
+        self.declare_failed.pop(key, None)
+        self._declare_told.pop(key, None)
         self._forced.pop(key, None)
         self._deleted.pop(key, None)
         self._conf_told.clear()  # keyed by uid; a NodeSet is seldom deleted, a second Event is harmless
@@ -218,13 +271,13 @@ class PowerActions:
         return self.port_base + int(name.rsplit("-", 1)[1]) if self.port_base else 0
 
     async def _declare(
-        self, nodeset: KubeNodeSet, power: PowerSpec, decision: PowerDecision, mine: str,
-        event: Callable[[str, str, str], Any], logger: Any,
+        self, nodeset: KubeNodeSet, power: PowerSpec, decision: PowerDecision, mine: str, problems: Problems,
+        event: Event, logger: Any,
     ) -> None:  # fmt: skip
-        declared = []
+        declared, refused = [], {}
         for name in decision.declare:
+            port = self._port(name)
             try:
-                port = self._port(name)
                 created = await self.writes.slurm_writer.create_node(name, power.node.node_conf(name, port))
             except SlurmVersionError as exc:
                 self.unsupported = str(exc)
@@ -236,11 +289,19 @@ class PowerActions:
                         f"{exc}; name the members in slurm.conf (see the PowerSaving condition)",
                     )  # fmt: skip
                 return
+            except (SlurmError, KubeError) as exc:  # e.g. MaxNodeCount reached: the next member may fit
+                refused[name] = str(exc)
+                problems.append(f"declare of {name}: {exc}")
+                logger.warning("Slurm refused to declare a member", slurm_node=name, error=str(exc))
+                continue
             if created:
-                await self.writes.slurm_writer.set_comment(name, mine)
                 self.stats.declared += 1
                 declared.append(name)
+                await problems.guard(
+                    f"comment of {name}", self.writes.slurm_writer.set_comment(name, mine), logger
+                )
         self.unsupported = ""
+        await self._refused(nodeset, refused, event)
         if declared:
             logger.info("declared members to Slurm as powered-down CLOUD nodes", count=len(declared))
             await event(
@@ -249,11 +310,22 @@ class PowerActions:
                 + (" ..." if len(declared) > 10 else ""),
             )  # fmt: skip
 
+    async def _refused(self, nodeset: KubeNodeSet, refused: dict[str, str], event: Event) -> None:
+        """The DeclareFailed condition's members, and a Warning Event whenever what is refused changes."""
+        self.declare_failed[nodeset.key] = refused
+        if not refused:
+            self._declare_told.pop(nodeset.key, None)
+            return
+        message = declare_failed_message(refused)
+        if self._declare_told.get(nodeset.key) != message:
+            self._declare_told[nodeset.key] = message
+            await event("Warning", "DeclareFailed", message)
+
     async def _conf_above(
         self,
         nodeset: KubeNodeSet,
         decision: PowerDecision,
-        event: Callable[[str, str, str], Any],
+        event: Event,
         logger: Any,
     ) -> None:
         """A slurm.conf member above a lowered ceiling stays (powered down by Slurm, no pod): only the
@@ -270,9 +342,7 @@ class PowerActions:
                 f"refuses to delete it): remove NodeName={name} from slurm.conf, then scontrol reconfigure",
             )  # fmt: skip
 
-    async def _power_down_pod(
-        self, pod: KubePod, deleted: set[str], event: Callable[[str, str, str], Any], logger: Any
-    ) -> None:
+    async def _power_down_pod(self, pod: KubePod, deleted: set[str], event: Event, logger: Any) -> None:
         try:
             current = await self.slurm.get_node(pod.name)  # the cache may be a second old
         except SlurmNotFound:
@@ -294,7 +364,7 @@ class PowerActions:
         await event("Normal", "PoweredDown", f"Slurm powered {pod.name} down: deleted its pod")
 
     async def _undeclare(
-        self, name: str, mine: str, by_name: dict[str, KubePod], event: Callable[[str, str, str], Any],
+        self, name: str, mine: str, by_name: dict[str, KubePod], event: Event,
         logger: Any,
     ) -> None:  # fmt: skip
         if name in by_name:

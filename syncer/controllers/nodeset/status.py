@@ -6,6 +6,7 @@ from typing import Any
 
 from syncer.controllers.nodeset.manifests import selector
 from syncer.controllers.nodeset.plan import Plan, ready, removal_of, slurm_name
+from syncer.controllers.nodeset.power import declare_failed_message
 from syncer.controllers.nodeset.spec import NodeSetSpec
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNodeSet, KubePod
@@ -65,6 +66,7 @@ def compute_status(
     slurm_error: str,
     now: str,
     power_unsupported: str = "",
+    declare_failed: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     current_hash = spec.template_hash()
     live = [p for p in pods if not p.terminating]
@@ -112,6 +114,13 @@ def compute_status(
             conditions.append(_condition(previous, "PowerUpFailed", "True", "PoweredDown", message, now, gen))
         else:
             conditions.append(_condition(previous, "PowerUpFailed", "False", "NoFailures", "", now, gen))
+        if declare_failed:
+            message = declare_failed_message(declare_failed)
+            conditions.append(
+                _condition(previous, "DeclareFailed", "True", "SlurmRefused", message, now, gen)
+            )
+        else:
+            conditions.append(_condition(previous, "DeclareFailed", "False", "AllDeclared", "", now, gen))
     return {
         **extra,
         "observedGeneration": gen,
