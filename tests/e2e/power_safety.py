@@ -361,6 +361,8 @@ async def powering_up_pods_are_read_from_the_informer(rig: Rig, service: SyncerS
 Scenario = Callable[[Rig, SyncerService], Awaitable[None]]
 # each joins once the syncer passes it (issue 45's items, one commit each)
 SCENARIOS: tuple[Scenario, ...] = (
+    a_not_ready_node_under_a_busy_member_costs_no_job,
+    a_zone_gone_not_ready_holds_power_downs_and_says_so,
     one_refused_declare_stops_no_power_up,
     a_crash_looping_sidecar_is_not_the_slurmd_failing,
 )

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 import structlog
 
+from syncer.controllers.nodeset.disruption import ZONE_LABEL
 from syncer.controllers.nodeset.power import CEILING_LOWERED, PowerDecision, declare_failed_message
 from syncer.controllers.nodeset.power_actions import PowerActions
 from syncer.kube.errors import KubeError
@@ -93,7 +94,10 @@ async def apply(
 
     spec = power(1).power
     assert spec is not None
-    found = await PowerActions(context, writes, "k8s: ", node_loss_limit=limit).apply(
+    actions = PowerActions(context, writes, "k8s: ", node_loss_limit=limit)
+    for node in kube.nodes.values():  # what the controller's Node informer feeds it
+        actions.zones.update(None, node)
+    found = await actions.apply(
         NS, spec, decision, kube.pods, dict(slurm.nodes), event, structlog.get_logger("test")
     )
     if problems is not None:
@@ -141,16 +145,25 @@ async def test_a_slurm_conf_member_is_not_deleted_but_named_for_the_admin() -> N
 UP_RUNNING = ("ALLOCATED", "CLOUD", "DYNAMIC_NORM")
 
 
-def running(count: int, not_ready_for: float | None) -> tuple[Slurm, Kube, PowerDecision]:
-    """`count` members running jobs, each pod on its own Node kw-N; the Nodes NotReady for `not_ready_for`
-    seconds (None: Ready)."""
+def running(
+    count: int, not_ready_for: float | None, *, slurmd: tuple[str, ...] = UP_RUNNING, zone: str = ""
+) -> tuple[Slurm, Kube, PowerDecision]:
+    """`count` members running jobs, each pod on its own Node kw-N, each Node in a zone of its own (or all
+    in `zone`); the Nodes NotReady for `not_ready_for` seconds (None: Ready); Slurm shows the members
+    `slurmd` (by default up, their slurmd answering)."""
     spec = power(count)
     pods = [msgspec.structs.replace(pod(f"gpu-{i}", spec), node_name=f"kw-{i}") for i in range(count)]
     status, since = ("True", NOW - 3600) if not_ready_for is None else ("Unknown", NOW - not_ready_for)
     ready = Condition(type="Ready", status=status, reason="NodeStatusUnknown", last_transition_time=since)
-    nodes = [KubeNode(name=f"kw-{i}", conditions=(ready,)) for i in range(count)]
-    slurm = Slurm(*(rec(f"gpu-{i}", *UP_RUNNING) for i in range(count)))
+    nodes = [
+        KubeNode(name=f"kw-{i}", labels={ZONE_LABEL: zone or f"z{i}"}, conditions=(ready,))
+        for i in range(count)
+    ]
+    slurm = Slurm(*(rec(f"gpu-{i}", *slurmd) for i in range(count)))
     return slurm, Kube(pods, nodes), PowerDecision(members={f"gpu-{i}": i for i in range(count)})
+
+
+SILENT = (*UP_RUNNING, "NOT_RESPONDING")  # slurmctld's pings to its slurmd fail
 
 
 async def test_a_node_notready_for_a_moment_forces_nothing_down() -> None:
@@ -159,8 +172,23 @@ async def test_a_node_notready_for_a_moment_forces_nothing_down() -> None:
     assert await apply(slurm, decision, kube) == [] and slurm.forced == []
 
 
+async def test_a_node_notready_past_the_bound_under_a_busy_member_whose_slurmd_answers_is_not_lost() -> None:
+    """Kubelet certificates expired, or the API server lost its Nodes: Ready=Unknown for longer than
+    startTimeout while every slurmd answers Slurm; forcing the members down would end their jobs."""
+    slurm, kube, decision = running(3, not_ready_for=600)
+    assert await apply(slurm, decision, kube) == [] and slurm.forced == []
+
+
+async def test_a_node_notready_is_lost_only_if_slurm_still_cannot_reach_the_slurmd_on_a_fresh_read() -> None:
+    """The cache saw NOT_RESPONDING a second ago; Slurm answers now that the slurmd responds: not forced."""
+    slurm, kube, decision = running(2, not_ready_for=600, slurmd=SILENT)
+    slurm.nodes["gpu-0"] = rec("gpu-0", *UP_RUNNING)
+    await apply(slurm, decision, kube)
+    assert slurm.forced == ["gpu-1"]
+
+
 async def test_a_node_notready_past_the_bound_is_lost_but_never_more_than_the_limit_per_pass() -> None:
-    slurm, kube, decision = running(4, not_ready_for=600)
+    slurm, kube, decision = running(4, not_ready_for=600, slurmd=SILENT)
     events = await apply(slurm, decision, kube, limit=2)
     assert slurm.forced == ["gpu-0", "gpu-1"]
     assert [r for _, r, _ in events] == ["PowerUpFailed", "PowerUpFailed"]
@@ -201,3 +229,25 @@ def test_the_declare_failed_message_names_the_members_in_order_and_the_error() -
     assert message.startswith("Slurm refused to declare gpu-2, gpu-10, gpu-11: Failure to create node")
     many = declare_failed_message({f"gpu-{i}": "x" for i in range(12)})
     assert "gpu-0, gpu-1, gpu-2, gpu-3, gpu-4, gpu-5, gpu-6, gpu-7, gpu-8, gpu-9 and 2 more: x;" in many
+
+
+async def test_a_disrupted_zone_holds_every_lost_node_power_down_and_says_so_once() -> None:
+    """Every Node of zone a NotReady past startTimeout, slurmctld unable to reach the slurmds (a network
+    partition): nothing forced down there (Kubernetes stops evicting in a full disruption), one Warning
+    Event naming the zone, the count and the members."""
+    slurm, kube, decision = running(3, not_ready_for=600, slurmd=SILENT, zone="a")
+    events = await apply(slurm, decision, kube)
+    assert slurm.forced == []
+    assert [r for _, r, _ in events] == ["NodeDisruption"]
+    assert "3 of 3 Nodes in zone a are NotReady" in events[0][2] and "gpu-0, gpu-1, gpu-2" in events[0][2]
+
+
+async def test_a_gone_node_is_lost_even_in_a_disrupted_zone() -> None:
+    """A Node deleted from the API is a decision (an admin's, or the cloud provider's: the machine is gone),
+    not a control plane that lost it: its member goes, the NotReady ones of the disrupted zone stay."""
+    slurm, kube, decision = running(4, not_ready_for=600, slurmd=SILENT, zone="a")
+    del kube.nodes["kw-0"]
+    events = await apply(slurm, decision, kube)
+    assert slurm.forced == ["gpu-0"]
+    held = [m for _, r, m in events if r == "NodeDisruption"]
+    assert len(held) == 1 and "3 of 3 Nodes in zone a" in held[0] and "(gpu-1, gpu-2, gpu-3)" in held[0]

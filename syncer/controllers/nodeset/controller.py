@@ -142,6 +142,7 @@ class NodeSetController(Controller):
         `_members`): a Node added or deleted, or a change of a label its nodeSelector names, re-queues
         it; status (conditions, heartbeats), cordons, taints and annotations do not."""
         self.stats.node_events += 1
+        self.power.zones.update(old, new)  # which zones are disrupted (every Node, every change)
         if old is not None and new is not None and old.labels == new.labels:
             return  # most Node updates at scale: kubelet heartbeats and condition changes
         for nodeset in self.informer.items.values():

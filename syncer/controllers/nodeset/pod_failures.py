@@ -39,6 +39,7 @@ CANNOT_START = frozenset(
     }
 )
 CRASH_LOOP = "CrashLoopBackOff"
+NODE_NOT_READY = ": NotReady ("  # in a lost-Node reason of a Node still there, not gone
 MAX_REASON_BYTES = 200  # leaves room for the syncer's prefix within a drain reason's cap
 
 
@@ -82,7 +83,7 @@ def _node_lost(node_name: str, node: dict[str, Any] | None, now: float, after_s:
     if since and now - since < after_s:
         return None  # NotReady for a moment (a kubelet restart, an apiserver blip): not lost yet
     detail = ready.get("reason") or ready.get("status")
-    return f"lost its Node {node_name}: NotReady ({detail})"
+    return f"lost its Node {node_name}{NODE_NOT_READY}{detail})"
 
 
 def _ended(status: dict[str, Any]) -> str | None:

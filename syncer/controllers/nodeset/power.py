@@ -54,6 +54,11 @@ def powering_up(slurm: SlurmNode) -> bool:
     return bool(slurm.state & POWERING_UP)
 
 
+def slurmd_silent(slurm: SlurmNode) -> bool:
+    """slurmctld cannot reach the member's slurmd: it never registered (powering up), or pings fail."""
+    return "NOT_RESPONDING" in slurm.state
+
+
 def powered_down(slurm: SlurmNode) -> bool:
     """Powering down or powered down: no pod is wanted."""
     return powered_down_state(slurm.state)

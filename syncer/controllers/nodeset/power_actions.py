@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from syncer.control.context import ControllerContext
+from syncer.controllers.nodeset.disruption import ZONE_LABEL, ZoneHealth
 from syncer.controllers.nodeset.plan import ready, removal_stamp
-from syncer.controllers.nodeset.pod_failures import start_failure
+from syncer.controllers.nodeset.pod_failures import NODE_NOT_READY, start_failure
 from syncer.controllers.nodeset.power import (
     PowerDecision,
     declare_failed_message,
@@ -20,6 +21,7 @@ from syncer.controllers.nodeset.power import (
     made_over_rest,
     powered_down,
     powering_up,
+    slurmd_silent,
 )
 from syncer.controllers.nodeset.spec import PowerSpec
 from syncer.controllers.nodeset.writes import NodeSetWrites
@@ -68,6 +70,7 @@ class PowerStats:
     failures: int = 0  # forced power-downs (a member that could not come up, or was above the ceiling)
     declared: int = 0  # records created in Slurm
     undeclared: int = 0  # records deleted above a lowered ceiling
+    held: int = 0  # lost-Node power-downs not done (member-passes) because the Node's zone was disrupted
     register_counts: list[int] = field(default_factory=lambda: [0] * (len(REGISTER_BUCKETS) + 1))
     register_sum: float = 0.0
     by_state: dict[str, dict[str, int]] = field(default_factory=dict)  # NodeSet key -> power state -> count
@@ -107,6 +110,9 @@ class PowerActions:
         # NodeSet key -> member -> Slurm's refusal of its declare (this pass), for the DeclareFailed condition
         self.declare_failed: dict[str, dict[str, str]] = {}
         self._declare_told: dict[str, str] = {}  # NodeSet key -> the DeclareFailed Event last sent
+        self.zones = ZoneHealth()  # fed by the controller's Node informer
+        self.held: dict[str, int] = {}  # NodeSet key -> members whose lost-Node power-down is held now
+        self._disruption_told: dict[str, set[str]] = {}  # NodeSet key -> disrupted zones told by an Event
         self._powering: dict[str, float] = {}  # member -> when its pod was created for a power-up
         # pod uids acted on once each (forced down for, deleted for a power-down), by NodeSet key, kept
         # only while the NodeSet still has those pods
@@ -151,7 +157,7 @@ class PowerActions:
                 logger.info(
                     "member resumed after a failed power-up: Slurm may power it up again", slurm_node=name
                 )
-        await self._failures(power, decision, by_name, slurm_nodes, forced, problems, event, logger)
+        await self._failures(nodeset, power, decision, by_name, slurm_nodes, forced, problems, event, logger)
         for name, why in sorted(decision.force_down.items()):
             await problems.guard(f"power-down of {name}", self._force_down(name, why, event, logger), logger)
         others = [p for p in problems if not p.startswith("declare of ")]  # DeclareFailed says those
@@ -170,14 +176,16 @@ class PowerActions:
             await event("Warning", "PowerDownForced", f"Slurm node {name} powered down: {why}")
 
     async def _failures(
-        self, power: PowerSpec, decision: PowerDecision, by_name: dict[str, KubePod],
+        self, nodeset: KubeNodeSet, power: PowerSpec, decision: PowerDecision, by_name: dict[str, KubePod],
         slurm_nodes: dict[str, SlurmNode], forced: set[str], problems: Problems, event: Event, logger: Any,
     ) -> None:  # fmt: skip
         """A member whose pod cannot start while Slurm powers it up, or whose Kubernetes Node is lost under
-        it: POWER_DOWN_FORCE with the reason (its jobs are requeued now, not after ResumeTimeout)."""
+        it: POWER_DOWN_FORCE with the reason (its jobs are requeued now, not after ResumeTimeout). A Node
+        NotReady is lost only while Slurm agrees the slurmd is gone, and never in a disrupted zone."""
         nodes = self.context.kube_cache.nodes.items
         now, lost_after = self.clock(), power.start_timeout_s
         node_losses = 0
+        held: dict[str, list[str]] = {}  # zone -> members not forced down there: the zone is disrupted
         for name, pod in sorted(by_name.items()):
             slurm = slurm_nodes.get(name)
             if pod.terminating or name not in decision.members or slurm is None or powered_down(slurm):
@@ -185,28 +193,23 @@ class PowerActions:
             if pod.uid in forced or slurm.base_state == "DOWN":
                 continue
             node = nodes.get(pod.node_name) if pod.node_name else None
-            lost = bool(pod.node_name) and (node is None or _not_ready(node, now, lost_after))
+            # a NotReady Node is worth a look only while Slurm cannot reach the slurmd either (it never
+            # registered, or slurmctld's pings fail): a busy member whose slurmd answers keeps its jobs
+            lost = bool(pod.node_name) and (
+                node is None or (_not_ready(node, now, lost_after) and slurmd_silent(slurm))
+            )
             if not lost and not (powering_up(slurm) and not ready(pod)):
                 continue
-            raw = await problems.guard(
-                f"read of pod {pod.key}", self._get(pod_path(pod.namespace, pod.name)), logger
-            )
-            if raw is None:
+            judged = await self._judge(pod, power, now, problems, logger)
+            if judged is None:
                 continue
-            # the pod as read now may be bound already where the cache still has it unscheduled; a Node
-            # missing from the cache is read before it is called lost (the cache may lag behind too)
-            node_name = str((raw.get("spec") or {}).get("nodeName") or "")
-            node = nodes.get(node_name) if node_name else None
-            raw_node = _node_dict(node) if node is not None else None
-            if node_name and node is None:
-                raw_node = await problems.guard(
-                    f"read of Node {node_name}", self._get(f"/api/v1/nodes/{node_name}"), logger
-                )
-            why = start_failure(
-                raw, raw_node, now, unschedulable_after_s=power.start_timeout_s, node_lost_after_s=lost_after
-            )
-            if why is None:
-                continue
+            why, zone = judged
+            if NODE_NOT_READY in why:
+                if self.zones.count(zone).disrupted:
+                    held.setdefault(zone, []).append(name)
+                    continue
+                if not await self._slurm_agrees(name, logger):
+                    continue
             if " lost its Node " in why:
                 if node_losses >= self.node_loss_limit:
                     logger.warning("Node loss: member not forced down in this pass (limit)", slurm_node=name)
@@ -220,6 +223,68 @@ class PowerActions:
                 await event(
                     "Warning", "PowerUpFailed", f"Slurm node {name} powered down, jobs requeued: {why}"
                 )
+        await self._disruption(nodeset, held, event, logger)
+
+    async def _judge(
+        self, pod: KubePod, power: PowerSpec, now: float, problems: Problems, logger: Any
+    ) -> tuple[str, str] | None:
+        """(why the member cannot run, its Node's zone), from the pod and its Node as read now; None while it
+        may still run. The pod as read now may be bound already where the cache still has it unscheduled;
+        a Node missing from the cache is read before it is called lost (the cache may lag behind too)."""
+        raw = await problems.guard(
+            f"read of pod {pod.key}", self._get(pod_path(pod.namespace, pod.name)), logger
+        )
+        if raw is None:
+            return None
+        node_name = str((raw.get("spec") or {}).get("nodeName") or "")
+        node = self.context.kube_cache.nodes.items.get(node_name) if node_name else None
+        raw_node = _node_dict(node) if node is not None else None
+        if node_name and node is None:
+            raw_node = await problems.guard(
+                f"read of Node {node_name}", self._get(f"/api/v1/nodes/{node_name}"), logger
+            )
+        lost_after = power.start_timeout_s
+        why = start_failure(
+            raw, raw_node, now, unschedulable_after_s=lost_after, node_lost_after_s=lost_after
+        )
+        if why is None:
+            return None
+        labels = ((raw_node or {}).get("metadata") or {}).get("labels") or {}
+        return why, str(labels.get(ZONE_LABEL, ""))
+
+    async def _slurm_agrees(self, name: str, logger: Any) -> bool:
+        """Read again before forcing a member down for a NotReady Node: only while slurmctld still cannot
+        reach its slurmd (the cache may be a second old; a slurmd that answers runs its jobs on)."""
+        try:
+            current = await self.slurm.get_node(name)
+        except SlurmNotFound:
+            return False
+        if slurmd_silent(current) and current.base_state != "DOWN" and not powered_down(current):
+            return True
+        logger.info("Node NotReady but Slurm reaches the slurmd: not forced down", slurm_node=name)
+        return False
+
+    async def _disruption(
+        self, nodeset: KubeNodeSet, held: dict[str, list[str]], event: Event, logger: Any
+    ) -> None:
+        """Says once per NodeSet and zone (while it stays disrupted) which members are not forced down."""
+        told = self._disruption_told.setdefault(nodeset.key, set())
+        told &= {zone for zone in told if self.zones.count(zone).disrupted}
+        self.held[nodeset.key] = sum(len(names) for names in held.values())
+        for zone, names in sorted(held.items()):
+            self.stats.held += len(names)
+            if zone in told:
+                continue
+            told.add(zone)
+            count = self.zones.count(zone)
+            where = f"zone {zone}" if zone else "the Nodes without a zone label"
+            logger.warning("zone disrupted: lost-Node power-downs held", zone=zone, members=names)
+            await event(
+                "Warning", "NodeDisruption",
+                f"{count.not_ready} of {count.total} Nodes in {where} are NotReady at once: members there "
+                f"({', '.join(sorted(names)[:10])}) are not powered down for a lost Node until the zone "
+                "recovers, as Kubernetes stops evicting in a disruption; jobs run on where slurmd answers",
+            )  # fmt: skip
 
     async def _still_powering_up(self, name: str, logger: Any) -> bool:
         """Read again before a ceiling's POWER_DOWN_FORCE: the plan's record may be a second old, and a
@@ -247,6 +312,8 @@ class PowerActions:
         self.stats.by_state.pop(key, None)
         self.declare_failed.pop(key, None)
         self._declare_told.pop(key, None)
+        self.held.pop(key, None)
+        self._disruption_told.pop(key, None)
         self._forced.pop(key, None)
         self._deleted.pop(key, None)
         self._conf_told.clear()  # keyed by uid; a NodeSet is seldom deleted, a second Event is harmless
@@ -398,7 +465,7 @@ def _not_ready(node: KubeNode, now: float, after_s: float) -> bool:
 
 
 def _node_dict(node: KubeNode | None) -> dict[str, Any] | None:
-    """The Node as pod_failures reads it (its Ready condition)."""
+    """The Node as pod_failures reads it (its Ready condition), with its labels (its zone)."""
     if node is None:
         return None
     conditions = [
@@ -410,4 +477,4 @@ def _node_dict(node: KubeNode | None) -> dict[str, Any] | None:
         }
         for c in node.conditions
     ]
-    return {"metadata": {"name": node.name}, "status": {"conditions": conditions}}
+    return {"metadata": {"name": node.name, "labels": node.labels}, "status": {"conditions": conditions}}
