@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from syncer.app.service import SyncerService
+from syncer.model.keys import Keys
 from syncer.testing.sandbox import up
 from syncer.testing.sandbox.config import free_port_block
 from syncer.testing.slurmd_standin import HANGS, SlurmdStandIn
@@ -339,7 +340,14 @@ async def powering_up_pods_are_read_from_the_informer(rig: Rig, service: SyncerS
     create(rig, power_body(nodeset.name, 3, (nodeset.name,), pool=f"{nodeset.name}-none", startTimeout="10m"))
     await declared(nodeset, 3)
     await run(rig, "scontrol", "update", f"nodename={nodeset.name}-[0-2]", "state=POWER_UP")
-    await wait_for(lambda: len(nodeset.pods()) == 3, deadline_s=30, what="three pods, waiting for a Node")
+
+    def mirrored() -> bool:  # the sync engine's first write to each pod (it may read the pod for it) is done
+        pods = nodeset.pods().values()
+        return len(pods) == 3 and all(
+            "POWERING_UP" in (p["metadata"].get("annotations") or {}).get(Keys.STATE, "") for p in pods
+        )
+
+    await wait_for(mirrored, deadline_s=30, what="three pods waiting for a Node, Slurm's state on each")
     server = rig.kube.server
     server.record_requests = True
     since, path = now(service), f"/api/v1/namespaces/{NAMESPACE}/pods/{nodeset.name}-"
@@ -361,6 +369,7 @@ async def powering_up_pods_are_read_from_the_informer(rig: Rig, service: SyncerS
 Scenario = Callable[[Rig, SyncerService], Awaitable[None]]
 # each joins once the syncer passes it (issue 45's items, one commit each)
 SCENARIOS: tuple[Scenario, ...] = (
+    powering_up_pods_are_read_from_the_informer,
     a_not_ready_node_under_a_busy_member_costs_no_job,
     a_zone_gone_not_ready_holds_power_downs_and_says_so,
     one_refused_declare_stops_no_power_up,

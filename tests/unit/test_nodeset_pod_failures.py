@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from syncer.controllers.nodeset.pod_failures import MAX_REASON_BYTES, start_failure
+from syncer.controllers.nodeset.node_shape import slurmd_path
+from syncer.controllers.nodeset.pod_failures import (
+    CANNOT_START,
+    CRASH_LOOP,
+    MAX_REASON_BYTES,
+    may_have_failed,
+    start_failure,
+)
+from syncer.model.kube import KubePod
 from syncer.model.times import rfc3339
 
 NOW = 1_700_000_600.0  # 2023-11-14T22:23:20Z
@@ -262,3 +270,59 @@ def test_a_pod_without_a_spec_is_judged_by_every_container() -> None:
     p = pod(containerStatuses=[{**waiting("CrashLoopBackOff", restartCount=1)[0], "name": "any"}])
     del p["spec"]["containers"]
     assert failure(p, node()) == "pod slurm/gpu-3 CrashLoopBackOff (container any, 1 restarts)"
+
+
+def cached(**fields: Any) -> KubePod:
+    return KubePod(namespace="slurm", name="gpu-3", **{"created": NOW - 600, **fields})
+
+
+SLURMD_PATH = frozenset({"slurmd", "munge-key"})
+
+
+@pytest.mark.parametrize(
+    ("p", "looks_failed"),
+    [
+        (cached(node_name="kw-1", phase="Running"), False),
+        (cached(node_name="kw-1", phase="Pending", waiting=(("slurmd", "ContainerCreating"),)), False),
+        (cached(node_name="kw-1", phase="Pending", waiting=(("slurmd", "ImagePullBackOff"),)), True),
+        (cached(node_name="kw-1", phase="Pending", waiting=(("munge-key", "ErrImagePull"),)), True),
+        (cached(node_name="kw-1", phase="Running", waiting=(("slurmd", "CrashLoopBackOff"),)), True),
+        (cached(node_name="kw-1", phase="Running", waiting=(("shipper", "CrashLoopBackOff"),)), False),
+        (cached(node_name="kw-1", phase="Failed"), True),
+        (cached(node_name="kw-1", phase="Succeeded"), True),
+        (cached(phase="Pending"), True),  # unscheduled for 600 s, the bound 300 s
+        (cached(phase="Pending", created=NOW - 299), False),
+        (cached(phase="Pending", created=NOW - 300), True),
+        (cached(phase="Pending", created=0.0), True),  # unknown creation time: read it
+        (cached(phase="Pending", deletion_timestamp=NOW), False),  # ending: judged by its Node only
+        (cached(node_name="kw-1", waiting=(("slurmd", "CrashLoopBackOff"),), deletion_timestamp=NOW), False),
+    ],
+)
+def test_the_informers_pod_says_when_a_fresh_read_is_worth_it(p: KubePod, looks_failed: bool) -> None:
+    """Only a pod that may have failed is read again (a GET per powering-up pod per pass was 1,000 GETs a
+    pass at 1,000 power-ups); the read then gives the reason as start_failure words it."""
+    found = may_have_failed(p, NOW, unschedulable_after_s=BOUND_S, slurmd_path=SLURMD_PATH)
+    assert found is looks_failed
+
+
+def test_without_a_slurmd_path_every_container_counts() -> None:
+    p = cached(node_name="kw-1", waiting=(("shipper", "CrashLoopBackOff"),))
+    assert may_have_failed(p, NOW, unschedulable_after_s=BOUND_S)
+
+
+def test_each_reason_start_failure_acts_on_is_one_the_informers_pod_flags() -> None:
+    for reason in (*CANNOT_START, CRASH_LOOP):
+        p = cached(node_name="kw-1", waiting=(("slurmd", reason),))
+        assert may_have_failed(p, NOW, unschedulable_after_s=BOUND_S, slurmd_path=SLURMD_PATH), reason
+
+
+def test_the_slurmd_path_is_slurmd_and_the_init_containers_but_native_sidecars() -> None:
+    template = {
+        "spec": {
+            "initContainers": [{"name": "munge-key"}, {"name": "shipper", "restartPolicy": "Always"}],
+            "containers": [{"name": "main"}, {"name": "slurmd"}],
+        }
+    }
+    assert slurmd_path(template) == frozenset({"munge-key", "slurmd"})
+    assert slurmd_path({"spec": {"containers": [{"name": "first"}, {"name": "other"}]}}) == {"first"}
+    assert slurmd_path({}) == frozenset()

@@ -27,6 +27,7 @@ from typing import Any
 
 from syncer.controllers.nodeset.node_shape import slurmd_container
 from syncer.kube.decode import epoch
+from syncer.model.kube import KubePod
 
 # Waiting reasons that mean the container will not start without someone changing something.
 CANNOT_START = frozenset(
@@ -71,6 +72,23 @@ def start_failure(
         if why is None and not node_name:
             why = _unscheduled(meta, status, now, unschedulable_after_s)
     return None if why is None else _one_line(f"{who} {why}")
+
+
+def may_have_failed(
+    pod: KubePod, now: float, *, unschedulable_after_s: float, slurmd_path: frozenset[str] = frozenset()
+) -> bool:
+    """From the informer's copy of the pod: whether `start_failure` could find a reason on a fresh read, so
+    the pod is read only then (1,000 powering-up members were 1,000 GETs a pass). `slurmd_path`: the
+    containers whose failure is slurmd's (empty: every container's). Its Node is judged apart."""
+    if pod.phase in ("Failed", "Succeeded"):
+        return True
+    if not pod.terminating and any(
+        (reason in CANNOT_START or reason == CRASH_LOOP) and (not slurmd_path or name in slurmd_path)
+        for name, reason in pod.waiting
+    ):
+        return True
+    # unscheduled past the bound (an unknown creation time: read it, the read tells)
+    return not pod.node_name and not pod.terminating and now - pod.created >= unschedulable_after_s
 
 
 def _node_lost(node_name: str, node: dict[str, Any] | None, now: float, after_s: float) -> str | None:

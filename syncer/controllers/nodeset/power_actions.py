@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from syncer.control.context import ControllerContext
 from syncer.controllers.nodeset.disruption import ZONE_LABEL, ZoneHealth
 from syncer.controllers.nodeset.plan import ready, removal_stamp
-from syncer.controllers.nodeset.pod_failures import NODE_NOT_READY, start_failure
+from syncer.controllers.nodeset.pod_failures import NODE_NOT_READY, may_have_failed, start_failure
 from syncer.controllers.nodeset.power import (
     PowerDecision,
     declare_failed_message,
@@ -198,7 +198,12 @@ class PowerActions:
             lost = bool(pod.node_name) and (
                 node is None or (_not_ready(node, now, lost_after) and slurmd_silent(slurm))
             )
-            if not lost and not (powering_up(slurm) and not ready(pod)):
+            # the informer's pod first: read it only where it may have failed (or its Node is lost)
+            starting = powering_up(slurm) and not ready(pod)
+            if not lost and not (
+                starting
+                and may_have_failed(pod, now, unschedulable_after_s=lost_after, slurmd_path=power.slurmd_path)
+            ):
                 continue
             judged = await self._judge(pod, power, now, problems, logger)
             if judged is None:

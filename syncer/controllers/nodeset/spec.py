@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from syncer.controllers.nodeset.node_shape import NodeShape, ShapeError, shape
+from syncer.controllers.nodeset.node_shape import NodeShape, ShapeError, shape, slurmd_path
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -29,6 +29,7 @@ class PowerSpec:
     max_replicas: int  # the ceiling: ordinals below it are declared to Slurm
     node: NodeShape  # what each member is declared with
     start_timeout_s: float = 300.0  # a powering-up member's pod unschedulable this long: powered down
+    slurmd_path: frozenset[str] = frozenset()  # containers whose failure is slurmd's (node_shape.slurmd_path)
 
 
 @dataclass(frozen=True)
@@ -157,4 +158,7 @@ def _power(raw: object, mode: str, template: dict[str, Any], features: tuple[str
         start_timeout_s = parse_duration(timeout)
     except SpecError:
         raise SpecError(f"spec.power.startTimeout {timeout!r} is not a duration such as 90s or 5m") from None
-    return PowerSpec(min_replicas=floor, max_replicas=ceiling, node=declared, start_timeout_s=start_timeout_s)
+    return PowerSpec(
+        min_replicas=floor, max_replicas=ceiling, node=declared, start_timeout_s=start_timeout_s,
+        slurmd_path=slurmd_path(template),
+    )  # fmt: skip
