@@ -14,6 +14,9 @@ from syncer.controllers.nodeset.node_shape import NodeShape, ShapeError, shape, 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# spec.power's ceiling and floor, as the CRD bounds them (issue 45: every member is a Slurm record the plan
+# looks at on every pass); checked again here for objects stored before the schema said so
+MAX_POWER_REPLICAS = 10_000
 
 
 class SpecError(ValueError):
@@ -121,9 +124,13 @@ def parse(name: str, raw: dict[str, Any]) -> NodeSetSpec:
     )
 
 
-def _count(value: object, field: str, least: int) -> int:
+def _count(value: object, field: str, least: int, most: int | None = None) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < least:
         raise SpecError(f"{field} {value!r} must be a whole number >= {least}")
+    if most is not None and value > most:
+        raise SpecError(
+            f"{field} {value} must be at most {most} (the CRD's bound; each member is a Slurm node)"
+        )
     return value
 
 
@@ -136,8 +143,8 @@ def _power(raw: object, mode: str, template: dict[str, Any], features: tuple[str
         raise SpecError("spec.power works in Replicas mode only: remove it or set spec.mode to Replicas")
     if "maxReplicas" not in raw:
         raise SpecError("spec.power.maxReplicas is required: the most members Slurm may power up")
-    ceiling = _count(raw["maxReplicas"], "spec.power.maxReplicas", 0)
-    floor = _count(raw.get("minReplicas", 0), "spec.power.minReplicas", 0)
+    ceiling = _count(raw["maxReplicas"], "spec.power.maxReplicas", 0, MAX_POWER_REPLICAS)
+    floor = _count(raw.get("minReplicas", 0), "spec.power.minReplicas", 0, MAX_POWER_REPLICAS)
     if floor > ceiling:
         raise SpecError(f"spec.power.minReplicas {floor} must not exceed spec.power.maxReplicas {ceiling}")
     node = {} if raw.get("node") is None else raw["node"]
