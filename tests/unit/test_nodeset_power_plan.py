@@ -8,7 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from syncer.controllers.nodeset.plan import SCALE_IN, Plan, plan, removal_stamp
-from syncer.controllers.nodeset.power import CEILING_LOWERED, PowerDecision, decide_power, declared_stamp
+from syncer.controllers.nodeset.power import (
+    CEILING_LOWERED,
+    DECLARES_PER_PASS,
+    RECORD_WRITES_PER_PASS,
+    PowerDecision,
+    decide_power,
+    declared_stamp,
+)
 from syncer.controllers.nodeset.spec import NodeSetSpec, parse
 from tests.unit.test_nodeset_plan import NOW, NS, REASON, pod, slurm
 
@@ -273,3 +280,29 @@ def test_a_slurm_conf_member_is_never_stamped_nor_deleted_above_the_ceiling() ->
     assert out.stamp == []
     assert out.undeclare == ["gpu-3"]
     assert out.conf_above == ["gpu-1", "gpu-2"]
+
+
+def test_a_pass_declares_at_most_its_bound_and_looks_again_at_once() -> None:
+    """A ceiling of 100,000 was 200,000 serial Slurm writes in one pass: now at most 50 declares (a create
+    and a comment each) a pass, the rest on the next, which is queued at once (`more`)."""
+    first = run(power(120), [], [])
+    assert first.power is not None and first.power.declare == [f"gpu-{i}" for i in range(DECLARES_PER_PASS)]
+    assert first.power.more and not first.idle
+    done = [rec(f"gpu-{i}", *DOWN) for i in range(DECLARES_PER_PASS)]
+    second = run(power(120), [], done)
+    assert second.power is not None and second.power.declare[0] == f"gpu-{DECLARES_PER_PASS}"
+    last = run(power(DECLARES_PER_PASS), [], [])
+    assert last.power is not None and len(last.power.declare) == DECLARES_PER_PASS and not last.power.more
+
+
+def test_stamps_and_deletes_are_bounded_per_pass_too() -> None:
+    count = RECORD_WRITES_PER_PASS + 1
+    unstamped = [rec(f"gpu-{i}", *DOWN, comment="") for i in range(count)]
+    result = run(power(count), [], unstamped)
+    assert result.power is not None and len(result.power.stamp) == RECORD_WRITES_PER_PASS
+    assert result.power.more
+    above = run(power(0), [], [rec(f"gpu-{i}", *DOWN) for i in range(count)])
+    assert above.power is not None and len(above.power.undeclare) == RECORD_WRITES_PER_PASS
+    assert above.power.more
+    exact = run(power(0), [], [rec(f"gpu-{i}", *DOWN) for i in range(RECORD_WRITES_PER_PASS)])
+    assert exact.power is not None and not exact.power.more

@@ -72,6 +72,7 @@ class Plan:
                     or power.undeclare
                     or power.force_down
                     or power.resume
+                    or power.more
                 )
             )
         )

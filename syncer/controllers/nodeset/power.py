@@ -26,6 +26,10 @@ from syncer.model.slurm import SlurmNode
 from syncer.model.slurm import powered_down as powered_down_state
 
 POWERING_UP = frozenset({"POWERING_UP", "POWER_UP"})
+# Slurm writes of records a pass makes at most (a declare is two: the create and its comment); the rest go on
+# the next pass, queued at once, so one large ceiling does not hold a worker for minutes
+DECLARES_PER_PASS = 50
+RECORD_WRITES_PER_PASS = 100
 CEILING_LOWERED = "ceiling lowered below it while Slurm powered it up"
 
 
@@ -118,6 +122,7 @@ class PowerDecision:
     resume: list[str] = field(default_factory=list)  # powered down after our failure: Slurm may try again
     counts: dict[str, int] = field(default_factory=dict)  # status: members by power state
     stale: bool = False  # something waits for fresh Slurm data
+    more: bool = False  # records left for the next pass (the per-pass bound): look again at once
 
 
 def decide_power(
@@ -202,4 +207,18 @@ def decide_power(
             out.force_down[name] = CEILING_LOWERED  # a job waits for it: requeued, never killed
         elif not slurm.busy and made_over_rest(slurm):
             out.undeclare.append(name)
+    return _bounded(out)
+
+
+def _bounded(out: PowerDecision) -> PowerDecision:
+    """At most DECLARES_PER_PASS declares and RECORD_WRITES_PER_PASS stamps and deletes this pass (a
+    ceiling of 100,000 was 200,000 serial writes in one pass); `more` says the rest wait for the next."""
+    out.more = (
+        len(out.declare) > DECLARES_PER_PASS
+        or len(out.stamp) > RECORD_WRITES_PER_PASS
+        or len(out.undeclare) > RECORD_WRITES_PER_PASS
+    )
+    del out.declare[DECLARES_PER_PASS:]
+    del out.stamp[RECORD_WRITES_PER_PASS:]
+    del out.undeclare[RECORD_WRITES_PER_PASS:]
     return out
