@@ -33,6 +33,9 @@ class Slurm:
         self.refuse_create: dict[str, Exception] = {}
         self.created: list[str] = []
         self.commented: list[str] = []
+        self.intents: list[list[str]] = []  # status.power.declaring written before the declares
+        self.refuse_status = False  # the NodeSet's status write fails
+        self.refuse_comment: set[str] = set()
 
     async def get_node(self, name: str) -> SlurmNode:
         if name not in self.nodes:
@@ -50,6 +53,8 @@ class Slurm:
         return True
 
     async def set_comment(self, name: str, comment: str) -> bool:
+        if name in self.refuse_comment:
+            raise SlurmApiError(f"POST /node/{name}", endpoint="node_update", status=500)
         self.commented.append(name)
         return True
 
@@ -75,18 +80,30 @@ class Kube:
         raise KubeError(404, "NotFound", f"{path} not found")
 
 
-async def apply(
-    slurm: Slurm, decision: PowerDecision, kube: Kube | None = None, *, limit: int = 2,
-    problems: list[str] | None = None,
-) -> list[tuple[str, str, str]]:  # fmt: skip
-    kube = kube or Kube([], [])
+def parts(slurm: Slurm, kube: Kube) -> tuple[Any, Any, None]:
+    """The context and the writes PowerActions is built from, over the recorders."""
     context: Any = SimpleNamespace(
         slurm=slurm,
         clock=lambda: NOW,
         kube=kube,
         kube_cache=SimpleNamespace(nodes=SimpleNamespace(items=kube.nodes)),
     )
-    writes: Any = SimpleNamespace(slurm_writer=slurm)
+
+    async def status(_nodeset: Any, status: dict[str, Any]) -> None:
+        if slurm.refuse_status:
+            raise KubeError(500, "InternalError", "etcd unavailable")
+        slurm.intents.append(status["power"]["declaring"])
+
+    writes: Any = SimpleNamespace(slurm_writer=slurm, status=status)
+    return context, writes, None
+
+
+async def apply(
+    slurm: Slurm, decision: PowerDecision, kube: Kube | None = None, *, limit: int = 2,
+    problems: list[str] | None = None,
+) -> list[tuple[str, str, str]]:  # fmt: skip
+    kube = kube or Kube([], [])
+    context, writes, _ = parts(slurm, kube)
     events: list[tuple[str, str, str]] = []
 
     async def event(type_: str, reason: str, message: str) -> None:
@@ -217,6 +234,7 @@ async def test_a_refused_declare_stops_no_other_member_nor_the_rest_of_the_pass(
     decision = PowerDecision(declare=["gpu-2", "gpu-3"], force_down={"gpu-5": CEILING_LOWERED})
     problems: list[str] = []
     events = await apply(slurm, decision, problems=problems)
+    assert slurm.intents == [["gpu-2", "gpu-3"]], "the intent is recorded before any create"
     assert slurm.created == ["gpu-3"] and slurm.commented == ["gpu-3"] and slurm.forced == ["gpu-5"]
     assert len(problems) == 1 and problems[0].startswith("declare of gpu-2: ")
     refusals = [m for _, r, m in events if r == "DeclareFailed"]
@@ -251,3 +269,46 @@ async def test_a_gone_node_is_lost_even_in_a_disrupted_zone() -> None:
     assert slurm.forced == ["gpu-0"]
     held = [m for _, r, m in events if r == "NodeDisruption"]
     assert len(held) == 1 and "3 of 3 Nodes in zone a" in held[0] and "(gpu-1, gpu-2, gpu-3)" in held[0]
+
+
+async def test_no_intent_recorded_no_declare() -> None:
+    """The NodeSet's status cannot be written: nothing is declared (a record with no comment and no
+    recorded intent would later look like someone else's)."""
+    slurm = Slurm()
+    slurm.refuse_status = True
+    problems: list[str] = []
+    await apply(slurm, PowerDecision(declare=["gpu-0"]), problems=problems)
+    assert slurm.created == [] and problems and "status" in problems[0]
+
+
+async def test_a_record_whose_comment_failed_stays_in_the_intent() -> None:
+    slurm = Slurm()
+    slurm.refuse_comment = {"gpu-0"}
+    context, writes, _ = parts(slurm, Kube([], []))
+    actions = PowerActions(context, writes, "k8s: ")
+    spec = power(1).power
+    assert spec is not None
+
+    async def event(*_: str) -> None:
+        return None
+
+    await actions.apply(
+        NS, spec, PowerDecision(declare=["gpu-0", "gpu-1"]), {}, {}, event, structlog.get_logger()
+    )
+    assert slurm.created == ["gpu-0", "gpu-1"] and actions.declaring[NS.key] == ["gpu-0"]
+
+
+async def test_a_name_collision_is_told_once_while_it_lasts() -> None:
+    slurm = Slurm()
+    context, writes, _ = parts(slurm, Kube([], []))
+    actions = PowerActions(context, writes, "k8s: ")
+    spec = power(2).power
+    assert spec is not None
+    told: list[str] = []
+
+    async def event(_type: str, reason: str, message: str) -> None:
+        told.append(reason)
+
+    for _ in range(2):
+        await actions.apply(NS, spec, PowerDecision(foreign=["gpu-1"]), {}, {}, event, structlog.get_logger())
+    assert told == ["NameCollision"]

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from syncer.controllers.nodeset.plan import SCALE_IN, Plan, plan, removal_stamp
+import msgspec
+
+from syncer.controllers.nodeset.plan import SCALE_IN, Plan, declaring_of, plan, removal_stamp
 from syncer.controllers.nodeset.power import (
     CEILING_LOWERED,
     DECLARES_PER_PASS,
@@ -41,8 +43,19 @@ def rec(name: str, *flags: str, reason: str = "", comment: str = MINE) -> Any:
     return slurm(name, *flags, reason=reason, comment=comment)
 
 
-def run(spec: NodeSetSpec, pods: list[Any], nodes: list[Any], *, fresh: bool = True) -> Plan:
-    return plan(NS, spec, pods, {n.name: n for n in nodes}, nodes=[], slurm_fresh=fresh, now=NOW)
+def run(
+    spec: NodeSetSpec,
+    pods: list[Any],
+    nodes: list[Any],
+    *,
+    fresh: bool = True,
+    declaring: list[str] | None = None,
+) -> Plan:
+    """The plan; `declaring`: the members the NodeSet's status says it was declaring (`power.declaring`)."""
+    nodeset = (
+        NS if declaring is None else msgspec.structs.replace(NS, status={"power": {"declaring": declaring}})
+    )
+    return plan(nodeset, spec, pods, {n.name: n for n in nodes}, nodes=[], slurm_fresh=fresh, now=NOW)
 
 
 def test_members_are_declared_before_any_pod() -> None:
@@ -125,12 +138,54 @@ def test_an_admin_drain_on_a_running_member_leaves_its_pod() -> None:
 
 
 def test_a_declared_record_without_our_mark_is_stamped_and_a_foreign_one_left_alone() -> None:
+    """gpu-0 was recorded as being declared (the syncer stopped between the create and its comment): ours,
+    stamped now. gpu-1 carries someone's comment: left alone."""
     spec = power(2)
-    result = run(spec, [], [rec("gpu-0", *UP, comment=""), rec("gpu-1", *UP, comment="someone's")])
+    nodes = [rec("gpu-0", *UP, comment=""), rec("gpu-1", *UP, comment="someone's")]
+    result = run(spec, [], nodes, declaring=["gpu-0"])
     assert result.power is not None
     assert result.power.stamp == ["gpu-0"]
     assert result.power.foreign == ["gpu-1"]
     assert [m.name for m in result.create] == ["gpu-0"]
+
+
+SLURMD_Z = ("IDLE", "DYNAMIC_NORM")  # `slurmd -Z` registered it: DYNAMIC_NORM, no CLOUD, no comment
+
+
+def test_a_slurmd_z_record_under_a_member_name_is_someone_elses() -> None:
+    """A Slinky NodeSet's pod (or a NodeSet of ours in another namespace) registered gpu-1 with `slurmd -Z`:
+    DYNAMIC_NORM with an empty comment, as our declared record is before its comment. Not recorded as being
+    declared and no pod of ours: never stamped, never given a pod, never deleted (lowering the ceiling)."""
+    spec = power(2)
+    result = run(spec, [], [rec("gpu-0", *DOWN), rec("gpu-1", *SLURMD_Z, comment="")], declaring=["gpu-0"])
+    assert result.power is not None and result.power.foreign == ["gpu-1"] and result.power.stamp == []
+    assert result.power.counts["declared"] == 1
+    lowered = run(power(1), [], [rec("gpu-0", *DOWN), rec("gpu-1", *SLURMD_Z, comment="")])
+    assert lowered.power is not None and lowered.power.undeclare == [] and lowered.power.force_down == {}
+    assert lowered.power.conf_above == [] and lowered.delete_slurm_nodes == []
+    busy = run(spec, [], [rec("gpu-0", *DOWN), rec("gpu-1", "ALLOCATED", "DYNAMIC_NORM", comment="")])
+    assert busy.power is not None and busy.create == [] and busy.power.foreign == ["gpu-1"]
+
+
+def test_a_record_our_own_pod_registered_is_ours() -> None:
+    """Our pod runs and its slurmd registered the member again (`-Z`) after its record went: ours."""
+    spec = power(1)
+    result = run(spec, [pod("gpu-0", spec)], [rec("gpu-0", "IDLE", "DYNAMIC_NORM", comment="")])
+    assert result.power is not None and result.power.foreign == [] and result.power.stamp == ["gpu-0"]
+
+
+def test_a_slurm_conf_member_without_a_comment_is_ours() -> None:
+    result = run(power(1), [], [rec("gpu-0", *CONF_DOWN, comment="")])
+    assert result.power is not None and result.power.foreign == [] and result.power.stamp == []
+    assert result.power.counts["declared"] == 1
+
+
+def test_declaring_is_read_from_the_status_and_junk_there_is_ignored() -> None:
+    def declaring(status: dict[str, Any]) -> frozenset[str]:
+        return declaring_of(msgspec.structs.replace(NS, status=status))
+
+    assert declaring({"power": {"declaring": ["gpu-0", 3, "gpu-2"]}}) == {"gpu-0", "gpu-2"}
+    assert declaring({}) == declaring({"power": "x"}) == declaring({"power": {"declaring": "gpu-0"}}) == set()
 
 
 def test_ceiling_lowered_removes_idle_records_and_drains_busy_members() -> None:
@@ -298,7 +353,7 @@ def test_a_pass_declares_at_most_its_bound_and_looks_again_at_once() -> None:
 def test_stamps_and_deletes_are_bounded_per_pass_too() -> None:
     count = RECORD_WRITES_PER_PASS + 1
     unstamped = [rec(f"gpu-{i}", *DOWN, comment="") for i in range(count)]
-    result = run(power(count), [], unstamped)
+    result = run(power(count), [], unstamped, declaring=[r.name for r in unstamped])
     assert result.power is not None and len(result.power.stamp) == RECORD_WRITES_PER_PASS
     assert result.power.more
     above = run(power(0), [], [rec(f"gpu-{i}", *DOWN) for i in range(count)])

@@ -275,6 +275,7 @@ class NodeSetController(Controller):
             slurm_fresh=fresh, slurm_error=self.context.slurm_cache.cause, now=rfc3339(now) or "",
             power_unsupported=self.power.unsupported,
             declare_failed=self.power.declare_failed.get(nodeset.key, {}),
+            declaring=self.power.declaring.get(nodeset.key, []),
         )  # fmt: skip
         await self._write_status(nodeset, status)
         if problems:

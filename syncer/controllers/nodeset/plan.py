@@ -111,6 +111,15 @@ def removal_stamp(nodeset: KubeNodeSet) -> str:
     return f"{Keys.NODESET_LABEL}={nodeset.namespace}/{nodeset.name} uid={nodeset.uid}"
 
 
+def declaring_of(nodeset: KubeNodeSet) -> frozenset[str]:
+    """The members whose declare the NodeSet recorded in its status before sending it (`power.declaring`):
+    a record under such a name with no comment yet is its own (the comment follows the create), any other
+    such record is not."""
+    power = nodeset.status.get("power")
+    names = power.get("declaring") if isinstance(power, dict) else None
+    return frozenset(n for n in names if isinstance(n, str)) if isinstance(names, list) else frozenset()
+
+
 def removed_by_us(slurm: SlurmNode, nodeset: KubeNodeSet, owner_prefix: str) -> bool:
     """Being removed by this NodeSet (its stamp, by identity) and drained by the syncer (an admin's
     own drain reason means the admin owns the node now)."""
@@ -145,7 +154,7 @@ def _power_members(
     decision = decide_power(
         nodeset.name, spec.power, pods, slurm_nodes,
         removal_stamp=removal_stamp(nodeset), ordinal=lambda name: ordinal(nodeset.name, name),
-        slurm_fresh=slurm_fresh, owner_prefix=owner_prefix,
+        slurm_fresh=slurm_fresh, owner_prefix=owner_prefix, declaring=declaring_of(nodeset),
     )  # fmt: skip
     result.power = decision
     result.unmark.extend(decision.unmark)

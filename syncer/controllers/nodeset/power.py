@@ -48,6 +48,16 @@ def declare_failed_message(refused: dict[str, str]) -> str:
     )
 
 
+def name_collision_message(names: tuple[str, ...] | list[str]) -> str:
+    """Slurm records under member names that are not the NodeSet's, and what to do."""
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    return (
+        f"Slurm nodes {shown} exist under this NodeSet's member names and are not its own (a slurmd -Z "
+        "registration, another NodeSet's or someone's record): they are left alone, never stamped, given a "
+        "pod or deleted; rename this NodeSet, or remove them (scontrol delete nodename=...) if they are stale"
+    )
+
+
 def made_over_rest(slurm: SlurmNode) -> bool:
     """A record made by `POST /new/node/` (DYNAMIC_NORM): the only kind Slurm lets us delete. A member named
     in slurm.conf (24.11 cannot declare) has no such flag; `DELETE /node/` refuses it (500, error 2028)."""
@@ -86,6 +96,19 @@ def power_state(slurm: SlurmNode, owner_prefix: str) -> str:
     if powered_down(slurm):
         return "poweringDown"
     return "poweredUp"
+
+
+def ours(
+    slurm: SlurmNode, name: str, mine: str, removal: str, declaring: frozenset[str], has_pod: bool
+) -> bool:
+    """Whether the record under member `name` is this NodeSet's: its stamp; or no comment yet on a record
+    it recorded declaring (the comment follows the create), or that its own pod's slurmd registered; or no
+    comment on a slurm.conf member (no DYNAMIC_NORM: 24.11 cannot declare). Any other record is someone
+    else's: a `slurmd -Z` registration (Slinky's pods, another namespace's NodeSet) is DYNAMIC_NORM with no
+    comment, as a declared record is before its comment."""
+    if slurm.comment:
+        return slurm.comment in (mine, removal)
+    return not made_over_rest(slurm) or name in declaring or has_pod
 
 
 def wanted(
@@ -135,6 +158,7 @@ def decide_power(
     ordinal: Callable[[str], int],
     slurm_fresh: bool,
     owner_prefix: str,
+    declaring: frozenset[str] = frozenset(),
 ) -> PowerDecision:
     out = PowerDecision()
     by_name = {p.name: p for p in pods}
@@ -155,8 +179,8 @@ def decide_power(
             elif slurm_fresh:
                 out.declare.append(name)
             continue
-        if slurm.comment not in ("", mine, removal_stamp):
-            out.foreign.append(name)  # a record under our member's name is someone else's
+        if not ours(slurm, name, mine, removal_stamp, declaring, pod is not None):
+            out.foreign.append(name)  # a record under our member's name is someone else's: left alone
             if pod is not None:
                 out.members[name] = index
             continue
@@ -172,7 +196,7 @@ def decide_power(
             if slurm.base_state == "DOWN" and pod is None and "POWERED_DOWN" in slurm.state and slurm_fresh:
                 out.resume.append(name)
         if not slurm.comment and slurm_fresh and made_over_rest(slurm):
-            out.stamp.append(name)  # a slurm.conf member is never ours to delete: left unstamped
+            out.stamp.append(name)  # ours, the comment not written yet (a slurm.conf member: left unstamped)
         if wanted(index, power, pod, slurm, owner_prefix):
             out.members[name] = index
             if pod is None:

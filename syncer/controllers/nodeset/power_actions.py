@@ -19,6 +19,7 @@ from syncer.controllers.nodeset.power import (
     declare_failed_message,
     declared_stamp,
     made_over_rest,
+    name_collision_message,
     powered_down,
     powering_up,
     slurmd_silent,
@@ -49,6 +50,12 @@ class Problems(list[str]):
             logger.warning("power write failed; the pass goes on", what=what, error=str(exc))
             return None
 
+    async def done(self, what: str, step: Awaitable[Any], logger: Any) -> bool:
+        """As `guard`; True when the step raised nothing."""
+        before = len(self)
+        await self.guard(what, step, logger)
+        return len(self) == before
+
 
 class PassIncomplete(Exception):
     """Some of a pass's writes failed (each logged, and evented where an admin looks); the rest were done."""
@@ -71,6 +78,8 @@ class PowerStats:
     declared: int = 0  # records created in Slurm
     undeclared: int = 0  # records deleted above a lowered ceiling
     held: int = 0  # lost-Node power-downs not done (member-passes) because the Node's zone was disrupted
+    # NodeSet key -> GETs of its members' pods (and Nodes) to judge whether they can still come up
+    pod_reads: dict[str, int] = field(default_factory=dict)
     register_counts: list[int] = field(default_factory=lambda: [0] * (len(REGISTER_BUCKETS) + 1))
     register_sum: float = 0.0
     by_state: dict[str, dict[str, int]] = field(default_factory=dict)  # NodeSet key -> power state -> count
@@ -110,6 +119,9 @@ class PowerActions:
         # NodeSet key -> member -> Slurm's refusal of its declare (this pass), for the DeclareFailed condition
         self.declare_failed: dict[str, dict[str, str]] = {}
         self._declare_told: dict[str, str] = {}  # NodeSet key -> the DeclareFailed Event last sent
+        self._collision_told: dict[str, tuple[str, ...]] = {}  # NodeSet key -> foreign records told
+        # NodeSet key -> members declared (or to stamp) with no comment written yet: status.power.declaring
+        self.declaring: dict[str, list[str]] = {}
         self.zones = ZoneHealth()  # fed by the controller's Node informer
         self.held: dict[str, int] = {}  # NodeSet key -> members whose lost-Node power-down is held now
         self._disruption_told: dict[str, set[str]] = {}  # NodeSet key -> disrupted zones told by an Event
@@ -139,11 +151,14 @@ class PowerActions:
         forced = self._forced[nodeset.key] = self._forced.get(nodeset.key, set()) & live
         deleted = self._deleted[nodeset.key] = self._deleted.get(nodeset.key, set()) & live
         self._registered(decision, slurm_nodes)
-        await self._declare(nodeset, power, decision, mine, problems, event, logger)
+        pending: set[str] = set()  # declared (or to stamp) and not yet commented: the intent stays recorded
+        await self._declare(nodeset, power, decision, mine, problems, pending, event, logger)
+        await self._collisions(nodeset, decision, event, logger)
         for name in decision.stamp:
-            await problems.guard(
+            if not await problems.done(
                 f"comment of {name}", self.writes.slurm_writer.set_comment(name, mine), logger
-            )
+            ):
+                pending.add(name)  # still ours by the recorded intent: stamped on a later pass
         for name in decision.power_down_pods:
             step = self._power_down_pod(by_name[name], deleted, event, logger)
             await problems.guard(f"power-down of {name}", step, logger)
@@ -160,6 +175,7 @@ class PowerActions:
         await self._failures(nodeset, power, decision, by_name, slurm_nodes, forced, problems, event, logger)
         for name, why in sorted(decision.force_down.items()):
             await problems.guard(f"power-down of {name}", self._force_down(name, why, event, logger), logger)
+        self.declaring[nodeset.key] = sorted(pending)
         others = [p for p in problems if not p.startswith("declare of ")]  # DeclareFailed says those
         if others:
             more = f" (and {len(others) - 1} more)" if len(others) > 1 else ""
@@ -205,7 +221,7 @@ class PowerActions:
                 and may_have_failed(pod, now, unschedulable_after_s=lost_after, slurmd_path=power.slurmd_path)
             ):
                 continue
-            judged = await self._judge(pod, power, now, problems, logger)
+            judged = await self._judge(nodeset.key, pod, power, now, problems, logger)
             if judged is None:
                 continue
             why, zone = judged
@@ -231,13 +247,13 @@ class PowerActions:
         await self._disruption(nodeset, held, event, logger)
 
     async def _judge(
-        self, pod: KubePod, power: PowerSpec, now: float, problems: Problems, logger: Any
+        self, key: str, pod: KubePod, power: PowerSpec, now: float, problems: Problems, logger: Any
     ) -> tuple[str, str] | None:
         """(why the member cannot run, its Node's zone), from the pod and its Node as read now; None while it
         may still run. The pod as read now may be bound already where the cache still has it unscheduled;
         a Node missing from the cache is read before it is called lost (the cache may lag behind too)."""
         raw = await problems.guard(
-            f"read of pod {pod.key}", self._get(pod_path(pod.namespace, pod.name)), logger
+            f"read of pod {pod.key}", self._get(pod_path(pod.namespace, pod.name), key), logger
         )
         if raw is None:
             return None
@@ -246,7 +262,7 @@ class PowerActions:
         raw_node = _node_dict(node) if node is not None else None
         if node_name and node is None:
             raw_node = await problems.guard(
-                f"read of Node {node_name}", self._get(f"/api/v1/nodes/{node_name}"), logger
+                f"read of Node {node_name}", self._get(f"/api/v1/nodes/{node_name}", key), logger
             )
         lost_after = power.start_timeout_s
         why = start_failure(
@@ -304,7 +320,8 @@ class PowerActions:
         logger.info("member above the ceiling powered up meanwhile: not forced down", slurm_node=name)
         return False
 
-    async def _get(self, path: str) -> dict[str, Any] | None:
+    async def _get(self, path: str, nodeset: str) -> dict[str, Any] | None:
+        self.stats.pod_reads[nodeset] = self.stats.pod_reads.get(nodeset, 0) + 1
         try:
             return await self.context.kube.get(path)
         except KubeError as exc:
@@ -317,6 +334,9 @@ class PowerActions:
         self.stats.by_state.pop(key, None)
         self.declare_failed.pop(key, None)
         self._declare_told.pop(key, None)
+        self._collision_told.pop(key, None)
+        self.declaring.pop(key, None)
+        self.stats.pod_reads.pop(key, None)
         self.held.pop(key, None)
         self._disruption_told.pop(key, None)
         self._forced.pop(key, None)
@@ -344,9 +364,18 @@ class PowerActions:
 
     async def _declare(
         self, nodeset: KubeNodeSet, power: PowerSpec, decision: PowerDecision, mine: str, problems: Problems,
-        event: Event, logger: Any,
+        pending: set[str], event: Event, logger: Any,
     ) -> None:  # fmt: skip
+        """Creates the members' records. First the intent, in the NodeSet's status (`power.declaring`): a
+        record with no comment yet is ours only if we said we were making it (a `slurmd -Z` registration
+        under a member's name looks the same); no intent written, nothing declared."""
         declared, refused = [], {}
+        if decision.declare:
+            intent = {"power": {"declaring": sorted(set(decision.declare) | set(decision.stamp))}}
+            if not await problems.done(
+                "status of the members being declared", self.writes.status(nodeset, intent), logger
+            ):
+                return
         for name in decision.declare:
             port = self._port(name)
             try:
@@ -369,9 +398,10 @@ class PowerActions:
             if created:
                 self.stats.declared += 1
                 declared.append(name)
-                await problems.guard(
+                if not await problems.done(
                     f"comment of {name}", self.writes.slurm_writer.set_comment(name, mine), logger
-                )
+                ):
+                    pending.add(name)
         self.unsupported = ""
         await self._refused(nodeset, refused, event)
         if declared:
@@ -381,6 +411,21 @@ class PowerActions:
                 f"declared {len(declared)} powered-down member(s) to Slurm: {', '.join(declared[:10])}"
                 + (" ..." if len(declared) > 10 else ""),
             )  # fmt: skip
+
+    async def _collisions(
+        self, nodeset: KubeNodeSet, decision: PowerDecision, event: Event, logger: Any
+    ) -> None:
+        """Records under member names that are not this NodeSet's: a Warning Event whenever the set changes
+        (the Valid condition says it too)."""
+        names = tuple(decision.foreign)
+        if self._collision_told.get(nodeset.key, ()) == names:
+            return
+        self._collision_told[nodeset.key] = names
+        if names:
+            logger.warning(
+                "Slurm nodes under member names are not this NodeSet's: left alone", slurm_nodes=names
+            )
+            await event("Warning", "NameCollision", name_collision_message(names))
 
     async def _refused(self, nodeset: KubeNodeSet, refused: dict[str, str], event: Event) -> None:
         """The DeclareFailed condition's members, and a Warning Event whenever what is refused changes."""
