@@ -370,6 +370,7 @@ async def powering_up_pods_are_read_from_the_informer(rig: Rig, service: SyncerS
 Scenario = Callable[[Rig, SyncerService], Awaitable[None]]
 # each joins once the syncer passes it (issue 45's items, one commit each)
 SCENARIOS: tuple[Scenario, ...] = (
+    a_partition_of_a_power_nodeset_holds_every_declared_member,
     a_slurmd_z_node_under_a_member_name_is_refused,
     powering_up_pods_are_read_from_the_informer,
     a_not_ready_node_under_a_busy_member_costs_no_job,

@@ -15,6 +15,7 @@ import structlog
 
 from syncer.control.context import ControllerContext
 from syncer.controllers.nodeset import manifests
+from syncer.controllers.nodeset.members import slurm_names
 from syncer.controllers.nodeset.plan import (
     SCALE_IN,
     Plan,
@@ -179,11 +180,13 @@ class NodeSetController(Controller):
         return [p for p in pods if owns(nodeset, p)]
 
     def members(self, namespace: str, name: str) -> list[str] | None:
-        """The Slurm nodes of a NodeSet's pods (a SlurmPartition's `nodes.nodeSets`); None: none such."""
+        """The Slurm nodes of a NodeSet (a SlurmPartition's `nodes.nodeSets`), sorted: its pods' and, when
+        power-managed, every member declared to Slurm (members.py); None: no such NodeSet."""
         nodeset = self.informer.items.get(f"{namespace}/{name}")
         if nodeset is None:
             return None
-        return [self.context.kube_cache.slurm_name_of(pod) for pod in self.pods_of(nodeset)]
+        pods, name_of = self.pods_of(nodeset), self.context.kube_cache.slurm_name_of
+        return slurm_names(nodeset, pods, self.context.slurm_cache.nodes, name_of)
 
     async def reconcile(self, key: str) -> Result:
         """One NodeSet. A Kubernetes or Slurm error is counted and raised: the runner retries the key with
