@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from syncer.app.service import SyncerService
+from syncer.controllers.nodeset.options import NodeSetOptions
 from syncer.model.keys import Keys
 from syncer.testing.sandbox import up
 from syncer.testing.sandbox.config import free_port_block
 from syncer.testing.slurmd_standin import HANGS, SlurmdStandIn
-from tests.e2e.rig import NAMESPACE, Rig, condition, get, node_body, running_syncer, sample
+from tests.e2e.rig import NAMESPACE, Rig, condition, get, node_body, running_syncer, sample, sync
 from tests.e2e.test_nodeset import GROUP, VERSION, Set
 from tests.e2e.test_nodeset_power import Ports, declared, power_body, state_of, wait_slurm
 from tests.fixtures.slurm import SELECTED
@@ -214,8 +215,8 @@ async def one_refused_declare_stops_no_power_up(rig: Rig, service: SyncerService
             async with (
                 SlurmdStandIn(rig.kube, own, boot=True, port_of=ports, namespace=namespace) as standin,
                 running_syncer(
-                    own_rig, namespace=namespace, max_drain_fraction=1.0, nodeset_requeue_s=0.5,
-                    nodeset_power_ports=ports,
+                    own_rig, namespace=namespace, sync=sync(max_drain_fraction=1.0),
+                    nodeset=NodeSetOptions(requeue_s=0.5, power_ports=ports),
                 ),
             ):  # fmt: skip
                 body = power_body("pwdecl", 4, ("pwdecl",))
