@@ -312,3 +312,24 @@ async def test_a_name_collision_is_told_once_while_it_lasts() -> None:
     for _ in range(2):
         await actions.apply(NS, spec, PowerDecision(foreign=["gpu-1"]), {}, {}, event, structlog.get_logger())
     assert told == ["NameCollision"]
+
+
+async def test_a_member_declared_a_moment_ago_is_not_declared_again_before_the_cache_shows_it() -> None:
+    """The NodeSet's own status write wakes a pass before the next Slurm poll: that pass still sees no
+    record and would POST every member again (for Slurm's 'already exists'): 133 creates for 50 members in
+    benchmarks/power.py before this."""
+    slurm = Slurm()
+    context, writes, _ = parts(slurm, Kube([], []))
+    actions = PowerActions(context, writes, "k8s: ")
+    spec = power(2).power
+    assert spec is not None
+
+    async def event(*_: str) -> None:
+        return None
+
+    for _ in range(2):
+        await actions.apply(
+            NS, spec, PowerDecision(declare=["gpu-0", "gpu-1"]), {}, {}, event, structlog.get_logger()
+        )
+    assert slurm.created == ["gpu-0", "gpu-1"]
+    assert actions.declaring[NS.key] == ["gpu-0", "gpu-1"], "their intent stays until the cache shows them"

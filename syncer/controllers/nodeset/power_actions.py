@@ -35,6 +35,7 @@ from syncer.model.times import rfc3339
 from syncer.slurm.errors import SlurmApiError, SlurmError, SlurmNotFound, SlurmVersionError
 
 T = TypeVar("T")
+DECLARE_EXPECTATION_S = 30.0
 Event = Callable[[str, str, str], Any]
 
 
@@ -123,6 +124,9 @@ class PowerActions:
         # NodeSet key -> members declared (or to stamp) with no comment written yet: status.power.declaring
         self.declaring: dict[str, list[str]] = {}
         self.zones = ZoneHealth()  # fed by the controller's Node informer
+        # member -> when its declare was sent, until the Slurm cache shows the record (or 30 s pass): a pass
+        # that runs before the next poll (its own status write wakes one) would declare it again for a 422
+        self._declared_at: dict[str, float] = {}
         self.held: dict[str, int] = {}  # NodeSet key -> members whose lost-Node power-down is held now
         self._disruption_told: dict[str, set[str]] = {}  # NodeSet key -> disrupted zones told by an Event
         self._powering: dict[str, float] = {}  # member -> when its pod was created for a power-up
@@ -370,6 +374,8 @@ class PowerActions:
         record with no comment yet is ours only if we said we were making it (a `slurmd -Z` registration
         under a member's name looks the same); no intent written, nothing declared."""
         declared, refused = [], {}
+        now = self.clock()
+        self._declared_at = {n: t for n, t in self._declared_at.items() if now - t < DECLARE_EXPECTATION_S}
         if decision.declare:
             intent = {"power": {"declaring": sorted(set(decision.declare) | set(decision.stamp))}}
             if not await problems.done(
@@ -377,6 +383,9 @@ class PowerActions:
             ):
                 return
         for name in decision.declare:
+            if name in self._declared_at:  # made a moment ago; the Slurm cache has not shown it yet
+                pending.add(name)  # its intent stays recorded until the cache shows its comment
+                continue
             port = self._port(name)
             try:
                 created = await self.writes.slurm_writer.create_node(name, power.node.node_conf(name, port))
@@ -395,6 +404,7 @@ class PowerActions:
                 problems.append(f"declare of {name}: {exc}")
                 logger.warning("Slurm refused to declare a member", slurm_node=name, error=str(exc))
                 continue
+            self._declared_at[name] = now
             if created:
                 self.stats.declared += 1
                 declared.append(name)
