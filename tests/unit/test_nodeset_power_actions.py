@@ -327,9 +327,12 @@ async def test_a_member_declared_a_moment_ago_is_not_declared_again_before_the_c
     async def event(*_: str) -> None:
         return None
 
+    progressed = []
     for _ in range(2):
         await actions.apply(
             NS, spec, PowerDecision(declare=["gpu-0", "gpu-1"]), {}, {}, event, structlog.get_logger()
         )
-    assert slurm.created == ["gpu-0", "gpu-1"]
+        progressed.append(actions.progressed[NS.key])
+    assert slurm.created == ["gpu-0", "gpu-1"] and len(slurm.intents) == 1
+    assert progressed == [True, False], "a pass that sent nothing is not followed by another at once"
     assert actions.declaring[NS.key] == ["gpu-0", "gpu-1"], "their intent stays until the cache shows them"

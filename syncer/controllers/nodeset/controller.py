@@ -290,7 +290,8 @@ class NodeSetController(Controller):
         if problems:
             raise PassIncomplete(problems)  # the runner logs it and retries with its backoff
         # caches usually trigger sooner; a pending drain timeout is checked on time without a change
-        more = result.power is not None and result.power.more  # records left by the per-pass bound: at once
+        # records left by the per-pass bound: at once, unless this pass sent none (they wait for the cache)
+        more = result.power is not None and result.power.more and self.power.progressed.get(nodeset.key, True)
         delays = [d for d in (None if result.idle else self.requeue_s, timeout_check) if d is not None]
         delays += [0.0] if more else []
         return Result(requeue_after=min(delays)) if delays else DONE

@@ -127,6 +127,8 @@ class PowerActions:
         # member -> when its declare was sent, until the Slurm cache shows the record (or 30 s pass): a pass
         # that runs before the next poll (its own status write wakes one) would declare it again for a 422
         self._declared_at: dict[str, float] = {}
+        # NodeSet key -> whether its last pass sent declares: only then is the next one queued at once
+        self.progressed: dict[str, bool] = {}
         self.held: dict[str, int] = {}  # NodeSet key -> members whose lost-Node power-down is held now
         self._disruption_told: dict[str, set[str]] = {}  # NodeSet key -> disrupted zones told by an Event
         self._powering: dict[str, float] = {}  # member -> when its pod was created for a power-up
@@ -157,6 +159,8 @@ class PowerActions:
         self._registered(decision, slurm_nodes)
         pending: set[str] = set()  # declared (or to stamp) and not yet commented: the intent stays recorded
         await self._declare(nodeset, power, decision, mine, problems, pending, event, logger)
+        if decision.stamp or decision.undeclare:  # their writes go out whatever the cache shows
+            self.progressed[nodeset.key] = True
         await self._collisions(nodeset, decision, event, logger)
         for name in decision.stamp:
             if not await problems.done(
@@ -341,6 +345,7 @@ class PowerActions:
         self._collision_told.pop(key, None)
         self.declaring.pop(key, None)
         self.stats.pod_reads.pop(key, None)
+        self.progressed.pop(key, None)
         self.held.pop(key, None)
         self._disruption_told.pop(key, None)
         self._forced.pop(key, None)
@@ -376,16 +381,17 @@ class PowerActions:
         declared, refused = [], {}
         now = self.clock()
         self._declared_at = {n: t for n, t in self._declared_at.items() if now - t < DECLARE_EXPECTATION_S}
-        if decision.declare:
-            intent = {"power": {"declaring": sorted(set(decision.declare) | set(decision.stamp))}}
+        # made a moment ago, not in the Slurm cache yet: not again; its intent stays until the cache shows it
+        pending.update(n for n in decision.declare if n in self._declared_at)
+        sending = [n for n in decision.declare if n not in self._declared_at]
+        self.progressed[nodeset.key] = bool(sending)
+        if sending:
+            intent = {"power": {"declaring": sorted({*decision.declare, *decision.stamp})}}
             if not await problems.done(
                 "status of the members being declared", self.writes.status(nodeset, intent), logger
             ):
                 return
-        for name in decision.declare:
-            if name in self._declared_at:  # made a moment ago; the Slurm cache has not shown it yet
-                pending.add(name)  # its intent stays recorded until the cache shows its comment
-                continue
+        for name in sending:
             port = self._port(name)
             try:
                 created = await self.writes.slurm_writer.create_node(name, power.node.node_conf(name, port))
