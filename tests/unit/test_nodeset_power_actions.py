@@ -336,3 +336,15 @@ async def test_a_member_declared_a_moment_ago_is_not_declared_again_before_the_c
     assert slurm.created == ["gpu-0", "gpu-1"] and len(slurm.intents) == 1
     assert progressed == [True, False], "a pass that sent nothing is not followed by another at once"
     assert actions.declaring[NS.key] == ["gpu-0", "gpu-1"], "their intent stays until the cache shows them"
+
+
+def test_in_flight_forgets_what_the_slurm_data_shows_and_what_is_old() -> None:
+    slurm = Slurm()
+    context, writes, _ = parts(slurm, Kube([], []))
+    clock = [NOW]
+    context.clock = lambda: clock[0]
+    actions = PowerActions(context, writes, "k8s: ")
+    actions._declared_at[NS.key] = {"gpu-0": NOW, "gpu-1": NOW, "gpu-2": NOW - 31}
+    assert actions.in_flight(NS.key, {"gpu-1": rec("gpu-1", *DOWN)}) == {"gpu-0"}
+    clock[0] = NOW + 30
+    assert actions.in_flight(NS.key, {}) == set()

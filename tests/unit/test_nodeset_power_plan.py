@@ -361,3 +361,15 @@ def test_stamps_and_deletes_are_bounded_per_pass_too() -> None:
     assert above.power.more
     exact = run(power(0), [], [rec(f"gpu-{i}", *DOWN) for i in range(RECORD_WRITES_PER_PASS)])
     assert exact.power is not None and not exact.power.more
+
+
+def test_members_declared_a_moment_ago_are_not_declared_again_and_the_bound_takes_the_next() -> None:
+    spec = power(DECLARES_PER_PASS + 10)
+    sent = frozenset(f"gpu-{i}" for i in range(DECLARES_PER_PASS))
+    result = plan(NS, spec, [], {}, nodes=[], slurm_fresh=True, now=NOW, in_flight=sent)
+    assert result.power is not None and not result.power.more
+    assert result.power.declare == [f"gpu-{i}" for i in range(DECLARES_PER_PASS, DECLARES_PER_PASS + 10)]
+    all_sent = plan(
+        NS, power(2), [], {}, nodes=[], slurm_fresh=True, now=NOW, in_flight=frozenset({"gpu-0", "gpu-1"})
+    )
+    assert all_sent.power is not None and all_sent.power.declare == [] and all_sent.idle

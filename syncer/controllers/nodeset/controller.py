@@ -237,16 +237,17 @@ class NodeSetController(Controller):
         pods = self.pods_of(nodeset)
         nodes = list(self.context.kube_cache.nodes.items.values()) if spec.mode == "DaemonSet" else []
         fresh = self.context.slurm_cache.synced and not self.context.slurm_cache.stale
+        in_flight = self.power.in_flight(nodeset.key, self.context.slurm_cache.nodes)
         result = plan(
             nodeset, spec, pods, self.context.slurm_cache.nodes,
-            nodes=nodes, slurm_fresh=fresh, now=now, owner_prefix=self.owner_prefix,
+            nodes=nodes, slurm_fresh=fresh, now=now, owner_prefix=self.owner_prefix, in_flight=in_flight,
         )  # fmt: skip
         if fresh and SCALE_IN in result.mark_removal.values() and spec.mode == "Replicas":
             # which members go depends on who is busy: choose on a list read now, not a poll ago
             await self.context.slurm_cache.refresh()
             result = plan(
                 nodeset, spec, pods, self.context.slurm_cache.nodes,
-                nodes=nodes, slurm_fresh=True, now=now, owner_prefix=self.owner_prefix,
+                nodes=nodes, slurm_fresh=True, now=now, owner_prefix=self.owner_prefix, in_flight=in_flight,
             )  # fmt: skip
         self.stats.desired[nodeset.key] = result.desired
         self.stats.timed_out[nodeset.key] = len(result.timed_out)

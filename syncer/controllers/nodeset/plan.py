@@ -148,6 +148,7 @@ def _power_members(
     result: Plan,
     slurm_fresh: bool,
     owner_prefix: str,
+    in_flight: frozenset[str],
 ) -> dict[str, Member]:
     """spec.power: Slurm's power states decide which members have pods (power.py)."""
     assert spec.power is not None
@@ -155,6 +156,7 @@ def _power_members(
         nodeset.name, spec.power, pods, slurm_nodes,
         removal_stamp=removal_stamp(nodeset), ordinal=lambda name: ordinal(nodeset.name, name),
         slurm_fresh=slurm_fresh, owner_prefix=owner_prefix, declaring=declaring_of(nodeset),
+        in_flight=in_flight,
     )  # fmt: skip
     result.power = decision
     result.unmark.extend(decision.unmark)
@@ -174,11 +176,12 @@ def _members(
     result: Plan,
     slurm_fresh: bool = True,
     owner_prefix: str = "k8s: ",
+    in_flight: frozenset[str] = frozenset(),
 ) -> dict[str, Member]:
     """The members the NodeSet keeps; records scale-in marks, cancellations and new members."""
     by_name = {p.name: p for p in pods}
     if spec.power is not None:
-        return _power_members(nodeset, spec, pods, slurm_nodes, result, slurm_fresh, owner_prefix)
+        return _power_members(nodeset, spec, pods, slurm_nodes, result, slurm_fresh, owner_prefix, in_flight)
     if spec.mode == "DaemonSet":
         desired = {}
         for node in nodes:
@@ -240,10 +243,12 @@ def plan(
     slurm_fresh: bool,
     now: float,
     owner_prefix: str = "k8s: ",
+    in_flight: frozenset[str] = frozenset(),
 ) -> Plan:
+    """`in_flight`: power members declared a moment ago that the Slurm data does not show yet (power.py)."""
     result = Plan()
     by_name = {p.name: p for p in pods}
-    members = _members(nodeset, spec, pods, slurm_nodes, nodes, result, slurm_fresh, owner_prefix)
+    members = _members(nodeset, spec, pods, slurm_nodes, nodes, result, slurm_fresh, owner_prefix, in_flight)
     result.desired = len(members)
     current_hash = spec.template_hash()
     # busy label: pods whose Slurm node runs or finishes jobs are covered by the PodDisruptionBudget

@@ -159,7 +159,10 @@ def decide_power(
     slurm_fresh: bool,
     owner_prefix: str,
     declaring: frozenset[str] = frozenset(),
+    in_flight: frozenset[str] = frozenset(),
 ) -> PowerDecision:
+    """`in_flight`: members whose declare was sent a moment ago and that the Slurm data does not show yet:
+    not declared again, so the per-pass bound takes the next ones."""
     out = PowerDecision()
     by_name = {p.name: p for p in pods}
     mine = declared_stamp(removal_stamp)
@@ -176,7 +179,7 @@ def decide_power(
         if slurm is None:
             if pod is not None:
                 out.members[name] = index  # its slurmd may register it again: not ours to stop
-            elif slurm_fresh:
+            elif slurm_fresh and name not in in_flight:
                 out.declare.append(name)
             continue
         if not ours(slurm, name, mine, removal_stamp, declaring, pod is not None):

@@ -124,9 +124,9 @@ class PowerActions:
         # NodeSet key -> members declared (or to stamp) with no comment written yet: status.power.declaring
         self.declaring: dict[str, list[str]] = {}
         self.zones = ZoneHealth()  # fed by the controller's Node informer
-        # member -> when its declare was sent, until the Slurm cache shows the record (or 30 s pass): a pass
-        # that runs before the next poll (its own status write wakes one) would declare it again for a 422
-        self._declared_at: dict[str, float] = {}
+        # NodeSet key -> member -> when its declare was sent, until the Slurm cache shows the record (or 30 s
+        # pass): a pass before the next poll (its own status write wakes one) would declare it again for a 422
+        self._declared_at: dict[str, dict[str, float]] = {}
         # NodeSet key -> whether its last pass sent declares: only then is the next one queued at once
         self.progressed: dict[str, bool] = {}
         self.held: dict[str, int] = {}  # NodeSet key -> members whose lost-Node power-down is held now
@@ -337,6 +337,14 @@ class PowerActions:
                 return None
             raise
 
+    def in_flight(self, key: str, slurm_nodes: dict[str, SlurmNode]) -> frozenset[str]:
+        """The NodeSet's members declared a moment ago that the Slurm data does not show yet (the rest are
+        forgotten here: shown, or sent 30 s ago)."""
+        now, recent = self.clock(), self._declared_at.get(key, {})
+        kept = {n: t for n, t in recent.items() if n not in slurm_nodes and now - t < DECLARE_EXPECTATION_S}
+        self._declared_at[key] = kept
+        return frozenset(kept)
+
     def forget(self, key: str) -> None:
         """The NodeSet is gone."""
         self.stats.by_state.pop(key, None)
@@ -346,6 +354,7 @@ class PowerActions:
         self.declaring.pop(key, None)
         self.stats.pod_reads.pop(key, None)
         self.progressed.pop(key, None)
+        self._declared_at.pop(key, None)
         self.held.pop(key, None)
         self._disruption_told.pop(key, None)
         self._forced.pop(key, None)
@@ -380,10 +389,10 @@ class PowerActions:
         under a member's name looks the same); no intent written, nothing declared."""
         declared, refused = [], {}
         now = self.clock()
-        self._declared_at = {n: t for n, t in self._declared_at.items() if now - t < DECLARE_EXPECTATION_S}
+        recent = self._declared_at.setdefault(nodeset.key, {})
         # made a moment ago, not in the Slurm cache yet: not again; its intent stays until the cache shows it
-        pending.update(n for n in decision.declare if n in self._declared_at)
-        sending = [n for n in decision.declare if n not in self._declared_at]
+        pending.update(recent)
+        sending = [n for n in decision.declare if n not in recent]
         self.progressed[nodeset.key] = bool(sending)
         if sending:
             intent = {"power": {"declaring": sorted({*decision.declare, *decision.stamp})}}
@@ -410,7 +419,7 @@ class PowerActions:
                 problems.append(f"declare of {name}: {exc}")
                 logger.warning("Slurm refused to declare a member", slurm_node=name, error=str(exc))
                 continue
-            self._declared_at[name] = now
+            recent[name] = now
             if created:
                 self.stats.declared += 1
                 declared.append(name)
