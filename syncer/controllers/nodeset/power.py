@@ -211,6 +211,17 @@ def decide_power(
                 out.stale = True
             elif not slurm.busy:
                 out.power_down_pods.append(name)
+    _above_ceiling(out, nodeset, power, pods, slurm_nodes, mine, ordinal, slurm_fresh)
+    return _bounded(out)
+
+
+def _above_ceiling(
+    out: PowerDecision, nodeset: str, power: PowerSpec, pods: list[KubePod],
+    slurm_nodes: dict[str, SlurmNode], mine: str, ordinal: Callable[[str], int], slurm_fresh: bool,
+) -> None:  # fmt: skip
+    """Pods and records above a lowered ceiling: pods go the scale-in way (or at once when powered down and
+    idle), our idle records are deleted, one Slurm powers up for a job is forced down (the job requeued)."""
+    by_name = {p.name for p in pods}
     for pod in pods:
         index = ordinal(pod.name)
         if 0 <= index < power.max_replicas or pod.terminating or pod.annotations.get(Keys.REMOVAL):
@@ -234,7 +245,6 @@ def decide_power(
             out.force_down[name] = CEILING_LOWERED  # a job waits for it: requeued, never killed
         elif not slurm.busy and made_over_rest(slurm):
             out.undeclare.append(name)
-    return _bounded(out)
 
 
 def _bounded(out: PowerDecision) -> PowerDecision:
