@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from syncer.controllers.nodeset.members import slurm_names
-from syncer.controllers.nodeset.plan import slurm_name
+from syncer.controllers.nodeset.plan import removal_stamp, slurm_name
 from syncer.model.kube import KubeNodeSet, KubePod
 from tests.unit.test_nodeset_plan import NS, pod
 from tests.unit.test_nodeset_power_plan import CONF_DOWN, DOWN, TEMPLATE, UP, power, rec
@@ -52,6 +52,8 @@ def test_records_not_its_own_are_left_out() -> None:
         rec("gpu-9", *DOWN),  # above the ceiling, no pod: being removed
     ]
     assert names(nodeset(POWER, declaring=["gpu-3"]), [], records) == ["gpu-0", "gpu-3"]
+    being_removed = rec("gpu-1", "IDLE", "DRAIN", "CLOUD", "DYNAMIC_NORM", comment=removal_stamp(NS))
+    assert names(nodeset(POWER), [], [being_removed]) == ["gpu-1"], "the removal stamp is ours too"
     assert names(nodeset(POWER), [], [rec("gpu-0", *CONF_DOWN, comment="")]) == ["gpu-0"]  # slurm.conf
 
 

@@ -42,10 +42,10 @@ def slurm_names(
     if power is not None:
         removal = removal_stamp(nodeset)
         mine, declaring = declared_stamp(removal), declaring_of(nodeset)
-        with_pods = {pod.name for pod in pods}
         for index in range(power.max_replicas):
             name = f"{nodeset.name}-{index}"
             record = slurm_nodes.get(name)
-            if record is not None and ours(record, name, mine, removal, declaring, name in with_pods):
+            # a record its own pod registered is counted with the pods above
+            if record is not None and ours(record, name, mine, removal, declaring, has_pod=False):
                 names.add(name)
     return sorted(n for n in names if n)
