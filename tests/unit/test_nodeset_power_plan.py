@@ -9,14 +9,17 @@ from typing import Any
 
 import msgspec
 
-from syncer.controllers.nodeset.plan import SCALE_IN, Plan, declaring_of, plan, removal_stamp
+from syncer.controllers.nodeset.plan import SCALE_IN, STALE, Plan, declaring_of, plan, removal_stamp
 from syncer.controllers.nodeset.power import (
     CEILING_LOWERED,
     DECLARES_PER_PASS,
     RECORD_WRITES_PER_PASS,
     PowerDecision,
     decide_power,
+    declare_failed_message,
     declared_stamp,
+    name_collision_message,
+    slurmd_silent,
 )
 from syncer.controllers.nodeset.spec import NodeSetSpec, parse
 from tests.unit.test_nodeset_plan import NOW, NS, REASON, pod, slurm
@@ -373,3 +376,56 @@ def test_members_declared_a_moment_ago_are_not_declared_again_and_the_bound_take
         NS, power(2), [], {}, nodes=[], slurm_fresh=True, now=NOW, in_flight=frozenset({"gpu-0", "gpu-1"})
     )
     assert all_sent.power is not None and all_sent.power.declare == [] and all_sent.idle
+
+
+def test_power_down_on_stale_data_blocks_the_plan_with_the_reason() -> None:
+    spec = power(1)
+    result = run(spec, [pod("gpu-0", spec)], [rec("gpu-0", *DOWN)], fresh=False)
+    assert result.blocked == STALE
+
+
+def test_a_record_being_removed_by_the_nodeset_is_its_own() -> None:
+    spec = power(1)
+    being_removed = rec("gpu-0", "IDLE", "DRAIN", "CLOUD", "DYNAMIC_NORM", comment=removal_stamp(NS))
+    result = run(spec, [pod("gpu-0", spec)], [being_removed])
+    assert result.power is not None and result.power.foreign == [] and result.power.counts["declared"] == 1
+
+
+def test_exactly_the_bound_of_stamps_leaves_nothing_for_the_next_pass() -> None:
+    unstamped = [rec(f"gpu-{i}", *DOWN, comment="") for i in range(RECORD_WRITES_PER_PASS)]
+    result = run(power(RECORD_WRITES_PER_PASS), [], unstamped, declaring=[r.name for r in unstamped])
+    assert result.power is not None and len(result.power.stamp) == RECORD_WRITES_PER_PASS
+    assert not result.power.more
+
+
+def test_slurmd_silent_is_slurms_not_responding() -> None:
+    assert slurmd_silent(rec("gpu-0", *UP)), "powering up: never registered"
+    assert slurmd_silent(rec("gpu-0", "ALLOCATED", "CLOUD", "NOT_RESPONDING"))
+    assert not slurmd_silent(rec("gpu-0", "ALLOCATED", "CLOUD"))
+
+
+def test_the_declare_failed_message_in_full() -> None:
+    assert declare_failed_message({"gpu-10": "Failure to create node (error 2169)", "gpu-2": "other"}) == (
+        "Slurm refused to declare gpu-2, gpu-10: other; members it powers up still get their pods "
+        "(MaxNodeCount in slurm.conf bounds how many nodes Slurm holds)"
+    )
+    eleven = declare_failed_message({f"gpu-{i}": "x" for i in range(11)})
+    assert eleven.startswith(
+        "Slurm refused to declare gpu-0, gpu-1, gpu-2, gpu-3, gpu-4, gpu-5, gpu-6, gpu-7, "
+    )
+    assert "gpu-9 and 1 more: x;" in eleven
+    assert " and " not in declare_failed_message({f"gpu-{i}": "x" for i in range(10)})
+
+
+def test_the_name_collision_message_in_full() -> None:
+    assert name_collision_message(["gpu-1"]) == (
+        "Slurm nodes gpu-1 exist under this NodeSet's member names and are not its own (a slurmd -Z "
+        "registration, another NodeSet's or someone's record): they are left alone, never stamped, given a "
+        "pod or deleted; rename this NodeSet, or remove them (scontrol delete nodename=...) if they are stale"
+    )
+    many = name_collision_message([f"gpu-{i}" for i in range(12)])
+    assert many.startswith(
+        "Slurm nodes gpu-0, gpu-1, gpu-2, gpu-3, gpu-4, gpu-5, gpu-6, gpu-7, gpu-8, gpu-9 and 2 more exist"
+    )
+    assert " and " not in name_collision_message([f"gpu-{i}" for i in range(10)]).split(" exist")[0]
+    assert "gpu-9 and 1 more exist" in name_collision_message([f"gpu-{i}" for i in range(11)])
