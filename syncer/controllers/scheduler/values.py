@@ -1,0 +1,193 @@
+"""The scheduler core's plain inputs: what the controller maps the edges' structs onto (docs/scheduler.md).
+
+Frozen values, no I/O; quantities stay the strings the API server serves (`quantity.py` reads them exactly),
+except on a Node, whose figures the controller passes already in canonical units (`quantity.canonical`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from syncer.model.keys import Keys
+
+TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Container:
+    name: str = ""
+    requests: Mapping[str, str] = field(default_factory=dict)
+    # a resource with a limit and no request requests its limit (the API server's defaulting)
+    limits: Mapping[str, str] = field(default_factory=dict)
+    sidecar: bool = False  # an init container with restartPolicy Always: runs beside the app containers
+
+
+@dataclass(frozen=True, kw_only=True)
+class Toleration:
+    key: str = ""  # "" with Exists: every taint
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""  # "": every effect
+
+
+@dataclass(frozen=True, kw_only=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"  # NoSchedule | PreferNoSchedule | NoExecute
+
+
+@dataclass(frozen=True, kw_only=True)
+class Requirement:
+    """One node selector requirement (a matchExpressions or matchFields entry)."""
+
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelectorTerm:
+    """One of the pod's required node affinity terms (the terms are ORed, their requirements ANDed)."""
+
+    match_expressions: tuple[Requirement, ...] = ()
+    match_fields: tuple[Requirement, ...] = ()  # Kubernetes allows only metadata.name here
+
+
+@dataclass(frozen=True, kw_only=True)
+class Owner:
+    """A pod's controlling ownerReference."""
+
+    kind: str
+    name: str
+    uid: str
+    api_version: str = "batch/v1"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchJob:
+    """A `batch/v1` Job owning pods: with parallelism > 1 its pods are one gang."""
+
+    namespace: str
+    name: str
+    uid: str
+    parallelism: int = 1
+    completions: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scheduled:
+    """The pod's PodScheduled condition as the API server has it."""
+
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodRef:
+    namespace: str
+    name: str
+    uid: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pod:
+    """A pod with `schedulerName: slurm-syncer` (spec, the fields placement reads, and status)."""
+
+    namespace: str
+    name: str
+    uid: str
+    containers: tuple[Container, ...] = ()
+    init_containers: tuple[Container, ...] = ()
+    # spec.overhead (RuntimeClass): counted as Kubernetes counts it
+    overhead: Mapping[str, str] = field(default_factory=dict)
+    # spec.resources.requests (pod-level resources): not supported yet, refused
+    pod_resources: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    owner: Owner | None = None
+    phase: str = "Pending"
+    node_name: str = ""  # spec.nodeName: bound
+    deleting: bool = False  # metadata.deletionTimestamp set
+    grace_period_s: int = 30  # spec.terminationGracePeriodSeconds
+    tolerations: tuple[Toleration, ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    affinity: tuple[SelectorTerm, ...] = ()  # requiredDuringSchedulingIgnoredDuringExecution terms
+    scheduled: Scheduled | None = None
+
+    @property
+    def ref(self) -> PodRef:
+        return PodRef(namespace=self.namespace, name=self.name, uid=self.uid)
+
+    @property
+    def ended(self) -> bool:
+        """Over on the Kubernetes side: being deleted, or its containers are done."""
+        return self.deleting or self.phase in TERMINAL_PHASES
+
+    @property
+    def holds(self) -> bool:
+        """Its containers may run on its Node: bound and not in a terminal phase (deleting or not)."""
+        return bool(self.node_name) and self.phase not in TERMINAL_PHASES
+
+    @property
+    def job_id(self) -> int | None:
+        """The Slurm job the scheduler bound it for (the binding's annotation)."""
+        text = self.annotations.get(Keys.SCHEDULER_JOB_ID, "")
+        return int(text) if text.isdecimal() else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Marker:
+    """What a job's admin comment says: which syncer made it, for which gang, standing for which pods."""
+
+    release: str
+    key: str
+    pods: tuple[tuple[str, str], ...]  # (name, uid), in the gang's namespace
+
+    @property
+    def uids(self) -> frozenset[str]:
+        return frozenset(uid for _, uid in self.pods)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    """A Slurm job that is ours: its marker names our release."""
+
+    job_id: int
+    state: str  # the base state: PENDING, RUNNING, SUSPENDED, COMPLETED, CANCELLED, TIMEOUT, ...
+    marker: Marker
+    flags: frozenset[str] = frozenset()  # CONFIGURING, COMPLETING, REQUEUED, ...
+    reason: str = ""  # state_reason: Priority, Resources, ...
+    nodes: tuple[str, ...] = ()  # the allocated Slurm nodes
+    end_time: float = 0.0  # running: when Slurm ends it (time limit, or preempt_time + GraceTime)
+    preempt_time: float = 0.0  # set when Slurm starts preempting it
+
+
+@dataclass(frozen=True, kw_only=True)
+class Node:
+    """A Kubernetes Node as placement sees it; amounts canonical (`quantity.canonical`)."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    allocatable: Mapping[str, int] = field(default_factory=dict)
+    # the requests of the non-terminal pods already on it (request.canonical_requests, summed)
+    requested: Mapping[str, int] = field(default_factory=dict)
+    pods: int = 0  # how many such pods
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class World:
+    """Everything the plan reads besides the gang."""
+
+    bindings: Mapping[str, str]  # Slurm node -> its Kubernetes Node (the sync engine's binding table)
+    nodes: Mapping[str, Node]  # Kubernetes Nodes by name
+    fresh: bool  # both caches synced and current: else nothing is submitted, cancelled or deleted
+    now: float  # epoch seconds
