@@ -95,12 +95,21 @@ def group(
     standing: dict[str, list[Job]] = {}
     for job in jobs:
         standing.setdefault(job.marker.key, []).append(job)
+    live = [job for job in jobs if not job.ended]
+    taken = frozenset().union(*(job.marker.uids for job in live))
+    taken_by = {job.job_id for job in live}
     return {
         key: Gang(
             key=key,
             pods=tuple(sorted(members.get(key, ()), key=lambda pod: pod.name)),
             jobs=tuple(standing.get(key, ())),
-            want=want(key, members.get(key, []), batch_jobs, namespaces, options),
+            want=want(
+                key,
+                [pod for pod in members.get(key, ()) if pod.uid not in taken and pod.job_id not in taken_by],
+                batch_jobs,
+                namespaces,
+                options,
+            ),
         )
         for key in sorted(members.keys() | standing.keys())
     }
@@ -113,7 +122,8 @@ def want(
     namespaces: Mapping[str, Mapping[str, str]],
     options: Options,
 ) -> Want:
-    """What the gang's waiting pods (alive, unbound) make: a job request, a refusal, or a wait."""
+    """What the gang's waiting pods (alive, unbound; `pods` holds none a live job stands for) make: a job
+    request, a refusal, or a wait."""
     waiting = sorted((pod for pod in pods if not pod.ended and not pod.node_name), key=lambda pod: pod.name)
     if not waiting:
         return None

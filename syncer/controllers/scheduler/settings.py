@@ -48,7 +48,11 @@ _FEATURES: Final = re.compile(r"[A-Za-z0-9._:&|*()\[\],!-]+")
 _INTEGER: Final = re.compile(r"[+-]?[0-9]+")
 
 
-NEGATIVE_NICE: Final = f"a pod may only lower its priority (nice >= 0); a negative nice is set on its Namespace ({Keys.JOB_NICE})"
+NEGATIVE_NICE: Final = (
+    "a pod may only lower its priority (nice >= 0); a negative nice is set on its Namespace ("
+    + Keys.JOB_NICE
+    + ")"
+)
 
 
 class BadSetting(ValueError):

@@ -13,6 +13,21 @@ from typing import Final
 from syncer.model.keys import Keys
 
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+# Slurm's base job states: the ones after which a job holds nothing, and all it can be in
+ENDED_STATES: Final = frozenset(
+    {
+        "COMPLETED",
+        "CANCELLED",
+        "FAILED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "OUT_OF_MEMORY",
+    }
+)
+KNOWN_STATES: Final = ENDED_STATES | {"PENDING", "RUNNING", "SUSPENDED"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,6 +182,15 @@ class Job:
     nodes: tuple[str, ...] = ()  # the allocated Slurm nodes
     end_time: float = 0.0  # running: when Slurm ends it (time limit, or preempt_time + GraceTime)
     preempt_time: float = 0.0  # set when Slurm starts preempting it
+
+    @property
+    def ended(self) -> bool:
+        """Over in Slurm: its resources are free (or being cleaned up: COMPLETING)."""
+        return self.state in ENDED_STATES or "COMPLETING" in self.flags
+
+    @property
+    def known(self) -> bool:
+        return self.state in KNOWN_STATES
 
 
 @dataclass(frozen=True, kw_only=True)
