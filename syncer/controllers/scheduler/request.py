@@ -28,6 +28,7 @@ from syncer.controllers.scheduler.values import Container, Pod, PodRef
 CPU: Final = "cpu"
 MEMORY: Final = "memory"
 MIB: Final = 1024 * 1024
+OVERHEAD: Final = "spec.overhead"
 DEFAULT_GRES: Final = {"nvidia.com/gpu": "gpu", "amd.com/gpu": "gpu"}
 UNMAPPED: Final = 'ask the admin to map it to a GRES (or to "" if Kubernetes alone counts it)'
 NO_CPU: Final = (
@@ -94,7 +95,8 @@ def _read(
     for path, container in containers:
         values: dict[str, Fraction] = {}
         for resource, text in sorted(_own(container).items()):
-            where = f"{path}.resources.{_source(container, resource)}[{resource}]"
+            field = path if path == OVERHEAD else f"{path}.resources.{_source(container, resource)}"
+            where = f"{field}[{resource}]"
             try:
                 values[resource] = quantity.parse(text)
             except quantity.BadQuantity as error:
@@ -148,14 +150,14 @@ def _combine(pod: Pod, read: Mapping[str, Mapping[str, Fraction]]) -> dict[str, 
             _add(step, sidecars)
         _max(init_peak, step)
     _max(total, init_peak)
-    _add(total, read["spec.overhead"])
+    _add(total, read[OVERHEAD])
     return total
 
 
 def _paths(pod: Pod) -> list[tuple[str, Container]]:
     app = [(f"spec.containers[{i}]", c) for i, c in enumerate(pod.containers)]
     init = [(f"spec.initContainers[{i}]", c) for i, c in enumerate(pod.init_containers)]
-    return [*app, *init, ("spec.overhead", Container(requests=pod.overhead))]
+    return [*app, *init, (OVERHEAD, Container(requests=pod.overhead))]
 
 
 def pod_requests(pod: Pod, gres: Mapping[str, str] = DEFAULT_GRES) -> dict[str, Fraction] | Refusal:
