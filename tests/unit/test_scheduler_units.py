@@ -87,7 +87,14 @@ def test_amounts_of_a_node() -> None:
 
 @given(st.integers(min_value=0, max_value=10**12), st.sampled_from(["", "m", "k", "Ki", "Mi", "G"]))
 def test_integers_with_suffixes(number: int, suffix: str) -> None:
-    scales = {"": 1, "m": Fraction(1, 1000), "k": 1000, "Ki": 1024, "Mi": 1024**2, "G": 10**9}
+    scales: dict[str, Fraction | int] = {
+        "": 1,
+        "m": Fraction(1, 1000),
+        "k": 1000,
+        "Ki": 1024,
+        "Mi": 1024**2,
+        "G": 10**9,
+    }
     scale = Fraction(scales[suffix])
     assert quantity.parse(f"{number}{suffix}") == number * scale
 
