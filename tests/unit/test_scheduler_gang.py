@@ -15,7 +15,7 @@ from syncer.controllers.scheduler.values import BatchJob, Container, Job, Marker
 from syncer.model.keys import Keys
 
 OPTIONS = Options(release="r1")
-NS = {"ns": {}}
+NS: dict[str, dict[str, str]] = {"ns": {}}
 REQ = (Container(requests={"cpu": "2", "memory": "1Gi"}),)
 ONE_OF_TWO = (
     "1 of the 2 pods of group g are here; its Slurm job is submitted when all are (pods of namespace ns only)"
