@@ -3,6 +3,7 @@ plain values; tests/unit/test_scheduler_plan_properties.py holds the invariants 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from syncer.controllers.scheduler.gang import group
@@ -64,7 +65,9 @@ def job(job_id: int, *names: str, state: str = "RUNNING", key: str = "", **more:
     return Job(job_id=job_id, state=state, marker=marker, **more)
 
 
-def run(pods: list[Pod], jobs: list[Job] = (), *, world: World = WORLD, key: str = "", **more: Any) -> Plan:  # type: ignore[assignment]
+def run(
+    pods: list[Pod], jobs: Sequence[Job] = (), *, world: World = WORLD, key: str = "", **more: Any
+) -> Plan:
     gangs = group(pods, jobs, {}, {"ns": {}}, OPTIONS)
     key = key or next(iter(gangs))
     return plan(gangs[key], world, OPTIONS, **more)
@@ -142,7 +145,7 @@ def test_refused_and_waiting_pods_are_told_once() -> None:
     result = run([pod(containers=no_cpu)])
     text = f"spec.containers[0].resources.requests[cpu]: {NO_CPU}"
     assert result.actions == (SetScheduled(pod=ref(), reason=REFUSED, message=text),)
-    told = Scheduled(status="False", reason=REFUSED, message=result.actions[0].message)  # type: ignore[union-attr]
+    told = Scheduled(status="False", reason=REFUSED, message=text)
     assert run([pod(containers=no_cpu, scheduled=told)]).actions == ()
     waiting = run([pod(group_="g")])
     message = (
