@@ -37,12 +37,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 from benchmarks.run import cancel_on_sigterm, seed
 from syncer.app.logs import configure_logging
 from syncer.app.service import ServiceConfig, SyncerService
+from syncer.controllers.sync.options import SyncOptions
 from syncer.kube.client import KubeClient
 from syncer.kube.writer import pod_path
 from syncer.model.keys import Keys
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
-from syncer.sync.options import SyncOptions
 from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.kubeapi.store import Change

@@ -21,9 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo root
 from benchmarks.run import seed
 from syncer.app.service import ServiceConfig, SyncerService
+from syncer.controllers.attributes.controller import AttributeOptions
+from syncer.controllers.attributes.features import FeatureLabel
 from syncer.kube.client import KubeClient
-from syncer.plan.attributes import AttributeOptions
-from syncer.plan.features import FeatureLabel
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.testing.kubeapi import KubeApiEmulator

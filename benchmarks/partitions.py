@@ -58,7 +58,7 @@ from benchmarks.slurmctld_load import (
     per_second,
     rss_mb,
 )
-from syncer.plan.partition_controller import PartitionOptions
+from syncer.controllers.partitions.controller import PartitionOptions
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.partitions import PartitionState
 from syncer.testing.demo import wait

@@ -16,11 +16,11 @@ from typing import Any
 
 from benchmarks.run import progress
 from syncer.app.service import ServiceConfig, SyncerService
+from syncer.controllers.sync.options import SyncOptions
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
-from syncer.sync.options import SyncOptions
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.sandbox import Sandbox, up
 from syncer.testing.sandbox.config import sim_node_names

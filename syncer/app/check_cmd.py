@@ -18,11 +18,11 @@ from syncer.app.permissions import Right
 from syncer.app.service import hint_reader
 from syncer.app.status_cmd import CONNECTION_OPTIONS, OTHERS_FROM_ENV
 from syncer.app.wiring import kube_client, slurm_client
+from syncer.controllers.nodeset.manifests import nodesets_path
+from syncer.controllers.partitions.controller import PATH as PARTITIONS_PATH
+from syncer.controllers.partitions.plan import ADD_KEEP, NEEDS
 from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeError
-from syncer.nodeset.manifests import nodesets_path
-from syncer.plan.partition_controller import PATH as PARTITIONS_PATH
-from syncer.plan.partitions import ADD_KEEP, NEEDS
 from syncer.slurm.auth import expiry_check
 from syncer.slurm.cache import POLLER_LISTS_PER_MINUTE, busiest_lists_per_minute
 from syncer.slurm.client import SlurmClient

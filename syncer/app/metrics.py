@@ -17,18 +17,18 @@ from prometheus_client.registry import Collector
 
 from syncer import __version__
 from syncer.control.gate import WriteGate
+from syncer.controllers.attributes.controller import AttributeController, AttributeStats
+from syncer.controllers.maintenance.controller import MaintenanceController
+from syncer.controllers.nodeset.controller import NodeSetController
+from syncer.controllers.nodeset.power_actions import PowerStats
+from syncer.controllers.partitions.controller import PartitionController
+from syncer.controllers.sync.controller import SyncController
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
 from syncer.kube.events import EventRecorder
 from syncer.model.slurm import BASE_STATES, SlurmNode
-from syncer.nodeset.power_actions import PowerStats
-from syncer.nodeset.reconciler import NodeSetController
-from syncer.plan.attributes import AttributeController, AttributeStats
-from syncer.plan.partition_controller import PartitionController
-from syncer.plan.reservations import MaintenanceController
 from syncer.slurm.cache import NodeCache
 from syncer.slurm.client import SlurmClient
-from syncer.sync.engine import SyncController
 
 
 class Observed(Protocol):

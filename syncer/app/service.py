@@ -23,6 +23,14 @@ from syncer.control.binding import resolve
 from syncer.control.context import ControllerContext
 from syncer.control.gate import WriteGate
 from syncer.control.slurm_writer import SlurmWriter
+from syncer.controllers.attributes.controller import AttributeController, AttributeOptions
+from syncer.controllers.maintenance.controller import MaintenanceController
+from syncer.controllers.maintenance.plan import MaintenanceOptions
+from syncer.controllers.nodeset.controller import NodeSetController
+from syncer.controllers.partitions.controller import NO_NODESETS, PartitionController, PartitionOptions
+from syncer.controllers.sync.controller import SyncController
+from syncer.controllers.sync.options import SyncOptions
+from syncer.controllers.sync.valve import DrainValve
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
 from syncer.kube.events import EventRecorder, ObjectRef
@@ -31,11 +39,6 @@ from syncer.kube.writer import KubeWriter
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode
 from syncer.model.naming import SlurmNameRule
-from syncer.nodeset.reconciler import NodeSetController
-from syncer.plan.attributes import AttributeController, AttributeOptions
-from syncer.plan.maintenance import MaintenanceOptions
-from syncer.plan.partition_controller import NO_NODESETS, PartitionController, PartitionOptions
-from syncer.plan.reservations import MaintenanceController
 from syncer.runtime.backoff import Backoff
 from syncer.runtime.controller import Controller, ReconcileMetrics
 from syncer.runtime.manager import Manager, TaskExited
@@ -47,9 +50,6 @@ from syncer.slurm.metrics_jobs import job_counts
 from syncer.slurm.metrics_locate import LocatedMetricsReader
 from syncer.slurm.metrics_scheduler import PATH as SCHEDULER_PATH
 from syncer.slurm.metrics_scheduler import scheduler_stats
-from syncer.sync.engine import SyncController
-from syncer.sync.options import SyncOptions
-from syncer.sync.valve import DrainValve
 
 log = structlog.get_logger("syncer.app")
 # the hint reads slurmctld every poll; older than this (hint failing or slow) the exporter asks slurmrestd

@@ -15,17 +15,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 from syncer.app.logs import LOG_OPTIONS
+from syncer.controllers.attributes.features import DEFAULT_PREFIX, FEATURE, FeatureLabel
+from syncer.controllers.attributes.topology import DEFAULT_BLOCK_LABEL, DEFAULT_TREE_LABELS
+from syncer.controllers.maintenance.plan import MaintenanceCondition, MaintenanceOptions
+from syncer.controllers.sync.options import SyncOptions
+from syncer.controllers.sync.valve import DrainValve
 from syncer.model.keys import (
     DEFAULT_CORDON_REASON_ANNOTATIONS,
     DEFAULT_CORDON_REASON_LABELS,
     DEFAULT_NODE_NAME_LABELS,
 )
-from syncer.plan.features import DEFAULT_PREFIX, FEATURE, FeatureLabel
-from syncer.plan.maintenance import MaintenanceCondition, MaintenanceOptions
-from syncer.plan.topology import DEFAULT_BLOCK_LABEL, DEFAULT_TREE_LABELS
 from syncer.runtime.yaml_file import YamlFileError, load_mapping
-from syncer.sync.options import SyncOptions
-from syncer.sync.valve import DrainValve
 
 ENV_PREFIX = "SLURM_SYNCER_"
 _SYNC = SyncOptions()  # the decision knobs' defaults are the contract's, written in SyncOptions

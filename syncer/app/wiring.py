@@ -7,14 +7,14 @@ from pathlib import Path
 
 from syncer.app.service import ServiceConfig, SyncerService
 from syncer.app.settings import Settings
+from syncer.controllers.attributes.controller import AttributeOptions
+from syncer.controllers.attributes.topology import TopologySpec
+from syncer.controllers.maintenance.plan import MaintenanceOptions
+from syncer.controllers.partitions.controller import PartitionOptions
+from syncer.controllers.sync.options import SyncOptions
 from syncer.kube.client import KubeClient
-from syncer.plan.attributes import AttributeOptions
-from syncer.plan.maintenance import MaintenanceOptions
-from syncer.plan.partition_controller import PartitionOptions
-from syncer.plan.topology import TopologySpec
 from syncer.slurm.auth import JwtKeyToken, NoToken, TokenFile, TokenSource
 from syncer.slurm.client import SlurmClient
-from syncer.sync.options import SyncOptions
 
 
 def slurm_client(settings: Settings) -> SlurmClient:

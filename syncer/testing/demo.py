@@ -29,15 +29,15 @@ from typing import Any
 
 from syncer.app.service import ServiceConfig, SyncerService
 from syncer.app.status_cmd import render
+from syncer.controllers.attributes.controller import AttributeOptions
+from syncer.controllers.maintenance.plan import PREFIX
+from syncer.controllers.partitions.controller import PartitionOptions
+from syncer.controllers.sync.drift import Row, drift_rows
+from syncer.controllers.sync.options import SyncOptions
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
-from syncer.plan.attributes import AttributeOptions
-from syncer.plan.maintenance import PREFIX
-from syncer.plan.partition_controller import PartitionOptions
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
-from syncer.sync.drift import Row, drift_rows
-from syncer.sync.options import SyncOptions
 from syncer.testing.demo_log import ActionTap, log_path, logging_to
 from syncer.testing.demo_partitions import FEATURE_LABELS, partitions
 from syncer.testing.demo_power import NODESET as POWER_NODESET

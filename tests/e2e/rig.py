@@ -16,12 +16,12 @@ from typing import Any
 import aiohttp
 
 from syncer.app.service import ServiceConfig, SyncerService
+from syncer.controllers.sync.options import SyncOptions
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
 from syncer.model.slurm import SlurmNode
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
-from syncer.sync.options import SyncOptions
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.sandbox import Sandbox, SandboxError
 from tests.helpers import wait_for

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from syncer.app.service import SyncerService
+from syncer.controllers.attributes.controller import EVENT_FEATURE_REFUSED, AttributeOptions
+from syncer.controllers.attributes.features import FeatureLabel
+from syncer.controllers.attributes.topology import TopologySpec
 from syncer.model.keys import Keys
-from syncer.plan.attributes import EVENT_FEATURE_REFUSED, AttributeOptions
-from syncer.plan.features import FeatureLabel
-from syncer.plan.topology import TopologySpec
 from syncer.runtime.backoff import Backoff
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient

@@ -16,8 +16,8 @@ import aiohttp
 import pytest
 
 from syncer.app.service import SyncerService
+from syncer.controllers.attributes.controller import AttributeOptions
 from syncer.model.keys import Keys
-from syncer.plan.attributes import AttributeOptions
 from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.kubeapi.store import Change
 from syncer.testing.slurmd_standin import SlurmdStandIn

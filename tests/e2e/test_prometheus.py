@@ -23,8 +23,8 @@ import yaml
 from aiohttp import web
 
 from syncer.app import dashboards
-from syncer.plan.partition_controller import PartitionOptions
-from syncer.plan.partitions import PRECONDITION, UNSUPPORTED
+from syncer.controllers.partitions.controller import PartitionOptions
+from syncer.controllers.partitions.plan import PRECONDITION, UNSUPPORTED
 from syncer.slurm.jwt import mint_token
 from syncer.testing.processes import stop_process
 from syncer.testing.sandbox.config import free_port

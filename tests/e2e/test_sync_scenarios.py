@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from syncer.app.service import SyncerService
+from syncer.controllers.sync.options import SyncOptions
 from syncer.model.keys import Keys, NVSentinel
 from syncer.model.slurm import SlurmNode
 from syncer.slurm.errors import SlurmNotFound
-from syncer.sync.options import SyncOptions
 from syncer.testing.faultproxy import FaultProxy
 from tests.e2e.rig import (
     NAMESPACE,

@@ -580,8 +580,8 @@ async def test_apply_to_the_status_subresource(kube_target: KubeTarget):
 async def test_a_kueue_topology_is_read_alike_from_both_servers(kube_target: KubeTarget) -> None:
     """--topology-kueue reads a Kueue Topology, a custom resource: what the attribute controller gets from
     it (its levels above the node) must be the same from the emulator and from the real API server."""
+    from syncer.controllers.attributes.topology import kueue_levels
     from syncer.kube.client import KubeClient
-    from syncer.plan.topology import kueue_levels
     from tests.fixtures.kube_targets import KUEUE_CRD
     from tests.helpers import wait_for
 

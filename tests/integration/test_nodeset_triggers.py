@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from syncer.app.service import ServiceConfig, SyncerService
+from syncer.controllers.nodeset.controller import NodeSetController
 from syncer.kube.client import KubeClient
-from syncer.nodeset.reconciler import NodeSetController
 from syncer.runtime.tasks import cancel_and_wait
 from syncer.slurm.auth import NoToken
 from syncer.slurm.client import SlurmClient

@@ -18,7 +18,7 @@ from syncer.app.check_cmd import CHECK_OPTIONS, Item, report
 from syncer.app.cli import build_parser
 from syncer.app.logs import LogSettingError, log_settings
 from syncer.app.status_cmd import CONNECTION_OPTIONS, render
-from syncer.sync.drift import Row
+from syncer.controllers.sync.drift import Row
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,9 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from syncer.app.settings import SettingsError, _maintenance_condition
-from syncer.model.keys import Keys
-from syncer.model.kube import Condition, KubeNode
-from syncer.plan.maintenance import (
+from syncer.controllers.maintenance.plan import (
     RULE_END_BEFORE_START,
     RULE_PAST,
     RULE_TOO_LONG,
@@ -36,6 +34,8 @@ from syncer.plan.maintenance import (
     running_at,
     window_of,
 )
+from syncer.model.keys import Keys
+from syncer.model.kube import Condition, KubeNode
 from syncer.slurm.hostlist import expand
 from syncer.slurm.models import Reservation
 

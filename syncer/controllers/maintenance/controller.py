@@ -19,11 +19,7 @@ import structlog
 
 from syncer.control.binding import slurm_nodes_on
 from syncer.control.context import ControllerContext
-from syncer.kube.events import ObjectRef
-from syncer.kube.writer import node_path
-from syncer.model.keys import Keys
-from syncer.model.kube import Condition, KubeNode, KubePod
-from syncer.plan.maintenance import (
+from syncer.controllers.maintenance.plan import (
     FLAGS,
     RULE_PAST,
     STAMP,
@@ -39,11 +35,15 @@ from syncer.plan.maintenance import (
     running_at,
     window_of,
 )
+from syncer.kube.events import ObjectRef
+from syncer.kube.writer import node_path
+from syncer.model.keys import Keys
+from syncer.model.kube import Condition, KubeNode, KubePod
 from syncer.runtime.controller import Controller, Result
 from syncer.slurm.errors import SlurmError
 from syncer.slurm.hostlist import expand
 
-log = structlog.get_logger("syncer.plan")
+log = structlog.get_logger("syncer.controllers.maintenance")
 KEY = "cluster"
 Recorder = Callable[[str, str, str, dict[str, Any]], None]  # (kind, direction, object, details)
 BoundNode = Callable[[str], KubeNode | None]  # Slurm node -> the Kubernetes Node it is bound to, if bound

@@ -1,7 +1,7 @@
 """The sync controller (the sync engine): turns cache changes into keys, and each key's
 reconcile into read -> decide -> apply: read both sides once (the caches, plus one fresh read of a
-node we just wrote), call the pure `decide`, hand the decision to the `Applier` (syncer/sync/apply.py),
-which owns ordering, the write gate, the safety valve and Events.
+node we just wrote), call the pure `decide`, hand the decision to the `Applier`
+(syncer/controllers/sync/apply.py), which owns ordering, the write gate, the safety valve and Events.
 
 Level-triggered: a change on either side only says which Slurm node to look at; each reconcile
 recomputes everything for that node from both caches, so a missed event, a restart or a re-list
@@ -18,20 +18,20 @@ import structlog
 
 from syncer.control.binding import Binding, node_slurm
 from syncer.control.context import ControllerContext
+from syncer.controllers.sync.apply import Applier
+from syncer.controllers.sync.options import SyncOptions
+from syncer.controllers.sync.plan import decide
+from syncer.controllers.sync.stats import EngineStats
+from syncer.controllers.sync.valve import DrainValve
+from syncer.controllers.sync.written import WrittenAnnotations
 from syncer.model.keys import Keys
 from syncer.model.slurm import SlurmNode
 from syncer.runtime.controller import DONE, Controller, Result
 from syncer.runtime.queue import Lane, taken_from
 from syncer.slurm.cache import NodeChange
 from syncer.slurm.errors import SlurmError
-from syncer.sync.apply import Applier
-from syncer.sync.decide import decide
-from syncer.sync.options import SyncOptions
-from syncer.sync.stats import EngineStats
-from syncer.sync.valve import DrainValve
-from syncer.sync.written import WrittenAnnotations
 
-log = structlog.get_logger("syncer.sync")
+log = structlog.get_logger("syncer.controllers.sync")
 
 
 class SyncController(Controller):

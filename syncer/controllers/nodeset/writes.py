@@ -10,14 +10,14 @@ from typing import Any
 import structlog
 
 from syncer.control.context import ControllerContext
+from syncer.controllers.nodeset import manifests
+from syncer.controllers.nodeset.spec import NodeSetSpec
 from syncer.kube.errors import KubeError
 from syncer.kube.events import ObjectRef
 from syncer.kube.writer import pod_path
 from syncer.model.kube import KubeNodeSet, KubePod
-from syncer.nodeset import manifests
-from syncer.nodeset.spec import NodeSetSpec
 
-log = structlog.get_logger("syncer.nodeset")
+log = structlog.get_logger("syncer.controllers.nodeset")
 
 
 class NodeSetWrites:

@@ -9,12 +9,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from syncer.control.binding import node_slurm, resolve
+from syncer.controllers.sync.options import SyncOptions
+from syncer.controllers.sync.plan import Decision, decide
 from syncer.kube.cache import KubeCache
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.model.kube import KubePod
 from syncer.model.slurm import SlurmNode
-from syncer.sync.decide import Decision, decide
-from syncer.sync.options import SyncOptions
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def drift_rows(
         cordon = ""
         if kube_node is not None and kube_node.unschedulable:
             cordon = "slurm" if kube_node.annotations.get(Keys.CORDONED_BY) == CORDONED_BY_SLURM else "yes"
-        # the engine's decision (drift is a decision that writes something, syncer.sync.decide.drift)
+        # the engine's decision (drift is a decision that writes something, plan.drift)
         decision = decide(
             node, binding.pod, kube_node, now=now, opts=options, slurm_fresh=True,
             scale_in_of=scale_in_of(binding.pod), node_slurm=node_slurm(binding, cache, slurm_nodes),

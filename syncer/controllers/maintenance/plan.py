@@ -1,6 +1,6 @@
 """Maintenance windows, pure: where a Node's window comes from, whether it is acceptable, and which
 Slurm MAINT reservations make Slurm keep jobs off its nodes for exactly that window. No I/O; the
-controller (reservations.py) reads the caches, calls these and writes.
+controller (controller.py) reads the caches, calls these and writes.
 
 A window is an ISO 8601 interval, `2026-12-01T02:00:00Z/2026-12-01T06:00:00Z` or
 `2026-12-01T02:00:00Z/PT4H`, from the Node annotation `slurm-syncer.dev/maintenance-window`, or read from

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from syncer.controllers.partitions.plan import Outcome, Wanted
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode
-from syncer.plan.partitions import Outcome, Wanted
 from syncer.slurm.hostlist import expand
 from syncer.slurm.models import Job
 from syncer.slurm.partitions import DEFAULT_SHARE, OverSubscribe, PartitionSettings, PartitionState

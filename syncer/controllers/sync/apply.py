@@ -17,14 +17,9 @@ import structlog
 from syncer.control.binding import Binding, resolve
 from syncer.control.bulk import Superseded
 from syncer.control.context import ControllerContext
-from syncer.kube.events import ObjectRef
-from syncer.kube.writer import node_path, pod_path
-from syncer.model.keys import CORDONED_BY_SLURM, Keys
-from syncer.model.kube import Condition, KubeNode, KubePod
-from syncer.model.slurm import SlurmNode
-from syncer.model.times import rfc3339
-from syncer.sync.causes import is_automatic
-from syncer.sync.decide import (
+from syncer.controllers.sync.causes import is_automatic
+from syncer.controllers.sync.options import SyncOptions
+from syncer.controllers.sync.plan import (
     EVENT_CORDON,
     EVENT_DRAIN,
     EVENT_REDRAIN,
@@ -35,12 +30,17 @@ from syncer.sync.decide import (
     SlurmAction,
     decide,
 )
-from syncer.sync.options import SyncOptions
-from syncer.sync.stats import EngineStats
-from syncer.sync.valve import DrainValve
-from syncer.sync.written import WrittenAnnotations, WrittenObjects
+from syncer.controllers.sync.stats import EngineStats
+from syncer.controllers.sync.valve import DrainValve
+from syncer.controllers.sync.written import WrittenAnnotations, WrittenObjects
+from syncer.kube.events import ObjectRef
+from syncer.kube.writer import node_path, pod_path
+from syncer.model.keys import CORDONED_BY_SLURM, Keys
+from syncer.model.kube import Condition, KubeNode, KubePod
+from syncer.model.slurm import SlurmNode
+from syncer.model.times import rfc3339
 
-log = structlog.get_logger("syncer.sync")
+log = structlog.get_logger("syncer.controllers.sync")
 SLURM_ACTION_EVENTS = frozenset({EVENT_DRAIN, EVENT_REDRAIN, EVENT_UNDRAIN})
 CORDON_EVENTS = frozenset({EVENT_CORDON, EVENT_UNCORDON})
 Recorder = Callable[..., None]  # (kind, direction, result, slurm node, **details)

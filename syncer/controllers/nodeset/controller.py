@@ -14,14 +14,8 @@ from typing import Any
 import structlog
 
 from syncer.control.context import ControllerContext
-from syncer.kube.errors import KubeError
-from syncer.kube.informer import Informer
-from syncer.kube.writer import pod_path
-from syncer.model.keys import Keys
-from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
-from syncer.model.times import rfc3339
-from syncer.nodeset import manifests
-from syncer.nodeset.plan import (
+from syncer.controllers.nodeset import manifests
+from syncer.controllers.nodeset.plan import (
     SCALE_IN,
     Plan,
     owns,
@@ -31,15 +25,21 @@ from syncer.nodeset.plan import (
     removed_by_us,
     slurm_name,
 )
-from syncer.nodeset.power_actions import PowerActions
-from syncer.nodeset.spec import NodeSetSpec, SpecError, parse
-from syncer.nodeset.status import compute_status, invalid_status
-from syncer.nodeset.writes import NodeSetWrites
+from syncer.controllers.nodeset.power_actions import PowerActions
+from syncer.controllers.nodeset.spec import NodeSetSpec, SpecError, parse
+from syncer.controllers.nodeset.status import compute_status, invalid_status
+from syncer.controllers.nodeset.writes import NodeSetWrites
+from syncer.kube.errors import KubeError
+from syncer.kube.informer import Informer
+from syncer.kube.writer import pod_path
+from syncer.model.keys import Keys
+from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
+from syncer.model.times import rfc3339
 from syncer.runtime.controller import DONE, Controller, Result
 from syncer.slurm.cache import NodeChange
 from syncer.slurm.errors import SlurmApiError, SlurmError, SlurmNotFound
 
-log = structlog.get_logger("syncer.nodeset")
+log = structlog.get_logger("syncer.controllers.nodeset")
 
 
 CREATE_EXPECTATION_S = 30.0  # a pod we created and the informer has not shown yet is not POSTed again

@@ -10,13 +10,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from syncer.controllers.sync.causes import TERMINATING, Cause, compose_reason, drain_causes, is_ours
+from syncer.controllers.sync.options import SyncOptions
+from syncer.controllers.sync.reason import sanitise_capped
 from syncer.model import Condition, KubeNode, KubePod, SlurmNode
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.model.slurm import DRAIN_FLAGS, unhealthy_flags
 from syncer.model.times import rfc3339
-from syncer.sync.causes import TERMINATING, Cause, compose_reason, drain_causes, is_ours
-from syncer.sync.options import SyncOptions
-from syncer.sync.reason import sanitise_capped
 
 SlurmActionKind = Literal["drain", "undrain"]
 CordonAction = Literal["cordon", "uncordon"]

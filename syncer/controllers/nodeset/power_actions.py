@@ -11,17 +11,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from syncer.control.context import ControllerContext
+from syncer.controllers.nodeset.plan import ready, removal_stamp
+from syncer.controllers.nodeset.pod_failures import start_failure
+from syncer.controllers.nodeset.power import (
+    PowerDecision,
+    declared_stamp,
+    made_over_rest,
+    powered_down,
+    powering_up,
+)
+from syncer.controllers.nodeset.spec import PowerSpec
+from syncer.controllers.nodeset.writes import NodeSetWrites
 from syncer.kube.errors import KubeError
 from syncer.kube.writer import pod_path
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
 from syncer.model.slurm import SlurmNode
 from syncer.model.times import rfc3339
-from syncer.nodeset.plan import ready, removal_stamp
-from syncer.nodeset.pod_failures import start_failure
-from syncer.nodeset.power import PowerDecision, declared_stamp, made_over_rest, powered_down, powering_up
-from syncer.nodeset.spec import PowerSpec
-from syncer.nodeset.writes import NodeSetWrites
 from syncer.slurm.errors import SlurmApiError, SlurmNotFound, SlurmVersionError
 
 # POWERING_UP -> slurmd registered: a pod's schedule, image pull and slurmd start (seconds)

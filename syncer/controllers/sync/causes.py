@@ -7,10 +7,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from syncer.controllers.sync.options import SyncOptions
+from syncer.controllers.sync.reason import SEPARATOR, cap_utf8, sanitise, sanitise_capped
 from syncer.model import Condition, KubeNode, KubePod
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
-from syncer.sync.options import SyncOptions
-from syncer.sync.reason import SEPARATOR, cap_utf8, sanitise, sanitise_capped
 
 CORDON: Final = "cordon"
 # One text for every cordon without a reason annotation: a rack cordoned at once is one bulk drain in

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from syncer.controllers.sync.reason import UNSAFE_CHARS
 from syncer.model.keys import DEFAULT_CORDON_REASON_ANNOTATIONS, DEFAULT_CORDON_REASON_LABELS
-from syncer.sync.reason import UNSAFE_CHARS
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The SlurmPartition controller: SlurmPartition CRs become Slurm partitions over REST v0.0.45
-(docs/partitions.md; the decision is plan/partitions.py, the CR's reading plan/partition_spec.py).
+(docs/partitions.md; the decision is plan.py, the CR's reading spec.py).
 
-With `PartitionOptions.slinky` it also watches Slinky's NodeSets and Controllers (plan/slinky_partitions.py)
+With `PartitionOptions.slinky` it also watches Slinky's NodeSets and Controllers (slinky.py)
 and writes none of the partitions they declare.
 
 One key for the whole cluster, like the maintenance reservations: one `GET /partitions/` decides every
@@ -29,13 +29,7 @@ import structlog
 
 from syncer.control.binding import slurm_nodes_on
 from syncer.control.context import ControllerContext
-from syncer.kube.errors import KubeError
-from syncer.kube.events import ObjectRef
-from syncer.kube.informer import Informer
-from syncer.model.keys import Keys
-from syncer.model.kube import KubeCustomObject, KubeNode, KubePod
-from syncer.plan.partition_spec import NodeSetMembers, job_counts, record_of, status_of, wanted_from
-from syncer.plan.partitions import (
+from syncer.controllers.partitions.plan import (
     CONFLICT,
     INVALID,
     PRECONDITION,
@@ -46,7 +40,13 @@ from syncer.plan.partitions import (
     plan,
     records,
 )
-from syncer.plan.slinky_partitions import SlinkyPartitions
+from syncer.controllers.partitions.slinky import SlinkyPartitions
+from syncer.controllers.partitions.spec import NodeSetMembers, job_counts, record_of, status_of, wanted_from
+from syncer.kube.errors import KubeError
+from syncer.kube.events import ObjectRef
+from syncer.kube.informer import Informer
+from syncer.model.keys import Keys
+from syncer.model.kube import KubeCustomObject, KubeNode, KubePod
 from syncer.runtime.controller import DONE, Controller, Result
 from syncer.runtime.errors import RetryAfter, Terminal
 from syncer.slurm.cache import NodeChange
@@ -59,7 +59,7 @@ from syncer.slurm.partitions import (
     refused_entries,
 )
 
-log = structlog.get_logger("syncer.plan")
+log = structlog.get_logger("syncer.controllers.partitions")
 KEY = "cluster"
 KIND = "SlurmPartition"
 API_VERSION = "slurm-syncer.dev/v1alpha1"

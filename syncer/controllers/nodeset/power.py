@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from syncer.controllers.nodeset.spec import PowerSpec
 from syncer.model.keys import Keys
 from syncer.model.kube import KubePod
 from syncer.model.slurm import SlurmNode
 from syncer.model.slurm import powered_down as powered_down_state
-from syncer.nodeset.spec import PowerSpec
 
 POWERING_UP = frozenset({"POWERING_UP", "POWER_UP"})
 CEILING_LOWERED = "ceiling lowered below it while Slurm powered it up"

@@ -1,7 +1,7 @@
-"""The attribute controller: carries what a Kubernetes Node says about its machine to the Slurm nodes bound
-to it: labels as Slurm features (syncer/plan/features.py) and topology labels as the node's topology
-(syncer/plan/topology.py). Keyed by Slurm node name like the sync engine and fed by the same caches, so a
-relabel, a restart, a re-list or a dynamic node registering all end in one level-triggered reconcile.
+"""The attribute controller: carries what a Kubernetes Node says about its machine to the Slurm nodes bound to
+it: labels as Slurm features (`features.py` beside it) and topology labels as the node's topology
+(`topology.py`). Keyed by Slurm node name like the sync engine and fed by the same caches, so a relabel, a
+restart, a re-list or a dynamic node registering all end in one level-triggered reconcile.
 
 Writes go through the context's Slurm writer (the write gate) and its group commit (syncer/control/bulk.py),
 beside the reconcile (the runner retries a failed one as a failed reconcile): a rack relabelled at once
@@ -20,12 +20,12 @@ import structlog
 
 from syncer.control.binding import resolve
 from syncer.control.context import ControllerContext
+from syncer.controllers.attributes import features, topology
+from syncer.controllers.attributes.features import FeatureLabel
+from syncer.controllers.attributes.topology import TopologySpec
 from syncer.kube.errors import KubeError
 from syncer.kube.events import ObjectRef
 from syncer.model.slurm import SlurmNode
-from syncer.plan import features, topology
-from syncer.plan.features import FeatureLabel
-from syncer.plan.topology import TopologySpec
 from syncer.runtime.controller import DONE, Controller, Result
 from syncer.runtime.errors import RetryAfter
 from syncer.runtime.queue import Lane
@@ -33,7 +33,7 @@ from syncer.slurm.cache import NodeChange
 from syncer.slurm.errors import SlurmApiError, SlurmError
 from syncer.slurm.updates import NodeUpdate
 
-log = structlog.get_logger("syncer.plan")
+log = structlog.get_logger("syncer.controllers.attributes")
 # a node we wrote is read fresh before another write for this long (the cache may lag behind our write)
 FRESH_READ_S = 60.0
 KUEUE_VERSIONS = ("v1beta1", "v1alpha1")  # where Kueue serves Topology: v1alpha1 since 0.9, newest first

@@ -16,11 +16,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from syncer.controllers.nodeset.power import PowerDecision, decide_power, declared_stamp
+from syncer.controllers.nodeset.spec import NodeSetSpec
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
 from syncer.model.slurm import SlurmNode
-from syncer.nodeset.power import PowerDecision, decide_power, declared_stamp
-from syncer.nodeset.spec import NodeSetSpec
 
 SCALE_IN = "scale-in"
 UPDATE = "update"

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from syncer.nodeset.node_shape import NodeShape, ShapeError, shape
+from syncer.controllers.nodeset.node_shape import NodeShape, ShapeError, shape
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

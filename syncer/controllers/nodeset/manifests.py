@@ -6,10 +6,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from syncer.controllers.nodeset.plan import Member
+from syncer.controllers.nodeset.spec import NodeSetSpec
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNodeSet
-from syncer.nodeset.plan import Member
-from syncer.nodeset.spec import NodeSetSpec
 
 GROUP = "slurm-syncer.dev"
 VERSION = "v1alpha1"

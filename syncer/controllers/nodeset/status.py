@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from syncer.controllers.nodeset.manifests import selector
+from syncer.controllers.nodeset.plan import Plan, ready, removal_of, slurm_name
+from syncer.controllers.nodeset.spec import NodeSetSpec
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNodeSet, KubePod
 from syncer.model.slurm import SlurmNode
-from syncer.nodeset.manifests import selector
-from syncer.nodeset.plan import Plan, ready, removal_of, slurm_name
-from syncer.nodeset.spec import NodeSetSpec
 
 
 def slurm_counts(nodes: list[SlurmNode]) -> dict[str, int]:
