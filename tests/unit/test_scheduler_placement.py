@@ -5,8 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from syncer.controllers.scheduler.placement import misfit, placed, tolerates
-from syncer.controllers.scheduler.values import Node, Pod, Requirement, SelectorTerm, Taint, Toleration
+from syncer.controllers.scheduler.placement import misfit, placed, tolerates, usage
+from syncer.controllers.scheduler.values import (
+    Container,
+    Node,
+    Pod,
+    Requirement,
+    SelectorTerm,
+    Taint,
+    Toleration,
+)
 
 NODE = Node(name="k1", labels={"zone": "a", "gen": "5"}, allocatable={"cpu": 4000, "memory": 8, "pods": 10})
 REQ = {"cpu": 1000, "memory": 1}
@@ -144,3 +152,16 @@ def test_placed_counts_the_pod() -> None:
     assert again.pods == 2
     assert again.allocatable == NODE.allocatable
     assert NODE.requested == {}
+
+
+def test_usage_of_the_pods_on_a_node() -> None:
+    two = (Container(requests={"cpu": "500m", "memory": "1Ki"}),)
+    pods = [
+        pod(containers=two),
+        pod(containers=two, deleting=True),  # still there until gone
+        pod(containers=two, phase="Succeeded"),
+        pod(containers=two, phase="Failed"),
+        pod(containers=(Container(requests={"nvidia.com/gpu": "1"}),), phase="Running"),
+    ]
+    assert usage(pods) == ({"cpu": 1000, "memory": 2048, "nvidia.com/gpu": 1}, 3)
+    assert usage([]) == ({}, 0)

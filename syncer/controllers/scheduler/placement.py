@@ -7,11 +7,20 @@ topology spread (Slurm chooses the node; docs/scheduler.md).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Final
 
-from syncer.controllers.scheduler.values import Node, Pod, Requirement, SelectorTerm, Taint, Toleration
+from syncer.controllers.scheduler.request import canonical_requests
+from syncer.controllers.scheduler.values import (
+    TERMINAL_PHASES,
+    Node,
+    Pod,
+    Requirement,
+    SelectorTerm,
+    Taint,
+    Toleration,
+)
 
 UNSCHEDULABLE_TAINT: Final = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
 FILTERED_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})  # PreferNoSchedule only scores
@@ -100,3 +109,17 @@ def placed(node: Node, requests: Mapping[str, int]) -> Node:
     for name, amount in requests.items():
         used[name] = used.get(name, 0) + amount
     return replace(node, requested=used, pods=node.pods + 1)
+
+
+def usage(pods: Iterable[Pod]) -> tuple[dict[str, int], int]:
+    """What the pods bound to a Node take from it as kube-scheduler counts (its `requested` and `pods`): every
+    pod not in a terminal phase, terminating ones included, whatever scheduler placed it."""
+    used: dict[str, int] = {}
+    count = 0
+    for pod in pods:
+        if pod.phase in TERMINAL_PHASES:
+            continue
+        count += 1
+        for name, amount in canonical_requests(pod).items():
+            used[name] = used.get(name, 0) + amount
+    return used, count
