@@ -44,6 +44,11 @@ def test_marker_round_trip() -> None:
     assert marker.read(text, "r1").uids == frozenset({"1", "2"})  # type: ignore[union-attr]
 
 
+def test_marker_fields_split_at_their_first_separator() -> None:
+    text = "slurm-syncer.dev/pods release=r1 key=k=1 pods=a:1:2"
+    assert marker.read(text, "r1") == Marker(release="r1", key="k=1", pods=(("a", "1:2"),))
+
+
 def test_marker_of_another_release_or_malformed_is_not_ours() -> None:
     good = "slurm-syncer.dev/pods release=r1 key=k pods=a:1"
     assert marker.read(good, "r1") is not None

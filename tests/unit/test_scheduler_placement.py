@@ -26,6 +26,8 @@ def pod(**more: object) -> Pod:
 
 def test_fits_an_empty_node() -> None:
     assert misfit(pod(), REQ, NODE) == ""
+    assert misfit(pod(), {"cpu": 4000, "memory": 8}, NODE) == ""  # all of it
+    assert misfit(pod(), {"cpu": 4001}, NODE) == "Insufficient cpu"
 
 
 def test_cordoned_unless_tolerated() -> None:

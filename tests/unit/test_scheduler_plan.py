@@ -365,6 +365,22 @@ def test_a_pod_bound_by_someone_else_is_left_alone() -> None:
     assert run([pod(node_name="k1")]).actions == ()
 
 
+def test_a_bound_pod_without_its_annotation_is_ours_when_a_job_names_it() -> None:
+    # e.g. an API server that did not copy the Binding's annotations: the marker still says whose it is
+    jobs = [job(4, "a", state="TIMEOUT", nodes=("n2",)), job(5, "a", state="CANCELLED", nodes=("n1",))]
+    result = run([pod(node_name="k1")], jobs)
+    assert result.actions == (
+        Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 5 was cancelled in Slurm"),
+        DeletePod(
+            pod=ref(),
+            grace_s=30,
+            cause="cancelled",
+            job_id=5,
+            message="Slurm job 5 was cancelled in Slurm: pod deleted (grace period 30 s)",
+        ),
+    )
+
+
 def test_an_unbound_pod_whose_job_slurm_ended_is_deleted() -> None:
     said = Scheduled(status="False", reason=PENDING, message="Slurm job 5 is pending")
     result = run([pod(scheduled=said)], [job(5, "a", state="CANCELLED")])
@@ -400,6 +416,8 @@ def test_preemption_grace_window() -> None:
     late = job(5, "a", nodes=("n1",), preempt_time=990.0, end_time=999.5)
     deletes = [a for a in run([pod(node_name="k1", job_id=5)], [late]).actions if isinstance(a, DeletePod)]
     assert deletes[0].grace_s == 0
+    early = job(5, "a", nodes=("n1",), preempt_time=1.0)  # any time set means Slurm preempts it
+    assert [type(a) for a in run([pod(node_name="k1", job_id=5)], [early]).actions] == [Hold, DeletePod]
     no_end = job(5, "a", nodes=("n1",), preempt_time=990.0)
     deletes = [a for a in run([pod(node_name="k1", job_id=5)], [no_end]).actions if isinstance(a, DeletePod)]
     assert deletes[0].grace_s == 30

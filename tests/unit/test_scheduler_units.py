@@ -114,6 +114,9 @@ def test_integers_with_suffixes(number: int, suffix: str) -> None:
         ("2-3", 2 * 1440 + 180),
         ("1-1:30", 1440 + 90),
         ("1-0:0:1", 1441),
+        ("0-0:0:61", 2),  # each field counts its own unit
+        ("0:2:0", 2),
+        ("0:0:61", 2),
         ("0", slurmtime.UNLIMITED),  # sbatch --time=0: no limit
         ("UNLIMITED", slurmtime.UNLIMITED),
         ("infinite", slurmtime.UNLIMITED),

@@ -102,7 +102,7 @@ class DeletePod:
     grace_s: int
     cause: str
     message: str
-    job_id: int | None
+    job_id: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,13 +144,12 @@ class _Out:
         if pod.scheduled != Scheduled(status="False", reason=reason, message=message):
             self.actions.append(SetScheduled(pod=pod.ref, reason=reason, message=message))
 
-    def delete(self, pod: Pod, cause: str, job_id: int | None, grace: int | None = None) -> None:
+    def delete(self, pod: Pod, cause: str, job_id: int, grace: int | None = None) -> None:
         if pod.deleting or pod.uid in self.deleted:
             return
         self.deleted.add(pod.uid)
         grace_s = pod.grace_period_s if grace is None else min(pod.grace_period_s, grace)
-        job = f"Slurm job {job_id}" if job_id is not None else "its Slurm job"
-        message = f"{job} {SAID[cause]}: pod deleted (grace period {grace_s} s)"
+        message = f"Slurm job {job_id} {SAID[cause]}: pod deleted (grace period {grace_s} s)"
         self.actions.append(
             DeletePod(pod=pod.ref, grace_s=grace_s, cause=cause, message=message, job_id=job_id)
         )

@@ -100,7 +100,7 @@ def _read(
             try:
                 values[resource] = quantity.parse(text)
             except quantity.BadQuantity as error:
-                raise _Refused(where, f"{error}; give a Kubernetes quantity") from None
+                raise _refused(where, f"{error}; give a Kubernetes quantity") from None
             if gres is not None and extended(resource):
                 _check_extended(where, resource, values[resource], gres)
         result[path] = values
@@ -109,17 +109,19 @@ def _read(
 
 def _check_extended(where: str, resource: str, value: Fraction, gres: Mapping[str, str]) -> None:
     if resource not in gres:
-        raise _Refused(
+        raise _refused(
             where, f"{resource} is not in the scheduler's GRES table, so Slurm cannot allocate it; {UNMAPPED}"
         )
     if value.denominator != 1:
-        raise _Refused(where, f"{value} {resource}: Slurm allocates whole GRES; request a whole number")
+        raise _refused(where, f"{value} {resource}: Slurm allocates whole GRES; request a whole number")
 
 
 class _Refused(Exception):
-    def __init__(self, where: str, message: str) -> None:
-        super().__init__(message)
-        self.refusal = Refusal(field=where, message=message)
+    """Carries a Refusal (its only argument) out of the reading of one container."""
+
+
+def _refused(where: str, message: str) -> _Refused:
+    return _Refused(Refusal(field=where, message=message))
 
 
 def _add(total: dict[str, Fraction], more: Mapping[str, Fraction]) -> None:
@@ -166,7 +168,8 @@ def pod_requests(pod: Pod, gres: Mapping[str, str] = DEFAULT_GRES) -> dict[str, 
     try:
         return _combine(pod, _read(_paths(pod), gres))
     except _Refused as refused:
-        return refused.refusal
+        refusal: Refusal = refused.args[0]
+        return refusal
 
 
 def canonical_requests(pod: Pod) -> dict[str, int]:

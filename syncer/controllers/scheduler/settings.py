@@ -80,8 +80,13 @@ class Refusal:
 
     @property
     def text(self) -> str:
-        where = f"{self.object} " if self.object else ""
-        return f"{where}{self.field}: {self.message}"
+        return refusal_text(self.field, self.message, self.object)
+
+
+def refusal_text(field: str, message: str, on: str) -> str:
+    """`[<object> ]<field>: <message>`, as a condition or an Event says it."""
+    where = f"{on} " if on else ""
+    return f"{where}{field}: {message}"
 
 
 def _name(text: str) -> str:
@@ -149,9 +154,7 @@ def pod_overrides(namespace: str, annotations: Mapping[str, str], default: froze
 
 
 class RefusedSetting(Exception):
-    def __init__(self, refusal: Refusal) -> None:
-        super().__init__(refusal.text)
-        self.refusal = refusal
+    """Carries a Refusal (its only argument) out of the parsing of one annotation."""
 
 
 def _refusal(key: str, message: str, on: str = "") -> RefusedSetting:
@@ -183,7 +186,8 @@ def resolve(
                 raise _refusal(key, NEGATIVE_NICE)
             values[FIELDS[name]] = value
     except RefusedSetting as refused:
-        return refused.refusal
+        refusal: Refusal = refused.args[0]
+        return refusal
     return replace(Settings(), **values)
 
 

@@ -107,9 +107,6 @@ class PodRef:
     name: str
     uid: str
 
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
 
 @dataclass(frozen=True, kw_only=True)
 class Pod:
@@ -142,19 +139,40 @@ class Pod:
 
     @property
     def ended(self) -> bool:
-        """Over on the Kubernetes side: being deleted, or its containers are done."""
-        return self.deleting or self.phase in TERMINAL_PHASES
+        return pod_ended(self.deleting, self.phase)
 
     @property
     def holds(self) -> bool:
-        """Its containers may run on its Node: bound and not in a terminal phase (deleting or not)."""
-        return bool(self.node_name) and self.phase not in TERMINAL_PHASES
+        return pod_holds(self.node_name, self.phase)
 
     @property
     def job_id(self) -> int | None:
-        """The Slurm job the scheduler bound it for (the binding's annotation)."""
-        text = self.annotations.get(Keys.SCHEDULER_JOB_ID, "")
-        return int(text) if text.isdecimal() else None
+        return bound_job_id(self.annotations)
+
+
+# The logic of the values' properties, as functions (mutation testing reaches functions, not the methods of a
+# decorated class).
+
+
+def pod_ended(deleting: bool, phase: str) -> bool:
+    """Over on the Kubernetes side: being deleted, or its containers are done."""
+    return deleting or phase in TERMINAL_PHASES
+
+
+def pod_holds(node_name: str, phase: str) -> bool:
+    """Its containers may run on its Node: bound and not in a terminal phase (deleting or not)."""
+    return bool(node_name) and phase not in TERMINAL_PHASES
+
+
+def bound_job_id(annotations: Mapping[str, str]) -> int | None:
+    """The Slurm job the scheduler bound the pod for (the binding's annotation)."""
+    text = annotations.get(Keys.SCHEDULER_JOB_ID, "")
+    return int(text) if text.isascii() and text.isdecimal() else None
+
+
+def job_ended(state: str, flags: frozenset[str]) -> bool:
+    """Over in Slurm: its resources are free (or being cleaned up: COMPLETING)."""
+    return state in ENDED_STATES or "COMPLETING" in flags
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,8 +203,7 @@ class Job:
 
     @property
     def ended(self) -> bool:
-        """Over in Slurm: its resources are free (or being cleaned up: COMPLETING)."""
-        return self.state in ENDED_STATES or "COMPLETING" in self.flags
+        return job_ended(self.state, self.flags)
 
     @property
     def known(self) -> bool:
