@@ -164,6 +164,8 @@ def test_a_pod_follows_the_job_that_names_it() -> None:
     assert group([bound], jobs, {}, NS, OPTIONS)["ns/pod/x"].pods == (bound,)
     assert group([pod("a")], jobs, {}, NS, OPTIONS)["ns/pod/y"].pods == (pod("a"),)
     assert group([pod("a")], jobs, {}, NS, OPTIONS)["ns/pod/x"].pods == ()
+    # a pod without the annotation does not follow a job that does not name it
+    assert list(group([pod("b")], [job(1, "ns/pod/x", "u-a")], {}, NS, OPTIONS)) == ["ns/pod/b", "ns/pod/x"]
     # an unknown job id on the pod: by its labels
     stray = pod("a", annotations={Keys.SCHEDULER_JOB_ID: "3"})
     assert list(group([stray], [], {}, NS, OPTIONS)) == ["ns/pod/a"]
@@ -274,6 +276,32 @@ def test_mixed_requests_are_refused_naming_the_field() -> None:
         want("ns/group/g", [pod("a", group_="g"), pod("b", group_="g", containers=close)], {}, NS, OPTIONS),
         JobRequest,
     )
+
+
+def test_mixed_gres_lists_every_name() -> None:
+    table = {"nvidia.com/gpu": "gpu", "x.io/shard": "shard"}
+    two = (Container(requests={"cpu": "2", "memory": "1Gi", "nvidia.com/gpu": "1", "x.io/shard": "2"}),)
+    refused = want("ns/group/g", [pod("a", group_="g"), pod("b", group_="g", containers=two)], {}, NS,
+                   Options(release="r1", gres=table))  # fmt: skip
+    assert isinstance(refused, Refusal)
+    assert refused.message.startswith("GRES gpu:1,shard:2 here, GRES none on pod a: ")
+
+
+def test_the_options_reach_the_request() -> None:
+    fpga = (Container(requests={"cpu": "2", "memory": "1Gi", "x.io/fpga": "1"}),)
+    options = Options(release="r1", gres={"x.io/fpga": "fpga"}, pod_overrides=frozenset({"partition"}))
+    request = want(
+        "ns/pod/a", [pod("a", containers=fpga, annotations={Keys.JOB_PARTITION: "p"})], {}, NS, options
+    )
+    assert isinstance(request, JobRequest)
+    assert request.gres_per_node == (("fpga", 1),)
+    assert request.settings == Settings(partition="p")
+
+
+def test_a_key_names_what_follows_its_second_slash() -> None:
+    request = want("ns/pod/a/b", [pod("a")], {}, NS, OPTIONS)
+    assert isinstance(request, JobRequest)
+    assert request.name == "ns/a/b"
 
 
 def test_mixed_settings_are_refused_naming_the_annotation() -> None:

@@ -365,6 +365,36 @@ def test_a_pod_bound_by_someone_else_is_left_alone() -> None:
     assert run([pod(node_name="k1")]).actions == ()
 
 
+def test_a_pod_bound_by_someone_else_does_not_stop_the_rest_of_its_gang() -> None:
+    foreign = pod("a", group_="g", node_name="k1")
+    ours = pod("b", group_="g", node_name="k2", job_id=5)
+    result = run([foreign, ours], [job(5, "b", key="ns/group/g", state="CANCELLED", nodes=("n2",))])
+    assert [type(a) for a in result.actions] == [Hold, DeletePod]
+    assert result.actions[0] == Hold(
+        slurm_node="n2", reason="pod ns/b still runs: Slurm job 5 was cancelled in Slurm"
+    )
+    # and only the waiting pod is told the gang waits
+    result = run([foreign, pod("b", group_="g")])
+    assert [a.pod.name for a in result.actions if isinstance(a, SetScheduled)] == ["b"]
+
+
+def test_every_pod_left_by_an_ended_job_is_handled() -> None:
+    failed = pod("a", group_="g", phase="Failed")
+    said = Scheduled(status="False", reason=PENDING, message="Slurm job 5 is pending")
+    waiting = pod("b", group_="g", scheduled=said)
+    result = run([failed, waiting], [job(5, "b", key="ns/group/g", state="CANCELLED")])
+    assert [(type(a), a.pod.name) for a in result.actions if isinstance(a, DeletePod)] == [(DeletePod, "b")]
+    bound = pod("a", group_="g", node_name="k1", job_id=5)
+    result = run([bound, waiting], [job(5, "a", "b", key="ns/group/g", state="CANCELLED", nodes=("n1",))])
+    assert [a.pod.name for a in result.actions if isinstance(a, DeletePod)] == ["a", "b"]
+
+
+def test_a_released_pod_keeps_its_condition_while_its_gang_is_incomplete() -> None:
+    failed = Scheduled(status="False", reason=PLACEMENT_FAILED, message="Slurm job 5 cannot run here: x; y")
+    cancelled = job(5, "a", "b", key="ns/group/g", state="CANCELLED", end_time=900.0)
+    assert run([pod("a", group_="g", scheduled=failed)], [cancelled]).actions == ()
+
+
 def test_a_bound_pod_without_its_annotation_is_ours_when_a_job_names_it() -> None:
     # e.g. an API server that did not copy the Binding's annotations: the marker still says whose it is
     jobs = [job(4, "a", state="TIMEOUT", nodes=("n2",)), job(5, "a", state="CANCELLED", nodes=("n1",))]
@@ -421,6 +451,27 @@ def test_preemption_grace_window() -> None:
     no_end = job(5, "a", nodes=("n1",), preempt_time=990.0)
     deletes = [a for a in run([pod(node_name="k1", job_id=5)], [no_end]).actions if isinstance(a, DeletePod)]
     assert deletes[0].grace_s == 30
+
+
+def test_a_running_job_without_end_needs_no_recheck() -> None:
+    assert run([pod(node_name="k1", job_id=5)], [job(5, "a", nodes=("n1",))]) == Plan()
+
+
+def test_any_end_time_counts() -> None:  # epoch seconds are never this small; the rule is "set"
+    early = World(bindings=WORLD.bindings, nodes=NODES, fresh=True, now=0.5)
+    ahead = job(5, "a", nodes=("n1",), end_time=1.0)
+    assert run([pod(node_name="k1", job_id=5, grace_period_s=0)], [ahead], world=early) == Plan(
+        recheck_at=1.0
+    )
+    past = run([pod(node_name="k1", job_id=5, grace_period_s=0)], [ahead], world=at(1.0))
+    assert [type(a) for a in past.actions] == [Hold, DeletePod]
+
+
+def test_an_orphan_job_near_its_end_is_cancelled_as_an_orphan() -> None:
+    result = run([], [job(5, "a", nodes=("n1",), end_time=1000.5)], key="ns/pod/a")
+    assert result.actions == (
+        Cancel(job_id=5, cause="pod-deleted", message="Slurm job 5 lost a pod (deleted): cancelled"),
+    )
 
 
 def test_time_limit_ahead() -> None:

@@ -68,6 +68,11 @@ def test_sidecars_add_to_the_app_and_to_later_init_steps() -> None:
     }
 
 
+def test_an_init_container_counts_for_what_the_app_does_not_request() -> None:
+    counted = pod_requests(pod(c({"memory": "1Gi"}), init=(c({"cpu": "500m"}),)))
+    assert counted == {"memory": Fraction(1024**3), "cpu": Fraction(1, 2)}
+
+
 def test_overhead_is_added() -> None:
     assert pod_requests(pod(c({"cpu": "1"}), overhead={"cpu": "250m"})) == {"cpu": Fraction(5, 4)}
 
@@ -145,6 +150,15 @@ def test_memory_rounds_up_to_mib() -> None:
     asks = per_node(pod(c({"cpu": "1", "memory": "1000001"})))
     assert isinstance(asks, PerNode)
     assert asks.memory_mib == 1
+    one_byte = per_node(pod(c({"cpu": "1", "memory": "1"})))
+    assert isinstance(one_byte, PerNode)
+    assert one_byte.memory_mib == 1
+
+
+def test_only_extended_resources_become_gres() -> None:
+    asks = per_node(pod(c({**BASIC, "ephemeral-storage": "1Gi"})), gres={"ephemeral-storage": "tmp"})
+    assert isinstance(asks, PerNode)
+    assert asks.gres == ()
 
 
 def test_zero_gres_is_not_asked() -> None:

@@ -223,8 +223,14 @@ def _slurm_end(job: Job, members: Sequence[Pod], now: float) -> str:
         return "preempted"
     if job.state == "PENDING":
         return "requeued" if any(_bound_to(job, pod) for pod in members) else ""
+    due = _deadline(job, members)
+    return "time-limit" if due is not None and now >= due else ""
+
+
+def _deadline(job: Job, members: Sequence[Pod]) -> float | None:
+    """When the pods must start stopping to be gone by the job's end (its time limit): None without one."""
     grace = max((pod.grace_period_s for pod in members), default=0)
-    return "time-limit" if job.end_time > 0 and now >= job.end_time - grace else ""
+    return job.end_time - grace if job.end_time > 0 else None
 
 
 def _live(job: Job, members: Sequence[Pod], gang: Gang, out: _Out) -> None:
@@ -240,8 +246,9 @@ def _live(job: Job, members: Sequence[Pod], gang: Gang, out: _Out) -> None:
         if not any(_bound_to(job, pod) for pod in members):
             out.cancel(job, end)
         return
-    if job.end_time > 0:
-        out.times.append(job.end_time - max((pod.grace_period_s for pod in members), default=0))
+    due = _deadline(job, members)
+    if due is not None:
+        out.times.append(due)
     present = {pod.uid for pod in gang.pods}
     gone = bool(job.marker.uids - present)
     if gone or any(pod.ended for pod in members):

@@ -203,7 +203,7 @@ def per_node(pod: Pod, gres: Mapping[str, str] = DEFAULT_GRES) -> PerNode | Refu
     )
     counts: dict[str, int] = {}
     for resource, value in counted.items():
-        name = gres.get(resource, "") if extended(resource) else ""
+        name = gres[resource] if extended(resource) else ""  # _read refused one not in the table
         if name and value:
             counts[name] = counts.get(name, 0) + int(value)
     return PerNode(
