@@ -387,6 +387,10 @@ def test_every_pod_left_by_an_ended_job_is_handled() -> None:
     bound = pod("a", group_="g", node_name="k1", job_id=5)
     result = run([bound, waiting], [job(5, "a", "b", key="ns/group/g", state="CANCELLED", nodes=("n1",))])
     assert [a.pod.name for a in result.actions if isinstance(a, DeletePod)] == ["a", "b"]
+    done = pod("a", group_="g", node_name="k1", job_id=5, phase="Succeeded")
+    still = pod("b", group_="g", node_name="k2", job_id=5)
+    result = run([done, still], [job(5, "a", "b", key="ns/group/g", state="CANCELLED", nodes=("n1", "n2"))])
+    assert [a.slurm_node for a in result.actions if isinstance(a, Hold)] == ["n2"]
 
 
 def test_a_released_pod_keeps_its_condition_while_its_gang_is_incomplete() -> None:
