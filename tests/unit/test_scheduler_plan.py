@@ -257,6 +257,8 @@ def test_partly_bound_gang_that_cannot_finish_goes_whole() -> None:
 
 def test_a_pod_deleted_keeps_its_job_until_it_is_gone() -> None:
     assert run([pod(node_name="k1", job_id=5, deleting=True)], [job(5, "a", nodes=("n1",))]).actions == ()
+    # without the binding's annotation, the marker says it runs under the job
+    assert run([pod(node_name="k1", deleting=True)], [job(5, "a", nodes=("n1",))]).actions == ()
     gone = run([], [job(5, "a", nodes=("n1",))], key="ns/pod/a")
     assert gone.actions == (
         Cancel(job_id=5, cause="pod-deleted", message="Slurm job 5 lost a pod (deleted): cancelled"),
@@ -401,7 +403,11 @@ def test_a_released_pod_keeps_its_condition_while_its_gang_is_incomplete() -> No
 
 def test_a_bound_pod_without_its_annotation_is_ours_when_a_job_names_it() -> None:
     # e.g. an API server that did not copy the Binding's annotations: the marker still says whose it is
-    jobs = [job(4, "a", state="TIMEOUT", nodes=("n2",)), job(5, "a", state="CANCELLED", nodes=("n1",))]
+    jobs = [
+        job(3, "a", state="NODE_FAIL", nodes=("n3",)),
+        job(4, "a", state="TIMEOUT", nodes=("n2",)),
+        job(5, "a", state="CANCELLED", nodes=("n1",)),
+    ]
     result = run([pod(node_name="k1")], jobs)
     assert result.actions == (
         Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 5 was cancelled in Slurm"),
@@ -589,6 +595,11 @@ def test_a_pod_running_under_a_duplicate_goes_before_the_duplicate() -> None:
     message = "Slurm job 6 duplicates another job for the same pods: pod deleted (grace period 30 s)"
     assert DeletePod(pod=ref("b"), grace_s=30, cause="duplicate", job_id=6, message=message) in result.actions
     assert not any(isinstance(a, Cancel) and a.job_id == 6 for a in result.actions)
+    # already going: not deleted again, and the duplicate stays until it is gone (the gang, broken, goes)
+    pods[1] = pod("b", group_="g", node_name="k2", job_id=6, deleting=True)
+    result = run(pods, jobs)
+    assert [(type(a), a.pod.name) for a in result.actions if isinstance(a, DeletePod)] == [(DeletePod, "a")]
+    assert not any(isinstance(a, Cancel) for a in result.actions)
 
 
 def test_a_new_instance_of_a_gang_does_not_disturb_the_old_one() -> None:
