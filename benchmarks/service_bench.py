@@ -16,7 +16,6 @@ from typing import Any
 
 from benchmarks.run import progress
 from syncer.app.service import ServiceConfig, SyncerService
-from syncer.controllers.sync.options import SyncOptions
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
 from syncer.slurm.auth import TokenFile
@@ -26,7 +25,6 @@ from syncer.testing.sandbox import Sandbox, up
 from syncer.testing.sandbox.config import sim_node_names
 
 CONFIG = ServiceConfig(
-    options=SyncOptions(),
     slurm_poll_interval_s=1.0,
     leader_election=False,
     listen_host="127.0.0.1",

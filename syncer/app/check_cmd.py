@@ -101,7 +101,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def check_topology(client: SlurmClient, settings: settings_mod.Settings) -> list[Item]:
     """Topology from labels is written only where the REST API takes `topology_str` (Slurm 25.05+)."""
-    named = [n for n in (settings.topology_block_name, settings.topology_tree_name) if n]
+    named = [n for n in (settings.value("topology_block_name"), settings.value("topology_tree_name")) if n]
     if not named or client.version is None:
         return []
     api = f"API {client.version.name}" + (f" (Slurm {client.release})" if client.release else "")
@@ -324,7 +324,7 @@ async def collect(settings: settings_mod.Settings, no_write_probe: bool = False)
         powered = await power_managed(kube)
     finally:
         await kube.close()
-    why = "--partitions-enabled" if settings.partitions_enabled else ""
+    why = "--partitions-enabled" if settings.value("partitions_enabled") else ""
     why = "; ".join(w for w in (why, f"{declared} SlurmPartition(s) exist" if declared else "") if w)
     if why or powered:
         slurm = slurm_client(settings)

@@ -38,15 +38,25 @@ class Observed(Protocol):
     slurm_cache: NodeCache
     kube: KubeClient
     kube_cache: KubeCache
-    engine: SyncController
     gate: WriteGate
     events: EventRecorder
-    nodesets: NodeSetController | None
-    maintenance: MaintenanceController
-    attributes: AttributeController | None
-    partitions: PartitionController | None
     job_counts: dict[tuple[str, str], int]
     diag: dict[str, object]
+
+    @property
+    def engine(self) -> SyncController: ...
+
+    @property
+    def nodesets(self) -> NodeSetController | None: ...
+
+    @property
+    def maintenance(self) -> MaintenanceController: ...
+
+    @property
+    def attributes(self) -> AttributeController | None: ...
+
+    @property
+    def partitions(self) -> PartitionController | None: ...
 
     def readiness(self) -> tuple[bool, list[str]]: ...
 
@@ -392,7 +402,7 @@ class _StateCollector(Collector):
             gauge.add_metric([], value)
             yield gauge
         retries = CounterMetricFamily("slurm_syncer_queue_retries", "Reconciles retried after an error.")
-        retries.add_metric([], queue.retries_total)
+        retries.add_metric([], service.engine.runner.retries_total)
         yield retries
         refusals = CounterMetricFamily(
             "slurm_syncer_safety_valve_refusals", "Drains held back by the safety valve."

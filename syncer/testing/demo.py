@@ -29,9 +29,10 @@ from typing import Any
 
 from syncer.app.service import ServiceConfig, SyncerService
 from syncer.app.status_cmd import render
-from syncer.controllers.attributes.controller import AttributeOptions
+from syncer.controllers.attributes.options import AttributeOptions
 from syncer.controllers.maintenance.plan import PREFIX
-from syncer.controllers.partitions.controller import PartitionOptions
+from syncer.controllers.nodeset.options import NodeSetOptions
+from syncer.controllers.partitions.options import PartitionOptions
 from syncer.controllers.sync.drift import Row, drift_rows
 from syncer.controllers.sync.options import SyncOptions
 from syncer.kube.client import KubeClient
@@ -201,7 +202,12 @@ async def world(
                 SlurmdStandIn(kube, sandbox, boot=True, port_base=power_port, nodesets=(POWER_NODESET,)),
             ):
                 config = ServiceConfig(
-                    options=SyncOptions(ready_grace_s=5.0),
+                    controllers={
+                        "sync": SyncOptions(ready_grace_s=5.0),
+                        "attributes": AttributeOptions(feature_labels=FEATURE_LABELS),
+                        "nodeset": NodeSetOptions(requeue_s=1.0, power_port_base=power_port),
+                        "partitions": PartitionOptions(enabled=True),
+                    },
                     slurm_poll_interval_s=0.5,
                     lease_namespace=NAMESPACE,
                     identity="demo",
@@ -209,10 +215,6 @@ async def world(
                     listen_port=args.metrics_port or free_port(),
                     resync_s=30.0,
                     jobs_poll_interval_s=5.0,
-                    nodeset_requeue_s=1.0,
-                    attributes=AttributeOptions(feature_labels=FEATURE_LABELS),
-                    partitions=PartitionOptions(enabled=True),
-                    nodeset_power_port_base=power_port,
                 )
                 slurm = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file))
                 kube_client = await KubeClient.from_config(str(kubeconfig))

@@ -18,8 +18,8 @@ from syncer.controllers.partitions.controller import (
     DELETE_REFUSED,
     EVENT_CREATED,
     EVENT_UPDATED,
-    PartitionOptions,
 )
+from syncer.controllers.partitions.options import PartitionOptions
 from syncer.controllers.partitions.plan import CONFLICT, INVALID, PRECONDITION, READY, UNSUPPORTED
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys

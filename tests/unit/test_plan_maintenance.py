@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syncer.app.settings import SettingsError, _maintenance_condition
+from syncer.app.settings import SettingsError
+from syncer.controllers.maintenance.options import maintenance_condition as _maintenance_condition
 from syncer.controllers.maintenance.plan import (
     RULE_END_BEFORE_START,
     RULE_PAST,

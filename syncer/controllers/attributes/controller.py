@@ -20,15 +20,16 @@ import structlog
 
 from syncer.control.binding import resolve
 from syncer.control.context import ControllerContext
+from syncer.control.registration import Registration
 from syncer.controllers.attributes import features, topology
-from syncer.controllers.attributes.features import FeatureLabel
-from syncer.controllers.attributes.topology import TopologySpec
+from syncer.controllers.attributes.options import OPTIONS, AttributeOptions, options_from
 from syncer.kube.errors import KubeError
 from syncer.kube.events import ObjectRef
 from syncer.model.slurm import SlurmNode
 from syncer.runtime.controller import DONE, Controller, Result
 from syncer.runtime.errors import RetryAfter
-from syncer.runtime.queue import Lane
+from syncer.runtime.queue import Lane, WorkQueue
+from syncer.runtime.watch import Watch, Watches
 from syncer.slurm.cache import NodeChange
 from syncer.slurm.errors import SlurmApiError, SlurmError
 from syncer.slurm.updates import NodeUpdate
@@ -42,22 +43,6 @@ KUEUE_VERSIONS = ("v1beta1", "v1alpha1")  # where Kueue serves Topology: v1alpha
 LINGER_S = 0.1
 EVENT_FEATURE_REFUSED = "SlurmFeatureRefused"
 EVENT_TOPOLOGY_REFUSED = "SlurmTopologyRefused"
-
-
-@dataclass(frozen=True)
-class AttributeOptions:
-    feature_labels: tuple[FeatureLabel, ...] = ()
-    feature_prefix: str = features.DEFAULT_PREFIX
-    topology: TopologySpec = field(default_factory=TopologySpec)
-
-    def __post_init__(self) -> None:
-        # an empty prefix would make every admin's feature look like ours
-        if not self.feature_prefix or not features.FEATURE.fullmatch(self.feature_prefix):
-            raise ValueError(f"feature prefix {self.feature_prefix!r}: letters, digits, '.', '_', '-', ':'")
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.feature_labels) or self.topology.enabled
 
 
 @dataclass
@@ -76,29 +61,25 @@ class AttributeController(Controller):
         self.options = options
         self.tree = options.topology  # its tree labels replaced by a Kueue Topology's levels, if named
         self.stats = AttributeStats()
-        self.runner = context.runner(self)
-        self.queue = self.runner.queue
         self._written_at: dict[str, float] = {}  # Slurm node -> monotonic time of our last write to it
         self._writing: set[tuple[str, str]] = set()  # (node, kind) whose write is on its way
         self._again: set[tuple[str, str]] = set()  # (node, kind) decided again while its write was away
         self._told: dict[tuple[str, str], str] = {}  # (Node, what) -> the message an Event already said
-        self.context.slurm_cache.subscribe(self._on_slurm_changes)
-        self.context.slurm_cache.subscribe_reloads(self._on_slurm_reload)
-        self.context.kube_cache.subscribe(self._on_kube_keys)
 
-    def _on_slurm_changes(self, changes: list[NodeChange]) -> None:
-        for change in changes:
-            if change.kind != "removed":
-                self.queue.add(change.name, lane=Lane.URGENT)
+    def watches(self) -> Watches:
+        cache = self.context.slurm_cache
+        return (
+            Watch(self.context.kube_cache.subscribe, lambda names: names, lane=Lane.URGENT),
+            Watch(cache.subscribe, _present, lane=Lane.URGENT),
+            # a new slurmctld forgot the features and topology written over REST: every bound node again
+            Watch(
+                cache.subscribe_reloads, lambda: set(self.context.kube_cache.slurm_names()), lane=Lane.URGENT
+            ),
+        )
 
-    def _on_slurm_reload(self) -> None:
-        """A new slurmctld forgot the features and topology written over REST: every bound node again."""
-        for name in set(self.context.kube_cache.slurm_names()):
-            self.queue.add(name, lane=Lane.URGENT)
-
-    def _on_kube_keys(self, keys: set[str]) -> None:
-        for key in keys:
-            self.queue.add(key, lane=Lane.URGENT)
+    @property
+    def queue(self) -> WorkQueue:
+        return self.runner.queue
 
     async def prepare(self) -> None:
         await self.context.kube_cache.wait_synced()
@@ -159,7 +140,7 @@ class AttributeController(Controller):
         slurm_node = self.context.slurm_cache.nodes.get(name)
         binding = resolve(name, self.context.kube_cache)
         kube_node = binding.node
-        if slurm_node is None or not binding.bound or kube_node is None or not self.context.gate.leading:
+        if slurm_node is None or not binding.bound or kube_node is None:
             return DONE
         labels = kube_node.labels
         owned: tuple[str, ...] | None = None
@@ -258,3 +239,17 @@ class AttributeController(Controller):
         self.stats.refused_labels += reason == EVENT_FEATURE_REFUSED
         log.warning("node attribute not carried to slurm", node=node, reason=reason, detail=message)
         await self.context.events.record(ObjectRef.node(node), "Warning", reason, message)
+
+
+def _present(changes: list[NodeChange]) -> list[str]:
+    """Slurm nodes listed or changed (a removed one has nothing to write to)."""
+    return [change.name for change in changes if change.kind != "removed"]
+
+
+REGISTRATION = Registration(
+    "attributes",
+    build=lambda context, options: AttributeController(context, options) if options.enabled else None,
+    defaults=AttributeOptions(),
+    options=OPTIONS,
+    configure=options_from,
+)

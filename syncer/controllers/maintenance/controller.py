@@ -17,8 +17,10 @@ from typing import Any
 
 import structlog
 
-from syncer.control.binding import slurm_nodes_on
+from syncer.control.binding import resolve, slurm_nodes_on
 from syncer.control.context import ControllerContext
+from syncer.control.registration import Registration
+from syncer.controllers.maintenance.options import OPTIONS, options_from
 from syncer.controllers.maintenance.plan import (
     FLAGS,
     RULE_PAST,
@@ -40,13 +42,13 @@ from syncer.kube.writer import node_path
 from syncer.model.keys import Keys
 from syncer.model.kube import Condition, KubeNode, KubePod
 from syncer.runtime.controller import Controller, Result
+from syncer.runtime.watch import Watch, Watches
 from syncer.slurm.errors import SlurmError
 from syncer.slurm.hostlist import expand
 
 log = structlog.get_logger("syncer.controllers.maintenance")
 KEY = "cluster"
 Recorder = Callable[[str, str, str, dict[str, Any]], None]  # (kind, direction, object, details)
-BoundNode = Callable[[str], KubeNode | None]  # Slurm node -> the Kubernetes Node it is bound to, if bound
 
 EVENT_CREATED = "MaintenanceReservationCreated"
 EVENT_UPDATED = "MaintenanceReservationUpdated"
@@ -73,22 +75,25 @@ class Summary:
 
 class MaintenanceController(Controller):
     name = "maintenance"
+    workers = 1  # one key
 
-    def __init__(
-        self, context: ControllerContext, options: MaintenanceOptions, *, bound_node: BoundNode
-    ) -> None:
+    def __init__(self, context: ControllerContext, options: MaintenanceOptions) -> None:
         self.context = context  # clients, caches, writers: shared by every controller
         self.options = options
-        self.bound_node = bound_node
         self.record: Recorder = context.actions
         self.clock = context.clock
-        self.tag = owner_tag(options.owner)
+        # the reservations' owner tag: one per syncer deployment (its Lease), so two never share names
+        self.tag = owner_tag(context.owner)
         self.summary = Summary()
         self._told: dict[tuple[str, str], str] = {}  # (Node, Event reason) -> what it said, said once
         self._live: set[tuple[tuple[str, str], str]] = set()  # what the last reconcile would have said
-        self.runner = context.runner(self, workers=1)
-        self.context.kube_cache.nodes.subscribe(self._on_node)
-        self.context.kube_cache.pods.subscribe(self._on_pod)
+
+    def watches(self) -> Watches:
+        # Nodes annotated together (a rack's window) land in one reservation write
+        return (
+            Watch(self.context.kube_cache.nodes.subscribe, self._node_moved, after_s=BATCH_S),
+            Watch(self.context.kube_cache.pods.subscribe, self._pod_moved, after_s=BATCH_S),
+        )
 
     async def keys(self) -> list[str]:
         return [KEY]  # one key: every reservation is decided from one list of Slurm's
@@ -102,19 +107,21 @@ class MaintenanceController(Controller):
             conditions,
         )
 
-    def _on_node(self, old: KubeNode | None, new: KubeNode | None) -> None:
+    def _node_moved(self, old: KubeNode | None, new: KubeNode | None) -> tuple[str, ...]:
+        """A Node's window inputs changed (or it came or went)."""
         if old is None or new is None or self._inputs(old) != self._inputs(new):
-            self.runner.queue.add_after(KEY, BATCH_S)
+            return (KEY,)
+        return ()
 
-    def _on_pod(self, old: KubePod | None, new: KubePod | None) -> None:
+    def _pod_moved(self, old: KubePod | None, new: KubePod | None) -> tuple[str, ...]:
+        """A pod moved a Slurm node to another Kubernetes Node (or came or went)."""
         names = self.context.kube_cache.slurm_name_of
         if old is None or new is None or (old.node_name, names(old)) != (new.node_name, names(new)):
-            self.runner.queue.add_after(KEY, BATCH_S)
+            return (KEY,)
+        return ()
 
     # -- one reconcile ---------------------------------------------------------------------------------
     async def reconcile(self, key: str) -> Result:
-        if not self.context.gate.leading:
-            return Result(requeue_after=1.0)  # a follower: looked at again when it may lead
         if not self.context.kube_cache.synced or self.context.slurm_cache.stale:
             return Result(requeue_after=1.0)  # fail closed: no reservation removed on stale data
         self._live = set()
@@ -206,7 +213,7 @@ class MaintenanceController(Controller):
                 written = await self.context.slurm_writer.put_reservation(
                     write.name, nodes=write.nodes, end=write.window.end if write.window else 0,
                     start=write.start, flags=FLAGS, users=USERS,
-                    comment=f"{STAMP} owner={self.options.owner} window={what}",
+                    comment=f"{STAMP} owner={self.context.owner} window={what}",
                 )  # fmt: skip
         except SlurmError as exc:
             log.warning(f"reservation {write.action} refused", reservation=what, error=str(exc))
@@ -256,7 +263,12 @@ class MaintenanceController(Controller):
             )  # fmt: skip
 
     def _kube_nodes(self, slurm_nodes: Iterable[str]) -> list[str]:
-        return sorted({n.name for s in slurm_nodes if (n := self.bound_node(s)) is not None})
+        return sorted({n.name for s in slurm_nodes if (n := self._bound_node(s)) is not None})
+
+    def _bound_node(self, slurm_name: str) -> KubeNode | None:
+        """The Kubernetes Node a Slurm node is bound to (SPEC "Binding"); None when unbound or in conflict."""
+        binding = resolve(slurm_name, self.context.kube_cache)
+        return binding.node if binding.bound else None
 
     # -- Kubernetes: conditions and Events ----------------------------------------------------------------
     def _was_reserved(self, node: str) -> bool:
@@ -369,3 +381,12 @@ class MaintenanceController(Controller):
         self._conditions_for_problems(found, conditions)
         await self._write_conditions(conditions)
         self.summary = Summary(unsupported=len(windows), invalid=len([w for w in found if w.problem]))
+
+
+REGISTRATION = Registration(
+    "maintenance",
+    build=MaintenanceController,
+    defaults=MaintenanceOptions(),
+    options=OPTIONS,
+    configure=options_from,
+)

@@ -55,7 +55,6 @@ class MaintenanceOptions:
     conditions: tuple[MaintenanceCondition, ...] = ()
     max_window_s: float = 7 * 86400.0
     default_duration_s: float = 4 * 3600.0  # a source that gives only a start
-    owner: str = "default/slurm-syncer"  # the syncer's Lease: two syncers on one Slurm never share names
 
 
 @dataclass(frozen=True)

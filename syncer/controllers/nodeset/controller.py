@@ -1,4 +1,4 @@
-"""The NodeSet reconciler: watches NodeSets, their pods, the Nodes and the Slurm cache, and carries
+"""The NodeSet controller: watches NodeSets, their pods, the Nodes and the Slurm cache, and carries
 out `plan()` one NodeSet at a time. Removals go through the sync controller (which drains the Slurm node
 with the scale-in reason); pods and Slurm records are deleted only after a fresh read from Slurm
 confirms the node is drained with nothing running or completing. A controller of the runtime:
@@ -14,7 +14,9 @@ from typing import Any
 import structlog
 
 from syncer.control.context import ControllerContext
+from syncer.control.registration import Registration
 from syncer.controllers.nodeset import manifests
+from syncer.controllers.nodeset.options import OPTIONS, NodeSetOptions, options_from
 from syncer.controllers.nodeset.plan import (
     SCALE_IN,
     Plan,
@@ -28,7 +30,7 @@ from syncer.controllers.nodeset.plan import (
 from syncer.controllers.nodeset.power_actions import PowerActions
 from syncer.controllers.nodeset.spec import NodeSetSpec, SpecError, parse
 from syncer.controllers.nodeset.status import compute_status, invalid_status
-from syncer.controllers.nodeset.writes import NodeSetWrites
+from syncer.controllers.nodeset.writes import CREATED, DRY_RUN, NodeSetWrites
 from syncer.kube.errors import KubeError
 from syncer.kube.informer import Informer
 from syncer.kube.writer import pod_path
@@ -36,6 +38,8 @@ from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
 from syncer.model.times import rfc3339
 from syncer.runtime.controller import DONE, Controller, Result
+from syncer.runtime.queue import WorkQueue
+from syncer.runtime.watch import Watch, Watches
 from syncer.slurm.cache import NodeChange
 from syncer.slurm.errors import SlurmApiError, SlurmError, SlurmNotFound
 
@@ -59,6 +63,11 @@ class NodeSetStats:
     errors: int = 0
 
 
+def _nodeset_key(old: KubeNodeSet | None, new: KubeNodeSet | None) -> list[str]:
+    nodeset = new or old
+    return [nodeset.key] if nodeset is not None else []
+
+
 def _selection_may_change(nodeset: KubeNodeSet, old: KubeNode | None, new: KubeNode | None) -> bool:
     """Whether a Node change can change which Nodes the NodeSet's nodeSelector selects."""
     if old is None or new is None:
@@ -71,38 +80,26 @@ def _selection_may_change(nodeset: KubeNodeSet, old: KubeNode | None, new: KubeN
 
 class NodeSetController(Controller):
     name = "nodeset"  # the controller label of its reconcile metrics and logs
+    workers = 2
 
-    def __init__(
-        self,
-        context: ControllerContext,
-        *,
-        owner_prefix: str,
-        namespace: str = "",
-        workers: int = 2,
-        requeue_s: float,
-        power_port_base: int = 0,
-        node_loss_limit: int = 2,
-        power_port_of: Callable[[str], int] | None = None,
-    ) -> None:
+    def __init__(self, context: ControllerContext, options: NodeSetOptions) -> None:
         self.context = context  # clients, caches, writers: shared by every controller
         self.scale_in = context.scale_in
         self.writes = NodeSetWrites(context)
         self.power = PowerActions(
             context,
             self.writes,
-            owner_prefix,
-            port_base=power_port_base,
-            port_of=power_port_of,
-            node_loss_limit=node_loss_limit,
+            context.owner_prefix,
+            port_base=options.power_port_base,
+            port_of=options.power_ports,
+            node_loss_limit=options.node_loss_limit,
         )
-        self.requeue_s = requeue_s
+        self.requeue_s = options.requeue_s
         self.clock = context.clock
-        self.owner_prefix = owner_prefix
+        self.owner_prefix = context.owner_prefix
         self.informer: Informer[KubeNodeSet] = Informer(
-            context.kube, manifests.nodesets_path(namespace), "NodeSet", lambda n: n.key
+            context.kube, manifests.nodesets_path(context.kube_cache.namespace), "NodeSet", lambda n: n.key
         )
-        self.runner = context.runner(self, workers=workers)
-        self.queue = self.runner.queue
         self.stats = NodeSetStats()
         self._pods: dict[str, set[str]] = {}  # NodeSet key -> pod keys
         self._pdbs: set[str] = set()  # NodeSet uids whose PodDisruptionBudget exists
@@ -110,18 +107,24 @@ class NodeSetController(Controller):
         # pod key -> when we created it, until the pod informer shows it: a reconcile requeued before then
         # would POST it again for a 409 (client-go's "expectations"); bounded in case an event is lost
         self._created: dict[str, float] = {}
-        self.informer.subscribe(self._on_nodeset)
-        self.context.kube_cache.pods.subscribe(self._on_pod)
-        self.context.kube_cache.nodes.subscribe(self._on_node)
-        self.context.slurm_cache.subscribe(self._on_slurm)
+        context.nodesets.provide(self.members)  # a SlurmPartition's `nodes.nodeSets`
 
-    # -- triggers ---------------------------------------------------------------------------------
-    def _on_nodeset(self, old: KubeNodeSet | None, new: KubeNodeSet | None) -> None:
-        nodeset = new or old
-        assert nodeset is not None
-        self.queue.add(nodeset.key)
+    # -- what names a NodeSet ---------------------------------------------------------------------
+    def watches(self) -> Watches:
+        return (
+            Watch(self.informer.subscribe, _nodeset_key),
+            Watch(self.context.kube_cache.pods.subscribe, self._pod_keys),
+            Watch(self.context.kube_cache.nodes.subscribe, self._node_keys),
+            Watch(self.context.slurm_cache.subscribe, self._slurm_keys),
+        )
 
-    def _on_pod(self, old: KubePod | None, new: KubePod | None) -> None:
+    @property
+    def queue(self) -> WorkQueue:
+        return self.runner.queue
+
+    def _pod_keys(self, old: KubePod | None, new: KubePod | None) -> list[str]:
+        """The NodeSet a pod names by its label; the index of each NodeSet's pods kept on the way."""
+        keys = []
         for pod, present in ((old, False), (new, True)):
             if pod is None or Keys.NODESET_LABEL not in pod.labels:
                 continue
@@ -132,29 +135,34 @@ class NodeSetController(Controller):
                 self._created.pop(pod.key, None)  # seen: the cache speaks for it from now on
             else:
                 members.discard(pod.key)
-            self.queue.add(key)
+            keys.append(key)
+        return keys
 
-    def _on_node(self, old: KubeNode | None, new: KubeNode | None) -> None:
+    def _node_keys(self, old: KubeNode | None, new: KubeNode | None) -> list[str]:
         """A DaemonSet-mode NodeSet is planned from each Node's name and labels only (see plan's
         `_members`): a Node added or deleted, or a change of a label its nodeSelector names, re-queues
         it; status (conditions, heartbeats), cordons, taints and annotations do not."""
         self.stats.node_events += 1
         if old is not None and new is not None and old.labels == new.labels:
-            return  # most Node updates at scale: kubelet heartbeats and condition changes
-        for nodeset in self.informer.items.values():
-            if nodeset.spec.get("mode") == "DaemonSet" and _selection_may_change(nodeset, old, new):
-                self.stats.node_requeues += 1
-                self.queue.add(nodeset.key)
+            return []  # most Node updates at scale: kubelet heartbeats and condition changes
+        keys = [
+            nodeset.key
+            for nodeset in self.informer.items.values()
+            if nodeset.spec.get("mode") == "DaemonSet" and _selection_may_change(nodeset, old, new)
+        ]
+        self.stats.node_requeues += len(keys)
+        return keys
 
-    def _on_slurm(self, changes: list[NodeChange]) -> None:
+    def _slurm_keys(self, changes: list[NodeChange]) -> list[str]:
         if not self.informer.items:
-            return
+            return []
         names = {change.name for change in changes}
         # a trigger only (a prefix may wake a NodeSet needlessly): ownership is decided in plan()
-        for nodeset in self.informer.items.values():
-            prefix = nodeset.name + "-"
-            if any(name.startswith(prefix) for name in names):
-                self.queue.add(nodeset.key)
+        return [
+            nodeset.key
+            for nodeset in self.informer.items.values()
+            if any(name.startswith(nodeset.name + "-") for name in names)
+        ]
 
     async def keys(self) -> list[str]:
         return list(self.informer.items)
@@ -188,8 +196,6 @@ class NodeSetController(Controller):
         nodeset = self.informer.items.get(key)
         if nodeset is None or nodeset.deleting:
             self._forget(key)
-            return DONE
-        if not self.context.gate.leading:
             return DONE
         logger = log.bind(nodeset=key)
         try:
@@ -303,8 +309,8 @@ class NodeSetController(Controller):
                 {Keys.REMOVAL: why, Keys.REMOVAL_SINCE: f"{now:.0f}"},
                 what="removal",
             )
-            if written is None and self.context.gate.dry_run:
-                continue
+            if written is None:
+                continue  # a dry run (the writer logged it), or marked already (our last pass)
             self.stats.removals_started += 1
             verb = "scale-in" if why == "scale-in" else "rolling update"
             logger.info(f"{verb}: draining Slurm node before removing its pod", pod=name)
@@ -330,8 +336,6 @@ class NodeSetController(Controller):
     def _scale_in_marks(self, nodeset: KubeNodeSet, by_name: dict[str, KubePod], result: Plan) -> None:
         """The sync controller drains exactly the Slurm nodes this NodeSet is removing (rebuilt every time,
         so a restart picks the removals up again from the pods' annotations)."""
-        if self.context.gate.dry_run:
-            return
         present = {slurm_name(p) for p in by_name.values()}
         ref = nodeset.ref
         for name in self.scale_in.of(ref):
@@ -407,10 +411,10 @@ class NodeSetController(Controller):
         if since is not None and self.clock() - since < CREATE_EXPECTATION_S:
             return  # created a moment ago; the informer has not shown it yet
         try:
-            created = await self.writes.create_pod(nodeset, spec, member)
-            if created or not self.context.gate.dry_run:
+            outcome = await self.writes.create_pod(nodeset, spec, member)
+            if outcome != DRY_RUN:
                 self._created[key] = self.clock()
-            if not created:
+            if outcome != CREATED:
                 return  # exists already (the cache has not seen it yet), or a dry run
         except KubeError as exc:
             if exc.status in (400, 422):
@@ -450,3 +454,12 @@ class NodeSetController(Controller):
             if n in by_name and n not in result.timed_out
         ]
         return max(0.5, min(pending) - self.clock() + 0.5) if pending else None
+
+
+REGISTRATION = Registration(
+    "nodeset",
+    build=lambda context, options: NodeSetController(context, options) if options.enabled else None,
+    defaults=NodeSetOptions(),
+    options=OPTIONS,
+    configure=options_from,
+)

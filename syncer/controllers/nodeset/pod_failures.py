@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from syncer.kube.decode import epoch
+from syncer.kube.decode_base import epoch
 
 # Waiting reasons that mean the container will not start without someone changing something.
 CANNOT_START = frozenset(

@@ -18,6 +18,7 @@ from syncer.kube.writer import pod_path
 from syncer.model.kube import KubeNodeSet, KubePod
 
 log = structlog.get_logger("syncer.controllers.nodeset")
+CREATED, EXISTS, DRY_RUN = "created", "exists", "dry-run"  # what create_pod did
 
 
 class NodeSetWrites:
@@ -65,15 +66,17 @@ class NodeSetWrites:
                 raise
             return False
 
-    async def create_pod(self, nodeset: KubeNodeSet, spec: NodeSetSpec, member: Any) -> bool:
-        """True when created; False when it exists already (the cache has not seen it) or in a dry run.
-        The API server's refusal of the template (400, 422) is raised for the caller to report."""
+    async def create_pod(self, nodeset: KubeNodeSet, spec: NodeSetSpec, member: Any) -> str:
+        """CREATED; EXISTS when the API server has it already (the cache has not seen it); DRY_RUN when the
+        writer only logged it. The API server's refusal of the template (400, 422) is raised for the caller
+        to report."""
         path = f"/api/v1/namespaces/{nodeset.namespace}/pods"
         try:
-            return await self.writer.create(
+            created = await self.writer.create(
                 path, manifests.pod_manifest(nodeset, spec, member), what=f"pod {member.name}"
             )
         except KubeError as exc:
             if exc.status == 409:
-                return False
+                return EXISTS
             raise
+        return CREATED if created else DRY_RUN

@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
 import structlog
 
 from syncer.control.binding import slurm_nodes_on
 from syncer.control.context import ControllerContext
+from syncer.control.directory import JobCounts
+from syncer.control.registration import Registration
+from syncer.controllers.partitions.options import OPTIONS, PartitionOptions, options_from
 from syncer.controllers.partitions.plan import (
     CONFLICT,
     INVALID,
@@ -49,6 +52,7 @@ from syncer.model.keys import Keys
 from syncer.model.kube import KubeCustomObject, KubeNode, KubePod
 from syncer.runtime.controller import DONE, Controller, Result
 from syncer.runtime.errors import RetryAfter, Terminal
+from syncer.runtime.watch import Watch, Watches, every
 from syncer.slurm.cache import NodeChange
 from syncer.slurm.errors import SlurmApiError, SlurmConnectionError, SlurmError, SlurmTimeout
 from syncer.slurm.partitions import (
@@ -85,20 +89,6 @@ EVENT_DRAINING = "PartitionDraining"
 EVENT_DELETED = "PartitionDeleted"
 
 
-@dataclass(frozen=True)
-class PartitionOptions:
-    # opt-in: the informer needs the SlurmPartition CRD installed and RBAC on it (the chart's value)
-    enabled: bool = False
-    # watch Slinky's NodeSets and Controllers (where served) and never write their partitions; needs
-    # list/watch on them (--slinky-partitions)
-    slinky: bool = False
-
-
-def NO_NODESETS(_namespace: str, _name: str) -> None:
-    """The NodeSet controller is off: no NodeSet can be named as members."""
-    return None
-
-
 class Stopped(Exception):
     """One CR's writes stop here (its claim failed, or Slurm refused its values): `outcome` says why."""
 
@@ -132,16 +122,11 @@ def _nodes_text(nodes: str | None, shown: int = 8) -> str:
 
 class PartitionController(Controller):
     name = "partitions"
+    workers = 1  # one key
 
-    def __init__(
-        self,
-        context: ControllerContext,
-        *,
-        nodeset_members: NodeSetMembers,
-        options: PartitionOptions | None = None,
-    ) -> None:
+    def __init__(self, context: ControllerContext, options: PartitionOptions) -> None:
         self.context = context  # clients, caches, writers: shared by every controller
-        self.nodeset_members = nodeset_members
+        self.nodeset_members: NodeSetMembers = context.nodesets.members
         self.clock = context.clock
         self.informer: Informer[KubeCustomObject] = Informer(context.kube, PATH, KIND, lambda o: o.name)
         self.keeps_partitions: bool | None = None  # the last /conf read; None: not read or failed
@@ -152,49 +137,47 @@ class PartitionController(Controller):
         ] = {}  # CR -> (uid, how) claimed, until the informer shows it
         self._said: dict[str, tuple[str, str]] = {}  # CR -> (reason, message) last told in an Event
         self._written: dict[str, dict[str, Any]] = {}  # CR -> the status document written last
-        self.runner = context.runner(self, workers=1)
-        self.slinky = (
-            SlinkyPartitions(context.kube, lambda: self.runner.queue.add_after(KEY, CR_BATCH_S))
-            if options is not None and options.slinky
-            else None
-        )
-        self.informer.subscribe(self._on_cr)
-        context.kube_cache.nodes.subscribe(self._on_node)
-        context.kube_cache.pods.subscribe(self._on_pod)
-        context.slurm_cache.subscribe(self._on_slurm)
-        # a new slurmctld without KeepPartInfo forgot REST-made partitions: look again at once
-        context.slurm_cache.subscribe_reloads(lambda: self.runner.queue.add(KEY))
+        self.slinky = SlinkyPartitions(context.kube) if options.slinky else None
 
     # -- what names the key -----------------------------------------------------------------------
-    def _on_change(self, _old: object, _new: object) -> None:
-        self.runner.queue.add_after(KEY, BATCH_S)
+    def watches(self) -> Watches:
+        """A CR's change is looked at after CR_BATCH_S; what moves nodes or jobs after BATCH_S (a relabelled
+        rack: one POST); a slurmctld reload at once (one without KeepPartInfo forgot REST-made partitions)."""
+        cache = self.context.slurm_cache
+        crs = [Watch(self.informer.subscribe, every(KEY), after_s=CR_BATCH_S)]
+        if self.slinky is not None:
+            crs.append(Watch(self.slinky.subscribe, every(KEY), after_s=CR_BATCH_S))
+        return (
+            *crs,
+            Watch(self.context.kube_cache.nodes.subscribe, self._node_moved, after_s=BATCH_S),
+            Watch(self.context.kube_cache.pods.subscribe, self._pod_moved, after_s=BATCH_S),
+            Watch(self.context.jobs.subscribe, self._jobs_moved, after_s=BATCH_S),
+            Watch(cache.subscribe, self._slurm_moved, after_s=BATCH_S),
+            Watch(cache.subscribe_reloads, every(KEY)),
+        )
 
-    def _on_cr(self, _old: object, _new: object) -> None:
-        self.runner.queue.add_after(KEY, CR_BATCH_S)
+    def _ours(self, moved: bool) -> tuple[str, ...]:
+        return (KEY,) if moved and self.informer.items else ()
 
-    def _on_node(self, old: KubeNode | None, new: KubeNode | None) -> None:
-        if self.informer.items and (old is None or new is None or old.labels != new.labels):
-            self._on_change(old, new)
+    def _node_moved(self, old: KubeNode | None, new: KubeNode | None) -> tuple[str, ...]:
+        return self._ours(old is None or new is None or old.labels != new.labels)
 
-    def _on_pod(self, old: KubePod | None, new: KubePod | None) -> None:
+    def _pod_moved(self, old: KubePod | None, new: KubePod | None) -> tuple[str, ...]:
         names = self.context.kube_cache.slurm_name_of
-        if self.informer.items and (
+        return self._ours(
             old is None or new is None or (old.node_name, names(old)) != (new.node_name, names(new))
-        ):
-            self._on_change(old, new)
+        )
 
-    def jobs_moved(self, old: Mapping[tuple[str, str], int], new: Mapping[tuple[str, str], int]) -> None:
-        """The service's job poll ({(partition, state): jobs}; `a,b` for a job pending in both): a managed
-        partition's jobs moved, so its status (the Running and Pending printer columns) is written again
-        now, not at the next resync."""
+    def _jobs_moved(self, old: JobCounts, new: JobCounts) -> tuple[str, ...]:
+        """The service's job poll: a managed partition's jobs moved, so its status (the Running and Pending
+        printer columns) is written again now, not at the next resync."""
         ours = {o.partition for o in self.outcomes.values()}
         moved = (key for key in {*old, *new} if old.get(key) != new.get(key))
-        if any(ours.intersection(partition.split(",")) for partition, _state in moved):
-            self._on_change(None, None)
+        return self._ours(any(ours.intersection(partition.split(",")) for partition, _state in moved))
 
-    def _on_slurm(self, changes: list[NodeChange]) -> None:
-        if self.informer.items and any(c.kind != "changed" for c in changes):
-            self._on_change(None, None)  # a node Slurm did not know (a host a CR names) may be known now
+    def _slurm_moved(self, changes: list[NodeChange]) -> tuple[str, ...]:
+        # a node Slurm did not know (a host a CR names) may be known now
+        return self._ours(any(c.kind != "changed" for c in changes))
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def loops(self) -> dict[str, Callable[[], Awaitable[None]]]:
@@ -212,8 +195,6 @@ class PartitionController(Controller):
 
     # -- one reconcile --------------------------------------------------------------------------------
     async def reconcile(self, key: str) -> Result:
-        if not self.context.gate.leading:
-            return Result(requeue_after=1.0)  # a follower: looked at again when it may lead
         cache = self.context.slurm_cache
         if not self.context.kube_cache.synced or not cache.synced or cache.stale:
             return Result(requeue_after=1.0)  # fail closed: no node taken out on stale membership
@@ -519,3 +500,12 @@ class PartitionController(Controller):
         meta = cr["metadata"]
         ref = ObjectRef(KIND, meta["name"], "", str(meta.get("uid", "")), API_VERSION)
         await self.context.events.record(ref, type_, reason, message)
+
+
+REGISTRATION = Registration(
+    "partitions",
+    build=lambda context, options: PartitionController(context, options) if options.enabled else None,
+    defaults=PartitionOptions(),
+    options=OPTIONS,
+    configure=options_from,
+)

@@ -70,7 +70,7 @@ KINDS = (
 class _Source:
     """One Slinky kind, watched where served."""
 
-    def __init__(self, kube: KubeClient, kind: _Kind, on_change: Callable[[], None]) -> None:
+    def __init__(self, kube: KubeClient, kind: _Kind) -> None:
         self.kind = kind
         informer: Informer[KubeCustomObject] = Informer(
             kube, f"/apis/{GROUP}/{VERSION}/{kind.plural}", kind.kind, _key
@@ -79,7 +79,6 @@ class _Source:
             informer, what=f"Slinky {kind.what}s", absent_means="no partition of theirs to protect",
             probe_s=PROBE_S,
         )  # fmt: skip
-        self.watch.informer.subscribe(lambda _old, _new: on_change())
 
     @property
     def absent(self) -> bool:
@@ -97,8 +96,13 @@ class _Source:
 class SlinkyPartitions:
     """Slinky's partitions (`names`), from a live watch of its NodeSets and Controllers."""
 
-    def __init__(self, kube: KubeClient, on_change: Callable[[], None]) -> None:
-        self.sources = [_Source(kube, kind, on_change) for kind in KINDS]
+    def __init__(self, kube: KubeClient) -> None:
+        self.sources = [_Source(kube, kind) for kind in KINDS]
+
+    def subscribe(self, handler: Callable[[KubeCustomObject | None, KubeCustomObject | None], None]) -> None:
+        """`handler(old, new)` on every change of a watched Slinky object."""
+        for source in self.sources:
+            source.watch.informer.subscribe(handler)
 
     def names(self) -> dict[str, str]:
         """partition -> the Slinky object declaring it."""

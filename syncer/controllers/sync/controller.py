@@ -5,21 +5,24 @@ node we just wrote), call the pure `decide`, hand the decision to the `Applier`
 
 Level-triggered: a change on either side only says which Slurm node to look at; each reconcile
 recomputes everything for that node from both caches, so a missed event, a restart or a re-list
-cannot leave the two systems apart. Only the leader writes; in dry-run nothing is written.
+cannot leave the two systems apart. Its runner reconciles only on the leader; a dry run is the writers'.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import structlog
 
 from syncer.control.binding import Binding, node_slurm
 from syncer.control.context import ControllerContext
+from syncer.control.registration import Registration
 from syncer.controllers.sync.apply import Applier
-from syncer.controllers.sync.options import SyncOptions
+from syncer.controllers.sync.options import OPTIONS, SyncOptions, options_from
 from syncer.controllers.sync.plan import decide
 from syncer.controllers.sync.stats import EngineStats
 from syncer.controllers.sync.valve import DrainValve
@@ -27,7 +30,8 @@ from syncer.controllers.sync.written import WrittenAnnotations
 from syncer.model.keys import Keys
 from syncer.model.slurm import SlurmNode
 from syncer.runtime.controller import DONE, Controller, Result
-from syncer.runtime.queue import Lane, taken_from
+from syncer.runtime.queue import Lane, WorkQueue, taken_from
+from syncer.runtime.watch import Watch, Watches
 from syncer.slurm.cache import NodeChange
 from syncer.slurm.errors import SlurmError
 
@@ -37,18 +41,13 @@ log = structlog.get_logger("syncer.controllers.sync")
 class SyncController(Controller):
     name = "sync"  # the controller label of its reconcile metrics and logs
 
-    def __init__(
-        self,
-        context: ControllerContext,
-        *,
-        options: SyncOptions,
-        valve: DrainValve,
-        missing_grace_s: float,
-    ) -> None:
+    def __init__(self, context: ControllerContext, options: SyncOptions) -> None:
         self.context = context  # clients, caches, writers: shared by every controller
-        self.options = options
-        self.valve = valve
-        self.missing_grace_s = missing_grace_s
+        self.options = options = replace(options, owner_prefix=context.owner_prefix)
+        self.valve = DrainValve(
+            max_fraction=options.max_drain_fraction, min_nodes=options.safety_valve_min_nodes
+        )
+        self.missing_grace_s = options.missing_grace_s
         self._missing_since: dict[str, float] = {}
         self.written = WrittenAnnotations()
         self.clock = context.clock
@@ -56,8 +55,7 @@ class SyncController(Controller):
         # three times as many workers again for Kubernetes changes only (they never wait for the Kubernetes
         # rate limit, the others may all be waiting for it in a storm of Slurm changes): 1,000 cordons drained
         # in 5.0 s with 8 workers, 1.9 s with 32 (issue 30)
-        self.runner = context.runner(self, first_workers=3 * context.workers)
-        self.queue = self.runner.queue
+        self.first_workers = 3 * context.workers
         self.stats = EngineStats()
         # Slurm node -> the NodeSet scaling it in, by identity (set by the NodeSet controller)
         self.scale_in = context.scale_in
@@ -66,26 +64,33 @@ class SyncController(Controller):
             context, options=options, valve=self.valve, written=self.written, stats=self.stats,
             record=self._record, scale_in_of=self._scale_in_of, clock=self.clock,
         )  # fmt: skip
-        self._was_open = self._was_leading = False  # the valve and leadership at the last housekeeping
-        self.context.slurm_cache.subscribe(self._on_slurm_changes)
-        self.context.kube_cache.subscribe(self._on_kube_keys)
-        self.scale_in.subscribe(lambda name: self._mark(name, Lane.FIRST))
+        self._was_open = False  # the valve at the last housekeeping
 
     # -- inputs -----------------------------------------------------------------------------------
-    def _mark(self, name: str, lane: Lane) -> None:
-        self._observed_at.setdefault(name, time.monotonic())
-        self.queue.add(name, lane=lane)  # ahead of resync keys
-
-    def _on_slurm_changes(self, changes: list[NodeChange]) -> None:
-        for change in changes:
-            self.applier.caught_up(change.name, self.context.slurm_cache.listed_at)
-            self._mark(change.name, Lane.URGENT)
-
-    def _on_kube_keys(self, keys: set[str]) -> None:
+    def watches(self) -> Watches:
         # Kubernetes changes first: their work is mostly Slurm-bound (a cordon to drain) and must not queue
-        # behind the rate-limited Kubernetes writes that a storm of Slurm changes brings
-        for key in keys:
-            self._mark(key, Lane.FIRST)
+        # behind the rate-limited Kubernetes writes a storm of Slurm changes brings; all ahead of a resync
+        return (
+            Watch(self.context.kube_cache.subscribe, self._seen, lane=Lane.FIRST),
+            Watch(self.scale_in.subscribe, lambda name: self._seen((name,)), lane=Lane.FIRST),
+            Watch(self.context.slurm_cache.subscribe, self._slurm_changed, lane=Lane.URGENT),
+        )
+
+    def _seen(self, names: Iterable[str]) -> Iterable[str]:
+        """Notes when a change of each was first seen (its action's latency starts there)."""
+        now = time.monotonic()
+        for name in names:
+            self._observed_at.setdefault(name, now)
+        return names
+
+    def _slurm_changed(self, changes: list[NodeChange]) -> list[str]:
+        for change in changes:  # a list asked for after our own write: decide from what it shows now
+            self.applier.caught_up(change.name, self.context.slurm_cache.listed_at)
+        return list(self._seen([change.name for change in changes]))
+
+    @property
+    def queue(self) -> WorkQueue:
+        return self.runner.queue
 
     async def keys(self) -> list[str]:
         names = self.context.kube_cache.slurm_names()
@@ -101,7 +106,12 @@ class SyncController(Controller):
     async def prepare(self) -> None:
         await self.context.kube_cache.wait_synced()
         await self.context.slurm_cache.wait_synced()
-        self._was_open, self._was_leading = self.valve.is_open, self.context.gate.leading
+        self._was_open = self.valve.is_open
+
+    def elected(self) -> None:
+        """Another replica may have written meanwhile: our records of our own writes no longer hold."""
+        self.written.forget_all()
+        self.applier.objects.forget_all()
 
     def tick(self) -> bool:
         """Once a second: the valve closing by itself, our write records kept or forgotten; True when every
@@ -109,15 +119,18 @@ class SyncController(Controller):
         bound = len(self.context.kube_cache.slurm_names())
         self.stats.bound = bound
         is_open = self.valve.tick(self.clock(), bound)
-        leading = self.context.gate.leading
-        if leading != self._was_leading:
-            self.written.forget_all()  # another replica may have written meanwhile
-            self.applier.objects.forget_all()
         self.written.prune()
         self.applier.objects.prune()
         closed = self._was_open and not is_open
-        self._was_open, self._was_leading = is_open, leading
+        self._was_open = is_open
         return closed
+
+    def not_ready(self) -> list[str]:
+        return (
+            ["safety valve open: automatic Kubernetes-side drains are held back"]
+            if self.valve.is_open
+            else []
+        )
 
     def reset_valve(self) -> None:
         """Operator override: let the refused drains through."""
@@ -176,8 +189,6 @@ class SyncController(Controller):
         if not decision.acts and not decision.events:
             self._observed_at.pop(name, None)
             return after
-        if not self.context.gate.leading:
-            return after  # followers keep caches and metrics warm, nothing else
         # a key taken from the first lane never waits for Kubernetes' rate limit: those writes come later
         wait, just_read = taken_from() != Lane.FIRST, slurm_node if read_now else None
         if await self.applier.apply(name, binding, decision, wait=wait, read_now=just_read):
@@ -201,8 +212,7 @@ class SyncController(Controller):
             return
         self.stats.conflicts.add(name)
         log.warning("conflicting bindings: Slurm node left alone", slurm_node=name, conflict=binding.conflict)
-        if self.context.gate.leading:
-            await self.applier.conflict_events(binding)
+        await self.applier.conflict_events(binding)
 
     async def _report_missing(self, binding: Binding) -> float | None:
         """A label naming a Slurm node that Slurm does not know (a typo, or slurmd never registered) is
@@ -234,8 +244,7 @@ class SyncController(Controller):
             pod=pod.key if pod else None,
             node=binding.node.name if binding.node else None,
         )
-        if self.context.gate.leading:
-            await self.applier.event(binding, "pod", "Warning", "SlurmNodeNotFound", message)
+        await self.applier.event(binding, "pod", "Warning", "SlurmNodeNotFound", message)
         return None
 
     def _forget_missing(self, name: str) -> None:
@@ -250,3 +259,12 @@ class SyncController(Controller):
             details["latency_s"] = round(latency, 4)
             del self._observed_at[name]
         self.actions(kind, direction, name, details)
+
+
+REGISTRATION = Registration(
+    "sync",
+    build=SyncController,
+    defaults=SyncOptions(),
+    options=OPTIONS,
+    configure=options_from,
+)
