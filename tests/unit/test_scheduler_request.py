@@ -3,6 +3,7 @@ the job's settings from annotations (the pod's over its Namespace's, only where 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -12,6 +13,7 @@ from syncer.controllers.scheduler.request import (
     NO_CPU,
     NO_MEMORY,
     POD_LEVEL,
+    UNMAPPED,
     JobRequest,
     PerNode,
     canonical_requests,
@@ -210,6 +212,41 @@ def test_canonical_requests_count_everything() -> None:
         "x.io/any": 1,
     }
     assert canonical_requests(pod(c({"cpu": "bad"}))) == {}
+
+
+def test_requests_the_edge_summed() -> None:
+    summed = Pod(namespace="ns", name="p", uid="u", requests={"cpu": 4100, "memory": 5 * 1024**2 + 1,
+                 "nvidia.com/gpu": 2, "ephemeral-storage": 7}, pod_resources={"cpu": "1"})  # fmt: skip
+    assert per_node(summed) == PerNode(
+        cpus=5,
+        memory_mib=6,
+        gres=(("gpu", 2),),
+        requests={"cpu": 4100, "memory": 5 * 1024**2 + 1, "nvidia.com/gpu": 2, "ephemeral-storage": 7},
+        cpu_note="CPU request 4100m rounded up to 5: Slurm allocates whole CPUs",
+    )
+    assert pod_requests(summed)["cpu"] == Fraction(41, 10)  # type: ignore[index]
+    assert canonical_requests(replace(summed, requests={"cpu": 100, "memory": 0})) == {"cpu": 100}
+    assert canonical_requests(replace(summed, requests={}, containers=(c({"cpu": "1"}),))) == {}
+
+
+def test_refusals_of_summed_requests() -> None:
+    summed = Pod(namespace="ns", name="p", uid="u", requests={"memory": 1})
+    assert per_node(summed) == Refusal(field="spec.containers[*].resources.requests[cpu]", message=NO_CPU)
+    assert per_node(replace(summed, requests={"cpu": 1})) == Refusal(
+        field="spec.containers[*].resources.requests[memory]", message=NO_MEMORY
+    )
+    fpga = replace(summed, requests={"cpu": 1000, "memory": 1, "x.io/fpga": 1, "a.io/nic": 1})
+    assert per_node(fpga) == Refusal(
+        field="spec.containers[*].resources.requests[a.io/nic]",
+        message=f"a.io/nic is not in the scheduler's GRES table, {UNMAPPED}",
+    )
+    bad = replace(
+        summed, resources_error='spec.containers[1].resources.requests[cpu]: "lots" is not a quantity'
+    )
+    assert per_node(bad) == Refusal(
+        field="spec.containers[1].resources.requests[cpu]",
+        message='"lots" is not a quantity; give a Kubernetes quantity',
+    )
 
 
 def test_tres_per_node() -> None:

@@ -122,9 +122,11 @@ def want(
     namespaces: Mapping[str, Mapping[str, str]],
     options: Options,
 ) -> Want:
-    """What the gang's waiting pods (alive, unbound; `pods` holds none a live job stands for) make: a job
-    request, a refusal, or a wait."""
-    waiting = sorted((pod for pod in pods if not pod.ended and not pod.node_name), key=lambda pod: pod.name)
+    """What the gang's waiting pods (alive, unbound, not gated; `pods` holds none a live job stands for)
+    make: a job request, a refusal, or a wait."""
+    waiting = sorted(
+        (pod for pod in pods if not (pod.ended or pod.node_name or pod.gated)), key=lambda pod: pod.name
+    )
     if not waiting:
         return None
     namespace, kind, name = key.split("/", 2)

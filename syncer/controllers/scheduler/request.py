@@ -29,8 +29,11 @@ CPU: Final = "cpu"
 MEMORY: Final = "memory"
 MIB: Final = 1024 * 1024
 OVERHEAD: Final = "spec.overhead"
+SUMMED: Final = "spec.containers[*].resources.requests"  # the edge summed them: no one container to name
 DEFAULT_GRES: Final = {"nvidia.com/gpu": "gpu", "amd.com/gpu": "gpu"}
-UNMAPPED: Final = 'ask the admin to map it to a GRES (or to "" if Kubernetes alone counts it)'
+UNMAPPED: Final = (
+    'so Slurm cannot allocate it; ask the admin to map it to a GRES (or to "" if Kubernetes alone counts it)'
+)
 NO_CPU: Final = (
     "no container requests CPU; Slurm allocates CPUs to the job: request at least 1 (a fraction is "
     "rounded up to whole CPUs)"
@@ -109,9 +112,7 @@ def _read(
 
 def _check_extended(where: str, resource: str, value: Fraction, gres: Mapping[str, str]) -> None:
     if resource not in gres:
-        raise _refused(
-            where, f"{resource} is not in the scheduler's GRES table, so Slurm cannot allocate it; {UNMAPPED}"
-        )
+        raise _refused(where, f"{resource} is not in the scheduler's GRES table, {UNMAPPED}")
     if value.denominator != 1:
         raise _refused(where, f"{value} {resource}: Slurm allocates whole GRES; request a whole number")
 
@@ -165,6 +166,8 @@ def _paths(pod: Pod) -> list[tuple[str, Container]]:
 def pod_requests(pod: Pod, gres: Mapping[str, str] = DEFAULT_GRES) -> dict[str, Fraction] | Refusal:
     """The pod's requests as kube-scheduler counts them, exact; or a Refusal naming a quantity that is
     not one, or an extended resource Slurm cannot be asked for."""
+    if pod.requests is not None:
+        return _summed(pod.requests, pod.resources_error, gres)
     try:
         return _combine(pod, _read(_paths(pod), gres))
     except _Refused as refused:
@@ -172,9 +175,27 @@ def pod_requests(pod: Pod, gres: Mapping[str, str] = DEFAULT_GRES) -> dict[str, 
         return refusal
 
 
+def _summed(
+    requests: Mapping[str, int], error: str, gres: Mapping[str, str]
+) -> dict[str, Fraction] | Refusal:
+    """The edge's summed requests (kube-scheduler's units) as exact values; its reading error a refusal."""
+    if error:
+        field, _, message = error.partition(": ")
+        return Refusal(field=field, message=f"{message}; give a Kubernetes quantity")
+    unmapped = sorted(name for name in requests if extended(name) and name not in gres)
+    if unmapped:
+        where = f"{SUMMED}[{unmapped[0]}]"
+        return Refusal(field=where, message=f"{unmapped[0]} is not in the scheduler's GRES table, {UNMAPPED}")
+    return {
+        name: Fraction(value, 1000) if name == CPU else Fraction(value) for name, value in requests.items()
+    }
+
+
 def canonical_requests(pod: Pod) -> dict[str, int]:
     """For a Node's usage: any pod's requests in canonical units, every extended resource counted (the API
     server admits no bad quantity; should one come, the pod counts as requesting nothing)."""
+    if pod.requests is not None:
+        return {name: value for name, value in pod.requests.items() if value}
     try:
         counted = _combine(pod, _read(_paths(pod), None))
     except _Refused:
@@ -184,12 +205,12 @@ def canonical_requests(pod: Pod) -> dict[str, int]:
 
 def per_node(pod: Pod, gres: Mapping[str, str] = DEFAULT_GRES) -> PerNode | Refusal:
     """What the pod's Slurm job asks of its node, or a Refusal naming the field to fix."""
-    if pod.pod_resources:
+    if pod.requests is None and pod.pod_resources:
         return Refusal(field="spec.resources", message=POD_LEVEL)
     counted = pod_requests(pod, gres)
     if isinstance(counted, Refusal):
         return counted
-    first = "spec.containers[0].resources.requests"
+    first = "spec.containers[0].resources.requests" if pod.requests is None else SUMMED
     if counted.get(CPU, 0) <= 0:
         return Refusal(field=f"{first}[{CPU}]", message=NO_CPU)
     if counted.get(MEMORY, 0) <= 0:

@@ -121,6 +121,11 @@ class Pod:
     overhead: Mapping[str, str] = field(default_factory=dict)
     # spec.resources.requests (pod-level resources): not supported yet, refused
     pod_resources: Mapping[str, str] = field(default_factory=dict)
+    # or the pod's requests as the edge already summed them (SchedulerPod.requests, kube-scheduler's units):
+    # when set, the containers are not read; `resources_error` is the edge's "<field>: <what>" for a bad one
+    requests: Mapping[str, int] | None = None
+    resources_error: str = ""
+    gated: bool = False  # spec.schedulingGates: not to be scheduled yet
     annotations: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     owner: Owner | None = None
