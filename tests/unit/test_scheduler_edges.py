@@ -97,6 +97,12 @@ def test_a_scheduler_pod() -> None:
     )
 
 
+def test_the_controlling_owner_whatever_its_kind() -> None:
+    owner = OwnerRef(api_version="apps/v1", kind="ReplicaSet", name="rs", uid="r", controller=True)
+    owned = SchedulerPod(namespace="ns", name="p", uid="u", owners=(owner,))
+    assert edges.pod(owned).owner == Owner(kind="ReplicaSet", name="rs", uid="r", api_version="apps/v1")
+
+
 def test_a_plain_scheduler_pod() -> None:
     mapped = edges.pod(SchedulerPod(namespace="ns", name="p", uid="u"))
     assert mapped == Pod(namespace="ns", name="p", uid="u", requests={}, phase="Pending")
@@ -118,10 +124,11 @@ def test_a_node_with_its_pods() -> None:
         name="k1",
         labels={"zone": "a"},
         allocatable={"cpu": 4000, "pods": 110},
-        taints=(KubeTaint(key="gpu", value="yes", effect="NoSchedule"),),
+        taints=(KubeTaint(key="gpu", value="yes", effect="NoExecute"),),
         unschedulable=True,
     )
     usages = [
+        PodUsage(namespace="ns", name="z", phase="Succeeded", requests={"cpu": 1000}),
         PodUsage(namespace="ns", name="a", phase="Running", requests={"cpu": 500, "memory": 10}),
         PodUsage(namespace="ns", name="b", phase="Pending", terminating=True, requests={"cpu": 250}),
         PodUsage(namespace="ns", name="c", phase="Succeeded", requests={"cpu": 1000}),
@@ -133,7 +140,7 @@ def test_a_node_with_its_pods() -> None:
         allocatable={"cpu": 4000, "pods": 110},
         requested={"cpu": 750, "memory": 10},
         pods=2,
-        taints=(Taint(key="gpu", value="yes", effect="NoSchedule"),),
+        taints=(Taint(key="gpu", value="yes", effect="NoExecute"),),
         unschedulable=True,
     )
     assert edges.node(KubeNode(name="k2"), []) == Node(name="k2")

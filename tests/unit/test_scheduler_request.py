@@ -247,6 +247,10 @@ def test_refusals_of_summed_requests() -> None:
         field="spec.containers[1].resources.requests[cpu]",
         message='"lots" is not a quantity; give a Kubernetes quantity',
     )
+    two = replace(summed, resources_error="a[cpu]: bad; b[memory]: worse")  # the first names the field
+    assert per_node(two) == Refusal(
+        field="a[cpu]", message="bad; b[memory]: worse; give a Kubernetes quantity"
+    )
 
 
 def test_tres_per_node() -> None:
