@@ -9,6 +9,7 @@ resources are free again once it is not COMPLETING as well (docs/slurm-releases.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import msgspec
@@ -102,36 +103,22 @@ def job_ended(state: frozenset[str]) -> bool:
     return bool(state & ENDED_STATES)
 
 
+# one GRES of a node's detail: name, optional type and count, then the device indices
+_GRES = re.compile(r"([A-Za-z0-9_]+)(?::[^(,]*)?\(IDX:([0-9,-]*)\)")
+
+
 def gres_indices(detail: str, name: str) -> tuple[int, ...]:
     """Device indices of GRES `name` in Slurm's per-node detail: `gpu:2(IDX:0-1)`, `gpu:a100:1(IDX:3)`,
     several comma-separated; () when none (a GRES without device files has no indices)."""
     found: list[int] = []
-    for part in _gres_parts(detail):
-        head, _, rest = part.partition("(IDX:")
-        if head.split(":", 1)[0] != name or not rest:
+    for match in _GRES.finditer(detail):
+        if match[1] != name:
             continue
-        for item in rest.rstrip(")").split(","):
-            low, _, high = item.partition("-")
-            if low.isdigit() and (not high or high.isdigit()):
-                found.extend(range(int(low), int(high or low) + 1))
+        for item in match[2].split(","):
+            bounds = item.split("-")
+            if len(bounds) <= 2 and all(bound.isdigit() for bound in bounds):
+                found.extend(range(int(bounds[0]), int(bounds[-1]) + 1))
     return tuple(found)
-
-
-def _gres_parts(detail: str) -> list[str]:
-    """Splits at the commas outside parentheses (an index list has commas of its own)."""
-    parts: list[str] = []
-    depth = 0
-    current = ""
-    for char in detail:
-        depth += char == "("
-        depth -= char == ")"
-        if char == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += char
-    parts.append(current)
-    return [part.strip() for part in parts if part.strip()]
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ from syncer.slurm.jobs import (
     JobListing,
     JobStatesResponse,
     Kind,
+    Placeholder,
     SubmitResponse,
     decode_job,
     jobs_in_turns,
@@ -705,16 +706,17 @@ class SlurmClient:
         """This slurmrestd's API takes external jobs (`EXTERNAL_JOB`, v0.0.43+, Slurm 25.05+)."""
         return self.version is not None and self.version.external_jobs
 
-    async def submit_job(self, submission: JobSubmission, *, placeholder: bool = False) -> int:
+    async def submit_job(self, submission: JobSubmission, *, placeholder: Placeholder = "never") -> int:
         """Submits one job and returns its id: an external job where the API takes them, else a placeholder
-        batch job if `placeholder` allows it, else SlurmUnsupported before any request.
+        batch job if `placeholder` allows it ("fallback"; "always" submits one anyway), else SlurmUnsupported
+        before any request.
 
         Never retried (a submit is not idempotent: a retried one can make a second job). When the answer is
         lost (timeout, connection cut) the job may exist: the caller finds it by its marker
         (`list_job_details`, `JobCache.resync`) before it submits again."""
-        kind: Kind = "external"
-        if not self.external_jobs:
-            if not placeholder:
+        kind: Kind = "placeholder" if placeholder == "always" else "external"
+        if kind == "external" and not self.external_jobs:
+            if placeholder == "never":
                 raise SlurmUnsupported(
                     f"REST API {self.version.name if self.version else '?'} has no external jobs: a pod's "
                     "job needs Slurm 25.05+ (REST v0.0.43+), or placeholder batch jobs allowed",
@@ -789,7 +791,33 @@ class SlurmClient:
         """`DELETE /job/{id}`: ends the job; with `signal` (e.g. "SIGTERM") only signals it, and an external
         job, with nothing to signal, keeps running (SIGKILL ends it). False when Slurm no longer has the job
         or it had already ended. Not retried."""
-        params = {"signal": signal} if signal else None
+        return await self._delete_job(job_id, {"signal": signal} if signal else None)
+
+    async def end_job(self, job: SlurmJob, *, signal_for_s: float = 5.0) -> bool:
+        """Ends a pod's job once its pods are gone, freeing its CPUs at once: a placeholder that runs gets
+        SIGUSR1 in its batch script (which exits: COMPLETED in 0.1 s, where a cancel keeps the CPUs for
+        KillWait); any other job is cancelled. Slurm shows a batch job RUNNING before its script runs, and a
+        signal sent then is lost (measured): the signal is sent again every 0.5 s, and a placeholder still
+        running after `signal_for_s` is cancelled. False when Slurm no longer has the job or it had ended."""
+        if not job.running or job.external:
+            return await self.cancel_job(job.job_id)
+        deadline = time.monotonic() + signal_for_s
+        signalled = False
+        while time.monotonic() < deadline:
+            if not await self._delete_job(job.job_id, {"signal": "SIGUSR1", "flags": "BATCH_JOB"}):
+                return signalled  # it ended (its script exited) or Slurm no longer has it
+            signalled = True
+            for _ in range(5):
+                await asyncio.sleep(0.1)  # the script's exit, polled: Slurm tells no one
+                try:
+                    if not (await self.get_job(job.job_id)).running:
+                        return True
+                except SlurmNotFound:
+                    return True
+        await self.cancel_job(job.job_id)
+        return True
+
+    async def _delete_job(self, job_id: int, params: dict[str, str] | None) -> bool:
         try:
             answer = await self._call(
                 "DELETE",
@@ -803,6 +831,7 @@ class SlurmClient:
             if exc.status == 404 or any(e.error_number in JOB_GONE_CODES for e in exc.errors):
                 return False
             raise
+        # HTTP 200 whatever happened: each job's outcome is in `status`
         failed = [s.error for s in answer.decoded.status if s.error.code] if answer.decoded else []
         if any(error.code in JOB_GONE_CODES for error in failed):
             return False

@@ -26,11 +26,19 @@ from syncer.slurm.models import Envelope, MaybeNumber, unwrap
 # AdminLevel) can set or change it, so a job's owner cannot take it over with `scontrol update` (measured)
 MARKER_FIELD = "admin_comment"
 Kind = Literal["external", "placeholder"]
-# What a placeholder batch job runs where Slurm has no external jobs (24.11): it holds the allocation until
-# Slurm ends the job (docs/slurm-releases.md, "Jobs for pods").
-PLACEHOLDER_SCRIPT = (
-    "#!/bin/sh\n# slurm-syncer: holds this allocation for a Kubernetes pod\nexec sleep infinity\n"
-)
+# When a placeholder batch job is submitted instead of an external job: never; where the API has no external
+# jobs (24.11); always (its hold on a cancel, below, is wanted on 25.05+ too).
+Placeholder = Literal["never", "fallback", "always"]
+# What a placeholder batch job runs (docs/slurm-releases.md, "Jobs for pods"): it holds the allocation,
+# ignores SIGTERM (a cancel or a preemption: Slurm then keeps the CPUs for KillWait, while the pod is deleted,
+# before its SIGKILL) and ends at once on SIGUSR1 (`SlurmClient.end_job`, once the pod is gone). Measured on
+# 26.05.5 and 24.11.5: cancelled, COMPLETING for KillWait; SIGUSR1, COMPLETED in 0.1 s.
+PLACEHOLDER_SCRIPT = """#!/bin/sh
+# slurm-syncer: holds this allocation for Kubernetes pods (see the job's AdminComment)
+trap 'exit 0' USR1
+trap '' TERM
+while :; do sleep 3600 & wait $!; done
+"""
 
 
 class RawCpus(msgspec.Struct, gc=False):

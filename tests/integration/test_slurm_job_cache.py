@@ -52,7 +52,7 @@ def ours(text: str) -> bool:
 
 
 async def submit(client: SlurmClient, owner: str = "a", **changes: object) -> int:
-    return await client.submit_job(pod_job(f"{PREFIX} owner={owner}", **changes), placeholder=True)
+    return await client.submit_job(pod_job(f"{PREFIX} owner={owner}", **changes), placeholder="fallback")
 
 
 @contextlib.asynccontextmanager

@@ -6,9 +6,11 @@ sandbox's real node (1 CPU, 100 MB of its 2 CPUs, 1000 MB) and are cancelled at 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -17,8 +19,9 @@ from syncer.model.jobs import JobSubmission, SlurmJob
 from syncer.slurm.auth import StaticToken, TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmApiError, SlurmNotFound, SlurmUnsupported
+from syncer.slurm.jobs import Placeholder
 from syncer.testing.sandbox import REAL_NODE, Sandbox
-from tests.fixtures.slurm import API_VERSIONS, SELECTED
+from tests.fixtures.slurm import API_VERSIONS
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slurm
@@ -44,7 +47,7 @@ async def client(slurm_sandbox: Sandbox) -> AsyncIterator[SlurmClient]:
         submitted: list[int] = []
         submit = c.submit_job
 
-        async def recorded(submission: JobSubmission, *, placeholder: bool = False) -> int:
+        async def recorded(submission: JobSubmission, *, placeholder: Placeholder = "never") -> int:
             job_id = await submit(submission, placeholder=placeholder)
             submitted.append(job_id)
             return job_id
@@ -65,7 +68,7 @@ async def submit(client: SlurmClient, submission: JobSubmission) -> int:
     with pytest.raises(SlurmUnsupported, match=r"Slurm 25\.05\+ \(REST v0\.0\.43\+\)"):
         await client.submit_job(submission)
     assert sum(client.stats.requests.values()) == sent, "refused before any request"
-    return await client.submit_job(submission, placeholder=True)
+    return await client.submit_job(submission, placeholder="fallback")
 
 
 async def until(client: SlurmClient, job_id: int, test: str, deadline_s: float = 20) -> SlurmJob:
@@ -186,17 +189,54 @@ async def test_only_an_administrator_can_write_the_marker(
     user = StaticToken(slurm_sandbox.token(user=PLAIN_USER))
     async with SlurmClient(slurm_sandbox.rest_url, user) as plain:
         with pytest.raises(SlurmApiError):
-            await plain.submit_job(pod_job(marker(), hold=True), placeholder=True)
+            await plain.submit_job(pod_job(marker(), hold=True), placeholder="fallback")
     changed = slurm_sandbox.run("scontrol", "update", f"jobid={job_id}", "AdminComment=x", user=PLAIN_USER)
     assert changed.returncode != 0
     assert (await client.get_job(job_id)).marker == text
 
 
-@pytest.mark.only_where(SELECTED.name == "24.11", "24.11 has no external jobs")
-async def test_placeholder_on_24_11_holds_its_node_until_cancelled(client: SlurmClient) -> None:
-    """What 24.11 has instead of an external job: a batch job that runs `sleep` on the allocated node."""
-    job_id = await submit(client, pod_job(marker()))
-    job = await until(client, job_id, "running")
+async def test_a_placeholder_holds_its_cpus_through_a_cancel_and_ends_at_once_for_the_syncer(
+    client: SlurmClient,
+) -> None:
+    """A placeholder batch job (24.11's pod job; on any release on request): a cancel leaves it COMPLETING
+    (its script ignores SIGTERM) until Slurm's SIGKILL after KillWait (5 s here), time to delete the pod;
+    `end_job` (the syncer, once the pod is gone) ends it at once, COMPLETED. Both once its script runs (Slurm
+    shows the job RUNNING before: a signal then is lost, docs/slurm-releases.md)."""
+    before = placeholder_sleeps()
+    cancelled = await client.submit_job(pod_job(marker()), placeholder="always")
+    job = await launched(client, cancelled, before)
     assert not job.external and job.nodes == (REAL_NODE,)
-    assert await client.cancel_job(job_id)
-    assert (await until(client, job_id, "released")).base_state == "CANCELLED"
+    assert await client.cancel_job(cancelled)
+    held = await client.get_job(cancelled)
+    assert held.ended and not held.released and held.base_state == "CANCELLED", held.state
+    await until(client, cancelled, "released")
+    before = placeholder_sleeps()
+    ended = await client.submit_job(pod_job(marker()), placeholder="always")
+    assert await client.end_job(await launched(client, ended, before))
+    done = await until(client, ended, "released", deadline_s=4)  # before KillWait could have passed
+    assert done.base_state == "COMPLETED"
+    assert await client.end_job(done) is False, "already ended"
+
+
+def placeholder_sleeps() -> set[str]:
+    """PIDs of placeholder scripts' `sleep 3600` children on this machine (a script past its traps)."""
+    found = set()
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if cmdline.read_bytes() == b"sleep\x003600\x00":
+                found.add(cmdline.parent.name)
+    return found
+
+
+async def launched(client: SlurmClient, job_id: int, before: set[str]) -> SlurmJob:
+    """The job RUNNING and its script past its traps (a `sleep 3600` that was not there `before` the
+    submit)."""
+    job = await until(client, job_id, "running")
+    await wait_for(lambda: bool(placeholder_sleeps() - before), 20, what=f"job {job_id}'s script running")
+    return job
+
+
+async def test_end_job_cancels_a_job_that_does_not_run_a_placeholder(client: SlurmClient) -> None:
+    pending = await submit(client, pod_job(marker(), hold=True))
+    assert await client.end_job(await client.get_job(pending))
+    assert (await until(client, pending, "released")).base_state == "CANCELLED"

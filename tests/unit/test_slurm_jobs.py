@@ -1,6 +1,6 @@
 """Jobs as the scheduler reads them (syncer/model/jobs.py) and as they go over the wire
-(syncer/slurm/jobs.py): decoding recorded answers of 26.05.5 and 24.11.5, GRES indices, states, the submit
-and update bodies, the job gauges' fingerprint and the cache's per-job diff."""
+(syncer/slurm/jobs.py): decoding recorded answers of 26.05.5 and 24.11.5, the submit and update bodies, the
+job gauges' fingerprint and the cache's per-job diff (the model's own rules: test_model_jobs.py)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from syncer.model.jobs import (
-    JobSubmission,
-    NodeAllocation,
-    SlurmJob,
-    base_state_of,
-    gres_indices,
-    job_ended,
-)
+from syncer.model.jobs import JobSubmission, NodeAllocation, SlurmJob
 from syncer.slurm.errors import SlurmDecodeError
 from syncer.slurm.job_cache import diff_one
 from syncer.slurm.jobs import (
@@ -66,61 +59,6 @@ def test_only_the_jobs_whose_marker_is_kept_are_decoded() -> None:
         decode_jobs([msgspec.Raw(b"[1, 2]")], lambda text: True)
 
 
-@pytest.mark.parametrize(
-    ("detail", "name", "indices"),
-    [
-        ("gpu:2(IDX:0-1)", "gpu", (0, 1)),
-        ("gpu:a100:1(IDX:3)", "gpu", (3,)),
-        ("gpu:3(IDX:0,2-3)", "gpu", (0, 2, 3)),
-        ("gpu:3(IDX:0-1,3),fpga:1(IDX:0)", "fpga", (0,)),
-        ("gpu:3(IDX:0-1,3),fpga:1(IDX:0)", "gpu", (0, 1, 3)),
-        ("fpga:1(IDX:0)", "gpu", ()),
-        ("gpu:1", "gpu", ()),
-        ("", "gpu", ()),
-        ("gpu:1(IDX:a-b)", "gpu", ()),
-        ("gpu:1(IDX:2-x)", "gpu", ()),
-        ("gpus:1(IDX:4)", "gpu", ()),
-        (" gpu:1(IDX:5) ", "gpu", (5,)),
-        ("gpu:1(IDX:)", "gpu", ()),
-    ],
-)
-def test_gres_indices(detail: str, name: str, indices: tuple[int, ...]) -> None:
-    assert gres_indices(detail, name) == indices
-
-
-def job(*state: str, **fields: object) -> SlurmJob:
-    return SlurmJob(job_id=1, state=frozenset(state), **fields)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(
-    ("state", "base", "ended", "released"),
-    [
-        (("PENDING",), "PENDING", False, False),
-        (("RUNNING", "CONFIGURING"), "RUNNING", False, False),
-        (("SUSPENDED",), "SUSPENDED", False, False),
-        (("CANCELLED", "COMPLETING"), "CANCELLED", True, False),
-        (("CANCELLED",), "CANCELLED", True, True),
-        (("PREEMPTED",), "PREEMPTED", True, True),
-        (("NODE_FAIL",), "NODE_FAIL", True, True),
-        (("TIMEOUT",), "TIMEOUT", True, True),
-        (("PENDING", "REQUEUED"), "PENDING", False, False),
-        (("SOMETHING_NEW",), "", False, False),
-        ((), "", False, False),
-    ],
-)
-def test_states(state: tuple[str, ...], base: str, ended: bool, released: bool) -> None:
-    assert base_state_of(frozenset(state)) == base
-    assert job_ended(frozenset(state)) is ended
-    assert job(*state).ended is ended and job(*state).released is released
-
-
-def test_a_job_is_preempting_from_its_preempt_time_until_it_ends() -> None:
-    assert job("RUNNING", preempt_time=100).preempting
-    assert not job("RUNNING").preempting
-    assert not job("PREEMPTED", preempt_time=100).preempting
-    assert job("PENDING").pending and not job("PENDING").running and job("RUNNING").running
-
-
 def submission(**fields: object) -> JobSubmission:
     return JobSubmission(name="pod-web-0", marker=MARKER, **fields)  # type: ignore[arg-type]
 
@@ -154,7 +92,7 @@ def test_a_placeholder_submission_is_a_batch_job_that_holds_its_allocation() -> 
         submission(tasks=3, memory_per_cpu_mb=300, tres_per_task="gres/gpu:1", hold=True, requeue=True),
         "placeholder",
     )
-    assert body["script"] == PLACEHOLDER_SCRIPT and "sleep infinity" in PLACEHOLDER_SCRIPT
+    assert body["script"] == PLACEHOLDER_SCRIPT and "trap '' TERM" in PLACEHOLDER_SCRIPT
     job_fields = body["job"]
     assert (
         "flags" not in job_fields
@@ -188,6 +126,10 @@ def test_the_job_gauges_fingerprint_moves_with_any_gauge() -> None:
     assert moved != text and job_fingerprint(moved) != fingerprint
     with pytest.raises(SlurmMetricsDecodeError):
         job_fingerprint("# nothing here\nslurm_nodes_idle 3\n")
+
+
+def job(*state: str, **fields: object) -> SlurmJob:
+    return SlurmJob(job_id=1, state=frozenset(state), **fields)  # type: ignore[arg-type]
 
 
 def test_the_cache_tells_what_changed_in_a_job() -> None:
