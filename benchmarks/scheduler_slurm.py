@@ -1067,6 +1067,12 @@ def scenario_placeholder(base: Path, slurm: str) -> Json:
             for query in ("", "signal=SIGKILL"):
                 key = f"cancel {query or 'plain'}, script {name}"
                 out[key] = [placeholder_cancel(rest, script, query) for _ in range(3)]
+        for query in (
+            "",
+            "signal=SIGUSR1&flags=BATCH_JOB",
+        ):  # the client's script: a cancel, and end_job's way
+            key = f"{query or 'cancel'}, the client's placeholder script"
+            out[key] = [placeholder_cancel(rest, PLACEHOLDER_SCRIPT, query) for _ in range(3)]
         # preempted: GraceTime=10 and KillWait=5 of the partition `lowcancel`, by a batch job in `high`
         for name, script in (("exec sleep", HOLD_SCRIPT), ("trap TERM", TRAP_SCRIPT)):
             victim = rest.batch(script, partition="lowcancel", required_nodes=["dyn1"], **WHOLE)
