@@ -28,7 +28,7 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +37,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 from benchmarks.run import cancel_on_sigterm, seed
 from syncer.app.logs import configure_logging
 from syncer.app.service import ServiceConfig, SyncerService
+from syncer.controllers.sync.options import SyncOptions
 from syncer.kube.client import KubeClient
 from syncer.kube.writer import pod_path
 from syncer.model.keys import Keys
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
-from syncer.sync.options import SyncOptions
 from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.kubeapi.store import Change
@@ -52,11 +52,11 @@ from syncer.testing.sandbox.config import sim_node_names
 
 NAMESPACE = "slurm"
 CONFIG = ServiceConfig(
-    options=SyncOptions(ready_grace_s=3600.0),  # the NotReady scenario sets its own
+    # the NotReady scenario sets its own grace and valve
+    controllers={"sync": SyncOptions(ready_grace_s=3600.0, max_drain_fraction=1.0)},
     slurm_poll_interval_s=0.3,
     slurm_stale_after_s=3.0,
     leader_election=False,
-    max_drain_fraction=1.0,
     listen_port=None,
     resync_s=5.0,
 )
@@ -382,7 +382,7 @@ def observed_counters(service: SyncerService) -> Counter[str]:
             ),
             "slurm_poll_errors": service.slurm_cache.stats.errors,
             "slurm_stale_periods": service.slurm_cache.stats.stale_periods,
-            "reconcile_retries": service.engine.queue.retries_total,
+            "reconcile_retries": service.engine.runner.retries_total,
             "kube_failed_requests": service.kube.errors_total - service.writer.stats.conflicts,
             "watch_errors": sum(i.stats.errors for i in informers),
             "watch_restarts": sum(i.stats.watch_restarts for i in informers),
@@ -687,7 +687,7 @@ async def mass_not_ready(stage: Stage, quick: bool) -> Outcome:
     """A network partition: every Node loses Ready at once; the valve must hold. Drains are counted at
     the wire (every drain that reached the proxy, acknowledged or not)."""
     outcome = Outcome("mass NotReady (all Nodes at once)")
-    config = replace(CONFIG, options=SyncOptions(ready_grace_s=1.0), max_drain_fraction=0.10)
+    config = CONFIG.replace(sync=SyncOptions(ready_grace_s=1.0, max_drain_fraction=0.10))
     async with FaultProxy(stage.sandbox.rest_url) as proxy:
         service = await stage.syncer(config, proxy.url)
         figures = stage.watch_kube()

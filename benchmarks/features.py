@@ -21,9 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo root
 from benchmarks.run import seed
 from syncer.app.service import ServiceConfig, SyncerService
+from syncer.controllers.attributes.features import FeatureLabel
+from syncer.controllers.attributes.options import AttributeOptions
 from syncer.kube.client import KubeClient
-from syncer.plan.attributes import AttributeOptions
-from syncer.plan.features import FeatureLabel
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.testing.kubeapi import KubeApiEmulator
@@ -32,7 +32,7 @@ from syncer.testing.sandbox.config import sim_node_names
 
 LABEL = "example.com/rack-gpu"
 CONFIG = ServiceConfig(
-    attributes=AttributeOptions(feature_labels=(FeatureLabel.parse(LABEL),)),
+    controllers={"attributes": AttributeOptions(feature_labels=(FeatureLabel.parse(LABEL),))},
     slurm_poll_interval_s=0.2,
     leader_election=False,
     listen_port=None,

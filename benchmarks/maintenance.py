@@ -21,8 +21,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo root
 from benchmarks.run import progress
 from benchmarks.service_bench import CONFIG, main, requests_to, service_bench
+from syncer.controllers.maintenance.plan import PREFIX
 from syncer.model.keys import Keys
-from syncer.plan.maintenance import PREFIX
 from syncer.testing.demo import wait
 
 

@@ -76,7 +76,7 @@ def mutmut(*args: str) -> str:
 
 
 def parse_results(text: str) -> dict[str, str]:
-    """`    syncer.sync.binding.x_resolve__mutmut_1: killed` lines -> {name: status}."""
+    """`    syncer.controllers.sync.binding.x_resolve__mutmut_1: killed` lines -> {name: status}."""
     statuses = {}
     for line in text.splitlines():
         name, sep, status = line.strip().rpartition(": ")
@@ -100,7 +100,7 @@ def parse_equivalent(text: str) -> dict[str, str]:
 
 def scores(statuses: dict[str, str], equivalent: dict[str, str], files: list[str]) -> list[FileScore]:
     by_file = {path: FileScore(path) for path in files}
-    # longest module first, so syncer.sync.decide never swallows a syncer.sync.decide_x
+    # longest module first, so syncer.controllers.sync.plan never swallows a syncer.controllers.sync.decide_x
     modules = sorted(((module_of(p), p) for p in files), key=lambda mp: -len(mp[0]))
     for name, status in statuses.items():
         for module, path in modules:

@@ -37,7 +37,6 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -58,13 +57,13 @@ from benchmarks.slurmctld_load import (
     per_second,
     rss_mb,
 )
-from syncer.plan.partition_controller import PartitionOptions
+from syncer.controllers.partitions.options import PartitionOptions
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.partitions import PartitionState
 from syncer.testing.demo import wait
 from syncer.testing.sandbox.config import sim_node_names
 
-CONFIG = replace(SERVICE_CONFIG, partitions=PartitionOptions(enabled=True))  # the same service, one more
+CONFIG = SERVICE_CONFIG.replace(partitions=PartitionOptions(enabled=True))  # the same service, one more
 GROUP, VERSION, PLURAL = "slurm-syncer.dev", "v1alpha1", "slurmpartitions"
 POLL_S = 0.01
 OPERATOR_PREFIX = "op-bench-"  # the operator path's partitions, in slurm.conf

@@ -35,7 +35,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,7 @@ from benchmarks.service_bench import CONFIG as SERVICE_CONFIG
 from benchmarks.service_bench import report
 from syncer.app.logs import configure_logging
 from syncer.app.service import SyncerService
+from syncer.controllers.nodeset.options import NodeSetOptions
 from syncer.kube.client import KubeClient
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
@@ -274,7 +274,9 @@ async def run(samples: int, batch: int, burst_n: int, down_n: int, directory: Pa
     seen = Seen()
     kube.api.store.listeners.append(seen)
     port_base = free_port_block(samples)
-    config = replace(SERVICE_CONFIG, nodeset_power_port_base=port_base, lease_namespace=NAMESPACE)
+    config = SERVICE_CONFIG.replace(
+        nodeset=NodeSetOptions(power_port_base=port_base), lease_namespace=NAMESPACE
+    )
     slurm = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file))
     client = await KubeClient.from_config(
         str(kube.write_kubeconfig(directory / "kubeconfig")), qps=500, burst=1000

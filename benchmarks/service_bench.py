@@ -20,13 +20,11 @@ from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
-from syncer.sync.options import SyncOptions
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.sandbox import Sandbox, up
 from syncer.testing.sandbox.config import sim_node_names
 
 CONFIG = ServiceConfig(
-    options=SyncOptions(),
     slurm_poll_interval_s=1.0,
     leader_election=False,
     listen_host="127.0.0.1",

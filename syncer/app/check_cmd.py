@@ -18,11 +18,11 @@ from syncer.app.permissions import Right
 from syncer.app.service import hint_reader
 from syncer.app.status_cmd import CONNECTION_OPTIONS, OTHERS_FROM_ENV
 from syncer.app.wiring import kube_client, slurm_client
+from syncer.controllers.nodeset.manifests import nodesets_path
+from syncer.controllers.partitions.controller import PATH as PARTITIONS_PATH
+from syncer.controllers.partitions.plan import ADD_KEEP, NEEDS
 from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeError
-from syncer.nodeset.manifests import nodesets_path
-from syncer.plan.partition_controller import PATH as PARTITIONS_PATH
-from syncer.plan.partitions import ADD_KEEP, NEEDS
 from syncer.slurm.auth import expiry_check
 from syncer.slurm.cache import POLLER_LISTS_PER_MINUTE, busiest_lists_per_minute
 from syncer.slurm.client import SlurmClient
@@ -101,7 +101,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def check_topology(client: SlurmClient, settings: settings_mod.Settings) -> list[Item]:
     """Topology from labels is written only where the REST API takes `topology_str` (Slurm 25.05+)."""
-    named = [n for n in (settings.topology_block_name, settings.topology_tree_name) if n]
+    named = [n for n in (settings.value("topology_block_name"), settings.value("topology_tree_name")) if n]
     if not named or client.version is None:
         return []
     api = f"API {client.version.name}" + (f" (Slurm {client.release})" if client.release else "")
@@ -324,7 +324,7 @@ async def collect(settings: settings_mod.Settings, no_write_probe: bool = False)
         powered = await power_managed(kube)
     finally:
         await kube.close()
-    why = "--partitions-enabled" if settings.partitions_enabled else ""
+    why = "--partitions-enabled" if settings.value("partitions_enabled") else ""
     why = "; ".join(w for w in (why, f"{declared} SlurmPartition(s) exist" if declared else "") if w)
     if why or powered:
         slurm = slurm_client(settings)

@@ -183,7 +183,7 @@ CLUSTER = (
     ),
 )
 
-# The power row (power-managed NodeSets, spec.power; metrics of syncer/nodeset/power_actions.py): only the
+# The power row (power-managed NodeSets, spec.power; metrics of syncer/controllers/nodeset/power_actions.py): only the
 # leader reconciles NodeSets, so its figures alone move. Checked by promtool over synthetic series
 # (tests/integration/test_dashboards_power.py); on 26.05 the e2e rig (tests/e2e/test_prometheus.py) declares
 # one member, which gives the members and actions panels data, not the power-up latency (no power-up there).

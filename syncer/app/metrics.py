@@ -17,18 +17,18 @@ from prometheus_client.registry import Collector
 
 from syncer import __version__
 from syncer.control.gate import WriteGate
+from syncer.controllers.attributes.controller import AttributeController, AttributeStats
+from syncer.controllers.maintenance.controller import MaintenanceController
+from syncer.controllers.nodeset.controller import NodeSetController
+from syncer.controllers.nodeset.power_actions import PowerStats
+from syncer.controllers.partitions.controller import PartitionController
+from syncer.controllers.sync.controller import SyncController
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
 from syncer.kube.events import EventRecorder
 from syncer.model.slurm import BASE_STATES, SlurmNode
-from syncer.nodeset.power_actions import PowerStats
-from syncer.nodeset.reconciler import NodeSetController
-from syncer.plan.attributes import AttributeController, AttributeStats
-from syncer.plan.partition_controller import PartitionController
-from syncer.plan.reservations import MaintenanceController
 from syncer.slurm.cache import NodeCache
 from syncer.slurm.client import SlurmClient
-from syncer.sync.engine import SyncController
 
 
 class Observed(Protocol):
@@ -38,15 +38,25 @@ class Observed(Protocol):
     slurm_cache: NodeCache
     kube: KubeClient
     kube_cache: KubeCache
-    engine: SyncController
     gate: WriteGate
     events: EventRecorder
-    nodesets: NodeSetController | None
-    maintenance: MaintenanceController
-    attributes: AttributeController | None
-    partitions: PartitionController | None
     job_counts: dict[tuple[str, str], int]
     diag: dict[str, object]
+
+    @property
+    def engine(self) -> SyncController: ...
+
+    @property
+    def nodesets(self) -> NodeSetController | None: ...
+
+    @property
+    def maintenance(self) -> MaintenanceController: ...
+
+    @property
+    def attributes(self) -> AttributeController | None: ...
+
+    @property
+    def partitions(self) -> PartitionController | None: ...
 
     def readiness(self) -> tuple[bool, list[str]]: ...
 
@@ -392,7 +402,7 @@ class _StateCollector(Collector):
             gauge.add_metric([], value)
             yield gauge
         retries = CounterMetricFamily("slurm_syncer_queue_retries", "Reconciles retried after an error.")
-        retries.add_metric([], queue.retries_total)
+        retries.add_metric([], service.engine.runner.retries_total)
         yield retries
         refusals = CounterMetricFamily(
             "slurm_syncer_safety_valve_refusals", "Drains held back by the safety valve."

@@ -133,7 +133,7 @@ def needed(settings: Settings, lease_namespace: str) -> list[Right]:
     rights += [Right(verb, "", resource, namespace) for verb, resource in _PODS + _EVENTS]
     if namespace and namespace != lease_namespace:  # Events about Nodes and the syncer go there
         rights += [Right(verb, "", resource, lease_namespace) for verb, resource in _EVENTS]
-    if settings.nodeset_enabled:
+    if settings.value("nodeset_enabled"):
         rights += [Right(verb, group, resource, namespace) for verb, group, resource in _NODESETS]
     if settings.leader_election:
         name, group = settings.lease_name, "coordination.k8s.io"
@@ -143,13 +143,17 @@ def needed(settings: Settings, lease_namespace: str) -> list[Right]:
             # resourceNames cannot restrict create: the name is not known when create is authorized
             Right("create", group, "leases", lease_namespace),
         ]
-    if settings.partitions_enabled:  # cluster-scoped; their Events go to the lease namespace with Nodes'
+    if settings.value(
+        "partitions_enabled"
+    ):  # cluster-scoped; their Events go to the lease namespace with Nodes'
         rights += [Right(verb, "slurm-syncer.dev", resource) for verb, resource in _PARTITIONS]
-        if settings.slinky_partitions:  # a NodeSet in any namespace declares a cluster-wide partition
+        if settings.value(
+            "slinky_partitions"
+        ):  # a NodeSet in any namespace declares a cluster-wide partition
             rights += [Right(verb, "slinky.slurm.net", r) for r in ("nodesets", "controllers")
                        for verb in ("list", "watch")]  # fmt: skip
-    if settings.topology_kueue:
-        rights.append(Right("get", "kueue.x-k8s.io", "topologies", "", settings.topology_kueue))
+    if settings.value("topology_kueue"):
+        rights.append(Right("get", "kueue.x-k8s.io", "topologies", "", settings.value("topology_kueue")))
     return sorted(rights)
 
 

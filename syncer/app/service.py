@@ -1,43 +1,44 @@
-"""The running syncer: Slurm client and cache, Kubernetes cache, leader election, the controllers (sync,
-attributes, NodeSets, maintenance: each built from one ControllerContext and run by its ControllerRunner)
-and the health endpoints, all under one supervised Manager (syncer/runtime): the first loop to end
-unexpectedly halts every write and stops the rest, and `wait()` reports it so `slurm-syncer run` exits 1.
-`run` builds one from settings; tests and the demo build one directly."""
+"""The running syncer: Slurm client and cache, Kubernetes cache, leader election, the controllers (every one
+the registry names, syncer/controllers/__init__.py: each built from one ControllerContext by its registration
+and run by its ControllerRunner) and the health endpoints, all under one supervised Manager (syncer/runtime):
+the first loop to end unexpectedly halts every write and stops the rest, and `wait()` reports it so
+`slurm-syncer run` exits 1. `run` builds one from settings; tests and the demo build one directly."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from syncer.app.metrics import SyncerMetrics
+from syncer.app.registry import registrations
 from syncer.app.settings import default
 from syncer.app.slurm_wait import connect_slurm
-from syncer.control.binding import resolve
 from syncer.control.context import ControllerContext
 from syncer.control.gate import WriteGate
 from syncer.control.slurm_writer import SlurmWriter
+from syncer.controllers.attributes.controller import AttributeController
+from syncer.controllers.maintenance.controller import MaintenanceController
+from syncer.controllers.nodeset.controller import NodeSetController
+from syncer.controllers.partitions.controller import PartitionController
+from syncer.controllers.sync.controller import SyncController
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
 from syncer.kube.events import EventRecorder, ObjectRef
 from syncer.kube.leader import LeaderElector
 from syncer.kube.writer import KubeWriter
 from syncer.model.keys import Keys
-from syncer.model.kube import KubeNode
 from syncer.model.naming import SlurmNameRule
-from syncer.nodeset.reconciler import NodeSetController
-from syncer.plan.attributes import AttributeController, AttributeOptions
-from syncer.plan.maintenance import MaintenanceOptions
-from syncer.plan.partition_controller import NO_NODESETS, PartitionController, PartitionOptions
-from syncer.plan.reservations import MaintenanceController
 from syncer.runtime.backoff import Backoff
-from syncer.runtime.controller import Controller, ReconcileMetrics
+from syncer.runtime.controller import Controller, ControllerRunner, ReconcileMetrics
 from syncer.runtime.manager import Manager, TaskExited
 from syncer.slurm.cache import NodeCache, Strategy
 from syncer.slurm.client import SlurmClient
@@ -47,9 +48,6 @@ from syncer.slurm.metrics_jobs import job_counts
 from syncer.slurm.metrics_locate import LocatedMetricsReader
 from syncer.slurm.metrics_scheduler import PATH as SCHEDULER_PATH
 from syncer.slurm.metrics_scheduler import scheduler_stats
-from syncer.sync.engine import SyncController
-from syncer.sync.options import SyncOptions
-from syncer.sync.valve import DrainValve
 
 log = structlog.get_logger("syncer.app")
 # the hint reads slurmctld every poll; older than this (hint failing or slow) the exporter asks slurmrestd
@@ -69,8 +67,10 @@ class ServiceConfig:
     """What the service runs with. Defaults of options come from the option table (settings.OPTIONS),
     the one place each is written; the rest are internal tunables with their default here."""
 
-    options: SyncOptions = field(default_factory=SyncOptions)
-    attributes: AttributeOptions = field(default_factory=AttributeOptions)  # labels -> features, topology
+    # each registered controller's options by its name (syncer/controllers/__init__.py); one not named
+    # runs with its registration's defaults
+    controllers: Mapping[str, Any] = field(default_factory=dict)
+    owner_prefix: str = default("owner_prefix")  # drain reasons the syncer writes start with it
     slurm_poll_interval_s: float = default("slurm_poll_interval")
     slurm_poll_strategy: Strategy = default("slurm_poll_strategy")  # noqa: RUF009 - a str, read once
     slurm_stale_after_s: float = default("slurm_stale_after")
@@ -84,8 +84,6 @@ class ServiceConfig:
     bind_by_node_name: bool = default("bind_by_node_name")
     node_name_labels: tuple[str, ...] = default("node_name_label")
     pod_selector: str = default("pod_selector")
-    max_drain_fraction: float = default("max_drain_fraction")
-    safety_valve_min_nodes: int = default("safety_valve_min_nodes")
     workers: int = default("workers")
     dry_run: bool = default("dry_run")
     leader_election: bool = default("leader_election")
@@ -98,18 +96,22 @@ class ServiceConfig:
     listen_host: str = default("listen_address")[0]
     listen_port: int | None = default("listen_address")[1]  # None: no HTTP server
     resync_s: float = 60.0  # full resync of every controller (level-triggered safety net)
-    missing_grace_s: float = 60.0  # a bound Slurm node Slurm does not know is reported after this long
     jobs_poll_interval_s: float = default("jobs_poll_interval")  # jobs and scheduler statistics
-    nodeset_enabled: bool = default("nodeset_enabled")
-    nodeset_requeue_s: float = 2.0  # re-check of a NodeSet that is still converging
-    # power-managed members declared with Port=<base + ordinal> (0: Slurm's SlurmdPort). A test seam: several
-    # slurmd on one host (the sandbox) need a port each, and slurmctld keeps a declared record's port.
-    nodeset_power_port_base: int = 0
-    # the same seam by member name (wins over the base): NodeSets run side by side, their ordinals overlap
-    nodeset_power_ports: Callable[[str], int] | None = None
     backoff: Backoff = field(default_factory=Backoff)  # retries of a failed reconcile, every controller
-    maintenance: MaintenanceOptions = field(default_factory=MaintenanceOptions)  # owner: set from the Lease
-    partitions: PartitionOptions = field(default_factory=PartitionOptions)  # SlurmPartition CRs (opt-in)
+
+    def replace(self, **changes: Any) -> ServiceConfig:
+        """A copy with these changes: a field by its name, a registered controller's options by the
+        controller's (`nodeset=NodeSetOptions(requeue_s=0.5)`)."""
+        names = {r.name for r in registrations()}
+        options = {key: value for key, value in changes.items() if key in names}
+        own = {key: value for key, value in changes.items() if key not in names}
+        return dataclasses.replace(self, controllers={**self.controllers, **options}, **own)
+
+    def options(self, name: str) -> Any:
+        """The options of the registered controller `name`: as given, else its registration's defaults."""
+        if name in self.controllers:
+            return self.controllers[name]
+        return next(r.defaults for r in registrations() if r.name == name)
 
 
 class SyncerService:
@@ -124,19 +126,7 @@ class SyncerService:
         self.slurm = slurm
         self.kube = kube
         self.gate = WriteGate(dry_run=config.dry_run, always_leader=not config.leader_election)
-        self.slurm_cache = NodeCache(
-            slurm,
-            poll_interval_s=config.slurm_poll_interval_s,
-            strategy=config.slurm_poll_strategy,
-            stale_after_s=config.slurm_stale_after_s,
-            hint=hint_reader(slurm, config.slurm_metrics_url, config.slurm_metrics_port),
-            hint_interval_s=config.slurm_metrics_interval_s,
-            hint_floor_s=config.slurm_metrics_floor_s,
-            hint_duty=config.slurm_metrics_duty,
-            lists_in_flight=config.slurm_metrics_lists_in_flight,
-        )
-        if self.slurm_cache.hint is not None:
-            self.manager.on_close(self.slurm_cache.hint.close)
+        self.slurm_cache = self._slurm_cache()
         self.kube_cache = KubeCache(
             kube,
             namespace=config.namespace,
@@ -150,77 +140,93 @@ class SyncerService:
         self.events = EventRecorder(
             kube, self.gate, node_event_namespace=config.lease_namespace, summary_ref=self._lease_ref()
         )
-        # what every controller is built from, once
-        self.context = context = ControllerContext(
-            slurm=slurm, kube=kube, slurm_cache=self.slurm_cache, kube_cache=self.kube_cache, gate=self.gate,
-            writer=self.writer, events=self.events, workers=config.workers, resync_s=config.resync_s,
-            slurm_writer=SlurmWriter(slurm, self.slurm_cache, self.gate), backoff=config.backoff,
-            metrics=ReconcileMetrics(self.registry),
-        )  # fmt: skip
-        self.engine = SyncController(
-            context,
-            options=config.options,
-            valve=DrainValve(max_fraction=config.max_drain_fraction, min_nodes=config.safety_valve_min_nodes),
-            missing_grace_s=config.missing_grace_s,
-        )
-        self.attributes = (
-            AttributeController(context, config.attributes) if config.attributes.enabled else None
-        )
-        self.elector = (
-            LeaderElector(
-                kube,
-                self.gate,
-                namespace=config.lease_namespace,
-                name=config.lease_name,
-                identity=config.identity,
-                lease_duration_s=config.lease_duration_s,
-                renew_deadline_s=config.renew_deadline_s,
-                retry_period_s=config.retry_period_s,
-                on_reset=self._reset_valve,
-            )
-            if config.leader_election
-            else None
-        )
-        self.nodesets = (
-            NodeSetController(
-                context,
-                owner_prefix=config.options.owner_prefix,
-                namespace=config.namespace,
-                requeue_s=config.nodeset_requeue_s,
-                power_port_base=config.nodeset_power_port_base,
-                node_loss_limit=config.safety_valve_min_nodes - 1,
-                power_port_of=config.nodeset_power_ports,
-            )
-            if config.nodeset_enabled
-            else None
-        )
-        # the reservations' owner tag: one per syncer deployment (its Lease), so two never share names
-        owner = f"{config.lease_namespace}/{config.lease_name}"
-        self.maintenance = MaintenanceController(
-            context, replace(config.maintenance, owner=owner), bound_node=self._bound_node
-        )
-        self.partitions = (
-            PartitionController(
-                context,
-                nodeset_members=self.nodesets.members if self.nodesets else NO_NODESETS,
-                options=config.partitions,
-            )
-            if config.partitions.enabled
-            else None
-        )
+        self.context = self._context()
+        self.elector = self._elector()
+        # every registered controller its options turn on, each with its runner (watches, leadership)
         self.controllers: list[Controller] = [
-            c
-            for c in (self.engine, self.attributes, self.nodesets, self.maintenance, self.partitions)
-            if c is not None
+            controller
+            for registration in registrations()
+            if (controller := registration.build(self.context, config.options(registration.name))) is not None
         ]
+        self.runners: list[ControllerRunner] = [self.context.runner(c) for c in self.controllers]
         self.job_counts: dict[tuple[str, str], int] = {}
         self.job_counts_source = ""  # "slurmctld_metrics" (the hint's body) or "slurmrestd" (GET /jobs)
         self.diag: dict[str, object] = {}
         self.metrics = SyncerMetrics(self, self.registry)
-        context.actions.subscribe(self.metrics.on_action)
+        self.context.actions.subscribe(self.metrics.on_action)
         self._runner: web.AppRunner | None = None
         self.http_port: int | None = None
         self._loop_heartbeat = time.monotonic()
+
+    def _slurm_cache(self) -> NodeCache:
+        config = self.config
+        cache = NodeCache(
+            self.slurm,
+            poll_interval_s=config.slurm_poll_interval_s,
+            strategy=config.slurm_poll_strategy,
+            stale_after_s=config.slurm_stale_after_s,
+            hint=hint_reader(self.slurm, config.slurm_metrics_url, config.slurm_metrics_port),
+            hint_interval_s=config.slurm_metrics_interval_s,
+            hint_floor_s=config.slurm_metrics_floor_s,
+            hint_duty=config.slurm_metrics_duty,
+            lists_in_flight=config.slurm_metrics_lists_in_flight,
+        )
+        if cache.hint is not None:
+            self.manager.on_close(cache.hint.close)
+        return cache
+
+    def _context(self) -> ControllerContext:
+        """What every controller is built from, once."""
+        config = self.config
+        return ControllerContext(
+            slurm=self.slurm, kube=self.kube, slurm_cache=self.slurm_cache, kube_cache=self.kube_cache,
+            gate=self.gate, writer=self.writer, events=self.events,
+            slurm_writer=SlurmWriter(self.slurm, self.slurm_cache, self.gate),
+            owner_prefix=config.owner_prefix, owner=f"{config.lease_namespace}/{config.lease_name}",
+            workers=config.workers,
+            resync_s=config.resync_s, backoff=config.backoff, metrics=ReconcileMetrics(self.registry),
+        )  # fmt: skip
+
+    def _elector(self) -> LeaderElector | None:
+        config = self.config
+        if not config.leader_election:
+            return None
+        return LeaderElector(
+            self.kube,
+            self.gate,
+            namespace=config.lease_namespace,
+            name=config.lease_name,
+            identity=config.identity,
+            lease_duration_s=config.lease_duration_s,
+            renew_deadline_s=config.renew_deadline_s,
+            retry_period_s=config.retry_period_s,
+            on_reset=self._reset_valve,
+        )
+
+    def controller(self, name: str) -> Controller | None:
+        """The running controller `name`, if its options turned it on."""
+        return next((c for c in self.controllers if c.name == name), None)
+
+    @property
+    def engine(self) -> SyncController:
+        """The sync controller (always registered, always on: the safety valve and readiness are its)."""
+        return cast(SyncController, self.controller("sync"))
+
+    @property
+    def attributes(self) -> AttributeController | None:
+        return cast(AttributeController | None, self.controller("attributes"))
+
+    @property
+    def nodesets(self) -> NodeSetController | None:
+        return cast(NodeSetController | None, self.controller("nodeset"))
+
+    @property
+    def maintenance(self) -> MaintenanceController:
+        return cast(MaintenanceController, self.controller("maintenance"))
+
+    @property
+    def partitions(self) -> PartitionController | None:
+        return cast(PartitionController | None, self.controller("partitions"))
 
     def _waiting_for_slurm(self, why: str) -> None:
         self.slurm_wait_cause = why
@@ -239,21 +245,30 @@ class SyncerService:
             release=self.slurm.release or None,
         )
         manager.on_failure(self.gate.halt)  # not one write after a failure, before anything else runs
-        manager.add("informer-pods", self.kube_cache.pods.run)
-        manager.add("informer-nodes", self.kube_cache.nodes.run)
-        manager.add("slurm-cache", self.slurm_cache.run)
-        if self.elector is not None:
-            manager.add("leader-election", self.elector.run)
-        for controller in self.controllers:  # each run by its runner: the one run loop, resync included
-            manager.add(controller.name, controller.runner.serve)
-            for name, loop in controller.loops().items():
-                manager.add(name, loop)
-        manager.add("event-summaries", self.events.run_folding)
+        for name, loop in self.tasks():
+            manager.add(name, loop)
         manager.on_close(self.events.flush)  # the last storm's summary is not lost on shutdown
-        manager.add("heartbeat", self._heartbeat)
-        manager.add("jobs-poller", self._poll_jobs)
         self._loop_heartbeat = time.monotonic()  # however long the wait for slurmrestd was
         await manager.start()
+
+    def tasks(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
+        """Every loop the Manager runs for this service, by name, in order (docs/architecture.md)."""
+        tasks: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+            ("informer-pods", self.kube_cache.pods.run),
+            ("informer-nodes", self.kube_cache.nodes.run),
+            ("slurm-cache", self.slurm_cache.run),
+        ]
+        if self.elector is not None:
+            tasks.append(("leader-election", self.elector.run))
+        for runner in self.runners:  # each controller run by its runner: the one run loop, resync included
+            tasks.append((runner.name, runner.serve))
+            tasks += runner.controller.loops().items()
+        tasks += [
+            ("event-summaries", self.events.run_folding),
+            ("heartbeat", self._heartbeat),
+            ("jobs-poller", self._poll_jobs),
+        ]
+        return tasks
 
     async def stop(self) -> None:
         """Cancels every loop, then releases resources in reverse order; safe to call twice."""
@@ -296,11 +311,6 @@ class SyncerService:
         )
         await self.events.record(ref, "Normal", "SafetyValveReset", message)
 
-    def _bound_node(self, slurm_name: str) -> KubeNode | None:
-        """The Kubernetes Node a Slurm node is bound to (SPEC "Binding"); None when unbound or in conflict."""
-        binding = resolve(slurm_name, self.kube_cache)
-        return binding.node if binding.bound else None
-
     def _lease_ref(self) -> ObjectRef:
         """The syncer's own object: the leader Lease (Events about the syncer, storm summaries)."""
         return ObjectRef(
@@ -322,8 +332,8 @@ class SyncerService:
                 f"slurm data stale: last good answer {self.slurm_cache.age_s:.0f} s ago "
                 f"({self.slurm_cache.cause or 'no error recorded'})"
             )
-        if self.engine.valve.is_open:
-            reasons.append("safety valve open: automatic Kubernetes-side drains are held back")
+        for controller in self.controllers:
+            reasons += controller.not_ready()
         return not reasons, reasons
 
     async def _heartbeat(self) -> None:
@@ -338,10 +348,8 @@ class SyncerService:
             try:
                 body = self.slurm_cache.hint_body(max_age_s=JOB_COUNTS_MAX_AGE_S)  # None: no working hint
                 counts = self._job_counts_from_metrics(body) if body is not None else None
-                before = self.job_counts
                 self.job_counts = counts if counts is not None else await self._job_counts_from_slurmrestd()
-                if self.partitions is not None:
-                    self.partitions.jobs_moved(before, self.job_counts)
+                self.context.jobs.read(self.job_counts)  # the controllers that watch them are told
                 self._job_counts_read_from(METRICS if counts is not None else "slurmrestd")
                 diag = await self._scheduler_stats_from_metrics() if body is not None else None
                 self.diag = diag if diag is not None else await self.slurm.diag()

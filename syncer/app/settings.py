@@ -9,66 +9,36 @@ import argparse
 import re
 import socket
 import sys
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from syncer.app.logs import LOG_OPTIONS
-from syncer.model.keys import (
-    DEFAULT_CORDON_REASON_ANNOTATIONS,
-    DEFAULT_CORDON_REASON_LABELS,
-    DEFAULT_NODE_NAME_LABELS,
+from syncer.app.registry import registrations
+from syncer.model.keys import DEFAULT_NODE_NAME_LABELS
+from syncer.runtime.options import (
+    ENV_PREFIX,
+    Option,
+    choice,
+    fraction,
+    label_key,
+    parse_bool,
+    parse_duration,
+    port,
+    positive_duration,
+    positive_float,
+    positive_int,
 )
-from syncer.plan.features import DEFAULT_PREFIX, FEATURE, FeatureLabel
-from syncer.plan.maintenance import MaintenanceCondition, MaintenanceOptions
-from syncer.plan.topology import DEFAULT_BLOCK_LABEL, DEFAULT_TREE_LABELS
 from syncer.runtime.yaml_file import YamlFileError, load_mapping
-from syncer.sync.options import SyncOptions
-from syncer.sync.valve import DrainValve
 
-ENV_PREFIX = "SLURM_SYNCER_"
-_SYNC = SyncOptions()  # the decision knobs' defaults are the contract's, written in SyncOptions
-_MAINT = MaintenanceOptions()
+__all__ = [
+    "ENV_PREFIX", "OPTIONS", "Option", "Settings", "SettingsError", "load", "parse_bool", "parse_duration",
+]  # fmt: skip
 
 
 class SettingsError(Exception):
     """A bad option: the message names the option, the value, where it came from and what is allowed."""
-
-
-def parse_duration(text: str) -> float:
-    """`500ms`, `30s`, `2m`, `1h`, `1m30s` or plain seconds."""
-    value = str(text).strip()
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", value)
-    if not parts or "".join(n + u for n, u in parts) != value:
-        raise ValueError("a duration such as 500ms, 30s, 2m or 1h")
-    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    return sum(float(n) * scale[u] for n, u in parts)
-
-
-def parse_bool(text: str) -> bool:
-    value = str(text).strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError("true or false (also 1/0, yes/no)")
-
-
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-
-
-def _label_key(text: str) -> str:
-    key = text.strip()
-    if not _LABEL_KEY.match(key) or len(key) > 316:
-        raise ValueError(
-            "a label or annotation key, [prefix/]name, e.g. nodeset.slinky.slurm.net/pod-hostname"
-        )
-    return key
 
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
@@ -88,23 +58,6 @@ def _label_selector(text: str) -> str:
     return selector
 
 
-def _condition(text: str) -> tuple[str, str]:
-    match = re.fullmatch(r"\s*([A-Za-z][A-Za-z0-9_.-]*)=(True|False|Unknown)\s*", text)
-    if match is None:
-        raise ValueError("Type=Status with Status True, False or Unknown, e.g. GpuUnhealthy=True")
-    return match.group(1), match.group(2)
-
-
-def _maintenance_condition(text: str) -> MaintenanceCondition:
-    match = re.fullmatch(r"\s*([A-Za-z][A-Za-z0-9_.-]*)(?:=([+-])(\S+))?\s*", text)
-    if match is None:
-        raise ValueError("Type or Type=+DURATION / Type=-DURATION, e.g. CSPMaintenance=+30m")
-    shift = 0.0
-    if match.group(3):
-        shift = parse_duration(match.group(3)) * (-1 if match.group(2) == "-" else 1)
-    return MaintenanceCondition(match.group(1), shift)
-
-
 def _url(text: str) -> str:
     if not re.match(r"^(https?://[^/\s]+|unix:///\S+)", text):
         raise ValueError("http://host:port, https://host:port or unix:///path/to/slurmrestd.sock")
@@ -120,41 +73,6 @@ def _metrics_url(text: str) -> str:
     return value
 
 
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 < value < 65536:
-        raise ValueError("a TCP port, 1 to 65535")
-    return value
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0 < value <= 1:
-        raise ValueError("a fraction in (0, 1], e.g. 0.10 for 10 %")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError("a whole number >= 1")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise ValueError("a number > 0")
-    return value
-
-
-def _positive_duration(text: str) -> float:
-    value = parse_duration(text)
-    if value <= 0:
-        raise ValueError("a duration > 0 such as 500ms, 30s, 2m or 1h")
-    return value
-
-
 def _listen(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     if not port.isdigit() or not 0 <= int(port) < 65536:
@@ -162,42 +80,8 @@ def _listen(text: str) -> tuple[str, int]:
     return host or "0.0.0.0", int(port)
 
 
-def _choice(*allowed: str) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        if text not in allowed:
-            raise ValueError(" or ".join(allowed))
-        return text
-
-    return parse
-
-
-def _feature_prefix(text: str) -> str:
-    if not FEATURE.fullmatch(text):
-        raise ValueError("a non-empty prefix of letters, digits, '.', '_', '-', ':' (e.g. k8s.)")
-    return text
-
-
-@dataclass(frozen=True)
-class Option:
-    name: str
-    parse: Callable[[str], Any]
-    default: Any
-    help: str
-    section: str
-    kind: str = "value"  # "value", "flag" (boolean switch) or "list" (repeatable)
-    shown_default: str = ""
-
-    @property
-    def env(self) -> str:
-        return ENV_PREFIX + self.name.upper().replace("-", "_")
-
-    @property
-    def attr(self) -> str:
-        return self.name.replace("-", "_")
-
-
-OPTIONS: tuple[Option, ...] = (
-    # Slurm
+# The service's own options; each controller's rows come with its registration (its package)
+SERVICE_OPTIONS: tuple[Option, ...] = (
     Option("slurm-url", _url, None, "slurmrestd URL (http, https or unix socket); required", "Slurm"),
     Option(
         "slurm-token-file",
@@ -230,7 +114,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "slurm-poll-interval",
-        _positive_duration,
+        positive_duration,
         1.0,
         "how often the node cache asks slurmrestd what changed",
         "Slurm",
@@ -238,14 +122,14 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "slurm-poll-strategy",
-        _choice("conditional", "full"),
+        choice("conditional", "full"),
         "conditional",
         "conditional (update_time probes) or full (a whole node list each poll)",
         "Slurm",
     ),
     Option(
         "slurm-stale-after",
-        _positive_duration,
+        positive_duration,
         30.0,
         "Slurm data older than this is stale: no undrain, not ready",
         "Slurm",
@@ -264,7 +148,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "slurm-metrics-port",
-        _port,
+        port,
         6817,
         "with --slurm-metrics-url auto where slurmrestd has no /conf (before Slurm 26.05): slurmctld's "
         "SlurmctldPort, where it serves its metrics",
@@ -272,7 +156,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "slurm-metrics-interval",
-        _positive_duration,
+        positive_duration,
         0.25,
         "with --slurm-metrics-url: how often slurmctld's node-state counts are read (12 KB from slurmctld, "
         "nothing from slurmrestd), idle and while a list runs",
@@ -281,7 +165,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "slurm-metrics-floor",
-        _positive_duration,
+        positive_duration,
         30.0,
         "with --slurm-metrics-url: a full check at least this often, even when no count moved "
         "(bounds how late a drain whose counts cancel out is seen)",
@@ -290,7 +174,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "slurm-metrics-duty",
-        _fraction,
+        fraction,
         1.0,
         "with --slurm-metrics-url: the share of time slurmrestd may spend listing for us while the counts "
         "keep moving (1.0: lists back to back during a burst; 0.25 otherwise)",
@@ -298,7 +182,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "slurm-metrics-lists-in-flight",
-        _positive_int,
+        positive_int,
         2,
         "with --slurm-metrics-url and duty 1.0: while a list runs and the counts move again, start the next "
         "list at once, up to this many at a time (1: one after another)",
@@ -306,13 +190,12 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "slurm-timeout",
-        _positive_duration,
+        positive_duration,
         10.0,
         "timeout of one slurmrestd request",
         "Slurm",
         shown_default="10s",
     ),
-    # Kubernetes
     Option(
         "kubeconfig",
         str,
@@ -345,7 +228,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "lease-duration",
-        _positive_duration,
+        positive_duration,
         15.0,
         "how long a lease lasts without renewal",
         "Kubernetes",
@@ -353,7 +236,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "renew-deadline",
-        _positive_duration,
+        positive_duration,
         10.0,
         "the leader stops writing when it could not renew for this long",
         "Kubernetes",
@@ -361,7 +244,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "retry-period",
-        _positive_duration,
+        positive_duration,
         2.0,
         "interval of lease renewals and acquisition attempts",
         "Kubernetes",
@@ -369,48 +252,23 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "kube-qps",
-        _positive_float,
+        positive_float,
         50.0,
         "client-side rate limit of Kubernetes API requests per second",
         "Kubernetes",
     ),
-    Option("kube-burst", _positive_int, 100, "requests allowed at once above kube-qps", "Kubernetes"),
+    Option("kube-burst", positive_int, 100, "requests allowed at once above kube-qps", "Kubernetes"),
     Option("identity", str, "", "name of this replica in the Lease; default the host name", "Kubernetes"),
-    # Sync
     Option(
         "owner-prefix",
         str,
-        _SYNC.owner_prefix,
+        "k8s: ",
         "drain reasons starting with this are the syncer's; others are never touched",
         "Sync",
     ),
     Option(
-        "ready-grace-period",
-        parse_duration,
-        _SYNC.ready_grace_s,
-        "Ready not True for this long drains the Slurm node",
-        "Sync",
-        shown_default="60s",
-    ),
-    Option(
-        "drain-on-condition",
-        _condition,
-        (),
-        "Node condition that drains, Type=Status (repeatable), e.g. GpuUnhealthy=True",
-        "Sync",
-        "list",
-    ),
-    Option(
-        "cordon-on-slurm-drain",
-        parse_bool,
-        _SYNC.cordon_on_slurm_drain,
-        "cordon the Kubernetes Node when a drain starts in Slurm (and lift only such cordons)",
-        "Sync",
-        "flag",
-    ),
-    Option(
         "node-name-label",
-        _label_key,
+        label_key,
         DEFAULT_NODE_NAME_LABELS,
         "pod label naming its Slurm node (repeatable, first present wins; default: ours, then Slinky's "
         "pod-hostname, computed as Slinky does)",
@@ -426,23 +284,6 @@ OPTIONS: tuple[Option, ...] = (
         "Sync",
     ),
     Option(
-        "cordon-reason-annotation",
-        _label_key,
-        DEFAULT_CORDON_REASON_ANNOTATIONS,
-        "Node annotation whose text becomes the drain reason of a cordon (repeatable, first present wins)",
-        "Sync",
-        "list",
-    ),
-    Option(
-        "cordon-reason-label",
-        _label_key,
-        DEFAULT_CORDON_REASON_LABELS,
-        "Node label whose value becomes the drain reason of a cordon when no cordon-reason-annotation is "
-        "present (repeatable, first present wins; NVSentinel's fault-quarantine by default)",
-        "Sync",
-        "list",
-    ),
-    Option(
         "bind-by-node-name",
         parse_bool,
         False,
@@ -451,136 +292,15 @@ OPTIONS: tuple[Option, ...] = (
         "flag",
     ),
     Option(
-        "max-drain-fraction",
-        _fraction,
-        DrainValve().max_fraction,
-        "safety valve: most bound nodes that may newly drain per minute from automatic causes "
-        "(Ready past the grace, drain-on-condition); cordons and drain annotations are never held",
-        "Sync",
-    ),
-    Option(
-        "safety-valve-min-nodes",
-        _positive_int,
-        DrainValve().min_nodes,
-        "safety valve floor: it never trips below this many automatic drains per minute (it trips at the "
-        "first drain past max(this - 1, fraction x bound nodes)); at least 2",
-        "Sync",
-    ),
-    Option(
         "workers",
-        _positive_int,
+        positive_int,
         8,
         "Slurm nodes reconciled at once; three times as many more for Kubernetes changes only",
         "Sync",
     ),
     Option("dry-run", parse_bool, False, "compute and log every action, write nothing", "Sync", "flag"),
-    Option("nodeset-enabled", parse_bool, True, "run the NodeSet reconciler", "Sync", "flag"),
-    Option(
-        "partitions-enabled",
-        parse_bool,
-        False,
-        "run the SlurmPartition controller (Slurm 26.05+, ReconfigFlags=KeepPartInfo; needs the "
-        "SlurmPartition CRD and its RBAC: the chart's crds.slurmPartition)",
-        "Sync",
-        "flag",
-    ),
-    Option(
-        "slinky-partitions",
-        parse_bool,
-        False,
-        "with --partitions-enabled: watch Slinky's NodeSets and Controllers (slinky.slurm.net/v1beta1, where "
-        "served) and never write the partitions they declare in slurm.conf, adopt or not (needs list and "
-        "watch on them: the chart's RBAC follows this value)",
-        "Sync",
-        "flag",
-    ),
-    # Maintenance
-    Option(
-        "maintenance-condition",
-        _maintenance_condition,
-        (),
-        "Node condition type that announces maintenance while True (repeatable), Type[=+/-DURATION]: the "
-        "window is read from its message (an ISO 8601 interval, or timestamps: start, end), else starts at "
-        "its lastTransitionTime; the DURATION shifts the start (NVSentinel CSPMaintenance=+30m, "
-        "NebiusMaintenanceScheduled=-1h; docs/interop.md)",
-        "Maintenance",
-        "list",
-    ),
-    Option(
-        "max-maintenance-window",
-        _positive_duration,
-        _MAINT.max_window_s,
-        "a longer maintenance window is refused (Event on the Node, no reservation)",
-        "Maintenance",
-        shown_default="168h",
-    ),
-    Option(
-        "maintenance-default-duration",
-        _positive_duration,
-        _MAINT.default_duration_s,
-        "length of a window whose source gives a start but no end",
-        "Maintenance",
-        shown_default="4h",
-    ),
-    # Node attributes
-    Option(
-        "feature-label",
-        FeatureLabel.parse,
-        (),
-        "Node label KEY[=NAME] carried to the bound Slurm nodes as the feature <prefix><NAME>:<value> "
-        "(value true: <prefix><NAME>; false or absent: none); NAME defaults to KEY after its last / "
-        "(repeatable)",
-        "Node attributes",
-        "list",
-    ),
-    Option(
-        "feature-prefix",
-        _feature_prefix,
-        DEFAULT_PREFIX,
-        "Slurm features starting with this are the syncer's; all others are never touched",
-        "Node attributes",
-    ),
-    Option(
-        "topology-block-name",
-        str,
-        "",
-        "block topology of topology.yaml that topology-block-label places nodes in (Slurm 25.05+); "
-        "empty: off",
-        "Node attributes",
-    ),
-    Option(
-        "topology-block-label",
-        str,
-        DEFAULT_BLOCK_LABEL,
-        "Node label naming a node's block (a block topology.yaml declares)",
-        "Node attributes",
-    ),
-    Option(
-        "topology-tree-name",
-        str,
-        "",
-        "tree topology of topology.yaml that topology-tree-label places nodes in (Slurm 25.05+); empty: off",
-        "Node attributes",
-    ),
-    Option(
-        "topology-kueue",
-        str,
-        "",
-        "name of a Kueue Topology (kueue.x-k8s.io) whose levels name the tree labels instead of "
-        "topology-tree-label (read at start and every minute); empty: not used",
-        "Node attributes",
-    ),
-    Option(
-        "topology-tree-label",
-        str,
-        DEFAULT_TREE_LABELS,
-        "Node labels naming a node's switches, top tier first, leaf switch last (repeatable; the path "
-        "starts at the highest tier a node has, a switch topology.yaml must declare)",
-        "Node attributes",
-        "list",
-        shown_default=",".join(DEFAULT_TREE_LABELS),
-    ),
-    # Server
+)
+SERVER_OPTIONS: tuple[Option, ...] = (
     Option(
         "listen-address",
         _listen,
@@ -591,7 +311,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "jobs-poll-interval",
-        _positive_duration,
+        positive_duration,
         30.0,
         "how often the exporter refreshes job counts and scheduler statistics (from slurmctld's metrics "
         "while the hint works, else GET /jobs and /diag from slurmrestd)",
@@ -599,6 +319,8 @@ OPTIONS: tuple[Option, ...] = (
         shown_default="30s",
     ),
 )
+CONTROLLER_OPTIONS: tuple[Option, ...] = tuple(o for r in registrations() for o in r.options)
+OPTIONS: tuple[Option, ...] = (*SERVICE_OPTIONS, *CONTROLLER_OPTIONS, *SERVER_OPTIONS)
 BY_ATTR = {option.attr: option for option in OPTIONS}
 
 
@@ -609,8 +331,10 @@ def default(attr: str) -> Any:
 
 @dataclass(frozen=True)
 class Settings:
-    """The loaded options, typed so that mypy sees every one (a misspelt option is a type error).
-    Defaults live in OPTIONS only; a test checks these fields against the table."""
+    """The loaded options: the service's own typed, so that mypy sees every one (a misspelt option is a type
+    error); each controller's by name in `controller_values`, typed by its options object
+    (`controller_options(name)`). Defaults live in the option rows only; a test checks these fields against
+    the table."""
 
     slurm_url: str
     slurm_token_file: str
@@ -639,39 +363,31 @@ class Settings:
     kube_burst: int
     identity: str
     owner_prefix: str
-    ready_grace_period: float
-    drain_on_condition: tuple[tuple[str, str], ...]
-    cordon_on_slurm_drain: bool
     node_name_label: tuple[str, ...]
     pod_selector: str
-    cordon_reason_annotation: tuple[str, ...]
-    cordon_reason_label: tuple[str, ...]
     bind_by_node_name: bool
-    max_drain_fraction: float
-    safety_valve_min_nodes: int
     workers: int
     dry_run: bool
-    nodeset_enabled: bool
-    partitions_enabled: bool
-    slinky_partitions: bool
-    maintenance_condition: tuple[MaintenanceCondition, ...]
-    max_maintenance_window: float
-    maintenance_default_duration: float
-    feature_label: tuple[FeatureLabel, ...]
-    feature_prefix: str
-    topology_block_name: str
-    topology_block_label: str
-    topology_tree_name: str
-    topology_kueue: str
-    topology_tree_label: tuple[str, ...]
     listen_address: tuple[str, int]
     jobs_poll_interval: float
+    # the controllers' options by attribute name (their rows and types live in their packages)
+    controller_values: Mapping[str, Any] = field(default_factory=dict)
     sources: Mapping[str, str] = field(default_factory=dict)  # attr -> "flag", "env", "file" or "default"
 
     @property
     def values(self) -> dict[str, Any]:
         """Every option by attribute name (no sources)."""
-        return {option.attr: getattr(self, option.attr) for option in OPTIONS}
+        own = {option.attr: getattr(self, option.attr) for option in (*SERVICE_OPTIONS, *SERVER_OPTIONS)}
+        return own | dict(self.controller_values)
+
+    def value(self, attr: str) -> Any:
+        """One option by attribute name (a controller's too)."""
+        return self.values[attr]
+
+    def controller_options(self, name: str) -> Any:
+        """The options object of the registered controller `name`, from these values."""
+        (registration,) = [r for r in registrations() if r.name == name]
+        return registration.options_from(self.values)
 
     def lease_namespace_resolved(self, environ: Mapping[str, str]) -> str:
         return self.lease_namespace or environ.get("POD_NAMESPACE") or "default"
@@ -784,7 +500,10 @@ def load(args: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
         )
     if values["slurm_token_file"] and values["slurm_jwt_key_file"]:
         raise SettingsError("give either --slurm-token-file or --slurm-jwt-key-file, not both")
-    return Settings(**values, sources=sources)
+    controllers = {o.attr for o in CONTROLLER_OPTIONS}
+    own = {attr: value for attr, value in values.items() if attr not in controllers}
+    theirs = {attr: value for attr, value in values.items() if attr in controllers}
+    return Settings(**own, controller_values=theirs, sources=sources)
 
 
 def markdown() -> str:

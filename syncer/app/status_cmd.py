@@ -11,12 +11,12 @@ from dataclasses import asdict
 
 from syncer.app import settings as settings_mod
 from syncer.app.output import EXIT_DRIFT, EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_output_argument, dump
-from syncer.app.wiring import kube_client, slurm_client, sync_options
+from syncer.app.wiring import kube_client, slurm_client
+from syncer.controllers.sync.drift import Row, drift_rows
 from syncer.kube.cache import KubeCache
 from syncer.kube.errors import KubeError
 from syncer.model.naming import SlurmNameRule
 from syncer.slurm.errors import SlurmError
-from syncer.sync.drift import Row, drift_rows
 
 # the options status's help lists: how to reach both sides and which objects bind. The daemon's tuning
 # (and the sync rules drift is judged by) still come from the environment or --config, as for `run`.
@@ -69,7 +69,7 @@ async def collect(settings: settings_mod.Settings, include_unbound: bool = False
         await kube.close()
     slurm_nodes = {n.name: n for n in listing.nodes}
     return drift_rows(
-        cache, slurm_nodes, sync_options(settings), time.time(), include_unbound=include_unbound
+        cache, slurm_nodes, settings.controller_options("sync"), time.time(), include_unbound=include_unbound
     )
 
 

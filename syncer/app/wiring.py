@@ -5,16 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from syncer.app.registry import registrations
 from syncer.app.service import ServiceConfig, SyncerService
 from syncer.app.settings import Settings
 from syncer.kube.client import KubeClient
-from syncer.plan.attributes import AttributeOptions
-from syncer.plan.maintenance import MaintenanceOptions
-from syncer.plan.partition_controller import PartitionOptions
-from syncer.plan.topology import TopologySpec
 from syncer.slurm.auth import JwtKeyToken, NoToken, TokenFile, TokenSource
 from syncer.slurm.client import SlurmClient
-from syncer.sync.options import SyncOptions
 
 
 def slurm_client(settings: Settings) -> SlurmClient:
@@ -35,35 +31,11 @@ async def kube_client(settings: Settings) -> KubeClient:
     )
 
 
-def sync_options(settings: Settings) -> SyncOptions:
-    return SyncOptions(
-        owner_prefix=settings.owner_prefix,
-        ready_grace_s=settings.ready_grace_period,
-        drain_on_conditions=tuple(settings.drain_on_condition),
-        cordon_on_slurm_drain=settings.cordon_on_slurm_drain,
-        cordon_reason_annotations=settings.cordon_reason_annotation,
-        cordon_reason_labels=settings.cordon_reason_label,
-    )
-
-
-def attribute_options(settings: Settings) -> AttributeOptions:
-    return AttributeOptions(
-        feature_labels=settings.feature_label,
-        feature_prefix=settings.feature_prefix,
-        topology=TopologySpec(
-            block_name=settings.topology_block_name,
-            block_label=settings.topology_block_label,
-            tree_name=settings.topology_tree_name,
-            tree_labels=settings.topology_tree_label,
-            kueue_topology=settings.topology_kueue,
-        ),
-    )
-
-
 def service_config(settings: Settings, environ: Mapping[str, str]) -> ServiceConfig:
     host, port = settings.listen_address
     return ServiceConfig(
-        options=sync_options(settings),
+        owner_prefix=settings.owner_prefix,
+        controllers={r.name: r.options_from(settings.values) for r in registrations()},
         slurm_poll_interval_s=settings.slurm_poll_interval,
         slurm_poll_strategy=settings.slurm_poll_strategy,
         slurm_stale_after_s=settings.slurm_stale_after,
@@ -77,8 +49,6 @@ def service_config(settings: Settings, environ: Mapping[str, str]) -> ServiceCon
         bind_by_node_name=settings.bind_by_node_name,
         node_name_labels=settings.node_name_label,
         pod_selector=settings.pod_selector,
-        max_drain_fraction=settings.max_drain_fraction,
-        safety_valve_min_nodes=settings.safety_valve_min_nodes,
         workers=settings.workers,
         dry_run=settings.dry_run,
         leader_election=settings.leader_election,
@@ -91,17 +61,6 @@ def service_config(settings: Settings, environ: Mapping[str, str]) -> ServiceCon
         listen_host=host,
         listen_port=port,
         jobs_poll_interval_s=settings.jobs_poll_interval,
-        nodeset_enabled=settings.nodeset_enabled,
-        partitions=PartitionOptions(
-            enabled=settings.partitions_enabled,
-            slinky=settings.partitions_enabled and settings.slinky_partitions,
-        ),
-        maintenance=MaintenanceOptions(
-            conditions=settings.maintenance_condition,
-            max_window_s=settings.max_maintenance_window,
-            default_duration_s=settings.maintenance_default_duration,
-        ),
-        attributes=attribute_options(settings),
     )
 
 

@@ -1,6 +1,7 @@
 """Group commit of Slurm node updates: identical updates (same state and reason, same features, same
 topology: one `NodeUpdate`) decided while one is on its way to Slurm go together in the next request, one
-`POST /nodes/` for many nodes. Drains (syncer/sync) and node attributes (syncer/plan) share it.
+`POST /nodes/` for many nodes. Drains (syncer/controllers/sync) and node attributes
+(syncer/controllers/attributes) share it.
 
 The first caller's update goes out at once (no added latency when quiet); callers that arrive meanwhile
 queue behind it and the caller that sent carries on with the queue until it is empty. A bulk request

@@ -1,10 +1,13 @@
 """What every controller is built from, built once by the service: the clients, both caches, the writers
-(every write of every controller goes through them: the gate is checked there, once), the scale-in marks,
-the action recorder, and the runtime's settings (workers, backoff, resync period, reconcile metrics).
+(every write of every controller goes through them: the gate is checked there, once), what controllers
+offer each other (the scale-in marks, NodeSet members, job counts), the action recorder, the syncer's
+identity (its owner prefix, its deployment), and the runtime's settings (workers, backoff, resync period,
+reconcile metrics).
 
     context = ControllerContext(slurm=..., kube=..., ...)
-    controller = SomeController(context, options)       # builds its runner: context.runner(controller)
-    manager.add(controller.name, controller.runner.serve)
+    controller = SomeController(context, options)
+    runner = context.runner(controller)     # subscribes its watches; leadership, retries, metrics
+    manager.add(runner.name, runner.serve)
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from syncer.control.directory import Jobs, NodeSets
 from syncer.control.gate import WriteGate
 from syncer.control.scale_in import ScaleInMarks
 from syncer.control.slurm_writer import SlurmWriter
@@ -54,21 +58,25 @@ class ControllerContext:
     writer: KubeWriter  # Kubernetes object writes
     events: EventRecorder  # Kubernetes Events
     slurm_writer: SlurmWriter  # Slurm writes (node updates in group commit, reservations, records)
+    owner_prefix: str = "k8s: "  # drain and power-down reasons the syncer writes start with it (SPEC)
+    owner: str = "default/slurm-syncer"  # this deployment: its Lease's namespace/name (reservation tags)
     workers: int = 8
     resync_s: float = 60.0  # every key of every controller again (the level-triggered safety net)
     backoff: Backoff = field(default_factory=Backoff)  # retries of a failed reconcile, every controller
     metrics: ReconcileMetrics | None = None
     scale_in: ScaleInMarks = field(default_factory=ScaleInMarks)
+    nodesets: NodeSets = field(default_factory=NodeSets)
+    jobs: Jobs = field(default_factory=Jobs)
     actions: Actions = field(default_factory=Actions)
     clock: Callable[[], float] = time.time
 
-    def runner(
-        self, controller: Controller, *, workers: int | None = None, first_workers: int = 0
-    ) -> ControllerRunner:
+    def runner(self, controller: Controller) -> ControllerRunner:
+        """The controller's runner (its own `workers`, or the service's): it subscribes the controller's
+        watches and reconciles only while the write gate says this replica leads."""
         return ControllerRunner(
             controller,
-            workers=workers or self.workers,
-            first_workers=first_workers,
+            workers=controller.workers or self.workers,
+            first_workers=controller.first_workers,
             metrics=self.metrics,
             backoff=self.backoff,
             resync_s=self.resync_s,

@@ -41,6 +41,7 @@ class KubeCache:
         inactivity_timeout_s: float = 90.0,
     ) -> None:
         pods_path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+        self.namespace = namespace  # the slurmd pods' ("": all namespaces)
         self.names = names or SlurmNameRule()
         # the server narrows by the pod selector, or by the one name label; several labels cannot be
         # ORed in a selector, so those pods are filtered here (narrow them with --pod-selector)

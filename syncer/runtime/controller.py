@@ -4,20 +4,24 @@ A controller implements `reconcile(key) -> Result`: it looks at the current stat
 makes it right, level-triggered. It returns `Result(requeue_after=s)` to be looked at again later
 (something it waits for has no event of its own), `DONE` when done, or raises (syncer/runtime/errors.py:
 `Terminal` is not retried, `RetryAfter` is retried after its delay, `NotLeader` drops the key's remaining
-writes, anything else is retried with the one backoff policy). `keys()` names every key it has, for the
-resync; `prepare()` waits until it can reconcile; `tick()` is its once-a-second housekeeping.
+writes, anything else is retried with the one backoff policy). `watches()` declares what it watches and
+how an event maps to keys (syncer/runtime/watch.py); `keys()` names every key it has, for the resync;
+`prepare()` waits until it can reconcile; `tick()` is its once-a-second housekeeping; `elected()` is told
+when this replica starts leading.
 
     class Pinger(Controller):
         name = "pinger"
-        def __init__(self, context): self.runner = context.runner(self)
+        def watches(self): return [Watch(source.subscribe, lambda name: [name])]
         async def keys(self): return ["a", "b"]
         async def reconcile(self, key): ...; return DONE
 
-    manager.add(controller.name, controller.runner.serve)   # the one run loop, resync included
-    controller.runner.queue.add("a")
+    runner = ControllerRunner(Pinger(), workers=2)   # subscribes its watches; pinger.runner is it
+    manager.add(runner.name, runner.serve)           # the one run loop, resync included
 
-The runner counts and times every reconcile per controller into the registry it is given, and every log
-line of a reconcile carries the controller, the key and a reconcile ID (structlog context variables).
+The runner owns leadership: a replica that does not lead reconciles nothing (the key is dropped; on gaining
+leadership every key is looked at again), as controller-runtime starts no reconciler on a follower. It counts
+and times every reconcile per controller into the registry it is given, and every log line of a reconcile
+carries the controller, the key and a reconcile ID (structlog context variables).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import itertools
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -36,6 +40,7 @@ from syncer.runtime.backoff import Backoff
 from syncer.runtime.errors import NotLeader, RetryAfter, Terminal
 from syncer.runtime.queue import WorkQueue
 from syncer.runtime.tasks import cancel_and_wait
+from syncer.runtime.watch import Watch, Watches
 
 log = structlog.get_logger("syncer.runtime")
 RECONCILE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -51,18 +56,26 @@ class Result:
 DONE = Result()
 
 
-class Controller(Protocol):
+class Controller:
     """Subclass it (its defaults are inherited): `name`, `keys` and `reconcile` are each controller's own."""
 
     name: str  # the `controller` label of its metrics and logs, and its Manager task's name
-    runner: ControllerRunner
+    runner: ControllerRunner  # set by the runner that runs it
+    workers: int = 0  # reconciles at once; 0: the service's --workers
+    first_workers: int = 0  # more workers taking Lane.FIRST keys only (the sync engine's Kubernetes changes)
 
-    async def reconcile(self, key: str) -> Result: ...
+    async def reconcile(self, key: str) -> Result:
+        raise NotImplementedError
+
+    def watches(self) -> Watches:
+        """What it watches and how an event maps to keys (syncer/runtime/watch.py); read once, by its runner,
+        before any source runs."""
+        return ()
 
     async def keys(self) -> Iterable[str]:
         """Every key it has now: at the start, every resync and on gaining leadership (it may refresh what
         a resync refreshes first)."""
-        ...
+        raise NotImplementedError
 
     async def prepare(self) -> None:
         """Until it can reconcile (its caches synced); once, before the first keys."""
@@ -72,9 +85,18 @@ class Controller(Protocol):
         """Once a second: housekeeping; True when every key must be looked at again."""
         return False
 
+    def elected(self) -> None:
+        """This replica starts leading (every key is looked at again next): forget what another leader may
+        have changed meanwhile."""
+        return None
+
     def loops(self) -> dict[str, Callable[[], Awaitable[None]]]:
         """Loops it needs beside its runner (its own informer), supervised by the Manager with it."""
         return {}
+
+    def not_ready(self) -> list[str]:
+        """Why it keeps the syncer not ready now (/readyz), if it does (the sync engine's open valve)."""
+        return []
 
 
 class ReconcileMetrics:
@@ -98,7 +120,8 @@ class ReconcileMetrics:
 
 
 class ControllerRunner:
-    """Runs a controller's keys through a work queue: errors back off, results requeue, all counted."""
+    """Runs a controller's keys through a work queue: its watches feed the queue, a follower reconciles
+    nothing, errors back off, results requeue, all counted."""
 
     def __init__(
         self,
@@ -116,32 +139,45 @@ class ControllerRunner:
         self.metrics = metrics
         self.resync_s = resync_s
         self.leading = leading
-        self.queue = WorkQueue(
-            self._handle,
-            workers=workers,
-            first_workers=first_workers,
-            base_backoff_s=self.backoff.base_s,
-            max_backoff_s=self.backoff.max_s,
-        )
+        self.queue = WorkQueue(self._handle, workers=workers, first_workers=first_workers)
+        self.retries_total = 0  # retries scheduled after a failure (a reconcile's or a write's beside it)
         self._attempts: dict[str, int] = {}  # consecutive failures per key
         self._beside: dict[str, set[asyncio.Task[None]]] = {}  # key -> its writes running beside
+        self._led = False  # leading when last looked (a change to leading: elected(), every key again)
         if metrics is not None:
             for result in RESULTS:
                 metrics.total.labels(controller.name, result)  # present from the start
             metrics.seconds.labels(controller.name)
+        controller.runner = self
+        for watch in controller.watches():
+            self._connect(watch)
+
+    def _connect(self, watch: Watch[Any]) -> None:
+        """The watch's source tells this runner's queue, through the watch's mapper."""
+        queue, lane, after_s = self.queue, watch.lane, watch.after_s
+
+        def notify(*event: Any, **fields: Any) -> None:
+            for key in watch.keys(*event, **fields):
+                if after_s > 0:
+                    queue.add_after(key, after_s)
+                else:
+                    queue.add(key, lane=lane)
+
+        watch.source(notify)
 
     @property
     def name(self) -> str:
         return self.controller.name
 
     async def serve(self) -> None:
-        """The one run loop of a controller: once `prepare()` returns, every key, then the queue's workers
-        plus the level-triggered safety net: every key again every `resync_s`, when this replica gains
-        leadership, and when `tick()` (called once a second) asks. Runs until cancelled or one of the two
-        fails; both are stopped then, and the writes still running beside a reconcile cancelled."""
+        """The one run loop of a controller: once `prepare()` returns, every key (when leading), then the
+        queue's workers plus the level-triggered safety net: every key again every `resync_s`, when this
+        replica gains leadership, and when `tick()` (called once a second) asks. Runs until cancelled or one
+        of the two fails; both are stopped then, and the writes still running beside a reconcile cancelled."""
         try:
             await self.controller.prepare()
-            added = await self.resync()
+            self._led = self.leading()
+            added = await self.resync() if self._led else 0
             log.info("controller started", controller=self.name, keys=added)
             tasks = [
                 asyncio.create_task(self.queue.run(), name=f"{self.name}-queue"),
@@ -163,20 +199,31 @@ class ControllerRunner:
             added += 1
         return added
 
+    async def _leads(self) -> bool:
+        """Whether this replica leads now. On becoming the leader: `elected()`, then every key again."""
+        leading = self.leading()
+        if leading and not self._led:
+            self._led = True
+            log.info("leading: every key again", controller=self.name)
+            self.controller.elected()
+            await self.resync()
+        elif not leading:
+            self._led = False
+        return leading
+
     async def _resync(self) -> None:
         next_resync = time.monotonic() + self.resync_s
-        was_leading = self.leading()
         while True:
             await asyncio.sleep(1.0)  # the housekeeping's tick, not a synchronisation
-            is_leading = self.leading()
             asked = self.controller.tick()
-            if asked or (is_leading and not was_leading) or time.monotonic() >= next_resync:
+            if await self._leads() and (asked or time.monotonic() >= next_resync):
                 await self.resync()
                 next_resync = time.monotonic() + self.resync_s
-            was_leading = is_leading
 
     # -- one key ----------------------------------------------------------------------------------
     async def _handle(self, key: str) -> None:
+        if not await self._leads():
+            return  # a follower reconciles nothing: the key is looked at again when it leads
         started = time.perf_counter()
         outcome = "error"
         with structlog.contextvars.bound_contextvars(
@@ -221,7 +268,7 @@ class ControllerRunner:
             retry_in_s=round(delay, 3),
             exc_info=exc if attempt == 1 and not isinstance(exc, RetryAfter) else None,
         )
-        self.queue.retries_total += 1
+        self.retries_total += 1
         self.queue.add_after(key, delay)
         return "error"
 

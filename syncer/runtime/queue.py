@@ -5,7 +5,7 @@
     queue.add("n1")                         # queued once however often it is added
     queue.add("n3", lane=Lane.FIRST)        # ahead of URGENT and NORMAL keys
     queue.add_after("n2", 5.0)              # later; an earlier pending time for the key wins
-    queue.depth, queue.in_flight, queue.delayed, queue.retries_total
+    queue.depth, queue.in_flight, queue.delayed
     await queue.wait_idle()                 # nothing queued or in flight (tests, benchmarks)
     queue.stop(); await task                # running handlers finish, nothing new starts
 
@@ -13,9 +13,9 @@ Keys wait in three lanes, served in order: FIRST, URGENT, NORMAL (the default); 
 lane than the one it waits in moves up. `first_workers` are more workers that take FIRST keys only, so
 FIRST keys are served even while every other worker is busy. The handler can ask which lane its key was
 taken from (`taken_from()`). A key is never handled by two workers at once: adding a key that is being handled
-re-runs it once after the current run. A handler exception is logged and the key retried after the
-runtime's one backoff policy (`syncer.runtime.backoff`); success resets the key's attempt count. With
-`max_retries`, a key that failed that many retries in a row is dropped until it is added again.
+re-runs it once after the current run. The queue has no retry policy of its own: the handler (the
+ControllerRunner's) handles every failure and requeues with the runtime's one backoff; an exception that
+escapes it anyway ends `run()` with it, so the Manager stops the process instead of a worker dying quietly.
 """
 
 from __future__ import annotations
@@ -25,12 +25,6 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from enum import IntEnum
-
-import structlog
-
-from syncer.runtime.backoff import Backoff
-
-log = structlog.get_logger("syncer.runtime.queue")
 
 
 class Lane(IntEnum):
@@ -56,33 +50,20 @@ class WorkQueue:
         *,
         workers: int = 8,
         first_workers: int = 0,
-        base_backoff_s: float = 0.05,
-        max_backoff_s: float = 30.0,
-        max_retries: int | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         if first_workers < 0:
             raise ValueError(f"first_workers must be >= 0, got {first_workers}")
-        if not 0 < base_backoff_s <= max_backoff_s:
-            raise ValueError(
-                f"need 0 < base_backoff_s <= max_backoff_s, got {base_backoff_s}, {max_backoff_s}"
-            )
-        if max_retries is not None and max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0 or None, got {max_retries}")
         self.handler = handler
         self.workers = workers
         self.first_workers = first_workers  # more workers that take FIRST keys only
-        self.backoff = Backoff(base_backoff_s, max_backoff_s)
-        self.max_retries = max_retries
-        self.retries_total = 0  # retries scheduled after a handler error
-        self.processed_total = 0  # handler runs finished, with or without error
+        self.processed_total = 0  # handler runs finished
         # one line per lane; a line may hold keys taken already or moved to a faster lane (skipped)
         self._lines: tuple[deque[str], ...] = tuple(deque() for _ in Lane)
         self._queued: dict[str, Lane] = {}  # waiting key -> the lane it will be taken from
         self._processing: set[str] = set()
         self._dirty: dict[str, Lane] = {}  # added again while being processed -> its fastest lane
-        self._attempts: dict[str, int] = {}  # consecutive failures per key
         self._timers: dict[str, tuple[float, asyncio.TimerHandle]] = {}  # key -> (due, handle)
         self._waiters: deque[asyncio.Future[None]] = deque()  # idle workers
         self._first_waiters: deque[asyncio.Future[None]] = deque()  # idle workers of FIRST keys only
@@ -103,16 +84,12 @@ class WorkQueue:
 
     @property
     def delayed(self) -> int:
-        """Keys waiting on an `add_after` timer (retries included)."""
+        """Keys waiting on an `add_after` timer (the runner's retries included)."""
         return len(self._timers)
 
     @property
     def stopped(self) -> bool:
         return self._stopped
-
-    def backoff_s(self, attempt: int) -> float:
-        """Delay before retry number `attempt` (1, 2, ...)."""
-        return self.backoff.delay(attempt)
 
     # -- input --------------------------------------------------------------------------------------
     def add(self, key: str, *, lane: Lane = Lane.NORMAL) -> None:
@@ -225,11 +202,7 @@ class WorkQueue:
             key, lane = taken
             _taken_from.set(lane)
             try:
-                await self.handler(key)
-            except Exception as exc:  # a handler bug must not kill the worker: retry the key
-                self._failed(key, exc)
-            else:
-                self._attempts.pop(key, None)
+                await self.handler(key)  # handles its own failures (the runner's error vocabulary)
             finally:
                 self.processed_total += 1
                 self._processing.discard(key)
@@ -237,21 +210,6 @@ class WorkQueue:
                 if again is not None:
                     self.add(key, lane=again)
                 self._update_idle()
-
-    def _failed(self, key: str, exc: Exception) -> None:
-        attempt = self._attempts.get(key, 0) + 1
-        error = f"{type(exc).__name__}: {exc}"
-        if self.max_retries is not None and attempt > self.max_retries:
-            self._attempts.pop(key, None)
-            log.error("handler failed, giving up on key", key=key, attempt=attempt, error=error)
-            return
-        self._attempts[key] = attempt
-        self.retries_total += 1
-        delay = self.backoff_s(attempt)
-        log.warning(
-            "handler failed, retrying", key=key, attempt=attempt, error=error, retry_in_s=round(delay, 3)
-        )
-        self.add_after(key, delay)
 
     def _update_idle(self) -> None:
         if self._queued or self._processing:

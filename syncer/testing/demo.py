@@ -29,15 +29,16 @@ from typing import Any
 
 from syncer.app.service import ServiceConfig, SyncerService
 from syncer.app.status_cmd import render
+from syncer.controllers.attributes.options import AttributeOptions
+from syncer.controllers.maintenance.plan import PREFIX
+from syncer.controllers.nodeset.options import NodeSetOptions
+from syncer.controllers.partitions.options import PartitionOptions
+from syncer.controllers.sync.drift import Row, drift_rows
+from syncer.controllers.sync.options import SyncOptions
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
-from syncer.plan.attributes import AttributeOptions
-from syncer.plan.maintenance import PREFIX
-from syncer.plan.partition_controller import PartitionOptions
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
-from syncer.sync.drift import Row, drift_rows
-from syncer.sync.options import SyncOptions
 from syncer.testing.demo_log import ActionTap, log_path, logging_to
 from syncer.testing.demo_partitions import FEATURE_LABELS, partitions
 from syncer.testing.demo_power import NODESET as POWER_NODESET
@@ -201,7 +202,12 @@ async def world(
                 SlurmdStandIn(kube, sandbox, boot=True, port_base=power_port, nodesets=(POWER_NODESET,)),
             ):
                 config = ServiceConfig(
-                    options=SyncOptions(ready_grace_s=5.0),
+                    controllers={
+                        "sync": SyncOptions(ready_grace_s=5.0),
+                        "attributes": AttributeOptions(feature_labels=FEATURE_LABELS),
+                        "nodeset": NodeSetOptions(requeue_s=1.0, power_port_base=power_port),
+                        "partitions": PartitionOptions(enabled=True),
+                    },
                     slurm_poll_interval_s=0.5,
                     lease_namespace=NAMESPACE,
                     identity="demo",
@@ -209,10 +215,6 @@ async def world(
                     listen_port=args.metrics_port or free_port(),
                     resync_s=30.0,
                     jobs_poll_interval_s=5.0,
-                    nodeset_requeue_s=1.0,
-                    attributes=AttributeOptions(feature_labels=FEATURE_LABELS),
-                    partitions=PartitionOptions(enabled=True),
-                    nodeset_power_port_base=power_port,
                 )
                 slurm = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file))
                 kube_client = await KubeClient.from_config(str(kubeconfig))

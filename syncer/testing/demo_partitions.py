@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from syncer.plan.features import DEFAULT_PREFIX, FeatureLabel
+from syncer.controllers.attributes.features import DEFAULT_PREFIX, FeatureLabel
 from syncer.testing.demo_story import DemoError, Stage, detail, say, wait
 from syncer.testing.sandbox.config import REAL_NODE
 

@@ -16,12 +16,12 @@ from typing import Any
 import aiohttp
 
 from syncer.app.service import ServiceConfig, SyncerService
+from syncer.controllers.sync.options import SyncOptions
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
 from syncer.model.slurm import SlurmNode
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
-from syncer.sync.options import SyncOptions
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.sandbox import Sandbox, SandboxError
 from tests.helpers import wait_for
@@ -30,8 +30,9 @@ NAMESPACE = "slurm"
 # Session sandbox nodes node00001..node01200; the low ones belong to the Slurm-side tests.
 _fresh = itertools.count(400)
 
+FAST_SYNC = SyncOptions(ready_grace_s=2.0)
 FAST = ServiceConfig(
-    options=SyncOptions(ready_grace_s=2.0),
+    controllers={"sync": FAST_SYNC},
     slurm_poll_interval_s=0.2,
     slurm_stale_after_s=10.0,
     # update_time probes, what these tests were written against: `auto` did not find the sandbox's
@@ -42,6 +43,11 @@ FAST = ServiceConfig(
     listen_port=0,
     resync_s=5.0,
 )
+
+
+def sync(**fields: Any) -> SyncOptions:
+    """The sync controller's options of FAST with these changed (`sync(max_drain_fraction=1.0)`)."""
+    return replace(FAST_SYNC, **fields)
 
 
 def fresh_slurm_nodes(count: int) -> list[str]:
@@ -152,7 +158,7 @@ async def running_syncer(
     token = TokenFile(token_file or rig.sandbox.token_file)
     slurm = SlurmClient(slurm_url or rig.sandbox.rest_url, token, api_version=api_version)
     kube = await KubeClient.from_config(str(kubeconfig or rig.kubeconfig), qps=200, burst=400)
-    service = SyncerService(slurm, kube, replace(config, **changes))
+    service = SyncerService(slurm, kube, config.replace(**changes))
     await service.start()
     try:
         await service.wait_ready(30)

@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 
 from syncer.app.service import SyncerService
+from syncer.controllers.attributes.controller import EVENT_FEATURE_REFUSED
+from syncer.controllers.attributes.features import FeatureLabel
+from syncer.controllers.attributes.options import AttributeOptions
+from syncer.controllers.attributes.topology import TopologySpec
 from syncer.model.keys import Keys
-from syncer.plan.attributes import EVENT_FEATURE_REFUSED, AttributeOptions
-from syncer.plan.features import FeatureLabel
-from syncer.plan.topology import TopologySpec
 from syncer.runtime.backoff import Backoff
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
@@ -77,7 +78,7 @@ def real_nodes(rig: Rig, count: int) -> Iterator[list[str]]:
 
 @asynccontextmanager
 async def attribute_syncer(rig: Rig) -> AsyncIterator[SyncerService]:
-    async with running_syncer(rig, replace(FAST, attributes=ATTRIBUTES)) as service:
+    async with running_syncer(rig, FAST.replace(attributes=ATTRIBUTES)) as service:
         yield service
 
 
@@ -249,9 +250,7 @@ async def test_topology_needs_slurm_25_05(rig: Rig) -> None:
     with real_nodes(rig, 1) as (a,):
         rig.bind_pod(a, node_labels={GPU: "h100", NVLINK: "b1", SPINE: "spine1", LEAF: "leafx"})
         before = (await rig.slurm(a)).topology
-        async with running_syncer(
-            rig, replace(FAST, attributes=ATTRIBUTES), api_version="v0.0.42"
-        ) as service:
+        async with running_syncer(rig, FAST.replace(attributes=ATTRIBUTES), api_version="v0.0.42") as service:
             await wait_for(lambda: features_are(rig, a, {f"admin-{a}", "k8s.gpu:h100"}), 10, what="features")
             assert service.attributes is not None and service.attributes.stats.topology_unsupported
             _, metrics = await get(service, "/metrics")
@@ -320,7 +319,7 @@ async def test_a_failing_update_backs_off_with_jitter_as_a_failed_reconcile_does
     base = 0.1
     with captured_logs() as logs:
         async with running_syncer(
-            rig, replace(FAST, attributes=ATTRIBUTES, backoff=Backoff(base, 30.0))
+            rig, FAST.replace(attributes=ATTRIBUTES, backoff=Backoff(base, 30.0))
         ) as service:
             writer = service.context.slurm_writer
             real, tries = writer.update, list[float]()
@@ -355,7 +354,7 @@ async def test_a_failing_update_backs_off_with_jitter_as_a_failed_reconcile_does
 async def test_dry_run_logs_the_update_and_writes_nothing(rig: Rig) -> None:
     (name,) = fresh_slurm_nodes(1)
     rig.bind_pod(name, node_labels={GPU: "h100"})
-    async with running_syncer(rig, replace(FAST, attributes=ATTRIBUTES, dry_run=True)) as service:
+    async with running_syncer(rig, FAST.replace(attributes=ATTRIBUTES, dry_run=True)) as service:
         assert service.attributes is not None
         writes = service.attributes.stats.writes
         await wait_for(lambda: writes["features", "dry-run"] >= 1, 10, what="the update it would send")
@@ -381,7 +380,7 @@ async def test_a_kueue_topology_names_the_tree_levels(topology_rig: Rig) -> None
     with real_nodes(rig, 1) as (a,):
         # the flags' tree labels (SPINE, LEAF) name spine1; the Kueue Topology's levels name spine2
         rig.bind_pod(a, node_labels={SPINE: "spine1", "example.com/kueue-spine": "spine2", LEAF: "leafk"})
-        async with running_syncer(rig, replace(FAST, attributes=kueue)):
+        async with running_syncer(rig, FAST.replace(attributes=kueue)):
 
             async def placed() -> bool:
                 return topology_entries((await rig.slurm(a)).topology) == {f"{TREE_TOPOLOGY}:spine2:leafk"}
@@ -451,7 +450,7 @@ async def test_features_are_back_at_once_after_a_reconfigure_and_a_restart(rig: 
     rig.bind_pod(node, node_labels={GPU: "h100"})
     with reconfigured_after(rig):
         async with running_syncer(
-            rig, replace(FAST, attributes=ATTRIBUTES), slurm_metrics_url=metrics_url(rig, hint)
+            rig, FAST.replace(attributes=ATTRIBUTES), slurm_metrics_url=metrics_url(rig, hint)
         ) as service:
             assert service.attributes is not None
             writes = service.attributes.stats.writes
@@ -487,7 +486,7 @@ async def test_topology_is_back_at_once_after_a_reconfigure_and_a_restart(
             return unit_nodes(rig, BLOCK_TOPOLOGY, "BlockName", "b1") == {a, real}
 
         async with running_syncer(
-            rig, replace(FAST, attributes=ATTRIBUTES), slurm_metrics_url=metrics_url(rig, hint)
+            rig, FAST.replace(attributes=ATTRIBUTES), slurm_metrics_url=metrics_url(rig, hint)
         ) as service:
             assert service.attributes is not None
             writes = service.attributes.stats.writes

@@ -11,8 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from syncer.app.check_cmd import check_slurm
-from syncer.model.keys import Keys
-from syncer.plan.maintenance import (
+from syncer.controllers.maintenance.plan import (
     PREFIX,
     RULE_END_BEFORE_START,
     RULE_PAST,
@@ -21,6 +20,7 @@ from syncer.plan.maintenance import (
     MaintenanceCondition,
     MaintenanceOptions,
 )
+from syncer.model.keys import Keys
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.models import Reservation

@@ -16,12 +16,13 @@ import aiohttp
 import pytest
 
 from syncer.app.service import SyncerService
+from syncer.controllers.attributes.options import AttributeOptions
+from syncer.controllers.nodeset.options import NodeSetOptions
 from syncer.model.keys import Keys
-from syncer.plan.attributes import AttributeOptions
 from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.kubeapi.store import Change
 from syncer.testing.slurmd_standin import SlurmdStandIn
-from tests.e2e.rig import NAMESPACE, Rig, condition, node_body, running_syncer
+from tests.e2e.rig import NAMESPACE, Rig, condition, node_body, running_syncer, sync
 from tests.fixtures.kube import Kubectl
 from tests.helpers import wait_for
 
@@ -149,8 +150,8 @@ async def nodeset_rig(
         async with SlurmdStandIn(rig.kube, rig.sandbox) as standin:
             try:
                 async with running_syncer(
-                    rig, slurm_url=slurm_url, max_drain_fraction=1.0, nodeset_requeue_s=0.5,
-                    attributes=attributes or AttributeOptions(),
+                    rig, slurm_url=slurm_url, sync=sync(max_drain_fraction=1.0),
+                    nodeset=NodeSetOptions(requeue_s=0.5), attributes=attributes or AttributeOptions(),
                 ) as service:  # fmt: skip
                     rig.kube.create(
                         GROUP, VERSION, "nodesets", manifest(name, replicas, **spec), namespace=NAMESPACE

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from syncer.app.service import SyncerService
+from syncer.controllers.nodeset.options import NodeSetOptions
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.testing.kubeapi import KubeApiEmulator
@@ -24,7 +25,7 @@ from syncer.testing.sandbox import Sandbox, SandboxError, up
 from syncer.testing.sandbox.config import free_port_block
 from syncer.testing.sandbox.processes import wait_until
 from syncer.testing.slurmd_standin import SlurmdStandIn
-from tests.e2e.rig import NAMESPACE, Rig, condition, node_body, running_syncer
+from tests.e2e.rig import NAMESPACE, Rig, condition, node_body, running_syncer, sync
 from tests.e2e.test_nodeset import (
     GROUP,
     VERSION,
@@ -43,7 +44,7 @@ _names = itertools.count(1)
 
 
 def free_base(slots: int = 10) -> int:
-    """Each member's slurmd needs a port of its own here (ServiceConfig.nodeset_power_port_base)."""
+    """Each member's slurmd needs a port of its own here (NodeSetOptions.power_port_base)."""
     return free_port_block(slots)
 
 
@@ -113,8 +114,9 @@ async def power_set(
         async with SlurmdStandIn(rig.kube, rig.sandbox, boot=True, port_base=port_base) as standin:
             try:
                 async with running_syncer(
-                    rig, max_drain_fraction=1.0, nodeset_requeue_s=0.5, nodeset_power_port_base=port_base
-                ) as service:
+                    rig, sync=sync(max_drain_fraction=1.0),
+                    nodeset=NodeSetOptions(requeue_s=0.5, power_port_base=port_base),
+                ) as service:  # fmt: skip
                     rig.kube.create(GROUP, VERSION, "nodesets", body, namespace=NAMESPACE)
                     yield Set(rig, name), service, standin
             finally:
@@ -154,7 +156,7 @@ async def declared(nodeset: Set, count: int) -> None:
 
 class Ports:
     """Member name -> its slurmd's port, handed out on first ask: several NodeSets' members run side by
-    side under one syncer and their ordinals overlap (ServiceConfig.nodeset_power_ports)."""
+    side under one syncer and their ordinals overlap (NodeSetOptions.power_ports)."""
 
     def __init__(self) -> None:
         self.base = free_base(40)
@@ -331,8 +333,8 @@ async def test_power_scenarios_side_by_side(power_rig: Rig) -> None:
     failures: list[str] = []
     try:
         async with SlurmdStandIn(rig.kube, rig.sandbox, boot=True, port_of=ports) as standin:
-            settings: dict[str, Any] = {"max_drain_fraction": 1.0, "nodeset_requeue_s": 0.5}
-            async with running_syncer(rig, nodeset_power_ports=ports, **settings) as service:
+            nodesets = NodeSetOptions(requeue_s=0.5, power_ports=ports)
+            async with running_syncer(rig, sync=sync(max_drain_fraction=1.0), nodeset=nodesets) as service:
                 # three scenarios' Events at once are no storm here: none folded into a summary
                 service.events.storm_rate_per_s = 1000.0
                 outcomes = await asyncio.gather(
@@ -390,8 +392,9 @@ async def test_a_power_up_while_the_syncer_is_down_is_not_lost_nor_doubled(power
     ensure_pool(rig)
     nodeset = Set(rig, name)
     settings: dict[str, Any] = {
-        "max_drain_fraction": 1.0, "nodeset_requeue_s": 0.5, "nodeset_power_port_base": port_base,
-    }  # fmt: skip
+        "sync": sync(max_drain_fraction=1.0),
+        "nodeset": NodeSetOptions(requeue_s=0.5, power_port_base=port_base),
+    }
     try:
         async with SlurmdStandIn(rig.kube, rig.sandbox, boot=True, port_base=port_base) as standin:
             async with running_syncer(rig, **settings):

@@ -14,15 +14,15 @@ import pytest
 
 from syncer.app.check_cmd import check_partitions, declared_partitions
 from syncer.app.service import SyncerService
-from syncer.kube.client import KubeClient
-from syncer.model.keys import Keys
-from syncer.plan.partition_controller import (
+from syncer.controllers.partitions.controller import (
     DELETE_REFUSED,
     EVENT_CREATED,
     EVENT_UPDATED,
-    PartitionOptions,
 )
-from syncer.plan.partitions import CONFLICT, INVALID, PRECONDITION, READY, UNSUPPORTED
+from syncer.controllers.partitions.options import PartitionOptions
+from syncer.controllers.partitions.plan import CONFLICT, INVALID, PRECONDITION, READY, UNSUPPORTED
+from syncer.kube.client import KubeClient
+from syncer.model.keys import Keys
 from syncer.slurm.partitions import PartitionState
 from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.kubeapi.api import rfc3339

@@ -23,8 +23,8 @@ import yaml
 from aiohttp import web
 
 from syncer.app import dashboards
-from syncer.plan.partition_controller import PartitionOptions
-from syncer.plan.partitions import PRECONDITION, UNSUPPORTED
+from syncer.controllers.partitions.options import PartitionOptions
+from syncer.controllers.partitions.plan import PRECONDITION, UNSUPPORTED
 from syncer.slurm.jwt import mint_token
 from syncer.testing.processes import stop_process
 from syncer.testing.sandbox.config import free_port
@@ -226,8 +226,8 @@ async def test_real_prometheus_panels_and_alerts_with_two_replicas_and_two_relea
     # write partitions): the partitions panel's Ready figure, 0 with its reason
     partition = {"metadata": {"name": "prom-part"}, "spec": {"nodes": {"hosts": [rig.sandbox.real_node]}}}
     rig.kube.create("slurm-syncer.dev", "v1alpha1", "slurmpartitions", partition)
-    leading = replace(
-        LEADING, slurm_metrics_url=rig.sandbox.metrics_url, partitions=PartitionOptions(enabled=True)
+    leading = LEADING.replace(
+        slurm_metrics_url=rig.sandbox.metrics_url, partitions=PartitionOptions(enabled=True)
     )  # metrics off on 24.11: not "failing"
     refusing = replace(REFUSED, slurm_metrics_url=f"http://127.0.0.1:{free_port()}")  # nobody there
     token = tmp_path / "refused-token"

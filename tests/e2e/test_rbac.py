@@ -71,15 +71,14 @@ async def syncer_as(
     quicker polls excepted), as the ServiceAccount."""
     settings = load_settings(objects)
     config = wiring.service_config(settings, {"POD_NAMESPACE": release_namespace})
-    config = replace(
-        config,
-        options=replace(config.options, ready_grace_s=2.0),
+    config = config.replace(
+        sync=replace(config.options("sync"), ready_grace_s=2.0),
+        nodeset=replace(config.options("nodeset"), requeue_s=0.5),
         slurm_poll_interval_s=0.2,
         slurm_metrics_url="off",
         listen_host="127.0.0.1",
         listen_port=0,
         resync_s=5.0,
-        nodeset_requeue_s=0.5,
         retry_period_s=0.5,
         renew_deadline_s=2.0,
         lease_duration_s=3.0,
@@ -270,15 +269,15 @@ async def test_the_syncer_uses_exactly_the_rights_its_profile_grants(rig: Rig, p
 
     stuck: AssertionError | None = None  # a scenario that could not finish, e.g. for a refused write
     # Slinky's CRDs served where the profile watches them (absent, its watch right would go unused)
-    watched = settings.partitions_enabled and settings.slinky_partitions
+    watched = settings.value("partitions_enabled") and settings.value("slinky_partitions")
     with slinky_served(rig) if watched else contextlib.nullcontext():
         async with syncer_as(rig, objects, release_namespace, kubeconfig):
             try:
                 await exercise_lease(rig, lease_namespace, settings.lease_name)
                 await exercise_bindings(rig, selector)
-                if settings.nodeset_enabled:
+                if settings.value("nodeset_enabled"):
                     await exercise_nodesets(rig)
-                if settings.partitions_enabled:
+                if settings.value("partitions_enabled"):
                     await exercise_partitions(rig)
             except AssertionError as exc:
                 stuck = exc

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from syncer.app.service import SyncerService
+from syncer.controllers.nodeset.options import NodeSetOptions
 from syncer.model.keys import Keys, Slinky
 from tests.e2e.rig import NAMESPACE, Rig, condition, fresh_slurm_nodes, node_body, running_syncer
 from tests.e2e.slinky import operator_drain, operator_pod_status, operator_undrain, slinky_pod
@@ -59,7 +60,7 @@ async def test_slinky_pods_bind_in_both_scaling_modes(rig: Rig) -> None:
     for body in (sts_pod, ds_pod, hn_pod):
         rig.kube.create("", "v1", "pods", body, namespace=NAMESPACE)
     assert hn_pod["metadata"]["labels"][Slinky.HOSTNAME_LABEL] == "hn-0"
-    async with running_syncer(rig, nodeset_enabled=False):
+    async with running_syncer(rig, nodeset=NodeSetOptions(enabled=False)):
         for slurm_name, kube_node in ((sts, f"k8s-{sts}"), (ds, ds), (host_net, host_net)):
             cordon(rig, kube_node, True)
 
@@ -103,7 +104,7 @@ async def test_slinky_drains_and_ours_never_undo_each_other(rig: Rig) -> None:
             nodeset="slurm-worker-slinky", name=pods[slurm_name], hostname=slurm_name,
             kube_node=f"k8s-{slurm_name}", ordinal=int(slurm_name[-3:]),
         ), namespace=NAMESPACE)  # fmt: skip
-    async with running_syncer(rig, nodeset_enabled=False) as service:
+    async with running_syncer(rig, nodeset=NodeSetOptions(enabled=False)) as service:
         # The operator reacts to a cordon first: its drain and its pod-cordon mark, then the cordon lands.
         text = f"Node (k8s-{theirs}) was cordoned, Pod ({NAMESPACE}/{pods[theirs]}) must be cordoned"
         await operator_drain(rig.reader, theirs, text)

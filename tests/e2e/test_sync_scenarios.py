@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from syncer.app.service import SyncerService
+from syncer.controllers.sync.options import SyncOptions
 from syncer.model.keys import Keys, NVSentinel
 from syncer.model.slurm import SlurmNode
 from syncer.slurm.errors import SlurmNotFound
-from syncer.sync.options import SyncOptions
 from syncer.testing.faultproxy import FaultProxy
 from tests.e2e.rig import (
     NAMESPACE,
@@ -23,6 +23,7 @@ from tests.e2e.rig import (
     running_syncer,
     settled,
     start_daemon,
+    sync,
 )
 from tests.helpers import wait_for
 
@@ -212,7 +213,7 @@ async def test_drain_annotation_on_the_pod(rig: Rig):
 async def test_not_ready_drains_only_after_the_grace_period(rig: Rig):
     (name,) = fresh_slurm_nodes(1)
     kube_node, _ = rig.bind_pod(name)
-    async with running_syncer(rig, options=SyncOptions(ready_grace_s=3.0)):
+    async with running_syncer(rig, sync=SyncOptions(ready_grace_s=3.0)):
         rig.kube.set_node_condition(kube_node, "Ready", "False", "KubeletNotReady", "PLEG is not healthy")
         flipped = time.monotonic()
         # lastTransitionTime has one-second resolution, so the grace period may end up to 1 s early
@@ -231,7 +232,7 @@ async def test_configured_problem_condition_drains(rig: Rig):
     (name,) = fresh_slurm_nodes(1)
     kube_node, _ = rig.bind_pod(name)
     options = SyncOptions(ready_grace_s=2.0, drain_on_conditions=(("GpuUnhealthy", "True"),))
-    async with running_syncer(rig, options=options):
+    async with running_syncer(rig, sync=options):
         rig.kube.set_node_condition(kube_node, "GpuUnhealthy", "True", "XidError", "Xid 79 on GPU 2")
 
         async def drained() -> bool:
@@ -291,7 +292,7 @@ async def test_cordon_on_slurm_drain_round_trip_without_echo(rig: Rig):
     kube_node, _ = rig.bind_pod(name)
     assert kube_node != name  # the cordon is reported by the Slurm node's name, not the Node's
     options = SyncOptions(ready_grace_s=2.0, cordon_on_slurm_drain=True)
-    async with running_syncer(rig, options=options) as service:
+    async with running_syncer(rig, sync=options) as service:
         actions: list[tuple[str, str, dict[str, object]]] = []
 
         def recorded(kind: str, direction: str, slurm_node: str, details: dict[str, Any]) -> None:
@@ -386,7 +387,7 @@ async def test_restart_in_the_middle_converges(rig: Rig):
         rig.kube.patch(
             "", "v1", "nodes", node, {"spec": {"unschedulable": None}}
         )  # changed while it was down
-    async with running_syncer(rig, max_drain_fraction=1.0):
+    async with running_syncer(rig, sync=sync(max_drain_fraction=1.0)):
 
         async def converged() -> bool:
             states = [(await rig.slurm(n)).drain_flag for n in names]
@@ -461,7 +462,7 @@ async def test_no_undrain_on_stale_slurm_data(rig: Rig):
 async def test_label_naming_an_unknown_slurm_node_is_reported_once(rig: Rig):
     kube_node, pod = rig.bind_pod("nosuchnode7")  # Slurm has no node of that name
     rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": True}})
-    async with running_syncer(rig, missing_grace_s=1.0) as service:
+    async with running_syncer(rig, sync=sync(missing_grace_s=1.0)) as service:
         await wait_for(lambda: "nosuchnode7" in service.engine.stats.missing, what="missing node noticed")
         await wait_for(
             lambda: any(e["reason"] == "SlurmNodeNotFound" for e in rig.events_for(pod)), what="an Event"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from syncer.model.keys import Keys
-from tests.e2e.rig import NAMESPACE, Rig, fresh_slurm_nodes, running_syncer
+from tests.e2e.rig import NAMESPACE, Rig, fresh_slurm_nodes, running_syncer, sync
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
@@ -45,7 +45,9 @@ async def test_a_cordon_then_a_drain_annotation_both_drain(rig: Rig):
     """The measured case: a cordon followed by a `slurm-syncer.dev/drain` annotation on a 5-node cluster."""
     names = fresh_slurm_nodes(5)
     nodes = [rig.bind_pod(n)[0] for n in names]
-    async with running_syncer(rig, safety_valve_min_nodes=2) as service:  # even with the smallest floor
+    async with running_syncer(
+        rig, sync=sync(safety_valve_min_nodes=2)
+    ) as service:  # even with the smallest floor
         rig.kube.patch("", "v1", "nodes", nodes[0], {"spec": {"unschedulable": True}})
         rig.kube.patch(
             "", "v1", "pods", f"slurmd-{names[1]}",

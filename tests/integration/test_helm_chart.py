@@ -489,11 +489,11 @@ def test_hybrid_values_reach_the_syncer():
     loaded = load_settings(objects)
     assert loaded.slurm_url == "https://slurmrestd.hpc.example.org"
     assert (loaded.slurm_api_version, loaded.slurm_jwt_user) == ("v0.0.42", "syncer")
-    assert loaded.drain_on_condition == (("GpuUnhealthy", "True"), ("NetworkUnavailable", "True"))
-    assert loaded.cordon_on_slurm_drain is True and loaded.dry_run is True
-    assert (loaded.kube_qps, loaded.workers, loaded.ready_grace_period) == (20.5, 16, 90.0)
+    assert loaded.value("drain_on_condition") == (("GpuUnhealthy", "True"), ("NetworkUnavailable", "True"))
+    assert loaded.value("cordon_on_slurm_drain") is True and loaded.dry_run is True
+    assert (loaded.kube_qps, loaded.workers, loaded.value("ready_grace_period")) == (20.5, 16, 90.0)
     assert loaded.sources["ready_grace_period"] == "flag"  # extraArgs win over config
-    assert loaded.namespace == "slurm" and loaded.nodeset_enabled is False
+    assert loaded.namespace == "slurm" and loaded.value("nodeset_enabled") is False
     assert loaded.sources["slurm_poll_interval"] == "default"  # null: left to the syncer
     main = container(objects)
     pod = one(objects, "Deployment")["spec"]["template"]
@@ -753,9 +753,9 @@ async def test_kubectl_applies_the_manifests_to_the_emulator(tmp_path: Path):
 def test_the_slinky_example_values_render_and_load():
     values = yaml.safe_load((ROOT / "deploy" / "examples" / "values-slinky.yaml").read_text())
     loaded = load_settings(render(values))
-    assert loaded.nodeset_enabled is False and loaded.pod_selector == "app.kubernetes.io/name=slurmd"
+    assert loaded.value("nodeset_enabled") is False and loaded.pod_selector == "app.kubernetes.io/name=slurmd"
     assert loaded.node_name_label[-1] == "nodeset.slinky.slurm.net/pod-hostname"
-    assert loaded.cordon_reason_annotation[-1] == "nodeset.slinky.slurm.net/node-cordon-reason"
+    assert loaded.value("cordon_reason_annotation")[-1] == "nodeset.slinky.slurm.net/node-cordon-reason"
     assert loaded.slurm_url == "http://slurm-restapi.slurm.svc.cluster.local:6820"
     # Slinky's own JWT key Secret (its chart's `<fullname>-auth-jwt`, key `jwt.key`): tokens minted here
     objects = render(values)

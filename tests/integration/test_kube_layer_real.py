@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from syncer.control.gate import WriteGate
+from syncer.controllers.nodeset import manifests
 from syncer.kube import KubeClient, KubeWriter
 from syncer.kube.client import MERGE_PATCH
 from syncer.kube.errors import KubeError
 from syncer.kube.informer import Informer, WatchEventError
 from syncer.model.kube import KubeNodeSet
-from syncer.nodeset import manifests
 from syncer.testing.kubeapi.emulator import nodeset_manifest
 from syncer.testing.kubeapi_real import RealKubeApi
 from tests.helpers import wait_for

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client, config
 
-from syncer.nodeset.pod_failures import start_failure
+from syncer.controllers.nodeset.pod_failures import start_failure
 from syncer.testing.kubeapi import KubeApiEmulator, SeedOptions
 from syncer.testing.kubeapi.emulator import node_manifest
 from tests.fixtures.kube import Kubectl

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
+from syncer.controllers.nodeset import manifests
+from syncer.controllers.nodeset.status import invalid_status
 from syncer.kube.client import MERGE_PATCH, KubeClient
 from syncer.kube.decode import Codec
-from syncer.nodeset import manifests
-from syncer.nodeset.status import invalid_status
 from syncer.testing.kubeapi_real import RealKubeApi
 from tests.fixtures.kube import Kubectl
 

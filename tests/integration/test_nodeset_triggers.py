@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from syncer.app.service import ServiceConfig, SyncerService
+from syncer.controllers.nodeset.controller import NodeSetController
 from syncer.kube.client import KubeClient
-from syncer.nodeset.reconciler import NodeSetController
 from syncer.runtime.tasks import cancel_and_wait
 from syncer.slurm.auth import NoToken
 from syncer.slurm.client import SlurmClient
@@ -38,8 +38,10 @@ def nodeset(name: str, **spec: Any) -> dict[str, Any]:
 async def reconciler(kube_api: KubeApiEmulator, kubeconfig: Path) -> AsyncIterator[NodeSetController]:
     kube = await KubeClient.from_config(str(kubeconfig))
     slurm = SlurmClient("http://127.0.0.1:9", NoToken())  # never started
-    service = SyncerService(slurm, kube, ServiceConfig(listen_port=None))
-    assert service.nodesets is not None and not service.gate.leading
+    # a leader (a follower reconciles nothing) that writes nothing: the reconciles are what is counted
+    config = ServiceConfig(listen_port=None, leader_election=False, dry_run=True)
+    service = SyncerService(slurm, kube, config)
+    assert service.nodesets is not None and service.gate.leading and not service.gate.check()
     service.kube_cache.start()
     tasks = [
         asyncio.create_task(service.nodesets.informer.run()),

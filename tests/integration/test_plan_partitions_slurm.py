@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from syncer.plan.partition_spec import job_counts, settings_from_spec, wanted_from
-from syncer.plan.partitions import DRAINING, UNSUPPORTED, Ownership, Plan, Wanted, World, plan
+from syncer.controllers.partitions.plan import DRAINING, UNSUPPORTED, Ownership, Plan, Wanted, World, plan
+from syncer.controllers.partitions.spec import job_counts, settings_from_spec, wanted_from
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.partitions import PartitionSettings

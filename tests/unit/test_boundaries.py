@@ -97,11 +97,52 @@ def test_no_module_of_the_syncer_imports_itself_in_a_circle() -> None:
     assert import_cycles("syncer") == []
 
 
-# The calls that write, on a client: to slurmrestd or the Kubernetes API.
-CLIENT_WRITES = frozenset(
-    {"update_node", "update_nodes", "delete_node", "put_reservation", "delete_reservation"}
-    | {"create", "patch", "replace", "delete"}
-)
+WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+CLIENT_MODULES = ("syncer/slurm/client.py", "syncer/kube/client.py")
+
+
+def client_writes() -> frozenset[str]:
+    """The calls that write, on a client (to slurmrestd or the Kubernetes API), derived from the clients:
+    every method that names a write verb or calls one that does, and every one that takes the HTTP method
+    as an argument."""
+    writes: set[str] = set()
+    for module in CLIENT_MODULES:
+        tree = ast.parse((REPO / module).read_text())
+        for cls in (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name.endswith("Client")):
+            methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)}
+            generic = {name for name, f in methods.items() if "method" in {a.arg for a in f.args.args}}
+            direct = {
+                name
+                for name, f in methods.items()
+                if any(isinstance(c, ast.Constant) and c.value in WRITE_VERBS for c in ast.walk(f))
+            }
+            calls = {
+                name: {
+                    c.func.attr
+                    for c in ast.walk(f)
+                    if isinstance(c, ast.Call)
+                    and isinstance(c.func, ast.Attribute)
+                    and ast.unparse(c.func.value) == "self"
+                }
+                for name, f in methods.items()
+            }
+            while grown := {n for n, called in calls.items() if called & direct} - direct:
+                direct |= grown
+            direct |= generic  # the HTTP method is the caller's: a write whenever it says so
+            writes |= direct
+    return frozenset(writes)
+
+
+def test_the_client_writes_are_derived_completely() -> None:
+    """The derivation finds every write the clients offer, those docs/architecture.md names among them."""
+    assert client_writes() >= {
+        "update_node", "update_nodes", "create_node", "delete_node", "put_partition", "put_partitions",
+        "delete_partition", "put_reservation", "delete_reservation", "create", "patch", "replace", "delete",
+        "request",
+    }  # fmt: skip
+    assert not client_writes() & {"get", "get_node", "list_nodes", "list_jobs", "list_partitions", "diag"}
+
+
 CLIENTS = frozenset({"slurm", "kube", "client"})
 # Loops of its own beside the runner's: what `ControllerRunner.serve` (syncer/runtime) alone may run.
 OWN_LOOPS = frozenset({"TaskGroup", "create_task", "ensure_future", "wait", "run_forever"})
@@ -152,8 +193,42 @@ def test_controllers_write_only_through_the_writers() -> None:
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
             method, owner = node.func.attr, receiver(node)
-            if (method in CLIENT_WRITES and owner in CLIENTS) or (method == "check" and owner == "gate"):
+            if (method in client_writes() and owner in CLIENTS) or (method == "check" and owner == "gate"):
                 found.append(f"{path.relative_to(REPO)}:{node.lineno} {owner}.{method}()")
+    assert found == []
+
+
+def test_no_controller_reads_leadership_or_dry_run() -> None:
+    """The runner owns leadership (a follower reconciles nothing) and the writers own the dry run: no
+    controller's package reads the gate, whether it leads, or whether it is a dry run."""
+    found = []
+    for path in controller_modules():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr in {"gate", "leading", "dry_run", "check"}:
+                found.append(f"{path.relative_to(REPO)}:{node.lineno} .{node.attr}")
+    assert found == []
+
+
+def test_watches_are_declared_not_wired_by_hand() -> None:
+    """A controller declares what it watches (`watches()`, syncer/runtime/watch.py) and its runner subscribes:
+    no `subscribe(...)` call in a controller's package, but in a source's own `subscribe` that forwards."""
+    found = []
+    for path in controller_modules():
+        tree = ast.parse(path.read_text(), str(path))
+        forwarding = {
+            id(call)
+            for f in ast.walk(tree)
+            if isinstance(f, ast.FunctionDef) and f.name == "subscribe"
+            for call in ast.walk(f)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr.startswith("subscribe")
+                and id(node) not in forwarding
+            ):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno} {ast.unparse(node.func)}()")
     assert found == []
 
 
@@ -189,17 +264,15 @@ def test_serve_is_the_only_run_loop_of_a_controller() -> None:
     assert found == []
 
 
-def test_the_service_registers_controllers_not_their_arguments() -> None:
-    """`app/service.py` builds each controller from the one ControllerContext and hands the Manager its
-    runner's `serve`; it names no shared dependency (client, cache, gate, writer) in a controller's call."""
+def test_the_service_builds_the_registered_controllers_and_names_none() -> None:
+    """`app/service.py` builds every controller through its registration (the registry, syncer/controllers/
+    __init__.py) from the one ControllerContext and hands the Manager each runner's `serve`: it calls no
+    controller class, so a new controller is one folder and one registration line."""
     tree = ast.parse((REPO / "syncer/app/service.py").read_text())
-    shared = {"slurm", "kube", "slurm_cache", "kube_cache", "gate", "writer", "events", "backoff", "resync_s"}
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and ast.unparse(node.func) in controllers():
-            found += [f"{ast.unparse(node.func)}({k.arg}=)" for k in node.keywords if k.arg in shared]
-    assert found == []
-    assert "controller.runner.serve" in ast.unparse(tree)
+    calls = [ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    assert [c for c in calls if c in controllers()] == []
+    assert "registration.build" in calls and "self.context.runner" in calls
+    assert "runner.serve" in ast.unparse(tree)
 
 
 def test_a_local_tool_missing_from_the_installation_says_where_to_get_it() -> None:

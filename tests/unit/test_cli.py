@@ -18,7 +18,7 @@ from syncer.app.check_cmd import CHECK_OPTIONS, Item, report
 from syncer.app.cli import build_parser
 from syncer.app.logs import LogSettingError, log_settings
 from syncer.app.status_cmd import CONNECTION_OPTIONS, render
-from syncer.sync.drift import Row
+from syncer.controllers.sync.drift import Row
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -92,7 +92,7 @@ def test_status_reads_the_daemon_options_it_does_not_list_from_the_environment()
     args = build_parser(["status"]).parse_args(["status"])
     env = {"SLURM_SYNCER_SLURM_URL": "http://slurmrestd:6820", "SLURM_SYNCER_READY_GRACE_PERIOD": "2m"}
     loaded = settings_mod.load(args, env)
-    assert loaded.ready_grace_period == 120.0 and loaded.sources["ready_grace_period"] == "env"
+    assert loaded.value("ready_grace_period") == 120.0 and loaded.sources["ready_grace_period"] == "env"
 
 
 def test_version() -> None:

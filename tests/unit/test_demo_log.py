@@ -45,7 +45,7 @@ def test_the_log_goes_to_the_file_at_its_level_while_the_tap_sees_info(tmp_path:
     tap = ActionTap()
     try:
         with logging_to(log, "auto", "warning", tap):
-            logger = structlog.get_logger("syncer.sync")
+            logger = structlog.get_logger("syncer.controllers.sync")
             logger.info("slurm node undrained", slurm_node="n1")
             logger.warning("safety valve open: automatic drain held back", slurm_node="n2")
     finally:

@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
+from syncer.controllers.sync.options import SyncOptions
 from syncer.model import KubeNode, KubePod, SlurmNode
 from syncer.model.slurm import INFORMATIONAL_FLAGS, KNOWN_FLAGS
 from syncer.slurm.models import NodesResponse
-from syncer.sync.options import SyncOptions
 from tests.unit.test_sync_decide import NODES, OPTIONS, PODS, run, slurm_nodes
 
 NEWER = ("EXTERNAL", "BLOCKED", "POWER_DOWN_ASAP", "POWER_DOWN_FORCE")

@@ -8,11 +8,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from syncer.controllers.nodeset.plan import SCALE_IN, UPDATE, Plan, member_name, owns, plan, removal_stamp
+from syncer.controllers.nodeset.spec import NodeSetSpec, parse
 from syncer.model.keys import Keys
 from syncer.model.kube import Condition, KubeNode, KubeNodeSet, KubePod
 from syncer.model.slurm import SlurmNode
-from syncer.nodeset.plan import SCALE_IN, UPDATE, Plan, member_name, owns, plan, removal_stamp
-from syncer.nodeset.spec import NodeSetSpec, parse
 
 NOW = 1_700_000_000.0
 NS = KubeNodeSet(namespace="hpc", name="gpu", uid="u1")

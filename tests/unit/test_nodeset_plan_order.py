@@ -4,8 +4,8 @@ names as DNS labels. (Ownership of Slurm records by reason is tested with issue 
 
 from __future__ import annotations
 
+from syncer.controllers.nodeset.plan import SCALE_IN, UPDATE, member_name, ordinal
 from syncer.model.kube import KubeNode
-from syncer.nodeset.plan import SCALE_IN, UPDATE, member_name, ordinal
 from tests.unit.test_nodeset_plan import make_spec, pod, run, slurm
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from syncer.controllers.nodeset.pod_failures import MAX_REASON_BYTES, start_failure
 from syncer.model.times import rfc3339
-from syncer.nodeset.pod_failures import MAX_REASON_BYTES, start_failure
 
 NOW = 1_700_000_600.0  # 2023-11-14T22:23:20Z
 CREATED = "2023-11-14T22:13:20Z"  # NOW - 600 s

@@ -11,11 +11,11 @@ from typing import Any
 import msgspec
 import structlog
 
+from syncer.controllers.nodeset.power import CEILING_LOWERED, PowerDecision
+from syncer.controllers.nodeset.power_actions import PowerActions
 from syncer.kube.errors import KubeError
 from syncer.model.kube import Condition, KubeNode, KubePod
 from syncer.model.slurm import SlurmNode
-from syncer.nodeset.power import CEILING_LOWERED, PowerDecision
-from syncer.nodeset.power_actions import PowerActions
 from syncer.slurm.errors import SlurmApiError, SlurmMessage, SlurmNotFound
 from tests.unit.test_nodeset_plan import NOW, NS, pod
 from tests.unit.test_nodeset_power_plan import CONF_DOWN, DOWN, MINE, UP, power, rec

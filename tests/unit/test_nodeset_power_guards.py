@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from syncer.controllers.nodeset.plan import Plan, plan, removal_stamp
+from syncer.controllers.nodeset.power import declared_stamp
 from syncer.model.kube import KubeNodeSet
-from syncer.nodeset.plan import Plan, plan, removal_stamp
-from syncer.nodeset.power import declared_stamp
 from tests.unit.test_nodeset_plan import NOW, NS, pod
 from tests.unit.test_nodeset_power_plan import DOWN, MINE, UP, power, rec, run
 

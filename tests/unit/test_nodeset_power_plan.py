@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from syncer.nodeset.plan import SCALE_IN, Plan, plan, removal_stamp
-from syncer.nodeset.power import CEILING_LOWERED, PowerDecision, decide_power, declared_stamp
-from syncer.nodeset.spec import NodeSetSpec, parse
+from syncer.controllers.nodeset.plan import SCALE_IN, Plan, plan, removal_stamp
+from syncer.controllers.nodeset.power import CEILING_LOWERED, PowerDecision, decide_power, declared_stamp
+from syncer.controllers.nodeset.spec import NodeSetSpec, parse
 from tests.unit.test_nodeset_plan import NOW, NS, REASON, pod, slurm
 
 MINE = declared_stamp(removal_stamp(NS))

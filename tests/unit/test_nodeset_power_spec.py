@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from syncer.nodeset.node_shape import NodeShape, quantity
-from syncer.nodeset.spec import SpecError, parse
+from syncer.controllers.nodeset.node_shape import NodeShape, quantity
+from syncer.controllers.nodeset.spec import SpecError, parse
 
 
 def template(resources: dict[str, Any] | None = None, name: str = "slurmd") -> dict[str, Any]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from syncer.nodeset.spec import SpecError, parse, parse_duration
+from syncer.controllers.nodeset.spec import SpecError, parse, parse_duration
 
 TEMPLATE = {"spec": {"containers": [{"name": "slurmd", "image": "slurmd:24.11"}]}}
 

@@ -1,7 +1,7 @@
 """What the SlurmPartition controller's log lines and Events show of a long node list: the first few names
 and how many in all (a label change moving 1,000 nodes is one `+a,+b,...` write)."""
 
-from syncer.plan.partition_controller import _nodes_text
+from syncer.controllers.partitions.controller import _nodes_text
 
 
 def test_short_lists_are_shown_whole_and_long_ones_counted():

@@ -8,9 +8,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syncer.model.keys import Keys
-from syncer.model.kube import KubeNode
-from syncer.plan.partition_spec import (
+from syncer.controllers.partitions.plan import Outcome
+from syncer.controllers.partitions.spec import (
     job_counts,
     record_of,
     selector_matches,
@@ -18,7 +17,8 @@ from syncer.plan.partition_spec import (
     status_of,
     wanted_from,
 )
-from syncer.plan.partitions import Outcome
+from syncer.model.keys import Keys
+from syncer.model.kube import KubeNode
 from syncer.slurm.models import Job
 from syncer.slurm.partitions import UNLIMITED, OverSubscribe, PartitionSettings, PartitionState, check
 from syncer.testing.kubeapi.selectors import labels_match, selector_from_label_selector_object

@@ -4,8 +4,8 @@ and defaults a resolved CR carries, and the whole status document."""
 
 from __future__ import annotations
 
-from syncer.plan.partition_spec import selector_matches, settings_from_spec, status_of, wanted_from
-from syncer.plan.partitions import Outcome
+from syncer.controllers.partitions.plan import Outcome
+from syncer.controllers.partitions.spec import selector_matches, settings_from_spec, status_of, wanted_from
 from syncer.slurm.partitions import OverSubscribe, PartitionSettings, PartitionState
 
 

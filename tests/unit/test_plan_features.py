@@ -1,4 +1,4 @@
-"""Node labels -> Slurm features (syncer/plan/features.py): pure."""
+"""Node labels -> Slurm features (syncer/controllers/attributes/features.py): pure."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from syncer.plan.features import FEATURE, FeatureLabel, wanted, with_owned
+from syncer.controllers.attributes.features import FEATURE, FeatureLabel, wanted, with_owned
 
 GPU = FeatureLabel.parse("nvidia.com/gpu.product")
 

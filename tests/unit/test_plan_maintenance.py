@@ -11,10 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syncer.app.settings import SettingsError, _maintenance_condition
-from syncer.model.keys import Keys
-from syncer.model.kube import Condition, KubeNode
-from syncer.plan.maintenance import (
+from syncer.app.settings import SettingsError
+from syncer.controllers.maintenance.options import maintenance_condition as _maintenance_condition
+from syncer.controllers.maintenance.plan import (
     RULE_END_BEFORE_START,
     RULE_PAST,
     RULE_TOO_LONG,
@@ -36,6 +35,8 @@ from syncer.plan.maintenance import (
     running_at,
     window_of,
 )
+from syncer.model.keys import Keys
+from syncer.model.kube import Condition, KubeNode
 from syncer.slurm.hostlist import expand
 from syncer.slurm.models import Reservation
 

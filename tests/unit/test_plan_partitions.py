@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syncer.plan.partitions import (
+from syncer.controllers.partitions.plan import (
     CONFLICT,
     DRAINING,
     INVALID,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from syncer.plan.partitions import (
+from syncer.controllers.partitions.plan import (
     ADD_KEEP,
     CONFLICT,
     CREATING,

@@ -1,11 +1,11 @@
-"""Topology labels -> a Slurm node's topology_str (syncer/plan/topology.py) and the update value: pure."""
+"""Topology labels -> a Slurm node's topology_str (syncer/controllers/attributes/topology.py) and the update
+value: pure."""
 
 from __future__ import annotations
 
 import pytest
 
-from syncer.model.slurm import SlurmNode
-from syncer.plan.topology import (
+from syncer.controllers.attributes.topology import (
     DEFAULT_BLOCK_LABEL,
     DEFAULT_TREE_LABELS,
     TopologySpec,
@@ -14,6 +14,7 @@ from syncer.plan.topology import (
     merged,
     wanted,
 )
+from syncer.model.slurm import SlurmNode
 from syncer.slurm.updates import NodeUpdate
 
 SPEC = TopologySpec(block_name="block", tree_name="tree")

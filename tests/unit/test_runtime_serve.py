@@ -6,6 +6,7 @@ controller, the key and a reconcile ID."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,7 +16,9 @@ from prometheus_client import CollectorRegistry
 from syncer.runtime.backoff import Backoff
 from syncer.runtime.controller import DONE, Controller, ControllerRunner, ReconcileMetrics, Result
 from syncer.runtime.errors import NotLeader, RetryAfter, Terminal
+from syncer.runtime.queue import Lane, taken_from
 from syncer.runtime.tasks import cancel_and_wait
+from syncer.runtime.watch import Watch, Watches, every
 from tests.helpers import captured_logs, wait_for
 
 
@@ -28,6 +31,7 @@ class Recorder(Controller):
         self.prepared = asyncio.Event()
         self._keys = keys
         self.resyncs = 0
+        self.elections = 0
         self.runner = ControllerRunner(self, workers=1)
 
     async def prepare(self) -> None:
@@ -40,12 +44,17 @@ class Recorder(Controller):
     def tick(self) -> bool:
         return self.asked
 
+    def elected(self) -> None:
+        self.elections += 1
+
     async def reconcile(self, key: str) -> Result:
         self.seen.append(key)
         return DONE
 
 
-async def test_serve_waits_for_prepare_then_every_key_again_on_resync_leadership_and_tick() -> None:
+async def test_a_follower_reconciles_nothing_and_on_leading_looks_at_every_key_again() -> None:
+    """The runner owns leadership (controller-runtime runs no reconciler on a follower): while this replica
+    does not lead, no key is reconciled, however it arrives; once it leads, `elected()` and every key."""
     controller = Recorder()
     leading = False
     controller.runner = ControllerRunner(controller, workers=1, resync_s=3.5, leading=lambda: leading)
@@ -54,17 +63,87 @@ async def test_serve_waits_for_prepare_then_every_key_again_on_resync_leadership
         await asyncio.sleep(0)
         assert controller.resyncs == 0, "no key before the controller is prepared"
         controller.prepared.set()
-        await wait_for(lambda: controller.seen == ["key"], 5, "every key at the start")
-        leading = True  # gained at the next tick
-        await wait_for(lambda: controller.resyncs == 2, 5, "keys on gaining leadership")
+        await wait_for(
+            lambda: controller.runner.queue.processed_total == 0 and controller.resyncs == 0, 5, ""
+        )
+        controller.runner.queue.add("changed")  # what a watch adds on a follower
+        await controller.runner.queue.wait_idle()
+        assert controller.seen == [] and controller.elections == 0, "a follower reconciles nothing"
+        leading = True  # gained: noticed at the next key or tick
+        await wait_for(lambda: controller.seen == ["key"], 5, "every key on gaining leadership")
+        assert controller.elections == 1
         controller.asked = True
-        await wait_for(lambda: controller.resyncs == 3, 5, "keys when the housekeeping asks")
+        await wait_for(lambda: controller.resyncs == 2, 5, "keys when the housekeeping asks")
         controller.asked = False
-        await wait_for(lambda: controller.resyncs == 4, 6, "keys on the periodic resync")
-        await wait_for(lambda: controller.seen == ["key"] * 4, 5, "the fourth reconcile")
+        await wait_for(lambda: controller.resyncs == 3, 6, "keys on the periodic resync")
+        await wait_for(lambda: controller.seen == ["key"] * 3, 5, "the third reconcile")
+        leading = False
+        controller.runner.queue.add("key")
+        await controller.runner.queue.wait_idle()
+        assert controller.seen == ["key"] * 3, "leadership lost: nothing reconciled"
+        leading = True
+        controller.runner.queue.add("changed")  # the first key a new term sees: elected() comes first
+        await wait_for(lambda: controller.elections == 2 and "changed" in controller.seen, 5, "re-elected")
     finally:
         await cancel_and_wait([serving])
     assert controller.runner.queue.stopped
+
+
+class Source:
+    """A watch source: `subscribe(handler)`, then `emit(...)` tells every handler."""
+
+    def __init__(self) -> None:
+        self.handlers: list[Callable[..., None]] = []
+
+    def subscribe(self, handler: Callable[[str, int], None]) -> None:
+        self.handlers.append(handler)
+
+    def emit(self, name: str, count: int) -> None:
+        for handler in self.handlers:
+            handler(name, count)
+
+
+class Watching(Controller):
+    """Declares three watches of one source: FIRST, NORMAL and after a delay."""
+
+    name = "watching"
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.seen: list[tuple[str, Lane, float]] = []
+
+    def watches(self) -> Watches:
+        return (
+            Watch(self.source.subscribe, lambda name, count: [f"{name}-{i}" for i in range(count)]),
+            Watch(self.source.subscribe, lambda name, _count: [f"first-{name}"], lane=Lane.FIRST),
+            Watch(self.source.subscribe, every("cluster"), after_s=0.2),
+        )
+
+    async def keys(self) -> list[str]:
+        return []
+
+    async def reconcile(self, key: str) -> Result:
+        self.seen.append((key, taken_from(), asyncio.get_running_loop().time()))
+        return DONE
+
+
+async def test_declared_watches_feed_the_queue_in_their_lane_and_after_their_delay() -> None:
+    source = Source()
+    controller = Watching(source)
+    runner = ControllerRunner(controller, workers=1)
+    assert controller.runner is runner and len(source.handlers) == 3, "subscribed once, by the runner"
+    task = await serving(controller)
+    try:
+        emitted = asyncio.get_running_loop().time()
+        source.emit("n", 2)
+        await wait_for(lambda: len(controller.seen) == 4, 5, "four keys")
+    finally:
+        await cancel_and_wait([task])
+    keys = [(key, lane) for key, lane, _ in controller.seen]
+    assert keys[0] == ("first-n", Lane.FIRST), "the FIRST lane ahead of the others"
+    assert sorted(keys[1:3]) == [("n-0", Lane.NORMAL), ("n-1", Lane.NORMAL)]
+    assert keys[3] == ("cluster", Lane.NORMAL)
+    assert controller.seen[3][2] - emitted >= 0.19, "looked at after its delay"
 
 
 async def test_a_failing_housekeeping_ends_serve_with_its_error() -> None:

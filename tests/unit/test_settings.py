@@ -27,8 +27,8 @@ def test_defaults_and_required_url():
     loaded = load(parse("--slurm-url", "http://slurmrestd:6820"), {})
     assert (
         loaded.slurm_poll_interval == 1.0
-        and loaded.max_drain_fraction == 0.10
-        and loaded.safety_valve_min_nodes == 3
+        and loaded.value("max_drain_fraction") == 0.10
+        and loaded.value("safety_valve_min_nodes") == 3
         and loaded.leader_election is True
     )
     assert loaded.listen_address == ("0.0.0.0", 8080) and loaded.sources["workers"] == "default"
@@ -41,7 +41,7 @@ def test_precedence_flag_env_file(tmp_path: Path):
     loaded = load(parse("--config", str(config), "--workers", "7"), env)
     assert loaded.workers == 7 and loaded.sources["workers"] == "flag"
     assert loaded.slurm_url == "http://from-env:6820" and loaded.sources["slurm_url"] == "env"
-    assert loaded.ready_grace_period == 120.0 and loaded.sources["ready_grace_period"] == "file"
+    assert loaded.value("ready_grace_period") == 120.0 and loaded.sources["ready_grace_period"] == "file"
     assert loaded.dry_run is True
     assert load(parse("--config", str(config), "--no-dry-run"), env).dry_run is False
 
@@ -75,12 +75,12 @@ def test_repeatable_conditions_from_flags_env_and_file(tmp_path: Path):
         ),
         {},
     )
-    assert flags.drain_on_condition == (("GpuUnhealthy", "True"), ("DiskPressure", "True"))
+    assert flags.value("drain_on_condition") == (("GpuUnhealthy", "True"), ("DiskPressure", "True"))
     env = load(parse("--slurm-url", "http://s:1"), {"SLURM_SYNCER_DRAIN_ON_CONDITION": "A=True,B=False"})
-    assert env.drain_on_condition == (("A", "True"), ("B", "False"))
+    assert env.value("drain_on_condition") == (("A", "True"), ("B", "False"))
     config = tmp_path / "c.yaml"
     config.write_text("slurm-url: http://s:1\ndrain-on-condition: [GpuUnhealthy=True]\n")
-    assert load(parse("--config", str(config)), {}).drain_on_condition == (("GpuUnhealthy", "True"),)
+    assert load(parse("--config", str(config)), {}).value("drain_on_condition") == (("GpuUnhealthy", "True"),)
 
 
 @pytest.mark.parametrize(
@@ -164,13 +164,20 @@ def test_configuration_docs_are_current():
 
 
 def test_settings_are_typed_fields_checked_against_the_option_table():
-    """One typed field per option (no `__getattr__ -> Any`), defaults only in the table."""
-    names = [f.name for f in dataclasses.fields(settings.Settings) if f.name != "sources"]
-    assert names == [option.attr for option in settings.OPTIONS]
+    """One typed field per option of the service (no `__getattr__ -> Any`); every controller's by name, typed
+    by its registration's options; defaults only in the table."""
+    names = [
+        f.name
+        for f in dataclasses.fields(settings.Settings)
+        if f.name not in ("sources", "controller_values")
+    ]
+    assert names == [option.attr for option in (*settings.SERVICE_OPTIONS, *settings.SERVER_OPTIONS)]
     loaded = load(parse("--slurm-url", "http://slurmrestd:6820"), {})
+    assert set(loaded.controller_values) == {o.attr for o in settings.CONTROLLER_OPTIONS}
     assert loaded.values == {o.attr: o.default for o in settings.OPTIONS} | {
         "slurm_url": "http://slurmrestd:6820"
     }
+    assert len({o.name for o in settings.OPTIONS}) == len(settings.OPTIONS), "an option declared twice"
 
 
 def test_mypy_sees_a_misspelt_option(tmp_path: Path):
@@ -194,7 +201,7 @@ def test_service_defaults_come_from_the_option_table():
         settings.default("workers"),
     )
     assert (config.listen_host, config.listen_port) == settings.default("listen_address")
-    assert config.options.ready_grace_s == settings.default("ready_grace_period")
+    assert config.options("sync").ready_grace_s == settings.default("ready_grace_period")
 
 
 def test_binding_labels_pod_selector_and_cordon_reason_annotations():
@@ -203,16 +210,18 @@ def test_binding_labels_pod_selector_and_cordon_reason_annotations():
         "slurm-syncer.dev/node-name",
         "nodeset.slinky.slurm.net/pod-hostname",
     )
-    assert default.cordon_reason_annotation == (
+    assert default.value("cordon_reason_annotation") == (
         "slurm-syncer.dev/cordon-reason",
         "nodeset.slinky.slurm.net/node-cordon-reason",
     )
-    assert default.cordon_reason_label == ("k8saas.nvidia.com/cordon-reason",)  # NVSentinel's default prefix
+    assert default.value("cordon_reason_label") == (
+        "k8saas.nvidia.com/cordon-reason",
+    )  # NVSentinel's default prefix
     assert default.pod_selector == ""
     labels = load(
         parse("--slurm-url", "http://s:1", "--cordon-reason-label", "nvsentinel.example/cordon-reason"), {}
     )
-    assert labels.cordon_reason_label == ("nvsentinel.example/cordon-reason",)
+    assert labels.value("cordon_reason_label") == ("nvsentinel.example/cordon-reason",)
     chosen = load(
         parse("--slurm-url", "http://s:1", "--node-name-label", "example.com/slurm-node"),
         {"SLURM_SYNCER_POD_SELECTOR": "app.kubernetes.io/name=slurmd"},
@@ -267,7 +276,7 @@ def test_slurm_metrics_hint_options():
 
 def test_node_attribute_options():
     base = ("--slurm-url", "http://slurmrestd:6820")
-    off = wiring.service_config(load(parse(*base), {}), {}).attributes
+    off = wiring.service_config(load(parse(*base), {}), {}).options("attributes")
     assert not off.enabled and off.feature_prefix == "k8s." and off.topology.tree_labels[-1].endswith("/leaf")
     env = {
         "SLURM_SYNCER_FEATURE_LABEL": "nvidia.com/gpu.product,node.kubernetes.io/instance-type=itype",
@@ -276,7 +285,7 @@ def test_node_attribute_options():
         "SLURM_SYNCER_TOPOLOGY_TREE_NAME": "default",
         "SLURM_SYNCER_TOPOLOGY_TREE_LABEL": "topology.nebius.com/tier-2,topology.nebius.com/tier-1",
     }
-    on = wiring.service_config(load(parse(*base, "--feature-prefix", "kube."), env), {}).attributes
+    on = wiring.service_config(load(parse(*base, "--feature-prefix", "kube."), env), {}).options("attributes")
     assert [(f.key, f.name) for f in on.feature_labels] == [
         ("nvidia.com/gpu.product", "gpu.product"),
         ("node.kubernetes.io/instance-type", "itype"),

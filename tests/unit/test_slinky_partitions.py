@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from syncer.plan.slinky_partitions import extra_conf_partitions, nodeset_partition
+from syncer.controllers.partitions.slinky import extra_conf_partitions, nodeset_partition
 
 
 def test_a_nodeset_declares_its_name_or_its_trimmed_hostname_unless_its_partition_is_off() -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from syncer.controllers.sync.causes import Cause, drain_causes
+from syncer.controllers.sync.options import SyncOptions
+from syncer.controllers.sync.reason import UNSAFE_CHARS
 from syncer.model import Condition, KubeNode, KubePod
 from syncer.model.keys import Keys, NVSentinel
-from syncer.sync.causes import Cause, drain_causes
-from syncer.sync.options import SyncOptions
-from syncer.sync.reason import UNSAFE_CHARS
 
 NOW = 1_000_000.0
 OPTS = SyncOptions(drain_on_conditions=(("GpuUnhealthy", "True"),))

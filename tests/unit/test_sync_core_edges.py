@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import math
 
+from syncer.controllers.nodeset.plan import member_name, plan, slurm_name
+from syncer.controllers.sync.causes import Cause, compose_reason, drain_causes
+from syncer.controllers.sync.options import SyncOptions
+from syncer.controllers.sync.reason import cap_utf8
 from syncer.model import Condition, KubeNode
 from syncer.model.keys import Keys
-from syncer.nodeset.plan import member_name, plan, slurm_name
-from syncer.sync.causes import Cause, compose_reason, drain_causes
-from syncer.sync.options import SyncOptions
-from syncer.sync.reason import cap_utf8
 from tests.unit.test_nodeset_plan import NS, make_spec, pod, run, slurm
 
 NOW = 1_700_000_000.0

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from syncer.controllers.sync.causes import is_automatic, is_ours
+from syncer.controllers.sync.options import SyncOptions
+from syncer.controllers.sync.plan import Decision, EventSpec, SlurmAction, decide, drift
+from syncer.controllers.sync.reason import UNSAFE_CHARS
 from syncer.model import Condition, KubeNode, KubePod, SlurmNode
 from syncer.model.keys import Keys
 from syncer.model.slurm import BASE_STATES, DRAIN_FLAGS, UNHEALTHY_FLAGS
-from syncer.sync.causes import is_automatic, is_ours
-from syncer.sync.decide import Decision, EventSpec, SlurmAction, decide, drift
-from syncer.sync.options import SyncOptions
-from syncer.sync.reason import UNSAFE_CHARS
 
 NOW = 1_700_000_000.0
 OPTS = SyncOptions(drain_on_conditions=(("GpuUnhealthy", "True"),))

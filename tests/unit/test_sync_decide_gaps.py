@@ -9,10 +9,7 @@ from dataclasses import replace
 
 import msgspec
 
-from syncer.model import Condition, KubeNode, KubePod, SlurmNode
-from syncer.model.keys import Keys
-from syncer.model.times import rfc3339
-from syncer.sync.decide import (
+from syncer.controllers.sync.plan import (
     Decision,
     EventSpec,
     SlurmAction,
@@ -21,6 +18,9 @@ from syncer.sync.decide import (
     desired_annotations,
     drift,
 )
+from syncer.model import Condition, KubeNode, KubePod, SlurmNode
+from syncer.model.keys import Keys
+from syncer.model.times import rfc3339
 from tests.unit.test_sync_decide import NOW, OPTS, OURS, knode, kpod, snode
 
 DRAINED = Condition(

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import msgspec
 
+from syncer.controllers.sync.drift import describe, scale_in_of
+from syncer.controllers.sync.options import SyncOptions
+from syncer.controllers.sync.plan import decide, drift
 from syncer.model.keys import Keys
 from syncer.model.kube import Condition, KubeNode, KubePod
 from syncer.model.slurm import SlurmNode
-from syncer.sync.decide import decide, drift
-from syncer.sync.drift import describe, scale_in_of
-from syncer.sync.options import SyncOptions
 
 NOW = 1_700_000_000.0
 OPTS = SyncOptions()

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from syncer.controllers.sync.options import SyncOptions
+from syncer.controllers.sync.plan import decide, desired_conditions, shared_node_conditions
 from syncer.model import Condition, KubeNode, KubePod, SlurmNode
 from syncer.model.keys import Keys
-from syncer.sync.decide import decide, desired_conditions, shared_node_conditions
-from syncer.sync.options import SyncOptions
 
 NOW = 1_700_000_000.0
 OPTS = SyncOptions()

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from syncer.controllers.sync.plan import SlurmAction, desired_conditions
 from syncer.model.keys import Keys
 from syncer.model.slurm import unhealthy_flags
-from syncer.sync.decide import SlurmAction, desired_conditions
 from tests.unit.test_sync_decide import NOW, knode, kpod, run, snode
 
 POWERING_UP = ("ALLOCATED", "CLOUD", "DYNAMIC_NORM", "NOT_RESPONDING", "POWERING_UP")

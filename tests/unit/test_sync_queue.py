@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import pytest
-from structlog.testing import capture_logs
 
 from syncer.runtime.queue import Lane, WorkQueue, taken_from
 from tests.helpers import wait_for
@@ -142,82 +141,22 @@ async def test_concurrency_is_bounded_by_workers():
     assert peak == 3 and queue.processed_total == 10
 
 
-async def test_failures_retry_with_growing_backoff_then_succeed_and_log():
-    attempts: list[float] = []
-    loop = asyncio.get_running_loop()
-
-    async def handler(_key: str) -> None:
-        attempts.append(loop.time())
-        if len(attempts) < 4:
-            raise RuntimeError("slurmrestd unavailable")
-
-    queue = WorkQueue(handler, workers=1, base_backoff_s=0.02, max_backoff_s=1.0)
-    with capture_logs() as logs:
-        async with running(queue):
-            queue.add("k")
-            await wait_for(lambda: len(attempts) == 4, deadline_s=5, what="the fourth attempt")
-            await queue.wait_idle()
-    gaps = [b - a for a, b in itertools.pairwise(attempts)]
-    assert queue.retries_total == 3
-    # retry n waits in [base * 2^(n-1) / 2, base * 2^(n-1)]
-    assert gaps[0] >= 0.01 and gaps[1] >= 0.02 and gaps[2] >= 0.04
-    failures = [entry for entry in logs if entry["event"] == "handler failed, retrying"]
-    assert [(f["key"], f["attempt"], f["log_level"]) for f in failures] == [
-        ("k", 1, "warning"),
-        ("k", 2, "warning"),
-        ("k", 3, "warning"),
-    ]
-    assert failures[0]["error"] == "RuntimeError: slurmrestd unavailable"
-
-
-async def test_success_resets_the_attempt_count():
-    fail_next = {"k": 2}
-
-    async def handler(key: str) -> None:
-        if fail_next[key] > 0:
-            fail_next[key] -= 1
-            raise ValueError("boom")
-
-    queue = WorkQueue(handler, workers=1, base_backoff_s=0.001, max_backoff_s=0.01)
-    with capture_logs() as logs:
-        async with running(queue):
-            queue.add("k")
-            await wait_for(lambda: queue.processed_total == 3, what="two failures and a success")
-            fail_next["k"] = 1
-            queue.add("k")
-            await wait_for(lambda: queue.processed_total == 5, what="a failure and a success")
-    attempts = [entry["attempt"] for entry in logs if entry["event"] == "handler failed, retrying"]
-    assert attempts == [1, 2, 1]
-
-
-async def test_max_retries_gives_up_until_added_again():
+async def test_the_queue_has_no_retry_policy_a_handler_error_ends_run():
+    """Retries are the runner's alone (its one backoff, syncer/runtime/controller.py): the queue neither
+    retries nor swallows; an error that escapes the handler ends `run()` with it, so the Manager stops the
+    process rather than a worker dying quietly."""
     calls = 0
 
     async def handler(_key: str) -> None:
         nonlocal calls
         calls += 1
-        raise OSError("unreachable")
+        raise RuntimeError("a bug in the handler")
 
-    queue = WorkQueue(handler, workers=1, base_backoff_s=0.001, max_backoff_s=0.002, max_retries=2)
-    with capture_logs() as logs:
-        async with running(queue):
-            queue.add("k")
-            await wait_for(lambda: any(e["event"] == "handler failed, giving up on key" for e in logs))
-            assert calls == 3 and queue.retries_total == 2 and queue.delayed == 0
-            queue.add("k")  # a new add starts over with a fresh attempt count
-            await wait_for(lambda: calls == 6, what="three more attempts")
-    given_up = [e for e in logs if e["event"] == "handler failed, giving up on key"]
-    assert given_up[0]["key"] == "k" and given_up[0]["attempt"] == 3 and given_up[0]["log_level"] == "error"
-
-
-def test_backoff_grows_exponentially_with_jitter_and_a_cap():
-    queue = WorkQueue(counting()[1], base_backoff_s=0.05, max_backoff_s=30.0)
-    for attempt in range(1, 40):
-        ceiling = min(30.0, 0.05 * 2 ** (attempt - 1))
-        delays = {queue.backoff_s(attempt) for _ in range(20)}
-        assert all(ceiling / 2 <= d <= ceiling for d in delays)
-        assert len(delays) > 1  # jittered
-    assert queue.backoff_s(10_000) <= 30.0
+    queue = WorkQueue(handler, workers=1)
+    queue.add("k")
+    with pytest.raises(RuntimeError, match="a bug in the handler"):
+        await asyncio.wait_for(queue.run(), 5)
+    assert calls == 1 and queue.delayed == 0
 
 
 async def test_add_after_orders_by_due_time_and_earliest_wins():
@@ -318,9 +257,7 @@ async def test_cancelling_run_cleans_up_in_flight_keys():
     ("kwargs", "message"),
     [
         ({"workers": 0}, "workers must be >= 1"),
-        ({"base_backoff_s": 0.0}, "base_backoff_s"),
-        ({"base_backoff_s": 2.0, "max_backoff_s": 1.0}, "base_backoff_s <= max_backoff_s"),
-        ({"max_retries": -1}, "max_retries"),
+        ({"first_workers": -1}, "first_workers must be >= 0"),
     ],
 )
 def test_bad_arguments_are_refused(kwargs: dict[str, float], message: str):

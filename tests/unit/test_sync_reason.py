@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from syncer.sync.causes import Cause, compose_reason, is_ours
-from syncer.sync.options import SyncOptions
-from syncer.sync.reason import UNSAFE_CHARS, cap_utf8, sanitise, sanitise_capped
+from syncer.controllers.sync.causes import Cause, compose_reason, is_ours
+from syncer.controllers.sync.options import SyncOptions
+from syncer.controllers.sync.reason import UNSAFE_CHARS, cap_utf8, sanitise, sanitise_capped
 
 OPTS = SyncOptions()
 OTHER_OPTS = SyncOptions(owner_prefix="mine> ")

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from syncer.sync.valve import DrainValve
+from syncer.controllers.sync.valve import DrainValve
 
 T0 = 1_000.0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from syncer.sync.valve import DrainValve
+from syncer.controllers.sync.valve import DrainValve
 
 T0 = 1_000.0
 BOUND = 20  # threshold 2 at 10 %

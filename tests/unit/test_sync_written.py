@@ -1,8 +1,8 @@
 from __future__ import annotations
 
+from syncer.controllers.sync.written import WrittenAnnotations
 from syncer.model import KubeNode, KubePod
 from syncer.model.keys import Keys
-from syncer.sync.written import WrittenAnnotations
 
 
 def pod(annotations: dict[str, str], uid: str = "u1") -> KubePod:

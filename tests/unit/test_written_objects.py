@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import time
 
+from syncer.controllers.sync.written import WrittenObjects
 from syncer.model.keys import Keys
 from syncer.model.kube import KubePod
-from syncer.sync.written import WrittenObjects
 
 POD = KubePod(namespace="slurm", name="slurmd-a", resource_version="10")
 WRITTEN = {

@@ -1,0 +1,465 @@
+"""The NodeSet controller: watches NodeSets, their pods, the Nodes and the Slurm cache, and carries
+out `plan()` one NodeSet at a time. Removals go through the sync controller (which drains the Slurm node
+with the scale-in reason); pods and Slurm records are deleted only after a fresh read from Slurm
+confirms the node is drained with nothing running or completing. A controller of the runtime:
+`reconcile(key) -> Result`, retried with the runtime's backoff when it raises. Ownership is by
+identity (owner UID, the removal stamp on Slurm records; see plan.py), never by name prefix."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from syncer.control.context import ControllerContext
+from syncer.control.registration import Registration
+from syncer.controllers.nodeset import manifests
+from syncer.controllers.nodeset.options import OPTIONS, NodeSetOptions, options_from
+from syncer.controllers.nodeset.plan import (
+    SCALE_IN,
+    Plan,
+    owns,
+    plan,
+    removable,
+    removal_stamp,
+    removed_by_us,
+    slurm_name,
+)
+from syncer.controllers.nodeset.power_actions import PowerActions
+from syncer.controllers.nodeset.spec import NodeSetSpec, SpecError, parse
+from syncer.controllers.nodeset.status import compute_status, invalid_status
+from syncer.controllers.nodeset.writes import CREATED, DRY_RUN, NodeSetWrites
+from syncer.kube.errors import KubeError
+from syncer.kube.informer import Informer
+from syncer.kube.writer import pod_path
+from syncer.model.keys import Keys
+from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
+from syncer.model.times import rfc3339
+from syncer.runtime.controller import DONE, Controller, Result
+from syncer.runtime.queue import WorkQueue
+from syncer.runtime.watch import Watch, Watches
+from syncer.slurm.cache import NodeChange
+from syncer.slurm.errors import SlurmApiError, SlurmError, SlurmNotFound
+
+log = structlog.get_logger("syncer.controllers.nodeset")
+
+
+CREATE_EXPECTATION_S = 30.0  # a pod we created and the informer has not shown yet is not POSTed again
+
+
+@dataclass
+class NodeSetStats:
+    reconciles: int = 0
+    pods_created: int = 0
+    pods_deleted: int = 0
+    slurm_nodes_deleted: int = 0
+    removals_started: int = 0
+    node_events: int = 0  # Kubernetes Node changes seen
+    node_requeues: int = 0  # ... that re-queued a DaemonSet-mode NodeSet
+    timed_out: dict[str, int] = field(default_factory=dict)  # NodeSet key -> nodes past drainTimeout
+    desired: dict[str, int] = field(default_factory=dict)  # NodeSet key -> desired members
+    errors: int = 0
+
+
+def _nodeset_key(old: KubeNodeSet | None, new: KubeNodeSet | None) -> list[str]:
+    nodeset = new or old
+    return [nodeset.key] if nodeset is not None else []
+
+
+def _selection_may_change(nodeset: KubeNodeSet, old: KubeNode | None, new: KubeNode | None) -> bool:
+    """Whether a Node change can change which Nodes the NodeSet's nodeSelector selects."""
+    if old is None or new is None:
+        return True
+    selector = nodeset.spec.get("nodeSelector") or {}
+    if not isinstance(selector, dict):
+        return True  # invalid: the reconcile reports it; no reason to be clever here
+    return any(old.labels.get(key) != new.labels.get(key) for key in selector)
+
+
+class NodeSetController(Controller):
+    name = "nodeset"  # the controller label of its reconcile metrics and logs
+    workers = 2
+
+    def __init__(self, context: ControllerContext, options: NodeSetOptions) -> None:
+        self.context = context  # clients, caches, writers: shared by every controller
+        self.scale_in = context.scale_in
+        self.writes = NodeSetWrites(context)
+        self.power = PowerActions(
+            context,
+            self.writes,
+            context.owner_prefix,
+            port_base=options.power_port_base,
+            port_of=options.power_ports,
+            node_loss_limit=options.node_loss_limit,
+        )
+        self.requeue_s = options.requeue_s
+        self.clock = context.clock
+        self.owner_prefix = context.owner_prefix
+        self.informer: Informer[KubeNodeSet] = Informer(
+            context.kube, manifests.nodesets_path(context.kube_cache.namespace), "NodeSet", lambda n: n.key
+        )
+        self.stats = NodeSetStats()
+        self._pods: dict[str, set[str]] = {}  # NodeSet key -> pod keys
+        self._pdbs: set[str] = set()  # NodeSet uids whose PodDisruptionBudget exists
+        self._reported: set[tuple[str, str]] = set()  # (kind, object) Warning events sent once
+        # pod key -> when we created it, until the pod informer shows it: a reconcile requeued before then
+        # would POST it again for a 409 (client-go's "expectations"); bounded in case an event is lost
+        self._created: dict[str, float] = {}
+        context.nodesets.provide(self.members)  # a SlurmPartition's `nodes.nodeSets`
+
+    # -- what names a NodeSet ---------------------------------------------------------------------
+    def watches(self) -> Watches:
+        return (
+            Watch(self.informer.subscribe, _nodeset_key),
+            Watch(self.context.kube_cache.pods.subscribe, self._pod_keys),
+            Watch(self.context.kube_cache.nodes.subscribe, self._node_keys),
+            Watch(self.context.slurm_cache.subscribe, self._slurm_keys),
+        )
+
+    @property
+    def queue(self) -> WorkQueue:
+        return self.runner.queue
+
+    def _pod_keys(self, old: KubePod | None, new: KubePod | None) -> list[str]:
+        """The NodeSet a pod names by its label; the index of each NodeSet's pods kept on the way."""
+        keys = []
+        for pod, present in ((old, False), (new, True)):
+            if pod is None or Keys.NODESET_LABEL not in pod.labels:
+                continue
+            key = f"{pod.namespace}/{pod.labels[Keys.NODESET_LABEL]}"
+            members = self._pods.setdefault(key, set())
+            if present:
+                members.add(pod.key)
+                self._created.pop(pod.key, None)  # seen: the cache speaks for it from now on
+            else:
+                members.discard(pod.key)
+            keys.append(key)
+        return keys
+
+    def _node_keys(self, old: KubeNode | None, new: KubeNode | None) -> list[str]:
+        """A DaemonSet-mode NodeSet is planned from each Node's name and labels only (see plan's
+        `_members`): a Node added or deleted, or a change of a label its nodeSelector names, re-queues
+        it; status (conditions, heartbeats), cordons, taints and annotations do not."""
+        self.stats.node_events += 1
+        if old is not None and new is not None and old.labels == new.labels:
+            return []  # most Node updates at scale: kubelet heartbeats and condition changes
+        keys = [
+            nodeset.key
+            for nodeset in self.informer.items.values()
+            if nodeset.spec.get("mode") == "DaemonSet" and _selection_may_change(nodeset, old, new)
+        ]
+        self.stats.node_requeues += len(keys)
+        return keys
+
+    def _slurm_keys(self, changes: list[NodeChange]) -> list[str]:
+        if not self.informer.items:
+            return []
+        names = {change.name for change in changes}
+        # a trigger only (a prefix may wake a NodeSet needlessly): ownership is decided in plan()
+        return [
+            nodeset.key
+            for nodeset in self.informer.items.values()
+            if any(name.startswith(nodeset.name + "-") for name in names)
+        ]
+
+    async def keys(self) -> list[str]:
+        return list(self.informer.items)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def loops(self) -> dict[str, Callable[[], Awaitable[None]]]:
+        return {"informer-nodesets": self.informer.run}
+
+    async def prepare(self) -> None:
+        await self.informer.synced.wait()
+        await self.context.kube_cache.wait_synced()
+
+    # -- one NodeSet ------------------------------------------------------------------------------
+    def pods_of(self, nodeset: KubeNodeSet) -> list[KubePod]:
+        items = self.context.kube_cache.pods.items
+        pods = [items[k] for k in sorted(self._pods.get(nodeset.key, ())) if k in items]
+        # only pods this NodeSet owns, by UID: a stray pod that copies the label is not ours to delete
+        return [p for p in pods if owns(nodeset, p)]
+
+    def members(self, namespace: str, name: str) -> list[str] | None:
+        """The Slurm nodes of a NodeSet's pods (a SlurmPartition's `nodes.nodeSets`); None: none such."""
+        nodeset = self.informer.items.get(f"{namespace}/{name}")
+        if nodeset is None:
+            return None
+        return [self.context.kube_cache.slurm_name_of(pod) for pod in self.pods_of(nodeset)]
+
+    async def reconcile(self, key: str) -> Result:
+        """One NodeSet. A Kubernetes or Slurm error is counted and raised: the runner retries the key with
+        its one backoff policy (and drops the remaining writes when leadership is lost)."""
+        self.stats.reconciles += 1
+        nodeset = self.informer.items.get(key)
+        if nodeset is None or nodeset.deleting:
+            self._forget(key)
+            return DONE
+        logger = log.bind(nodeset=key)
+        try:
+            return await self._reconcile(nodeset, logger)
+        except (KubeError, SlurmError):
+            self.stats.errors += 1
+            raise
+
+    def _forget(self, key: str) -> None:
+        for slurm_node, _ in self.scale_in.owned_by(key):
+            self.scale_in.set(slurm_node, None)
+        self.stats.timed_out.pop(key, None)
+        self.stats.desired.pop(key, None)
+        self.power.forget(key)
+
+    async def _reconcile(self, nodeset: KubeNodeSet, logger: Any) -> Result:
+        now = self.clock()
+        try:
+            spec = parse(nodeset.name, nodeset.spec)
+        except SpecError as exc:
+            if self._once("invalid", f"{nodeset.key}@{nodeset.generation}"):
+                logger.warning("nodeset spec invalid: nothing done until it is fixed", error=str(exc))
+                await self._event(nodeset, "Warning", "InvalidSpec", str(exc))
+            await self._write_status(nodeset, invalid_status(nodeset, str(exc), rfc3339(now) or ""))
+            return DONE
+        pods = self.pods_of(nodeset)
+        nodes = list(self.context.kube_cache.nodes.items.values()) if spec.mode == "DaemonSet" else []
+        fresh = self.context.slurm_cache.synced and not self.context.slurm_cache.stale
+        result = plan(
+            nodeset, spec, pods, self.context.slurm_cache.nodes,
+            nodes=nodes, slurm_fresh=fresh, now=now, owner_prefix=self.owner_prefix,
+        )  # fmt: skip
+        if fresh and SCALE_IN in result.mark_removal.values() and spec.mode == "Replicas":
+            # which members go depends on who is busy: choose on a list read now, not a poll ago
+            await self.context.slurm_cache.refresh()
+            result = plan(
+                nodeset, spec, pods, self.context.slurm_cache.nodes,
+                nodes=nodes, slurm_fresh=True, now=now, owner_prefix=self.owner_prefix,
+            )  # fmt: skip
+        self.stats.desired[nodeset.key] = result.desired
+        self.stats.timed_out[nodeset.key] = len(result.timed_out)
+        by_name = {p.name: p for p in pods}
+        await self._ensure_pdb(nodeset)
+        await self._busy_labels(nodeset, by_name, result)
+        await self._unmark(nodeset, by_name, result, logger)
+        await self._mark(nodeset, by_name, result, now, logger)
+        await self._stamp(nodeset, result, logger)
+        self._scale_in_marks(nodeset, by_name, result)
+        if spec.power is not None and result.power is not None:
+
+            async def event(type_: str, reason: str, message: str) -> None:
+                await self._event(nodeset, type_, reason, message)
+
+            await self.power.apply(
+                nodeset, spec.power, result.power, by_name, self.context.slurm_cache.nodes, event, logger
+            )
+        for name in result.delete_pods:
+            await self._delete_pod(nodeset, by_name[name], logger)
+        for name in result.delete_slurm_nodes:
+            await self._delete_slurm_node(nodeset, name, logger)
+        for member in result.create:
+            # told by the plan's view: the cache may have moved on while the pod was created
+            powered_up = result.power is not None and member.name in result.power.powered_up
+            await self._create_pod(nodeset, spec, member, logger, powered_up=powered_up)
+        timeout_check = await self._report_timeouts(nodeset, spec, by_name, result, logger)
+        status = compute_status(
+            nodeset, spec, pods, self.context.slurm_cache.nodes, result,
+            slurm_fresh=fresh, slurm_error=self.context.slurm_cache.cause, now=rfc3339(now) or "",
+            power_unsupported=self.power.unsupported,
+        )  # fmt: skip
+        await self._write_status(nodeset, status)
+        # caches usually trigger sooner; a pending drain timeout is checked on time without a change
+        delays = [d for d in (None if result.idle else self.requeue_s, timeout_check) if d is not None]
+        return Result(requeue_after=min(delays)) if delays else DONE
+
+    def _once(self, kind: str, what: str) -> bool:
+        if (kind, what) in self._reported:
+            return False
+        self._reported.add((kind, what))
+        return True
+
+    async def _event(self, nodeset: KubeNodeSet, type_: str, reason: str, message: str) -> None:
+        await self.writes.event(nodeset, type_, reason, message)
+
+    async def _write_status(self, nodeset: KubeNodeSet, status: dict[str, Any]) -> None:
+        if status != nodeset.status:
+            await self.writes.status(nodeset, status)
+
+    async def _ensure_pdb(self, nodeset: KubeNodeSet) -> None:
+        if nodeset.uid not in self._pdbs and await self.writes.busy_pdb(nodeset):
+            self._pdbs.add(nodeset.uid)
+
+    async def _busy_labels(self, nodeset: KubeNodeSet, by_name: dict[str, KubePod], result: Plan) -> None:
+        for name, busy in sorted(result.busy_labels.items()):
+            pod = by_name[name]
+            if (pod.labels.get(Keys.BUSY_LABEL) == "true") == busy or pod.terminating:
+                continue
+            await self.context.writer.set_labels(
+                pod_path(pod.namespace, pod.name),
+                {Keys.BUSY_LABEL: "true" if busy else None},
+                what="busy label",
+            )
+
+    async def _mark(
+        self, nodeset: KubeNodeSet, by_name: dict[str, KubePod], result: Plan, now: float, logger: Any
+    ) -> None:
+        for name, why in sorted(result.mark_removal.items()):
+            pod = by_name[name]
+            written = await self.context.writer.set_annotations(
+                pod_path(pod.namespace, pod.name),
+                {Keys.REMOVAL: why, Keys.REMOVAL_SINCE: f"{now:.0f}"},
+                what="removal",
+            )
+            if written is None:
+                continue  # a dry run (the writer logged it), or marked already (our last pass)
+            self.stats.removals_started += 1
+            verb = "scale-in" if why == "scale-in" else "rolling update"
+            logger.info(f"{verb}: draining Slurm node before removing its pod", pod=name)
+            await self._event(
+                nodeset, "Normal", "ScalingIn" if why == "scale-in" else "Updating",
+                f"{verb}: draining Slurm node {slurm_name(pod)}; its pod goes once no job runs there",
+            )  # fmt: skip
+
+    async def _unmark(
+        self, nodeset: KubeNodeSet, by_name: dict[str, KubePod], result: Plan, logger: Any
+    ) -> None:
+        for name in result.unmark:
+            pod = by_name[name]
+            await self.context.writer.set_annotations(
+                pod_path(pod.namespace, pod.name),
+                {Keys.REMOVAL: None, Keys.REMOVAL_SINCE: None},
+                what="removal cancelled",
+            )
+            self.scale_in.set(slurm_name(pod), None)
+            logger.info("scale-in cancelled: the node stays", pod=name)
+            await self._event(nodeset, "Normal", "ScaleInCancelled", f"{name} stays: replicas went up again")
+
+    def _scale_in_marks(self, nodeset: KubeNodeSet, by_name: dict[str, KubePod], result: Plan) -> None:
+        """The sync controller drains exactly the Slurm nodes this NodeSet is removing (rebuilt every time,
+        so a restart picks the removals up again from the pods' annotations)."""
+        present = {slurm_name(p) for p in by_name.values()}
+        ref = nodeset.ref
+        for name in self.scale_in.of(ref):
+            if name in present and name not in result.scale_in_marks:
+                self.scale_in.set(name, None)
+        for name in result.scale_in_marks:
+            if self.scale_in.get(name) != ref:
+                self.scale_in.set(name, ref)
+
+    async def _stamp(self, nodeset: KubeNodeSet, result: Plan, logger: Any) -> None:
+        """Records on each Slurm node being removed that this NodeSet (by identity) removes it: only
+        such a record is deleted after its pod, whatever its name or drain reason say."""
+        stamp = removal_stamp(nodeset)
+        for name, comment in [(n, stamp) for n in result.stamp] + [(n, "") for n in result.unstamp]:
+            await self.writes.slurm_writer.set_comment(name, comment)
+        for name in result.unstampable:
+            if self._once("unstampable", name):
+                logger.warning(
+                    "slurm node has someone else's comment: its record is kept after its pod goes",
+                    slurm_node=name,
+                )
+
+    async def _delete_pod(self, nodeset: KubeNodeSet, pod: KubePod, logger: Any) -> None:
+        name = slurm_name(pod)
+        try:
+            current = await self.context.slurm.get_node(name)  # the cache may be a second old
+        except SlurmNotFound:
+            current = None
+        if current is not None and not removable(current):
+            logger.info("pod removal waits: Slurm node not drained any more", pod=pod.name)
+            return
+        if not await self.writes.delete_pod(pod):
+            return
+        self.stats.pods_deleted += 1
+        logger.info("pod deleted: its Slurm node is drained and idle", pod=pod.name)
+        await self._event(
+            nodeset, "Normal", "DeletedPod", f"deleted pod {pod.name}: Slurm node {name} drained"
+        )
+
+    async def _delete_slurm_node(self, nodeset: KubeNodeSet, name: str, logger: Any) -> None:
+        try:
+            current = await self.context.slurm.get_node(name)
+        except SlurmNotFound:
+            self.scale_in.set(name, None)
+            return
+        if current.busy or not removed_by_us(current, nodeset, self.owner_prefix):
+            logger.info("slurm node kept: busy or no longer drained by us", slurm_node=name)
+            return
+        try:
+            if not await self.writes.slurm_writer.delete_node(name):
+                return
+        except SlurmApiError as exc:  # a slurm.conf node (500, error 2028): the rest of the pass goes on
+            logger.warning("Slurm refused to delete the node", slurm_node=name, error=str(exc))
+            if self._once("delete-refused", name):
+                await self._event(
+                    nodeset, "Warning", "DeleteSlurmNodeFailed",
+                    f"Slurm refused to delete node {name} ({exc}); if slurm.conf names it, remove its "
+                    f"NodeName={name} line and run scontrol reconfigure",
+                )  # fmt: skip
+            return
+        self.scale_in.set(name, None)
+        self.stats.slurm_nodes_deleted += 1
+        logger.info("slurm node deleted after its pod", slurm_node=name)
+        await self._event(
+            nodeset, "Normal", "DeletedSlurmNode", f"deleted Slurm node {name}: its pod is gone"
+        )
+
+    async def _create_pod(
+        self, nodeset: KubeNodeSet, spec: NodeSetSpec, member: Any, logger: Any, *, powered_up: bool = False
+    ) -> None:
+        key = f"{nodeset.namespace}/{member.name}"
+        since = self._created.get(key)
+        if since is not None and self.clock() - since < CREATE_EXPECTATION_S:
+            return  # created a moment ago; the informer has not shown it yet
+        try:
+            outcome = await self.writes.create_pod(nodeset, spec, member)
+            if outcome != DRY_RUN:
+                self._created[key] = self.clock()
+            if outcome != CREATED:
+                return  # exists already (the cache has not seen it yet), or a dry run
+        except KubeError as exc:
+            if exc.status in (400, 422):
+                if self._once("bad-template", f"{nodeset.key}@{nodeset.generation}"):
+                    await self._event(
+                        nodeset, "Warning", "FailedCreate", f"pod {member.name} rejected: {exc.message}"
+                    )
+                logger.warning("pod rejected by the API server: fix spec.template", error=exc.message)
+                return
+            raise
+        self.stats.pods_created += 1
+        logger.info("pod created", pod=member.name)
+        await self._event(nodeset, "Normal", "CreatedPod", f"created pod {member.name}")
+        if powered_up:
+            self.power.powering_up(member.name)
+            await self._event(
+                nodeset, "Normal", "PoweringUp", f"Slurm powers {member.name} up: created its pod"
+            )
+
+    async def _report_timeouts(
+        self, nodeset: KubeNodeSet, spec: NodeSetSpec, by_name: dict[str, KubePod], result: Plan, logger: Any
+    ) -> float | None:
+        for name in result.timed_out:
+            pod = by_name[name]
+            if not self._once("timeout", pod.uid or pod.key):
+                continue
+            message = (
+                f"Slurm node {slurm_name(pod)} still runs jobs {spec.drain_timeout_s:.0f} s after its drain "
+                "began; it is not forced: let the jobs finish or cancel them (scancel -w)"
+            )
+            logger.warning("drain timeout", pod=name)
+            await self._event(nodeset, "Warning", "DrainTimeout", message)
+        # the next check of a pending drain timeout, so it is reported on time without any change
+        pending = [
+            float(by_name[n].annotations.get(Keys.REMOVAL_SINCE, "0") or 0) + spec.drain_timeout_s
+            for n in result.draining
+            if n in by_name and n not in result.timed_out
+        ]
+        return max(0.5, min(pending) - self.clock() + 0.5) if pending else None
+
+
+REGISTRATION = Registration(
+    "nodeset",
+    build=lambda context, options: NodeSetController(context, options) if options.enabled else None,
+    defaults=NodeSetOptions(),
+    options=OPTIONS,
+    configure=options_from,
+)

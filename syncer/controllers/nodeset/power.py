@@ -1,0 +1,190 @@
+"""The power-saving part of a NodeSet's plan (`spec.power`): which members Slurm wants powered, as a pure
+function of the pods and the Slurm records. No I/O.
+
+Slurm decides: its power saving marks the powered-down CLOUD nodes a pending job needs POWERING_UP and
+powers idle ones down after SuspendTime. The NodeSet follows it: every member below the ceiling is
+declared to Slurm (a powered-down CLOUD node) before any pod; a member Slurm powers up gets exactly its
+pod; a member Slurm powers down loses its pod (it runs nothing: Slurm powers down idle nodes only, and a
+forced power-down requeues the jobs); floor members always have a pod. An admin's DOWN or DRAIN is
+respected (no pod for a node an admin took out). Members above a lowered ceiling go the scale-in way
+(drained, then the pod, then the record) or, with no pod, their record is deleted once nothing runs there.
+
+A declared record carries the NodeSet's identity in its comment (`declared_stamp`), written right after
+the create (Slurm refuses a comment in `node_conf`), so a lowered ceiling deletes only its own records;
+a slurm.conf member (no DYNAMIC_NORM: Slurm refuses to delete it) is never stamped nor deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from syncer.controllers.nodeset.spec import PowerSpec
+from syncer.model.keys import Keys
+from syncer.model.kube import KubePod
+from syncer.model.slurm import SlurmNode
+from syncer.model.slurm import powered_down as powered_down_state
+
+POWERING_UP = frozenset({"POWERING_UP", "POWER_UP"})
+CEILING_LOWERED = "ceiling lowered below it while Slurm powered it up"
+
+
+def declared_stamp(removal_stamp: str) -> str:
+    """The comment of a member record this NodeSet declared (distinct from its removal stamp)."""
+    return f"{removal_stamp} power=declared"
+
+
+def made_over_rest(slurm: SlurmNode) -> bool:
+    """A record made by `POST /new/node/` (DYNAMIC_NORM): the only kind Slurm lets us delete. A member named
+    in slurm.conf (24.11 cannot declare) has no such flag; `DELETE /node/` refuses it (500, error 2028)."""
+    return "DYNAMIC_NORM" in slurm.state
+
+
+def powering_up(slurm: SlurmNode) -> bool:
+    return bool(slurm.state & POWERING_UP)
+
+
+def powered_down(slurm: SlurmNode) -> bool:
+    """Powering down or powered down: no pod is wanted."""
+    return powered_down_state(slurm.state)
+
+
+def held_by_admin(slurm: SlurmNode, owner_prefix: str) -> bool:
+    """DOWN or DRAIN with a reason that is not the syncer's: someone took the node out (an admin, or
+    Slurm itself after ResumeTimeout); it gets no pod until that is lifted."""
+    taken = slurm.drain_flag or slurm.base_state == "DOWN"
+    return taken and not slurm.reason.startswith(owner_prefix)
+
+
+def power_state(slurm: SlurmNode, owner_prefix: str) -> str:
+    """The status bucket of one member record."""
+    if held_by_admin(slurm, owner_prefix):
+        return "heldByAdmin"
+    if powering_up(slurm):
+        return "poweringUp"
+    if "POWERED_DOWN" in slurm.state:
+        return "poweredDown"
+    if powered_down(slurm):
+        return "poweringDown"
+    return "poweredUp"
+
+
+def wanted(
+    index: int,
+    power: PowerSpec,
+    pod: KubePod | None,
+    slurm: SlurmNode,
+    owner_prefix: str,
+) -> bool:
+    """Whether member `name` (declared, below the ceiling) should have a pod now."""
+    if pod is None and held_by_admin(slurm, owner_prefix):
+        return False
+    if index < power.min_replicas or powering_up(slurm):
+        return True
+    # a running member stays until Slurm powers it down
+    return pod is not None and not powered_down(slurm)
+
+
+@dataclass
+class PowerDecision:
+    members: dict[str, int] = field(default_factory=dict)  # name -> ordinal: members that keep or get a pod
+    create: list[str] = field(default_factory=list)  # pods to create (their records exist)
+    powered_up: set[str] = field(default_factory=set)  # of those, the ones Slurm powers up (not the floor)
+    declare: list[str] = field(default_factory=list)  # records to create in Slurm (powered-down CLOUD)
+    stamp: list[str] = field(default_factory=list)  # records declared but not yet marked as ours
+    unmark: list[str] = field(default_factory=list)  # scale-in cancelled: the ceiling went up again
+    scale_in: list[str] = field(default_factory=list)  # pods above the ceiling, removed the scale-in way
+    power_down_pods: list[str] = field(default_factory=list)  # pods of members Slurm powered down
+    undeclare: list[str] = field(default_factory=list)  # our records above the ceiling, no pod, idle
+    conf_above: list[str] = field(default_factory=list)  # slurm.conf members above the ceiling: kept
+    force_down: dict[str, str] = field(default_factory=dict)  # record -> reason of a POWER_DOWN_FORCE
+    foreign: list[str] = field(default_factory=list)  # member names whose record someone else commented
+    failed: dict[str, str] = field(default_factory=dict)  # member -> our power-down reason (still DOWN)
+    resume: list[str] = field(default_factory=list)  # powered down after our failure: Slurm may try again
+    counts: dict[str, int] = field(default_factory=dict)  # status: members by power state
+    stale: bool = False  # something waits for fresh Slurm data
+
+
+def decide_power(
+    nodeset: str,
+    power: PowerSpec,
+    pods: list[KubePod],
+    slurm_nodes: dict[str, SlurmNode],
+    *,
+    removal_stamp: str,
+    ordinal: Callable[[str], int],
+    slurm_fresh: bool,
+    owner_prefix: str,
+) -> PowerDecision:
+    out = PowerDecision()
+    by_name = {p.name: p for p in pods}
+    mine = declared_stamp(removal_stamp)
+    out.counts = dict.fromkeys(
+        ("declared", "poweredDown", "poweringUp", "poweredUp", "poweringDown", "heldByAdmin"), 0
+    )
+    for index in range(power.max_replicas):
+        name = f"{nodeset}-{index}"
+        pod = by_name.get(name)
+        slurm = slurm_nodes.get(name)
+        removal = pod.annotations.get(Keys.REMOVAL) if pod is not None else None
+        if pod is not None and removal == "scale-in" and not pod.terminating:
+            out.unmark.append(name)
+        if slurm is None:
+            if pod is not None:
+                out.members[name] = index  # its slurmd may register it again: not ours to stop
+            elif slurm_fresh:
+                out.declare.append(name)
+            continue
+        if slurm.comment not in ("", mine, removal_stamp):
+            out.foreign.append(name)  # a record under our member's name is someone else's
+            if pod is not None:
+                out.members[name] = index
+            continue
+        out.counts["declared"] += 1
+        out.counts[power_state(slurm, owner_prefix)] += 1
+        forced = slurm.reason.startswith(owner_prefix) and not powering_up(slurm)
+        if forced and (
+            slurm.base_state == "DOWN" or slurm.state & {"POWER_DOWN", "POWERING_DOWN", "POWERED_DOWN"}
+        ):
+            # powered down by us because its pod could not run (POWER_DOWN_FORCE leaves it IDLE, measured);
+            # one left DOWN is resumed once powered down without a pod, so Slurm may power it up again
+            out.failed[name] = slurm.reason
+            if slurm.base_state == "DOWN" and pod is None and "POWERED_DOWN" in slurm.state and slurm_fresh:
+                out.resume.append(name)
+        if not slurm.comment and slurm_fresh and made_over_rest(slurm):
+            out.stamp.append(name)  # a slurm.conf member is never ours to delete: left unstamped
+        if wanted(index, power, pod, slurm, owner_prefix):
+            out.members[name] = index
+            if pod is None:
+                out.create.append(name)
+                if powering_up(slurm):
+                    out.powered_up.add(name)
+        elif pod is not None and not pod.terminating and not removal:
+            if not slurm_fresh:
+                out.stale = True
+            elif not slurm.busy:
+                out.power_down_pods.append(name)
+    for pod in pods:
+        index = ordinal(pod.name)
+        if 0 <= index < power.max_replicas or pod.terminating or pod.annotations.get(Keys.REMOVAL):
+            continue
+        slurm = slurm_nodes.get(pod.name)
+        if slurm is not None and powered_down(slurm) and not slurm.busy and slurm_fresh:
+            out.power_down_pods.append(pod.name)  # idle and powered down: no drain needed
+        else:
+            out.scale_in.append(pod.name)
+    prefix = nodeset + "-"
+    for name, slurm in sorted(slurm_nodes.items()):
+        if not name.startswith(prefix) or name in by_name or not 0 <= power.max_replicas <= ordinal(name):
+            continue
+        if not made_over_rest(slurm) and slurm.comment in ("", mine) and not slurm.busy:
+            out.conf_above.append(name)  # only its slurm.conf line can remove it
+        if slurm.comment != mine:
+            continue
+        if not slurm_fresh:
+            out.stale = True
+        elif powering_up(slurm):
+            out.force_down[name] = CEILING_LOWERED  # a job waits for it: requeued, never killed
+        elif not slurm.busy and made_over_rest(slurm):
+            out.undeclare.append(name)
+    return out

@@ -1,0 +1,511 @@
+"""The SlurmPartition controller: SlurmPartition CRs become Slurm partitions over REST v0.0.45
+(docs/partitions.md; the decision is plan.py, the CR's reading spec.py).
+
+With `PartitionOptions.slinky` it also watches Slinky's NodeSets and Controllers (slinky.py)
+and writes none of the partitions they declare.
+
+One key for the whole cluster, like the maintenance reservations: one `GET /partitions/` decides every
+partition, and a name two CRs declare or two default partitions need every CR at once. A change is looked at
+`BATCH_S` after it arrives, so a label change that moves many nodes becomes one `POST` of `+a,+b,...`; a
+CR's own change after `CR_BATCH_S`.
+
+Each reconcile reads Slurm's partitions, its jobs (drain before delete) and `GET /conf` (KeepPartInfo), plans,
+and carries the actions out: claim (the ownership annotation and the finalizer on the CR, before anything is
+created; a failed claim stops that CR), delete (Slurm's 2075 "Partition is in use": retried after
+`IN_USE_RETRY_S`) and release in the plan's order, then every create/update/drain in one `POST` (Slurm
+applies each entry it can; the refused ones are sent again alone, so that each CR gets its own error). A
+value Slurm refuses (2018 unknown node, 2066 unknown QOS, 9001) stops that CR with its condition; the
+others go on. Then each CR's status through /status and an Event
+whenever its Ready reason changes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import fields
+from typing import Any
+
+import structlog
+
+from syncer.control.binding import slurm_nodes_on
+from syncer.control.context import ControllerContext
+from syncer.control.directory import JobCounts
+from syncer.control.registration import Registration
+from syncer.controllers.partitions.options import OPTIONS, PartitionOptions, options_from
+from syncer.controllers.partitions.plan import (
+    CONFLICT,
+    INVALID,
+    PRECONDITION,
+    UNSUPPORTED,
+    Action,
+    Outcome,
+    World,
+    plan,
+    records,
+)
+from syncer.controllers.partitions.slinky import SlinkyPartitions
+from syncer.controllers.partitions.spec import NodeSetMembers, job_counts, record_of, status_of, wanted_from
+from syncer.kube.errors import KubeError
+from syncer.kube.events import ObjectRef
+from syncer.kube.informer import Informer
+from syncer.model.keys import Keys
+from syncer.model.kube import KubeCustomObject, KubeNode, KubePod
+from syncer.runtime.controller import DONE, Controller, Result
+from syncer.runtime.errors import RetryAfter, Terminal
+from syncer.runtime.watch import Watch, Watches, every
+from syncer.slurm.cache import NodeChange
+from syncer.slurm.errors import SlurmApiError, SlurmConnectionError, SlurmError, SlurmTimeout
+from syncer.slurm.partitions import (
+    InvalidPartition,
+    PartitionSettings,
+    PartitionWrite,
+    partition_in_use,
+    refused_entries,
+)
+
+log = structlog.get_logger("syncer.controllers.partitions")
+KEY = "cluster"
+KIND = "SlurmPartition"
+API_VERSION = "slurm-syncer.dev/v1alpha1"
+PATH = "/apis/slurm-syncer.dev/v1alpha1/slurmpartitions"
+BATCH_S = 0.5  # Node and pod changes arriving together (a relabelled rack) planned once: one POST
+CR_BATCH_S = 0.05  # a CR's change: rarely a storm, and its author waits for it
+BUSY_S = 1.0  # a CR creating, updating, draining or deleting is looked at again this soon (jobs end unseen)
+IN_USE_RETRY_S = 5.0  # Slurm's 2075: a job arrived between our read and the DELETE
+UNREACHABLE_RETRY_S = 2.0  # slurmrestd did not answer: the next reconcile decides again from a fresh read
+# Slurm's "Invalid node name specified", "Invalid qos specification" (a QOS it does not know: measured on
+# 26.05.5) and its refusal of a value: input to fix, not retried
+REFUSED = (2018, 2066, 9001)
+REFUSED_FIELDS = {2018: ("nodes",), 2066: ("qos", "allowQos", "denyQos")}  # the spec fields each is about
+CLAIM_FAILED = "ClaimFailed"
+DELETE_REFUSED = "DeleteRefused"  # Slurm's 2075 "Partition is in use": retried, the CR kept
+ABSENT = "ABSENT"  # slurm_syncer_partition_state of a CR whose partition Slurm does not have
+BATCHED = frozenset({"create", "update", "drain"})  # one POST /partitions/ carries them all
+WARNINGS = frozenset({CONFLICT, INVALID, UNSUPPORTED, PRECONDITION, CLAIM_FAILED, DELETE_REFUSED})
+
+EVENT_CREATED = "PartitionCreated"
+EVENT_UPDATED = "PartitionUpdated"
+EVENT_DRAINING = "PartitionDraining"
+EVENT_DELETED = "PartitionDeleted"
+
+
+class Stopped(Exception):
+    """One CR's writes stop here (its claim failed, or Slurm refused its values): `outcome` says why."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.message)
+        self.outcome = outcome
+
+
+def _settings_text(settings: PartitionSettings, before: PartitionSettings | None) -> str:
+    """`field: was -> now` for each managed field (what an update put back)."""
+    parts = []
+    for f in fields(settings):
+        wanted = getattr(settings, f.name)
+        if wanted is None:
+            continue
+        had = getattr(before, f.name) if before is not None else None
+        parts.append(f"{f.name}: {had!r} -> {wanted!r}" if before is not None else f"{f.name}={wanted!r}")
+    return ", ".join(parts)
+
+
+def _nodes_text(nodes: str | None, shown: int = 8) -> str:
+    """A hostlist or `+a,-b` changes for a log line or an Event: the first few and how many in all."""
+    names = [n for n in (nodes or "").split(",") if n]
+    if len(names) <= shown:
+        return ",".join(names) or "(none)"
+    added = sum(n.startswith("+") for n in names)
+    removed = sum(n.startswith("-") for n in names)
+    counts = f"+{added}, -{removed}" if added or removed else f"{len(names)} nodes"
+    return ",".join(names[:shown]) + f",... ({counts})"
+
+
+class PartitionController(Controller):
+    name = "partitions"
+    workers = 1  # one key
+
+    def __init__(self, context: ControllerContext, options: PartitionOptions) -> None:
+        self.context = context  # clients, caches, writers: shared by every controller
+        self.nodeset_members: NodeSetMembers = context.nodesets.members
+        self.clock = context.clock
+        self.informer: Informer[KubeCustomObject] = Informer(context.kube, PATH, KIND, lambda o: o.name)
+        self.keeps_partitions: bool | None = None  # the last /conf read; None: not read or failed
+        self.outcomes: dict[str, Outcome] = {}  # by CR: the last reconcile's (for the exporter, tests)
+        self.slurm_states: dict[str, str] = {}  # by CR: its state in Slurm or ABSENT (exporter)
+        self._claimed: dict[
+            str, tuple[str, str]
+        ] = {}  # CR -> (uid, how) claimed, until the informer shows it
+        self._said: dict[str, tuple[str, str]] = {}  # CR -> (reason, message) last told in an Event
+        self._written: dict[str, dict[str, Any]] = {}  # CR -> the status document written last
+        self.slinky = SlinkyPartitions(context.kube) if options.slinky else None
+
+    # -- what names the key -----------------------------------------------------------------------
+    def watches(self) -> Watches:
+        """A CR's change is looked at after CR_BATCH_S; what moves nodes or jobs after BATCH_S (a relabelled
+        rack: one POST); a slurmctld reload at once (one without KeepPartInfo forgot REST-made partitions)."""
+        cache = self.context.slurm_cache
+        crs = [Watch(self.informer.subscribe, every(KEY), after_s=CR_BATCH_S)]
+        if self.slinky is not None:
+            crs.append(Watch(self.slinky.subscribe, every(KEY), after_s=CR_BATCH_S))
+        return (
+            *crs,
+            Watch(self.context.kube_cache.nodes.subscribe, self._node_moved, after_s=BATCH_S),
+            Watch(self.context.kube_cache.pods.subscribe, self._pod_moved, after_s=BATCH_S),
+            Watch(self.context.jobs.subscribe, self._jobs_moved, after_s=BATCH_S),
+            Watch(cache.subscribe, self._slurm_moved, after_s=BATCH_S),
+            Watch(cache.subscribe_reloads, every(KEY)),
+        )
+
+    def _ours(self, moved: bool) -> tuple[str, ...]:
+        return (KEY,) if moved and self.informer.items else ()
+
+    def _node_moved(self, old: KubeNode | None, new: KubeNode | None) -> tuple[str, ...]:
+        return self._ours(old is None or new is None or old.labels != new.labels)
+
+    def _pod_moved(self, old: KubePod | None, new: KubePod | None) -> tuple[str, ...]:
+        names = self.context.kube_cache.slurm_name_of
+        return self._ours(
+            old is None or new is None or (old.node_name, names(old)) != (new.node_name, names(new))
+        )
+
+    def _jobs_moved(self, old: JobCounts, new: JobCounts) -> tuple[str, ...]:
+        """The service's job poll: a managed partition's jobs moved, so its status (the Running and Pending
+        printer columns) is written again now, not at the next resync."""
+        ours = {o.partition for o in self.outcomes.values()}
+        moved = (key for key in {*old, *new} if old.get(key) != new.get(key))
+        return self._ours(any(ours.intersection(partition.split(",")) for partition, _state in moved))
+
+    def _slurm_moved(self, changes: list[NodeChange]) -> tuple[str, ...]:
+        # a node Slurm did not know (a host a CR names) may be known now
+        return self._ours(any(c.kind != "changed" for c in changes))
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def loops(self) -> dict[str, Callable[[], Awaitable[None]]]:
+        slinky = self.slinky.loops() if self.slinky is not None else {}
+        return {"informer-slurmpartitions": self.informer.run, **slinky}
+
+    async def prepare(self) -> None:
+        await self.informer.synced.wait()
+        await self.context.kube_cache.wait_synced()
+        if self.slinky is not None:  # no partition planned before Slinky's are known
+            await self.slinky.decided()
+
+    async def keys(self) -> list[str]:
+        return [KEY]
+
+    # -- one reconcile --------------------------------------------------------------------------------
+    async def reconcile(self, key: str) -> Result:
+        cache = self.context.slurm_cache
+        if not self.context.kube_cache.synced or not cache.synced or cache.stale:
+            return Result(requeue_after=1.0)  # fail closed: no node taken out on stale membership
+        crs = {o.name: o.body for o in self.informer.items.values()}
+        if not crs:
+            self.outcomes, self.slurm_states = {}, {}
+            return DONE  # nothing declared: Slurm is not even read
+        try:
+            return await self._reconcile(crs)
+        except (SlurmConnectionError, SlurmTimeout) as exc:
+            raise RetryAfter(UNREACHABLE_RETRY_S, f"slurmrestd unreachable: {exc}") from exc
+
+    async def _reconcile(self, crs: dict[str, dict[str, Any]]) -> Result:
+        world, counts = await self._world(crs)
+        result = plan([self._wanted(cr) for cr in crs.values()], world)
+        stopped: dict[str, Outcome] = {}
+        released: set[str] = set()
+        in_use: dict[str, Outcome] = {}  # CR -> why Slurm would not delete its partition yet
+        wrote = False
+        batch: list[Action] = []  # creates, updates, drains: one POST for all (after every claim)
+        for action in result.actions:
+            if action.cr in stopped or action.cr in in_use:
+                continue  # the CR's later actions (its release above all) wait for the next reconcile
+            if action.kind in BATCHED:
+                batch.append(action)
+                continue
+            try:
+                wrote |= await self._carry_out(action, crs[action.cr])
+            except Stopped as stop:
+                stopped[action.cr] = stop.outcome
+            except SlurmApiError as exc:
+                if not partition_in_use(exc):
+                    raise
+                in_use[action.cr] = self._refused_delete(action, exc)  # a job came after our read
+            if action.kind == "release":
+                released.add(action.cr)
+        wrote |= await self._write_all([a for a in batch if a.cr not in stopped], crs, stopped)
+        if wrote:  # what the status says is what Slurm has now, not what it had before our writes
+            world, counts = await self._world(crs, read_conf=False)  # our writes leave /conf as it was
+            result = plan([self._wanted(cr) for cr in crs.values()], world)
+        outcomes = {**result.outcomes, **stopped, **in_use}
+        self.outcomes = outcomes
+        # ABSENT: no such partition in Slurm (refused, not made yet, or deleted behind our back)
+        states = {name: world.present[o.partition].settings.state if o.partition in world.present else ABSENT
+                  for name, o in outcomes.items()}  # fmt: skip
+        self.slurm_states = {name: state for name, state in states.items() if state}
+        for name, outcome in outcomes.items():
+            if name not in released:
+                await self._tell(crs[name], outcome, world, counts)
+        if in_use:
+            busy_ones = ", ".join(o.partition for o in in_use.values())
+            raise RetryAfter(IN_USE_RETRY_S, f"partition(s) {busy_ones} in use: deleted after their jobs")
+        if stopped:
+            raise Terminal("; ".join(f"SlurmPartition {n}: {o.message}" for n, o in sorted(stopped.items())))
+        busy = any(not o.ready and o.reason not in WARNINGS for o in outcomes.values())
+        return Result(requeue_after=BUSY_S) if busy else DONE
+
+    async def _world(
+        self, crs: Mapping[str, Mapping[str, Any]], *, read_conf: bool = True
+    ) -> tuple[World, dict[str, tuple[int, int]]]:
+        """Slurm's partitions, its (running, pending) jobs by partition, /conf (the last read's without
+        `read_conf`), and the ownership records."""
+        slurm = self.context.slurm
+        present = {p.name: p for p in await slurm.partition_states()}
+        counts = job_counts(await slurm.list_jobs())
+        if read_conf and slurm.partition_writes:
+            try:
+                conf = await slurm.slurmctld_conf()
+                self.keeps_partitions = conf.keeps_partitions if conf is not None else None
+            except SlurmError as exc:
+                log.warning("slurmctld's /conf not read: no partition created or changed", error=str(exc))
+                self.keeps_partitions = None
+        owned = records(self._record(cr) for cr in crs.values())
+        world = World(
+            present=present,
+            owned=owned,
+            jobs={name: running + pending for name, (running, pending) in counts.items()},
+            slurm_nodes=frozenset(self.context.slurm_cache.nodes),
+            keeps_partitions=self.keeps_partitions,
+            writes=slurm.partition_writes,
+            slinky=self.slinky.names() if self.slinky is not None else {},
+        )
+        return world, counts
+
+    def _record(self, cr: Mapping[str, Any]) -> tuple[str, str | None, str | None]:
+        """The CR's ownership record; a claim written that the informer has not shown yet counts."""
+        name, partition, how = record_of(cr)
+        claimed = self._claimed.get(name)
+        if how is None and claimed is not None and claimed[0] == cr["metadata"].get("uid"):
+            return record_of({**cr, "metadata": {**cr["metadata"], "annotations": {
+                **(cr["metadata"].get("annotations") or {}), Keys.PARTITION_OWNER: claimed[1]}}})  # fmt: skip
+        if how is not None:
+            self._claimed.pop(name, None)
+        return name, partition, how
+
+    def _wanted(self, cr: Mapping[str, Any]) -> Any:
+        cache, known = self.context.kube_cache, self.context.slurm_cache.nodes
+
+        def bound(node: str) -> str | None:
+            names = slurm_nodes_on(node, cache, known)
+            return names[0] if names else None
+
+        return wanted_from(cr, list(cache.nodes.items.values()), bound, self.nodeset_members)
+
+    # -- writes ---------------------------------------------------------------------------------------
+    async def _write_all(
+        self, batch: list[Action], crs: Mapping[str, Mapping[str, Any]], stopped: dict[str, Outcome]
+    ) -> bool:
+        """Creates, updates and drains in one `POST /partitions/` (Slurm applies each entry it can, not
+        atomically: measured). The entries it refused, or all when its errors name none, are sent again
+        one by one, so that each CR gets its own error. True when Slurm was written."""
+        if len(batch) < 2:
+            return any([await self._write_one(a, crs[a.cr], stopped) for a in batch])
+        writes = [PartitionWrite(a.partition, a.settings, a.nodes) for a in batch]
+        again: set[int] = set()
+        try:
+            if not await self.context.slurm_writer.put_partitions(writes):
+                return False
+        except (SlurmApiError, InvalidPartition) as exc:
+            refused = refused_entries(exc, len(batch))
+            again = set(refused) if refused is not None else set(range(len(batch)))
+            log.info("partitions refused in a batch: sent again one by one", error=str(exc),
+                     partitions=[batch[i].partition for i in sorted(again)])  # fmt: skip
+        wrote = False
+        for index, action in enumerate(batch):
+            if index in again:
+                wrote |= await self._write_one(action, crs[action.cr], stopped)
+            else:
+                await self._after_write(action, crs[action.cr])
+                wrote = True
+        return wrote
+
+    async def _write_one(self, action: Action, cr: Mapping[str, Any], stopped: dict[str, Outcome]) -> bool:
+        try:
+            return await self._carry_out(action, cr)
+        except Stopped as stop:
+            stopped[action.cr] = stop.outcome
+            return False
+
+    async def _carry_out(self, action: Action, cr: Mapping[str, Any]) -> bool:
+        """One action through the writers; True when Slurm was written."""
+        if action.kind == "claim":
+            await self._claim(action, cr)
+            return False
+        if action.kind == "release":
+            await self._release(cr)
+            return False
+        writer = self.context.slurm_writer
+        try:
+            if action.kind == "delete":
+                if not await writer.delete_partition(action.partition):
+                    return False
+                await self._event(cr, "Normal", EVENT_DELETED, f"partition {action.partition} deleted")
+                return True
+            if not await writer.put_partition(action.partition, action.settings, nodes=action.nodes):
+                return False
+        except InvalidPartition as exc:
+            raise Stopped(self._stop(action, INVALID, f"spec.{exc.field}: {exc}")) from exc
+        except SlurmApiError as exc:
+            if any(e.error_number in REFUSED for e in exc.errors):
+                said = "; ".join(f"{e.error or e.description} (error {e.error_number})" for e in exc.errors)
+                spec = cr.get("spec") or {}
+                named = [f"spec.{field}" for e in exc.errors
+                         for field in REFUSED_FIELDS.get(e.error_number, ()) if field in spec]  # fmt: skip
+                where = f" ({', '.join(dict.fromkeys(named))})" if named else ""
+                message = f"Slurm refused partition {action.partition}{where}: {said}"
+                raise Stopped(self._stop(action, INVALID, message)) from exc
+            raise
+        await self._after_write(action, cr)
+        return True
+
+    async def _after_write(self, action: Action, cr: Mapping[str, Any]) -> None:
+        log.info(f"partition {action.kind}", partition=action.partition, cr=action.cr,
+                 nodes=_nodes_text(action.nodes))  # fmt: skip
+        self.context.actions(f"partition_{action.kind}", "k8s_to_slurm", action.partition, {"result": "ok"})
+        await self._tell_written(action, cr)
+
+    def _refused_delete(self, action: Action, exc: SlurmApiError) -> Outcome:
+        """Slurm's 2075: a job came into the partition between our read of the jobs and the DELETE. The CR
+        keeps its finalizer; the next reconcile sees the job, drains the partition and waits for it."""
+        said = "; ".join(f"{e.error or e.description} (error {e.error_number})" for e in exc.errors)
+        message = (
+            f"Slurm refused to delete partition {action.partition}: {said}; a job came in after the check: "
+            f"it is drained and deleted once its jobs have ended (tried again in {IN_USE_RETRY_S:.0f} s)"
+        )
+        log.warning("partition delete refused", partition=action.partition, cr=action.cr, error=said)
+        return Outcome(action.cr, action.partition, False, DELETE_REFUSED, message)
+
+    def _stop(self, action: Action, reason: str, message: str) -> Outcome:
+        log.warning("partition write refused", partition=action.partition, cr=action.cr, error=message)
+        return Outcome(action.cr, action.partition, False, reason, message)
+
+    async def _tell_written(self, action: Action, cr: Mapping[str, Any]) -> None:
+        name = action.partition
+        if action.kind == "create":
+            message = f"partition {name} created over nodes {_nodes_text(action.nodes)}"
+            settings = _settings_text(action.settings, None)
+            await self._event(
+                cr, "Normal", EVENT_CREATED, message + (f" with {settings}" if settings else "")
+            )
+        elif action.kind == "drain":
+            await self._event(cr, "Normal", EVENT_DRAINING,
+                              f"partition {name} set DRAIN: deleted once its jobs have ended")  # fmt: skip
+        else:
+            settings = _settings_text(action.settings, action.before)
+            changes = [
+                c for c in (settings, f"nodes {_nodes_text(action.nodes)}" if action.nodes else "") if c
+            ]
+            message = f"partition {name} put back to its SlurmPartition: {'; '.join(changes)}"
+            await self._event(cr, "Normal", EVENT_UPDATED, message)
+
+    def _path(self, cr: Mapping[str, Any]) -> str:
+        return f"{PATH}/{cr['metadata']['name']}"
+
+    async def _claim(self, action: Action, cr: Mapping[str, Any]) -> None:
+        """The ownership record and the finalizer on the CR, before anything of it is written to Slurm."""
+        how = action.ownership or "created"
+
+        def build(obj: dict[str, Any]) -> dict[str, Any] | None:
+            meta = obj.get("metadata") or {}
+            patch: dict[str, Any] = {}
+            if (meta.get("annotations") or {}).get(Keys.PARTITION_OWNER) != how:
+                patch["annotations"] = {Keys.PARTITION_OWNER: how}
+            finalizers = list(meta.get("finalizers") or [])
+            if Keys.PARTITION_FINALIZER not in finalizers:
+                patch["finalizers"] = [*finalizers, Keys.PARTITION_FINALIZER]
+            return {"metadata": patch} if patch else None
+
+        try:
+            await self.context.writer.patch_from_current(
+                self._path(cr), build, current=dict(cr), what=f"{KIND} {action.cr} ownership"
+            )
+        except KubeError as exc:
+            message = (
+                f"ownership of partition {action.partition} not recorded on the CR ({exc}): nothing "
+                "written to Slurm"
+            )
+            raise Stopped(self._stop(action, CLAIM_FAILED, message)) from exc
+        self._claimed[action.cr] = (str(cr["metadata"].get("uid", "")), how)
+
+    async def _release(self, cr: Mapping[str, Any]) -> None:
+        def build(obj: dict[str, Any]) -> dict[str, Any] | None:
+            meta = obj.get("metadata") or {}
+            finalizers = list(meta.get("finalizers") or [])
+            owned = Keys.PARTITION_OWNER in (meta.get("annotations") or {})
+            if Keys.PARTITION_FINALIZER not in finalizers and not owned:
+                return None
+            kept = [f for f in finalizers if f != Keys.PARTITION_FINALIZER]
+            return {"metadata": {"annotations": {Keys.PARTITION_OWNER: None}, "finalizers": kept}}
+
+        name = cr["metadata"]["name"]
+        try:
+            await self.context.writer.patch_from_current(
+                self._path(cr), build, current=dict(cr), what=f"{KIND} {name} release"
+            )
+        except KubeError as exc:
+            if exc.status != 404:  # gone already
+                raise
+        self._claimed.pop(name, None)
+        self._said.pop(name, None)
+        self._written.pop(name, None)
+
+    # -- Kubernetes: status and Events -----------------------------------------------------------------
+    async def _tell(
+        self, cr: Mapping[str, Any], outcome: Outcome, world: World, counts: Mapping[str, tuple[int, int]]
+    ) -> None:
+        meta, previous = cr["metadata"], cr.get("status") or {}
+        name = meta["name"]
+        said = self._said.get(name) or next(
+            ((c.get("reason", ""), c.get("message", "")) for c in previous.get("conditions") or []
+             if c.get("type") == "Ready"), None,
+        )  # fmt: skip
+        if said is None or said[0] != outcome.reason:
+            type_ = "Warning" if outcome.reason in WARNINGS else "Normal"
+            await self._event(cr, type_, outcome.reason, outcome.message)
+            if type_ == "Warning":
+                log.warning("partition not applied", cr=name, reason=outcome.reason, why=outcome.message)
+                # slurm_syncer_actions_total{kind="partition_refused",result=<reason>}: once per refusal
+                self.context.actions("partition_refused", "k8s_to_slurm", outcome.partition,
+                                     {"result": outcome.reason})  # fmt: skip
+        self._said[name] = (outcome.reason, outcome.message)
+        record = world.owned.get(outcome.partition)
+        ownership = record[1] if record is not None and record[0] == name else None
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
+        document = status_of(
+            outcome, world.present.get(outcome.partition), counts.get(outcome.partition, (0, 0)),
+            int(meta.get("generation", 0)), ownership, self._written.get(name) or previous, stamp,
+        )  # fmt: skip
+        if document in (previous, self._written.get(name)):
+            return
+        try:
+            written = await self.context.writer.merge_patch(
+                self._path(cr) + "/status", {"status": document}, what=f"{KIND} {name} status"
+            )
+        except KubeError as exc:
+            if exc.status != 404:  # deleted meanwhile
+                raise
+            return
+        if written:
+            self._written[name] = document
+
+    async def _event(self, cr: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        meta = cr["metadata"]
+        ref = ObjectRef(KIND, meta["name"], "", str(meta.get("uid", "")), API_VERSION)
+        await self.context.events.record(ref, type_, reason, message)
+
+
+REGISTRATION = Registration(
+    "partitions",
+    build=lambda context, options: PartitionController(context, options) if options.enabled else None,
+    defaults=PartitionOptions(),
+    options=OPTIONS,
+    configure=options_from,
+)

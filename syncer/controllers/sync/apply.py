@@ -1,0 +1,374 @@
+"""The applier: carries out one reconcile's decision, in order. Slurm first (its result is what
+Kubernetes then shows), then the pod and Node (annotations, conditions, cordon), then the Events of
+what was done now. It owns the safety valve's admission of new automatic drains, the
+echo suppression of Slurm writes the cache has not caught up with, and the re-read before an
+undrain, so the sync controller's reconcile stays read -> decide -> apply. Its writes go through the
+context's writers (the write gate is checked there)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import structlog
+
+from syncer.control.binding import Binding, resolve
+from syncer.control.bulk import Superseded
+from syncer.control.context import ControllerContext
+from syncer.controllers.sync.causes import is_automatic
+from syncer.controllers.sync.options import SyncOptions
+from syncer.controllers.sync.plan import (
+    EVENT_CORDON,
+    EVENT_DRAIN,
+    EVENT_REDRAIN,
+    EVENT_UNCORDON,
+    EVENT_UNDRAIN,
+    Decision,
+    EventSpec,
+    SlurmAction,
+    decide,
+)
+from syncer.controllers.sync.stats import EngineStats
+from syncer.controllers.sync.valve import DrainValve
+from syncer.controllers.sync.written import WrittenAnnotations, WrittenObjects
+from syncer.kube.events import ObjectRef
+from syncer.kube.writer import node_path, pod_path
+from syncer.model.keys import CORDONED_BY_SLURM, Keys
+from syncer.model.kube import Condition, KubeNode, KubePod
+from syncer.model.slurm import SlurmNode
+from syncer.model.times import rfc3339
+
+log = structlog.get_logger("syncer.controllers.sync")
+SLURM_ACTION_EVENTS = frozenset({EVENT_DRAIN, EVENT_REDRAIN, EVENT_UNDRAIN})
+CORDON_EVENTS = frozenset({EVENT_CORDON, EVENT_UNCORDON})
+Recorder = Callable[..., None]  # (kind, direction, result, slurm node, **details)
+
+
+class Applier:
+    def __init__(
+        self,
+        context: ControllerContext,
+        *,
+        options: SyncOptions,
+        valve: DrainValve,
+        written: WrittenAnnotations,
+        stats: EngineStats,
+        record: Recorder,
+        scale_in_of: Callable[[str], str | None],
+        clock: Callable[[], float],
+    ) -> None:
+        self.context = context  # clients, caches, writers: shared by every controller
+        self.options = options
+        self.valve = valve
+        self.written = written
+        self.stats = stats
+        self.record = record
+        self.scale_in_of = scale_in_of
+        self.clock = clock
+        # last Slurm write per node (kind, reason, time.monotonic() it was done), to skip echoes
+        self.sent: dict[str, tuple[str, str, float]] = {}
+        self.read_after_write: dict[str, SlurmNode] = {}  # the node as read once since that write
+        self.objects = WrittenObjects()  # each write starts from our last one until the cache has it
+
+    def caught_up(self, name: str, listed_at: float) -> None:
+        """The Slurm cache changed for `name` in a list asked for at `listed_at` (time.monotonic()): from one
+        asked for after our last write, decide from what it shows now. An older list (asked for before the
+        write was done, answered after) shows the node as it was: it must not undo our write in Kubernetes."""
+        sent = self.sent.get(name)
+        if sent is None or listed_at > sent[2]:
+            self.sent.pop(name, None)
+            self.read_after_write.pop(name, None)
+
+    def awaiting_echo(self, name: str) -> bool:
+        """We wrote this Slurm node and no list asked for since the write has been applied to the cache."""
+        sent = self.sent.get(name)
+        return sent is not None and sent[2] >= self.context.slurm_cache.listed_at
+
+    async def apply(
+        self,
+        name: str,
+        binding: Binding,
+        decision: Decision,
+        *,
+        wait: bool = True,
+        read_now: SlurmNode | None = None,
+    ) -> bool:
+        """Carries the decision out. `wait=False`: Kubernetes writes that would wait for the client's rate
+        limit are left for a later reconcile (True is returned then), so that Slurm-bound work never queues
+        behind thousands of Kubernetes writes; the Event of a Slurm action taken now still goes out (folded
+        into the storm summary if no token is free). `read_now`: the node as read from slurmrestd in this very
+        reconcile, not read again before an undrain or a new drain."""
+        logger = log.bind(
+            slurm_node=name,
+            pod=binding.pod.key if binding.pod else None,
+            node=binding.node.name if binding.node else None,
+            causes=[c.text for c in decision.causes] or None,
+        )
+        acted = await self._slurm_side(name, binding, decision, logger, read_now)
+        return await self._kube_side(name, binding, decision, logger, slurm_acted=acted, wait=wait)
+
+    async def event(self, binding: Binding, on: str, type_: str, reason: str, message: str) -> None:
+        """An Event on the pod (`on="pod"`, when there is one) or else the Node of a binding."""
+        ref = self.ref(binding, on)
+        if ref is not None:
+            await self.context.events.record(ref, type_, reason, message)
+
+    async def conflict_events(self, binding: Binding) -> None:
+        """A Warning on every pod and Node that claims the Slurm node of a conflicting binding."""
+        name = binding.slurm_name
+        refs = [ObjectRef.pod(p.namespace, p.name, p.uid) for p in self.context.kube_cache.pods_for(name)]
+        refs += [ObjectRef.node(n.name) for n in self.context.kube_cache.nodes_for(name)]
+        for ref in refs:
+            await self.context.events.record(ref, "Warning", "SlurmBindingConflict", binding.conflict)
+
+    def binding(self, name: str) -> Binding:
+        """The node's Kubernetes objects as the cache shows them now, with our own recent writes laid over."""
+        found = resolve(name, self.context.kube_cache)
+        if not found.bound:
+            return found
+        return replace(found, pod=self.written.overlay(found.pod), node=self.written.overlay(found.node))
+
+    async def _slurm_side(
+        self, name: str, binding: Binding, decision: Decision, logger: Any, read_now: SlurmNode | None
+    ) -> bool:
+        """Carries out the Slurm action, if any; True when it was sent now as a new transition."""
+        action = decision.slurm_action
+        if action is None:
+            return False
+        new_drain = action.kind == "drain" and not action.redrain
+        if new_drain and not await self._valve_admits(name, binding, decision, action.reason, logger):
+            return False
+        sent = self.sent.get(name)
+        signature = (action.kind, action.reason)
+        repeat = sent is not None and sent[:2] == signature
+        if (
+            repeat
+            and sent is not None
+            and time.monotonic() - sent[2] < self.context.slurm_cache.stale_after_s
+        ):
+            return False  # already sent; the Slurm cache has not caught up yet
+        current = self.context.slurm_cache.nodes.get(name)
+        if action.kind == "undrain" or not action.redrain:
+            # The cache may be a poll old: read the node again, so an admin's new reason is never lifted
+            # and a drain someone else just made (Slinky's operator reacts to the same cordon) keeps its
+            # reason instead of being overwritten by ours.
+            current = read_now if read_now is not None else await self.context.slurm.get_node(name)
+            # that read can take seconds (retries, a slow slurmrestd): decide again on what Kubernetes
+            # shows now too, so a drain never goes out after the uncordon that arrived meanwhile
+            again = self._decided_again(name, current)
+            if again is None or again.kind != action.kind:
+                # mostly a list older than our own write: the node already is as wanted
+                wanted_flag = action.kind == "drain"
+                done = again is None and current is not None and current.drain_flag == wanted_flag
+                logger.info(
+                    f"{action.kind} skipped: "
+                    + ("Slurm already shows it" if done else "Slurm or Kubernetes changed meanwhile"),
+                    reason=current.reason if current else None,
+                )
+                return False
+            # the reason too is the one decided on what both sides show now (a drain annotation or a
+            # condition that arrived during the read joins it)
+            action = again
+            signature = (action.kind, action.reason)
+        kind = action.kind
+
+        def still_wanted() -> bool:
+            # the update may wait behind a slow request to slurmrestd: decided once more when its turn comes
+            again = self._decided_again(name, current)
+            return again is not None and again.kind == kind
+
+        try:
+            if kind == "drain":
+                written = await self.context.slurm_writer.update(
+                    name, state=["DRAIN"], reason=action.reason, still=still_wanted
+                )
+            else:
+                written = await self.context.slurm_writer.update(name, state=["UNDRAIN"], still=still_wanted)
+        except Superseded:
+            logger.info(f"{kind} skipped: Kubernetes changed while it waited to be sent")
+            return False
+        if not written:  # a dry run (the writer logged the request)
+            logger.info(f"dry-run: would {kind} in Slurm", reason=action.reason)
+            self.record(kind, "k8s_to_slurm", "dry_run", name)
+            return True
+        self.sent[name] = (*signature, time.monotonic())
+        self.read_after_write.pop(name, None)
+        logger.info(
+            f"slurm node {action.kind}ed", reason=action.reason, redrain=action.redrain, resent=repeat
+        )
+        self.record(action.kind, "k8s_to_slurm", "ok", name, reason=action.reason)
+        self.context.slurm_cache.nudge()  # read the result back soon, so Kubernetes shows it
+        # a resend while the Slurm cache cannot confirm the first write is the same transition: no new Event
+        return not repeat
+
+    def _decided_again(self, name: str, slurm_node: SlurmNode | None) -> SlurmAction | None:
+        """The Slurm action decided now, on `slurm_node` and Kubernetes as the cache shows it now."""
+        binding = self.binding(name)
+        if not binding.bound:
+            return None
+        return decide(
+            slurm_node, binding.pod, binding.node, now=self.clock(), opts=self.options, slurm_fresh=True,
+            scale_in_of=self.scale_in_of(name),
+        ).slurm_action  # fmt: skip
+
+    async def _valve_admits(
+        self, name: str, binding: Binding, decision: Decision, reason: str, logger: Any
+    ) -> bool:
+        """The safety valve limits automatic drains only; an explicit intent is never held nor counted."""
+        if not is_automatic(decision.causes):
+            if self.valve.holds(name):
+                logger.info("safety valve open: explicit drain not held back", reason=reason)
+            self.valve.forget(name)
+            return True
+        bound = len(self.context.kube_cache.slurm_names())
+        told = self.valve.holds(name)  # its "held back" Event went out when it was first refused
+        if self.valve.admit(name, self.clock(), bound):
+            return True
+        threshold = self.valve.threshold(bound)
+        self.stats.valve_refusals += 1
+        self.record("drain", "k8s_to_slurm", "valve", name)
+        logger.warning("safety valve open: automatic drain held back", reason=reason, threshold=threshold)
+        ref = self.ref(binding, "pod" if binding.pod else "node")
+        if ref is not None and not told:
+            await self.context.events.record(
+                ref, "Warning", "SlurmDrainHeldBack",
+                f"safety valve open: more than {threshold} of {bound} bound nodes ({self.valve_limit()}) "
+                "would newly drain within a minute from automatic causes (Ready past the grace, problem "
+                "conditions); this drain waits until the storm subsides or an operator resets the valve "
+                f"(annotation {Keys.VALVE_RESET} on the leader Lease; docs/operations.md). Cordons, drain "
+                "annotations, terminating pods and scale-in are never held back",
+            )  # fmt: skip
+        return False
+
+    def valve_limit(self) -> str:
+        return f"{self.valve.max_fraction:.0%}, at least {self.valve.min_nodes}"
+
+    def ref(self, binding: Binding, on: str) -> ObjectRef | None:
+        if on == "pod" and binding.pod is not None:
+            return ObjectRef.pod(binding.pod.namespace, binding.pod.name, binding.pod.uid)
+        if binding.node is not None:
+            return ObjectRef.node(binding.node.name)
+        return None
+
+    async def _kube_side(
+        self, name: str, binding: Binding, decision: Decision, logger: Any, *, slurm_acted: bool, wait: bool
+    ) -> bool:
+        """The pod and Node writes, then the Events; True when the writes were left for later (`wait`)."""
+        pod, node = binding.pod, binding.node
+        wrote = False
+        cordoned = False
+        on_pod = decision.annotations_on == "pod" and pod is not None
+        writes_pod = pod is not None and bool(decision.pod_conditions or (on_pod and decision.annotations))
+        writes_node = node is not None and bool(
+            decision.node_conditions or (not on_pod and decision.annotations)
+        )
+        if not wait and (writes_pod or writes_node or decision.cordon) and self.context.writer.throttled():
+            for event in decision.events:
+                if event.reason in SLURM_ACTION_EVENTS and slurm_acted:
+                    await self._event(binding, event, wait=False)
+            return True
+        if pod is not None and writes_pod:
+            written_pod = await self._status(
+                pod, decision.pod_conditions, decision.annotations if on_pod else {}
+            )
+            wrote |= written_pod is not None
+        if node is not None and writes_node:
+            annotations = {} if on_pod else decision.annotations
+            written_node = await self._status(node, decision.node_conditions, annotations)
+            wrote |= written_node is not None
+        if decision.cordon and node is not None:
+            cordoned = await self._cordon(name, node, decision.cordon, logger)
+            wrote |= cordoned
+        if wrote:
+            state = self.context.slurm_cache.nodes.get(name)
+            logger.info("kubernetes updated from slurm", state=state.state_text if state else None)
+            self.record("annotate", "slurm_to_k8s", "ok", name)
+        for event in decision.events:
+            # an action's Event only when the action was taken now, not again while caches catch up
+            if event.reason in SLURM_ACTION_EVENTS and not slurm_acted:
+                continue
+            if event.reason in CORDON_EVENTS and not cordoned:
+                continue
+            await self._event(binding, event, wait=wait)
+        return False
+
+    async def _status(
+        self,
+        obj: KubePod | KubeNode,
+        conditions: tuple[Condition, ...],
+        annotations: dict[str, str | None],
+    ) -> dict[str, Any] | None:
+        """The object's conditions and annotations in one write; the written object, or None if none."""
+        path = pod_path(obj.namespace, obj.name) if isinstance(obj, KubePod) else node_path(obj.name)
+        written = await self.context.writer.set_status(
+            path,
+            list(conditions),
+            rfc3339(self.clock()) or "",
+            annotations=annotations,
+            current=self.objects.current(obj, _cached(obj, with_conditions=True)),
+            what="slurm state",
+        )
+        if written is not None:
+            self.objects.remember(obj, written)
+            if annotations:
+                self.written.remember(obj, annotations)
+        return written
+
+    async def _cordon(self, name: str, node: KubeNode, action: str, logger: Any) -> bool:
+        """Cordons or uncordons the Node of Slurm node `name` (recorded, its latency too, by that name)."""
+        current = self.objects.current(node, _cached(node, with_conditions=True))
+        if action == "cordon":
+
+            def allowed(obj: dict[str, Any]) -> dict[str, Any] | None:
+                return obj  # cordoning is always safe; the annotation records that it is ours
+
+            written = await self.context.writer.set_unschedulable(
+                node.name, True, {Keys.CORDONED_BY: CORDONED_BY_SLURM}, only_if=allowed,
+                current=current,
+            )  # fmt: skip
+        else:
+
+            def ours(obj: dict[str, Any]) -> dict[str, Any] | None:
+                annotations = (obj.get("metadata") or {}).get("annotations") or {}
+                return obj if annotations.get(Keys.CORDONED_BY) == CORDONED_BY_SLURM else None
+
+            written = await self.context.writer.set_unschedulable(
+                node.name, False, {Keys.CORDONED_BY: None}, only_if=ours, current=current
+            )
+        if written is None:
+            return False  # nothing to change (or not ours to lift)
+        self.objects.remember(node, written)
+        logger.info(f"kubernetes node {action}ed for slurm")
+        self.record(action, "slurm_to_k8s", "ok", name, node=node.name)
+        return True
+
+    async def _event(self, binding: Binding, event: EventSpec, *, wait: bool = True) -> None:
+        ref = self.ref(binding, event.on)
+        if ref is not None:
+            await self.context.events.record(ref, event.type, event.reason, event.message, wait=wait)
+
+
+def _cached(obj: KubePod | KubeNode, with_conditions: bool = False) -> dict[str, Any]:
+    """The cached object in API shape, enough for the writer to diff against (409 if it is stale)."""
+    body: dict[str, Any] = {
+        "metadata": {
+            "annotations": dict(obj.annotations),
+            "labels": dict(obj.labels),
+            "resourceVersion": obj.resource_version,
+        }
+    }
+    if with_conditions:
+        body["status"] = {
+            "conditions": [
+                {
+                    "type": c.type, "status": c.status, "reason": c.reason, "message": c.message,
+                    "lastTransitionTime": rfc3339(c.last_transition_time),
+                }
+                for c in obj.conditions
+            ]
+        }  # fmt: skip
+    if isinstance(obj, KubeNode):
+        body["spec"] = {"unschedulable": obj.unschedulable}
+    return body
