@@ -3,15 +3,20 @@ them, and a pod read by the Kubernetes edge carried through gangs and the plan t
 
 from __future__ import annotations
 
-from syncer.controllers.scheduler import edges
+from syncer.controllers.scheduler import edges, slurmtime
 from syncer.controllers.scheduler.gang import Waiting, group
 from syncer.controllers.scheduler.options import Options
 from syncer.controllers.scheduler.plan import Submit, plan
+from syncer.controllers.scheduler.request import JobRequest
+from syncer.controllers.scheduler.settings import Settings
 from syncer.controllers.scheduler.values import (
     BatchJob,
+    Job,
+    Marker,
     Node,
     Owner,
     Pod,
+    PodRef,
     Requirement,
     Scheduled,
     SelectorTerm,
@@ -19,6 +24,7 @@ from syncer.controllers.scheduler.values import (
     Toleration,
     World,
 )
+from syncer.model.jobs import JobSubmission, SlurmJob
 from syncer.model.kube import (
     Condition,
     KubeJob,
@@ -171,3 +177,58 @@ def test_from_the_edge_to_a_job_request() -> None:
     gated_peer = SchedulerPod(name="b", uid="ub", scheduling_gates=("g",), **member)  # type: ignore[arg-type]
     want = group([edges.pod(grouped), edges.pod(gated_peer)], [], {}, {"ns": {}}, Options(release="r1"))
     assert isinstance(want["ns/group/g"].want, Waiting)
+
+
+MARKER = "slurm-syncer.dev/pods release=r1 key=ns/pod/a pods=a:u-a"
+
+
+def test_a_slurm_job_of_ours() -> None:
+    found = SlurmJob(
+        job_id=7, state=frozenset({"RUNNING", "CONFIGURING"}), reason="Resources", marker=MARKER,
+        nodes=("n1", "n2"), end_time=1100, preempt_time=1000,
+    )  # fmt: skip
+    assert edges.job(found, "r1") == Job(
+        job_id=7,
+        state="RUNNING",
+        marker=Marker(release="r1", key="ns/pod/a", pods=(("a", "u-a"),)),
+        flags=frozenset({"CONFIGURING"}),
+        reason="Resources",
+        nodes=("n1", "n2"),
+        end_time=1100.0,
+        preempt_time=1000.0,
+    )
+    assert edges.job(found, "r2") is None  # another release's
+    assert edges.job(SlurmJob(job_id=8, marker="an admin's note"), "r1") is None
+
+
+def test_a_job_state_the_core_does_not_know_stops_its_gang() -> None:
+    newer = edges.job(SlurmJob(job_id=7, state=frozenset({"RESIZING", "HELD"}), marker=MARKER), "r1")
+    assert newer is not None
+    assert newer.state == "HELD+RESIZING"
+    assert not newer.known
+    assert newer.flags == frozenset({"RESIZING", "HELD"})
+    none = edges.job(SlurmJob(job_id=7, marker=MARKER), "r1")
+    assert none is not None
+    assert none.state == "UNKNOWN"
+    assert not none.known
+
+
+def test_a_submission() -> None:
+    request = JobRequest(
+        key="ns/group/g", name="ns/g", comment="slurm-syncer.dev/pods ...",
+        pods=(PodRef(namespace="ns", name="a", uid="1"), PodRef(namespace="ns", name="b", uid="2")),
+        nodes=2, cpus_per_node=5, memory_mib_per_node=1024, gres_per_node=(("gpu", 2),),
+        settings=Settings(partition="gpu", account="ml", qos="high", time_limit_min=slurmtime.UNLIMITED,
+                          nice=10, constraint="a100", reservation="r"),
+    )  # fmt: skip
+    assert edges.submission(request) == JobSubmission(
+        name="ns/g", marker="slurm-syncer.dev/pods ...", nodes=2, tasks_per_node=1, cpus_per_task=5,
+        memory_per_node_mb=1024, tres_per_node="gres/gpu:2", partition="gpu", account="ml", qos="high",
+        reservation="r", constraints="a100", time_limit_min=0xFFFFFFFF, nice=10,
+    )  # fmt: skip
+    bare = JobRequest(
+        key="k", name="n", comment="c", pods=(), nodes=1, cpus_per_node=1, memory_mib_per_node=1
+    )
+    assert edges.submission(bare) == JobSubmission(
+        name="n", marker="c", nodes=1, tasks_per_node=1, cpus_per_task=1, memory_per_node_mb=1
+    )

@@ -10,24 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from syncer.model.jobs import BASE_STATES, ENDED_STATES
 from syncer.model.keys import Keys
 
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
-# Slurm's base job states: the ones after which a job holds nothing, and all it can be in
-ENDED_STATES: Final = frozenset(
-    {
-        "COMPLETED",
-        "CANCELLED",
-        "FAILED",
-        "TIMEOUT",
-        "NODE_FAIL",
-        "PREEMPTED",
-        "BOOT_FAIL",
-        "DEADLINE",
-        "OUT_OF_MEMORY",
-    }
-)
-KNOWN_STATES: Final = ENDED_STATES | {"PENDING", "RUNNING", "SUSPENDED"}
+# Slurm's base job states (syncer/model/jobs.py): the ones after which a job holds nothing, and all there are
+KNOWN_STATES: Final = BASE_STATES
 
 
 @dataclass(frozen=True, kw_only=True)
