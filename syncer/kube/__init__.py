@@ -7,6 +7,9 @@ gate = WriteGate(dry_run=False)                                # syncer/control/
 elector = LeaderElector(client, gate, namespace="slurm", name="slurm-syncer", identity=host,
                         lease_duration_s=15, renew_deadline_s=10, retry_period_s=2)
 writer = KubeWriter(client, gate); events = EventRecorder(client, gate)
+pods = SchedulerPods(client, "slurm-syncer", ("inference",))   # the pods a scheduler name owns
+reads = SchedulingReads(client)                                # a pod, a Job, the pods on a Node, fresh
+await writer.bind(namespace, name, uid, node)                  # -> Outcome
 """
 
 from syncer.kube.cache import KubeCache
@@ -15,9 +18,12 @@ from syncer.kube.errors import KubeConnectionError, KubeError
 from syncer.kube.events import EventRecorder, ObjectRef
 from syncer.kube.informer import Informer
 from syncer.kube.leader import LeaderElector
-from syncer.kube.writer import KubeWriter, node_path, pod_path
+from syncer.kube.scheduler_pods import SchedulerPods
+from syncer.kube.scheduling_reads import SchedulingReads
+from syncer.kube.writer import KubeWriter, Outcome, assigned_node, node_path, pod_path
 
 __all__ = [
     "EventRecorder", "Informer", "KubeCache", "KubeClient", "KubeConnectionError", "KubeError", "KubeWriter",
-    "LeaderElector", "ObjectRef", "node_path", "pod_path",
+    "LeaderElector", "ObjectRef", "Outcome", "SchedulerPods", "SchedulingReads", "assigned_node", "node_path",
+    "pod_path",
 ]  # fmt: skip

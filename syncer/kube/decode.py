@@ -3,22 +3,22 @@ only the fields the syncer reads are materialised, the rest of each object is sk
 
 from __future__ import annotations
 
-import functools
 import sys
-from datetime import datetime
 from typing import Any
 
 import msgspec
 
-from syncer.model.kube import Condition, KubeCustomObject, KubeNode, KubeNodeSet, KubePod
-
-
-class _RawCondition(msgspec.Struct):
-    type: str = ""
-    status: str = "Unknown"
-    reason: str = ""
-    message: str = ""
-    lastTransitionTime: str | None = None
+from syncer.kube import decode_scheduling as scheduling
+from syncer.kube.decode_base import (
+    ListMeta,
+    RawCondition,
+    RawEvent,
+    StatusBody,
+    conditions,
+    epoch,
+    shared_keys,
+)
+from syncer.model.kube import KubeCustomObject, KubeNode, KubeNodeSet, KubePod
 
 
 class _RawOwner(msgspec.Struct):
@@ -42,6 +42,7 @@ class _RawMeta(msgspec.Struct):
 
 class _RawNodeSpec(msgspec.Struct):
     unschedulable: bool = False
+    taints: list[scheduling.RawTaint] | None = None
 
 
 class _RawPodSpec(msgspec.Struct):
@@ -52,7 +53,7 @@ class _RawPodSpec(msgspec.Struct):
 
 class _RawStatus(msgspec.Struct):
     phase: str = ""
-    conditions: list[_RawCondition] | None = None
+    conditions: list[RawCondition] | None = None
 
 
 class _RawWaiting(msgspec.Struct):
@@ -78,7 +79,13 @@ class _RawObject(msgspec.Struct):
     status: _RawStatus = msgspec.field(default_factory=_RawStatus)
 
 
-class _RawNode(_RawObject):
+class _RawNodeStatus(_RawStatus):
+    allocatable: dict[str, Any] | None = None
+
+
+class _RawNode(msgspec.Struct):
+    metadata: _RawMeta = msgspec.field(default_factory=_RawMeta)
+    status: _RawNodeStatus = msgspec.field(default_factory=_RawNodeStatus)
     spec: _RawNodeSpec = msgspec.field(default_factory=_RawNodeSpec)
 
 
@@ -97,81 +104,24 @@ class _RawNodeSet(msgspec.Struct):
     status: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-class _ListMeta(msgspec.Struct):
-    resourceVersion: str = ""
-    # `continue` is a Python keyword: renamed on decode
-    continue_: str = msgspec.field(default="", name="continue")
-
-
 class _NodeSetList(msgspec.Struct):
-    metadata: _ListMeta
+    metadata: ListMeta
     items: list[_RawNodeSet] = msgspec.field(default_factory=list)
 
 
 class _CustomList(msgspec.Struct):
-    metadata: _ListMeta
+    metadata: ListMeta
     items: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
 
 class _NodeList(msgspec.Struct):
-    metadata: _ListMeta
+    metadata: ListMeta
     items: list[_RawNode] = msgspec.field(default_factory=list)
 
 
 class _PodList(msgspec.Struct):
-    metadata: _ListMeta
+    metadata: ListMeta
     items: list[_RawPod] = msgspec.field(default_factory=list)
-
-
-class _StatusBody(msgspec.Struct):
-    code: int = 0
-    reason: str = ""
-    message: str = ""
-    metadata: _ListMeta | None = None
-
-
-class _NodeEvent(msgspec.Struct):
-    type: str
-    object: msgspec.Raw
-
-
-# Strings every object repeats (condition types, statuses, reasons and messages, label and annotation
-# keys) are shared instead of held once per object: at 10,000 pods and 10,000 Nodes that was about 16 of
-# the 37 MB the informers held (tracemalloc). Values (mostly per-object names) are kept as decoded.
-_SHARED_MAX_LEN = 256
-
-
-def _shared(text: str) -> str:
-    return sys.intern(text) if len(text) <= _SHARED_MAX_LEN else text
-
-
-def _shared_keys(raw: dict[str, str] | None) -> dict[str, str]:
-    return {sys.intern(k): v for k, v in raw.items()} if raw else {}
-
-
-@functools.lru_cache(maxsize=4096)  # transition times repeat across objects: one float each
-def epoch(text: str | None) -> float:
-    if not text:
-        return 0.0
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
-
-
-def _conditions(raw: list[_RawCondition] | None) -> tuple[Condition, ...]:
-    if not raw:
-        return ()
-    return tuple(
-        Condition(
-            type=sys.intern(c.type),
-            status=sys.intern(c.status),
-            reason=_shared(c.reason),
-            message=_shared(c.message),
-            last_transition_time=epoch(c.lastTransitionTime),
-        )
-        for c in raw
-    )
 
 
 def _node(raw: _RawNode) -> KubeNode:
@@ -181,9 +131,13 @@ def _node(raw: _RawNode) -> KubeNode:
         uid=meta.uid,
         resource_version=meta.resourceVersion,
         unschedulable=raw.spec.unschedulable,
-        labels=_shared_keys(meta.labels),
-        annotations=_shared_keys(meta.annotations),
-        conditions=_conditions(raw.status.conditions),
+        labels=shared_keys(meta.labels),
+        annotations=shared_keys(meta.annotations),
+        conditions=conditions(raw.status.conditions),
+        allocatable=scheduling.pooled(
+            scheduling.resources_of(raw.status.allocatable, "status.allocatable", [])
+        ),
+        taints=scheduling.taints(raw.spec.taints) if raw.spec.taints else (),
     )
 
 
@@ -198,11 +152,11 @@ def _pod(raw: _RawPod) -> KubePod:
         node_name=raw.spec.nodeName,
         hostname=raw.spec.hostname,
         host_network=raw.spec.hostNetwork,
-        labels=_shared_keys(meta.labels),
-        annotations=_shared_keys(meta.annotations),
+        labels=shared_keys(meta.labels),
+        annotations=shared_keys(meta.annotations),
         deletion_timestamp=epoch(meta.deletionTimestamp) if meta.deletionTimestamp else None,
         phase=sys.intern(raw.status.phase),
-        conditions=_conditions(raw.status.conditions),
+        conditions=conditions(raw.status.conditions),
         owner_kind=owner.kind if owner else "",
         owner_name=owner.name if owner else "",
         owner_uid=owner.uid if owner else "",
@@ -241,6 +195,14 @@ def _custom(raw: dict[str, Any]) -> KubeCustomObject:
     )
 
 
+# the one-pool scheduler's views (scheduling.py): raw item type, list type and conversion, by kind
+_SCHEDULING: dict[str, tuple[type[Any], type[Any], Any]] = {
+    "SchedulerPod": (scheduling.RawSchedulerPod, scheduling.SchedulerPodList, scheduling.scheduler_pod),
+    "PodUsage": (scheduling.RawPodUsage, scheduling.PodUsageList, scheduling.pod_usage),
+    "Job": (scheduling.RawJob, scheduling.JobList, scheduling.job),
+}
+
+
 # kinds kept whole (custom resources read by pure code as the API server serves them)
 WHOLE = frozenset({"SlurmPartition", "SlinkyNodeSet", "SlinkyController"})
 
@@ -261,14 +223,18 @@ class Codec:
             self._list = msgspec.json.Decoder(_NodeSetList)
             self._one = msgspec.json.Decoder(_RawNodeSet)
             self._convert = _nodeset
+        elif kind in _SCHEDULING:
+            item, listed, self._convert = _SCHEDULING[kind]
+            self._one = msgspec.json.Decoder(item)
+            self._list = msgspec.json.Decoder(listed)
         elif kind in WHOLE:
             self._list = msgspec.json.Decoder(_CustomList)
             self._one = msgspec.json.Decoder(dict[str, Any])
             self._convert = _custom
         else:
             raise ValueError(f"no compact decoder for kind {kind!r}")
-        self._event = msgspec.json.Decoder(_NodeEvent)
-        self._status = msgspec.json.Decoder(_StatusBody)
+        self._event = msgspec.json.Decoder(RawEvent)
+        self._status = msgspec.json.Decoder(StatusBody)
 
     def decode_list(self, raw: bytes) -> tuple[list[Any], str, str]:
         """(objects, resourceVersion, continue token)."""

@@ -4,6 +4,8 @@ fetched again and the patch rebuilt (or found unnecessary)."""
 
 from __future__ import annotations
 
+import enum
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +14,8 @@ import structlog
 
 from syncer.kube.client import MERGE_PATCH, STRATEGIC_PATCH, KubeClient
 from syncer.kube.errors import KubeError
-from syncer.model.kube import Condition
+from syncer.model.kube import Condition, SchedulerPod
+from syncer.model.times import rfc3339
 from syncer.runtime.backoff import Backoff
 from syncer.runtime.gate import Gate, allowed
 from syncer.runtime.retry import retrying
@@ -22,6 +25,31 @@ log = structlog.get_logger("syncer.kube")
 PatchBuilder = Callable[[dict[str, Any]], dict[str, Any] | None]  # current object -> patch, None = no-op
 
 _CONFLICT = Backoff(0.01, 0.1)  # client-go's RetryOnConflict: a fresh read and a short, jittered wait
+
+
+class Outcome(enum.Enum):
+    """What a write to one pod came to."""
+
+    DONE = "done"  # written now
+    ALREADY = "already"  # the API server had it so already (a bind answered before and asked again)
+    GONE = "gone"  # no pod of that uid: deleted, or its name now holds another pod
+    DRY_RUN = "dry-run"  # logged, not written
+
+
+_ASSIGNED = re.compile(r'is already assigned to node "([^"]*)"')
+
+
+def assigned_node(exc: KubeError) -> str | None:
+    """The Node a 409 from `pods/binding` says the pod is on already; None for any other answer."""
+    found = _ASSIGNED.search(exc.message) if exc.status == 409 else None
+    return found.group(1) if found else None
+
+
+def _other_pod(exc: KubeError) -> bool:
+    """A uid precondition failed: the name now holds another pod (binding: storage's words; delete:
+    rest.BeforeDelete's; a patch: the uid is immutable)."""
+    return (exc.status == 409 and ("UID in precondition" in exc.message or "the UID in the precondition" in
+            exc.message)) or (exc.status == 422 and "metadata.uid" in exc.message)  # fmt: skip
 
 
 @dataclass
@@ -204,6 +232,119 @@ class KubeWriter:
             path, build, current=current, subresource="status", content_type=STRATEGIC_PATCH, what=what
         )
 
+    # -- the one-pool scheduler's pod writes -----------------------------------------------------------
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> Outcome:
+        """Binds the pod to `node` as kube-scheduler's DefaultBinder does: `POST .../pods/NAME/binding`, the
+        pod's uid a precondition. DONE; ALREADY when the pod is on `node` already (our answer was lost and
+        we asked again); GONE when no pod of that uid is there; DRY_RUN. Raises KubeError for anything else:
+        409 when the pod is on another Node (`assigned_node(exc)` names it), being deleted, or gated; 403,
+        5xx. The API server does not look the Node up: the caller checks it exists and has room."""
+        path = f"{pod_path(namespace, name)}/binding"
+        if not self._allowed("bind", path, f"pod {namespace}/{name} to Node {node}", node=node, uid=uid):
+            self.stats.skipped_dry_run += 1
+            return Outcome.DRY_RUN
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        try:
+            await self.client.create(path, body)
+        except KubeError as exc:
+            if exc.not_found or _other_pod(exc):
+                return Outcome.GONE
+            if assigned_node(exc) == node:
+                return Outcome.ALREADY
+            raise
+        self.stats.writes += 1
+        return Outcome.DONE
+
+    async def set_pod_scheduled(
+        self, pod: SchedulerPod, status: str, reason: str, message: str, now: float
+    ) -> Outcome:
+        """The pod's `PodScheduled` condition, as kube-scheduler writes it (`lastProbeTime` null, the
+        transition time kept while the status stays): one strategic merge patch on `/status` with the
+        pod's resourceVersion; on a 409, read again and write only if the pod still has that uid and no
+        Node (a bind that the informer has not shown yet must not be followed by a False). ALREADY when
+        the condition reads so already, GONE when the pod went or was bound meanwhile, DRY_RUN."""
+        old = pod.condition("PodScheduled")
+        if old is not None and (old.status, old.reason, old.message) == (status, reason, message):
+            return Outcome.ALREADY
+        since = old.last_transition_time if old is not None and old.status == status else 0.0
+        condition = {
+            "type": "PodScheduled",
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": rfc3339(since or now),
+        }
+        gone: list[bool] = []
+
+        def build(current: dict[str, Any]) -> dict[str, Any] | None:
+            meta, spec = current.get("metadata") or {}, current.get("spec") or {}
+            if meta.get("uid") != pod.uid or spec.get("nodeName") or meta.get("deletionTimestamp"):
+                gone.append(True)
+                return None
+            listed = (current.get("status") or {}).get("conditions") or []
+            have: dict[str, Any] = next((c for c in listed if c.get("type") == "PodScheduled"), {})
+            if (have.get("status"), have.get("reason", ""), have.get("message", "")) == (
+                status,
+                reason,
+                message,
+            ):
+                return None
+            return {"status": {"conditions": [condition]}}
+
+        cached_meta: dict[str, Any] = {"uid": pod.uid, "resourceVersion": pod.resource_version}
+        if pod.terminating:
+            cached_meta["deletionTimestamp"] = "set"
+        cached = {
+            "metadata": cached_meta,
+            "spec": {"nodeName": pod.node_name},
+            "status": {"conditions": [{"type": "PodScheduled", **_condition_fields(old)}] if old else []},
+        }
+        skipped = self.stats.skipped_dry_run
+        try:
+            written = await self.patch_from_current(
+                pod_path(pod.namespace, pod.name), build, current=cached, subresource="status",
+                content_type=STRATEGIC_PATCH, what="PodScheduled",
+            )  # fmt: skip
+        except KubeError as exc:
+            if exc.not_found:
+                return Outcome.GONE
+            raise
+        if gone:
+            return Outcome.GONE
+        if written is None:
+            return Outcome.DRY_RUN if self.stats.skipped_dry_run > skipped else Outcome.ALREADY
+        return Outcome.DONE
+
+    async def delete_pod(
+        self, namespace: str, name: str, uid: str, *, grace_period_s: int | None = None, why: str = ""
+    ) -> Outcome:
+        """Deletes the pod of that uid (a precondition: never the next pod of the name), with the grace
+        period given (None: the pod's own terminationGracePeriodSeconds). DONE (the pod may run on until
+        its grace period ends: watch it go), GONE, DRY_RUN; other errors raise."""
+        path = pod_path(namespace, name)
+        if not self._allowed(
+            "delete", path, why or f"pod {namespace}/{name}", uid=uid, grace_period_s=grace_period_s
+        ):
+            self.stats.skipped_dry_run += 1
+            return Outcome.DRY_RUN
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        if grace_period_s is not None:
+            body["gracePeriodSeconds"] = grace_period_s
+        try:
+            await self.client.delete(path, body)
+        except KubeError as exc:
+            if exc.not_found or _other_pod(exc):
+                return Outcome.GONE
+            raise
+        self.stats.writes += 1
+        return Outcome.DONE
+
     async def set_unschedulable(
         self,
         node_name: str,
@@ -259,3 +400,14 @@ def _condition_delta(
             body["lastTransitionTime"] = old["lastTransitionTime"]
         changed.append(body)
     return changed
+
+
+def _condition_fields(old: Condition | None) -> dict[str, Any]:
+    if old is None:
+        return {}
+    return {
+        "status": old.status,
+        "reason": old.reason,
+        "message": old.message,
+        "lastTransitionTime": rfc3339(old.last_transition_time) if old.last_transition_time else None,
+    }

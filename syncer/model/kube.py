@@ -15,6 +15,25 @@ class Condition(msgspec.Struct, frozen=True, kw_only=True):
     last_transition_time: float = 0.0  # epoch seconds; 0 when absent
 
 
+class Taint(msgspec.Struct, frozen=True, kw_only=True):
+    key: str
+    value: str = ""
+    effect: str = ""  # NoSchedule | PreferNoSchedule | NoExecute
+
+
+class Toleration(msgspec.Struct, frozen=True, kw_only=True):
+    key: str = ""  # "" with operator Exists: every key
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""  # "": every effect
+    toleration_seconds: int | None = None
+
+
+# A pod's or a Node's resources as kube-scheduler compares them (syncer/model/quantity.py): resource name ->
+# millicores for "cpu", whole units (rounded up) for every other resource (bytes, GPUs, pods)
+Resources = dict[str, int]
+
+
 class KubeNode(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     uid: str = ""
@@ -23,6 +42,8 @@ class KubeNode(msgspec.Struct, frozen=True, kw_only=True):
     labels: dict[str, str] = msgspec.field(default_factory=dict)
     annotations: dict[str, str] = msgspec.field(default_factory=dict)
     conditions: tuple[Condition, ...] = ()
+    allocatable: Resources = msgspec.field(default_factory=dict)  # status.allocatable, incl. "pods"
+    taints: tuple[Taint, ...] = ()
 
     def condition(self, type_: str) -> Condition | None:
         for cond in self.conditions:
@@ -108,3 +129,125 @@ class KubeCustomObject(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     resource_version: str = ""
     body: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class OwnerRef(msgspec.Struct, frozen=True, kw_only=True):
+    api_version: str = ""
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool = False
+
+
+class NodeSelectorRequirement(msgspec.Struct, frozen=True, kw_only=True):
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...] = ()
+
+
+class NodeSelectorTerm(msgspec.Struct, frozen=True, kw_only=True):
+    """One term of required node affinity: all of its requirements hold (ORed with the other terms)."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()  # metadata.name only
+
+
+class SchedulerPod(msgspec.Struct, frozen=True, kw_only=True):
+    """A pod a scheduler name owns, as the one-pool scheduler reads it (syncer/kube/scheduler_pods.py):
+    what it asks for, where it may go, who owns it and how it ends. `requests` and `limits` are the pod's
+    effective ones as kube-scheduler computes them (containers summed, init containers' peak, sidecars,
+    overhead, pod-level resources); a quantity that cannot be read is left out and named in
+    `resources_error`. Maps (labels, annotations, requests ...) are shared between pods that have equal
+    ones: read only."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    creation_timestamp: float = 0.0  # epoch seconds
+    scheduler_name: str = ""
+    node_name: str = ""  # "" until bound
+    phase: str = ""
+    deletion_timestamp: float | None = None  # epoch seconds
+    termination_grace_period_s: int = 30  # spec.terminationGracePeriodSeconds
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+    annotations: dict[str, str] = msgspec.field(default_factory=dict)
+    owners: tuple[OwnerRef, ...] = ()
+    requests: Resources = msgspec.field(default_factory=dict)
+    limits: Resources = msgspec.field(default_factory=dict)
+    resources_error: str = ""  # e.g. 'spec.containers[0].resources.requests[cpu]: "lots" is not a quantity'
+    node_selector: dict[str, str] = msgspec.field(default_factory=dict)
+    affinity: tuple[NodeSelectorTerm, ...] = ()  # required node affinity; () when none
+    tolerations: tuple[Toleration, ...] = ()
+    scheduling_gates: tuple[str, ...] = ()  # a gated pod cannot be bound (409)
+    priority: int | None = None  # spec.priority, from the PriorityClass
+    conditions: tuple[Condition, ...] = ()  # PodScheduled, Ready and DisruptionTarget only
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminating(self) -> bool:
+        return self.deletion_timestamp is not None
+
+    @property
+    def ended(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def controller(self) -> OwnerRef | None:
+        """The controlling owner (a Job, a ReplicaSet ...), if any."""
+        return next((o for o in self.owners if o.controller), None)
+
+    def condition(self, type_: str) -> Condition | None:
+        for cond in self.conditions:
+            if cond.type == type_:
+                return cond
+        return None
+
+
+class PodUsage(msgspec.Struct, frozen=True, kw_only=True):
+    """A pod bound to a Node, as far as the Node's room goes: what it requests while it has not ended."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    node_name: str = ""
+    phase: str = ""
+    terminating: bool = False  # still holds its resources until it is gone
+    requests: Resources = msgspec.field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class KubeJob(msgspec.Struct, frozen=True, kw_only=True):
+    """A batch/v1 Job: how many pods it runs at once and how far it is."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+    annotations: dict[str, str] = msgspec.field(default_factory=dict)
+    parallelism: int = 1
+    completions: int | None = None  # None: a work queue (done when any pod succeeds)
+    completion_mode: str = "NonIndexed"
+    suspend: bool = False
+    backoff_limit: int = 6
+    active: int = 0
+    ready: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    terminating: bool = False  # metadata.deletionTimestamp set
+    conditions: tuple[Condition, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def finished(self) -> bool:
+        return any(c.type in ("Complete", "Failed") and c.status == "True" for c in self.conditions)

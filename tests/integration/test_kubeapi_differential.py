@@ -8,13 +8,17 @@ docs/emulator.md lists it with the test that shows it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from syncer.kube.client import KubeClient
+from syncer.kube.informer import Informer
 from tests.fixtures.kube_targets import NODESETS, WIDGETS, KubeTarget
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.kube
 
@@ -609,3 +613,82 @@ async def test_a_kueue_topology_is_read_alike_from_both_servers(kube_target: Kub
     finally:
         await ours.close()
     assert kueue_levels(read) == ("example.com/block", "example.com/rack")
+
+
+async def test_delete_preconditions_are_conflicts_on_the_kind(kube_target: KubeTarget):
+    """rest.BeforeDelete's words: the one-pool scheduler deletes a pod with its uid as a precondition."""
+    (created,) = await make(kube_target, widget("a"))
+    meta = created["metadata"]
+    path = kube_target.path(WIDGETS, "widgets", "a")
+    wrong_uid = await kube_target.call("DELETE", path, {"preconditions": {"uid": "not-the-uid"}})
+    assert status_of(wrong_uid) == (
+        409, "Conflict",
+        'Operation cannot be fulfilled on Widget.test.slurm-syncer.dev "a": the UID in the precondition '
+        f"(not-the-uid) does not match the UID in record ({meta['uid']}). The object might have been deleted "
+        "and then recreated",
+    )  # fmt: skip
+    assert wrong_uid.body["details"] == {"name": "a", "group": "test.slurm-syncer.dev", "kind": "Widget"}
+    stale = await kube_target.call("DELETE", path, {"preconditions": {"resourceVersion": "1"}})
+    assert status_of(stale)[2] == (
+        'Operation cannot be fulfilled on Widget.test.slurm-syncer.dev "a": the ResourceVersion in the '
+        f"precondition (1) does not match the ResourceVersion in record ({meta['resourceVersion']}). "
+        "The object might have been modified"
+    )
+    gone = await kube_target.call("DELETE", path, {"preconditions": {"uid": meta["uid"]}})
+    assert gone.status == 200
+
+
+async def test_a_uid_in_a_patch_is_a_precondition_except_on_custom_status(kube_target: KubeTarget):
+    """The kubelet puts the pod's uid in its status patches: another uid is refused as immutable (422, the
+    cause twice: validated twice). A custom resource's /status takes no metadata: there it is ignored."""
+    (created,) = await make(kube_target, widget("a"))
+    other = "00000000-0000-0000-0000-000000000000"
+    path = kube_target.path(WIDGETS, "widgets", "a")
+    refused = await kube_target.call("PATCH", path, {"metadata": {"uid": other}, "spec": {"size": 3}}, MERGE)
+    why = f'Invalid value: "{other}": field is immutable'
+    assert status_of(refused) == (
+        422, "Invalid", f'Widget.test.slurm-syncer.dev "a" is invalid: metadata.uid: {why}',
+    )  # fmt: skip
+    assert refused.body["details"]["causes"] == [
+        {"reason": "FieldValueInvalid", "message": why, "field": "metadata.uid"},
+    ] * 2  # fmt: skip
+    same = {"metadata": {"uid": created["metadata"]["uid"]}, "spec": {"size": 3}}
+    assert (await kube_target.call("PATCH", path, same, MERGE)).status == 200
+    ignored = {"metadata": {"uid": other}, "status": {"phase": "x"}}
+    answer = await kube_target.call("PATCH", path + "/status", ignored, MERGE)
+    assert answer.status == 200 and answer.body["metadata"]["uid"] == created["metadata"]["uid"]
+
+
+async def test_a_field_selected_watch_and_the_syncers_informer(kube_target: KubeTarget):
+    """What the one-pool scheduler's informer rests on (`spec.schedulerName=NAME` on pods, which only the
+    emulator serves): a field selector filters lists and watches, and an object that stops matching
+    arrives as DELETED, one that starts as ADDED. Held here on a CRD's selectableFields."""
+    red = {**widget("a"), "spec": {"size": 1, "color": "red"}}
+    blue = {**widget("b"), "spec": {"size": 1, "color": "blue"}}
+    await make(kube_target, red, blue)
+    path = kube_target.path(WIDGETS, "widgets")
+    listed = await kube_target.call("GET", path, params={"fieldSelector": "spec.color=red"})
+    assert [w["metadata"]["name"] for w in listed.body["items"]] == ["a"]
+    kube = await KubeClient.from_config(str(kube_target.kubeconfig), qps=500, burst=500)
+    watched: Informer[Any] = Informer(
+        kube, path, "SlurmPartition", lambda o: o.name, field_selector="spec.color=red", page_size=1
+    )
+    seen: list[tuple[str | None, str | None]] = []
+    watched.subscribe(lambda old, new: seen.append((old and old.name, new and new.name)))
+    task = asyncio.create_task(watched.run())
+    try:
+        await asyncio.wait_for(watched.synced.wait(), 10)
+        assert set(watched.items) == {"a"}
+        await kube_target.call(
+            "PATCH", kube_target.path(WIDGETS, "widgets", "a"), {"spec": {"color": "blue"}}, MERGE
+        )
+        await kube_target.call(
+            "PATCH", kube_target.path(WIDGETS, "widgets", "b"), {"spec": {"color": "red"}}, MERGE
+        )
+        await wait_for(lambda: set(watched.items) == {"b"}, what="a left, b joined the selection")
+        assert seen == [(None, "a"), ("a", None), (None, "b")]
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await kube.close()

@@ -106,7 +106,11 @@ def test_truncated_or_corrupted_bodies(cut: int, flip: int) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(kind=st.sampled_from(["Pod", "Node", "NodeSet"]), body=json_values, raw=st.binary(max_size=200))
+@given(
+    kind=st.sampled_from(["Pod", "Node", "NodeSet", "SchedulerPod", "PodUsage", "Job"]),
+    body=json_values,
+    raw=st.binary(max_size=200),
+)
 def test_kubernetes_decoders_raise_only_decode_errors(kind: str, body: Any, raw: bytes) -> None:
     codec = Codec(kind)
     for payload in (json.dumps(body).encode(), raw, json.dumps({"type": "ADDED", "object": body}).encode()):

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from syncer.controllers.nodeset.node_shape import slurmd_container
-from syncer.kube.decode import epoch
+from syncer.kube.decode_base import epoch
 from syncer.model.kube import KubePod
 
 # Waiting reasons that mean the container will not start without someone changing something.

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from syncer.testing.kubeapi import binding, jobs, podspec, ssa
 from syncer.testing.kubeapi import patch as patching
-from syncer.testing.kubeapi import ssa
 from syncer.testing.kubeapi.errors import ApiError
 from syncer.testing.kubeapi.resources import Registry, Resource, from_crd
 from syncer.testing.kubeapi.schema import validate_custom_resource
@@ -81,6 +81,8 @@ class Api:
         self.registry = Registry()
         self.clock = clock
         self.denied_access: set[tuple[str, str, str]] = set()  # (verb, group, resource) SSAR says no to
+        # uid of a deleted Job -> its propagation policy, for the emulator's Job controller (jobs.py)
+        self.dependents_policy: dict[str, str] = {}
         self.store.listeners.append(self._on_change)
 
     # -- lookup -----------------------------------------------------------------------------------
@@ -308,6 +310,7 @@ class Api:
             new = patching.merge_patch(old, patch_doc)
         if not isinstance(new, dict):
             raise ApiError(422, "Invalid", "the patch result is not an object")
+        _uid_unchanged(resource, old, new, subresource)
         # A resourceVersion in the patch is a precondition; otherwise PATCH is unconditional.
         new_meta = dict(new.get("metadata") or {})
         patched_rv = _patched_resource_version(patch_doc, kind)
@@ -328,16 +331,37 @@ class Api:
         obj = self.get(resource, namespace, name)
         meta = obj["metadata"]
         pre = options.get("preconditions") or {}
-        if pre.get("uid") and pre["uid"] != meta.get("uid"):
-            raise ApiError.conflict(resource.plural, name, resource.group)
-        if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
-            raise ApiError.conflict(resource.plural, name, resource.group)
+        for field, what, then in (
+            ("uid", "UID", "deleted and then recreated"),
+            ("resourceVersion", "ResourceVersion", "modified"),
+        ):
+            if pre.get(field) and pre[field] != meta.get(field):
+                # rest.BeforeDelete: a conflict on the Kind (not the resource), worded as it words it
+                kind = f"{resource.kind}.{resource.group}" if resource.group else resource.kind
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {kind} "{name}": the {what} in the precondition '
+                    f"({pre[field]}) does not match the {what} in record ({meta.get(field, '')}). "
+                    f"The object might have been {then}",
+                    {
+                        "name": name,
+                        **({"group": resource.group} if resource.group else {}),
+                        "kind": resource.kind,
+                    },
+                )
         grace = options.get("gracePeriodSeconds")
         graceful = resource.key == ("", "pods") and (obj.get("spec") or {}).get("nodeName") and grace != 0
         if grace is None and resource.key == ("", "pods"):
             grace = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
         if dry_run:
             return obj
+        if resource.key == jobs.JOBS:
+            policy = jobs.propagation(options)
+            if policy == "Foreground" and jobs.FOREGROUND not in (meta.get("finalizers") or []):
+                meta = {**meta, "finalizers": [*(meta.get("finalizers") or []), jobs.FOREGROUND]}
+                obj = {**obj, "metadata": meta}
+            self.dependents_policy[meta.get("uid", "")] = policy
         if meta.get("finalizers") or graceful:
             if meta.get("deletionTimestamp"):
                 return obj
@@ -519,6 +543,10 @@ class Api:
         self.delete(pods, namespace, name, options)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
+    def bind(self, namespace: str, name: str | None, body: Any, dry_run: bool = False) -> dict[str, Any]:
+        """`pods/NAME/binding` (`name` None: the legacy `bindings` collection): binding.py."""
+        return binding.bind(self.store, rfc3339(self.clock()), namespace, name, body, dry_run)
+
     def access_review(self, body: Any) -> dict[str, Any]:
         attrs = ((body or {}).get("spec") or {}).get("resourceAttributes") or {}
         key = (attrs.get("verb", ""), attrs.get("group", ""), attrs.get("resource", ""))
@@ -538,7 +566,10 @@ class Api:
             spec.setdefault("restartPolicy", "Always")
             spec.setdefault("terminationGracePeriodSeconds", 30)
             spec.setdefault("schedulerName", "default-scheduler")
-            obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+            podspec.default_requests(spec)
+            obj["status"] = {"phase": "Pending", "qosClass": podspec.qos_class(spec)}
+        elif resource.key == jobs.JOBS:
+            jobs.default_job(obj)
         elif resource.key == ("", "namespaces"):
             obj["status"] = {"phase": "Active"}
         elif resource.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
@@ -604,10 +635,10 @@ class Api:
                 )
             causes.extend(sorted(schema_causes))
             causes.extend(_scale_causes(resource, obj))
+        if resource.key == jobs.JOBS:
+            causes.extend(jobs.job_causes(obj))
         if causes:
-            raise ApiError.invalid(
-                resource.kind, name, causes, group=resource.group if not resource.builtin else ""
-            )
+            raise ApiError.invalid(resource.kind, name, causes, group=resource.group)
         return obj
 
     def _on_change(self, change: Change) -> None:
@@ -628,6 +659,23 @@ class Api:
             for key in list(self.store.objects):
                 for obj in list(self.store.objects_of(key, namespace)):
                     self.store.remove(key, namespace, obj["metadata"]["name"])
+
+
+def _uid_unchanged(
+    resource: Resource, old: Mapping[str, Any], new: Mapping[str, Any], subresource: str
+) -> None:
+    """A patch that changes metadata.uid is refused as immutable (validation runs it twice, hence two
+    causes under one message); a custom resource's /status takes no metadata, so there it is ignored.
+    Clients put the uid in a patch as a precondition this way (the kubelet's status patches)."""
+    if subresource == "status" and resource.key not in METADATA_THROUGH_STATUS:
+        return
+    uid = (new.get("metadata") or {}).get("uid")
+    if uid is None or uid == old["metadata"].get("uid"):
+        return
+    why = ("metadata.uid", f'Invalid value: "{uid}": field is immutable')
+    error = ApiError.invalid(resource.kind, old["metadata"]["name"], [why], group=resource.group)
+    error.details["causes"] = error.details["causes"] * 2
+    raise error
 
 
 def _without_times(obj: Mapping[str, Any]) -> Any:

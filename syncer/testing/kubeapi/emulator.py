@@ -19,7 +19,8 @@ from syncer.model.keys import Keys
 from syncer.testing.kubeapi.api import Api, rfc3339
 from syncer.testing.kubeapi.errors import ApiError
 from syncer.testing.kubeapi.faults import Faults
-from syncer.testing.kubeapi.kubelet import FakeKubelet
+from syncer.testing.kubeapi.jobs import JobController
+from syncer.testing.kubeapi.kubelet import DEFAULT_SCHEDULER, FakeKubelet
 from syncer.testing.kubeapi.rbac import Authorizer
 from syncer.testing.kubeapi.server import USER, KubeApiServer
 from syncer.testing.kubeapi.store import Store
@@ -58,11 +59,15 @@ class KubeApiEmulator:
         history_limit: int = 200_000,
         kubelet_termination_s: float = 0.5,
         with_crds: bool = True,
+        scheduler_names: tuple[str, ...] = (DEFAULT_SCHEDULER,),  # the pods the fake kube-scheduler places
     ) -> None:
         self.api = Api(Store(history_limit=history_limit))
         self.faults = Faults()
         self.server = KubeApiServer(self.api, self.faults, bookmark_interval_s=bookmark_interval_s)
-        self.kubelet = FakeKubelet(self.api, termination_s=kubelet_termination_s)
+        self.kubelet = FakeKubelet(
+            self.api, termination_s=kubelet_termination_s, scheduler_names=scheduler_names
+        )
+        self.jobs = JobController(self.api)
         self.token = token
         self.rbac = Authorizer(self.api.store, dict(users or {}))
         self.server.authorizer = self.rbac
@@ -97,9 +102,11 @@ class KubeApiEmulator:
         self.url = f"{'https' if context else 'http'}://{host}:{bound}"
         self.server.address = f"{host}:{bound}"
         self.kubelet.start()
+        self.jobs.start()
         return self.url
 
     async def stop(self) -> None:
+        await self.jobs.stop()
         await self.kubelet.stop()
         self.api.store.drop_watches()
         if self._runner is not None:

@@ -25,6 +25,8 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:
+            del body["reason"]  # StatusReasonUnknown is "", which metav1.Status omits
         if self.details:
             body["details"] = self.details
         return body

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from typing import Any
 
+from syncer.testing.kubeapi import room
 from syncer.testing.kubeapi.api import Api, pod_ready, rfc3339
 from syncer.testing.kubeapi.errors import ApiError
-from syncer.testing.kubeapi.scheduling import misfit, unschedulable_message
+from syncer.testing.kubeapi.scheduling import AFFINITY, misfit, misfits, unschedulable_message
 from syncer.testing.kubeapi.store import Change
 
 PODS = ("", "pods")
@@ -28,11 +30,23 @@ def node_ready(node: dict[str, Any] | None) -> bool:
     return False
 
 
+DEFAULT_SCHEDULER = "default-scheduler"  # what kube-apiserver defaults spec.schedulerName to
+OTHER_SCHEDULER = "\x00"  # index key of unscheduled pods another scheduler places: Node changes skip them
+
+
 class FakeKubelet:
     def __init__(
-        self, api: Api, termination_s: float = 0.5, start_delay_s: float = 0.0, pull_backoff_s: float = 0.5
+        self,
+        api: Api,
+        termination_s: float = 0.5,
+        start_delay_s: float = 0.0,
+        pull_backoff_s: float = 0.5,
+        scheduler_names: tuple[str, ...] = (DEFAULT_SCHEDULER,),
     ) -> None:
         self.api = api
+        # kube-scheduler's profiles: it places only pods whose spec.schedulerName is one of these and
+        # leaves the others alone (no condition, no Event), for their own scheduler to bind
+        self.scheduler_names = scheduler_names
         self.termination_s = termination_s
         self.start_delay_s = start_delay_s
         self.pull_backoff_s = pull_backoff_s  # ErrImagePull shows this long before ImagePullBackOff
@@ -44,6 +58,7 @@ class FakeKubelet:
         self._terminating_since: dict[tuple[str, str, str], float] = {}
         # nodeName ("" while unscheduled) -> its pods, so a Node's change finds them without a scan
         self._pods_on: dict[str, set[tuple[str, str]]] = {}
+        self._ended_on: dict[str, set[tuple[str, str]]] = {}  # of those, the Succeeded or Failed ones
 
     def start(self) -> None:
         self.api.store.listeners.append(self._on_change)
@@ -68,9 +83,21 @@ class FakeKubelet:
     def _place(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         """Moves a pod in the index from where its old version ran to where its new one runs."""
         if old is not None:
-            self._pods_on.get(_node_of(old), set()).discard(_pod_key(old))
+            self._pods_on.get(self._waits_on(old), set()).discard(_pod_key(old))
+            self._ended_on.get(_node_of(old), set()).discard(_pod_key(old))
         if new is not None:
-            self._pods_on.setdefault(_node_of(new), set()).add(_pod_key(new))
+            self._pods_on.setdefault(self._waits_on(new), set()).add(_pod_key(new))
+            if (new.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                self._ended_on.setdefault(_node_of(new), set()).add(_pod_key(new))
+
+    def ours(self, pod: dict[str, Any]) -> bool:
+        """Whether the emulated kube-scheduler places this pod."""
+        return (pod.get("spec") or {}).get("schedulerName", DEFAULT_SCHEDULER) in self.scheduler_names
+
+    def _waits_on(self, pod: dict[str, Any]) -> str:
+        """The pod's Node; "" while it waits for our scheduler, OTHER_SCHEDULER while for another."""
+        node = _node_of(pod)
+        return node or ("" if self.ours(pod) else OTHER_SCHEDULER)
 
     def _on_change(self, change: Change) -> None:
         if change.resource == PODS:
@@ -115,7 +142,7 @@ class FakeKubelet:
         meta = pod["metadata"]
         node_name = spec.get("nodeName")
         if not node_name:
-            if not meta.get("deletionTimestamp"):
+            if not meta.get("deletionTimestamp") and self.ours(pod):
                 self._schedule(pod)
             return
         node = self.api.store.get(NODES, "", node_name)
@@ -123,6 +150,11 @@ class FakeKubelet:
             self._terminate(pod)
             return
         status = dict(pod.get("status") or {})
+        if not status.get("startTime"):
+            if status.get("phase") in ("Failed", "Succeeded"):
+                return  # rejected at admission (or ended before it started): nothing runs
+            if node is not None and self._rejected(pod, node, status):
+                return
         now = rfc3339(self.api.clock())
         ready = node_ready(node)
         if not status.get("podIP"):
@@ -206,19 +238,58 @@ class FakeKubelet:
         self._terminating_since.pop(key, None)
         self.api.store.remove(PODS, meta["namespace"], meta["name"])
 
+    def _holding(
+        self, node_name: str, pod: dict[str, Any], admitted_only: bool = False
+    ) -> list[dict[str, Any]]:
+        """The pods bound to the Node that hold room there (not ended; for the kubelet, admitted ones),
+        `pod` aside."""
+        found = []
+        for key in self._pods_on.get(node_name, ()):
+            other = self.api.store.get(PODS, *key)
+            if other is None or key == _pod_key(pod):
+                continue
+            status = other.get("status") or {}
+            if status.get("phase") in ("Succeeded", "Failed") or (
+                admitted_only and not status.get("startTime")
+            ):
+                continue
+            found.append(other)
+        return found
+
+    def _rejected(self, pod: dict[str, Any], node: dict[str, Any], status: dict[str, Any]) -> bool:
+        """The kubelet's admission (pkg/kubelet/lifecycle/predicate.go): a pod bound where it does not fit
+        beside the pods admitted already is Failed with the first reason, and never runs."""
+        meta = pod["metadata"]
+        admitted = self._holding(node["metadata"]["name"], pod, admitted_only=True)
+        short = room.shortfalls(pod, node, len(admitted), lambda: admitted)
+        if short:
+            name, requested, used, capacity = short[0]
+            reason = f"OutOf{name}"
+            message = (
+                f"Node didn't have enough resource: {name}, requested: {requested}, used: {used}, "
+                f"capacity: {capacity}"
+            )
+        elif misfit(pod, node) == AFFINITY:
+            reason, message = "NodeAffinity", f"Predicate NodeAffinity failed: {AFFINITY}"
+        else:
+            return False
+        status.update(phase="Failed", reason=reason, message=f"Pod was rejected: {message}")
+        pods = self.api.resource("", "v1", "pods")
+        self.api.update(
+            pods, meta["namespace"], meta["name"], {**pod, "status": status}, subresource="status"
+        )
+        return True
+
     def _schedule(self, pod: dict[str, Any]) -> None:
-        load: dict[str, int] = {}
-        for other in self.api.store.objects_of(PODS):
-            node_name = (other.get("spec") or {}).get("nodeName")
-            if node_name:
-                load[node_name] = load.get(node_name, 0) + 1
-        candidates, misfits = [], []
+        candidates, reasons = [], []
         for node in self.api.store.objects_of(NODES):
-            why = misfit(pod, node)
-            if why is None:
-                candidates.append(node)
+            name = node["metadata"]["name"]
+            holders = len(self._pods_on.get(name, ())) - len(self._ended_on.get(name, ()))
+            why = misfits(pod, node, holders, functools.partial(self._holding, name, pod))
+            if why:
+                reasons.append(why)
             else:
-                misfits.append(why)
+                candidates.append(node)
         pods = self.api.resource("", "v1", "pods")
         meta = pod["metadata"]
         if not candidates:
@@ -231,7 +302,7 @@ class FakeKubelet:
                 "type": "PodScheduled",
                 "status": "False",
                 "reason": "Unschedulable",
-                "message": unschedulable_message(misfits),
+                "message": unschedulable_message(reasons),
                 "lastProbeTime": None,
                 # as kube-apiserver keeps it: a new message is not a new transition
                 "lastTransitionTime": current.get("lastTransitionTime")
@@ -245,7 +316,10 @@ class FakeKubelet:
                 pods, meta["namespace"], meta["name"], {**pod, "status": status}, subresource="status"
             )
             return
-        chosen = min(candidates, key=lambda n: (load.get(n["metadata"]["name"], 0), n["metadata"]["name"]))
+        chosen = min(
+            candidates,
+            key=lambda n: (len(self._pods_on.get(n["metadata"]["name"], ())), n["metadata"]["name"]),
+        )
         spec = {**pod["spec"], "nodeName": chosen["metadata"]["name"]}
         self.api.update(pods, meta["namespace"], meta["name"], {**pod, "spec": spec})
 

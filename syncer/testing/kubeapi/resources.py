@@ -54,16 +54,17 @@ class Resource:
         if self.status_subresource:
             subresources.append("status")
         for sub in subresources:
+            created = _CREATE_ONLY.get(sub)  # (kind, group, version) of a create-only subresource
             entries.append(
                 {
                     "name": f"{self.plural}/{sub}",
                     "singularName": "",
                     "namespaced": self.namespaced,
-                    "kind": "Eviction" if sub == "eviction" else self.kind,
-                    "verbs": ["create"] if sub == "eviction" else ["get", "patch", "update"],
+                    "kind": created[0] if created else self.kind,
+                    "verbs": ["create"] if created else ["get", "patch", "update"],
                     # kubectl drain evicts only where discovery names the Eviction's group and version;
                     # without them it falls back to DELETE, which no PodDisruptionBudget stops
-                    **({"group": "policy", "version": "v1"} if sub == "eviction" else {}),
+                    **({"group": created[1], "version": created[2]} if created and created[1] else {}),
                 }
             )
         if self.scale is not None:
@@ -82,6 +83,19 @@ class Resource:
 
 
 _NAMESPACED_META = frozenset({"metadata.name", "metadata.namespace"})
+# POST-only subresources as kube-apiserver lists them: kind, and group/version if not the parent's
+_CREATE_ONLY = {"eviction": ("Eviction", "policy", "v1"), "binding": ("Binding", "", "")}
+# the fields kube-apiserver selects pods by (pkg/registry/core/pod/strategy.go, ToSelectableFields)
+POD_FIELDS = _NAMESPACED_META | {
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.hostNetwork",
+    "status.phase",
+    "status.podIP",
+    "status.nominatedNodeName",
+}
 
 BUILTINS: tuple[Resource, ...] = (
     Resource(
@@ -113,10 +127,11 @@ BUILTINS: tuple[Resource, ...] = (
         ("po",),
         status_subresource=True,
         categories=("all",),
-        extra_subresources=("eviction",),
-        field_selectors=_NAMESPACED_META
-        | {"spec.nodeName", "status.phase", "spec.schedulerName", "spec.serviceAccountName", "status.podIP"},
+        extra_subresources=("eviction", "binding"),
+        field_selectors=POD_FIELDS,
     ),
+    # the legacy `POST .../namespaces/NS/bindings` (the Binding names its pod); create only
+    Resource("", "v1", "bindings", "Binding", True, verbs=("create",)),
     Resource(
         "",
         "v1",
@@ -158,6 +173,16 @@ BUILTINS: tuple[Resource, ...] = (
         status_subresource=True,
         scale={"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"},
         categories=("all",),
+    ),
+    Resource(
+        "batch",
+        "v1",
+        "jobs",
+        "Job",
+        True,
+        status_subresource=True,
+        categories=("all",),
+        field_selectors=_NAMESPACED_META | {"status.successful"},
     ),
     Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True, ("netpol",)),
     Resource("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
@@ -208,6 +233,9 @@ def from_crd(crd: dict[str, Any]) -> list[Resource]:
                 printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
                 schema=(version.get("schema") or {}).get("openAPIV3Schema"),
                 categories=tuple(names.get("categories") or ()),
+                # the CRD's selectableFields, as field selectors (`.spec.color` -> `spec.color`)
+                field_selectors=_NAMESPACED_META
+                | {str(f.get("jsonPath", "")).lstrip(".") for f in version.get("selectableFields") or []},
             )
         )
     return resources

@@ -3,15 +3,17 @@
 The filters the fake scheduler applies, in kube-scheduler's plugin order (the first that fails names
 the Node's reason): NodeUnschedulable (a cordoned Node), TaintToleration (NoSchedule/NoExecute taints,
 including those the node lifecycle controller puts on a Node whose Ready is False or Unknown), and
-NodeAffinity (`nodeSelector` and required node affinity). No resource accounting.
+NodeAffinity (`nodeSelector` and required node affinity), and NodeResourcesFit (room.py: `Too many pods`,
+`Insufficient <resource>` against the Node's allocatable less what the pods bound there request).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from syncer.testing.kubeapi import room
 from syncer.testing.kubeapi.selectors import Requirement
 
 NO_NODES = "no nodes available to schedule pods"
@@ -21,8 +23,22 @@ _FILTERING = ("NoSchedule", "NoExecute")
 _SET_OPS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!exists"}
 
 
+def misfits(
+    pod: dict[str, Any], node: dict[str, Any], holders: int, others: Callable[[], list[dict[str, Any]]]
+) -> list[str]:
+    """Why `node` (`holders` pods holding room there, listed by `others()`) cannot take `pod`: the first
+    failing filter's reasons, as kube-scheduler words them; [] when it fits."""
+    why = misfit(pod, node)
+    if why is not None:
+        return [why]
+    return [
+        "Too many pods" if name == "pods" else f"Insufficient {name}"
+        for name, *_ in room.shortfalls(pod, node, holders, others)
+    ]
+
+
 def misfit(pod: dict[str, Any], node: dict[str, Any]) -> str | None:
-    """Why `node` cannot take `pod`, as kube-scheduler words it; None when it fits."""
+    """Why `node` cannot take `pod` by its filters before resources, as kube-scheduler words it."""
     spec = pod.get("spec") or {}
     tolerations = spec.get("tolerations") or []
     if (node.get("spec") or {}).get("unschedulable") and not _tolerated(
@@ -37,17 +53,23 @@ def misfit(pod: dict[str, Any], node: dict[str, Any]) -> str | None:
     return None
 
 
-def unschedulable_message(misfits: Iterable[str]) -> str:
-    """kube-scheduler's PodScheduled message for a pod no Node fits, from each Node's reason."""
-    counts = Counter(misfits)
-    total = sum(counts.values())
-    if not total:
+def unschedulable_message(per_node: Iterable[list[str]]) -> str:
+    """kube-scheduler's PodScheduled message for a pod no Node fits, from each Node's reasons."""
+    nodes = list(per_node)
+    if not nodes:
         return NO_NODES
+    counts = Counter(why for reasons in nodes for why in reasons)
     reasons = ", ".join(sorted(f"{n} {why}" for why, n in counts.items()))
-    # every filter above is UnschedulableAndUnresolvable: evicting pods would not help
+    # filters but NodeResourcesFit are UnschedulableAndUnresolvable: evicting pods would not help; where
+    # room is short, preemption looks for lower-priority pods and the emulator's have none lower
+    short = sum(1 for r in nodes if r[0] == "Too many pods" or r[0].startswith("Insufficient "))
+    verdicts = (
+        [f"{len(nodes) - short} Preemption is not helpful for scheduling"] if short < len(nodes) else []
+    )
+    verdicts += [f"{short} No preemption victims found for incoming pod"] if short else []
     return (
-        f"0/{total} nodes are available: {reasons}. "
-        f"preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling."
+        f"0/{len(nodes)} nodes are available: {reasons}. "
+        f"preemption: 0/{len(nodes)} nodes are available: {', '.join(sorted(verdicts))}."
     )
 
 

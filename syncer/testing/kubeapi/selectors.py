@@ -89,14 +89,18 @@ def labels_match(requirements: tuple[Requirement, ...], labels: Mapping[str, str
     return all(req.matches(labels) for req in requirements)
 
 
+# what kube-apiserver selects by when the field is absent (a bool or a count it formats itself)
+_FIELD_DEFAULTS = {"spec.hostNetwork": "false", "status.successful": "0"}
+
+
 def _field_value(obj: Mapping[str, Any], path: str) -> str:
     value: Any = obj
     for part in path.split("."):
         if not isinstance(value, Mapping):
-            return ""
+            return _FIELD_DEFAULTS.get(path, "")
         value = value.get(part)
     if value is None:
-        return ""
+        return _FIELD_DEFAULTS.get(path, "")
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)

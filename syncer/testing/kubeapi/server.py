@@ -352,6 +352,10 @@ class KubeApiServer:
                     "items": listed.items,
                 }
             )
+        if resource.key == ("", "bindings"):  # create only: the Binding names its pod
+            if request.method != "POST":
+                raise ApiError.method_not_allowed()
+            return _json(self.api.bind(namespace or "", None, await self._body(request), dry_run), 201)
         if request.method == "POST":
             body = await self._body(request)
             if resource.key == ("authorization.k8s.io", "selfsubjectaccessreviews"):
@@ -378,10 +382,14 @@ class KubeApiServer:
     ) -> web.StreamResponse:
         dry_run = request.query.get("dryRun") == "All"
         method = request.method
-        if subresource not in ("", "status", "scale", "eviction"):
+        if subresource not in ("", "status", "scale", "eviction", "binding"):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if subresource == "status" and not resource.status_subresource:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if subresource == "binding":
+            if method != "POST" or resource.key != ("", "pods"):
+                raise ApiError.method_not_allowed()
+            return _json(self.api.bind(namespace, name, await self._body(request), dry_run), 201)
         if subresource == "eviction":
             if method != "POST" or resource.key != ("", "pods"):
                 raise ApiError.method_not_allowed()
@@ -431,6 +439,8 @@ class KubeApiServer:
             options = dict(body) if isinstance(body, dict) else {}
             if "gracePeriodSeconds" in request.query:
                 options["gracePeriodSeconds"] = int(request.query["gracePeriodSeconds"])
+            if "propagationPolicy" in request.query:
+                options["propagationPolicy"] = request.query["propagationPolicy"]
             return _json(self.api.delete(resource, namespace, name, options, dry_run))
         raise ApiError.method_not_allowed()
 

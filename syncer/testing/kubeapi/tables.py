@@ -74,6 +74,53 @@ def _pod_row(obj: Mapping[str, Any]) -> list[Any]:
     ]
 
 
+def _duration(seconds: float) -> str:
+    """apimachinery's duration.HumanDuration, to the minute's precision kubectl shows for young objects."""
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 600:
+        return f"{seconds // 60}m{seconds % 60}s" if seconds % 60 else f"{seconds // 60}m"
+    if seconds < 3 * 3600:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h"
+
+
+def _job_row(obj: Mapping[str, Any]) -> list[Any]:
+    """kubectl's Job columns since 1.30: NAME STATUS COMPLETIONS DURATION AGE (wide: CONTAINERS IMAGES
+    SELECTOR), the status and completions worded as pkg/printers/internalversion/printers.go does."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
+    state = "Running"
+    for condition, shown in (
+        ("Complete", "Complete"), ("Failed", "Failed"), ("", "Terminating"), ("Suspended", "Suspended"),
+        ("FailureTarget", "FailureTarget"), ("SuccessCriteriaMet", "SuccessCriteriaMet"),
+    ):  # fmt: skip
+        if (condition in true) if condition else obj["metadata"].get("deletionTimestamp"):
+            state = shown
+            break
+    succeeded, parallelism = int(status.get("succeeded", 0)), spec.get("parallelism")
+    if spec.get("completions") is not None:
+        completions = f"{succeeded}/{spec['completions']}"
+    elif parallelism is not None and int(parallelism) > 1:
+        completions = f"{succeeded}/1 of {parallelism}"
+    else:
+        completions = f"{succeeded}/1"
+    duration = ""
+    if status.get("startTime"):
+        end = parse_rfc3339(status["completionTime"]) if status.get("completionTime") else time.time()
+        duration = _duration(end - parse_rfc3339(status["startTime"]))
+    containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+    selector = ",".join(
+        f"{k}={v}" for k, v in ((spec.get("selector") or {}).get("matchLabels") or {}).items()
+    )
+    return [
+        obj["metadata"]["name"], state, completions, duration, _age(obj),
+        ",".join(c.get("name", "") for c in containers), ",".join(c.get("image", "") for c in containers),
+        selector,
+    ]  # fmt: skip
+
+
 def _columns(resource: Resource) -> list[dict[str, Any]]:
     def col(name: str, type_: str = "string", priority: int = 0, fmt: str = "") -> dict[str, Any]:
         return {"name": name, "type": type_, "format": fmt, "description": "", "priority": priority}
@@ -99,6 +146,16 @@ def _columns(resource: Resource) -> list[dict[str, Any]]:
             col("IP", priority=1),
             col("Node", priority=1),
         ]
+    if resource.key == ("batch", "jobs"):
+        wide = [col(n, priority=1) for n in ("Containers", "Images", "Selector")]
+        return [
+            col("Name", fmt="name"),
+            col("Status"),
+            col("Completions"),
+            col("Duration"),
+            col("Age"),
+            *wide,
+        ]
     extra = [
         col(c["name"], c.get("type", "string"), int(c.get("priority", 0))) for c in resource.printer_columns
     ]
@@ -110,6 +167,8 @@ def _cells(resource: Resource, obj: Mapping[str, Any]) -> list[Any]:
         return _node_row(obj)
     if resource.key == ("", "pods"):
         return _pod_row(obj)
+    if resource.key == ("batch", "jobs"):
+        return _job_row(obj)
     extra = []
     for column in resource.printer_columns:
         value = _jsonpath(obj, column.get("jsonPath", ""))
