@@ -296,6 +296,7 @@ async def test_a_record_whose_comment_failed_stays_in_the_intent() -> None:
         NS, spec, PowerDecision(declare=["gpu-0", "gpu-1"]), {}, {}, event, structlog.get_logger()
     )
     assert slurm.created == ["gpu-0", "gpu-1"] and actions.declaring[NS.key] == ["gpu-0"]
+    assert actions.intent_written[NS.key], "the pass's end status is written even if the informer lags"
 
 
 async def test_a_name_collision_is_told_once_while_it_lasts() -> None:

@@ -287,7 +287,8 @@ class NodeSetController(Controller):
             declare_failed=self.power.declare_failed.get(nodeset.key, {}),
             declaring=self.power.declaring.get(nodeset.key, []),
         )  # fmt: skip
-        await self._write_status(nodeset, status)
+        # this pass wrote an intent (power.declaring) the informer's copy may not show yet: its end is written
+        await self._write_status(nodeset, status, force=self.power.intent_written.pop(nodeset.key, False))
         if problems:
             raise PassIncomplete(problems)  # the runner logs it and retries with its backoff
         # caches usually trigger sooner; a pending drain timeout is checked on time without a change
@@ -306,8 +307,10 @@ class NodeSetController(Controller):
     async def _event(self, nodeset: KubeNodeSet, type_: str, reason: str, message: str) -> None:
         await self.writes.event(nodeset, type_, reason, message)
 
-    async def _write_status(self, nodeset: KubeNodeSet, status: dict[str, Any]) -> None:
-        if status != nodeset.status:
+    async def _write_status(
+        self, nodeset: KubeNodeSet, status: dict[str, Any], *, force: bool = False
+    ) -> None:
+        if force or status != nodeset.status:
             await self.writes.status(nodeset, status)
 
     async def _ensure_pdb(self, nodeset: KubeNodeSet) -> None:

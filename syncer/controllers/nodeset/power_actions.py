@@ -127,6 +127,9 @@ class PowerActions:
         # NodeSet key -> member -> when its declare was sent, until the Slurm cache shows the record (or 30 s
         # pass): a pass before the next poll (its own status write wakes one) would declare it again for a 422
         self._declared_at: dict[str, dict[str, float]] = {}
+        # NodeSet keys whose pass wrote an intent: the pass's status is written at its end whatever the
+        # informer's copy shows (it may not show the intent yet, and the intent must not outlive the pass)
+        self.intent_written: dict[str, bool] = {}
         # NodeSet key -> whether its last pass sent declares: only then is the next one queued at once
         self.progressed: dict[str, bool] = {}
         self.held: dict[str, int] = {}  # NodeSet key -> members whose lost-Node power-down is held now
@@ -354,6 +357,7 @@ class PowerActions:
         self.declaring.pop(key, None)
         self.stats.pod_reads.pop(key, None)
         self.progressed.pop(key, None)
+        self.intent_written.pop(key, None)
         self._declared_at.pop(key, None)
         self.held.pop(key, None)
         self._disruption_told.pop(key, None)
@@ -400,6 +404,7 @@ class PowerActions:
                 "status of the members being declared", self.writes.status(nodeset, intent), logger
             ):
                 return
+            self.intent_written[nodeset.key] = True
         for name in sending:
             port = self._port(name)
             try:
