@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 from benchmarks.run import cancel_on_sigterm, seed
 from syncer.app.logs import configure_logging
 from syncer.app.service import ServiceConfig, SyncerService
+from syncer.controllers.nodeset.options import NodeSetOptions
 from syncer.controllers.sync.options import SyncOptions
 from syncer.kube.client import KubeClient
 from syncer.kube.writer import pod_path
@@ -48,9 +49,17 @@ from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.kubeapi.store import Change
 from syncer.testing.processes import stop_process
 from syncer.testing.sandbox import RELEASES, Sandbox, up
-from syncer.testing.sandbox.config import sim_node_names
+from syncer.testing.sandbox.config import free_port_block, sim_node_names
+from syncer.testing.slurmd_standin import SlurmdStandIn
 
 NAMESPACE = "slurm"
+GROUP, VERSION = "slurm-syncer.dev", "v1alpha1"
+READY = {
+    "type": "Ready",
+    "status": "True",
+    "reason": "KubeletReady",
+    "lastTransitionTime": "2026-01-01T00:00:00Z",
+}
 CONFIG = ServiceConfig(
     # the NotReady scenario sets its own grace and valve
     controllers={"sync": SyncOptions(ready_grace_s=3600.0, max_drain_fraction=1.0)},
@@ -743,6 +752,173 @@ async def mass_not_ready(stage: Stage, quick: bool) -> Outcome:
     return outcome
 
 
+POWER_SET, POWER_MEMBERS = "fpw", 3
+
+
+def power_nodeset(ceiling: int) -> dict[str, Any]:
+    """A power-managed NodeSet on the Nodes of pool `power`, startTimeout 2 s: a Node NotReady longer than
+    that is what forced members down before issue 45."""
+    return {
+        "metadata": {"name": POWER_SET},
+        "spec": {
+            "slurm": {"features": [POWER_SET]},
+            "power": {"maxReplicas": ceiling, "startTimeout": "2s", "node": {"cpus": 1, "realMemory": 400}},
+            "template": {"spec": {"nodeSelector": {"pool": "power"},
+                                  "containers": [{"name": "slurmd", "image": "slurmd:26.05"}]}},
+        },
+    }  # fmt: skip
+
+
+async def squeue(stage: Stage, jobs: list[str]) -> dict[str, str]:
+    """Job id -> state (scontrol's JobState; GONE once slurmctld forgot it)."""
+    found = {}
+    for job in jobs:
+        out = (await asyncio.to_thread(stage.sandbox.run, "scontrol", "show", "job", job)).stdout
+        state = next((w.split("=", 1)[1] for w in out.split() if w.startswith("JobState=")), "GONE")
+        found[job] = state
+    return found
+
+
+async def until(check: Callable[[], Awaitable[bool]], deadline_s: float, what: str) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not await check():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {deadline_s} s waiting for {what}")
+        await asyncio.sleep(0.2)  # condition poll
+
+
+async def power_not_ready(stage: Stage, quick: bool) -> Outcome:
+    """Nodes NotReady with slurmd fine (issue 45): the Kubernetes Nodes under running members of a power-
+    managed NodeSet turn Ready=Unknown (a control plane that lost them, expired kubelet certificates) for
+    longer than startTimeout while each member's real slurmd keeps answering Slurm. Wrong: any power-down
+    of a member at the wire (POWER_DOWN_FORCE would requeue or end its job). Lost: a job that did not end
+    COMPLETED once released. Observed: the NotReady Nodes the syncer itself counted."""
+    outcome = Outcome("Nodes NotReady with slurmd fine (power members running jobs)")
+    kube, hosts = stage.kube, [f"power-h{i}" for i in range(POWER_MEMBERS)]
+    for host in hosts:
+        kube.create("", "v1", "nodes", {"metadata": {"name": host, "labels": {"pool": "power"}},
+                                        "status": {"conditions": [READY]}})  # fmt: skip
+    members = [f"{POWER_SET}-{i}" for i in range(POWER_MEMBERS)]
+    port_base = free_port_block(POWER_MEMBERS)
+    config = CONFIG.replace(nodeset=NodeSetOptions(power_port_base=port_base))
+    done = stage.sandbox.directory / "work" / f"{POWER_SET}.done"
+    done.unlink(missing_ok=True)
+    jobs: list[str] = []
+    async with FaultProxy(stage.sandbox.rest_url) as proxy:
+        service = await stage.syncer(config, proxy.url)
+        figures = stage.watch_kube()
+        try:
+            async with SlurmdStandIn(
+                kube, stage.sandbox, boot=True, port_base=port_base, nodesets=(POWER_SET,)
+            ):
+                await service.start()
+                await service.wait_ready(60)
+                kube.create(GROUP, VERSION, "nodesets", power_nodeset(POWER_MEMBERS), namespace=NAMESPACE)
+                jobs = await _members_running_jobs(stage, members, done.name)
+                seen_not_ready = 0
+                fault_at = time.monotonic()
+                for host in hosts:
+                    kube.set_node_condition(host, "Ready", "Unknown", "NodeStatusUnknown",
+                                            "Kubelet stopped posting node status.")  # fmt: skip
+                outcome.faults_injected = len(hosts)
+                hold_until = fault_at + (8 if quick else 30)  # past startTimeout, many passes
+                while time.monotonic() < hold_until:
+                    seen_not_ready = max(seen_not_ready, not_ready_seen(service, hosts))
+                    await asyncio.sleep(0.2)  # the fault lasts this long
+                outcome.observed = {"nodes_not_ready_seen": seen_not_ready}
+                states = await squeue(stage, jobs)
+                outcome.wrong_actions += [
+                    f"job {job} {state} while its Node was NotReady" for job, state in states.items()
+                    if state != "RUNNING"
+                ]  # fmt: skip
+                for host in hosts:
+                    kube.set_node_condition(host, "Ready", "True", "KubeletReady", "back")
+                released = time.monotonic()
+                done.touch()
+
+                async def ended() -> bool:
+                    return all(
+                        s not in ("RUNNING", "COMPLETING", "PENDING")
+                        for s in (await squeue(stage, jobs)).values()
+                    )
+
+                await until(ended, 60, "the jobs' end")
+                outcome.converge_s = time.monotonic() - released
+                outcome.changes_lost = [f"job {j} ended {s}" for j, s in (await squeue(stage, jobs)).items()
+                                        if s != "COMPLETED"]  # fmt: skip
+        finally:
+            done.touch()
+            await service.stop()
+            outcome.kube, outcome.events = figures()
+            await _power_cleanup(stage, members, jobs)
+        for at, node, state, _body in node_writes(forwarded(proxy)):
+            outcome.actions += 1
+            if node in members and state and any(s.startswith("POWER_DOWN") for s in state):
+                outcome.wrong_actions.append(
+                    f"{'+'.join(state)} on {node} {at - fault_at:.1f} s into the fault"
+                )
+    outcome.notes = f"{len(jobs)} --no-requeue jobs on members whose Nodes were NotReady, slurmd answering"
+    progress(f"{outcome.scenario}: {outcome.row()}")
+    return outcome
+
+
+def not_ready_seen(service: SyncerService, hosts: list[str]) -> int:
+    """How many of `hosts` the syncer's own Node cache shows NotReady."""
+    nodes = service.kube_cache.nodes.items
+    return sum(
+        1
+        for h in hosts
+        if h in nodes and (c := nodes[h].condition("Ready")) is not None and c.status != "True"
+    )
+
+
+async def _members_running_jobs(stage: Stage, members: list[str], done: str) -> list[str]:
+    """Powers every member up (declared first), and starts a --no-requeue job on each that runs until told."""
+
+    async def declared() -> bool:
+        states = {n: await asyncio.to_thread(stage.sandbox.node_state, n) for n in members}
+        return all("POWERED_DOWN" in flags for flags in states.values())
+
+    await until(declared, 60, "the members declared")
+    names = f"{POWER_SET}-[0-{len(members) - 1}]"
+    await asyncio.to_thread(stage.sandbox.scontrol, "update", f"nodename={names}", "state=POWER_UP")
+
+    async def registered() -> bool:
+        states = [await asyncio.to_thread(stage.sandbox.node_state, n) for n in members]
+        return all(not flags & {"POWERING_UP", "NOT_RESPONDING"} and flags for flags in states)
+
+    await until(registered, 120, "the members' slurmd registered")
+    jobs = []
+    for member in members:
+        out = await asyncio.to_thread(
+            stage.sandbox.run, "sbatch", "--parsable", "--no-requeue", "-w", member, "--wrap",
+            f"while [ ! -e {done} ]; do sleep 0.2; done", check=True,
+        )  # fmt: skip
+        jobs.append(out.stdout.strip().split(";")[0])
+
+    async def running() -> bool:
+        return all(s == "RUNNING" for s in (await squeue(stage, jobs)).values())
+
+    await until(running, 90, "a job running on each member")
+    return jobs
+
+
+async def _power_cleanup(stage: Stage, members: list[str], jobs: list[str]) -> None:
+    """No NodeSet, pods, Nodes or records of this scenario left for the next one."""
+    for job in jobs:
+        await asyncio.to_thread(stage.sandbox.run, "scancel", job)
+    kube = stage.kube
+    kube.api.delete(kube.api.resource(GROUP, VERSION, "nodesets"), NAMESPACE, POWER_SET)
+    for member in members:
+        if kube.pod(NAMESPACE, member) is not None:
+            kube.api.delete(kube.api.resource("", "v1", "pods"), NAMESPACE, member)
+    for i in range(POWER_MEMBERS):
+        kube.api.delete(kube.api.resource("", "v1", "nodes"), "", f"power-h{i}")
+    for member in members:
+        await asyncio.to_thread(stage.sandbox.stop_slurmd, member)
+        await asyncio.to_thread(stage.sandbox.delete_node, member)
+
+
 async def syncer_crashes(stage: Stage, quick: bool) -> Outcome:
     return await crash_scenario(stage, changes=40 if quick else 200, kills=4 if quick else 12)
 
@@ -753,6 +929,7 @@ SCENARIOS: dict[str, Callable[[Stage, bool], Awaitable[Outcome]]] = {
     "bad-answers": bad_slurm_answers,
     "kube-api": kube_api_faults,
     "not-ready": mass_not_ready,
+    "power-not-ready": power_not_ready,
     "crash": syncer_crashes,
 }
 

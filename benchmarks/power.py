@@ -21,7 +21,9 @@ the figures (benchmarks/RESULTS.md). Three NodeSets, floor 0:
 3. `burst` (`--burst` members, no slurmd): one job array of `--burst` one-node tasks: seconds until every
    member's pod is created and Running, and the requests that took. Without slurmd the tasks never run.
 
-Prints the figures and writes DIR/results.json.
+Prints the figures and writes DIR/results.json. `--pass-cost N --baseline REV` measures instead what one pass
+of a power-managed NodeSet costs at N powering-up members, the old code beside this one
+(benchmarks/power_pass.py).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo root
+from benchmarks.power_pass import pass_cost
 from benchmarks.run import progress
 from benchmarks.service_bench import CONFIG as SERVICE_CONFIG
 from benchmarks.service_bench import report
@@ -319,9 +322,18 @@ def main() -> int:
     parser.add_argument("--burst", type=int, default=200)
     parser.add_argument("--downs", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--pass-cost", type=int, default=0, metavar="N",
+        help="only the pass cost at N powering-up members, the --baseline revision beside this tree "
+        "(benchmarks/power_pass.py)",
+    )  # fmt: skip
+    parser.add_argument("--baseline", default="2da9f28", help="the old code's git revision for --pass-cost")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-power-") as tmp:
-        results = asyncio.run(run(args.samples, args.batch, args.burst, args.downs, Path(tmp)))
+        if args.pass_cost:
+            results = asyncio.run(pass_cost(args.pass_cost, args.baseline, Path(tmp)))
+        else:
+            results = asyncio.run(run(args.samples, args.batch, args.burst, args.downs, Path(tmp)))
     return report(results, args.out)
 
 

@@ -12,7 +12,11 @@ from structlog.testing import LogCapture
 
 
 async def wait_for(
-    check: Callable[[], bool | Awaitable[bool]], deadline_s: float = 10.0, what: str = "condition"
+    check: Callable[[], bool | Awaitable[bool]],
+    deadline_s: float = 10.0,
+    what: str = "condition",
+    *,
+    interval_s: float = 0.02,
 ) -> None:
     deadline = time.monotonic() + deadline_s
     while True:
@@ -23,7 +27,7 @@ async def wait_for(
             return
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {deadline_s} s waiting for {what}")
-        await asyncio.sleep(0.02)  # poll interval of the condition, not a synchronisation sleep
+        await asyncio.sleep(interval_s)  # poll interval of the condition, not a synchronisation sleep
 
 
 @contextmanager

@@ -492,6 +492,14 @@ ALERTS = (
         "NodeSet {{ $labels.nodeset }}: {{ $value }} node(s) still run jobs after drainTimeout; nothing is "
         "forced.",
     ),
+    Alert(
+        "SlurmNodeSetPowerDisruption",
+        _release("max", "slurm_syncer_nodeset_power_disruption", by="zone"), "== 1", "0m", "warning",
+        "most Nodes of a zone NotReady at once: lost-Node power-downs held",
+        "Zone {{ $labels.zone }}: more than 2 and at least 55 % of its Nodes are NotReady at once (a control "
+        "plane that lost them, expired kubelet certificates, a network partition). Power-managed members "
+        "there are not forced down for a lost Node until it recovers; jobs run on where slurmd answers.",
+    ),
 )  # fmt: skip
 
 

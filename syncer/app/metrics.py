@@ -20,7 +20,7 @@ from syncer.control.gate import WriteGate
 from syncer.controllers.attributes.controller import AttributeController, AttributeStats
 from syncer.controllers.maintenance.controller import MaintenanceController
 from syncer.controllers.nodeset.controller import NodeSetController
-from syncer.controllers.nodeset.power_actions import PowerStats
+from syncer.controllers.nodeset.power_actions import PowerActions
 from syncer.controllers.partitions.controller import PartitionController
 from syncer.controllers.sync.controller import SyncController
 from syncer.kube.cache import KubeCache
@@ -572,12 +572,13 @@ class _StateCollector(Collector):
         actions.add_metric(["removal_started"], stats.removals_started)
         actions.add_metric(["slurm_node_deleted"], stats.slurm_nodes_deleted)
         yield actions
-        yield from _nodeset_power(reconciler.power.stats)
+        yield from _nodeset_power(reconciler.power)
 
 
-def _nodeset_power(stats: PowerStats) -> Iterator[Metric]:
-    """Power-managed NodeSets (spec.power): members by Slurm power state, what the syncer did, and how long
-    a member takes from POWERING_UP to its slurmd registered."""
+def _nodeset_power(power: PowerActions) -> Iterator[Metric]:
+    """Power-managed NodeSets (spec.power): members by Slurm power state, what the syncer did, how long a
+    member takes from POWERING_UP to its slurmd registered, and the zones where lost-Node power-downs wait."""
+    stats = power.stats
     members = _gauge(
         "slurm_syncer_nodeset_power_members",
         "Members of a power-managed NodeSet by Slurm power state (declared counts every record).",
@@ -599,7 +600,26 @@ def _nodeset_power(stats: PowerStats) -> Iterator[Metric]:
     actions.add_metric(["failure"], stats.failures)
     actions.add_metric(["declare"], stats.declared)
     actions.add_metric(["undeclare"], stats.undeclared)
+    actions.add_metric(["held"], stats.held)
     yield actions
+    disruption = _gauge(
+        "slurm_syncer_nodeset_power_disruption",
+        "1 while most Nodes of a zone (topology.kubernetes.io/zone; empty: Nodes without one) are NotReady "
+        "at once (more than 2, at least 55 %): members there are not forced down for a lost Node.",
+        ["zone"],
+    )
+    for zone, nodes in power.zones.zones().items():
+        disruption.add_metric([zone], 1 if nodes.disrupted else 0)
+    yield disruption
+    held = _gauge(
+        "slurm_syncer_nodeset_power_held_members",
+        "Members of a power-managed NodeSet whose lost-Node power-down waits: their Node's zone is "
+        "disrupted.",
+        ["nodeset"],
+    )
+    for key, count in sorted(power.held.items()):
+        held.add_metric([key], count)
+    yield held
     registered = HistogramMetricFamily(
         "slurm_syncer_nodeset_power_up_seconds",
         "From creating the pod of a member Slurm powers up to Slurm showing its slurmd registered.",

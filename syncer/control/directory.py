@@ -1,5 +1,6 @@
 """What one controller offers the others without either importing the other: the Slurm nodes of a
-NodeSet's pods (the NodeSet controller provides them, a SlurmPartition's `nodes.nodeSets` reads them), and
+NodeSet (its pods', and a power-managed one's declared members: syncer/controllers/nodeset/members.py; the
+NodeSet controller provides them, a SlurmPartition's `nodes.nodeSets` reads them), and
 Slurm's job counts by partition and state (the service's job poll sets them; the partition controller
 watches them: a managed partition's jobs moved, so its status is written again)."""
 

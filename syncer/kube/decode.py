@@ -33,6 +33,7 @@ class _RawMeta(msgspec.Struct):
     namespace: str = ""
     uid: str = ""
     resourceVersion: str = ""
+    creationTimestamp: str | None = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
     deletionTimestamp: str | None = None
@@ -55,6 +56,24 @@ class _RawStatus(msgspec.Struct):
     conditions: list[RawCondition] | None = None
 
 
+class _RawWaiting(msgspec.Struct):
+    reason: str = ""
+
+
+class _RawContainerState(msgspec.Struct):
+    waiting: _RawWaiting | None = None
+
+
+class _RawContainerStatus(msgspec.Struct):
+    name: str = ""
+    state: _RawContainerState = msgspec.field(default_factory=_RawContainerState)
+
+
+class _RawPodStatus(_RawStatus):
+    initContainerStatuses: list[_RawContainerStatus] | None = None
+    containerStatuses: list[_RawContainerStatus] | None = None
+
+
 class _RawObject(msgspec.Struct):
     metadata: _RawMeta = msgspec.field(default_factory=_RawMeta)
     status: _RawStatus = msgspec.field(default_factory=_RawStatus)
@@ -72,6 +91,7 @@ class _RawNode(msgspec.Struct):
 
 class _RawPod(_RawObject):
     spec: _RawPodSpec = msgspec.field(default_factory=_RawPodSpec)
+    status: _RawPodStatus = msgspec.field(default_factory=_RawPodStatus)
 
 
 class _RawNodeSetMeta(_RawMeta):
@@ -140,7 +160,18 @@ def _pod(raw: _RawPod) -> KubePod:
         owner_kind=owner.kind if owner else "",
         owner_name=owner.name if owner else "",
         owner_uid=owner.uid if owner else "",
+        created=epoch(meta.creationTimestamp),
+        waiting=_waiting(raw.status),
     )
+
+
+def _waiting(status: _RawPodStatus) -> tuple[tuple[str, str], ...]:
+    found = [
+        (c.name, sys.intern(c.state.waiting.reason))
+        for c in (status.initContainerStatuses or []) + (status.containerStatuses or [])
+        if c.state.waiting is not None and c.state.waiting.reason
+    ]
+    return tuple(found) if found else ()
 
 
 def _nodeset(raw: _RawNodeSet) -> KubeNodeSet:

@@ -38,6 +38,22 @@ class Keys:
     # record: Slurm keeps no marker on a partition), and the finalizer that lets it drain before it goes
     PARTITION_OWNER: Final = ANNOTATION_PREFIX + "partition-owner"
     PARTITION_FINALIZER: Final = ANNOTATION_PREFIX + "partition"
+    # The scheduler (issue 44, docs/scheduler.md): on a pod, or a Namespace as its pods' default, what its
+    # Slurm job asks for; the Namespace alone says which of them its pods may set themselves.
+    JOB_PARTITION: Final = ANNOTATION_PREFIX + "partition"
+    JOB_ACCOUNT: Final = ANNOTATION_PREFIX + "account"
+    JOB_QOS: Final = ANNOTATION_PREFIX + "qos"
+    JOB_TIME_LIMIT: Final = ANNOTATION_PREFIX + "time-limit"
+    JOB_NICE: Final = ANNOTATION_PREFIX + "nice"
+    JOB_CONSTRAINT: Final = ANNOTATION_PREFIX + "constraint"
+    JOB_RESERVATION: Final = ANNOTATION_PREFIX + "reservation"
+    POD_OVERRIDES: Final = ANNOTATION_PREFIX + "pod-overrides"
+    # a gang: the pods sharing this label (and namespace) are one job of group-size nodes
+    GROUP_LABEL: Final = ANNOTATION_PREFIX + "group"
+    GROUP_SIZE: Final = ANNOTATION_PREFIX + "group-size"
+    # written by the pod's binding: the Slurm job it runs under; and the job's admin comment names its pods
+    SCHEDULER_JOB_ID: Final = ANNOTATION_PREFIX + "job-id"
+    JOB_MARKER: Final = ANNOTATION_PREFIX + "pods"
     CONDITION_MAINTENANCE: Final = "SlurmMaintenanceReserved"
     CONDITION_DRAINED: Final = "SlurmNodeDrained"
     CONDITION_HEALTHY: Final = "SlurmNodeHealthy"

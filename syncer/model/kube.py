@@ -68,6 +68,10 @@ class KubePod(msgspec.Struct, frozen=True, kw_only=True):
     owner_kind: str = ""
     owner_name: str = ""
     owner_uid: str = ""  # of the controlling owner: who owns a pod is decided by identity, not name
+    created: float = 0.0  # metadata.creationTimestamp (epoch seconds; 0: unknown)
+    # (container, reason) of each container waiting with a reason, init containers first (ImagePullBackOff,
+    # CrashLoopBackOff, ...): what a member's pod failing to start looks like without a GET
+    waiting: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> str:

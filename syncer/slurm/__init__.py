@@ -26,5 +26,14 @@
 - `metrics_hint.MetricsReader(url, timeout_s=2, max_bytes=4 MiB).read() -> Reading(fingerprint, ...)`:
   `GET /metrics/partitions` of slurmctld 25.11+; errors `SlurmMetricsError` > `SlurmMetricsUnavailable`,
   `SlurmMetricsTimeout`, `SlurmMetricsDecodeError`.
+- Jobs for pods (issue 44; value types in `syncer.model.jobs`): `submit_job(JobSubmission, placeholder=False)
+  -> int` (external on v0.0.43+, a placeholder batch job where allowed, else SlurmUnsupported; never retried),
+  `get_job(id) -> SlurmJob` (SlurmNotFound), `list_job_details(update_time=None, keep=) -> JobListing | None`,
+  `job_states(ids) -> {id: states}`, `cancel_job(id, signal=None) -> bool`, `update_job(id, hold=, priority=,
+  nice=, time_limit_min=)`; `jobs`: the wire shapes and bodies (the marker is `admin_comment`).
+- `job_cache.JobCache(client, owned=, poll_interval_s=1, detail_interval_s=5, pending_interval_s=30,
+  list_interval_s=600, hint=None)`:
+  `run()`, `subscribe(callback(list[JobChange]))`, `jobs`, `synced`, `stale`, `age_s`, `cause`, `track(id)`,
+  `fresh(id)`, `resync()`, `forget(id)`, `nudge()`.
 - `versions`: what differs per API version (live-verified: v0.0.40, v0.0.41, v0.0.42).
 """

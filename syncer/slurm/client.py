@@ -19,7 +19,7 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -27,6 +27,7 @@ import aiohttp
 import msgspec
 import structlog
 
+from syncer.model.jobs import JobSubmission, SlurmJob
 from syncer.model.slurm import SlurmNode
 from syncer.runtime.backoff import Backoff
 from syncer.runtime.proxy import proxy_for
@@ -42,9 +43,25 @@ from syncer.slurm.errors import (
     SlurmMessage,
     SlurmNotFound,
     SlurmTimeout,
+    SlurmUnsupported,
     SlurmVersionError,
 )
 from syncer.slurm.hostlist import expand
+from syncer.slurm.jobs import (
+    JOB_GONE_CODES,
+    STATE_CHUNK,
+    CancelResponse,
+    JobDetailsResponse,
+    JobListing,
+    JobStatesResponse,
+    Kind,
+    Placeholder,
+    SubmitResponse,
+    decode_job,
+    jobs_in_turns,
+    submit_body,
+    update_body,
+)
 from syncer.slurm.models import (
     ConfResponse,
     DiagResponse,
@@ -682,6 +699,174 @@ class SlurmClient:
                 )
             )  # fmt: skip
         return jobs
+
+    # --- jobs for pods (issue 44) ------------------------------------------------------------
+    @property
+    def external_jobs(self) -> bool:
+        """This slurmrestd's API takes external jobs (`EXTERNAL_JOB`, v0.0.43+, Slurm 25.05+)."""
+        return self.version is not None and self.version.external_jobs
+
+    async def submit_job(self, submission: JobSubmission, *, placeholder: Placeholder = "never") -> int:
+        """Submits one job and returns its id: an external job where the API takes them, else a placeholder
+        batch job if `placeholder` allows it ("fallback"; "always" submits one anyway), else SlurmUnsupported
+        before any request.
+
+        Never retried (a submit is not idempotent: a retried one can make a second job). When the answer is
+        lost (timeout, connection cut) the job may exist: the caller finds it by its marker
+        (`list_job_details`, `JobCache.resync`) before it submits again."""
+        kind: Kind = "placeholder" if placeholder == "always" else "external"
+        if kind == "external" and not self.external_jobs:
+            if placeholder == "never":
+                raise SlurmUnsupported(
+                    f"REST API {self.version.name if self.version else '?'} has no external jobs: a pod's "
+                    "job needs Slurm 25.05+ (REST v0.0.43+), or placeholder batch jobs allowed",
+                    endpoint="job_submit",
+                )
+            kind = "placeholder"
+        answer = await self._call(
+            "POST", "/job/submit", SubmitResponse, endpoint="job_submit",
+            body=submit_body(submission, kind), idempotent=False,
+        )  # fmt: skip
+        job_id = answer.decoded.job_id if answer.decoded is not None else 0
+        if not job_id:
+            raise SlurmDecodeError("a submit answered without a job id", endpoint="job_submit")
+        return job_id
+
+    async def get_job(self, job_id: int) -> SlurmJob:
+        """One job, read now (what the scheduler reads before a bind or a delete); SlurmNotFound once Slurm
+        has forgotten it (MinJobAge after it ended) or never had it."""
+        try:
+            answer = await self._call("GET", f"/job/{job_id}", JobDetailsResponse, endpoint="job")
+        except SlurmApiError as exc:
+            if exc.status == 404 or exc.has_error("Invalid job id"):
+                raise SlurmNotFound(
+                    f"job {job_id} does not exist", endpoint="job", status=exc.status
+                ) from exc
+            raise
+        raw = answer.decoded.jobs if answer.decoded is not None else []
+        if not raw:
+            raise SlurmNotFound(f"job {job_id} does not exist", endpoint="job", status=404)
+        return decode_job(raw[0])
+
+    async def list_job_details(
+        self, update_time: int | None = None, *, keep: Callable[[str], bool] | None = None
+    ) -> JobListing | None:
+        """Every job (or only those whose marker `keep` accepts: only they are decoded whole), or None when
+        `update_time` is given and no job changed since (26.05: HTTP 200, no job, `last_update` 0; a 304 is
+        taken alike). No release returns only the jobs that changed: "changed" is every job."""
+        if update_time is not None and not (self.version is not None and self.version.conditional_nodes):
+            update_time = None  # v0.0.40/41 refuse it for jobs as for nodes (error 9202, measured on 24.11.5)
+        params = {"update_time": str(update_time)} if update_time is not None else None
+        answer = await self._call(
+            "GET", "/jobs/", JobDetailsResponse, endpoint="jobs_detail", params=params, ok=(200, 304)
+        )
+        decoded = answer.decoded
+        if answer.status == 304 or decoded is None:
+            return None
+        last_update = unwrap(decoded.last_update)
+        if update_time is not None and not decoded.jobs and not last_update:
+            return None
+        jobs = await jobs_in_turns(decoded.jobs, keep)
+        return JobListing(
+            jobs, len(decoded.jobs), last_update, answer.body_bytes, answer.seconds, answer.started
+        )
+
+    async def job_states(self, job_ids: Iterable[int]) -> dict[int, frozenset[str]]:
+        """The state of each job named (`GET /jobs/state/`, ~60 bytes a job); a job Slurm no longer has is
+        absent from the answer. Ids go as repeated `job_id=` parameters, a chunk at a time (26.05.5 answers
+        a comma-separated list with HTTP 500)."""
+        wanted = sorted(set(job_ids))
+        states: dict[int, frozenset[str]] = {}
+        for start in range(0, len(wanted), STATE_CHUNK):
+            query = "&".join(f"job_id={job_id}" for job_id in wanted[start : start + STATE_CHUNK])
+            answer = await self._call(
+                "GET", f"/jobs/state/?{query}", JobStatesResponse, endpoint="job_states"
+            )
+            for raw in answer.decoded.jobs if answer.decoded is not None else []:
+                listed = [raw.state] if isinstance(raw.state, str) else raw.state
+                states[int(raw.job_id)] = frozenset(s.upper() for s in listed)
+        return states
+
+    async def cancel_job(self, job_id: int, *, signal: str | None = None) -> bool:
+        """`DELETE /job/{id}`: ends the job; with `signal` (e.g. "SIGTERM") only signals it, and an external
+        job, with nothing to signal, keeps running (SIGKILL ends it). False when Slurm no longer has the job
+        or it had already ended. Not retried."""
+        return await self._delete_job(job_id, {"signal": signal} if signal else None)
+
+    async def end_job(self, job: SlurmJob, *, signal_for_s: float = 5.0) -> bool:
+        """Ends a pod's job once its pods are gone, freeing its CPUs at once: a placeholder that runs gets
+        SIGUSR1 in its batch script (which exits: COMPLETED in 0.1 s, where a cancel keeps the CPUs for
+        KillWait); any other job is cancelled. Slurm shows a batch job RUNNING before its script runs, and a
+        signal sent then is lost (measured): the signal is sent again every 0.5 s, and a placeholder still
+        running after `signal_for_s` is cancelled. False when Slurm no longer has the job or it had ended."""
+        if not job.running or job.external:
+            return await self.cancel_job(job.job_id)
+        deadline = time.monotonic() + signal_for_s
+        signalled = False
+        while time.monotonic() < deadline:
+            if not await self._delete_job(job.job_id, {"signal": "SIGUSR1", "flags": "BATCH_JOB"}):
+                return signalled  # it ended (its script exited) or Slurm no longer has it
+            signalled = True
+            for _ in range(5):
+                await asyncio.sleep(0.1)  # the script's exit, polled: Slurm tells no one
+                try:
+                    if not (await self.get_job(job.job_id)).running:
+                        return True
+                except SlurmNotFound:
+                    return True
+        await self.cancel_job(job.job_id)
+        return True
+
+    async def _delete_job(self, job_id: int, params: dict[str, str] | None) -> bool:
+        try:
+            answer = await self._call(
+                "DELETE",
+                f"/job/{job_id}",
+                CancelResponse,
+                endpoint="job_cancel",
+                params=params,
+                idempotent=False,
+            )
+        except SlurmApiError as exc:
+            if exc.status == 404 or any(e.error_number in JOB_GONE_CODES for e in exc.errors):
+                return False
+            raise
+        # HTTP 200 whatever happened: each job's outcome is in `status`
+        failed = [s.error for s in answer.decoded.status if s.error.code] if answer.decoded else []
+        if any(error.code in JOB_GONE_CODES for error in failed):
+            return False
+        if failed:
+            raise SlurmApiError(
+                "slurmrestd refused the cancel", endpoint="job_cancel", status=answer.status,
+                errors=tuple(SlurmMessage(e.string, e.code) for e in failed),
+            )  # fmt: skip
+        return True
+
+    async def update_job(
+        self,
+        job_id: int,
+        *,
+        hold: bool | None = None,
+        priority: int | None = None,
+        nice: int | None = None,
+        time_limit_min: int | None = None,
+    ) -> None:
+        """`POST /job/{id}`: hold or release a pending job, set its priority (an administrator's; 0 holds it),
+        nice or time limit. Not retried; SlurmNotFound when Slurm no longer has it."""
+        body = update_body(hold=hold, priority=priority, nice=nice, time_limit_min=time_limit_min)
+        try:
+            await self._call(
+                "POST", f"/job/{job_id}", Envelope, endpoint="job_update", body=body, idempotent=False
+            )
+        except SlurmApiError as exc:
+            if exc.status == 404 or exc.has_error("Invalid job id"):
+                raise SlurmNotFound(
+                    f"job {job_id} does not exist",
+                    endpoint="job_update",
+                    status=exc.status,
+                    errors=exc.errors,
+                ) from exc
+            raise
 
     # --- reservations (maintenance windows) ------------------------------------------------
     @property

@@ -50,6 +50,11 @@ class SlurmVersionError(SlurmError):
     """No API version both sides support, or a pinned version the server does not serve."""
 
 
+class SlurmUnsupported(SlurmVersionError):
+    """This Slurm cannot do what was asked (e.g. an external job on 24.11 where no placeholder is allowed);
+    raised before any request, naming what would be needed."""
+
+
 class SlurmApiError(SlurmError):
     """slurmrestd answered with an error status; carries Slurm's errors and warnings."""
 

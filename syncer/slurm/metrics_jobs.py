@@ -10,7 +10,7 @@ without a slurmrestd state (`hold`, `started`, `finished`, node and resource gau
 
 from __future__ import annotations
 
-from syncer.slurm.metrics_hint import PATH, count_of, partition_label, samples
+from syncer.slurm.metrics_hint import PATH, SlurmMetricsDecodeError, count_of, partition_label, samples
 
 PREFIX = "slurm_partition_jobs_"
 # slurmctld's counter suffix -> the job state (or state flag) slurmrestd reports
@@ -54,3 +54,27 @@ def job_counts(text: str) -> dict[tuple[str, str], int] | None:
             key = (partition_label(sample.labels), state)
             counts[key] = counts.get(key, 0) + count
     return counts if seen else None
+
+
+JOBS_PATH = "/metrics/jobs"
+JOBS_PREFIX = "slurm_jobs"
+# (metric, labels, value), sorted: every job gauge of slurmctld's `/metrics/jobs` (counts per state, held,
+# started, allocated CPUs/memory/nodes)
+JobFingerprint = tuple[tuple[str, str, float], ...]
+
+
+def job_fingerprint(text: str) -> JobFingerprint:
+    """What `/metrics/jobs` (3.5 KB, 26.05.5) says of the jobs slurmctld holds: moved by every submit, start,
+    end, hold and release, not by a preemption's grace window (measured, docs/slurm-releases.md "Jobs for
+    pods"); SlurmMetricsDecodeError when the page has no job gauges."""
+    found = samples(text, lambda line: line.startswith(JOBS_PREFIX), what="job gauges", endpoint=JOBS_PATH)
+    fingerprint = tuple(
+        sorted(
+            (s.name, partition_label(s.labels), float(s.value))
+            for s in found
+            if s.name.startswith(JOBS_PREFIX)
+        )
+    )
+    if not fingerprint:
+        raise SlurmMetricsDecodeError(f"no {JOBS_PREFIX}* gauges in the answer", endpoint=JOBS_PATH)
+    return fingerprint

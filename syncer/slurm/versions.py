@@ -42,6 +42,10 @@ class ApiVersion:
     # POST /new/node/ (create a node from a slurm.conf NodeName line) exists from v0.0.44: 404 for v0.0.42-43
     # on 26.05.5 and for every version on 24.11.5 (measured, docs/slurm-releases.md "Power saving").
     node_create: bool = False
+    # `flags: ["EXTERNAL_JOB"]` in a job submission (an allocation nothing runs in: a pod's job, issue 44)
+    # parses from v0.0.43: v0.0.42 refuses it with error 9207 "Unknown flag" (measured on 26.05.5,
+    # docs/slurm-releases.md "Jobs for pods"); there a pod's job is a placeholder batch job, if allowed.
+    external_jobs: bool = False
 
     @property
     def prefix(self) -> str:
@@ -50,10 +54,11 @@ class ApiVersion:
 
 def _slurm_25_05(name: str) -> ApiVersion:
     """REST v0.0.43+ (Slurm 25.05+, verified on 26.05): node updates take topology_str, reservations can be
-    created and updated."""
+    created and updated, jobs can be external."""
     return ApiVersion(
-        name, True, conditional_nodes=True, verified_on=("26.05",), reservation_writes=True, topology=True
-    )
+        name, True, conditional_nodes=True, verified_on=("26.05",), reservation_writes=True, topology=True,
+        external_jobs=True,
+    )  # fmt: skip
 
 
 VERSIONS: dict[str, ApiVersion] = {

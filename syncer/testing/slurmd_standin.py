@@ -18,6 +18,13 @@ from syncer.testing.kubeapi.store import Change
 from syncer.testing.sandbox import Sandbox, SandboxError
 
 log = structlog.get_logger("syncer.testing.slurmd")
+# A test convention beside the emulator's (docs/emulator.md): a pod with a container image under this prefix
+# runs and turns Ready, but its slurmd never starts (Slurm keeps a member it powers up POWERING_UP)
+HANGS = "hangs.example/"
+
+
+def _image(container: dict[str, Any]) -> str:
+    return str(container.get("image") or "")
 
 
 def _env(pod: dict[str, Any], name: str) -> str:
@@ -32,7 +39,7 @@ class SlurmdStandIn:
     def __init__(
         self, kube: KubeApiEmulator, sandbox: Sandbox, *, cpus: int = 1, memory_mb: int = 400,
         boot: bool = False, port_base: int = 0, nodesets: tuple[str, ...] = (),
-        port_of: Callable[[str], int] | None = None,
+        port_of: Callable[[str], int] | None = None, namespace: str = "",
     ) -> None:  # fmt: skip
         self.kube = kube
         self.sandbox = sandbox
@@ -41,6 +48,7 @@ class SlurmdStandIn:
         self.port_of = port_of  # the syncer's nodeset_power_ports
         self.cpus = cpus
         self.nodesets = nodesets  # the pods of these NodeSets only (empty: every NodeSet's)
+        self.namespace = namespace  # the pods of this namespace only (empty: every namespace's)
         self.memory_mb = memory_mb
         self.running: set[str] = set()  # Slurm node names whose slurmd runs
         self.failures: list[str] = []
@@ -73,6 +81,10 @@ class SlurmdStandIn:
             return
         if self.nodesets and labels[Keys.NODESET_LABEL] not in self.nodesets:
             return
+        if self.namespace and pod["metadata"].get("namespace") != self.namespace:
+            return
+        if any(_image(c).startswith(HANGS) for c in (pod.get("spec") or {}).get("containers") or []):
+            return  # its entrypoint hangs before slurmd starts: the pod runs, Slurm hears nothing
         gone = change.type == "DELETED" or bool(pod["metadata"].get("deletionTimestamp"))
         if gone:
             self._pending.put_nowait(("stop", name, ()))

@@ -136,6 +136,11 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
         {"power": {"minReplicas": 1}, "template": TEMPLATE},
         "spec.power.maxReplicas: Required value",
     ),
+    "power ceiling above the bound": (
+        {"power": {"maxReplicas": 100000}, "template": TEMPLATE},
+        "spec.power.maxReplicas: Invalid value: 100000: spec.power.maxReplicas in body should be less than "
+        "or equal to 10000",
+    ),
     "power node with no cpus": (
         {"power": {"maxReplicas": 2, "node": {"cpus": 0}}, "template": TEMPLATE},
         "spec.power.node.cpus: Invalid value: 0: spec.power.node.cpus in body should be greater than or "
@@ -176,6 +181,7 @@ async def test_valid_edge_values_are_accepted(kubectl: Kubectl):
                  "template": TEMPLATE},
         "power": {"power": {"minReplicas": 2, "maxReplicas": 2, "node": {"cpus": 4, "realMemory": 1000,
                   "gres": "gpu:a100:8"}}, "template": TEMPLATE},
+        "power-edge": {"power": {"maxReplicas": 10000}, "template": TEMPLATE},
     }.items():  # fmt: skip
         await kubectl("apply", "-f", "-", stdin=nodeset(name, spec))
 

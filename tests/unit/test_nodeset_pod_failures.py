@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from syncer.controllers.nodeset.pod_failures import MAX_REASON_BYTES, start_failure
+from syncer.controllers.nodeset.node_shape import slurmd_path
+from syncer.controllers.nodeset.pod_failures import (
+    CANNOT_START,
+    CRASH_LOOP,
+    MAX_REASON_BYTES,
+    may_have_failed,
+    start_failure,
+)
+from syncer.model.kube import KubePod
 from syncer.model.times import rfc3339
 
 NOW = 1_700_000_600.0  # 2023-11-14T22:23:20Z
@@ -206,3 +214,115 @@ def test_a_node_notready_is_lost_only_once_it_lasted_the_bound() -> None:
     assert start_failure(p, n, NOW, unschedulable_after_s=BOUND_S, node_lost_after_s=120) is None
     lost = start_failure(p, n, NOW + 110, unschedulable_after_s=BOUND_S, node_lost_after_s=120)
     assert lost == "pod slurm/gpu-3 lost its Node kw-1: NotReady (NodeStatusUnknown)"
+
+
+def with_sidecar(p: dict[str, Any], *, native: bool = False) -> dict[str, Any]:
+    shipper = {"name": "log-shipper", "image": "crashloop.example/shipper"}
+    spec = dict(p["spec"])
+    if native:
+        spec["initContainers"] = [{**shipper, "restartPolicy": "Always"}]
+    else:
+        spec["containers"] = [*spec["containers"], shipper]
+    return {**p, "spec": spec}
+
+
+CRASHING_SHIPPER = [
+    {
+        "name": "log-shipper",
+        "ready": False,
+        "restartCount": 4,
+        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+    }
+]
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["container", "native-sidecar"])
+def test_a_crash_looping_sidecar_is_not_the_slurmd_failing(native: bool) -> None:
+    """Only slurmd's state (and init containers slurmd waits for) says the member cannot come up: a sidecar
+    beside it in CrashLoopBackOff, a container or an init container with restartPolicy Always, does not."""
+    if native:
+        p = with_sidecar(pod(initContainerStatuses=CRASHING_SHIPPER, containerStatuses=RUNNING), native=True)
+    else:
+        p = with_sidecar(pod(containerStatuses=RUNNING + CRASHING_SHIPPER))
+    assert failure(p, node()) is None
+
+
+def test_the_slurmd_container_is_the_one_named_slurmd_else_the_first() -> None:
+    crashing = waiting("CrashLoopBackOff", restartCount=2)
+    first = pod(containerStatuses=[{**crashing[0], "name": "main"}])
+    first["spec"]["containers"] = [{"name": "main"}, {"name": "shipper"}]
+    assert failure(first, node()) == "pod slurm/gpu-3 CrashLoopBackOff (container main, 2 restarts)"
+    named = pod(containerStatuses=[{**crashing[0], "name": "main"}])
+    named["spec"]["containers"] = [{"name": "main"}, {"name": "slurmd"}]
+    assert failure(named, node()) is None  # main is a sidecar here: slurmd is named
+
+
+def test_a_plain_init_container_that_crash_loops_still_counts() -> None:
+    p = with_sidecar(pod(phase="Pending"), native=False)
+    p["spec"]["initContainers"] = [{"name": "munge-key"}]
+    p["status"]["initContainerStatuses"] = [
+        {**waiting("CrashLoopBackOff", restartCount=1)[0], "name": "munge-key"}
+    ]
+    assert failure(p, node()) == "pod slurm/gpu-3 CrashLoopBackOff (container munge-key, 1 restarts)"
+
+
+def test_a_pod_without_a_spec_is_judged_by_every_container() -> None:
+    p = pod(containerStatuses=[{**waiting("CrashLoopBackOff", restartCount=1)[0], "name": "any"}])
+    del p["spec"]["containers"]
+    assert failure(p, node()) == "pod slurm/gpu-3 CrashLoopBackOff (container any, 1 restarts)"
+
+
+def cached(**fields: Any) -> KubePod:
+    return KubePod(namespace="slurm", name="gpu-3", **{"created": NOW - 600, **fields})
+
+
+SLURMD_PATH = frozenset({"slurmd", "munge-key"})
+
+
+@pytest.mark.parametrize(
+    ("p", "looks_failed"),
+    [
+        (cached(node_name="kw-1", phase="Running"), False),
+        (cached(node_name="kw-1", phase="Pending", waiting=(("slurmd", "ContainerCreating"),)), False),
+        (cached(node_name="kw-1", phase="Pending", waiting=(("slurmd", "ImagePullBackOff"),)), True),
+        (cached(node_name="kw-1", phase="Pending", waiting=(("munge-key", "ErrImagePull"),)), True),
+        (cached(node_name="kw-1", phase="Running", waiting=(("slurmd", "CrashLoopBackOff"),)), True),
+        (cached(node_name="kw-1", phase="Running", waiting=(("shipper", "CrashLoopBackOff"),)), False),
+        (cached(node_name="kw-1", phase="Failed"), True),
+        (cached(node_name="kw-1", phase="Succeeded"), True),
+        (cached(phase="Pending"), True),  # unscheduled for 600 s, the bound 300 s
+        (cached(phase="Pending", created=NOW - 299), False),
+        (cached(phase="Pending", created=NOW - 300), True),
+        (cached(phase="Pending", created=0.0), True),  # unknown creation time: read it
+        (cached(phase="Pending", deletion_timestamp=NOW), False),  # ending: judged by its Node only
+        (cached(node_name="kw-1", waiting=(("slurmd", "CrashLoopBackOff"),), deletion_timestamp=NOW), False),
+    ],
+)
+def test_the_informers_pod_says_when_a_fresh_read_is_worth_it(p: KubePod, looks_failed: bool) -> None:
+    """Only a pod that may have failed is read again (a GET per powering-up pod per pass was 1,000 GETs a
+    pass at 1,000 power-ups); the read then gives the reason as start_failure words it."""
+    found = may_have_failed(p, NOW, unschedulable_after_s=BOUND_S, slurmd_path=SLURMD_PATH)
+    assert found is looks_failed
+
+
+def test_without_a_slurmd_path_every_container_counts() -> None:
+    p = cached(node_name="kw-1", waiting=(("shipper", "CrashLoopBackOff"),))
+    assert may_have_failed(p, NOW, unschedulable_after_s=BOUND_S)
+
+
+def test_each_reason_start_failure_acts_on_is_one_the_informers_pod_flags() -> None:
+    for reason in (*CANNOT_START, CRASH_LOOP):
+        p = cached(node_name="kw-1", waiting=(("slurmd", reason),))
+        assert may_have_failed(p, NOW, unschedulable_after_s=BOUND_S, slurmd_path=SLURMD_PATH), reason
+
+
+def test_the_slurmd_path_is_slurmd_and_the_init_containers_but_native_sidecars() -> None:
+    template = {
+        "spec": {
+            "initContainers": [{"name": "munge-key"}, {"name": "shipper", "restartPolicy": "Always"}],
+            "containers": [{"name": "main"}, {"name": "slurmd"}],
+        }
+    }
+    assert slurmd_path(template) == frozenset({"munge-key", "slurmd"})
+    assert slurmd_path({"spec": {"containers": [{"name": "first"}, {"name": "other"}]}}) == {"first"}
+    assert slurmd_path({}) == frozenset()

@@ -11,7 +11,8 @@ from typing import Any
 import msgspec
 import structlog
 
-from syncer.controllers.nodeset.power import CEILING_LOWERED, PowerDecision
+from syncer.controllers.nodeset.disruption import ZONE_LABEL
+from syncer.controllers.nodeset.power import CEILING_LOWERED, PowerDecision, declare_failed_message
 from syncer.controllers.nodeset.power_actions import PowerActions
 from syncer.kube.errors import KubeError
 from syncer.model.kube import Condition, KubeNode, KubePod
@@ -29,6 +30,12 @@ class Slurm:
         self.forced: list[str] = []
         self.deleted: list[str] = []
         self.refuse_delete: dict[str, Exception] = {}
+        self.refuse_create: dict[str, Exception] = {}
+        self.created: list[str] = []
+        self.commented: list[str] = []
+        self.intents: list[list[str]] = []  # status.power.declaring written before the declares
+        self.refuse_status = False  # the NodeSet's status write fails
+        self.refuse_comment: set[str] = set()
 
     async def get_node(self, name: str) -> SlurmNode:
         if name not in self.nodes:
@@ -46,6 +53,15 @@ class Slurm:
         return True
 
     async def set_comment(self, name: str, comment: str) -> bool:
+        if name in self.refuse_comment:
+            raise SlurmApiError(f"POST /node/{name}", endpoint="node_update", status=500)
+        self.commented.append(name)
+        return True
+
+    async def create_node(self, name: str, node_conf: str) -> bool:
+        if name in self.refuse_create:
+            raise self.refuse_create[name]
+        self.created.append(name)
         return True
 
 
@@ -64,17 +80,30 @@ class Kube:
         raise KubeError(404, "NotFound", f"{path} not found")
 
 
-async def apply(
-    slurm: Slurm, decision: PowerDecision, kube: Kube | None = None, *, limit: int = 2
-) -> list[tuple[str, str, str]]:
-    kube = kube or Kube([], [])
+def parts(slurm: Slurm, kube: Kube) -> tuple[Any, Any, None]:
+    """The context and the writes PowerActions is built from, over the recorders."""
     context: Any = SimpleNamespace(
         slurm=slurm,
         clock=lambda: NOW,
         kube=kube,
         kube_cache=SimpleNamespace(nodes=SimpleNamespace(items=kube.nodes)),
     )
-    writes: Any = SimpleNamespace(slurm_writer=slurm)
+
+    async def status(_nodeset: Any, status: dict[str, Any]) -> None:
+        if slurm.refuse_status:
+            raise KubeError(500, "InternalError", "etcd unavailable")
+        slurm.intents.append(status["power"]["declaring"])
+
+    writes: Any = SimpleNamespace(slurm_writer=slurm, status=status)
+    return context, writes, None
+
+
+async def apply(
+    slurm: Slurm, decision: PowerDecision, kube: Kube | None = None, *, limit: int = 2,
+    problems: list[str] | None = None,
+) -> list[tuple[str, str, str]]:  # fmt: skip
+    kube = kube or Kube([], [])
+    context, writes, _ = parts(slurm, kube)
     events: list[tuple[str, str, str]] = []
 
     async def event(type_: str, reason: str, message: str) -> None:
@@ -82,9 +111,14 @@ async def apply(
 
     spec = power(1).power
     assert spec is not None
-    await PowerActions(context, writes, "k8s: ", node_loss_limit=limit).apply(
+    actions = PowerActions(context, writes, "k8s: ", node_loss_limit=limit)
+    for node in kube.nodes.values():  # what the controller's Node informer feeds it
+        actions.zones.update(None, node)
+    found = await actions.apply(
         NS, spec, decision, kube.pods, dict(slurm.nodes), event, structlog.get_logger("test")
     )
+    if problems is not None:
+        problems.extend(found)
     return events
 
 
@@ -128,16 +162,25 @@ async def test_a_slurm_conf_member_is_not_deleted_but_named_for_the_admin() -> N
 UP_RUNNING = ("ALLOCATED", "CLOUD", "DYNAMIC_NORM")
 
 
-def running(count: int, not_ready_for: float | None) -> tuple[Slurm, Kube, PowerDecision]:
-    """`count` members running jobs, each pod on its own Node kw-N; the Nodes NotReady for `not_ready_for`
-    seconds (None: Ready)."""
+def running(
+    count: int, not_ready_for: float | None, *, slurmd: tuple[str, ...] = UP_RUNNING, zone: str = ""
+) -> tuple[Slurm, Kube, PowerDecision]:
+    """`count` members running jobs, each pod on its own Node kw-N, each Node in a zone of its own (or all
+    in `zone`); the Nodes NotReady for `not_ready_for` seconds (None: Ready); Slurm shows the members
+    `slurmd` (by default up, their slurmd answering)."""
     spec = power(count)
     pods = [msgspec.structs.replace(pod(f"gpu-{i}", spec), node_name=f"kw-{i}") for i in range(count)]
     status, since = ("True", NOW - 3600) if not_ready_for is None else ("Unknown", NOW - not_ready_for)
     ready = Condition(type="Ready", status=status, reason="NodeStatusUnknown", last_transition_time=since)
-    nodes = [KubeNode(name=f"kw-{i}", conditions=(ready,)) for i in range(count)]
-    slurm = Slurm(*(rec(f"gpu-{i}", *UP_RUNNING) for i in range(count)))
+    nodes = [
+        KubeNode(name=f"kw-{i}", labels={ZONE_LABEL: zone or f"z{i}"}, conditions=(ready,))
+        for i in range(count)
+    ]
+    slurm = Slurm(*(rec(f"gpu-{i}", *slurmd) for i in range(count)))
     return slurm, Kube(pods, nodes), PowerDecision(members={f"gpu-{i}": i for i in range(count)})
+
+
+SILENT = (*UP_RUNNING, "NOT_RESPONDING")  # slurmctld's pings to its slurmd fail
 
 
 async def test_a_node_notready_for_a_moment_forces_nothing_down() -> None:
@@ -146,8 +189,23 @@ async def test_a_node_notready_for_a_moment_forces_nothing_down() -> None:
     assert await apply(slurm, decision, kube) == [] and slurm.forced == []
 
 
+async def test_a_node_notready_past_the_bound_under_a_busy_member_whose_slurmd_answers_is_not_lost() -> None:
+    """Kubelet certificates expired, or the API server lost its Nodes: Ready=Unknown for longer than
+    startTimeout while every slurmd answers Slurm; forcing the members down would end their jobs."""
+    slurm, kube, decision = running(3, not_ready_for=600)
+    assert await apply(slurm, decision, kube) == [] and slurm.forced == []
+
+
+async def test_a_node_notready_is_lost_only_if_slurm_still_cannot_reach_the_slurmd_on_a_fresh_read() -> None:
+    """The cache saw NOT_RESPONDING a second ago; Slurm answers now that the slurmd responds: not forced."""
+    slurm, kube, decision = running(2, not_ready_for=600, slurmd=SILENT)
+    slurm.nodes["gpu-0"] = rec("gpu-0", *UP_RUNNING)
+    await apply(slurm, decision, kube)
+    assert slurm.forced == ["gpu-1"]
+
+
 async def test_a_node_notready_past_the_bound_is_lost_but_never_more_than_the_limit_per_pass() -> None:
-    slurm, kube, decision = running(4, not_ready_for=600)
+    slurm, kube, decision = running(4, not_ready_for=600, slurmd=SILENT)
     events = await apply(slurm, decision, kube, limit=2)
     assert slurm.forced == ["gpu-0", "gpu-1"]
     assert [r for _, r, _ in events] == ["PowerUpFailed", "PowerUpFailed"]
@@ -158,3 +216,136 @@ async def test_a_node_gone_from_the_api_is_lost_at_once() -> None:
     kube.nodes.clear()
     await apply(slurm, decision, kube)
     assert slurm.forced == ["gpu-0"]
+
+
+def refused_create(name: str) -> SlurmApiError:
+    return SlurmApiError(
+        f"POST /new/node/ {name}", endpoint="node_create", status=422,
+        errors=(SlurmMessage(description="Failure to create node", error_number=2169),),
+    )  # fmt: skip
+
+
+async def test_a_refused_declare_stops_no_other_member_nor_the_rest_of_the_pass() -> None:
+    """MaxNodeCount reached: Slurm refuses gpu-2's declare; gpu-3 is still tried, the forced power-down
+    after it still happens, a Warning Event names the member and Slurm's error, and the pass reports what
+    failed (it raises at its end, once the pods are created)."""
+    slurm = Slurm(rec("gpu-5", *UP))
+    slurm.refuse_create["gpu-2"] = refused_create("gpu-2")
+    decision = PowerDecision(declare=["gpu-2", "gpu-3"], force_down={"gpu-5": CEILING_LOWERED})
+    problems: list[str] = []
+    events = await apply(slurm, decision, problems=problems)
+    assert slurm.intents == [["gpu-2", "gpu-3"]], "the intent is recorded before any create"
+    assert slurm.created == ["gpu-3"] and slurm.commented == ["gpu-3"] and slurm.forced == ["gpu-5"]
+    assert len(problems) == 1 and problems[0].startswith("declare of gpu-2: ")
+    refusals = [m for _, r, m in events if r == "DeclareFailed"]
+    assert len(refusals) == 1 and "gpu-2" in refusals[0] and "Failure to create node" in refusals[0]
+
+
+def test_the_declare_failed_message_names_the_members_in_order_and_the_error() -> None:
+    refused = {f"gpu-{i}": "Failure to create node (error 2169)" for i in (11, 2, 10)}
+    message = declare_failed_message(refused)
+    assert message.startswith("Slurm refused to declare gpu-2, gpu-10, gpu-11: Failure to create node")
+    many = declare_failed_message({f"gpu-{i}": "x" for i in range(12)})
+    assert "gpu-0, gpu-1, gpu-2, gpu-3, gpu-4, gpu-5, gpu-6, gpu-7, gpu-8, gpu-9 and 2 more: x;" in many
+
+
+async def test_a_disrupted_zone_holds_every_lost_node_power_down_and_says_so_once() -> None:
+    """Every Node of zone a NotReady past startTimeout, slurmctld unable to reach the slurmds (a network
+    partition): nothing forced down there (Kubernetes stops evicting in a full disruption), one Warning
+    Event naming the zone, the count and the members."""
+    slurm, kube, decision = running(3, not_ready_for=600, slurmd=SILENT, zone="a")
+    events = await apply(slurm, decision, kube)
+    assert slurm.forced == []
+    assert [r for _, r, _ in events] == ["NodeDisruption"]
+    assert "3 of 3 Nodes in zone a are NotReady" in events[0][2] and "gpu-0, gpu-1, gpu-2" in events[0][2]
+
+
+async def test_a_gone_node_is_lost_even_in_a_disrupted_zone() -> None:
+    """A Node deleted from the API is a decision (an admin's, or the cloud provider's: the machine is gone),
+    not a control plane that lost it: its member goes, the NotReady ones of the disrupted zone stay."""
+    slurm, kube, decision = running(4, not_ready_for=600, slurmd=SILENT, zone="a")
+    del kube.nodes["kw-0"]
+    events = await apply(slurm, decision, kube)
+    assert slurm.forced == ["gpu-0"]
+    held = [m for _, r, m in events if r == "NodeDisruption"]
+    assert len(held) == 1 and "3 of 3 Nodes in zone a" in held[0] and "(gpu-1, gpu-2, gpu-3)" in held[0]
+
+
+async def test_no_intent_recorded_no_declare() -> None:
+    """The NodeSet's status cannot be written: nothing is declared (a record with no comment and no
+    recorded intent would later look like someone else's)."""
+    slurm = Slurm()
+    slurm.refuse_status = True
+    problems: list[str] = []
+    await apply(slurm, PowerDecision(declare=["gpu-0"]), problems=problems)
+    assert slurm.created == [] and problems and "status" in problems[0]
+
+
+async def test_a_record_whose_comment_failed_stays_in_the_intent() -> None:
+    slurm = Slurm()
+    slurm.refuse_comment = {"gpu-0"}
+    context, writes, _ = parts(slurm, Kube([], []))
+    actions = PowerActions(context, writes, "k8s: ")
+    spec = power(1).power
+    assert spec is not None
+
+    async def event(*_: str) -> None:
+        return None
+
+    await actions.apply(
+        NS, spec, PowerDecision(declare=["gpu-0", "gpu-1"]), {}, {}, event, structlog.get_logger()
+    )
+    assert slurm.created == ["gpu-0", "gpu-1"] and actions.declaring[NS.key] == ["gpu-0"]
+    assert actions.intent_written[NS.key], "the pass's end status is written even if the informer lags"
+
+
+async def test_a_name_collision_is_told_once_while_it_lasts() -> None:
+    slurm = Slurm()
+    context, writes, _ = parts(slurm, Kube([], []))
+    actions = PowerActions(context, writes, "k8s: ")
+    spec = power(2).power
+    assert spec is not None
+    told: list[str] = []
+
+    async def event(_type: str, reason: str, message: str) -> None:
+        told.append(reason)
+
+    for _ in range(2):
+        await actions.apply(NS, spec, PowerDecision(foreign=["gpu-1"]), {}, {}, event, structlog.get_logger())
+    assert told == ["NameCollision"]
+
+
+async def test_a_member_declared_a_moment_ago_is_not_declared_again_before_the_cache_shows_it() -> None:
+    """The NodeSet's own status write wakes a pass before the next Slurm poll: that pass still sees no
+    record and would POST every member again (for Slurm's 'already exists'): 133 creates for 50 members in
+    benchmarks/power.py before this."""
+    slurm = Slurm()
+    context, writes, _ = parts(slurm, Kube([], []))
+    actions = PowerActions(context, writes, "k8s: ")
+    spec = power(2).power
+    assert spec is not None
+
+    async def event(*_: str) -> None:
+        return None
+
+    progressed = []
+    for _ in range(2):
+        await actions.apply(
+            NS, spec, PowerDecision(declare=["gpu-0", "gpu-1"]), {}, {}, event, structlog.get_logger()
+        )
+        progressed.append(actions.progressed[NS.key])
+    assert slurm.created == ["gpu-0", "gpu-1"] and len(slurm.intents) == 1
+    assert progressed == [True, False], "a pass that sent nothing is not followed by another at once"
+    assert actions.declaring[NS.key] == ["gpu-0", "gpu-1"], "their intent stays until the cache shows them"
+
+
+def test_in_flight_forgets_what_the_slurm_data_shows_and_what_is_old() -> None:
+    slurm = Slurm()
+    context, writes, _ = parts(slurm, Kube([], []))
+    clock = [NOW]
+    context.clock = lambda: clock[0]
+    actions = PowerActions(context, writes, "k8s: ")
+    actions._declared_at[NS.key] = {"gpu-0": NOW, "gpu-1": NOW, "gpu-2": NOW - 31}
+    assert actions.in_flight(NS.key, {"gpu-1": rec("gpu-1", *DOWN)}) == {"gpu-0"}
+    clock[0] = NOW + 30
+    assert actions.in_flight(NS.key, {}) == set()

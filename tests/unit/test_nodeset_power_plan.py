@@ -7,8 +7,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from syncer.controllers.nodeset.plan import SCALE_IN, Plan, plan, removal_stamp
-from syncer.controllers.nodeset.power import CEILING_LOWERED, PowerDecision, decide_power, declared_stamp
+import msgspec
+
+from syncer.controllers.nodeset.plan import SCALE_IN, STALE, Plan, declaring_of, plan, removal_stamp
+from syncer.controllers.nodeset.power import (
+    CEILING_LOWERED,
+    DECLARES_PER_PASS,
+    RECORD_WRITES_PER_PASS,
+    PowerDecision,
+    decide_power,
+    declare_failed_message,
+    declared_stamp,
+    name_collision_message,
+    slurmd_silent,
+)
 from syncer.controllers.nodeset.spec import NodeSetSpec, parse
 from tests.unit.test_nodeset_plan import NOW, NS, REASON, pod, slurm
 
@@ -34,8 +46,19 @@ def rec(name: str, *flags: str, reason: str = "", comment: str = MINE) -> Any:
     return slurm(name, *flags, reason=reason, comment=comment)
 
 
-def run(spec: NodeSetSpec, pods: list[Any], nodes: list[Any], *, fresh: bool = True) -> Plan:
-    return plan(NS, spec, pods, {n.name: n for n in nodes}, nodes=[], slurm_fresh=fresh, now=NOW)
+def run(
+    spec: NodeSetSpec,
+    pods: list[Any],
+    nodes: list[Any],
+    *,
+    fresh: bool = True,
+    declaring: list[str] | None = None,
+) -> Plan:
+    """The plan; `declaring`: the members the NodeSet's status says it was declaring (`power.declaring`)."""
+    nodeset = (
+        NS if declaring is None else msgspec.structs.replace(NS, status={"power": {"declaring": declaring}})
+    )
+    return plan(nodeset, spec, pods, {n.name: n for n in nodes}, nodes=[], slurm_fresh=fresh, now=NOW)
 
 
 def test_members_are_declared_before_any_pod() -> None:
@@ -118,12 +141,54 @@ def test_an_admin_drain_on_a_running_member_leaves_its_pod() -> None:
 
 
 def test_a_declared_record_without_our_mark_is_stamped_and_a_foreign_one_left_alone() -> None:
+    """gpu-0 was recorded as being declared (the syncer stopped between the create and its comment): ours,
+    stamped now. gpu-1 carries someone's comment: left alone."""
     spec = power(2)
-    result = run(spec, [], [rec("gpu-0", *UP, comment=""), rec("gpu-1", *UP, comment="someone's")])
+    nodes = [rec("gpu-0", *UP, comment=""), rec("gpu-1", *UP, comment="someone's")]
+    result = run(spec, [], nodes, declaring=["gpu-0"])
     assert result.power is not None
     assert result.power.stamp == ["gpu-0"]
     assert result.power.foreign == ["gpu-1"]
     assert [m.name for m in result.create] == ["gpu-0"]
+
+
+SLURMD_Z = ("IDLE", "DYNAMIC_NORM")  # `slurmd -Z` registered it: DYNAMIC_NORM, no CLOUD, no comment
+
+
+def test_a_slurmd_z_record_under_a_member_name_is_someone_elses() -> None:
+    """A Slinky NodeSet's pod (or a NodeSet of ours in another namespace) registered gpu-1 with `slurmd -Z`:
+    DYNAMIC_NORM with an empty comment, as our declared record is before its comment. Not recorded as being
+    declared and no pod of ours: never stamped, never given a pod, never deleted (lowering the ceiling)."""
+    spec = power(2)
+    result = run(spec, [], [rec("gpu-0", *DOWN), rec("gpu-1", *SLURMD_Z, comment="")], declaring=["gpu-0"])
+    assert result.power is not None and result.power.foreign == ["gpu-1"] and result.power.stamp == []
+    assert result.power.counts["declared"] == 1
+    lowered = run(power(1), [], [rec("gpu-0", *DOWN), rec("gpu-1", *SLURMD_Z, comment="")])
+    assert lowered.power is not None and lowered.power.undeclare == [] and lowered.power.force_down == {}
+    assert lowered.power.conf_above == [] and lowered.delete_slurm_nodes == []
+    busy = run(spec, [], [rec("gpu-0", *DOWN), rec("gpu-1", "ALLOCATED", "DYNAMIC_NORM", comment="")])
+    assert busy.power is not None and busy.create == [] and busy.power.foreign == ["gpu-1"]
+
+
+def test_a_record_our_own_pod_registered_is_ours() -> None:
+    """Our pod runs and its slurmd registered the member again (`-Z`) after its record went: ours."""
+    spec = power(1)
+    result = run(spec, [pod("gpu-0", spec)], [rec("gpu-0", "IDLE", "DYNAMIC_NORM", comment="")])
+    assert result.power is not None and result.power.foreign == [] and result.power.stamp == ["gpu-0"]
+
+
+def test_a_slurm_conf_member_without_a_comment_is_ours() -> None:
+    result = run(power(1), [], [rec("gpu-0", *CONF_DOWN, comment="")])
+    assert result.power is not None and result.power.foreign == [] and result.power.stamp == []
+    assert result.power.counts["declared"] == 1
+
+
+def test_declaring_is_read_from_the_status_and_junk_there_is_ignored() -> None:
+    def declaring(status: dict[str, Any]) -> frozenset[str]:
+        return declaring_of(msgspec.structs.replace(NS, status=status))
+
+    assert declaring({"power": {"declaring": ["gpu-0", 3, "gpu-2"]}}) == {"gpu-0", "gpu-2"}
+    assert declaring({}) == declaring({"power": "x"}) == declaring({"power": {"declaring": "gpu-0"}}) == set()
 
 
 def test_ceiling_lowered_removes_idle_records_and_drains_busy_members() -> None:
@@ -273,3 +338,94 @@ def test_a_slurm_conf_member_is_never_stamped_nor_deleted_above_the_ceiling() ->
     assert out.stamp == []
     assert out.undeclare == ["gpu-3"]
     assert out.conf_above == ["gpu-1", "gpu-2"]
+
+
+def test_a_pass_declares_at_most_its_bound_and_looks_again_at_once() -> None:
+    """A ceiling of 100,000 was 200,000 serial Slurm writes in one pass: now at most 50 declares (a create
+    and a comment each) a pass, the rest on the next, which is queued at once (`more`)."""
+    first = run(power(120), [], [])
+    assert first.power is not None and first.power.declare == [f"gpu-{i}" for i in range(DECLARES_PER_PASS)]
+    assert first.power.more and not first.idle
+    done = [rec(f"gpu-{i}", *DOWN) for i in range(DECLARES_PER_PASS)]
+    second = run(power(120), [], done)
+    assert second.power is not None and second.power.declare[0] == f"gpu-{DECLARES_PER_PASS}"
+    last = run(power(DECLARES_PER_PASS), [], [])
+    assert last.power is not None and len(last.power.declare) == DECLARES_PER_PASS and not last.power.more
+
+
+def test_stamps_and_deletes_are_bounded_per_pass_too() -> None:
+    count = RECORD_WRITES_PER_PASS + 1
+    unstamped = [rec(f"gpu-{i}", *DOWN, comment="") for i in range(count)]
+    result = run(power(count), [], unstamped, declaring=[r.name for r in unstamped])
+    assert result.power is not None and len(result.power.stamp) == RECORD_WRITES_PER_PASS
+    assert result.power.more
+    above = run(power(0), [], [rec(f"gpu-{i}", *DOWN) for i in range(count)])
+    assert above.power is not None and len(above.power.undeclare) == RECORD_WRITES_PER_PASS
+    assert above.power.more
+    exact = run(power(0), [], [rec(f"gpu-{i}", *DOWN) for i in range(RECORD_WRITES_PER_PASS)])
+    assert exact.power is not None and not exact.power.more
+
+
+def test_members_declared_a_moment_ago_are_not_declared_again_and_the_bound_takes_the_next() -> None:
+    spec = power(DECLARES_PER_PASS + 10)
+    sent = frozenset(f"gpu-{i}" for i in range(DECLARES_PER_PASS))
+    result = plan(NS, spec, [], {}, nodes=[], slurm_fresh=True, now=NOW, in_flight=sent)
+    assert result.power is not None and not result.power.more
+    assert result.power.declare == [f"gpu-{i}" for i in range(DECLARES_PER_PASS, DECLARES_PER_PASS + 10)]
+    all_sent = plan(
+        NS, power(2), [], {}, nodes=[], slurm_fresh=True, now=NOW, in_flight=frozenset({"gpu-0", "gpu-1"})
+    )
+    assert all_sent.power is not None and all_sent.power.declare == [] and all_sent.idle
+
+
+def test_power_down_on_stale_data_blocks_the_plan_with_the_reason() -> None:
+    spec = power(1)
+    result = run(spec, [pod("gpu-0", spec)], [rec("gpu-0", *DOWN)], fresh=False)
+    assert result.blocked == STALE
+
+
+def test_a_record_being_removed_by_the_nodeset_is_its_own() -> None:
+    spec = power(1)
+    being_removed = rec("gpu-0", "IDLE", "DRAIN", "CLOUD", "DYNAMIC_NORM", comment=removal_stamp(NS))
+    result = run(spec, [pod("gpu-0", spec)], [being_removed])
+    assert result.power is not None and result.power.foreign == [] and result.power.counts["declared"] == 1
+
+
+def test_exactly_the_bound_of_stamps_leaves_nothing_for_the_next_pass() -> None:
+    unstamped = [rec(f"gpu-{i}", *DOWN, comment="") for i in range(RECORD_WRITES_PER_PASS)]
+    result = run(power(RECORD_WRITES_PER_PASS), [], unstamped, declaring=[r.name for r in unstamped])
+    assert result.power is not None and len(result.power.stamp) == RECORD_WRITES_PER_PASS
+    assert not result.power.more
+
+
+def test_slurmd_silent_is_slurms_not_responding() -> None:
+    assert slurmd_silent(rec("gpu-0", *UP)), "powering up: never registered"
+    assert slurmd_silent(rec("gpu-0", "ALLOCATED", "CLOUD", "NOT_RESPONDING"))
+    assert not slurmd_silent(rec("gpu-0", "ALLOCATED", "CLOUD"))
+
+
+def test_the_declare_failed_message_in_full() -> None:
+    assert declare_failed_message({"gpu-10": "Failure to create node (error 2169)", "gpu-2": "other"}) == (
+        "Slurm refused to declare gpu-2, gpu-10: other; members it powers up still get their pods "
+        "(MaxNodeCount in slurm.conf bounds how many nodes Slurm holds)"
+    )
+    eleven = declare_failed_message({f"gpu-{i}": "x" for i in range(11)})
+    assert eleven.startswith(
+        "Slurm refused to declare gpu-0, gpu-1, gpu-2, gpu-3, gpu-4, gpu-5, gpu-6, gpu-7, "
+    )
+    assert "gpu-9 and 1 more: x;" in eleven
+    assert " and " not in declare_failed_message({f"gpu-{i}": "x" for i in range(10)})
+
+
+def test_the_name_collision_message_in_full() -> None:
+    assert name_collision_message(["gpu-1"]) == (
+        "Slurm nodes gpu-1 exist under this NodeSet's member names and are not its own (a slurmd -Z "
+        "registration, another NodeSet's or someone's record): they are left alone, never stamped, given a "
+        "pod or deleted; rename this NodeSet, or remove them (scontrol delete nodename=...) if they are stale"
+    )
+    many = name_collision_message([f"gpu-{i}" for i in range(12)])
+    assert many.startswith(
+        "Slurm nodes gpu-0, gpu-1, gpu-2, gpu-3, gpu-4, gpu-5, gpu-6, gpu-7, gpu-8, gpu-9 and 2 more exist"
+    )
+    assert " and " not in name_collision_message([f"gpu-{i}" for i in range(10)]).split(" exist")[0]
+    assert "gpu-9 and 1 more exist" in name_collision_message([f"gpu-{i}" for i in range(11)])

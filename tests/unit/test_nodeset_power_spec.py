@@ -70,6 +70,12 @@ def test_small_cpu_is_one() -> None:
         ({"minReplicas": 1}, SIZED, "spec.power.maxReplicas is required"),
         ({"maxReplicas": -1}, SIZED, "spec.power.maxReplicas -1"),
         ({"maxReplicas": True}, SIZED, "spec.power.maxReplicas True"),
+        ({"maxReplicas": 10_001}, SIZED, "spec.power.maxReplicas 10001 must be at most 10000"),
+        (
+            {"maxReplicas": 100_000, "minReplicas": 10_001},
+            SIZED,
+            "spec.power.maxReplicas 100000 must be at most",
+        ),
         ({"maxReplicas": 2, "minReplicas": 3}, SIZED, "spec.power.minReplicas 3 must not exceed"),
         ({"maxReplicas": 2, "node": []}, SIZED, "spec.power.node must be an object"),
         ({"maxReplicas": 2, "node": {"cpus": 0}}, SIZED, "spec.power.node.cpus 0"),
@@ -110,3 +116,12 @@ def test_start_timeout() -> None:
     assert default is not None and default.start_timeout_s == 300
     with pytest.raises(SpecError, match=re.escape("spec.power.startTimeout 'soon'")):
         parse("gpu", power_spec({"maxReplicas": 1, "startTimeout": "soon"}))
+
+
+def test_the_ceiling_and_the_floor_are_bounded_as_the_crd_bounds_them() -> None:
+    """An object stored before the schema said so (or applied to an emulator without it) is refused in code
+    too: each member is a Slurm record the plan looks at on every pass."""
+    edge = parse("gpu", power_spec({"maxReplicas": 10_000, "minReplicas": 10_000})).power
+    assert edge is not None and edge.max_replicas == edge.min_replicas == 10_000
+    with pytest.raises(SpecError, match=r"spec\.power\.minReplicas 10001 must be at most 10000"):
+        parse("gpu", power_spec({"maxReplicas": 10_000, "minReplicas": 10_001}))

@@ -16,6 +16,7 @@ import structlog
 from syncer.control.context import ControllerContext
 from syncer.control.registration import Registration
 from syncer.controllers.nodeset import manifests
+from syncer.controllers.nodeset.members import slurm_names
 from syncer.controllers.nodeset.options import OPTIONS, NodeSetOptions, options_from
 from syncer.controllers.nodeset.plan import (
     SCALE_IN,
@@ -27,7 +28,7 @@ from syncer.controllers.nodeset.plan import (
     removed_by_us,
     slurm_name,
 )
-from syncer.controllers.nodeset.power_actions import PowerActions
+from syncer.controllers.nodeset.power_actions import PassIncomplete, PowerActions, Problems
 from syncer.controllers.nodeset.spec import NodeSetSpec, SpecError, parse
 from syncer.controllers.nodeset.status import compute_status, invalid_status
 from syncer.controllers.nodeset.writes import CREATED, DRY_RUN, NodeSetWrites
@@ -61,6 +62,9 @@ class NodeSetStats:
     timed_out: dict[str, int] = field(default_factory=dict)  # NodeSet key -> nodes past drainTimeout
     desired: dict[str, int] = field(default_factory=dict)  # NodeSet key -> desired members
     errors: int = 0
+    # NodeSet key -> passes completed, and when the last one began (its decisions were made from then on)
+    passes: dict[str, int] = field(default_factory=dict)
+    pass_began: dict[str, float] = field(default_factory=dict)
 
 
 def _nodeset_key(old: KubeNodeSet | None, new: KubeNodeSet | None) -> list[str]:
@@ -143,6 +147,7 @@ class NodeSetController(Controller):
         `_members`): a Node added or deleted, or a change of a label its nodeSelector names, re-queues
         it; status (conditions, heartbeats), cordons, taints and annotations do not."""
         self.stats.node_events += 1
+        self.power.zones.update(old, new)  # which zones are disrupted (every Node, every change)
         if old is not None and new is not None and old.labels == new.labels:
             return []  # most Node updates at scale: kubelet heartbeats and condition changes
         keys = [
@@ -183,11 +188,13 @@ class NodeSetController(Controller):
         return [p for p in pods if owns(nodeset, p)]
 
     def members(self, namespace: str, name: str) -> list[str] | None:
-        """The Slurm nodes of a NodeSet's pods (a SlurmPartition's `nodes.nodeSets`); None: none such."""
+        """The Slurm nodes of a NodeSet (a SlurmPartition's `nodes.nodeSets`), sorted: its pods' and, when
+        power-managed, every member declared to Slurm (members.py); None: no such NodeSet."""
         nodeset = self.informer.items.get(f"{namespace}/{name}")
         if nodeset is None:
             return None
-        return [self.context.kube_cache.slurm_name_of(pod) for pod in self.pods_of(nodeset)]
+        pods, name_of = self.pods_of(nodeset), self.context.kube_cache.slurm_name_of
+        return slurm_names(nodeset, pods, self.context.slurm_cache.nodes, name_of)
 
     async def reconcile(self, key: str) -> Result:
         """One NodeSet. A Kubernetes or Slurm error is counted and raised: the runner retries the key with
@@ -198,17 +205,23 @@ class NodeSetController(Controller):
             self._forget(key)
             return DONE
         logger = log.bind(nodeset=key)
+        began = self.clock()
         try:
-            return await self._reconcile(nodeset, logger)
-        except (KubeError, SlurmError):
+            result = await self._reconcile(nodeset, logger)
+        except (KubeError, SlurmError, PassIncomplete):
             self.stats.errors += 1
             raise
+        self.stats.passes[key] = self.stats.passes.get(key, 0) + 1
+        self.stats.pass_began[key] = began
+        return result
 
     def _forget(self, key: str) -> None:
         for slurm_node, _ in self.scale_in.owned_by(key):
             self.scale_in.set(slurm_node, None)
         self.stats.timed_out.pop(key, None)
         self.stats.desired.pop(key, None)
+        self.stats.passes.pop(key, None)
+        self.stats.pass_began.pop(key, None)
         self.power.forget(key)
 
     async def _reconcile(self, nodeset: KubeNodeSet, logger: Any) -> Result:
@@ -224,16 +237,17 @@ class NodeSetController(Controller):
         pods = self.pods_of(nodeset)
         nodes = list(self.context.kube_cache.nodes.items.values()) if spec.mode == "DaemonSet" else []
         fresh = self.context.slurm_cache.synced and not self.context.slurm_cache.stale
+        in_flight = self.power.in_flight(nodeset.key, self.context.slurm_cache.nodes)
         result = plan(
             nodeset, spec, pods, self.context.slurm_cache.nodes,
-            nodes=nodes, slurm_fresh=fresh, now=now, owner_prefix=self.owner_prefix,
+            nodes=nodes, slurm_fresh=fresh, now=now, owner_prefix=self.owner_prefix, in_flight=in_flight,
         )  # fmt: skip
         if fresh and SCALE_IN in result.mark_removal.values() and spec.mode == "Replicas":
             # which members go depends on who is busy: choose on a list read now, not a poll ago
             await self.context.slurm_cache.refresh()
             result = plan(
                 nodeset, spec, pods, self.context.slurm_cache.nodes,
-                nodes=nodes, slurm_fresh=True, now=now, owner_prefix=self.owner_prefix,
+                nodes=nodes, slurm_fresh=True, now=now, owner_prefix=self.owner_prefix, in_flight=in_flight,
             )  # fmt: skip
         self.stats.desired[nodeset.key] = result.desired
         self.stats.timed_out[nodeset.key] = len(result.timed_out)
@@ -244,31 +258,44 @@ class NodeSetController(Controller):
         await self._mark(nodeset, by_name, result, now, logger)
         await self._stamp(nodeset, result, logger)
         self._scale_in_marks(nodeset, by_name, result)
+        problems = Problems()
         if spec.power is not None and result.power is not None:
 
             async def event(type_: str, reason: str, message: str) -> None:
                 await self._event(nodeset, type_, reason, message)
 
-            await self.power.apply(
+            problems = await self.power.apply(
                 nodeset, spec.power, result.power, by_name, self.context.slurm_cache.nodes, event, logger
             )
+        # one member's failed write stops no other member's: each is listed, the pass raises at its end
         for name in result.delete_pods:
-            await self._delete_pod(nodeset, by_name[name], logger)
+            await problems.guard(
+                f"delete of pod {name}", self._delete_pod(nodeset, by_name[name], logger), logger
+            )
         for name in result.delete_slurm_nodes:
-            await self._delete_slurm_node(nodeset, name, logger)
+            await problems.guard(f"delete of {name}", self._delete_slurm_node(nodeset, name, logger), logger)
         for member in result.create:
             # told by the plan's view: the cache may have moved on while the pod was created
             powered_up = result.power is not None and member.name in result.power.powered_up
-            await self._create_pod(nodeset, spec, member, logger, powered_up=powered_up)
+            step = self._create_pod(nodeset, spec, member, logger, powered_up=powered_up)
+            await problems.guard(f"create of pod {member.name}", step, logger)
         timeout_check = await self._report_timeouts(nodeset, spec, by_name, result, logger)
         status = compute_status(
             nodeset, spec, pods, self.context.slurm_cache.nodes, result,
             slurm_fresh=fresh, slurm_error=self.context.slurm_cache.cause, now=rfc3339(now) or "",
             power_unsupported=self.power.unsupported,
+            declare_failed=self.power.declare_failed.get(nodeset.key, {}),
+            declaring=self.power.declaring.get(nodeset.key, []),
         )  # fmt: skip
-        await self._write_status(nodeset, status)
+        # this pass wrote an intent (power.declaring) the informer's copy may not show yet: its end is written
+        await self._write_status(nodeset, status, force=self.power.intent_written.pop(nodeset.key, False))
+        if problems:
+            raise PassIncomplete(problems)  # the runner logs it and retries with its backoff
         # caches usually trigger sooner; a pending drain timeout is checked on time without a change
+        # records left by the per-pass bound: at once, unless this pass sent none (they wait for the cache)
+        more = result.power is not None and result.power.more and self.power.progressed.get(nodeset.key, True)
         delays = [d for d in (None if result.idle else self.requeue_s, timeout_check) if d is not None]
+        delays += [0.0] if more else []
         return Result(requeue_after=min(delays)) if delays else DONE
 
     def _once(self, kind: str, what: str) -> bool:
@@ -280,8 +307,10 @@ class NodeSetController(Controller):
     async def _event(self, nodeset: KubeNodeSet, type_: str, reason: str, message: str) -> None:
         await self.writes.event(nodeset, type_, reason, message)
 
-    async def _write_status(self, nodeset: KubeNodeSet, status: dict[str, Any]) -> None:
-        if status != nodeset.status:
+    async def _write_status(
+        self, nodeset: KubeNodeSet, status: dict[str, Any], *, force: bool = False
+    ) -> None:
+        if force or status != nodeset.status:
             await self.writes.status(nodeset, status)
 
     async def _ensure_pdb(self, nodeset: KubeNodeSet) -> None:

@@ -59,6 +59,16 @@ def slurmd_container(template: dict[str, Any]) -> dict[str, Any]:
     return (named or containers or [{}])[0]
 
 
+def slurmd_path(template: dict[str, Any]) -> frozenset[str]:
+    """The containers slurmd needs to run: its own and the init containers before it (not a native sidecar,
+    an init container with restartPolicy Always, which runs beside it)."""
+    spec = template.get("spec") or {}
+    init = [c for c in spec.get("initContainers") or [] if isinstance(c, dict)]
+    names = {str(c.get("name", "")) for c in init if c.get("restartPolicy") != "Always"}
+    slurmd = slurmd_container(template).get("name")
+    return frozenset(names | ({str(slurmd)} if slurmd is not None else set()))
+
+
 def _resource(container: dict[str, Any], name: str) -> float | None:
     resources = container.get("resources") or {}
     for kind in ("limits", "requests"):

@@ -72,6 +72,7 @@ class Plan:
                     or power.undeclare
                     or power.force_down
                     or power.resume
+                    or power.more
                 )
             )
         )
@@ -110,6 +111,15 @@ def removal_stamp(nodeset: KubeNodeSet) -> str:
     return f"{Keys.NODESET_LABEL}={nodeset.namespace}/{nodeset.name} uid={nodeset.uid}"
 
 
+def declaring_of(nodeset: KubeNodeSet) -> frozenset[str]:
+    """The members whose declare the NodeSet recorded in its status before sending it (`power.declaring`):
+    a record under such a name with no comment yet is its own (the comment follows the create), any other
+    such record is not."""
+    power = nodeset.status.get("power")
+    names = power.get("declaring") if isinstance(power, dict) else None
+    return frozenset(n for n in names if isinstance(n, str)) if isinstance(names, list) else frozenset()
+
+
 def removed_by_us(slurm: SlurmNode, nodeset: KubeNodeSet, owner_prefix: str) -> bool:
     """Being removed by this NodeSet (its stamp, by identity) and drained by the syncer (an admin's
     own drain reason means the admin owns the node now)."""
@@ -138,13 +148,15 @@ def _power_members(
     result: Plan,
     slurm_fresh: bool,
     owner_prefix: str,
+    in_flight: frozenset[str],
 ) -> dict[str, Member]:
     """spec.power: Slurm's power states decide which members have pods (power.py)."""
     assert spec.power is not None
     decision = decide_power(
         nodeset.name, spec.power, pods, slurm_nodes,
         removal_stamp=removal_stamp(nodeset), ordinal=lambda name: ordinal(nodeset.name, name),
-        slurm_fresh=slurm_fresh, owner_prefix=owner_prefix,
+        slurm_fresh=slurm_fresh, owner_prefix=owner_prefix, declaring=declaring_of(nodeset),
+        in_flight=in_flight,
     )  # fmt: skip
     result.power = decision
     result.unmark.extend(decision.unmark)
@@ -164,11 +176,12 @@ def _members(
     result: Plan,
     slurm_fresh: bool = True,
     owner_prefix: str = "k8s: ",
+    in_flight: frozenset[str] = frozenset(),
 ) -> dict[str, Member]:
     """The members the NodeSet keeps; records scale-in marks, cancellations and new members."""
     by_name = {p.name: p for p in pods}
     if spec.power is not None:
-        return _power_members(nodeset, spec, pods, slurm_nodes, result, slurm_fresh, owner_prefix)
+        return _power_members(nodeset, spec, pods, slurm_nodes, result, slurm_fresh, owner_prefix, in_flight)
     if spec.mode == "DaemonSet":
         desired = {}
         for node in nodes:
@@ -230,10 +243,12 @@ def plan(
     slurm_fresh: bool,
     now: float,
     owner_prefix: str = "k8s: ",
+    in_flight: frozenset[str] = frozenset(),
 ) -> Plan:
+    """`in_flight`: power members declared a moment ago that the Slurm data does not show yet (power.py)."""
     result = Plan()
     by_name = {p.name: p for p in pods}
-    members = _members(nodeset, spec, pods, slurm_nodes, nodes, result, slurm_fresh, owner_prefix)
+    members = _members(nodeset, spec, pods, slurm_nodes, nodes, result, slurm_fresh, owner_prefix, in_flight)
     result.desired = len(members)
     current_hash = spec.template_hash()
     # busy label: pods whose Slurm node runs or finishes jobs are covered by the PodDisruptionBudget

@@ -9,10 +9,12 @@ The shapes are those kube-apiserver, kube-scheduler and the kubelet write:
   (or `SchedulingGated`) and a message such as `0/3 nodes are available: 3 node(s) didn't match Pod's
   node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for
   scheduling.`;
-- a container that cannot start: `status.{initContainerStatuses,containerStatuses}[].state.waiting`
-  with reason `ErrImagePull`, `ImagePullBackOff`, `InvalidImageName`, `ErrImageNeverPull`,
-  `CreateContainerConfigError` or `CrashLoopBackOff` (then `restartCount` and `lastState.terminated`
-  say how it ended);
+- the slurmd container (named `slurmd`, else the first), or an init container before it, that cannot
+  start: `status.{initContainerStatuses,containerStatuses}[].state.waiting` with reason `ErrImagePull`,
+  `ImagePullBackOff`, `InvalidImageName`, `ErrImageNeverPull`, `CreateContainerConfigError` or
+  `CrashLoopBackOff` (then `restartCount` and `lastState.terminated` say how it ended). A sidecar beside
+  slurmd (another container, or an init container with `restartPolicy: Always`) does not count: slurmd
+  registers and runs jobs whatever a log shipper does;
 - the pod ended: `status.phase` `Failed` (or `Succeeded`: slurmd exited and will not restart), with
   `status.reason`/`status.message` when the kubelet evicted it;
 - its Node gone (deleted) or NotReady (`Ready` condition `False` or `Unknown`; with `node_lost_after_s`, only
@@ -23,7 +25,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from syncer.controllers.nodeset.node_shape import slurmd_container
 from syncer.kube.decode_base import epoch
+from syncer.model.kube import KubePod
 
 # Waiting reasons that mean the container will not start without someone changing something.
 CANNOT_START = frozenset(
@@ -36,6 +40,7 @@ CANNOT_START = frozenset(
     }
 )
 CRASH_LOOP = "CrashLoopBackOff"
+NODE_NOT_READY = ": NotReady ("  # in a lost-Node reason of a Node still there, not gone
 MAX_REASON_BYTES = 200  # leaves room for the syncer's prefix within a drain reason's cap
 
 
@@ -63,10 +68,27 @@ def start_failure(
     if node_name:
         why = _node_lost(node_name, node, now, node_lost_after_s)
     if why is None and not meta.get("deletionTimestamp"):
-        why = _ended(status) or _container_failure(status)
+        why = _ended(status) or _container_failure(pod)
         if why is None and not node_name:
             why = _unscheduled(meta, status, now, unschedulable_after_s)
     return None if why is None else _one_line(f"{who} {why}")
+
+
+def may_have_failed(
+    pod: KubePod, now: float, *, unschedulable_after_s: float, slurmd_path: frozenset[str] = frozenset()
+) -> bool:
+    """From the informer's copy of the pod: whether `start_failure` could find a reason on a fresh read, so
+    the pod is read only then (1,000 powering-up members were 1,000 GETs a pass). `slurmd_path`: the
+    containers whose failure is slurmd's (empty: every container's). Its Node is judged apart."""
+    if pod.phase in ("Failed", "Succeeded"):
+        return True
+    if not pod.terminating and any(
+        (reason in CANNOT_START or reason == CRASH_LOOP) and (not slurmd_path or name in slurmd_path)
+        for name, reason in pod.waiting
+    ):
+        return True
+    # unscheduled past the bound (an unknown creation time: read it, the read tells)
+    return not pod.node_name and not pod.terminating and now - pod.created >= unschedulable_after_s
 
 
 def _node_lost(node_name: str, node: dict[str, Any] | None, now: float, after_s: float) -> str | None:
@@ -79,7 +101,7 @@ def _node_lost(node_name: str, node: dict[str, Any] | None, now: float, after_s:
     if since and now - since < after_s:
         return None  # NotReady for a moment (a kubelet restart, an apiserver blip): not lost yet
     detail = ready.get("reason") or ready.get("status")
-    return f"lost its Node {node_name}: NotReady ({detail})"
+    return f"lost its Node {node_name}{NODE_NOT_READY}{detail})"
 
 
 def _ended(status: dict[str, Any]) -> str | None:
@@ -92,8 +114,8 @@ def _ended(status: dict[str, Any]) -> str | None:
     return f"{phase}" + (f": {detail}" if detail else "")
 
 
-def _container_failure(status: dict[str, Any]) -> str | None:
-    for container in _containers(status):
+def _container_failure(pod: dict[str, Any]) -> str | None:
+    for container in _slurmd_path(pod):
         waiting = (container.get("state") or {}).get("waiting") or {}
         reason = waiting.get("reason")
         name = container.get("name", "")
@@ -139,6 +161,19 @@ def _exit_text(container: dict[str, Any]) -> str:
             reason = ended.get("reason")
             return f"exit {ended.get('exitCode', '?')}" + (f" ({reason})" if reason else "")
     return ""
+
+
+def _slurmd_path(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    """The statuses of the containers slurmd needs: init containers but native sidecars (they run beside
+    it), and slurmd's own. A pod whose spec names no container (not one the API server returns) is judged by
+    every container."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    name = slurmd_container(pod).get("name")
+    if name is None:
+        return _containers(status)
+    sidecars = {c.get("name") for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"}
+    init = [c for c in status.get("initContainerStatuses") or [] if c.get("name") not in sidecars]
+    return init + [c for c in status.get("containerStatuses") or [] if c.get("name") == name]
 
 
 def _containers(status: dict[str, Any]) -> list[dict[str, Any]]:

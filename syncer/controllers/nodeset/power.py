@@ -26,12 +26,36 @@ from syncer.model.slurm import SlurmNode
 from syncer.model.slurm import powered_down as powered_down_state
 
 POWERING_UP = frozenset({"POWERING_UP", "POWER_UP"})
+# Slurm writes of records a pass makes at most (a declare is two: the create and its comment); the rest go on
+# the next pass, queued at once, so one large ceiling does not hold a worker for minutes
+DECLARES_PER_PASS = 50
+RECORD_WRITES_PER_PASS = 100
 CEILING_LOWERED = "ceiling lowered below it while Slurm powered it up"
 
 
 def declared_stamp(removal_stamp: str) -> str:
     """The comment of a member record this NodeSet declared (distinct from its removal stamp)."""
     return f"{removal_stamp} power=declared"
+
+
+def declare_failed_message(refused: dict[str, str]) -> str:
+    """One line naming the members Slurm refused to declare and why (the first error; they are alike)."""
+    names = sorted(refused, key=lambda n: (len(n), n))
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    return (
+        f"Slurm refused to declare {shown}: {refused[names[0]]}; members it powers up still get their pods "
+        "(MaxNodeCount in slurm.conf bounds how many nodes Slurm holds)"
+    )
+
+
+def name_collision_message(names: tuple[str, ...] | list[str]) -> str:
+    """Slurm records under member names that are not the NodeSet's, and what to do."""
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    return (
+        f"Slurm nodes {shown} exist under this NodeSet's member names and are not its own (a slurmd -Z "
+        "registration, another NodeSet's or someone's record): they are left alone, never stamped, given a "
+        "pod or deleted; rename this NodeSet, or remove them (scontrol delete nodename=...) if they are stale"
+    )
 
 
 def made_over_rest(slurm: SlurmNode) -> bool:
@@ -42,6 +66,11 @@ def made_over_rest(slurm: SlurmNode) -> bool:
 
 def powering_up(slurm: SlurmNode) -> bool:
     return bool(slurm.state & POWERING_UP)
+
+
+def slurmd_silent(slurm: SlurmNode) -> bool:
+    """slurmctld cannot reach the member's slurmd: it never registered (powering up), or pings fail."""
+    return "NOT_RESPONDING" in slurm.state
 
 
 def powered_down(slurm: SlurmNode) -> bool:
@@ -67,6 +96,19 @@ def power_state(slurm: SlurmNode, owner_prefix: str) -> str:
     if powered_down(slurm):
         return "poweringDown"
     return "poweredUp"
+
+
+def ours(
+    slurm: SlurmNode, name: str, mine: str, removal: str, declaring: frozenset[str], has_pod: bool
+) -> bool:
+    """Whether the record under member `name` is this NodeSet's: its stamp; or no comment yet on a record
+    it recorded declaring (the comment follows the create), or that its own pod's slurmd registered; or no
+    comment on a slurm.conf member (no DYNAMIC_NORM: 24.11 cannot declare). Any other record is someone
+    else's: a `slurmd -Z` registration (Slinky's pods, another namespace's NodeSet) is DYNAMIC_NORM with no
+    comment, as a declared record is before its comment."""
+    if slurm.comment:
+        return slurm.comment in (mine, removal)
+    return not made_over_rest(slurm) or name in declaring or has_pod
 
 
 def wanted(
@@ -103,6 +145,7 @@ class PowerDecision:
     resume: list[str] = field(default_factory=list)  # powered down after our failure: Slurm may try again
     counts: dict[str, int] = field(default_factory=dict)  # status: members by power state
     stale: bool = False  # something waits for fresh Slurm data
+    more: bool = False  # records left for the next pass (the per-pass bound): look again at once
 
 
 def decide_power(
@@ -115,7 +158,11 @@ def decide_power(
     ordinal: Callable[[str], int],
     slurm_fresh: bool,
     owner_prefix: str,
+    declaring: frozenset[str] = frozenset(),
+    in_flight: frozenset[str] = frozenset(),
 ) -> PowerDecision:
+    """`in_flight`: members whose declare was sent a moment ago and that the Slurm data does not show yet:
+    not declared again, so the per-pass bound takes the next ones."""
     out = PowerDecision()
     by_name = {p.name: p for p in pods}
     mine = declared_stamp(removal_stamp)
@@ -132,11 +179,11 @@ def decide_power(
         if slurm is None:
             if pod is not None:
                 out.members[name] = index  # its slurmd may register it again: not ours to stop
-            elif slurm_fresh:
+            elif slurm_fresh and name not in in_flight:
                 out.declare.append(name)
             continue
-        if slurm.comment not in ("", mine, removal_stamp):
-            out.foreign.append(name)  # a record under our member's name is someone else's
+        if not ours(slurm, name, mine, removal_stamp, declaring, pod is not None):
+            out.foreign.append(name)  # a record under our member's name is someone else's: left alone
             if pod is not None:
                 out.members[name] = index
             continue
@@ -152,7 +199,7 @@ def decide_power(
             if slurm.base_state == "DOWN" and pod is None and "POWERED_DOWN" in slurm.state and slurm_fresh:
                 out.resume.append(name)
         if not slurm.comment and slurm_fresh and made_over_rest(slurm):
-            out.stamp.append(name)  # a slurm.conf member is never ours to delete: left unstamped
+            out.stamp.append(name)  # ours, the comment not written yet (a slurm.conf member: left unstamped)
         if wanted(index, power, pod, slurm, owner_prefix):
             out.members[name] = index
             if pod is None:
@@ -164,6 +211,17 @@ def decide_power(
                 out.stale = True
             elif not slurm.busy:
                 out.power_down_pods.append(name)
+    _above_ceiling(out, nodeset, power, pods, slurm_nodes, mine, ordinal, slurm_fresh)
+    return _bounded(out)
+
+
+def _above_ceiling(
+    out: PowerDecision, nodeset: str, power: PowerSpec, pods: list[KubePod],
+    slurm_nodes: dict[str, SlurmNode], mine: str, ordinal: Callable[[str], int], slurm_fresh: bool,
+) -> None:  # fmt: skip
+    """Pods and records above a lowered ceiling: pods go the scale-in way (or at once when powered down and
+    idle), our idle records are deleted, one Slurm powers up for a job is forced down (the job requeued)."""
+    by_name = {p.name for p in pods}
     for pod in pods:
         index = ordinal(pod.name)
         if 0 <= index < power.max_replicas or pod.terminating or pod.annotations.get(Keys.REMOVAL):
@@ -187,4 +245,17 @@ def decide_power(
             out.force_down[name] = CEILING_LOWERED  # a job waits for it: requeued, never killed
         elif not slurm.busy and made_over_rest(slurm):
             out.undeclare.append(name)
+
+
+def _bounded(out: PowerDecision) -> PowerDecision:
+    """At most DECLARES_PER_PASS declares and RECORD_WRITES_PER_PASS stamps and deletes this pass (a
+    ceiling of 100,000 was 200,000 serial writes in one pass); `more` says the rest wait for the next."""
+    out.more = (
+        len(out.declare) > DECLARES_PER_PASS
+        or len(out.stamp) > RECORD_WRITES_PER_PASS
+        or len(out.undeclare) > RECORD_WRITES_PER_PASS
+    )
+    del out.declare[DECLARES_PER_PASS:]
+    del out.stamp[RECORD_WRITES_PER_PASS:]
+    del out.undeclare[RECORD_WRITES_PER_PASS:]
     return out

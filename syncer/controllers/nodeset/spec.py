@@ -10,10 +10,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from syncer.controllers.nodeset.node_shape import NodeShape, ShapeError, shape
+from syncer.controllers.nodeset.node_shape import NodeShape, ShapeError, shape, slurmd_path
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# spec.power's ceiling and floor, as the CRD bounds them (issue 45: every member is a Slurm record the plan
+# looks at on every pass); checked again here for objects stored before the schema said so
+MAX_POWER_REPLICAS = 10_000
 
 
 class SpecError(ValueError):
@@ -29,6 +32,7 @@ class PowerSpec:
     max_replicas: int  # the ceiling: ordinals below it are declared to Slurm
     node: NodeShape  # what each member is declared with
     start_timeout_s: float = 300.0  # a powering-up member's pod unschedulable this long: powered down
+    slurmd_path: frozenset[str] = frozenset()  # containers whose failure is slurmd's (node_shape.slurmd_path)
 
 
 @dataclass(frozen=True)
@@ -120,9 +124,13 @@ def parse(name: str, raw: dict[str, Any]) -> NodeSetSpec:
     )
 
 
-def _count(value: object, field: str, least: int) -> int:
+def _count(value: object, field: str, least: int, most: int | None = None) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < least:
         raise SpecError(f"{field} {value!r} must be a whole number >= {least}")
+    if most is not None and value > most:
+        raise SpecError(
+            f"{field} {value} must be at most {most} (the CRD's bound; each member is a Slurm node)"
+        )
     return value
 
 
@@ -135,8 +143,8 @@ def _power(raw: object, mode: str, template: dict[str, Any], features: tuple[str
         raise SpecError("spec.power works in Replicas mode only: remove it or set spec.mode to Replicas")
     if "maxReplicas" not in raw:
         raise SpecError("spec.power.maxReplicas is required: the most members Slurm may power up")
-    ceiling = _count(raw["maxReplicas"], "spec.power.maxReplicas", 0)
-    floor = _count(raw.get("minReplicas", 0), "spec.power.minReplicas", 0)
+    ceiling = _count(raw["maxReplicas"], "spec.power.maxReplicas", 0, MAX_POWER_REPLICAS)
+    floor = _count(raw.get("minReplicas", 0), "spec.power.minReplicas", 0, MAX_POWER_REPLICAS)
     if floor > ceiling:
         raise SpecError(f"spec.power.minReplicas {floor} must not exceed spec.power.maxReplicas {ceiling}")
     node = {} if raw.get("node") is None else raw["node"]
@@ -157,4 +165,7 @@ def _power(raw: object, mode: str, template: dict[str, Any], features: tuple[str
         start_timeout_s = parse_duration(timeout)
     except SpecError:
         raise SpecError(f"spec.power.startTimeout {timeout!r} is not a duration such as 90s or 5m") from None
-    return PowerSpec(min_replicas=floor, max_replicas=ceiling, node=declared, start_timeout_s=start_timeout_s)
+    return PowerSpec(
+        min_replicas=floor, max_replicas=ceiling, node=declared, start_timeout_s=start_timeout_s,
+        slurmd_path=slurmd_path(template),
+    )  # fmt: skip

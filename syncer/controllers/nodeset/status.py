@@ -6,6 +6,7 @@ from typing import Any
 
 from syncer.controllers.nodeset.manifests import selector
 from syncer.controllers.nodeset.plan import Plan, ready, removal_of, slurm_name
+from syncer.controllers.nodeset.power import declare_failed_message, name_collision_message
 from syncer.controllers.nodeset.spec import NodeSetSpec
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNodeSet, KubePod
@@ -65,13 +66,20 @@ def compute_status(
     slurm_error: str,
     now: str,
     power_unsupported: str = "",
+    declare_failed: dict[str, str] | None = None,
+    declaring: list[str] | None = None,
 ) -> dict[str, Any]:
     current_hash = spec.template_hash()
     live = [p for p in pods if not p.terminating]
     members = [slurm_nodes[slurm_name(p)] for p in live if slurm_name(p) in slurm_nodes]
     previous = list(nodeset.status.get("conditions") or [])  # type: ignore[call-overload]
     gen = nodeset.generation
-    conditions = [_condition(previous, "Valid", "True", "SpecAccepted", "", now, gen)]
+    foreign = result.power.foreign if result.power is not None else []
+    if foreign:  # the spec is fine, but names it claims are someone else's: rename it, or clear those
+        message = name_collision_message(foreign)
+        conditions = [_condition(previous, "Valid", "False", "NameCollision", message, now, gen)]
+    else:
+        conditions = [_condition(previous, "Valid", "True", "SpecAccepted", "", now, gen)]
     if slurm_fresh:
         conditions.append(_condition(previous, "SlurmAvailable", "True", "Fresh", "", now, gen))
     else:
@@ -104,7 +112,8 @@ def compute_status(
         conditions.append(_condition(previous, "Progressing", "True", "Reconciling", message, now, gen))
     extra: dict[str, Any] = {}
     if spec.power is not None and result.power is not None:
-        extra["power"] = dict(result.power.counts)
+        # the intent survives until each record carries its comment (power.py `ours`): [] replaces it
+        extra["power"] = {**result.power.counts, "declaring": list(declaring or [])}
         conditions.append(_power_condition(nodeset, spec, result, power_unsupported, previous, now))
         failed = result.power.failed
         if failed:
@@ -112,6 +121,13 @@ def compute_status(
             conditions.append(_condition(previous, "PowerUpFailed", "True", "PoweredDown", message, now, gen))
         else:
             conditions.append(_condition(previous, "PowerUpFailed", "False", "NoFailures", "", now, gen))
+        if declare_failed:
+            message = declare_failed_message(declare_failed)
+            conditions.append(
+                _condition(previous, "DeclareFailed", "True", "SlurmRefused", message, now, gen)
+            )
+        else:
+            conditions.append(_condition(previous, "DeclareFailed", "False", "AllDeclared", "", now, gen))
     return {
         **extra,
         "observedGeneration": gen,
@@ -139,10 +155,6 @@ def _power_condition(
         )
         message = f"{unsupported}; name the members in slurm.conf instead: {line}"
         return _condition(previous, "PowerSaving", "False", "SlurmCannotCreateNodes", message, now, gen)
-    if result.power.foreign:
-        names = ", ".join(result.power.foreign[:10])
-        message = f"Slurm nodes {names} carry someone else's comment: not managed (delete or rename them)"
-        return _condition(previous, "PowerSaving", "False", "ForeignNodes", message, now, gen)
     counts = result.power.counts
     message = (
         f"{counts['poweredUp']} up, {counts['poweringUp']} powering up, "

@@ -107,6 +107,7 @@ def slurm_conf(
     openmetrics: bool = False,
     topology: bool = False,
     keep_partitions: bool = False,
+    extra_conf: tuple[str, ...] = (),
 ) -> str:
     host = short_hostname()
     lines = [
@@ -169,6 +170,7 @@ def slurm_conf(
     if topology:
         for name in (BLOCK_TOPOLOGY, TREE_TOPOLOGY):
             lines.append(f"PartitionName={name} Nodes=ALL MaxTime=INFINITE State=UP Topology={name}")
+    lines.extend(extra_conf)  # a private sandbox's own settings (preemption, partitions), last: they win
     return "\n".join(lines) + "\n"
 
 
@@ -182,6 +184,7 @@ def write_instance(
     openmetrics: bool = False,
     topology: bool = False,
     keep_partitions: bool = False,
+    extra_conf: tuple[str, ...] = (),
 ) -> None:
     """Write a fresh configuration; keys are made once and kept across restarts."""
     uid, gid = slurm_ids
@@ -198,7 +201,7 @@ def write_instance(
     os.chmod(directory / "log", 0o777)  # slurmd (root) and slurmctld (slurm) both log here
     etc = directory / "etc"
     (etc / "slurm.conf").write_text(
-        slurm_conf(nodes, ports, max_dynamic, openmetrics, topology, keep_partitions)
+        slurm_conf(nodes, ports, max_dynamic, openmetrics, topology, keep_partitions, extra_conf)
     )
     if topology:
         (etc / "topology.yaml").write_text(TOPOLOGY_YAML)

@@ -67,6 +67,7 @@ class Sandbox:
     max_dynamic: int = DEFAULT_MAX_DYNAMIC
     topology: bool = False  # topology.yaml and its partitions (config.py), Slurm 25.05+
     keep_partitions: bool = False  # ReconfigFlags=KeepPartInfo: partitions made over REST survive a reload
+    extra_conf: tuple[str, ...] = ()  # slurm.conf lines appended (a private sandbox's preemption, partitions)
     release: Release = RELEASES["24.11"]
     daemons: dict[str, ProcessId] = field(default_factory=dict)
     _children: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
@@ -305,7 +306,7 @@ class Sandbox:
 
     def start_slurmd(
         self, node: str = REAL_NODE, cpus: int = 1, memory_mb: int = 500, features: Sequence[str] = (),
-        boot: bool = False, port: int = 0,
+        boot: bool = False, port: int = 0, gres: str = "",
     ) -> None:  # fmt: skip
         """Start a real slurmd and wait until it is registered and idle.
 
@@ -313,7 +314,8 @@ class Sandbox:
         (`slurmd -Z`) with `cpus` CPUs, `memory_mb` MB and `features`, which runs real jobs. `boot` adds
         `-b` (report a boot now): slurmctld completes a power-up only for a node booted after it asked, and
         this slurmd shares the host's boot time (docs/slurm-releases.md, Power saving). `port`: the one its
-        Slurm record was declared with (default: a free one).
+        Slurm record was declared with (default: a free one). `gres` (e.g. "gpu:4") needs `GresTypes` in
+        slurm.conf and the node's lines in etc/gres.conf (`write_gres`).
         """
         if not node or not node.replace("-", "").replace("_", "").isalnum():
             raise SandboxError(f"bad node name {node!r}: use letters, digits, '-' and '_'")
@@ -326,6 +328,8 @@ class Sandbox:
             conf = f"CPUs={cpus} RealMemory={memory_mb} Port={port or free_port()} NodeAddr=127.0.0.1"
             if features:
                 conf += f" Feature={','.join(features)}"
+            if gres:
+                conf += f" Gres={gres}"
             argv[1:1] = ["-Z", *(["-b"] if boot else []), "--conf", conf]
         spool = self.directory / "spool" / node
         spool.mkdir(parents=True, exist_ok=True)
@@ -335,6 +339,18 @@ class Sandbox:
             lambda: self._registered(node), START_TIMEOUT_S, f"slurmd {node} registration",
             lambda: self.log_tail(name), lambda: self._exited(name),
         )  # fmt: skip
+
+    def write_gres(self, node: str, name: str = "gpu", count: int = 4) -> str:
+        """Declares `count` devices of GRES `name` on `node` in etc/gres.conf (stand-in device files under the
+        instance directory, so Slurm hands out indices as on a GPU node) and returns the node's Gres string
+        for `start_slurmd(gres=...)`. slurm.conf needs `GresTypes=<name>` (a private sandbox's extra_conf)."""
+        devices = self.directory / "dev"
+        devices.mkdir(exist_ok=True)
+        for index in range(count):
+            (devices / f"{node}-{name}{index}").touch()
+        with open(self.directory / "etc" / "gres.conf", "a") as conf:
+            conf.write(f"NodeName={node} Name={name} File={INNER}/dev/{node}-{name}[0-{count - 1}]\n")
+        return f"{name}:{count}"
 
     def stop_slurmd(self, node: str) -> None:
         """Stop a slurmd this sandbox started (its jobs' processes too). The node stays known."""
@@ -464,6 +480,7 @@ class Sandbox:
             "rootfs": str(self.rootfs), "release": self.release.name, "nodes": self.nodes,
             "max_dynamic": self.max_dynamic,
             "topology": self.topology, "keep_partitions": self.keep_partitions,
+            "extra_conf": list(self.extra_conf),
             "ports": dataclasses.asdict(self.ports),
             "daemons": {name: [p.pid, p.start] for name, p in self.daemons.items()},
         }  # fmt: skip
@@ -514,6 +531,7 @@ def load(directory: Path) -> Sandbox | None:
             max_dynamic=int(state.get("max_dynamic", DEFAULT_MAX_DYNAMIC)), ports=Ports(**state["ports"]),
             topology=bool(state.get("topology", False)),
             keep_partitions=bool(state.get("keep_partitions", False)),
+            extra_conf=tuple(str(line) for line in state.get("extra_conf", ())),
             daemons=_recorded_daemons(state),
         )  # fmt: skip
     except (ValueError, KeyError, TypeError, IndexError) as exc:
@@ -545,13 +563,15 @@ def up(
     slurm: str | None = None,
     topology: bool = False,
     keep_partitions: bool = False,
+    extra_conf: Sequence[str] = (),
 ) -> Sandbox:
     """Start (or reuse) a sandbox: one real slurmd node plus `nodes` simulated CLOUD nodes.
 
     `slurm` names the release ("24.11", "26.05"); default: $SLURM_SYNCER_SLURM_RELEASE, else 26.05.
     `topology` (25.05+) adds topology.yaml with a block and a tree topology, each with its partition.
     `keep_partitions` adds `ReconfigFlags=KeepPartInfo` (what SlurmPartitions need; the tests' default
-    sandbox has none, so that its refusal without it is tested).
+    sandbox has none, so that its refusal without it is tested). `extra_conf`: slurm.conf lines appended last
+    (a private sandbox's PreemptType, partitions with GraceTime, ...; never the shared test sandbox's).
 
     Idempotent: a healthy sandbox with the same settings in `directory` is returned as it is; one with
     other settings is an error saying what to do. A failed start stops what it started and raises
@@ -578,6 +598,7 @@ def up(
                     and existing.release == wanted
                     and existing.topology == topology
                     and existing.keep_partitions == keep_partitions
+                    and existing.extra_conf == tuple(extra_conf)
                 )
                 if same and rest_port in (None, existing.ports.rest):
                     return existing
@@ -595,8 +616,9 @@ def up(
             ports = _choose_ports(previous, rest_port)
             try:
                 sandbox = _start(
-                    directory, rootfs, wanted, nodes, ports, max_dynamic, topology, keep_partitions
-                )
+                    directory, rootfs, wanted, nodes, ports, max_dynamic, topology, keep_partitions,
+                    tuple(extra_conf),
+                )  # fmt: skip
                 break
             except SandboxError:
                 # Another program may have taken a port between our choice and the daemon's bind.
@@ -633,6 +655,7 @@ def _start(
     max_dynamic: int,
     topology: bool,
     keep_partitions: bool = False,
+    extra_conf: tuple[str, ...] = (),
 ) -> Sandbox:
     """A fresh cluster (saved state and spools from an earlier run are removed; keys are kept)."""
     for sub in ("state", "spool", "work"):
@@ -647,6 +670,7 @@ def _start(
         openmetrics=wanted.openmetrics,
         topology=topology,
         keep_partitions=keep_partitions,
+        extra_conf=extra_conf,
     )
     sandbox = Sandbox(
         directory=directory,
@@ -657,6 +681,7 @@ def _start(
         max_dynamic=max_dynamic,
         topology=topology,
         keep_partitions=keep_partitions,
+        extra_conf=extra_conf,
     )
     sandbox._save()
     try:

@@ -1,0 +1,37 @@
+"""The job's marker: its admin comment names the syncer release that made it, the gang's key and each pod
+(name and UID), so a restarted or failed-over syncer adopts its jobs by identity, and tells another
+release's jobs (or an admin's) from its own. Only Slurm operators and admins can write an admin comment.
+
+    slurm-syncer.dev/pods release=prod key=team-a/group/train pods=train-0:0b1c...,train-1:5d2e...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from syncer.controllers.scheduler.values import Marker, PodRef
+from syncer.model.keys import Keys
+
+PREFIX: Final = Keys.JOB_MARKER
+
+
+def write(release: str, key: str, pods: Iterable[PodRef]) -> str:
+    listed = ",".join(f"{pod.name}:{pod.uid}" for pod in sorted(pods, key=lambda pod: pod.name))
+    return f"{PREFIX} release={release} key={key} pods={listed}"
+
+
+def read(text: str, release: str) -> Marker | None:
+    """The marker of a job of this release, or None (another release's, someone else's, or malformed)."""
+    words = text.split()
+    if not words or words[0] != PREFIX:
+        return None
+    fields = {name: value for name, _, value in (word.partition("=") for word in words[1:])}
+    pods = tuple(
+        (name, uid) for name, _, uid in (entry.partition(":") for entry in fields.get("pods", "").split(","))
+    )
+    if fields.get("release") != release or not fields.get("key"):
+        return None
+    if not all(name and uid for name, uid in pods):
+        return None
+    return Marker(release=release, key=fields["key"], pods=pods)

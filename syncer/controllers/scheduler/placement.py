@@ -1,0 +1,125 @@
+"""Would kube-scheduler (and the kubelet's admission) take this pod on this Node? The filters that decide
+whether a pod bound where Slurm placed it can run there: NodeUnschedulable, TaintToleration,
+NodeAffinity (nodeSelector and required node affinity) and NodeResourcesFit (requests beside those of the
+pods already there, and the pod count). Not checked: host ports, volumes' zones, inter-pod affinity and
+topology spread (Slurm chooses the node; docs/scheduler.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Final
+
+from syncer.controllers.scheduler.request import canonical_requests
+from syncer.controllers.scheduler.values import (
+    TERMINAL_PHASES,
+    Node,
+    Pod,
+    Requirement,
+    SelectorTerm,
+    Taint,
+    Toleration,
+)
+
+UNSCHEDULABLE_TAINT: Final = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
+FILTERED_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})  # PreferNoSchedule only scores
+PODS: Final = "pods"
+
+
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """k8s.io/api's Toleration.ToleratesTaint."""
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    if toleration.operator == "Exists":
+        return True
+    return toleration.operator in ("", "Equal") and toleration.value == taint.value
+
+
+def _tolerated(pod: Pod, taint: Taint) -> bool:
+    return any(tolerates(toleration, taint) for toleration in pod.tolerations)
+
+
+def _matches(requirement: Requirement, value: str | None) -> bool:
+    op, values = requirement.operator, requirement.values
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and len(values) == 1:
+        try:
+            have, bound = int(value), int(values[0])
+        except ValueError:
+            return False
+        return have > bound if op == "Gt" else have < bound
+    return False
+
+
+def _term_matches(term: SelectorTerm, node: Node) -> bool:
+    if not term.match_expressions and not term.match_fields:
+        return False  # an empty term matches no object (k8s.io/component-helpers nodeaffinity)
+    fields = {"metadata.name": node.name}
+    return all(_matches(r, node.labels.get(r.key)) for r in term.match_expressions) and all(
+        _matches(r, fields.get(r.key)) for r in term.match_fields
+    )
+
+
+def _selects(pod: Pod, node: Node) -> bool:
+    if any(node.labels.get(key) != value for key, value in pod.node_selector.items()):
+        return False
+    return not pod.affinity or any(_term_matches(term, node) for term in pod.affinity)
+
+
+def _short(resources: Mapping[str, int], node: Node) -> list[str]:
+    """The resources the Node lacks for `resources` beside what its pods already request."""
+    return sorted(
+        name
+        for name, amount in resources.items()
+        if amount > node.allocatable.get(name, 0) - node.requested.get(name, 0)
+    )
+
+
+def misfit(pod: Pod, requests: Mapping[str, int], node: Node) -> str:
+    """Why kube-scheduler would not place `pod` (requesting `requests`, canonical) on `node`; "" if it would.
+    The texts are kube-scheduler's own."""
+    if node.unschedulable and not _tolerated(pod, UNSCHEDULABLE_TAINT):
+        return "node(s) were unschedulable"
+    for taint in node.taints:
+        if taint.effect in FILTERED_EFFECTS and not _tolerated(pod, taint):
+            return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+    if not _selects(pod, node):
+        return "node(s) didn't match Pod's node affinity/selector"
+    if node.pods + 1 > node.allocatable.get(PODS, 0):
+        return "Too many pods"
+    short = _short(requests, node)
+    if short:
+        return ", ".join(f"Insufficient {name}" for name in short)
+    return ""
+
+
+def placed(node: Node, requests: Mapping[str, int]) -> Node:
+    """The Node as it is once the pod is bound there (for the next pod of a gang sent to the same Node)."""
+    used = dict(node.requested)
+    for name, amount in requests.items():
+        used[name] = used.get(name, 0) + amount
+    return replace(node, requested=used, pods=node.pods + 1)
+
+
+def usage(pods: Iterable[Pod]) -> tuple[dict[str, int], int]:
+    """What the pods bound to a Node take from it as kube-scheduler counts (its `requested` and `pods`): every
+    pod not in a terminal phase, terminating ones included, whatever scheduler placed it."""
+    used: dict[str, int] = {}
+    count = 0
+    for pod in pods:
+        if pod.phase in TERMINAL_PHASES:
+            continue
+        count += 1
+        for name, amount in canonical_requests(pod).items():
+            used[name] = used.get(name, 0) + amount
+    return used, count

@@ -1,0 +1,410 @@
+"""The scheduler's decision for one gang, pure: its pods, the Slurm jobs of ours standing for them, the
+binding of Slurm nodes to Kubernetes Nodes -> what to do now (docs/scheduler.md, "States -> actions").
+
+Level-triggered: computed from current state alone, so a restart or a missed event changes nothing; the
+only memory it takes is the controller's own (`held`: the nodes it holds for this gang; `submitted`: a
+job it submitted that the job cache does not show yet). Rules:
+- One job per pod: a pod a live job stands for gets no other; a second live job for a pod is cancelled.
+- All or nothing: a gang's pods are bound together once every one passes kube-scheduler's checks, or
+  none is and the job is cancelled (and submitted again after `retry_after_s`).
+- Never both at once: a job is cancelled only once no pod of it holds resources (gone, or in a terminal
+  phase); a pod whose job Slurm ends (or is ending: preemption's grace window, the time limit ahead, a
+  suspend, a requeue) is deleted, and its node held (drained) until the pod is gone.
+- Fail closed: on stale data nothing at all; a job state it does not know stops the gang.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from syncer.controllers.scheduler.gang import Gang
+from syncer.controllers.scheduler.options import Options
+from syncer.controllers.scheduler.placement import misfit, placed
+from syncer.controllers.scheduler.request import JobRequest, canonical_requests
+from syncer.controllers.scheduler.settings import Refusal
+from syncer.controllers.scheduler.values import Job, Node, Pod, PodRef, Scheduled, World
+
+# PodScheduled=False reasons (and the Event reasons beside them)
+PENDING: Final = "SlurmJobPending"
+STARTING: Final = "SlurmJobStarting"
+REFUSED: Final = "SlurmRequestRefused"
+WAITING: Final = "SlurmGangWaiting"
+PLACEMENT_FAILED: Final = "SlurmPlacementFailed"
+
+STALE: Final = "data is stale or missing: nothing is submitted, bound, cancelled or deleted until it is fresh"
+# Why a pod is deleted or a job cancelled (a metric's label): Slurm's side first, then Kubernetes'.
+SLURM_CAUSES: Final = {
+    "CANCELLED": "cancelled",
+    "TIMEOUT": "time-limit",
+    "DEADLINE": "time-limit",
+    "PREEMPTED": "preempted",
+    "NODE_FAIL": "node-failure",
+    "BOOT_FAIL": "node-failure",
+}
+SAID: Final = {
+    "cancelled": "was cancelled in Slurm",
+    "time-limit": "reaches its time limit",
+    "preempted": "is being preempted",
+    "suspended": "was suspended by Slurm (preemption)",
+    "node-failure": "lost a node",
+    "requeued": "was requeued by Slurm",
+    "job-ended": "ended",
+    "job-gone": "is no longer in Slurm",
+    "node-deleted": "has a pod on a Kubernetes Node that no longer exists",
+    "duplicate": "duplicates another job for the same pods",
+    "placement": "cannot run where Slurm placed it",
+    "pod-deleted": "lost a pod (deleted)",
+    "pod-failed": "has a pod that failed",
+    "pod-succeeded": "has no pod left running",
+}
+_JOB_IN_MESSAGE: Final = re.compile(r"Slurm job (\d+)\b")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Submit:
+    request: JobRequest
+
+
+@dataclass(frozen=True, kw_only=True)
+class SetScheduled:
+    """Set the pod's PodScheduled condition to False with this reason and message (and say it in an Event)."""
+
+    pod: PodRef
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bind:
+    """Create the pod's binding to `node`, annotated with the job id (Keys.SCHEDULER_JOB_ID)."""
+
+    pod: PodRef
+    node: str
+    job_id: int
+    slurm_node: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cancel:
+    job_id: int
+    cause: str
+    message: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeletePod:
+    """Delete the pod with this grace period; `job_id`: the job whose end causes it (read it fresh first)."""
+
+    pod: PodRef
+    grace_s: int
+    cause: str
+    message: str
+    job_id: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hold:
+    """Keep Slurm from starting jobs on this node (a drain with the owner prefix) while a pod still runs."""
+
+    slurm_node: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Release:
+    slurm_node: str
+
+
+Action = Submit | SetScheduled | Bind | Cancel | DeletePod | Hold | Release
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    actions: tuple[Action, ...] = ()  # in order; stop at the first that fails, then plan again
+    blocked: str = ""  # why the gang waits, for logs and `status`
+    recheck_at: float | None = None  # plan again then at the latest (a deadline or a retry is due)
+
+
+@dataclass
+class _Out:
+    world: World
+    options: Options
+    actions: list[Action] = field(default_factory=list)
+    holds: dict[str, str] = field(default_factory=dict)  # Slurm node -> why
+    deleted: set[str] = field(default_factory=set)  # pod UIDs
+    released: set[str] = field(default_factory=set)  # pod UIDs whose job we cancelled: their condition stays
+    deferred: set[str] = field(default_factory=set)  # ... and not submitted again yet
+    times: list[float] = field(default_factory=list)
+    blocked: str = ""
+
+    def condition(self, pod: Pod, reason: str, message: str) -> None:
+        if pod.scheduled != Scheduled(status="False", reason=reason, message=message):
+            self.actions.append(SetScheduled(pod=pod.ref, reason=reason, message=message))
+
+    def delete(self, pod: Pod, cause: str, job_id: int, grace: int | None = None) -> None:
+        if pod.deleting or pod.uid in self.deleted:
+            return
+        self.deleted.add(pod.uid)
+        grace_s = pod.grace_period_s if grace is None else min(pod.grace_period_s, grace)
+        message = f"Slurm job {job_id} {SAID[cause]}: pod deleted (grace period {grace_s} s)"
+        self.actions.append(
+            DeletePod(pod=pod.ref, grace_s=grace_s, cause=cause, message=message, job_id=job_id)
+        )
+
+    def cancel(self, job: Job, cause: str, why: str = "") -> None:
+        message = f"Slurm job {job.job_id} {SAID[cause]}: cancelled" + (f" ({why})" if why else "")
+        self.actions.append(Cancel(job_id=job.job_id, cause=cause, message=message))
+
+
+def plan(
+    gang: Gang,
+    world: World,
+    options: Options,
+    *,
+    held: frozenset[str] = frozenset(),
+    submitted: int | None = None,
+) -> Plan:
+    if not world.fresh:
+        return Plan(blocked=STALE)
+    unknown = [job for job in gang.jobs if not job.known]
+    if unknown:
+        job = unknown[0]
+        return Plan(blocked=f"Slurm job {job.job_id} is {job.state}, a state the scheduler does not know")
+    out = _Out(world=world, options=options)
+    claimed: set[str] = set()
+    for job in sorted((job for job in gang.jobs if not job.ended), key=lambda job: _rank(job, gang.pods)):
+        members = [pod for pod in gang.pods if _stands_for(job, pod)]
+        if any(pod.uid in claimed for pod in members):
+            _duplicate(job, members, out)
+        else:
+            _live(job, members, gang, out)
+        claimed.update(pod.uid for pod in members)
+    _unclaimed(gang, claimed, submitted, out)
+    _holds(gang, out)
+    hold = [Hold(slurm_node=node, reason=why) for node, why in sorted(out.holds.items()) if node not in held]
+    release = [Release(slurm_node=node) for node in sorted(held - out.holds.keys())]
+    return Plan(
+        actions=(*hold, *out.actions, *release),
+        blocked=out.blocked,
+        recheck_at=min(out.times, default=None),
+    )
+
+
+def _stands_for(job: Job, pod: Pod) -> bool:
+    return pod.uid in job.marker.uids or pod.job_id == job.job_id
+
+
+def _bound_to(job: Job, pod: Pod) -> bool:
+    """The pod holds resources under this job (its binding says so; without the annotation, its marker)."""
+    return pod.holds and (pod.job_id == job.job_id or (pod.job_id is None and pod.uid in job.marker.uids))
+
+
+def _rank(job: Job, pods: Sequence[Pod]) -> tuple[bool, bool, int]:
+    """Which of several live jobs for one pod stands: one a pod runs under, then one running, the oldest."""
+    return not any(_bound_to(job, pod) for pod in pods), job.state != "RUNNING", job.job_id
+
+
+def _duplicate(job: Job, members: Sequence[Pod], out: _Out) -> None:
+    holders = [pod for pod in members if _bound_to(job, pod)]
+    for pod in holders:
+        out.delete(pod, "duplicate", job.job_id)
+    if not holders:
+        out.cancel(job, "duplicate")
+
+
+def _slurm_end(job: Job, members: Sequence[Pod], now: float) -> str:
+    """Why Slurm is taking this live job's resources back from its pods ("" while it is not)."""
+    if job.state == "SUSPENDED":
+        return "suspended"
+    if job.preempt_time > 0:
+        return "preempted"
+    if job.state == "PENDING":
+        return "requeued" if any(_bound_to(job, pod) for pod in members) else ""
+    due = _deadline(job, members)
+    return "time-limit" if due is not None and now >= due else ""
+
+
+def _deadline(job: Job, members: Sequence[Pod]) -> float | None:
+    """When the pods must start stopping to be gone by the job's end (its time limit): None without one."""
+    grace = max((pod.grace_period_s for pod in members), default=0)
+    return job.end_time - grace if job.end_time > 0 else None
+
+
+def _live(job: Job, members: Sequence[Pod], gang: Gang, out: _Out) -> None:
+    now = out.world.now
+    end = _slurm_end(job, members, now)
+    if end:  # the pods go (before the deadline, if there is one) and the job once none holds resources
+        left = (
+            max(0, int(job.end_time - now)) if job.end_time and end in ("preempted", "time-limit") else None
+        )
+        for pod in members:
+            if not pod.ended:
+                out.delete(pod, end, job.job_id, left)
+        if not any(_bound_to(job, pod) for pod in members):
+            out.cancel(job, end)
+        return
+    due = _deadline(job, members)
+    if due is not None:
+        out.times.append(due)
+    present = {pod.uid for pod in gang.pods}
+    gone = bool(job.marker.uids - present)
+    if gone or any(pod.ended for pod in members):
+        _over(job, members, gone, out)
+        return
+    if job.state == "PENDING":
+        reason = "" if job.reason in ("", "None") else f" ({job.reason})"
+        for pod in members:
+            out.condition(pod, PENDING, f"Slurm job {job.job_id} is pending{reason}")
+        return
+    lost = [pod for pod in members if pod.node_name and pod.node_name not in out.world.nodes]
+    for pod in lost:
+        out.delete(pod, "node-deleted", job.job_id, grace=0)
+    unbound = [pod for pod in members if not pod.node_name]
+    if lost or not unbound:
+        return
+    if "CONFIGURING" in job.flags:
+        for pod in unbound:
+            out.condition(pod, STARTING, f"Slurm job {job.job_id} is starting on {','.join(job.nodes)}")
+        return
+    _place(job, members, unbound, out)
+
+
+def _over(job: Job, members: Sequence[Pod], gone: bool, out: _Out) -> None:
+    """Kubernetes ended (part of) the gang: the rest goes too (a gang ends together, but a pod that succeeded
+    leaves the others to finish), and the job once no pod holds resources."""
+    deleted = gone or any(pod.deleting for pod in members)
+    failed = any(pod.phase == "Failed" for pod in members)
+    cause = "pod-deleted" if deleted else "pod-failed" if failed else "pod-succeeded"
+    if deleted or failed:
+        for pod in members:
+            if not pod.ended:
+                out.delete(pod, cause, job.job_id)
+    elif not all(pod.ended for pod in members):
+        return  # some succeeded, the others still run
+    if not any(_bound_to(job, pod) for pod in members):
+        out.cancel(job, cause)
+
+
+def _place(job: Job, members: Sequence[Pod], unbound: Sequence[Pod], out: _Out) -> None:
+    """Bind every unbound pod where Slurm allocated its job, or none: cancel the job, say why."""
+    used = {pod.node_name for pod in members if pod.node_name}
+    free = [node for node in sorted(job.nodes) if out.world.bindings.get(node) not in used]
+    binds, why = _fit(job, unbound, free, out.world)
+    if len(free) != len(unbound):
+        why = f"Slurm allocated {len(job.nodes)} node(s) for {len(members)} pod(s)"
+    if not why:
+        out.actions.extend(binds)
+        return
+    if used:  # some were placed before (a restart between binds): the whole gang goes, then its job
+        for pod in members:
+            out.delete(pod, "placement", job.job_id)
+        return
+    retry = f"the job is cancelled and submitted again after {out.options.retry_after_s:g} s"
+    for pod in unbound:
+        out.condition(pod, PLACEMENT_FAILED, f"Slurm job {job.job_id} cannot run here: {why}; {retry}")
+    out.cancel(job, "placement", why)
+
+
+def _fit(job: Job, pods: Sequence[Pod], free: Sequence[str], world: World) -> tuple[list[Bind], str]:
+    """Each pod to its Slurm node's Kubernetes Node, checked as kube-scheduler would; or why not."""
+    nodes: dict[str, Node] = dict(world.nodes)
+    binds: list[Bind] = []
+    for pod, slurm_node in zip(pods, free, strict=False):
+        kube = world.bindings.get(slurm_node)
+        if kube is None:
+            return [], f"Slurm node {slurm_node} is not bound to a Kubernetes Node"
+        node = nodes.get(kube)
+        if node is None:
+            return [], f"Kubernetes Node {kube} (Slurm node {slurm_node}) does not exist"
+        requests = canonical_requests(pod)
+        unfit = misfit(pod, requests, node)
+        if unfit:
+            return [], f"Node {kube} (Slurm node {slurm_node}): {unfit}"
+        nodes[kube] = placed(node, requests)
+        binds.append(Bind(pod=pod.ref, node=kube, job_id=job.job_id, slurm_node=slurm_node))
+    return binds, ""
+
+
+def _released(pod: Pod, ended: Iterable[Job]) -> Job | None:
+    """The ended job of this pod we cancelled ourselves as it could not be placed (the condition says)."""
+    scheduled = pod.scheduled
+    if scheduled is None or scheduled.reason != PLACEMENT_FAILED:
+        return None
+    match = _JOB_IN_MESSAGE.match(scheduled.message)
+    return next((job for job in ended if match and job.job_id == int(match[1])), None)
+
+
+def _ran_under(pod: Pod, jobs: Sequence[Job]) -> tuple[Job | None, int | None]:
+    """The job a bound pod runs under (its binding's annotation, else the last job naming it) and its id;
+    (None, None) when none is known: not a pod of ours."""
+    if pod.job_id is not None:
+        return next((job for job in jobs if job.job_id == pod.job_id), None), pod.job_id
+    named = [job for job in jobs if pod.uid in job.marker.uids]
+    return (named[-1], named[-1].job_id) if named else (None, None)
+
+
+def _cause(job: Job | None) -> str:
+    """Why an ended (or vanished) job's pods go."""
+    return "job-gone" if job is None else SLURM_CAUSES.get(job.state, "job-ended")
+
+
+def _unclaimed(gang: Gang, claimed: set[str], submitted: int | None, out: _Out) -> None:
+    """Pods no live job stands for: left by a job Slurm ended (deleted), released by us (submitted again
+    after a while), or waiting for their job to be submitted."""
+    ended = [job for job in gang.jobs if job.ended]
+    for pod in gang.pods:
+        if pod.uid in claimed or pod.ended:
+            continue
+        if pod.node_name:
+            job, jid = _ran_under(pod, gang.jobs)
+            if jid is not None:  # ours, and its job ended or is gone from Slurm
+                out.delete(pod, _cause(job), jid)
+            continue
+        theirs = [job for job in ended if _stands_for(job, pod)]
+        released = _released(pod, theirs)
+        if released is not None:
+            out.released.add(pod.uid)
+            due = released.end_time + out.options.retry_after_s
+            if out.world.now < due:
+                out.deferred.add(pod.uid)
+                out.times.append(due)
+        elif theirs:
+            out.delete(pod, _cause(theirs[-1]), theirs[-1].job_id)
+    _submit(gang, submitted, out)
+
+
+def _submit(gang: Gang, submitted: int | None, out: _Out) -> None:
+    want = gang.want
+    if want is None:
+        return
+    if submitted is not None:
+        out.blocked = f"waiting for Slurm job {submitted} to show in the job cache"
+        return
+    if isinstance(want, JobRequest):
+        if not {ref.uid for ref in want.pods} & (out.deleted | out.deferred):
+            out.actions.append(Submit(request=want))
+        return
+    reason, message = (REFUSED, want.text) if isinstance(want, Refusal) else (WAITING, want.message)
+    for pod in gang.pods:
+        if not (pod.ended or pod.node_name or pod.uid in out.deleted | out.released):
+            out.condition(pod, reason, message)
+
+
+def _holds(gang: Gang, out: _Out) -> None:
+    """The nodes to hold: where a pod of ours still holds resources Slurm has taken, or is taking, back."""
+    for pod in gang.pods:
+        if not pod.holds:
+            continue
+        job, jid = _ran_under(pod, gang.jobs)
+        if jid is None:
+            continue  # bound by someone else: not ours to hold
+        if job is None or job.ended:
+            cause = _cause(job)
+        else:
+            cause = _slurm_end(job, [other for other in gang.pods if _stands_for(job, other)], out.world.now)
+        for node, kube in sorted(out.world.bindings.items()):
+            if cause and kube == pod.node_name and (job is None or not job.nodes or node in job.nodes):
+                out.holds[node] = f"pod {pod.namespace}/{pod.name} still runs: Slurm job {jid} {SAID[cause]}"

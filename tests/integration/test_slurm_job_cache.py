@@ -1,0 +1,195 @@
+"""The job cache against the real slurmrestd (issue 44), on both releases: it adopts our jobs by their marker
+with one whole list, then follows them with per-job reads whose cost does not grow with the queue; a submit
+whose answer was lost is found by `resync()`; `fresh()` reads one job now; stale data is visible with its
+cause; on 26.05 slurmctld's job gauges spare the state reads while no job moves. Jobs land on the session
+sandbox's real node and are cancelled at the end of each test."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from syncer.model.jobs import JobSubmission
+from syncer.slurm.auth import StaticToken, TokenFile
+from syncer.slurm.client import SlurmClient
+from syncer.slurm.job_cache import JobCache, JobChange
+from syncer.slurm.metrics_hint import MetricsReader
+from syncer.testing.faultproxy import FaultProxy
+from syncer.testing.sandbox import REAL_NODE, Sandbox
+from tests.fixtures.slurm import SELECTED
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.slurm
+
+
+def pod_job(marker: str, **changes: object) -> JobSubmission:
+    fields: dict[str, object] = {
+        "name": "pod", "marker": marker, "cpus_per_task": 1, "tasks": 1, "memory_per_node_mb": 100,
+        "required_nodes": (REAL_NODE,), **changes,
+    }  # fmt: skip
+    return JobSubmission(**fields)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def client(slurm_sandbox: Sandbox) -> AsyncIterator[SlurmClient]:
+    """Every job with this test's marker prefix is cancelled afterwards."""
+    async with SlurmClient(slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file)) as c:
+        yield c
+        listing = await c.list_job_details(keep=lambda text: text.startswith(PREFIX))
+        for job in listing.jobs if listing is not None else ():
+            await c.cancel_job(job.job_id)
+
+
+PREFIX = f"slurm-syncer.dev/test-job-cache={uuid.uuid4().hex[:8]}"
+
+
+def ours(text: str) -> bool:
+    return text.startswith(PREFIX + " owner=a")
+
+
+async def submit(client: SlurmClient, owner: str = "a", **changes: object) -> int:
+    return await client.submit_job(pod_job(f"{PREFIX} owner={owner}", **changes), placeholder="fallback")
+
+
+@contextlib.asynccontextmanager
+async def running(cache: JobCache) -> AsyncIterator[list[JobChange]]:
+    seen: list[JobChange] = []
+    cache.subscribe(seen.extend)
+    task = asyncio.create_task(cache.run())
+    try:
+        await asyncio.wait_for(cache.wait_synced(), 20)
+        yield seen
+        assert not task.done(), "the poll loop ended"
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_adopts_our_jobs_by_marker_and_follows_them_without_listing_again(client: SlurmClient) -> None:
+    mine = await submit(client, hold=True)
+    theirs = await submit(client, owner="b", hold=True)
+    cache = JobCache(client, owned=ours, poll_interval_s=0.1, detail_interval_s=60, list_interval_s=None)
+    async with running(cache) as seen:
+        assert mine in cache.jobs and theirs not in cache.jobs and cache.jobs[mine].hold
+        assert not cache.stale and cache.cause == ""
+        await client.update_job(mine, hold=False)
+        await wait_for(lambda: cache.jobs[mine].running, 20, what="the release seen")
+        assert cache.jobs[mine].nodes == (REAL_NODE,)
+        await client.cancel_job(mine)
+        await wait_for(lambda: cache.jobs[mine].ended, 20, what="the cancel seen")
+        kinds = [(c.kind, c.job_id) for c in seen]
+        assert kinds[0] == ("added", mine) and ("changed", mine) in kinds
+        assert all(c.job_id == mine for c in seen), "only our job is told"
+        assert cache.stats.reads["list"] == 1, "one whole list (the first); per-job reads after it"
+        assert cache.stats.reads["state"] >= 2 and cache.stats.reads["detail"] >= 2
+
+
+async def test_a_submit_whose_answer_was_lost_is_found_by_resync(client: SlurmClient) -> None:
+    cache = JobCache(client, owned=ours, poll_interval_s=0.1, list_interval_s=None)
+    async with running(cache):
+        lost = await submit(client, hold=True)  # as if its answer never came: not tracked
+        await asyncio.sleep(0.3)  # a few polls: state reads cover only the jobs the cache knows
+        assert lost not in cache.jobs
+        await cache.resync()
+        assert lost in cache.jobs and cache.jobs[lost].marker.startswith(PREFIX)
+
+
+async def test_a_tracked_job_is_read_at_once_and_fresh_reads_it_now(client: SlurmClient) -> None:
+    cache = JobCache(client, owned=ours, poll_interval_s=5.0, detail_interval_s=60, list_interval_s=None)
+    async with running(cache) as seen:
+        job_id = await submit(client, hold=True)
+        cache.track(job_id)
+        await wait_for(lambda: job_id in cache.jobs, 5, what="the tracked job read")
+        await client.update_job(job_id, hold=False)
+        job = await cache.fresh(job_id)
+        assert job is not None and not job.hold and cache.jobs[job_id] == job
+        assert seen[-1].kind == "changed" and "hold" in seen[-1].fields
+        assert await cache.fresh(999_999_999) is None
+        await client.cancel_job(job_id)
+        fresh = await cache.fresh(job_id)
+        assert fresh is not None and fresh.ended and cache.jobs[job_id].ended
+
+
+async def test_following_our_jobs_costs_the_same_with_a_longer_queue(client: SlurmClient) -> None:
+    """Requests and bytes per second of following one job of ours, with 1 and with 201 other jobs queued: the
+    state reads and the job reads are ours only; only the one whole list at the start grows."""
+    mine = await submit(client, hold=True)
+    costs = []
+    for more in (1, 199):  # 1, then 200 jobs of others queued
+        for _ in range(more):
+            await submit(client, owner="b", hold=True)
+        cache = JobCache(
+            client, owned=ours, poll_interval_s=0.1, detail_interval_s=0.5, pending_interval_s=0.5,
+            list_interval_s=None,
+        )  # fmt: skip
+        async with running(cache):
+            start = dict(client.stats.body_bytes), sum(client.stats.requests.values())
+            await asyncio.sleep(2.0)  # the cost over a while is what is measured
+            spent = {k: v - start[0].get(k, 0) for k, v in client.stats.body_bytes.items()}
+            costs.append((spent, sum(client.stats.requests.values()) - start[1]))
+            assert mine in cache.jobs and cache.stats.reads["list"] == 1
+    (small, small_requests), (large, large_requests) = costs
+    assert large.get("jobs_detail", 0) == small.get("jobs_detail", 0) == 0, "no whole list after the first"
+    assert small.get("job", 0) > 0 and small.get("job_states", 0) > 0, "ours read one by one"
+    assert large["job_states"] / max(1, large_requests) < 2_000
+    assert large["job"] <= 2 * small["job"] + 20_000
+    assert large_requests <= 2 * small_requests + 10
+
+
+async def test_stale_with_its_cause_while_slurmrestd_fails_then_fresh_again(
+    client: SlurmClient, slurm_sandbox: Sandbox
+) -> None:
+    mine = await submit(client, hold=True)
+    async with FaultProxy(slurm_sandbox.rest_url) as proxy:
+        token = TokenFile(slurm_sandbox.token_file)
+        async with SlurmClient(proxy.url, token, attempts=1, timeout_s=2) as proxied:
+            cache = JobCache(
+                proxied, owned=ours, poll_interval_s=0.05, stale_after_s=0.5, list_interval_s=None
+            )
+            async with running(cache):
+                proxy.fail_next(10_000, status=503)
+                await wait_for(lambda: cache.stale, 10, what="stale")
+                assert "503" in cache.cause and mine in cache.jobs, "kept, but marked stale"
+                proxy.clear_faults()
+                await wait_for(lambda: not cache.stale, 10, what="fresh again")
+                assert cache.cause == ""
+
+
+async def test_never_synced_while_slurmrestd_cannot_be_reached() -> None:
+    unreachable = SlurmClient("http://127.0.0.1:9", StaticToken("unused"), attempts=1)
+    cache = JobCache(unreachable, owned=ours, poll_interval_s=0.05)
+    task = asyncio.create_task(cache.run())
+    try:
+        await wait_for(lambda: cache.stats.errors >= 2, 10, what="failed polls")
+        assert not cache.synced and cache.stale and "127.0.0.1:9" in cache.cause
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await unreachable.close()
+
+
+@pytest.mark.only_where(SELECTED.openmetrics, "slurmctld serves its job gauges from 25.11")
+async def test_the_job_gauges_spare_state_reads_while_no_job_moves(
+    client: SlurmClient, slurm_sandbox: Sandbox
+) -> None:
+    mine = await submit(client, hold=True)
+    hint = MetricsReader(slurm_sandbox.metrics_url)
+    cache = JobCache(
+        client, owned=ours, hint=hint, hint_interval_s=0.1, hint_floor_s=60, detail_interval_s=60,
+        list_interval_s=None,
+    )  # fmt: skip
+    try:
+        async with running(cache):
+            await wait_for(lambda: cache.stats.hint_unchanged >= 10, 10, what="ten quiet gauge reads")
+            states = cache.stats.reads["state"]
+            assert states <= 2, "no state read while the gauges stand still (the first read records them)"
+            await client.update_job(mine, hold=False)
+            await wait_for(lambda: cache.jobs[mine].running, 20, what="the start seen by a gauge move")
+            assert cache.stats.hint_changed >= 1 and cache.stats.reads["state"] > states
+            assert not cache.stale
+    finally:
+        await hint.close()

@@ -1,0 +1,629 @@
+"""The scheduler's plan, rule by rule (docs/scheduler.md, "States -> actions"): each test one rule, with
+plain values; tests/unit/test_scheduler_plan_properties.py holds the invariants over generated states."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from syncer.controllers.scheduler.gang import group
+from syncer.controllers.scheduler.options import Options
+from syncer.controllers.scheduler.plan import (
+    PENDING,
+    PLACEMENT_FAILED,
+    REFUSED,
+    STALE,
+    STARTING,
+    WAITING,
+    Bind,
+    Cancel,
+    DeletePod,
+    Hold,
+    Plan,
+    Release,
+    SetScheduled,
+    Submit,
+    plan,
+)
+from syncer.controllers.scheduler.request import NO_CPU, JobRequest
+from syncer.controllers.scheduler.values import (
+    Container,
+    Job,
+    Marker,
+    Node,
+    Pod,
+    PodRef,
+    Scheduled,
+    Taint,
+    World,
+)
+from syncer.model.keys import Keys
+
+OPTIONS = Options(release="r1")
+REQ = (Container(requests={"cpu": "1", "memory": "1Gi"}),)
+ROOM = {"cpu": 4000, "memory": 8 * 1024**3, "pods": 110}
+NODES = {name: Node(name=name, allocatable=ROOM) for name in ("k1", "k2", "k3")}
+WORLD = World(bindings={"n1": "k1", "n2": "k2", "n3": "k3"}, nodes=NODES, fresh=True, now=1000.0)
+
+
+def pod(name: str = "a", **more: Any) -> Pod:
+    job_id = more.pop("job_id", None)
+    annotations = dict(more.pop("annotations", {}))
+    if job_id is not None:
+        annotations[Keys.SCHEDULER_JOB_ID] = str(job_id)
+    group_ = more.pop("group_", None)
+    labels = {Keys.GROUP_LABEL: group_} if group_ else {}
+    if group_:
+        annotations[Keys.GROUP_SIZE] = str(more.pop("size", 2))
+    values: dict[str, Any] = {"namespace": "ns", "containers": REQ, **more}
+    return Pod(name=name, uid=f"u-{name}", labels=labels, annotations=annotations, **values)
+
+
+def job(job_id: int, *names: str, state: str = "RUNNING", key: str = "", **more: Any) -> Job:
+    key = key or f"ns/pod/{names[0]}"
+    marker = Marker(release="r1", key=key, pods=tuple((n, f"u-{n}") for n in names))
+    return Job(job_id=job_id, state=state, marker=marker, **more)
+
+
+def run(
+    pods: list[Pod], jobs: Sequence[Job] = (), *, world: World = WORLD, key: str = "", **more: Any
+) -> Plan:
+    gangs = group(pods, jobs, {}, {"ns": {}}, OPTIONS)
+    key = key or next(iter(gangs))
+    return plan(gangs[key], world, OPTIONS, **more)
+
+
+GANG = [pod("a", group_="g"), pod("b", group_="g")]
+
+
+def ref(name: str = "a") -> PodRef:
+    return PodRef(namespace="ns", name=name, uid=f"u-{name}")
+
+
+def at(now: float) -> World:
+    return World(bindings=WORLD.bindings, nodes=WORLD.nodes, fresh=True, now=now)
+
+
+# --- fail closed
+
+
+def test_stale_data_means_no_action_at_all() -> None:
+    stale = World(bindings=WORLD.bindings, nodes=NODES, fresh=False, now=1000.0)
+    ended = job(5, "a", state="CANCELLED")
+    result = run([pod(node_name="k1", job_id=5)], [ended], world=stale, held=frozenset({"n9"}))
+    assert result == Plan(blocked=STALE)
+    assert (
+        STALE
+        == "data is stale or missing: nothing is submitted, bound, cancelled or deleted until it is fresh"
+    )
+
+
+def test_an_unknown_job_state_stops_the_gang() -> None:
+    result = run([pod(node_name="k1", job_id=5)], [job(5, "a", state="RESIZING"), job(6, "a", state="WEIRD")])
+    assert result == Plan(blocked="Slurm job 5 is RESIZING, a state the scheduler does not know")
+
+
+# --- submit, pending, adopt
+
+
+def test_a_new_pod_is_submitted() -> None:
+    result = run([pod()])
+    assert len(result.actions) == 1
+    submit = result.actions[0]
+    assert isinstance(submit, Submit)
+    assert submit.request.pods == (ref(),)
+    assert result.blocked == ""
+    assert result.recheck_at is None
+
+
+def test_no_second_submit_before_the_cache_shows_the_first() -> None:
+    result = run([pod()], submitted=77)
+    assert result == Plan(blocked="waiting for Slurm job 77 to show in the job cache")
+
+
+def test_an_existing_job_is_adopted_not_submitted_again() -> None:
+    result = run([pod()], [job(5, "a", state="PENDING", reason="Priority")])
+    assert result.actions == (
+        SetScheduled(pod=ref(), reason=PENDING, message="Slurm job 5 is pending (Priority)"),
+    )
+
+
+def test_pending_reason_is_written_only_when_it_changes() -> None:
+    said = Scheduled(status="False", reason=PENDING, message="Slurm job 5 is pending (Resources)")
+    assert run([pod(scheduled=said)], [job(5, "a", state="PENDING", reason="Resources")]).actions == ()
+    changed = run([pod(scheduled=said)], [job(5, "a", state="PENDING", reason="Priority")])
+    assert changed.actions == (
+        SetScheduled(pod=ref(), reason=PENDING, message="Slurm job 5 is pending (Priority)"),
+    )
+    for none in ("None", ""):
+        result = run([pod()], [job(5, "a", state="PENDING", reason=none)])
+        assert result.actions == (SetScheduled(pod=ref(), reason=PENDING, message="Slurm job 5 is pending"),)
+
+
+def test_refused_and_waiting_pods_are_told_once() -> None:
+    no_cpu = (Container(requests={"memory": "1Gi"}),)
+    result = run([pod(containers=no_cpu)])
+    text = f"spec.containers[0].resources.requests[cpu]: {NO_CPU}"
+    assert result.actions == (SetScheduled(pod=ref(), reason=REFUSED, message=text),)
+    told = Scheduled(status="False", reason=REFUSED, message=text)
+    assert run([pod(containers=no_cpu, scheduled=told)]).actions == ()
+    waiting = run([pod(group_="g")])
+    message = (
+        "1 of the 2 pods of group g are here; its Slurm job is submitted when all are (pods of namespace ns"
+    )
+    message += " only)"
+    assert waiting.actions == (SetScheduled(pod=ref(), reason=WAITING, message=message),)
+    # ended or bound pods are not told
+    assert run([pod(group_="g", phase="Failed")]).actions == ()
+
+
+# --- bind
+
+
+def test_bind_where_slurm_allocated() -> None:
+    result = run([pod()], [job(5, "a", nodes=("n2",))])
+    assert result.actions == (Bind(pod=ref(), node="k2", job_id=5, slurm_node="n2"),)
+
+
+def test_a_gang_is_bound_together() -> None:
+    pods = [pod("b", group_="g"), pod("a", group_="g")]
+    result = run(pods, [job(5, "a", "b", key="ns/group/g", nodes=("n3", "n1"))])
+    assert result.actions == (
+        Bind(pod=ref("a"), node="k1", job_id=5, slurm_node="n1"),
+        Bind(pod=ref("b"), node="k3", job_id=5, slurm_node="n3"),
+    )
+
+
+def test_two_pods_sent_to_one_node_are_counted_together() -> None:
+    small = {"k1": Node(name="k1", allocatable={**ROOM, "cpu": 1500})}
+    one = World(bindings={"n1": "k1", "n2": "k1"}, nodes=small, fresh=True, now=1000.0)
+    result = run(GANG, [job(5, "a", "b", key="ns/group/g", nodes=("n1", "n2"))], world=one)
+    assert not any(isinstance(action, Bind) for action in result.actions)
+    why = "(Node k1 (Slurm node n2): Insufficient cpu)"
+    message = f"Slurm job 5 cannot run where Slurm placed it: cancelled {why}"
+    assert Cancel(job_id=5, cause="placement", message=message) in result.actions
+
+
+def test_a_starting_job_waits_for_its_nodes() -> None:
+    result = run([pod()], [job(5, "a", nodes=("n1", "n2"), flags=frozenset({"CONFIGURING"}))])
+    assert result.actions == (
+        SetScheduled(pod=ref(), reason=STARTING, message="Slurm job 5 is starting on n1,n2"),
+    )
+
+
+def test_an_unplaceable_pod_cancels_its_job_and_says_why() -> None:
+    tainted = dict(NODES, k1=Node(name="k1", allocatable=ROOM, taints=(Taint(key="gpu", value="x"),)))
+    world = World(bindings=WORLD.bindings, nodes=tainted, fresh=True, now=1000.0)
+    result = run(GANG, [job(5, "a", "b", key="ns/group/g", nodes=("n1", "n2"))], world=world)
+    why = "Node k1 (Slurm node n1): node(s) had untolerated taint {gpu: x}"
+    message = f"Slurm job 5 cannot run here: {why}; the job is cancelled and submitted again after 60 s"
+    assert result.actions == (
+        SetScheduled(pod=ref("a"), reason=PLACEMENT_FAILED, message=message),
+        SetScheduled(pod=ref("b"), reason=PLACEMENT_FAILED, message=message),
+        Cancel(
+            job_id=5,
+            cause="placement",
+            message=f"Slurm job 5 cannot run where Slurm placed it: cancelled ({why})",
+        ),
+    )
+
+
+def test_placement_failures_named() -> None:
+    def why(world: World, nodes: tuple[str, ...]) -> str:
+        cancel = run([pod()], [job(5, "a", nodes=nodes)], world=world).actions[-1]
+        assert isinstance(cancel, Cancel)
+        return cancel.message.removeprefix("Slurm job 5 cannot run where Slurm placed it: cancelled (")[:-1]
+
+    assert why(WORLD, ("n9",)) == "Slurm node n9 is not bound to a Kubernetes Node"
+    assert why(WORLD, ("n1", "n2")) == "Slurm allocated 2 node(s) for 1 pod(s)"
+    assert why(WORLD, ()) == "Slurm allocated 0 node(s) for 1 pod(s)"
+    missing = World(bindings=WORLD.bindings, nodes={}, fresh=True, now=1000.0)
+    assert why(missing, ("n1",)) == "Kubernetes Node k1 (Slurm node n1) does not exist"
+    cordon = {"k1": Node(name="k1", allocatable=ROOM, unschedulable=True)}
+    cordoned = World(bindings=WORLD.bindings, nodes=cordon, fresh=True, now=1000.0)
+    assert why(cordoned, ("n1",)) == "Node k1 (Slurm node n1): node(s) were unschedulable"
+
+
+def test_a_released_pod_is_submitted_again_after_the_retry_delay() -> None:
+    failed = Scheduled(status="False", reason=PLACEMENT_FAILED, message="Slurm job 5 cannot run here: x; y")
+    cancelled = job(5, "a", state="CANCELLED", end_time=990.0)
+    waiting = run([pod(scheduled=failed)], [cancelled])
+    assert waiting == Plan(recheck_at=1050.0)
+    later = run([pod(scheduled=failed)], [cancelled], world=at(1050.0))
+    assert [type(action) for action in later.actions] == [Submit]
+    # its job gone from Slurm's list (MinJobAge): submitted again at once
+    assert [type(action) for action in run([pod(scheduled=failed)]).actions] == [Submit]
+
+
+def test_partly_bound_gang_binds_the_rest() -> None:  # a restart between two binds
+    pods = [pod("a", group_="g", node_name="k1", job_id=5), pod("b", group_="g")]
+    result = run(pods, [job(5, "a", "b", key="ns/group/g", nodes=("n1", "n2"))])
+    assert result.actions == (Bind(pod=ref("b"), node="k2", job_id=5, slurm_node="n2"),)
+
+
+def test_partly_bound_gang_that_cannot_finish_goes_whole() -> None:
+    pods = [pod("a", group_="g", node_name="k1", job_id=5), pod("b", group_="g")]
+    result = run(pods, [job(5, "a", "b", key="ns/group/g", nodes=("n1", "n9"))])
+    assert result.actions == (
+        DeletePod(pod=ref("a"), grace_s=30, cause="placement", job_id=5,
+                  message="Slurm job 5 cannot run where Slurm placed it: pod deleted (grace period 30 s)"),
+        DeletePod(pod=ref("b"), grace_s=30, cause="placement", job_id=5,
+                  message="Slurm job 5 cannot run where Slurm placed it: pod deleted (grace period 30 s)"),
+    )  # fmt: skip
+
+
+# --- Kubernetes ends it
+
+
+def test_a_pod_deleted_keeps_its_job_until_it_is_gone() -> None:
+    assert run([pod(node_name="k1", job_id=5, deleting=True)], [job(5, "a", nodes=("n1",))]).actions == ()
+    # without the binding's annotation, the marker says it runs under the job
+    assert run([pod(node_name="k1", deleting=True)], [job(5, "a", nodes=("n1",))]).actions == ()
+    gone = run([], [job(5, "a", nodes=("n1",))], key="ns/pod/a")
+    assert gone.actions == (
+        Cancel(job_id=5, cause="pod-deleted", message="Slurm job 5 lost a pod (deleted): cancelled"),
+    )
+
+
+def test_a_finished_pod_ends_its_job() -> None:
+    for phase, cause, said in (("Succeeded", "pod-succeeded", "has no pod left running"),
+                               ("Failed", "pod-failed", "has a pod that failed")):  # fmt: skip
+        result = run([pod(node_name="k1", job_id=5, phase=phase)], [job(5, "a", nodes=("n1",))])
+        assert result.actions == (Cancel(job_id=5, cause=cause, message=f"Slurm job 5 {said}: cancelled"),)
+
+
+def test_a_gang_ends_together() -> None:
+    g = job(5, "a", "b", key="ns/group/g", nodes=("n1", "n2"))
+    failed = [pod("a", group_="g", node_name="k1", job_id=5, phase="Failed"),
+              pod("b", group_="g", node_name="k2", job_id=5)]  # fmt: skip
+    assert run(failed, [g]).actions == (
+        DeletePod(pod=ref("b"), grace_s=30, cause="pod-failed", job_id=5,
+                  message="Slurm job 5 has a pod that failed: pod deleted (grace period 30 s)"),
+    )  # fmt: skip
+    # one succeeded: the other finishes its work first
+    done = [pod("a", group_="g", node_name="k1", job_id=5, phase="Succeeded"),
+            pod("b", group_="g", node_name="k2", job_id=5)]  # fmt: skip
+    assert run(done, [g]).actions == ()
+    both = [pod("a", group_="g", node_name="k1", job_id=5, phase="Succeeded"),
+            pod("b", group_="g", node_name="k2", job_id=5, phase="Succeeded")]  # fmt: skip
+    assert [type(action) for action in run(both, [g]).actions] == [Cancel]
+    # a member deleted while the job waits: the gang goes and the job at once
+    waiting = job(6, "a", "b", key="ns/group/g", state="PENDING")
+    result = run([pod("b", group_="g")], [waiting])
+    assert result.actions == (
+        DeletePod(pod=ref("b"), grace_s=30, cause="pod-deleted", job_id=6,
+                  message="Slurm job 6 lost a pod (deleted): pod deleted (grace period 30 s)"),
+        Cancel(job_id=6, cause="pod-deleted", message="Slurm job 6 lost a pod (deleted): cancelled"),
+    )  # fmt: skip
+
+
+def test_orphan_job_is_cancelled() -> None:
+    result = run([], [job(9, "x", state="PENDING")], key="ns/pod/x")
+    assert result.actions == (
+        Cancel(job_id=9, cause="pod-deleted", message="Slurm job 9 lost a pod (deleted): cancelled"),
+    )
+
+
+def test_pod_on_a_deleted_node() -> None:
+    gone = World(bindings=WORLD.bindings, nodes={}, fresh=True, now=1000.0)
+    result = run([pod(node_name="k1", job_id=5)], [job(5, "a", nodes=("n1",))], world=gone)
+    said = "has a pod on a Kubernetes Node that no longer exists"
+    message = f"Slurm job 5 {said}: pod deleted (grace period 0 s)"
+    assert result.actions == (
+        DeletePod(pod=ref(), grace_s=0, cause="node-deleted", job_id=5, message=message),
+    )
+
+
+# --- Slurm ends it
+
+
+def test_scancel_deletes_the_pod_and_holds_its_node() -> None:
+    result = run([pod(node_name="k1", job_id=5)], [job(5, "a", state="CANCELLED", nodes=("n1",))])
+    assert result.actions == (
+        Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 5 was cancelled in Slurm"),
+        DeletePod(pod=ref(), grace_s=30, cause="cancelled", job_id=5,
+                  message="Slurm job 5 was cancelled in Slurm: pod deleted (grace period 30 s)"),
+    )  # fmt: skip
+    # while it terminates: the hold stays, nothing else
+    cancelled = job(5, "a", state="CANCELLED", nodes=("n1",))
+    terminating = run([pod(node_name="k1", job_id=5, deleting=True)], [cancelled], held=frozenset({"n1"}))
+    assert terminating.actions == ()
+    # once gone: released
+    released = run(
+        [], [job(5, "a", state="CANCELLED", nodes=("n1",))], key="ns/pod/a", held=frozenset({"n1"})
+    )
+    assert released.actions == (Release(slurm_node="n1"),)
+
+
+def test_each_slurm_end_has_its_cause() -> None:
+    causes = {
+        "TIMEOUT": "time-limit",
+        "DEADLINE": "time-limit",
+        "PREEMPTED": "preempted",
+        "NODE_FAIL": "node-failure",
+        "BOOT_FAIL": "node-failure",
+        "COMPLETED": "job-ended",
+        "FAILED": "job-ended",
+        "OUT_OF_MEMORY": "job-ended",
+    }
+    for state, cause in causes.items():
+        result = run([pod(node_name="k1", job_id=5)], [job(5, "a", state=state, nodes=("n1",))])
+        deletes = [action for action in result.actions if isinstance(action, DeletePod)]
+        assert [d.cause for d in deletes] == [cause], state
+    completing = job(5, "a", state="RUNNING", flags=frozenset({"COMPLETING"}), nodes=("n1",))
+    assert [type(a) for a in run([pod(node_name="k1", job_id=5)], [completing]).actions] == [Hold, DeletePod]
+
+
+def test_a_job_gone_from_slurm_leaves_no_pod() -> None:
+    result = run([pod(node_name="k1", job_id=5)])
+    assert result.actions == (
+        Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 5 is no longer in Slurm"),
+        DeletePod(pod=ref(), grace_s=30, cause="job-gone", job_id=5,
+                  message="Slurm job 5 is no longer in Slurm: pod deleted (grace period 30 s)"),
+    )  # fmt: skip
+
+
+def test_a_pod_bound_by_someone_else_is_left_alone() -> None:
+    assert run([pod(node_name="k1")]).actions == ()
+
+
+def test_a_pod_bound_by_someone_else_does_not_stop_the_rest_of_its_gang() -> None:
+    foreign = pod("a", group_="g", node_name="k1")
+    ours = pod("b", group_="g", node_name="k2", job_id=5)
+    result = run([foreign, ours], [job(5, "b", key="ns/group/g", state="CANCELLED", nodes=("n2",))])
+    assert [type(a) for a in result.actions] == [Hold, DeletePod]
+    assert result.actions[0] == Hold(
+        slurm_node="n2", reason="pod ns/b still runs: Slurm job 5 was cancelled in Slurm"
+    )
+    # and only the waiting pod is told the gang waits
+    result = run([foreign, pod("b", group_="g")])
+    assert [a.pod.name for a in result.actions if isinstance(a, SetScheduled)] == ["b"]
+
+
+def test_every_pod_left_by_an_ended_job_is_handled() -> None:
+    failed = pod("a", group_="g", phase="Failed")
+    said = Scheduled(status="False", reason=PENDING, message="Slurm job 5 is pending")
+    waiting = pod("b", group_="g", scheduled=said)
+    result = run([failed, waiting], [job(5, "b", key="ns/group/g", state="CANCELLED")])
+    assert [(type(a), a.pod.name) for a in result.actions if isinstance(a, DeletePod)] == [(DeletePod, "b")]
+    bound = pod("a", group_="g", node_name="k1", job_id=5)
+    result = run([bound, waiting], [job(5, "a", "b", key="ns/group/g", state="CANCELLED", nodes=("n1",))])
+    assert [a.pod.name for a in result.actions if isinstance(a, DeletePod)] == ["a", "b"]
+    done = pod("a", group_="g", node_name="k1", job_id=5, phase="Succeeded")
+    still = pod("b", group_="g", node_name="k2", job_id=5)
+    result = run([done, still], [job(5, "a", "b", key="ns/group/g", state="CANCELLED", nodes=("n1", "n2"))])
+    assert [a.slurm_node for a in result.actions if isinstance(a, Hold)] == ["n2"]
+
+
+def test_a_released_pod_keeps_its_condition_while_its_gang_is_incomplete() -> None:
+    failed = Scheduled(status="False", reason=PLACEMENT_FAILED, message="Slurm job 5 cannot run here: x; y")
+    cancelled = job(5, "a", "b", key="ns/group/g", state="CANCELLED", end_time=900.0)
+    assert run([pod("a", group_="g", scheduled=failed)], [cancelled]).actions == ()
+
+
+def test_a_bound_pod_without_its_annotation_is_ours_when_a_job_names_it() -> None:
+    # e.g. an API server that did not copy the Binding's annotations: the marker still says whose it is
+    jobs = [
+        job(3, "a", state="NODE_FAIL", nodes=("n3",)),
+        job(4, "a", state="TIMEOUT", nodes=("n2",)),
+        job(5, "a", state="CANCELLED", nodes=("n1",)),
+    ]
+    result = run([pod(node_name="k1")], jobs)
+    assert result.actions == (
+        Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 5 was cancelled in Slurm"),
+        DeletePod(
+            pod=ref(),
+            grace_s=30,
+            cause="cancelled",
+            job_id=5,
+            message="Slurm job 5 was cancelled in Slurm: pod deleted (grace period 30 s)",
+        ),
+    )
+
+
+def test_an_unbound_pod_whose_job_slurm_ended_is_deleted() -> None:
+    said = Scheduled(status="False", reason=PENDING, message="Slurm job 5 is pending")
+    result = run([pod(scheduled=said)], [job(5, "a", state="CANCELLED")])
+    assert result.actions == (
+        DeletePod(pod=ref(), grace_s=30, cause="cancelled", job_id=5,
+                  message="Slurm job 5 was cancelled in Slurm: pod deleted (grace period 30 s)"),
+    )  # fmt: skip
+    # a placement failure of another job does not make it ours
+    other = Scheduled(status="False", reason=PLACEMENT_FAILED, message="Slurm job 4 cannot run here")
+    assert [type(a) for a in run([pod(scheduled=other)], [job(5, "a", state="CANCELLED")]).actions] == [
+        DeletePod
+    ]
+    no_id = Scheduled(status="False", reason=PLACEMENT_FAILED, message="cannot run here")
+    assert [type(a) for a in run([pod(scheduled=no_id)], [job(5, "a", state="CANCELLED")]).actions] == [
+        DeletePod
+    ]
+
+
+def test_preemption_grace_window() -> None:
+    preempting = job(5, "a", nodes=("n1",), preempt_time=990.0, end_time=1010.0)
+    result = run([pod(node_name="k1", job_id=5)], [preempting])
+    assert result.actions == (
+        Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 5 is being preempted"),
+        DeletePod(pod=ref(), grace_s=10, cause="preempted", job_id=5,
+                  message="Slurm job 5 is being preempted: pod deleted (grace period 10 s)"),
+    )  # fmt: skip
+    # once the pod is gone, the job goes too (its resources free before GraceTime ends)
+    gone = run([], [preempting], key="ns/pod/a", held=frozenset({"n1"}))
+    assert gone.actions == (
+        Cancel(job_id=5, cause="preempted", message="Slurm job 5 is being preempted: cancelled"),
+        Release(slurm_node="n1"),
+    )
+    late = job(5, "a", nodes=("n1",), preempt_time=990.0, end_time=999.5)
+    deletes = [a for a in run([pod(node_name="k1", job_id=5)], [late]).actions if isinstance(a, DeletePod)]
+    assert deletes[0].grace_s == 0
+    early = job(5, "a", nodes=("n1",), preempt_time=1.0)  # any time set means Slurm preempts it
+    assert [type(a) for a in run([pod(node_name="k1", job_id=5)], [early]).actions] == [Hold, DeletePod]
+    no_end = job(5, "a", nodes=("n1",), preempt_time=990.0)
+    deletes = [a for a in run([pod(node_name="k1", job_id=5)], [no_end]).actions if isinstance(a, DeletePod)]
+    assert deletes[0].grace_s == 30
+
+
+def test_a_running_job_without_end_needs_no_recheck() -> None:
+    assert run([pod(node_name="k1", job_id=5)], [job(5, "a", nodes=("n1",))]) == Plan()
+
+
+def test_any_end_time_counts() -> None:  # epoch seconds are never this small; the rule is "set"
+    early = World(bindings=WORLD.bindings, nodes=NODES, fresh=True, now=0.5)
+    ahead = job(5, "a", nodes=("n1",), end_time=1.0)
+    assert run([pod(node_name="k1", job_id=5, grace_period_s=0)], [ahead], world=early) == Plan(
+        recheck_at=1.0
+    )
+    past = run([pod(node_name="k1", job_id=5, grace_period_s=0)], [ahead], world=at(1.0))
+    assert [type(a) for a in past.actions] == [Hold, DeletePod]
+
+
+def test_an_orphan_job_near_its_end_is_cancelled_as_an_orphan() -> None:
+    result = run([], [job(5, "a", nodes=("n1",), end_time=1000.5)], key="ns/pod/a")
+    assert result.actions == (
+        Cancel(job_id=5, cause="pod-deleted", message="Slurm job 5 lost a pod (deleted): cancelled"),
+    )
+
+
+def test_time_limit_ahead() -> None:
+    running = job(5, "a", nodes=("n1",), end_time=1100.0)
+    assert run([pod(node_name="k1", job_id=5)], [running]) == Plan(recheck_at=1070.0)
+    due = run([pod(node_name="k1", job_id=5)], [running], world=at(1080.0))
+    assert due.actions == (
+        Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 5 reaches its time limit"),
+        DeletePod(pod=ref(), grace_s=20, cause="time-limit", job_id=5,
+                  message="Slurm job 5 reaches its time limit: pod deleted (grace period 20 s)"),
+    )  # fmt: skip
+    assert [type(a) for a in run([pod(node_name="k1", job_id=5)], [running], world=at(1070.0)).actions] == [
+        Hold, DeletePod
+    ]  # fmt: skip
+
+
+def test_suspend_and_requeue_take_the_pod_away() -> None:
+    suspended = run(
+        [pod(node_name="k1", job_id=5)], [job(5, "a", state="SUSPENDED", nodes=("n1",), end_time=1010.0)]
+    )
+    assert suspended.actions == (
+        Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 5 was suspended by Slurm (preemption)"),
+        DeletePod(pod=ref(), grace_s=30, cause="suspended", job_id=5,
+                  message="Slurm job 5 was suspended by Slurm (preemption): pod deleted (grace period 30 s)"),
+    )  # fmt: skip
+    requeued = run([pod(node_name="k1", job_id=5)], [job(5, "a", state="PENDING", nodes=("n1",))])
+    assert [(type(a), getattr(a, "cause", "")) for a in requeued.actions] == [
+        (Hold, ""),
+        (DeletePod, "requeued"),
+    ]
+    # a suspended job whose pods are gone is cancelled
+    alone = run([], [job(5, "a", state="SUSPENDED", nodes=("n1",))], key="ns/pod/a")
+    assert alone.actions == (
+        Cancel(
+            job_id=5, cause="suspended", message="Slurm job 5 was suspended by Slurm (preemption): cancelled"
+        ),
+    )
+
+
+def test_hold_only_the_jobs_nodes() -> None:
+    shared = World(bindings={"n1": "k1", "n1b": "k1", "n2": "k2"}, nodes=NODES, fresh=True, now=1000.0)
+    result = run(
+        [pod(node_name="k1", job_id=5)], [job(5, "a", state="CANCELLED", nodes=("n1",))], world=shared
+    )
+    assert [a.slurm_node for a in result.actions if isinstance(a, Hold)] == ["n1"]
+    gone = run([pod(node_name="k1", job_id=5)], world=shared)
+    assert [a.slurm_node for a in gone.actions if isinstance(a, Hold)] == ["n1", "n1b"]
+    no_nodes = run([pod(node_name="k1", job_id=5)], [job(5, "a", state="CANCELLED")], world=shared)
+    assert [a.slurm_node for a in no_nodes.actions if isinstance(a, Hold)] == ["n1", "n1b"]
+
+
+def test_a_finished_pod_is_not_deleted_and_holds_nothing() -> None:
+    done = pod(node_name="k1", job_id=5, phase="Succeeded")
+    assert run([done], [job(5, "a", state="CANCELLED", nodes=("n1",))], held=frozenset({"n1"})).actions == (
+        Release(slurm_node="n1"),
+    )
+    preempting = job(5, "a", nodes=("n1",), preempt_time=990.0, end_time=1010.0)
+    assert run([done], [preempting]).actions == (
+        Cancel(job_id=5, cause="preempted", message="Slurm job 5 is being preempted: cancelled"),
+    )
+
+
+def test_holds_are_released_only_on_fresh_data() -> None:
+    result = run([pod()], held=frozenset({"n2"}), submitted=3)
+    assert result.actions == (Release(slurm_node="n2"),)
+    stale = World(bindings=WORLD.bindings, nodes=NODES, fresh=False, now=1000.0)
+    assert run([pod()], held=frozenset({"n2"}), world=stale).actions == ()
+
+
+# --- duplicates
+
+
+def test_a_duplicate_job_is_cancelled() -> None:
+    result = run([pod()], [job(5, "a", state="PENDING"), job(6, "a", state="PENDING")])
+    assert result.actions == (
+        SetScheduled(pod=ref(), reason=PENDING, message="Slurm job 5 is pending"),
+        Cancel(
+            job_id=6,
+            cause="duplicate",
+            message="Slurm job 6 duplicates another job for the same pods: cancelled",
+        ),
+    )
+    # the one the pod runs under stands, whatever its id; then a running one
+    bound = run([pod(node_name="k1", job_id=6)], [job(5, "a", nodes=("n2",)), job(6, "a", nodes=("n1",))])
+    assert bound.actions == (
+        Cancel(
+            job_id=5,
+            cause="duplicate",
+            message="Slurm job 5 duplicates another job for the same pods: cancelled",
+        ),
+    )
+    running = run([pod()], [job(5, "a", state="PENDING"), job(6, "a", nodes=("n1",))])
+    assert running.actions == (
+        Bind(pod=ref(), node="k1", job_id=6, slurm_node="n1"),
+        Cancel(
+            job_id=5,
+            cause="duplicate",
+            message="Slurm job 5 duplicates another job for the same pods: cancelled",
+        ),
+    )
+
+
+def test_a_pod_running_under_a_duplicate_goes_before_the_duplicate() -> None:
+    # two jobs each with a bound pod of the same gang (a split brain): the later one's pod goes first
+    pods = [pod("a", group_="g", node_name="k1", job_id=5), pod("b", group_="g", node_name="k2", job_id=6)]
+    jobs = [
+        job(5, "a", "b", key="ns/group/g", nodes=("n1", "n3")),
+        job(6, "a", "b", key="ns/group/g", nodes=("n2", "n3")),
+    ]
+    result = run(pods, jobs)
+    message = "Slurm job 6 duplicates another job for the same pods: pod deleted (grace period 30 s)"
+    assert DeletePod(pod=ref("b"), grace_s=30, cause="duplicate", job_id=6, message=message) in result.actions
+    assert not any(isinstance(a, Cancel) and a.job_id == 6 for a in result.actions)
+    # already going: not deleted again, and the duplicate stays until it is gone (the gang, broken, goes)
+    pods[1] = pod("b", group_="g", node_name="k2", job_id=6, deleting=True)
+    result = run(pods, jobs)
+    assert [(type(a), a.pod.name) for a in result.actions if isinstance(a, DeletePod)] == [(DeletePod, "a")]
+    assert not any(isinstance(a, Cancel) for a in result.actions)
+
+
+def test_a_new_instance_of_a_gang_does_not_disturb_the_old_one() -> None:
+    # the old pod of a StatefulSet-like name still terminates under job 5; its successor has job 6
+    old = pod("a", node_name="k1", job_id=5, deleting=True)
+    result = run([old], [job(5, "a", nodes=("n1",))])
+    assert result.actions == ()
+    successor = Pod(namespace="ns", name="a", uid="u-a2", containers=REQ)
+    marker6 = Marker(release="r1", key="ns/pod/a", pods=(("a", "u-a2"),))
+    jobs = [job(5, "a", nodes=("n1",)), Job(job_id=6, state="PENDING", marker=marker6)]
+    gangs = group([successor], jobs, {}, {"ns": {}}, OPTIONS)
+    result = plan(gangs["ns/pod/a"], WORLD, OPTIONS)
+    assert result.actions == (
+        Cancel(job_id=5, cause="pod-deleted", message="Slurm job 5 lost a pod (deleted): cancelled"),
+        SetScheduled(
+            pod=PodRef(namespace="ns", name="a", uid="u-a2"), reason=PENDING, message="Slurm job 6 is pending"
+        ),
+    )
+
+
+def test_request_pods_deleted_now_are_not_submitted() -> None:
+    said = Scheduled(status="False", reason=PENDING, message="Slurm job 5 is pending")
+    pods = [pod("a", group_="g", scheduled=said), pod("b", group_="g")]
+    result = run(pods, [job(5, "a", key="ns/group/g", state="CANCELLED")])
+    assert not any(isinstance(a, Submit) for a in result.actions)
+    gangs = group(pods, [job(5, "a", key="ns/group/g", state="CANCELLED")], {}, {"ns": {}}, OPTIONS)
+    assert isinstance(gangs["ns/group/g"].want, JobRequest)

@@ -1,0 +1,308 @@
+"""The scheduler's plan over generated states (any mix of pods, jobs, nodes, holds and freshness), against
+a model of what each action does to Kubernetes and Slurm. The invariants of docs/scheduler.md:
+- stale data: no action at all;
+- never a second job for a pod: a submission names no pod a live job stands for, nor a bound one;
+- all or nothing: a bind completes its job's gang, on a job that runs, or there is none;
+- never both at once: no job is cancelled while a pod of it holds resources, and a pod of ours whose job
+  Slurm ended still running on a node keeps that node held;
+- idempotent and convergent: carrying out a plan and planning again repeats no action, and a few rounds
+  reach a plan with nothing to do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from syncer.controllers.scheduler.gang import Gang, group
+from syncer.controllers.scheduler.options import Options
+from syncer.controllers.scheduler.plan import (
+    PENDING,
+    PLACEMENT_FAILED,
+    Action,
+    Bind,
+    Cancel,
+    DeletePod,
+    Hold,
+    Plan,
+    Release,
+    SetScheduled,
+    Submit,
+    plan,
+)
+from syncer.controllers.scheduler.values import (
+    KNOWN_STATES,
+    Container,
+    Job,
+    Marker,
+    Node,
+    Pod,
+    Scheduled,
+    Taint,
+    World,
+)
+from syncer.model.keys import Keys
+
+OPTIONS = Options(release="r1")
+REQ = (Container(requests={"cpu": "1", "memory": "1Gi"}),)
+ROOM = {"cpu": 4000, "memory": 8 * 1024**3, "pods": 110}
+BINDINGS = {"n1": "k1", "n2": "k2", "n3": "k3", "n4": "k4"}  # k4 missing: a deleted Node
+NOW = 1000.0
+
+
+@dataclass
+class Scene:
+    pods: dict[str, Pod]
+    jobs: dict[int, Job]
+    world: World
+    held: dict[str, frozenset[str]] = field(default_factory=dict)  # gang key -> nodes it holds
+    submitted: int | None = None
+
+    def gangs(self) -> dict[str, Gang]:
+        return group(self.pods.values(), self.jobs.values(), {}, {"ns": {}}, OPTIONS)
+
+    def plans(self) -> dict[str, Plan]:
+        return {
+            key: plan(
+                gang, self.world, OPTIONS, held=self.held.get(key, frozenset()), submitted=self.submitted
+            )
+            for key, gang in self.gangs().items()
+        }
+
+
+T = TypeVar("T")
+
+
+def odd(*values: T) -> st.SearchStrategy[T]:
+    """The first value half of the time, else any of them."""
+    return st.one_of(st.just(values[0]), st.sampled_from(values))
+
+
+@st.composite
+def scenes(draw: st.DrawFn) -> Scene:
+    """Mostly coherent states (jobs naming the gang, pods bound where their job runs), with every oddity
+    now and then: gone pods, foreign bindings, duplicate jobs, ended jobs, cordons, taints, stale data."""
+    grouped = draw(st.booleans())
+    names = ["a", "b"] if grouped else ["a"]
+    key = "ns/group/g" if grouped else "ns/pod/a"
+    calm = draw(st.integers(0, 2)) == 0  # a third of the scenes: nothing odd, the usual life of a gang
+
+    def often(*values: T) -> st.SearchStrategy[T]:
+        return st.just(values[0]) if calm else odd(*values)
+
+    jobs: dict[int, Job] = {}
+    for job_id in draw(st.lists(st.integers(1, 4), unique=True, max_size=1 if calm else 3)):
+        named = draw(often(tuple(names), ("x",), ("a",), ("a", "x")))
+        states = ["PENDING", "RUNNING"] if calm else ["PENDING", "RUNNING", "RUNNING", *sorted(KNOWN_STATES)]
+        state = draw(st.sampled_from(states))
+        free = ["n1", "n2", "n3"][: len(named)]
+        jobs[job_id] = Job(
+            job_id=job_id,
+            state=state,
+            marker=Marker(release="r1", key=key, pods=tuple((n, f"u-{n}") for n in named)),
+            flags=draw(often(frozenset(), frozenset({"CONFIGURING"}), frozenset({"COMPLETING"}))),
+            reason=draw(st.sampled_from(["", "Priority", "Resources"])),
+            nodes=draw(often(tuple(free), (), ("n4",), ("n9",), ("n1", "n2", "n3"))),
+            end_time=draw(often(0.0, 990.0, 1010.0, 5000.0)),
+            preempt_time=draw(often(0.0, 980.0)),
+        )
+    pods: dict[str, Pod] = {}
+    for index, name in enumerate(names):
+        if not calm and draw(st.integers(0, 5)) == 0:
+            continue  # gone
+        annotations = {Keys.GROUP_SIZE: draw(often("2", "3"))} if grouped else {}
+        job = draw(st.sampled_from([None, *jobs.values()]))
+        node_name = ""
+        if job is not None and draw(st.booleans()):  # bound where its job runs
+            annotations[Keys.SCHEDULER_JOB_ID] = str(job.job_id)
+            node_name = BINDINGS.get(job.nodes[index % len(job.nodes)], "k1") if job.nodes else "k1"
+        elif not calm and draw(st.integers(0, 5)) == 0:  # bound by someone else
+            node_name = "k2"
+        ids = sorted(jobs)
+        pods[name] = Pod(
+            namespace="ns",
+            name=name,
+            uid=f"u-{name}",
+            containers=REQ,
+            labels={Keys.GROUP_LABEL: "g"} if grouped else {},
+            annotations=annotations,
+            phase=draw(often("Pending", "Running", "Succeeded", "Failed")),
+            node_name=node_name,
+            deleting=draw(often(False, True)),
+            grace_period_s=draw(often(30, 0, 5)),
+            scheduled=draw(
+                st.sampled_from(
+                    [None]
+                    + [
+                        Scheduled(status="False", reason=PLACEMENT_FAILED, message=f"Slurm job {i} cannot")
+                        for i in ids
+                    ]
+                    + [
+                        Scheduled(status="False", reason=PENDING, message=f"Slurm job {i} is pending")
+                        for i in ids
+                    ]
+                )
+            ),
+        )
+    nodes = {
+        name: Node(
+            name=name,
+            allocatable=ROOM,
+            unschedulable=draw(st.integers(0, 7)) == 0,
+            taints=(Taint(key="t"),) if draw(st.integers(0, 7)) == 0 else (),
+        )
+        for name in ("k1", "k2", "k3")
+    }
+    world = World(bindings=BINDINGS, nodes=nodes, fresh=draw(st.integers(0, 7)) > 0, now=NOW)
+    held: frozenset[str] = draw(often(frozenset(), frozenset({"n1"}), frozenset({"n2", "n3"})))
+    submitted = draw(often(None, 42))
+    return Scene(pods=pods, jobs=jobs, world=world, held={key: held}, submitted=submitted)
+
+
+def carry_out(scene: Scene, plans: dict[str, Plan]) -> Scene:
+    """What Kubernetes and Slurm look like once every action is done (a model of each)."""
+    pods, jobs, held = dict(scene.pods), dict(scene.jobs), dict(scene.held)
+    for key, result in plans.items():
+        nodes = set(held.get(key, frozenset()))
+        for action in result.actions:
+            if isinstance(action, Submit):
+                job_id = max([*jobs, 100]) + 1
+                named = tuple((ref.name, ref.uid) for ref in action.request.pods)
+                jobs[job_id] = Job(
+                    job_id=job_id, state="PENDING", marker=Marker(release="r1", key=key, pods=named)
+                )
+            elif isinstance(action, SetScheduled):
+                pod = pods[action.pod.name]
+                pods[action.pod.name] = replace(
+                    pod, scheduled=Scheduled(status="False", reason=action.reason, message=action.message)
+                )
+            elif isinstance(action, Bind):
+                pod = pods[action.pod.name]
+                annotations = {**pod.annotations, Keys.SCHEDULER_JOB_ID: str(action.job_id)}
+                pods[action.pod.name] = replace(pod, node_name=action.node, annotations=annotations)
+            elif isinstance(action, Cancel):
+                jobs[action.job_id] = replace(jobs[action.job_id], state="CANCELLED", end_time=NOW)
+            elif isinstance(action, DeletePod):
+                pod = pods[action.pod.name]
+                if pod.node_name and action.grace_s:
+                    pods[action.pod.name] = replace(pod, deleting=True)
+                else:  # never started, or forced: gone at once
+                    del pods[action.pod.name]
+            elif isinstance(action, Hold):
+                nodes.add(action.slurm_node)
+            elif isinstance(action, Release):
+                nodes.discard(action.slurm_node)
+        held[key] = frozenset(nodes)
+    return Scene(pods=pods, jobs=jobs, world=scene.world, held=held, submitted=scene.submitted)
+
+
+def slurm_starts(scene: Scene) -> Scene:
+    """Slurm allocates every pending job that never ran, on the first free nodes."""
+    jobs = {
+        job_id: replace(job, state="RUNNING", nodes=("n1", "n2", "n3")[: len(job.marker.pods)])
+        if job.state == "PENDING" and not job.nodes
+        else job
+        for job_id, job in scene.jobs.items()
+    }
+    return replace(scene, jobs=jobs)
+
+
+def live_named(scene: Scene, uid: str) -> list[Job]:
+    return [job for job in scene.jobs.values() if not job.ended and uid in job.marker.uids]
+
+
+def holds_under(pod: Pod, job: Job) -> bool:
+    bound_to = pod.job_id == job.job_id or (pod.job_id is None and pod.uid in job.marker.uids)
+    return pod.holds and bound_to
+
+
+def check(scene: Scene, plans: dict[str, Plan]) -> None:
+    if not scene.world.fresh:
+        assert all(result.actions == () for result in plans.values())
+        return
+    by_uid = {pod.uid: pod for pod in scene.pods.values()}
+    for result in plans.values():
+        binds = [action for action in result.actions if isinstance(action, Bind)]
+        submits = [action for action in result.actions if isinstance(action, Submit)]
+        deleted = {action.pod.uid for action in result.actions if isinstance(action, DeletePod)}
+        cancelled = {action.job_id for action in result.actions if isinstance(action, Cancel)}
+        assert len(submits) <= 1
+        for submit in submits:  # never a second job for a pod
+            assert scene.submitted is None
+            for ref in submit.request.pods:
+                pod = by_uid[ref.uid]
+                assert not live_named(scene, ref.uid), (ref, scene.jobs)
+                assert not pod.node_name and not pod.ended
+                assert pod.job_id is None or pod.job_id not in {j.job_id for j in live_named(scene, ref.uid)}
+        for cancel in cancelled:  # never while a pod of it holds resources
+            job = scene.jobs[cancel]
+            assert not job.ended
+            assert not any(holds_under(pod, job) for pod in scene.pods.values()), (job, scene.pods)
+        for job_id in {bind.job_id for bind in binds}:  # all or nothing, on a running job
+            job = scene.jobs[job_id]
+            assert job.state == "RUNNING" and "CONFIGURING" not in job.flags and job.preempt_time == 0
+            assert job_id not in cancelled
+            members = [pod for pod in scene.pods.values() if pod.uid in job.marker.uids]
+            assert job.marker.uids <= {pod.uid for pod in members}  # none gone
+            newly = {bind.pod.uid for bind in binds if bind.job_id == job_id}
+            assert all(not pod.ended for pod in members)
+            assert {pod.uid for pod in members if not pod.node_name} == newly
+            assert not newly & deleted
+        for action in result.actions:
+            if isinstance(action, DeletePod):
+                assert not by_uid[action.pod.uid].deleting
+
+
+def check_held(scene: Scene) -> None:
+    """A pod of ours still holding resources after its job ended (or vanished) keeps its nodes held."""
+    held = frozenset().union(*scene.held.values())
+    for pod in scene.pods.values():
+        if not pod.holds or pod.job_id is None:
+            continue
+        job = scene.jobs.get(pod.job_id)
+        if job is not None and not job.ended:
+            continue
+        wanted = {
+            node
+            for node, kube in BINDINGS.items()
+            if kube == pod.node_name and (job is None or not job.nodes or node in job.nodes)
+        }
+        assert wanted <= held, (pod, job, held)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(scenes(), st.lists(st.booleans(), min_size=6, max_size=6))
+def test_invariants_and_convergence(scene: Scene, starts: list[bool]) -> None:
+    seen: list[set[Action]] = []
+    for start in starts:
+        if start:  # Slurm, meanwhile, starts what waits
+            scene = slurm_starts(scene)
+        plans = scene.plans()
+        check(scene, plans)
+        actions = {action for result in plans.values() for action in result.actions}
+        if seen:
+            assert not actions & seen[-1], actions & seen[-1]  # nothing done twice
+        if not actions:
+            break
+        seen.append(actions)
+        scene = carry_out(scene, plans)
+        if scene.world.fresh:
+            check_held(scene)
+    else:
+        raise AssertionError(f"no fixpoint in {len(starts)} rounds: {seen}")
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenes())
+def test_stale_data_changes_nothing(scene: Scene) -> None:
+    stale = replace(scene, world=replace(scene.world, fresh=False))
+    assert all(result.actions == () for result in stale.plans().values())
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenes())
+def test_the_plan_is_a_function_of_its_inputs(scene: Scene) -> None:
+    assert scene.plans() == scene.plans()
