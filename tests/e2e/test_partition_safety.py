@@ -502,11 +502,13 @@ async def power_members_all_count(rig: Rig) -> None:
         what="3 members declared to Slurm",
     )  # fmt: skip
     create_cr(rig, cr_name, {"nodes": {"nodeSets": [{"namespace": NAMESPACE, "name": name}]}})
-    await wait_for(
-        lambda: ready(rig, cr_name).get("reason") in (READY, INVALID), 15, what=f"{cr_name} decided"
-    )
-    p = await partition(rig, cr_name)
-    assert p is not None and set(p.nodes) == members, (ready(rig, cr_name), p and p.nodes)
+
+    async def all_members() -> bool:  # each joins once Slurm shows it as the NodeSet's own (its stamp)
+        p = await partition(rig, cr_name)
+        return p is not None and set(p.nodes) == members
+
+    await wait_for(all_members, 20, what="the partition over all 3 members, powered down, without pods")
+    await wait_for(reason_is(rig, cr_name, READY), 15, what=f"{cr_name} Ready")
 
 
 async def empty_nodeset_is_refused(rig: Rig) -> None:

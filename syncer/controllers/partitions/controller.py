@@ -276,8 +276,14 @@ class PartitionController(Controller):
         return self._ours(bool(ours & moved))
 
     def _slurm_moved(self, changes: list[NodeChange]) -> tuple[str, ...]:
-        # a node Slurm did not know (a host a CR names) may be known now; a busy node held out may be idle
-        return self._ours(any(c.kind != "changed" or c.name in self._held_nodes for c in changes))
+        """A node Slurm did not know (a host a CR names) may be known now; a busy node held out may be idle;
+        a record's comment is how a power NodeSet's declared member is known as its own (its stamp)."""
+        return self._ours(any(self._moves(c) for c in changes))
+
+    def _moves(self, change: NodeChange) -> bool:
+        if change.kind != "changed" or change.name in self._held_nodes:
+            return True
+        return self._names_nodesets and "comment" in change.fields
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def loops(self) -> dict[str, Callable[[], Awaitable[None]]]:
