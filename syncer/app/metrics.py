@@ -455,13 +455,23 @@ class _StateCollector(Collector):
             "state in Slurm (UP, DOWN, DRAIN, INACTIVE; ABSENT when Slurm has no such partition).",
             ["cr", "partition", "state"],
         )
+        held = _gauge(
+            "slurm_syncer_partition_held",
+            "SlurmPartition CRs whose partition's state set in Slurm stops what the CR's state allows (an "
+            "admin's DOWN under a CR saying UP): 1, by CR, partition and the state kept until the CR "
+            "changes.",
+            ["cr", "partition", "state"],
+        )
         if service.gate.leading:
             for name, outcome in sorted(controller.outcomes.items()):
                 ready.add_metric([name, outcome.partition, outcome.reason], int(outcome.ready))
             for name, slurm_state in sorted(controller.slurm_states.items()):
                 state.add_metric([name, controller.outcomes[name].partition, slurm_state], 1)
+            for name, kept in sorted(controller.held.items()):
+                held.add_metric([name, controller.outcomes[name].partition, kept], 1)
         yield ready
         yield state
+        yield held
 
     def _attributes(self) -> Iterator[Metric]:
         """Node labels carried to Slurm as features and topology (issue 29)."""

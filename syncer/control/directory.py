@@ -31,12 +31,13 @@ class Jobs:
 
     def __init__(self) -> None:
         self.counts: JobCounts = {}
+        self.read_once = False  # no poll answered yet: the counts say nothing (a partition's jobs unknown)
         self._listeners: list[JobsListener] = []
 
     def subscribe(self, listener: JobsListener) -> None:
         self._listeners.append(listener)
 
     def read(self, counts: JobCounts) -> None:
-        before, self.counts = self.counts, counts
+        before, self.counts, self.read_once = self.counts, counts, True
         for listener in self._listeners:
             listener(before, counts)

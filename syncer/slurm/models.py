@@ -253,9 +253,23 @@ class SlurmctldConf(msgspec.Struct):
     suspend_exc_parts: list[str] = msgspec.field(default_factory=list, name="SuspendExcParts")
     suspend_exc_states: list[str] = msgspec.field(default_factory=list, name="SuspendExcStates")
 
+    # Preemption (issue 45): with preempt/partition_prio a node joining a higher-tier partition has its
+    # running lower-tier jobs preempted (measured on 26.05.5: PREEMPTED 2 s after the join)
+    preempt_type: str = msgspec.field(default="", name="PreemptType")
+    preempt_mode: list[str] | str = msgspec.field(default_factory=list, name="PreemptMode")
+
     @property
     def keeps_partitions(self) -> bool:
         return any(flag.lower() == "keeppartinfo" for flag in self.reconfig_flags)
+
+    @property
+    def preempts_by_partition(self) -> str:
+        """How slurmctld preempts by partition priority ("PreemptType=..., PreemptMode=..."), or ""."""
+        listed = self.preempt_mode.split(",") if isinstance(self.preempt_mode, str) else self.preempt_mode
+        modes = [m.strip().upper() for m in listed if m.strip()]
+        if self.preempt_type != "preempt/partition_prio" or not modes or modes == ["OFF"]:
+            return ""
+        return f"PreemptType={self.preempt_type}, PreemptMode={','.join(modes)}"
 
 
 class ConfResponse(Envelope):

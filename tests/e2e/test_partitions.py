@@ -173,7 +173,11 @@ async def test_a_partition_from_a_label_runs_jobs_follows_labels_drains_is_put_b
     name, jobs = "e2e-part", []
     spec = {"nodes": {"selector": {"matchLabels": {"pool": "e2e-part"}}}, "state": "UP", "maxTime": 60}
     try:
-        async with keep_part_info(rig), running_syncer(rig, partitions=ON) as service:
+        # the job counts (status columns, the delete after the last job) come from the service's job poll
+        async with (
+            keep_part_info(rig),
+            running_syncer(rig, partitions=ON, jobs_poll_interval_s=0.3) as service,
+        ):
             create_cr(rig, name, spec)
 
             async def has(nodes: set[str], **settings: Any) -> bool:
@@ -644,7 +648,7 @@ async def test_a_delete_slurm_refuses_for_a_job_that_came_in_meanwhile_keeps_the
     name, jobs = "e2e-inuse", []
     try:
         async with keep_part_info(rig), FaultProxy(rig.sandbox.rest_url) as proxy:
-            async with running_syncer(rig, slurm_url=proxy.url, partitions=ON):
+            async with running_syncer(rig, slurm_url=proxy.url, partitions=ON, jobs_poll_interval_s=0.3):
                 create_cr(rig, name, {"nodes": {"hosts": [rig.sandbox.real_node]}})
                 await wait_for(reason_is(rig, name, READY), 10, what="the partition made")
                 hold = proxy.hold_next("DELETE", f"/partition/{name}")

@@ -52,7 +52,8 @@ async def test_defaults_and_printer_columns(kubectl: Kubectl):
     name = unique("gpu")
     await kubectl("apply", "-f", "-", stdin=partition(name, {"nodes": NODES, "maxTime": 120}))
     got = await kubectl.json("get", "spart", name)
-    assert got["spec"]["state"] == "UP" and got["spec"]["adopt"] is False
+    assert "state" not in got["spec"], "no default state: unset is not managed (an admin's stays)"
+    assert got["spec"]["adopt"] is False
     assert "namespace" not in got["metadata"], "cluster-scoped"
     table = await kubectl("get", "slurmpartitions", name)
     assert table.splitlines()[0].split() == [
@@ -123,6 +124,27 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
         {"nodes": {"selector": {"matchExpressions": [{"key": "pool", "operator": "In"}]}}},
         "In and NotIn need values; Exists and DoesNotExist take none",
     ),
+    "empty selector": (
+        {"nodes": {"selector": {}}},
+        "an empty selector would take every Node: name a label (every Node on purpose: matchExpressions "
+        "[{key: kubernetes.io/hostname, operator: Exists}])",
+    ),
+    "empty selector lists": (
+        {"nodes": {"selector": {"matchLabels": {}, "matchExpressions": []}}},
+        "an empty selector would take every Node",
+    ),
+    "10^11 hosts": (
+        {"nodes": {"hosts": ["n[0-99999999999]"]}},
+        "a host range's numbers have at most 9 digits",
+    ),
+    "65537 hosts": (
+        {"nodes": {"hosts": ["a[1-65536]", "b[7-7]"]}},
+        "hosts name at most 65536 hosts in all (the syncer expands them)",
+    ),
+    "10^8 hosts in nine digits": (
+        {"nodes": {"hosts": ["n[100000000-199999999]"]}},
+        "hosts name at most 65536 hosts in all (the syncer expands them)",
+    ),
     "partition name with a space": (
         {"nodes": NODES, "partitionName": "a b"},
         "spec.partitionName in body should match",
@@ -163,6 +185,8 @@ async def test_valid_edge_values_are_accepted(kubectl: Kubectl):
     for spec in (
         {"nodes": {"selector": {"matchLabels": {"pool": "gpu"}}}, "maxTime": "UNLIMITED", "defaultTime": 60},
         {"nodes": {"nodeSets": [{"namespace": "slurm", "name": "gpu"}]}, "maxTime": 60, "defaultTime": 60},
+        {"nodes": {"hosts": ["a[1-65000]", "b[001-534]", "gpu-bm7", "c[999999999]"]}},  # 65,536 names
+        {"nodes": {"selector": {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "Exists"}]}}},  # noqa: E501
         {
             "nodes": {"selector": {"matchExpressions": [{"key": "pool", "operator": "Exists"}]}},
             "state": "DRAIN", "overSubscribe": {"mode": "FORCE", "jobs": 4}, "allowAccounts": ["a", "b"],
@@ -175,7 +199,7 @@ async def test_valid_edge_values_are_accepted(kubectl: Kubectl):
 
 async def test_status_is_written_through_the_status_subresource_only(kubectl: Kubectl, kube: KubeClient):
     name = unique("gpu")
-    await kubectl("apply", "-f", "-", stdin=partition(name, {"nodes": NODES}))
+    await kubectl("apply", "-f", "-", stdin=partition(name, {"nodes": NODES, "state": "UP"}))
     path = f"{GROUP}/{name}"
     status = {
         "observedGeneration": 1, "partitionName": name, "ownership": "created",
@@ -200,7 +224,11 @@ async def test_the_emulator_serves_it_too(tmp_path: Path):
         kubectl = Kubectl(emulator.write_kubeconfig(tmp_path / "kubeconfig"), tmp_path / "cache")
         await kubectl("apply", "-f", "-", stdin=partition("gpu", {"nodes": NODES}))
         got = await kubectl.json("get", "spart", "gpu")
-        assert got["spec"]["state"] == "UP" and "namespace" not in got["metadata"]
+        assert (
+            "state" not in got["spec"]
+            and got["spec"]["adopt"] is False
+            and "namespace" not in got["metadata"]
+        )
         assert (await kubectl("get", "slurmpartitions")).splitlines()[0].split()[:3] == [
             "NAME",
             "PARTITION",

@@ -9,8 +9,17 @@ from typing import Any
 
 import pytest
 
-from syncer.controllers.partitions.plan import DRAINING, UNSUPPORTED, Ownership, Plan, Wanted, World, plan
-from syncer.controllers.partitions.spec import job_counts, settings_from_spec, wanted_from
+from syncer.controllers.partitions.plan import (
+    DRAINING,
+    HELD,
+    UNSUPPORTED,
+    Ownership,
+    Plan,
+    Wanted,
+    World,
+    plan,
+)
+from syncer.controllers.partitions.spec import partition_jobs, settings_from_spec, wanted_from
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.partitions import PartitionSettings
@@ -27,12 +36,29 @@ SPEC: dict[str, Any] = {
 }  # fmt: skip
 
 
+MADE: set[str] = (
+    set()
+)  # partitions this test created, their claims not confirmed yet (the controller's memory)
+
+
 async def world_of(
     client: SlurmClient, owned: dict[str, tuple[str, Ownership]], jobs: dict[str, int]
 ) -> World:
     present = {p.name: p for p in await client.partition_states()}
     nodes = frozenset(n.name for n in (await client.list_all_nodes()).nodes)
-    return World(present, dict(owned), jobs, nodes, keeps_partitions=True, writes=client.partition_writes)
+    return World(
+        present, dict(owned), jobs, nodes, keeps_partitions=True, writes=client.partition_writes,
+        made=frozenset(MADE),
+    )  # fmt: skip
+
+
+async def polled_counts(client: SlurmClient) -> dict[str, tuple[int, int]]:
+    """What the service's job poll counts from slurmrestd ({(partition, state): jobs}), per partition."""
+    counts: dict[tuple[str, str], int] = {}
+    for job in await client.list_jobs():
+        for state in job.states:
+            counts[job.partition, state] = counts.get((job.partition, state), 0) + 1
+    return partition_jobs(counts)
 
 
 async def carry_out(client: SlurmClient, result: Plan, owned: dict[str, tuple[str, Ownership]]) -> None:
@@ -40,8 +66,12 @@ async def carry_out(client: SlurmClient, result: Plan, owned: dict[str, tuple[st
         if action.kind == "claim":
             assert action.ownership is not None
             owned[action.partition] = (action.cr, action.ownership)
+            if action.ownership == "created":
+                MADE.discard(action.partition)
         elif action.kind in ("create", "update", "drain"):
             await client.put_partition(action.partition, action.settings, nodes=action.nodes)
+            if action.kind == "create":
+                MADE.add(action.partition)
         elif action.kind == "delete":
             assert await client.delete_partition(action.partition)
         else:
@@ -51,7 +81,8 @@ async def carry_out(client: SlurmClient, result: Plan, owned: dict[str, tuple[st
 @pytest.mark.only_where(SELECTED.name == "26.05")
 async def test_the_plan_converges_on_real_slurm_and_puts_back_what_changed(slurm_sandbox: Sandbox):
     cr = {"metadata": {"name": "itest-plan", "uid": "u", "creationTimestamp": "t"}, "spec": SPEC}
-    want: Wanted = wanted_from(cr, [], lambda _n: None, lambda _ns, _n: None)
+    want: Wanted = wanted_from(cr, [], lambda _n: (), lambda _ns, _n: None, observed=1)
+    want = replace(want, generation=1)  # its status written at generation 1
     assert want.settings == settings_from_spec(SPEC) and not want.problems
     owned: dict[str, tuple[str, Ownership]] = {}
     async with SlurmClient(slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file)) as client:
@@ -59,29 +90,35 @@ async def test_the_plan_converges_on_real_slurm_and_puts_back_what_changed(slurm
             first = plan([want], await world_of(client, owned, {}))
             assert [a.kind for a in first.actions] == ["claim", "create"]
             await carry_out(client, first, owned)
+            confirm = plan([want], await world_of(client, owned, {}))
+            assert [(a.kind, a.ownership) for a in confirm.actions] == [("claim", "created")]
+            await carry_out(client, confirm, owned)
             again = plan([want], await world_of(client, owned, {}))
             assert not again.actions and again.outcomes["itest-plan"].ready, (
                 "what was written reads back equal"
             )
-            # behind its back: drained, a member taken out, the tier changed
+            # behind its back: drained, a member taken out, the tier changed. The member and the tier are
+            # put back; the DRAIN (an admin's stop) is kept until the CR changes
             await client.put_partition(
                 "itest-plan", PartitionSettings(state="DRAIN", priority_tier=9), nodes=f"-{REAL_NODE}"
             )
             fix = plan([want], await world_of(client, owned, {}))
             [update] = fix.actions
-            assert (
-                update.settings == PartitionSettings(state="UP", priority_tier=4)
-                and update.nodes == f"+{REAL_NODE}"
-            )
+            assert update.settings == PartitionSettings(priority_tier=4) and update.nodes == f"+{REAL_NODE}"
             assert update.before is not None and update.before.state == "DRAIN"
             await carry_out(client, fix, owned)
-            assert not plan([want], await world_of(client, owned, {})).actions
+            held = plan([want], await world_of(client, owned, {}))
+            assert not held.actions and held.outcomes["itest-plan"].reason == HELD
+            changed = plan([replace(want, generation=2)], await world_of(client, owned, {}))
+            assert [a.settings for a in changed.actions] == [PartitionSettings(state="UP")]
+            await carry_out(client, changed, owned)
+            assert not plan([replace(want, generation=2)], await world_of(client, owned, {})).actions
             # deleted with a job in it: drained, then deleted once the job is gone
             gone = replace(want, deleting=True)
             job = slurm_sandbox.run(  # held, pending in two partitions: counts in each
                 "sbatch", "-H", "-p", "itest-plan,main", "--parsable", "--wrap", "true", check=True
             ).stdout.strip()
-            counts = job_counts(await client.list_jobs())
+            counts = await polled_counts(client)
             assert counts["itest-plan"] == (0, 1) and counts["main"][1] >= 1
             in_use = {name: running + pending for name, (running, pending) in counts.items()}
             draining = plan([gone], await world_of(client, owned, in_use))
@@ -110,7 +147,7 @@ def _jobs_in(sandbox: Sandbox, partition: str) -> str:
 async def test_where_rest_cannot_write_partitions_the_plan_writes_nothing(client_per_version: SlurmClient):
     client = client_per_version
     cr = {"metadata": {"name": "itest-ro", "uid": "u", "creationTimestamp": "t"}, "spec": SPEC}
-    want = wanted_from(cr, [], lambda _n: None, lambda _ns, _n: None)
+    want = wanted_from(cr, [], lambda _n: (), lambda _ns, _n: None)
     result = plan([want], await world_of(client, {}, {}))
     if client.partition_writes:
         assert [a.kind for a in result.actions] == ["claim", "create"]

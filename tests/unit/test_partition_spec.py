@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 
 from syncer.controllers.partitions.plan import Outcome
 from syncer.controllers.partitions.spec import (
-    job_counts,
+    MAX_HOSTS,
+    empty_selector,
+    partition_jobs,
     record_of,
     selector_matches,
     settings_from_spec,
@@ -19,7 +21,6 @@ from syncer.controllers.partitions.spec import (
 )
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode
-from syncer.slurm.models import Job
 from syncer.slurm.partitions import UNLIMITED, OverSubscribe, PartitionSettings, PartitionState, check
 from syncer.testing.kubeapi.selectors import labels_match, selector_from_label_selector_object
 
@@ -28,7 +29,7 @@ NODES = [
     KubeNode(name="k2", labels={"pool": "gpu", "zone": "b"}),
     KubeNode(name="k3", labels={"pool": "cpu"}),
 ]
-BOUND = {"k1": "gpu-1", "k2": "gpu-2", "k3": "cpu-1"}
+BOUND = {"k1": ("gpu-1",), "k2": ("gpu-2",), "k3": ("cpu-1",)}
 NODESETS = {("slurm", "a100"): ("a100-0", "a100-1")}
 
 
@@ -38,7 +39,9 @@ def cr(spec: dict[str, Any], **meta: Any) -> dict[str, Any]:
 
 
 def resolve(spec: dict[str, Any], **meta: Any):
-    return wanted_from(cr(spec, **meta), NODES, BOUND.get, lambda ns, name: NODESETS.get((ns, name)))
+    return wanted_from(
+        cr(spec, **meta), NODES, lambda n: BOUND.get(n, ()), lambda ns, name: NODESETS.get((ns, name))
+    )
 
 
 def test_every_spec_field_becomes_its_setting():
@@ -94,7 +97,8 @@ def test_what_cannot_be_resolved_is_a_problem_naming_the_field():
     assert resolve({"nodes": {"selector": {"matchLabels": {"pool": "tpu"}}}}).problems == (
         "spec.nodes.selector matches no Node",
     )
-    unbound = wanted_from(cr({"nodes": {"selector": {}}}), NODES, lambda _n: None, lambda _ns, _n: None)
+    everything = {"matchExpressions": [{"key": "pool", "operator": "Exists"}]}
+    unbound = wanted_from(cr({"nodes": {"selector": everything}}), NODES, lambda _n: (), lambda _ns, _n: None)
     assert unbound.problems == ("spec.nodes.selector matches 3 Node(s), none bound to a Slurm node yet",)
     missing = resolve({"nodes": {"nodeSets": [{"namespace": "slurm", "name": "h100"}]}})
     assert missing.problems == ("spec.nodes.nodeSets: NodeSet slurm/h100 does not exist",)
@@ -155,12 +159,65 @@ def test_the_selector_matches_as_the_api_server_does(labels, match_labels, match
     )
 
 
-def test_jobs_count_per_partition_running_and_pending_and_ended_ones_not():
-    def job(i: int, states: set[str], partition: str) -> Job:
-        return Job(i, "j", frozenset(states), partition, "", "u")
-
-    counts = job_counts([
-        job(1, {"RUNNING"}, "gpu"), job(2, {"PENDING"}, "gpu,cpu"), job(3, {"COMPLETED"}, "gpu"),
-        job(4, {"RUNNING", "COMPLETING"}, "cpu"), job(5, {"CANCELLED"}, "cpu"), job(6, {"SUSPENDED"}, "gpu"),
-    ])  # fmt: skip
+def test_jobs_count_per_partition_from_the_job_poll_running_and_pending_and_flags_and_ended_ones_not():
+    counts = partition_jobs({
+        ("gpu", "RUNNING"): 1, ("gpu,cpu", "PENDING"): 1, ("gpu", "COMPLETED"): 3, ("cpu", "RUNNING"): 1,
+        ("cpu", "COMPLETING"): 1, ("cpu", "CANCELLED"): 1, ("gpu", "SUSPENDED"): 1, ("gpu", "CONFIGURING"): 2,
+        ("tpu", "PENDING"): 0, ("", "RUNNING"): 4,
+    })  # fmt: skip
     assert counts == {"gpu": (2, 1), "cpu": (1, 1)}
+
+
+def test_an_empty_selector_would_take_every_node_and_is_refused_naming_the_way_to_say_every_node():
+    cases: list[dict[str, Any]] = [
+        {}, {"matchLabels": {}}, {"matchExpressions": []}, {"matchLabels": {}, "matchExpressions": []},
+    ]  # fmt: skip
+    for empty in cases:
+        assert empty_selector(empty)
+        want = resolve({"nodes": {"selector": empty}})
+        assert not want.nodes and len(want.problems) == 1
+        assert want.problems[0].startswith("spec.nodes.selector is empty: it would take every Node")
+        assert "kubernetes.io/hostname, operator: Exists" in want.problems[0]
+    assert not empty_selector({"matchLabels": {"pool": "gpu"}})
+    assert not empty_selector({"matchExpressions": [{"key": "pool", "operator": "Exists"}]})
+
+
+def test_a_node_with_two_slurmd_pods_gives_both_slurm_nodes():
+    two = {"k1": ("gpu-1", "gpu-1b"), "k2": ("gpu-2",)}
+    want = wanted_from(cr({"nodes": {"selector": {"matchLabels": {"pool": "gpu"}}}}), NODES,
+                       lambda n: two.get(n, ()), lambda _ns, _n: None)  # fmt: skip
+    assert want.nodes == {"gpu-1", "gpu-1b", "gpu-2"}
+
+
+def test_hosts_are_counted_before_they_are_expanded_and_bounded_in_all():
+    huge = resolve({"nodes": {"hosts": ["n[0-99999999999]"]}})
+    assert huge.nodes == frozenset() and huge.problems == (
+        f"spec.nodes.hosts[0]: 'n[0-99999999999]' names 100,000,000,000 hosts: at most {MAX_HOSTS:,} in all",
+    )
+    fits = resolve({"nodes": {"hosts": [f"a[1-{MAX_HOSTS}]"]}})
+    assert len(fits.nodes) == MAX_HOSTS and not fits.problems
+    over = resolve({"nodes": {"hosts": [f"a[1-{MAX_HOSTS - 1}]", "b[1-2]"]}})
+    assert over.nodes == frozenset() and over.problems[0].startswith("spec.nodes.hosts[1]: 'b[1-2]' names 2")
+    bad_then_fine = resolve({"nodes": {"hosts": ["x[1-", "y[1-2]"]}})
+    assert bad_then_fine.nodes == {"y1", "y2"} and bad_then_fine.problems[0].startswith("spec.nodes.hosts[0]")
+
+
+def test_nodeset_members_join_once_slurm_knows_them_and_a_nodeset_without_members_is_a_problem():
+    sets = {("slurm", "burst"): ("burst-0", "burst-1"), ("slurm", "empty"): ()}
+    want = wanted_from(cr({"nodes": {"nodeSets": [{"namespace": "slurm", "name": "burst"}],
+                                     "hosts": ["burst-1"]}}), [], lambda _n: (),
+                       lambda ns, name: sets.get((ns, name)))  # fmt: skip
+    assert want.nodes == {"burst-0", "burst-1"} and want.joining == {"burst-0"}, "hosts are never joining"
+    empty = wanted_from(cr({"nodes": {"nodeSets": [{"namespace": "slurm", "name": "empty"}]}}), [],
+                        lambda _n: (), lambda ns, name: sets.get((ns, name)))  # fmt: skip
+    assert empty.problems == (
+        "spec.nodes.nodeSets: NodeSet slurm/empty has no members now (no pod, no member declared to Slurm "
+        "yet)",
+    )
+
+
+def test_the_generation_and_the_one_its_status_was_written_for():
+    want = wanted_from(cr({"nodes": {"hosts": ["x"]}}, generation=4), [], lambda _n: (), lambda _ns, _n: None,
+                       observed=3)  # fmt: skip
+    assert (want.generation, want.observed) == (4, 3)
+    assert resolve({"nodes": {"hosts": ["x"]}}).observed is None

@@ -33,7 +33,7 @@ def test_a_resolved_cr_carries_its_settings_and_is_not_adopting_unless_it_says_s
         "metadata": {"name": "gpu", "uid": "u1", "creationTimestamp": "2026-11-26T00:00:00Z"},
         "spec": {"nodes": {"hosts": ["n1"]}, "maxTime": 60},
     }
-    want = wanted_from(cr, [], lambda _node: None, lambda _ns, _name: None)
+    want = wanted_from(cr, [], lambda _node: (), lambda _ns, _name: None)
     assert want.settings == PartitionSettings(max_time=60)
     assert want.adopt is False and want.nodes == {"n1"} and not want.problems
 
@@ -60,3 +60,14 @@ def test_the_status_document_in_full_ready_or_not_with_or_without_the_partition(
     document = status_of(ready, have, (1, 0), 3, "adopted", {}, "T2")
     assert document["conditions"][0]["status"] == "True"
     assert document["slurm"]["state"] == "" and document["ownership"] == "adopted"
+
+
+def test_every_named_nodeset_adds_its_members_and_a_missing_one_stops_none_of_the_others():
+    sets = {("slurm", "a"): ("a-0", "a-1"), ("slurm", "b"): ("b-0",)}
+    refs = [{"namespace": "slurm", "name": n} for n in ("gone", "a", "b")]
+    cr = {"metadata": {"name": "gpu", "generation": 3, "deletionTimestamp": "2026-11-26T01:00:00Z"},
+          "spec": {"nodes": {"nodeSets": refs}}}  # fmt: skip
+    want = wanted_from(cr, [], lambda _node: (), lambda ns, name: sets.get((ns, name)))
+    assert want.nodes == {"a-0", "a-1", "b-0"} and want.joining == want.nodes
+    assert want.problems == ("spec.nodes.nodeSets: NodeSet slurm/gone does not exist",)
+    assert want.deleting and want.generation == 3

@@ -12,7 +12,9 @@ from syncer.controllers.partitions.plan import (
     CREATING,
     DELETING,
     DRAINING,
+    HELD,
     INVALID,
+    NODES_HELD,
     READY,
     UNSUPPORTED,
     UPDATING,
@@ -35,7 +37,14 @@ def test_a_created_partition_with_jobs_is_set_drain_once_and_waits_then_is_delet
     assert draining.actions == [
         Action("drain", "gpu-cr", "gpu", settings=PartitionSettings(state="DRAIN"), before=BASE)
     ]
-    waiting = Outcome("gpu-cr", "gpu", False, DRAINING, "partition gpu drains: 2 job(s) remain", 2)
+    waiting = Outcome(
+        "gpu-cr",
+        "gpu",
+        False,
+        DRAINING,
+        "partition gpu drains: 2 job(s) remain; deleted once they have ended",
+        2,
+    )
     assert draining.outcomes == {"gpu-cr": waiting}
     # already DRAIN (our drain carried out, or set by hand): nothing to write while the jobs run
     drained = replace(
@@ -119,14 +128,19 @@ def test_an_adopted_partition_gone_from_slurm_is_made_anew_and_recorded_as_creat
     want = Wanted("gpu-cr", "gpu", frozenset({"n1"}), PartitionSettings(state="UP"), adopt=True)
     adopted = replace(WORLD, owned={"gpu": ("gpu-cr", "adopted")})
     assert plan([want], adopted).actions == [
-        Action("claim", "gpu-cr", "gpu", ownership="created"),  # ours now: deleted with the CR
+        # ours once made: deleted with the CR (`created` once Slurm shows it)
+        Action("claim", "gpu-cr", "gpu", ownership="creating", replaces="adopted"),
         Action("create", "gpu-cr", "gpu", "n1", PartitionSettings(state="UP")),
     ]
-    # still there: the record stays adopted; created and gone: no second claim
+    # still there: the record stays adopted; created and gone: made again under an unconfirmed claim
     have = PartitionState("gpu", frozenset({"n1"}), "n1", BASE)
     assert plan([want], replace(adopted, present={"gpu": have})).actions == []
     created = replace(WORLD, owned={"gpu": ("gpu-cr", "created")})
-    assert [a.kind for a in plan([want], created).actions] == ["create"]
+    assert [(a.kind, a.ownership, a.replaces) for a in plan([want], created).actions] == [
+        ("claim", "creating", "created"), ("create", None, None),
+    ]  # fmt: skip
+    creating = replace(WORLD, owned={"gpu": ("gpu-cr", "creating")})
+    assert [a.kind for a in plan([want], creating).actions] == ["create"], "claimed already"
 
 
 def test_a_list_the_rest_version_does_not_show_is_sent():
@@ -228,3 +242,93 @@ def test_of_several_crs_asking_for_the_default_the_oldest_gets_it_and_the_others
     # an older CR being deleted gives the default up
     handed_over = plan([cr("a", 2, True, deleting=True), cr("b", 3, True)], WORLD)
     assert handed_over.outcomes["b"].reason == CREATING
+
+
+PREEMPTS = "PreemptType=preempt/partition_prio, PreemptMode=REQUEUE"
+
+
+def test_the_outcomes_of_a_held_state_and_of_nodes_held_out_in_full():
+    held_world = replace(OURS, present={"gpu": replace(GPU, settings=replace(BASE, state="DOWN"))},
+                         jobs={"gpu": 3})  # fmt: skip
+    up = Wanted("gpu-cr", "gpu", frozenset({"n1"}), PartitionSettings(state="UP"), generation=2, observed=2)
+    assert plan([up], held_world).outcomes == {"gpu-cr": Outcome(
+        "gpu-cr", "gpu", False, HELD,
+        "partition gpu is DOWN in Slurm, set there, not by this CR (spec.state UP): kept, since UP would "
+        "let jobs in or start jobs it stops; the CR's state is written again once the CR changes (any edit "
+        "of its spec), or lift it in Slurm: scontrol update partitionname=gpu state=UP", 3,
+    )}  # fmt: skip
+    low = PartitionState("low", frozenset(f"n{i}" for i in range(8)), "n[0-7]", BASE)  # tier 1
+    high = replace(GPU, settings=replace(BASE, priority_tier=10))  # the CR sets no tier: Slurm's counts
+    busy = frozenset(f"n{i}" for i in range(2, 8))
+    world = replace(OURS, present={"gpu": high, "low": low}, busy=busy, preempts=PREEMPTS, jobs={"gpu": 1},
+                    slurm_nodes=low.nodes)  # fmt: skip
+    want = Wanted("gpu-cr", "gpu", frozenset(f"n{i}" for i in range(1, 8)), PartitionSettings())
+    result = plan([want], world)
+    assert result.held_out == set(busy)
+    assert [a.nodes for a in result.actions] == []
+    assert result.outcomes == {"gpu-cr": Outcome(
+        "gpu-cr", "gpu", False, NODES_HELD,
+        "node(s) n2 (in low, tier 1), n3 (in low, tier 1), n4 (in low, tier 1), n5 (in low, tier 1), n6 "
+        "(in low, tier 1) and 1 more run jobs that partition gpu (tier 10) would preempt (" + PREEMPTS +
+        "): they join once idle; to move them sooner, drain them (annotation slurm-syncer.dev/drain on "
+        "their Node)", 1,
+    )}  # fmt: skip
+    five = plan(
+        [replace(want, nodes=frozenset(f"n{i}" for i in range(1, 7)))], replace(world, busy=busy - {"n7"})
+    )
+    assert five.outcomes["gpu-cr"].message.startswith(
+        "node(s) n2 (in low, tier 1), n3 (in low, tier 1), n4 (in low, tier 1), n5 (in low, tier 1), n6 (in "
+        "low, tier 1) run jobs"
+    ), "five are all named, no 'and 0 more'"
+
+
+def test_a_busy_member_already_in_the_partition_is_never_held_out():
+    low = PartitionState("low", frozenset({"n1", "n2"}), "n[1-2]", BASE)
+    high = PartitionState("gpu", frozenset({"n1"}), "n1", replace(BASE, priority_tier=10))
+    world = replace(OURS, present={"gpu": high, "low": low}, busy=frozenset({"n1", "n2"}), preempts=PREEMPTS)
+    want = Wanted("gpu-cr", "gpu", frozenset({"n1", "n2"}), PartitionSettings(priority_tier=10))
+    result = plan([want], world)
+    assert result.held_out == {"n2"} and result.actions == [], "n1 stays, n2 waits"
+
+
+def test_a_partition_made_under_our_claim_is_confirmed_for_its_own_cr_and_closed_and_deleted_as_ours():
+    made = replace(OURS, owned={"gpu": ("gpu-cr", "creating")}, made=frozenset({"gpu"}))
+    want = Wanted("gpu-cr", "gpu", frozenset({"n1"}), PartitionSettings())
+    assert plan([want], made).actions == [
+        Action("claim", "gpu-cr", "gpu", ownership="created", replaces="creating")
+    ]
+    assert plan([GOING], replace(made, jobs={"gpu": 1})).actions == [
+        Action("drain", "gpu-cr", "gpu", settings=PartitionSettings(state="DRAIN"), before=BASE)
+    ]
+    assert [a.kind for a in plan([GOING], replace(made, jobs={})).actions] == ["delete", "release"]
+    assert [a.kind for a in plan([GOING], replace(made, made=frozenset(), jobs={})).actions] == ["release"]
+
+
+def test_the_draining_messages_in_full():
+    held = replace(OURS, present={"gpu": replace(GPU, settings=replace(BASE, state="DOWN"))})
+    result = plan([GOING], replace(held, jobs=None))
+    assert result.outcomes == {"gpu-cr": Outcome(
+        "gpu-cr", "gpu", False, DRAINING,
+        "partition gpu is INACTIVE: job(s) remain (not counted yet), held there (none starts, none is "
+        "refused or ended); it is deleted once none remain: cancel them (scancel --partition=gpu) or let "
+        "them run (scontrol update partitionname=gpu state=DRAIN)", 0,
+    )}  # fmt: skip
+    assert result.actions == [
+        Action(
+            "drain",
+            "gpu-cr",
+            "gpu",
+            settings=PartitionSettings(state="INACTIVE"),
+            before=held.present["gpu"].settings,
+        )
+    ]
+
+
+def test_an_unconfirmed_claim_under_a_partition_that_appeared_says_so_in_full():
+    want = Wanted("gpu-cr", "gpu", frozenset({"n1"}), PartitionSettings())
+    result = plan([want], replace(OURS, owned={"gpu": ("gpu-cr", "creating")}))
+    assert result.outcomes["gpu-cr"].message == (
+        "partition gpu appeared in Slurm while this CR's create of it was not confirmed (a create Slurm "
+        "refused, or a restart between the create and its record): it may be someone else's; set "
+        "spec.adopt: true to manage it"
+    )

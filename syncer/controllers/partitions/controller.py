@@ -9,20 +9,28 @@ partition, and a name two CRs declare or two default partitions need every CR at
 `BATCH_S` after it arrives, so a label change that moves many nodes becomes one `POST` of `+a,+b,...`; a
 CR's own change after `CR_BATCH_S`.
 
-Each reconcile reads Slurm's partitions, its jobs (drain before delete) and `GET /conf` (KeepPartInfo), plans,
-and carries the actions out: claim (the ownership annotation and the finalizer on the CR, before anything is
-created; a failed claim stops that CR), delete (Slurm's 2075 "Partition is in use": retried after
+Each reconcile reads Slurm's partitions (again after a write, for the status), takes each partition's jobs
+from the service's one job poll (`context.jobs`: never a job list of its own, so its cost does not grow with
+the queue) and `GET /conf` (KeepPartInfo, preemption) at most once a `CONF_MAX_AGE_S` and after a slurmctld
+reload, plans, and carries the actions out: claim (the ownership annotation and the finalizer on the CR,
+before anything is created; a failed claim stops that CR, a record that moved since the informer showed it
+defers it), delete (Slurm's 2075 "Partition is in use": retried after
 `IN_USE_RETRY_S`) and release in the plan's order, then every create/update/drain in one `POST` (Slurm
 applies each entry it can; the refused ones are sent again alone, so that each CR gets its own error). A
-value Slurm refuses (2018 unknown node, 2066 unknown QOS, 9001) stops that CR with its condition; the
-others go on. Then each CR's status through /status and an Event
-whenever its Ready reason changes."""
+value Slurm refuses (2018 unknown node, 2066 unknown QOS, 9001) stops that CR with its condition, and is not
+sent again until the CR changes, what it would send changes, or slurmctld reloads; the others go on. Then each
+CR's status through /status and an Event whenever its Ready reason changes.
+
+What starts a reconcile grows with changes, not with the cluster: a Node's change only when it moves a CR's
+selector (`SelectorIndex`), a slurmd pod's only on a Node some selector matches (or where a CR names
+NodeSets), a job poll only when a managed partition's counts moved, a Slurm node's change only when it is
+new, gone, or a busy node held out of a partition."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 import structlog
@@ -31,20 +39,34 @@ from syncer.control.binding import slurm_nodes_on
 from syncer.control.context import ControllerContext
 from syncer.control.directory import JobCounts
 from syncer.control.registration import Registration
+from syncer.controllers.partitions.index import SelectorIndex
 from syncer.controllers.partitions.options import OPTIONS, PartitionOptions, options_from
 from syncer.controllers.partitions.plan import (
     CONFLICT,
+    CREATING,
+    DRAINING,
+    HELD,
     INVALID,
     PRECONDITION,
     UNSUPPORTED,
+    UPDATING,
     Action,
     Outcome,
+    Plan,
+    Wanted,
     World,
     plan,
     records,
 )
 from syncer.controllers.partitions.slinky import SlinkyPartitions
-from syncer.controllers.partitions.spec import NodeSetMembers, job_counts, record_of, status_of, wanted_from
+from syncer.controllers.partitions.spec import (
+    NodeSetMembers,
+    partition_jobs,
+    partition_name,
+    record_of,
+    status_of,
+    wanted_from,
+)
 from syncer.kube.errors import KubeError
 from syncer.kube.events import ObjectRef
 from syncer.kube.informer import Informer
@@ -52,9 +74,11 @@ from syncer.model.keys import Keys
 from syncer.model.kube import KubeCustomObject, KubeNode, KubePod
 from syncer.runtime.controller import DONE, Controller, Result
 from syncer.runtime.errors import RetryAfter, Terminal
-from syncer.runtime.watch import Watch, Watches, every
+from syncer.runtime.watch import Watch, Watches
 from syncer.slurm.cache import NodeChange
 from syncer.slurm.errors import SlurmApiError, SlurmConnectionError, SlurmError, SlurmTimeout
+from syncer.slurm.metrics_hint import SlurmMetricsError
+from syncer.slurm.metrics_jobs import job_counts
 from syncer.slurm.partitions import (
     InvalidPartition,
     PartitionSettings,
@@ -70,7 +94,12 @@ API_VERSION = "slurm-syncer.dev/v1alpha1"
 PATH = "/apis/slurm-syncer.dev/v1alpha1/slurmpartitions"
 BATCH_S = 0.5  # Node and pod changes arriving together (a relabelled rack) planned once: one POST
 CR_BATCH_S = 0.05  # a CR's change: rarely a storm, and its author waits for it
-BUSY_S = 1.0  # a CR creating, updating, draining or deleting is looked at again this soon (jobs end unseen)
+BUSY_S = 1.0  # a CR still creating or updating after the re-read is looked at again this soon
+BUSY = frozenset({CREATING, UPDATING})
+CONF_MAX_AGE_S = 60.0  # /conf (KeepPartInfo, preemption) read again after this, and after a slurmctld reload
+# slurmctld's metrics as the node cache's hint last read them (every 250 ms by default), no older than this:
+# job counts a second fresh at no request of ours, where the service's job poll is 30 s old
+HINT_COUNTS_MAX_AGE_S = 2.0
 IN_USE_RETRY_S = 5.0  # Slurm's 2075: a job arrived between our read and the DELETE
 UNREACHABLE_RETRY_S = 2.0  # slurmrestd did not answer: the next reconcile decides again from a fresh read
 # Slurm's "Invalid node name specified", "Invalid qos specification" (a QOS it does not know: measured on
@@ -81,12 +110,29 @@ CLAIM_FAILED = "ClaimFailed"
 DELETE_REFUSED = "DeleteRefused"  # Slurm's 2075 "Partition is in use": retried, the CR kept
 ABSENT = "ABSENT"  # slurm_syncer_partition_state of a CR whose partition Slurm does not have
 BATCHED = frozenset({"create", "update", "drain"})  # one POST /partitions/ carries them all
-WARNINGS = frozenset({CONFLICT, INVALID, UNSUPPORTED, PRECONDITION, CLAIM_FAILED, DELETE_REFUSED})
+WARNINGS = frozenset({CONFLICT, INVALID, UNSUPPORTED, PRECONDITION, CLAIM_FAILED, DELETE_REFUSED, HELD})
+BUSY_STATES = frozenset({"ALLOCATED", "MIXED"})  # a Slurm node running jobs (and COMPLETING, a flag)
 
 EVENT_CREATED = "PartitionCreated"
 EVENT_UPDATED = "PartitionUpdated"
 EVENT_DRAINING = "PartitionDraining"
 EVENT_DELETED = "PartitionDeleted"
+
+
+def _planned_part(body: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of a CR the plan reads, but its status: a change of status alone plans nothing."""
+    meta = body.get("metadata") or {}
+    fields_read = ("uid", "generation", "annotations", "finalizers", "deletionTimestamp")
+    return body.get("spec"), *(meta.get(name) for name in fields_read)
+
+
+def _sent(action: Action) -> tuple[Any, ...]:
+    """What a write sends: a refused one is not sent again while this stays the same."""
+    return action.kind, action.nodes, action.settings
+
+
+def _busy(state: frozenset[str]) -> bool:
+    return bool(state & BUSY_STATES) or "COMPLETING" in state
 
 
 class Stopped(Exception):
@@ -130,6 +176,8 @@ class PartitionController(Controller):
         self.clock = context.clock
         self.informer: Informer[KubeCustomObject] = Informer(context.kube, PATH, KIND, lambda o: o.name)
         self.keeps_partitions: bool | None = None  # the last /conf read; None: not read or failed
+        self.preempts = ""  # the last /conf read: how slurmctld preempts by partition priority, or ""
+        self._conf_read_at = -float("inf")  # monotonic; -inf: read at the next reconcile
         self.outcomes: dict[str, Outcome] = {}  # by CR: the last reconcile's (for the exporter, tests)
         self.slurm_states: dict[str, str] = {}  # by CR: its state in Slurm or ABSENT (exporter)
         self._claimed: dict[
@@ -137,47 +185,105 @@ class PartitionController(Controller):
         ] = {}  # CR -> (uid, how) claimed, until the informer shows it
         self._said: dict[str, tuple[str, str]] = {}  # CR -> (reason, message) last told in an Event
         self._written: dict[str, dict[str, Any]] = {}  # CR -> the status document written last
+        self.index = SelectorIndex()  # the Nodes each CR's selector matches, kept as Nodes change
+        self._in_use: set[str] = set()  # partitions Slurm would not delete (2075) since their jobs last moved
+        self._made: set[str] = set()  # partitions this process created, their `created` claim not written yet
+        # CR -> (generation, what was sent, the outcome told) for a write Slurm refused: not sent again as is
+        self._refused: dict[str, tuple[int, tuple[Any, ...], Outcome]] = {}
+        self.held: dict[str, str] = {}  # by CR: the state kept in Slurm while its CR says otherwise
+        self._held_nodes: frozenset[str] = frozenset()  # busy nodes kept out of a partition until idle
+        self._names_nodesets = False  # some CR names NodeSets: their pods' changes may change members
+        self._closing: dict[
+            str, tuple[int, int]
+        ] = {}  # partition a deleted CR closes -> its jobs last counted
         self.slinky = SlinkyPartitions(context.kube) if options.slinky else None
 
     # -- what names the key -----------------------------------------------------------------------
     def watches(self) -> Watches:
         """A CR's change is looked at after CR_BATCH_S; what moves nodes or jobs after BATCH_S (a relabelled
-        rack: one POST); a slurmctld reload at once (one without KeepPartInfo forgot REST-made partitions)."""
+        rack: one POST); a slurmctld reload at once (one without KeepPartInfo forgot REST-made partitions).
+        Each mapper names the key only for a change that can move a partition (module docstring)."""
         cache = self.context.slurm_cache
-        crs = [Watch(self.informer.subscribe, every(KEY), after_s=CR_BATCH_S)]
+        crs = [Watch(self.informer.subscribe, self._cr_moved, after_s=CR_BATCH_S)]
         if self.slinky is not None:
-            crs.append(Watch(self.slinky.subscribe, every(KEY), after_s=CR_BATCH_S))
+            crs.append(Watch(self.slinky.subscribe, self._cr_moved, after_s=CR_BATCH_S))
         return (
             *crs,
             Watch(self.context.kube_cache.nodes.subscribe, self._node_moved, after_s=BATCH_S),
             Watch(self.context.kube_cache.pods.subscribe, self._pod_moved, after_s=BATCH_S),
             Watch(self.context.jobs.subscribe, self._jobs_moved, after_s=BATCH_S),
             Watch(cache.subscribe, self._slurm_moved, after_s=BATCH_S),
-            Watch(cache.subscribe_reloads, every(KEY)),
+            Watch(cache.subscribe_reloads, self._reloaded),
         )
 
     def _ours(self, moved: bool) -> tuple[str, ...]:
         return (KEY,) if moved and self.informer.items else ()
 
+    def _cr_moved(
+        self, old: KubeCustomObject | None = None, new: KubeCustomObject | None = None
+    ) -> tuple[str, ...]:
+        """Every CR change but one of its status alone (our own status write coming back: nothing to plan)."""
+        if old is not None and new is not None and _planned_part(old.body) == _planned_part(new.body):
+            return ()
+        return (KEY,)
+
+    def tick(self) -> bool:
+        """While a deleted CR's partition is closed behind its jobs: look again once slurmctld's metrics (read
+        by the node cache anyway) show its jobs moved, not only at the service's next job poll."""
+        if not self._closing:
+            return False
+        fresh = self._hint_counts()
+        moved = {p for p, seen in self._closing.items() if fresh is not None and fresh.get(p, (0, 0)) != seen}
+        self._in_use -= moved
+        return bool(moved)
+
+    def _hint_counts(self) -> dict[str, tuple[int, int]] | None:
+        """(running, pending) per partition from slurmctld's metrics as the hint read them lately; None
+        without a working hint (24.11, metrics off) or counts in it."""
+        body = self.context.slurm_cache.hint_body(max_age_s=HINT_COUNTS_MAX_AGE_S)
+        if body is None:
+            return None
+        try:
+            counts = job_counts(body)
+        except SlurmMetricsError:
+            return None
+        return partition_jobs(counts) if counts is not None else None
+
+    def _reloaded(self) -> tuple[str, ...]:
+        """slurmctld restarted or reconfigured: /conf may say otherwise now, a refused value may pass."""
+        self._conf_read_at = -float("inf")
+        self._refused.clear()
+        return (KEY,)
+
     def _node_moved(self, old: KubeNode | None, new: KubeNode | None) -> tuple[str, ...]:
-        return self._ours(old is None or new is None or old.labels != new.labels)
+        relabelled = old is None or new is None or old.labels != new.labels
+        return self._ours(relabelled and bool(self.index.node_changed(old, new)))
 
     def _pod_moved(self, old: KubePod | None, new: KubePod | None) -> tuple[str, ...]:
         names = self.context.kube_cache.slurm_name_of
-        return self._ours(
-            old is None or new is None or (old.node_name, names(old)) != (new.node_name, names(new))
-        )
+        was = (old.node_name, names(old)) if old is not None else None
+        now = (new.node_name, names(new)) if new is not None else None
+        on = {where[0] for where in (was, now) if where is not None and where[0]}
+        return self._ours(was != now and (self._names_nodesets or any(map(self.index.selects, on))))
 
     def _jobs_moved(self, old: JobCounts, new: JobCounts) -> tuple[str, ...]:
-        """The service's job poll: a managed partition's jobs moved, so its status (the Running and Pending
-        printer columns) is written again now, not at the next resync."""
+        """The service's job poll ({(partition, state): jobs}; `a,b` for a job pending in both): a managed
+        partition's jobs moved, so its status (the Running and Pending printer columns) is written again,
+        and a partition a deleted CR closed may be deleted now."""
         ours = {o.partition for o in self.outcomes.values()}
-        moved = (key for key in {*old, *new} if old.get(key) != new.get(key))
-        return self._ours(any(ours.intersection(partition.split(",")) for partition, _state in moved))
+        moved = {name for key in {*old, *new} if old.get(key) != new.get(key) for name in key[0].split(",")}
+        self._in_use -= moved  # a refused delete is tried again once its partition's jobs moved
+        return self._ours(bool(ours & moved))
 
     def _slurm_moved(self, changes: list[NodeChange]) -> tuple[str, ...]:
-        # a node Slurm did not know (a host a CR names) may be known now
-        return self._ours(any(c.kind != "changed" for c in changes))
+        """A node Slurm did not know (a host a CR names) may be known now; a busy node held out may be idle;
+        a record's comment is how a power NodeSet's declared member is known as its own (its stamp)."""
+        return self._ours(any(self._moves(c) for c in changes))
+
+    def _moves(self, change: NodeChange) -> bool:
+        if change.kind != "changed" or change.name in self._held_nodes:
+            return True
+        return self._names_nodesets and "comment" in change.fields
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def loops(self) -> dict[str, Callable[[], Awaitable[None]]]:
@@ -209,95 +315,170 @@ class PartitionController(Controller):
 
     async def _reconcile(self, crs: dict[str, dict[str, Any]]) -> Result:
         world, counts = await self._world(crs)
-        result = plan([self._wanted(cr) for cr in crs.values()], world)
+        result = plan(self._wanted_all(crs), world)
+        self._held_nodes = frozenset(result.held_out)
         stopped: dict[str, Outcome] = {}
         released: set[str] = set()
         in_use: dict[str, Outcome] = {}  # CR -> why Slurm would not delete its partition yet
+        deferred: set[str] = set()  # CRs whose record moved since the informer showed it: next reconcile
         wrote = False
         batch: list[Action] = []  # creates, updates, drains: one POST for all (after every claim)
         for action in result.actions:
-            if action.cr in stopped or action.cr in in_use:
+            if action.cr in stopped or action.cr in in_use or action.cr in deferred:
                 continue  # the CR's later actions (its release above all) wait for the next reconcile
             if action.kind in BATCHED:
                 batch.append(action)
                 continue
             try:
-                wrote |= await self._carry_out(action, crs[action.cr])
+                done = await self._carry_out(action, crs[action.cr])
             except Stopped as stop:
                 stopped[action.cr] = stop.outcome
+                continue
             except SlurmApiError as exc:
                 if not partition_in_use(exc):
                     raise
                 in_use[action.cr] = self._refused_delete(action, exc)  # a job came after our read
+                continue
+            if done is None:
+                deferred.add(action.cr)
+            wrote |= bool(done)
             if action.kind == "release":
                 released.add(action.cr)
-        wrote |= await self._write_all([a for a in batch if a.cr not in stopped], crs, stopped)
+        told = self._still_refused([a for a in batch if a.cr not in stopped and a.cr not in deferred], crs)
+        batch = [a for a in batch if a.cr not in stopped and a.cr not in deferred and a.cr not in told]
+        wrote |= await self._write_all(batch, crs, stopped)
         if wrote:  # what the status says is what Slurm has now, not what it had before our writes
             world, counts = await self._world(crs, read_conf=False)  # our writes leave /conf as it was
-            result = plan([self._wanted(cr) for cr in crs.values()], world)
-        outcomes = {**result.outcomes, **stopped, **in_use}
-        self.outcomes = outcomes
-        # ABSENT: no such partition in Slurm (refused, not made yet, or deleted behind our back)
-        states = {name: world.present[o.partition].settings.state if o.partition in world.present else ABSENT
-                  for name, o in outcomes.items()}  # fmt: skip
-        self.slurm_states = {name: state for name, state in states.items() if state}
-        for name, outcome in outcomes.items():
-            if name not in released:
-                await self._tell(crs[name], outcome, world, counts)
+            result = plan(self._wanted_all(crs), world)
+            if await self._confirm(result, crs):  # Slurm shows what we created: the claims say `created`
+                world = replace(world, owned=records(self._record(cr) for cr in crs.values()),
+                                made=frozenset(self._made))  # fmt: skip
+                result = plan(self._wanted_all(crs), world)
+            self._held_nodes = frozenset(result.held_out)
+        outcomes = {**result.outcomes, **told, **stopped, **in_use}
+        await self._tell_all(crs, outcomes, world, counts, released)
         if in_use:
             busy_ones = ", ".join(o.partition for o in in_use.values())
             raise RetryAfter(IN_USE_RETRY_S, f"partition(s) {busy_ones} in use: deleted after their jobs")
         if stopped:
             raise Terminal("; ".join(f"SlurmPartition {n}: {o.message}" for n, o in sorted(stopped.items())))
-        busy = any(not o.ready and o.reason not in WARNINGS for o in outcomes.values())
+        busy = deferred or any(o.reason in BUSY for o in outcomes.values())
         return Result(requeue_after=BUSY_S) if busy else DONE
+
+    async def _confirm(self, result: Plan, crs: Mapping[str, Mapping[str, Any]]) -> bool:
+        """The `created` claims of partitions Slurm now shows this reconcile made; True if any was written."""
+        confirmed = False
+        for action in result.actions:
+            if action.kind == "claim" and action.ownership == "created":
+                try:
+                    confirmed |= bool(await self._carry_out(action, crs[action.cr]))
+                except Stopped:  # told at the next reconcile, which tries again
+                    log.warning("partition creation not confirmed on its CR", cr=action.cr)
+        return confirmed
+
+    async def _tell_all(
+        self,
+        crs: Mapping[str, Mapping[str, Any]],
+        outcomes: dict[str, Outcome],
+        world: World,
+        counts: Mapping[str, tuple[int, int]],
+        released: set[str],
+    ) -> None:
+        """What the exporter shows, then each CR's status and Events."""
+        self.outcomes = outcomes
+        # ABSENT: no such partition in Slurm (refused, not made yet, or deleted behind our back)
+        states = {name: world.present[o.partition].settings.state if o.partition in world.present else ABSENT
+                  for name, o in outcomes.items()}  # fmt: skip
+        self.slurm_states = {name: state for name, state in states.items() if state}
+        self.held = {
+            name: self.slurm_states.get(name, "") for name, o in outcomes.items() if o.reason == HELD
+        }
+        self._closing = {o.partition: counts.get(o.partition, (0, 0)) for o in outcomes.values()
+                         if o.reason in (DRAINING, DELETE_REFUSED)}  # fmt: skip
+        for name, outcome in outcomes.items():
+            if name not in released:
+                await self._tell(crs[name], outcome, world, counts)
 
     async def _world(
         self, crs: Mapping[str, Mapping[str, Any]], *, read_conf: bool = True
     ) -> tuple[World, dict[str, tuple[int, int]]]:
-        """Slurm's partitions, its (running, pending) jobs by partition, /conf (the last read's without
-        `read_conf`), and the ownership records."""
-        slurm = self.context.slurm
+        """Slurm's partitions (read now), the (running, pending) jobs of each from the service's last job
+        poll, /conf (read again only when older than CONF_MAX_AGE_S or after a reload), the ownership
+        records, and the busy Slurm nodes from the node cache."""
+        slurm, cache = self.context.slurm, self.context.slurm_cache
         present = {p.name: p for p in await slurm.partition_states()}
-        counts = job_counts(await slurm.list_jobs())
-        if read_conf and slurm.partition_writes:
-            try:
-                conf = await slurm.slurmctld_conf()
-                self.keeps_partitions = conf.keeps_partitions if conf is not None else None
-            except SlurmError as exc:
-                log.warning("slurmctld's /conf not read: no partition created or changed", error=str(exc))
-                self.keeps_partitions = None
+        if read_conf:
+            await self._read_conf()
+        counts = self._hint_counts()
+        if counts is None and self.context.jobs.read_once:
+            counts = partition_jobs(self.context.jobs.counts)
+        jobs = None
+        if counts is not None:
+            jobs = {name: running + pending for name, (running, pending) in counts.items()}
+            jobs.update({name: max(1, jobs.get(name, 0)) for name in self._in_use})
         owned = records(self._record(cr) for cr in crs.values())
         world = World(
             present=present,
             owned=owned,
-            jobs={name: running + pending for name, (running, pending) in counts.items()},
-            slurm_nodes=frozenset(self.context.slurm_cache.nodes),
+            jobs=jobs,
+            slurm_nodes=frozenset(cache.nodes),
             keeps_partitions=self.keeps_partitions,
             writes=slurm.partition_writes,
             slinky=self.slinky.names() if self.slinky is not None else {},
+            made=frozenset(self._made),
+            busy=frozenset(n for n, node in cache.nodes.items() if _busy(node.state))
+            if self.preempts
+            else frozenset(),
+            preempts=self.preempts,
         )
-        return world, counts
+        return world, counts or {}
+
+    async def _read_conf(self) -> None:
+        slurm = self.context.slurm
+        if not slurm.partition_writes or self.clock() - self._conf_read_at < CONF_MAX_AGE_S:
+            return
+        try:
+            conf = await slurm.slurmctld_conf()
+        except SlurmError as exc:
+            log.warning("slurmctld's /conf not read: no partition created or changed", error=str(exc))
+            self.keeps_partitions, self._conf_read_at = None, -float("inf")
+            return
+        self.keeps_partitions = conf.keeps_partitions if conf is not None else None
+        self.preempts = conf.preempts_by_partition if conf is not None else ""
+        self._conf_read_at = self.clock()
 
     def _record(self, cr: Mapping[str, Any]) -> tuple[str, str | None, str | None]:
         """The CR's ownership record; a claim written that the informer has not shown yet counts."""
         name, partition, how = record_of(cr)
         claimed = self._claimed.get(name)
-        if how is None and claimed is not None and claimed[0] == cr["metadata"].get("uid"):
-            return record_of({**cr, "metadata": {**cr["metadata"], "annotations": {
-                **(cr["metadata"].get("annotations") or {}), Keys.PARTITION_OWNER: claimed[1]}}})  # fmt: skip
-        if how is not None:
+        if claimed is None or claimed[0] != cr["metadata"].get("uid"):
+            return name, partition, how
+        if how == claimed[1]:
             self._claimed.pop(name, None)
-        return name, partition, how
+            return name, partition, how
+        return record_of({**cr, "metadata": {**cr["metadata"], "annotations": {
+            **(cr["metadata"].get("annotations") or {}), Keys.PARTITION_OWNER: claimed[1]}}})  # fmt: skip
 
-    def _wanted(self, cr: Mapping[str, Any]) -> Any:
+    def _wanted_all(self, crs: Mapping[str, Mapping[str, Any]]) -> list[Wanted]:
+        selectors = {
+            name: ((cr.get("spec") or {}).get("nodes") or {}).get("selector") for name, cr in crs.items()
+        }
+        self.index.update(selectors, lambda: self.context.kube_cache.nodes.items.values())
+        self._names_nodesets = any(
+            ((cr.get("spec") or {}).get("nodes") or {}).get("nodeSets") for cr in crs.values()
+        )
+        return [self._wanted(cr) for cr in crs.values()]
+
+    def _wanted(self, cr: Mapping[str, Any]) -> Wanted:
         cache, known = self.context.kube_cache, self.context.slurm_cache.nodes
-
-        def bound(node: str) -> str | None:
-            names = slurm_nodes_on(node, cache, known)
-            return names[0] if names else None
-
-        return wanted_from(cr, list(cache.nodes.items.values()), bound, self.nodeset_members)
+        name = cr["metadata"]["name"]
+        nodes = [node for node in map(cache.node, sorted(self.index.matched(name))) if node is not None]
+        status = self._written.get(name) or cr.get("status") or {}
+        observed = status.get("observedGeneration")
+        return wanted_from(
+            cr, nodes, lambda node: slurm_nodes_on(node, cache, known), self.nodeset_members,
+            observed=int(observed) if observed is not None else None,
+        )  # fmt: skip
 
     # -- writes ---------------------------------------------------------------------------------------
     async def _write_all(
@@ -329,16 +510,32 @@ class PartitionController(Controller):
 
     async def _write_one(self, action: Action, cr: Mapping[str, Any], stopped: dict[str, Outcome]) -> bool:
         try:
-            return await self._carry_out(action, cr)
+            return bool(await self._carry_out(action, cr))
         except Stopped as stop:
             stopped[action.cr] = stop.outcome
+            if stop.outcome.reason == INVALID:  # Slurm's (or the check's) refusal: not sent again as is
+                generation = int((cr.get("metadata") or {}).get("generation", 0))
+                self._refused[action.cr] = (generation, _sent(action), stop.outcome)
             return False
 
-    async def _carry_out(self, action: Action, cr: Mapping[str, Any]) -> bool:
-        """One action through the writers; True when Slurm was written."""
+    def _still_refused(self, batch: list[Action], crs: Mapping[str, Mapping[str, Any]]) -> dict[str, Outcome]:
+        """The CRs whose write Slurm refused before, unchanged since (same generation, same write): not sent
+        again; their outcome is the one told then."""
+        told: dict[str, Outcome] = {}
+        for action in batch:
+            refused = self._refused.get(action.cr)
+            generation = int((crs[action.cr].get("metadata") or {}).get("generation", 0))
+            if refused is not None and refused[:2] == (generation, _sent(action)):
+                told[action.cr] = refused[2]
+            else:
+                self._refused.pop(action.cr, None)
+        return told
+
+    async def _carry_out(self, action: Action, cr: Mapping[str, Any]) -> bool | None:
+        """One action through the writers; True when Slurm was written, None when a claim found the record
+        moved since the informer showed it (the CR waits for the next reconcile)."""
         if action.kind == "claim":
-            await self._claim(action, cr)
-            return False
+            return False if await self._claim(action, cr) else None
         if action.kind == "release":
             await self._release(cr)
             return False
@@ -370,17 +567,21 @@ class PartitionController(Controller):
         log.info(f"partition {action.kind}", partition=action.partition, cr=action.cr,
                  nodes=_nodes_text(action.nodes))  # fmt: skip
         self.context.actions(f"partition_{action.kind}", "k8s_to_slurm", action.partition, {"result": "ok"})
+        if action.kind == "create":
+            self._made.add(action.partition)  # its claim becomes `created` once Slurm shows it
         await self._tell_written(action, cr)
 
     def _refused_delete(self, action: Action, exc: SlurmApiError) -> Outcome:
-        """Slurm's 2075: a job came into the partition between our read of the jobs and the DELETE. The CR
-        keeps its finalizer; the next reconcile sees the job, drains the partition and waits for it."""
+        """Slurm's 2075: a job came into the partition after the job poll the plan counted from, before the
+        DELETE. The CR keeps its finalizer; the next reconcile counts a job there, closes the partition and
+        waits for the poll to see its jobs move."""
         said = "; ".join(f"{e.error or e.description} (error {e.error_number})" for e in exc.errors)
         message = (
             f"Slurm refused to delete partition {action.partition}: {said}; a job came in after the check: "
             f"it is drained and deleted once its jobs have ended (tried again in {IN_USE_RETRY_S:.0f} s)"
         )
         log.warning("partition delete refused", partition=action.partition, cr=action.cr, error=said)
+        self._in_use.add(action.partition)  # counted as holding a job until the job poll sees its jobs move
         return Outcome(action.cr, action.partition, False, DELETE_REFUSED, message)
 
     def _stop(self, action: Action, reason: str, message: str) -> Outcome:
@@ -396,8 +597,9 @@ class PartitionController(Controller):
                 cr, "Normal", EVENT_CREATED, message + (f" with {settings}" if settings else "")
             )
         elif action.kind == "drain":
+            state = action.settings.state
             await self._event(cr, "Normal", EVENT_DRAINING,
-                              f"partition {name} set DRAIN: deleted once its jobs have ended")  # fmt: skip
+                              f"partition {name} set {state}: deleted once its jobs have ended")  # fmt: skip
         else:
             settings = _settings_text(action.settings, action.before)
             changes = [
@@ -409,23 +611,31 @@ class PartitionController(Controller):
     def _path(self, cr: Mapping[str, Any]) -> str:
         return f"{PATH}/{cr['metadata']['name']}"
 
-    async def _claim(self, action: Action, cr: Mapping[str, Any]) -> None:
-        """The ownership record and the finalizer on the CR, before anything of it is written to Slurm."""
-        how = action.ownership or "created"
+    async def _claim(self, action: Action, cr: Mapping[str, Any]) -> bool:
+        """The ownership record and the finalizer on the CR, before anything of it is written to Slurm.
+        Written only over the record the plan saw (`replaces`): after a failover the informer may not show
+        a `created` claim yet, and an adopting claim over it would leave the partition in Slurm for good.
+        False when the record is another one now (nothing written: the next reconcile plans from it)."""
+        how = action.ownership or "creating"
+        found: list[str | None] = []
 
         def build(obj: dict[str, Any]) -> dict[str, Any] | None:
             meta = obj.get("metadata") or {}
             patch: dict[str, Any] = {}
-            if (meta.get("annotations") or {}).get(Keys.PARTITION_OWNER) != how:
+            record = (meta.get("annotations") or {}).get(Keys.PARTITION_OWNER)
+            found[:] = [record]
+            if record not in (how, action.replaces):
+                return None
+            if record != how:
                 patch["annotations"] = {Keys.PARTITION_OWNER: how}
             finalizers = list(meta.get("finalizers") or [])
             if Keys.PARTITION_FINALIZER not in finalizers:
                 patch["finalizers"] = [*finalizers, Keys.PARTITION_FINALIZER]
             return {"metadata": patch} if patch else None
 
-        try:
+        try:  # from a fresh read: the informer's copy may not show our own last claim yet
             await self.context.writer.patch_from_current(
-                self._path(cr), build, current=dict(cr), what=f"{KIND} {action.cr} ownership"
+                self._path(cr), build, what=f"{KIND} {action.cr} ownership"
             )
         except KubeError as exc:
             message = (
@@ -433,7 +643,16 @@ class PartitionController(Controller):
                 "written to Slurm"
             )
             raise Stopped(self._stop(action, CLAIM_FAILED, message)) from exc
+        if found and found[0] not in (how, action.replaces):
+            log.info(
+                "partition ownership moved since the informer showed it: planned again",
+                cr=action.cr, partition=action.partition, found=found[0], planned_over=action.replaces,
+            )  # fmt: skip
+            return False
         self._claimed[action.cr] = (str(cr["metadata"].get("uid", "")), how)
+        if how == "created":
+            self._made.discard(action.partition)
+        return True
 
     async def _release(self, cr: Mapping[str, Any]) -> None:
         def build(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -456,6 +675,8 @@ class PartitionController(Controller):
         self._claimed.pop(name, None)
         self._said.pop(name, None)
         self._written.pop(name, None)
+        self._refused.pop(name, None)
+        self._made.discard(partition_name(cr))
 
     # -- Kubernetes: status and Events -----------------------------------------------------------------
     async def _tell(

@@ -11,17 +11,25 @@ Rules (docs/partitions.md):
   partitions (NodeSet `partition`, `extraConf`) are a Conflict even then.
 - No create or update unless slurmctld has `ReconfigFlags=KeepPartInfo`: without it the next reconfigure
   deletes partitions made over REST and kills their jobs (measured). Draining and deleting stay allowed.
-- A partition with jobs is never deleted: it is set DRAIN first (new submissions refused, running jobs go on)
-  and deleted once Slurm counts no running or pending job in it (Slurm itself refuses to delete it before).
+- A partition with jobs is never deleted: it is closed first (UP -> DRAIN, DOWN -> INACTIVE: no new
+  submissions and no job started that would not have started anyway) and deleted once Slurm counts no running
+  or pending job in it (Slurm itself refuses to delete it before). guards.py has the rules and measurements.
+- A `created` claim is written as `creating` before the create and confirmed once Slurm showed the
+  partition this syncer made: a partition that appears under an unconfirmed claim may be someone else's.
+- What stops work in Slurm is kept: a state someone set there that stops what the CR's state allows
+  (an admin's DOWN under a CR saying UP) is not written over until the CR changes (`HeldInSlurm`).
+- With preemption by partition priority, a busy node joins a partition of a higher tier than one whose jobs
+  it runs only once idle (`NodesHeld`).
 - Only changed fields are sent; nodes as `+a,-b` changes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
+from syncer.controllers.partitions.guards import DEFAULT_TIER, closing_state, lifts, preempting
 from syncer.slurm.partitions import (
     InvalidPartition,
     PartitionSettings,
@@ -30,7 +38,7 @@ from syncer.slurm.partitions import (
     node_changes,
 )
 
-Ownership = Literal["created", "adopted"]
+Ownership = Literal["creating", "created", "adopted"]
 ActionKind = Literal["claim", "create", "update", "drain", "delete", "release"]
 
 READY = "Ready"
@@ -42,6 +50,8 @@ DRAINING = "Draining"
 DELETING = "Deleting"
 CREATING = "Creating"
 UPDATING = "Updating"
+HELD = "HeldInSlurm"  # a state someone set in Slurm that stops what the CR allows: kept until the CR changes
+NODES_HELD = "NodesHeld"  # busy nodes kept out of a partition whose jobs would preempt theirs
 NEEDS = "partitions declared in Kubernetes need Slurm 26.05+ (REST v0.0.45 writes partitions)"
 ADD_KEEP = (
     "add 'ReconfigFlags=KeepPartInfo' to slurm.conf (Slinky: controller.extraConf) and reconfigure: without "
@@ -62,6 +72,9 @@ class Wanted:
     deleting: bool = False  # deletionTimestamp set: the finalizer is ours to remove
     order: tuple[str, str] = ("", "")  # (creationTimestamp, uid): the older CR wins a name both declare
     problems: tuple[str, ...] = ()  # membership the controller could not resolve, each naming its field
+    joining: frozenset[str] = frozenset()  # NodeSet members: left out while Slurm does not know them yet
+    generation: int = 0  # metadata.generation
+    observed: int | None = None  # the generation its last status was written for; None: no status yet
 
 
 @dataclass(frozen=True)
@@ -73,6 +86,7 @@ class Action:
     settings: PartitionSettings = NOTHING  # create: all managed; update: the changed fields only
     before: PartitionSettings | None = None  # update: what Slurm had (for the Event: what was put back)
     ownership: Ownership | None = None  # claim: how it becomes ours
+    replaces: Ownership | None = None  # claim: the record it replaces (the claim is written only over that)
 
 
 @dataclass(frozen=True)
@@ -91,6 +105,7 @@ class Outcome:
 class Plan:
     actions: list[Action] = field(default_factory=list)
     outcomes: dict[str, Outcome] = field(default_factory=dict)  # by CR
+    held_out: set[str] = field(default_factory=set)  # busy nodes kept out of a partition until idle
 
 
 @dataclass(frozen=True)
@@ -99,12 +114,15 @@ class World:
 
     present: Mapping[str, PartitionState]  # by partition name, freshly listed
     owned: Mapping[str, tuple[str, Ownership]]  # partition -> (CR, how): the records on the CRs
-    jobs: Mapping[str, int]  # partition -> running + pending jobs
+    jobs: Mapping[str, int] | None  # partition -> running + pending jobs; None: not counted yet
     slurm_nodes: frozenset[str]  # every node Slurm knows: an unknown one would be refused (error 2018)
     keeps_partitions: bool | None  # ReconfigFlags has KeepPartInfo; None: /conf could not be read
     writes: bool  # the REST version writes partitions (v0.0.45)
     # partitions Slinky manages -> the object declaring them ("NodeSet ns/name", "Controller ns/name")
     slinky: Mapping[str, str] = field(default_factory=dict)
+    made: frozenset[str] = frozenset()  # partitions this process created, their claims not confirmed yet
+    busy: frozenset[str] = frozenset()  # Slurm nodes running jobs (ALLOCATED, MIXED, COMPLETING)
+    preempts: str = ""  # how slurmctld preempts by partition priority ("" where it does not)
 
 
 def diff(want: PartitionSettings, have: PartitionSettings) -> PartitionSettings:
@@ -159,9 +177,7 @@ def plan(wanted: Sequence[Wanted], world: World) -> Plan:
         )  # fmt: skip
     for want in first.values():
         if want.deleting:
-            record = world.owned.get(want.partition)
-            ownership = record[1] if record is not None and record[0] == want.cr else None
-            _delete(want, world, result, world.present.get(want.partition), ownership)
+            _delete(want, world, result)
         elif want.cr not in result.outcomes:
             _one(want, world, result)
     return result
@@ -177,24 +193,88 @@ def _one(want: Wanted, world: World, result: Plan) -> None:
         result.outcomes[want.cr] = _outcome(want, False, *refused)
         return
     have = world.present.get(want.partition)
-    record = world.owned.get(want.partition)
     add, say = result.actions.append, result.outcomes.__setitem__
-    if record is None:
-        add(Action("claim", want.cr, want.partition, ownership="created" if have is None else "adopted"))
-    elif record[1] == "adopted" and have is None:
-        add(Action("claim", want.cr, want.partition, ownership="created"))  # made anew by us: ours to delete
+    _claim(want, world, have, add)
+    members = want.nodes - (want.joining - world.slurm_nodes)  # NodeSet members not registered yet wait
+    held_out = _held_out(want, world, have, members)
+    members -= frozenset(held_out)
+    result.held_out.update(held_out)
     if have is None:
-        add(Action("create", want.cr, want.partition, ",".join(sorted(want.nodes)), want.settings))
+        add(Action("create", want.cr, want.partition, ",".join(sorted(members)), want.settings))
         say(want.cr, _outcome(want, False, CREATING, f"creating partition {want.partition}"))
         return
     changed = diff(want.settings, have.settings)
-    nodes = node_changes(have.nodes, want.nodes)
-    jobs = world.jobs.get(want.partition, 0)
+    held = lifts(have.settings.state, changed.state) and not _changed_since_seen(want)
+    if held:
+        changed = replace(changed, state=None)
+    nodes = node_changes(have.nodes, members)
+    jobs = (world.jobs or {}).get(want.partition, 0)
     if changed.managed() or nodes:
         add(Action("update", want.cr, want.partition, nodes or None, changed, have.settings))
         say(want.cr, _outcome(want, False, UPDATING, f"updating partition {want.partition}", jobs))
-        return
-    say(want.cr, _outcome(want, True, READY, f"partition {want.partition} matches", jobs))
+    elif held:
+        say(want.cr, _outcome(want, False, HELD, _held_message(want, have), jobs))
+    elif held_out:
+        say(want.cr, _outcome(want, False, NODES_HELD, _held_out_message(want, world, held_out), jobs))
+    else:
+        say(want.cr, _outcome(want, True, READY, f"partition {want.partition} matches", jobs))
+
+
+def _claim(want: Wanted, world: World, have: PartitionState | None, add: Any) -> None:
+    """The ownership record before anything is written: `creating` before a create, `created` once Slurm
+    shows the partition this process made, `adopted` for an existing one the CR adopts."""
+    record = world.owned.get(want.partition)
+    how = record[1] if record is not None else None
+    if have is None and how != "creating":
+        add(Action("claim", want.cr, want.partition, ownership="creating", replaces=how))
+    elif have is not None and how == "creating" and want.partition in world.made:
+        add(Action("claim", want.cr, want.partition, ownership="created", replaces="creating"))
+    elif have is not None and how in (None, "creating"):  # foreign, or an unconfirmed claim: adopt says so
+        add(Action("claim", want.cr, want.partition, ownership="adopted", replaces=how))
+
+
+def _changed_since_seen(want: Wanted) -> bool:
+    """The CR changed after its last status was written: its author has spoken since Slurm was looked at."""
+    return want.observed is not None and want.generation > want.observed
+
+
+def _held_message(want: Wanted, have: PartitionState) -> str:
+    name, state, wanted = want.partition, have.settings.state, want.settings.state
+    return (
+        f"partition {name} is {state} in Slurm, set there, not by this CR (spec.state {wanted}): kept, since "
+        f"{wanted} would let jobs in or start jobs it stops; the CR's state is written again once the CR "
+        f"changes (any edit of its spec), or lift it in Slurm: scontrol update partitionname={name} "
+        f"state={wanted}"
+    )
+
+
+def _tier(want: Wanted, have: PartitionState | None) -> int:
+    for tier in (want.settings.priority_tier, have.settings.priority_tier if have is not None else None):
+        if tier is not None:
+            return tier
+    return DEFAULT_TIER
+
+
+def _held_out(
+    want: Wanted, world: World, have: PartitionState | None, members: frozenset[str]
+) -> dict[str, tuple[str, int]]:
+    """Busy nodes this CR would add where Slurm preempts by partition priority and this partition's tier is
+    above one whose jobs they run: they join once idle."""
+    if not world.preempts:
+        return {}
+    adding = members - have.nodes if have is not None else members
+    return preempting(adding, _tier(want, have), want.partition, world.present, world.busy)
+
+
+def _held_out_message(want: Wanted, world: World, held_out: Mapping[str, tuple[str, int]]) -> str:
+    nodes = sorted(held_out)
+    shown = ", ".join(f"{n} (in {held_out[n][0]}, tier {held_out[n][1]})" for n in nodes[:5])
+    more = f" and {len(nodes) - 5} more" if len(nodes) > 5 else ""
+    return (
+        f"node(s) {shown}{more} run jobs that partition {want.partition} (tier "
+        f"{_tier(want, world.present.get(want.partition))}) would preempt ({world.preempts}): they join once "
+        "idle; to move them sooner, drain them (annotation slurm-syncer.dev/drain on their Node)"
+    )
 
 
 def _refusal(want: Wanted, world: World) -> tuple[str, str] | None:
@@ -214,11 +294,15 @@ def _refusal(want: Wanted, world: World) -> tuple[str, str] | None:
     problem = _invalid(want, world)
     if problem:
         return INVALID, problem
-    if name in world.present and record is None and not want.adopt:
-        return CONFLICT, (
-            f"partition {name} exists in Slurm and was not created by slurm-syncer; set spec.adopt: true to "
-            "manage it"
+    unconfirmed = record is not None and record[1] == "creating" and name not in world.made
+    if name in world.present and (record is None or unconfirmed) and not want.adopt:
+        how = (
+            "appeared in Slurm while this CR's create of it was not confirmed (a create Slurm refused, or a "
+            "restart between the create and its record): it may be someone else's"
+            if unconfirmed
+            else "exists in Slurm and was not created by slurm-syncer"
         )
+        return CONFLICT, f"partition {name} {how}; set spec.adopt: true to manage it"
     stolen = _default_taken(want, world)
     if stolen:
         return CONFLICT, stolen
@@ -235,7 +319,7 @@ def _invalid(want: Wanted, world: World) -> str:
         check(want.partition, want.settings)
     except InvalidPartition as exc:
         return f"spec.{exc.field}: {exc}" if exc.field != "name" else f"partition {exc}"
-    unknown = sorted(want.nodes - world.slurm_nodes)
+    unknown = sorted(want.nodes - want.joining - world.slurm_nodes)
     if unknown:
         shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
         return f"spec.nodes: {shown} unknown to Slurm (Slurm refuses the whole write: error 2018)"
@@ -257,34 +341,52 @@ def _default_taken(want: Wanted, world: World) -> str:
     return ""
 
 
-def _delete(
-    want: Wanted, world: World, result: Plan, have: PartitionState | None, ownership: Ownership | None
-) -> None:
-    """A CR being deleted: a partition it created is drained, then deleted once its jobs are gone; anything
-    else (adopted, foreign, never made) is only released."""
+def _delete(want: Wanted, world: World, result: Plan) -> None:
+    """A CR being deleted: a partition it created is closed (guards.closing_state), then deleted once its
+    jobs are gone; anything else (adopted, foreign, never made) is only released."""
     add, say = result.actions.append, result.outcomes.__setitem__
-    if have is None or ownership != "created" or want.partition in world.slinky or not world.writes:
+    have = world.present.get(want.partition)
+    record = world.owned.get(want.partition)
+    ownership = record[1] if record is not None and record[0] == want.cr else None
+    ours = ownership == "created" or (ownership == "creating" and want.partition in world.made)
+    if have is None or not ours or want.partition in world.slinky or not world.writes:
         add(Action("release", want.cr, want.partition))
         say(want.cr, _outcome(want, False, DELETING, f"releasing partition {want.partition}"))
         return
-    jobs = world.jobs.get(want.partition, 0)
-    if jobs:
-        if have.settings.state != "DRAIN":
-            add(Action("drain", want.cr, want.partition, settings=PartitionSettings(state="DRAIN"),
-                       before=have.settings))  # fmt: skip
-        say(want.cr, _outcome(want, False, DRAINING,
-                              f"partition {want.partition} drains: {jobs} job(s) remain", jobs))  # fmt: skip
+    jobs = world.jobs.get(want.partition, 0) if world.jobs is not None else None
+    if jobs == 0:
+        add(Action("delete", want.cr, want.partition))
+        add(Action("release", want.cr, want.partition))
+        say(want.cr, _outcome(want, False, DELETING, f"deleting partition {want.partition}"))
         return
-    add(Action("delete", want.cr, want.partition))
-    add(Action("release", want.cr, want.partition))
-    say(want.cr, _outcome(want, False, DELETING, f"deleting partition {want.partition}"))
+    closing = closing_state(have.settings.state)
+    if closing is not None:
+        add(Action("drain", want.cr, want.partition, settings=PartitionSettings(state=closing),
+                   before=have.settings))  # fmt: skip
+    message = _draining_message(want.partition, closing or have.settings.state, jobs)
+    say(want.cr, _outcome(want, False, DRAINING, message, jobs or 0))
+
+
+def _draining_message(name: str, state: str | None, jobs: int | None) -> str:
+    remain = f"{jobs} job(s) remain" if jobs is not None else "job(s) remain (not counted yet)"
+    if state == "INACTIVE":  # closed from DOWN, or INACTIVE already (guards.closing_state)
+        return (
+            f"partition {name} is {state}: {remain}, held there (none starts, none is refused or ended); it "
+            f"is deleted once none remain: cancel them (scancel --partition={name}) or let them run "
+            f"(scontrol update partitionname={name} state=DRAIN)"
+        )
+    return f"partition {name} drains: {remain}; deleted once they have ended"
+
+
+OWNERSHIPS: dict[str, Ownership] = {"creating": "creating", "created": "created", "adopted": "adopted"}
 
 
 def records(crs: Iterable[tuple[str, str | None, str | None]]) -> dict[str, tuple[str, Ownership]]:
-    """Ownership from the CRs' annotations: (CR, partition recorded, "created"|"adopted"). A record with
-    another value is ignored (never ours by guesswork)."""
+    """Ownership from the CRs' annotations: (CR, partition recorded, "creating"|"created"|"adopted"). A
+    record with another value is ignored (never ours by guesswork)."""
     owned: dict[str, tuple[str, Ownership]] = {}
     for cr, partition, how in crs:
-        if partition and how in ("created", "adopted"):
-            owned.setdefault(partition, (cr, "created" if how == "created" else "adopted"))
+        known = OWNERSHIPS.get(how or "")
+        if partition and known is not None:
+            owned.setdefault(partition, (cr, known))
     return owned

@@ -10,9 +10,16 @@ from typing import Any
 from syncer.controllers.partitions.plan import Outcome, Wanted
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode
-from syncer.slurm.hostlist import expand
-from syncer.slurm.models import Job
+from syncer.slurm.hostlist import TooManyHosts, expand
 from syncer.slurm.partitions import DEFAULT_SHARE, OverSubscribe, PartitionSettings, PartitionState
+
+# spec.nodes.hosts: names per CR (the CRD's CEL rule says the same); a hostlist naming more is refused before
+# it is expanded (n[0-99999999999] expanded took 24 GB: issue 45)
+MAX_HOSTS = 65_536
+EMPTY_SELECTOR = (
+    "it would take every Node; name a label (every Node on purpose: matchExpressions "
+    "[{key: kubernetes.io/hostname, operator: Exists}])"
+)
 
 # spec key -> PartitionSettings field, for the fields taken as they are
 _PLAIN = {
@@ -26,7 +33,7 @@ _NAMES = {
     "allowQos": "allow_qos", "denyQos": "deny_qos",
 }  # fmt: skip
 
-BoundSlurmNode = Callable[[str], str | None]  # Kubernetes Node -> its bound Slurm node, if bound
+BoundSlurmNodes = Callable[[str], Iterable[str]]  # Kubernetes Node -> the Slurm nodes bound to it
 NodeSetMembers = Callable[[str, str], Iterable[str] | None]  # (namespace, name) -> Slurm nodes; None: no such
 
 
@@ -65,46 +72,100 @@ def partition_name(cr: Mapping[str, Any]) -> str:
     return str(cr.get("spec", {}).get("partitionName") or cr["metadata"]["name"])
 
 
+def empty_selector(selector: Mapping[str, Any]) -> bool:
+    """No matchLabels and no matchExpressions: Kubernetes reads it as every Node."""
+    return not selector.get("matchLabels") and not selector.get("matchExpressions")
+
+
 def wanted_from(
-    cr: Mapping[str, Any], nodes: Iterable[KubeNode], bound: BoundSlurmNode, nodeset_members: NodeSetMembers
+    cr: Mapping[str, Any],
+    nodes: Iterable[KubeNode],
+    bound: BoundSlurmNodes,
+    nodeset_members: NodeSetMembers,
+    observed: int | None = None,
 ) -> Wanted:
-    """The CR as the plan takes it; what cannot be resolved is a problem naming its field (no write then)."""
+    """The CR as the plan takes it; what cannot be resolved is a problem naming its field (no write then).
+    `nodes` are the Nodes to match the selector against (the controller's index passes those it matches);
+    `observed` is the generation the CR's last status was written for (None: no status yet)."""
     meta, spec = cr["metadata"], cr.get("spec", {})
-    members: set[str] = set()
     problems: list[str] = []
     membership = spec.get("nodes") or {}
-    selector = membership.get("selector")
-    if selector is not None:
-        matched = [node.name for node in nodes if selector_matches(selector, node.labels)]
-        slurm = {name for name in (bound(node) for node in matched) if name}
-        if not matched:
-            problems.append("spec.nodes.selector matches no Node")
-        elif not slurm:
-            problems.append(
-                f"spec.nodes.selector matches {len(matched)} Node(s), none bound to a Slurm node yet"
-            )
-        members |= slurm
-    for ref in membership.get("nodeSets") or []:
-        found = nodeset_members(ref["namespace"], ref["name"])
-        if found is None:
-            problems.append(f"spec.nodes.nodeSets: NodeSet {ref['namespace']}/{ref['name']} does not exist")
-        else:
-            members.update(found)
-    for i, hostlist in enumerate(membership.get("hosts") or []):
-        try:
-            members.update(expand(hostlist))
-        except ValueError:
-            problems.append(f"spec.nodes.hosts[{i}]: {hostlist!r} is not a Slurm hostlist (e.g. gpu[01-04])")
+    selected = _selected(membership.get("selector"), nodes, bound, problems)
+    joining = _nodeset_members(membership.get("nodeSets") or [], nodeset_members, problems)
+    hosts = _hosts(membership.get("hosts") or [], problems)
     return Wanted(
         cr=meta["name"],
         partition=partition_name(cr),
-        nodes=frozenset(members),
+        nodes=frozenset(selected | joining | hosts),
         settings=settings_from_spec(spec),
         adopt=bool(spec.get("adopt", False)),
         deleting=bool(meta.get("deletionTimestamp")),
         order=(str(meta.get("creationTimestamp", "")), str(meta.get("uid", ""))),
         problems=tuple(problems),
+        joining=frozenset(joining - selected - hosts),
+        generation=int(meta.get("generation", 0)),
+        observed=observed,
     )
+
+
+def _selected(
+    selector: Mapping[str, Any] | None, nodes: Iterable[KubeNode], bound: BoundSlurmNodes, problems: list[str]
+) -> set[str]:
+    """The Slurm nodes bound to the Nodes the selector matches: every one of a Node's (two slurmd pods on
+    one Node: both)."""
+    if selector is None:
+        return set()
+    if empty_selector(selector):
+        problems.append(f"spec.nodes.selector is empty: {EMPTY_SELECTOR}")
+        return set()
+    matched = [node.name for node in nodes if selector_matches(selector, node.labels)]
+    slurm = {name for node in matched for name in bound(node)}
+    if not matched:
+        problems.append("spec.nodes.selector matches no Node")
+    elif not slurm:
+        problems.append(f"spec.nodes.selector matches {len(matched)} Node(s), none bound to a Slurm node yet")
+    return slurm
+
+
+def _nodeset_members(
+    refs: Iterable[Mapping[str, Any]], nodeset_members: NodeSetMembers, problems: list[str]
+) -> set[str]:
+    """Every Slurm node a named NodeSet declares (powered down or not); one that declares none is a
+    problem, never a partition emptied without a word."""
+    members: set[str] = set()
+    for ref in refs:
+        named = f"NodeSet {ref['namespace']}/{ref['name']}"
+        found = nodeset_members(ref["namespace"], ref["name"])
+        if found is None:
+            problems.append(f"spec.nodes.nodeSets: {named} does not exist")
+            continue
+        names = set(found)
+        if not names:
+            problems.append(
+                f"spec.nodes.nodeSets: {named} has no members now (no pod, no member declared to Slurm yet)"
+            )
+        members |= names
+    return members
+
+
+def _hosts(hostlists: Iterable[str], problems: list[str]) -> set[str]:
+    """The hostlists' names, counted before any is made: at most MAX_HOSTS in all."""
+    members: set[str] = set()
+    left = MAX_HOSTS
+    for i, hostlist in enumerate(hostlists):
+        try:
+            names = expand(hostlist, limit=left)
+        except TooManyHosts as exc:
+            problems.append(
+                f"spec.nodes.hosts[{i}]: {hostlist!r} names {exc.count:,} hosts: at most {MAX_HOSTS:,} in all"
+            )
+            return set()
+        except ValueError:
+            problems.append(f"spec.nodes.hosts[{i}]: {hostlist!r} is not a Slurm hostlist (e.g. gpu[01-04])")
+            continue
+        left -= len(names)
+        members.update(names)
+    return members
 
 
 def record_of(cr: Mapping[str, Any]) -> tuple[str, str | None, str | None]:
@@ -150,21 +211,18 @@ def status_of(
     return document
 
 
-# states after which a job no longer holds its partition (Slurm deletes it once only these remain)
-ENDED = frozenset({
-    "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
-    "OUT_OF_MEMORY",
-})  # fmt: skip
+RUNNING_STATES = frozenset({"RUNNING", "SUSPENDED"})  # base states of a job holding nodes in the partition
 
 
-def job_counts(jobs: Iterable[Job]) -> dict[str, tuple[int, int]]:
-    """Per partition (running, pending) from `GET /jobs`. A job pending in several partitions (`-p a,b`)
-    counts in each; a job that ended counts nowhere."""
-    counts: dict[str, list[int]] = {}
-    for job in jobs:
-        if job.states & ENDED or not job.states:
+def partition_jobs(counts: Mapping[tuple[str, str], int]) -> dict[str, tuple[int, int]]:
+    """Per partition (running, pending) from the service's job poll ({(partition, state): jobs}, from
+    slurmctld's metrics or slurmrestd's job list). A job pending in several partitions (`a,b`) counts in
+    each; flags (CONFIGURING, COMPLETING, ...) and ended states count nowhere."""
+    found: dict[str, list[int]] = {}
+    for (partitions, state), jobs in counts.items():
+        slot = 1 if state == "PENDING" else 0 if state in RUNNING_STATES else None
+        if slot is None or jobs <= 0:
             continue
-        slot = 1 if "PENDING" in job.states else 0
-        for name in filter(None, job.partition.split(",")):
-            counts.setdefault(name, [0, 0])[slot] += 1
-    return {name: (running, pending) for name, (running, pending) in counts.items()}
+        for name in filter(None, partitions.split(",")):
+            found.setdefault(name, [0, 0])[slot] += jobs
+    return {name: (running, pending) for name, (running, pending) in found.items()}
