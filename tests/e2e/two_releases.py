@@ -1,0 +1,228 @@
+"""Two releases in one Kubernetes cluster (issue 45 item 3): release A on the power sandbox and release B on a
+Slurm of its own, both in one namespace (the chart's default scope), each with a SlurmPartition and a power
+NodeSet labelled with its cluster identity. A scenario of tests/e2e/test_nodeset_power.py's side-by-side run:
+its wait for slurmctld's 30 s power-up check overlaps theirs. Before cluster identities, B created A's
+partition in its Slurm, declared A's members there and deleted A's pod under a running job."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from syncer.app.service import SyncerService
+from syncer.controllers.nodeset.options import NodeSetOptions
+from syncer.controllers.partitions.options import PartitionOptions
+from syncer.model.cluster import LABEL, partition_finalizer
+from syncer.slurm.auth import TokenFile
+from syncer.slurm.client import SlurmClient
+from syncer.slurm.partitions import PartitionState
+from syncer.testing.sandbox import Sandbox, up
+from syncer.testing.slurmd_standin import SlurmdStandIn
+from tests.e2e.power_safety import job_state, submit, until_told
+from tests.e2e.rig import Rig, running_syncer, sync
+from tests.e2e.test_nodeset import GROUP, VERSION, delete_slurm_nodes, end_jobs, ensure_pool
+from tests.e2e.test_nodeset_power import Ports, power_body, wait_slurm
+from tests.fixtures.slurm import SELECTED
+from tests.helpers import wait_for
+
+NAMESPACE = "two-rel"  # both releases' NodeSets and pods, as two chart installs in one namespace
+A, B = "tr-a", "tr-b"  # the releases' cluster identities
+PARTITIONS = "slurmpartitions"
+
+
+def nodeset_body(name: str, release: str, feature: str) -> dict[str, Any]:
+    body: dict[str, Any] = power_body(name, 1, (feature,))
+    body["metadata"].update(namespace=NAMESPACE, labels={LABEL: release})
+    return body
+
+
+def partition_body(name: str, release: str | None, spec: dict[str, Any]) -> dict[str, Any]:
+    labels = {LABEL: release} if release else {}
+    return {"metadata": {"name": name, "labels": labels}, "spec": spec}
+
+
+def of_nodeset(name: str) -> dict[str, Any]:
+    return {"nodes": {"nodeSets": [{"namespace": NAMESPACE, "name": name}]}}
+
+
+async def partitions(reader: SlurmClient) -> dict[str, PartitionState]:
+    return {p.name: p for p in await reader.partition_states()}
+
+
+async def node_names(reader: SlurmClient, prefix: str) -> set[str]:
+    return {n.name for n in (await reader.list_all_nodes()).nodes if n.name.startswith(prefix)}
+
+
+def cr(rig: Rig, name: str) -> dict[str, Any]:
+    return dict(rig.kube.get(GROUP, VERSION, PARTITIONS, name) or {})
+
+
+def delete_cr(rig: Rig, name: str) -> None:
+    with contextlib.suppress(Exception):
+        rig.kube.api.delete(rig.kube.api.resource(GROUP, VERSION, PARTITIONS), "", name)
+
+
+def pods(rig: Rig, nodeset: str) -> dict[str, dict[str, Any]]:
+    return {
+        p["metadata"]["name"]: p
+        for p in rig.kube.api.store.objects_of(("", "pods"), NAMESPACE)
+        if (p["metadata"].get("labels") or {}).get("slurm-syncer.dev/nodeset") == nodeset
+    }
+
+
+@contextlib.asynccontextmanager
+async def other_slurm() -> Any:
+    """Release B's Slurm: a sandbox of its own (KeepPartInfo, as partitions need), started off the loop."""
+    with tempfile.TemporaryDirectory(prefix="two-rel-") as tmp:
+        other: Sandbox = await asyncio.to_thread(
+            up, Path(tmp) / "slurm", nodes=0, slurm=SELECTED.name, keep_partitions=True
+        )
+        reader = SlurmClient(other.rest_url, TokenFile(other.token_file))
+        try:
+            await reader.start()
+            yield other, reader
+        finally:
+            await reader.close()
+            await asyncio.to_thread(other.down)
+
+
+def release(rig: Rig, name: str, ports: Ports) -> Any:
+    return running_syncer(
+        rig, namespace=NAMESPACE, cluster_name=name, lease_name=name, sync=sync(max_drain_fraction=1.0),
+        nodeset=NodeSetOptions(requeue_s=0.5, power_ports=ports), partitions=PartitionOptions(enabled=True),
+    )  # fmt: skip
+
+
+async def two_releases_in_one_kubernetes_never_take_each_others_objects(
+    rig: Rig, service: SyncerService
+) -> None:
+    """Item 3: A's partition exists in Slurm A only, and B leaves its own cluster's same-named partition (an
+    admin's) as it was; neither declares the other's members; a job runs on A's member throughout and its pod
+    stays; each CR carries its own release's finalizer only, and deleting A's CR removes A's partition and
+    finalizer alone. An unlabelled CR is taken by exactly one release, whose Slurm alone gets it."""
+    if rig.kube.get("", "v1", "namespaces", NAMESPACE) is None:
+        rig.kube.create("", "v1", "namespaces", {"metadata": {"name": NAMESPACE}})
+    ensure_pool(rig)
+    ports = Ports()
+    wrap, tell = until_told(rig, "tra-job")
+    async with other_slurm() as (other, reader_b):
+        rig_b = Rig(other, rig.kube, rig.kubeconfig, reader_b)
+        # an admin's partition in Slurm B under the name of A's CR
+        other.scontrol("create", "partitionname=tra-part", f"nodes={other.real_node}", "maxtime=60")
+        admins = (await partitions(reader_b))["tra-part"]
+        try:
+            async with (
+                SlurmdStandIn(rig.kube, rig.sandbox, boot=True, port_of=ports, namespace=NAMESPACE,
+                              nodesets=("tra",)) as standin,
+                release(rig, A, ports),
+                release(rig_b, B, Ports()) as service_b,
+            ):  # fmt: skip
+                rig.kube.create(
+                    GROUP, VERSION, "nodesets", nodeset_body("tra", A, "tra"), namespace=NAMESPACE
+                )
+                rig.kube.create(
+                    GROUP, VERSION, "nodesets", nodeset_body("trb", B, "trb"), namespace=NAMESPACE
+                )
+                rig.kube.create(GROUP, VERSION, PARTITIONS, partition_body("tra-part", A, of_nodeset("tra")))
+                rig.kube.create(GROUP, VERSION, PARTITIONS, partition_body("trb-part", B, of_nodeset("trb")))
+                hosts = {"nodes": {"hosts": [rig.sandbox.real_node]}}  # the same name in both Slurms
+                rig.kube.create(GROUP, VERSION, PARTITIONS, partition_body("tru-part", None, hosts))
+
+                async def each_has_its_own() -> bool:
+                    mine_a, mine_b = await partitions(rig.reader), await partitions(reader_b)
+                    return (
+                        mine_a.get("tra-part") is not None and mine_a["tra-part"].nodes == {"tra-0"}
+                        and mine_b.get("trb-part") is not None and mine_b["trb-part"].nodes == {"trb-0"}
+                    )  # fmt: skip
+
+                await wait_slurm(each_has_its_own, 60, "each release's partition over its own member")
+                job = await submit(rig, "--no-requeue", "-N", "1", "--constraint=tra", "--wrap", wrap)
+                await wait_slurm(
+                    lambda: job_is(rig, job, "RUNNING"), 150, "the job running on A's member, powered up"
+                )
+                pod = pods(rig, "tra")["tra-0"]
+                assert pod["metadata"]["labels"][LABEL] == A, pod["metadata"]["labels"]
+                # B has had its chance: passes of its own NodeSet after the job started
+                await passes_of(service_b, "trb", count=3)
+                assert await node_names(reader_b, "tra-") == set(), "B declared A's members"
+                assert await node_names(rig.reader, "trb-") == set(), "A declared B's members"
+                assert "trb-part" not in await partitions(rig.reader)
+                assert (await partitions(reader_b))["tra-part"] == admins, "B touched its admin's partition"
+                assert pods(rig, "tra")["tra-0"]["metadata"]["uid"] == pod["metadata"]["uid"]
+                assert await job_state(rig, job) == "RUNNING"
+                assert cr(rig, "tra-part")["metadata"]["finalizers"] == [partition_finalizer(A)]
+                assert cr(rig, "trb-part")["metadata"]["finalizers"] == [partition_finalizer(B)]
+                # the unlabelled CR: one release took it, and only its Slurm has the partition
+                await wait_for(
+                    lambda: bool((cr(rig, "tru-part")["metadata"].get("labels") or {}).get(LABEL)),
+                    deadline_s=30, what="the unlabelled CR taken by a release",
+                )  # fmt: skip
+                taker = cr(rig, "tru-part")["metadata"]["labels"][LABEL]
+                assert cr(rig, "tru-part")["metadata"].get("finalizers") in (
+                    None,
+                    [partition_finalizer(taker)],
+                )
+                if taker == B:
+                    await wait_slurm(lambda: has(reader_b, "tru-part"), 30, "the partition in B's Slurm")
+                    assert "tru-part" not in await partitions(rig.reader)
+                else:
+                    await wait_slurm(lambda: has(rig.reader, "tru-part"), 30, "the partition in A's Slurm")
+                    assert "tru-part" not in await partitions(reader_b)
+                delete_cr(rig, "tru-part")
+                # deleting A's CR removes A's partition and A's finalizer alone
+                delete_cr(rig, "tra-part")
+                await wait_for(lambda: not cr(rig, "tra-part"), deadline_s=60, what="A's CR gone")
+                await wait_slurm(lambda: lacks(rig.reader, "tra-part"), 30, "A's partition gone from Slurm A")
+                assert (await partitions(reader_b))["tra-part"] == admins
+                assert cr(rig, "trb-part")["metadata"]["finalizers"] == [partition_finalizer(B)]
+                assert "trb-part" in await partitions(reader_b)
+                assert await job_state(rig, job) == "RUNNING"
+                tell()
+                await wait_slurm(lambda: job_is(rig, job, "COMPLETED"), 60, "the job completed")
+                delete_cr(rig, "trb-part")
+                await wait_for(lambda: not cr(rig, "trb-part"), deadline_s=60, what="B's CR gone")
+                await wait_for(lambda: not cr(rig, "tru-part"), deadline_s=60, what="the unlabelled CR gone")
+                await end_jobs(rig, "tra-")
+            assert not standin.failures, standin.failures
+        finally:
+            tell()
+            for name in ("tra-part", "trb-part", "tru-part"):
+                with contextlib.suppress(Exception):
+                    rig.kube.patch(GROUP, VERSION, PARTITIONS, name, {"metadata": {"finalizers": None}})
+                delete_cr(rig, name)
+            for name in ("tra", "trb"):
+                with contextlib.suppress(Exception):
+                    rig.kube.api.delete(rig.kube.api.resource(GROUP, VERSION, "nodesets"), NAMESPACE, name)
+            delete_slurm_nodes(rig, "tra-")
+            delete_slurm_nodes(rig, "trb-")
+            with contextlib.suppress(Exception):
+                rig.scontrol("delete", "partitionname=tru-part")
+
+
+async def job_is(rig: Rig, job: str, state: str) -> bool:
+    return await job_state(rig, job) == state
+
+
+async def has(reader: SlurmClient, name: str) -> bool:
+    return name in await partitions(reader)
+
+
+async def lacks(reader: SlurmClient, name: str) -> bool:
+    return name not in await partitions(reader)
+
+
+async def passes_of(service: SyncerService, nodeset: str, count: int) -> None:
+    """Until `count` more reconciles of the release's own NodeSet are done: an assertion that it did nothing
+    to another's is then about a release that had its chance."""
+    assert service.nodesets is not None
+    stats, key = service.nodesets.stats, f"{NAMESPACE}/{nodeset}"
+    first = stats.passes.get(key, 0)
+    await wait_for(
+        lambda: stats.passes.get(key, 0) >= first + count, deadline_s=60, what=f"{count} passes of {key}"
+    )
+
+
+SCENARIOS = (two_releases_in_one_kubernetes_never_take_each_others_objects,)
