@@ -44,8 +44,7 @@ def validated(name: str) -> str:
     if not _NAME.match(name) or len(name) > MAX_LENGTH:
         raise ClusterNameError(
             f"a cluster name: lower-case letters, digits, '-' and '.', starting and ending with a letter or "
-            f"digit, at most {MAX_LENGTH} characters (e.g. the Helm release name, or Slurm's ClusterName); "
-            f"got {name!r}"
+            f"digit, at most {MAX_LENGTH} characters (e.g. the Helm release name, or Slurm's ClusterName)"
         )
     return name
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -120,72 +121,11 @@ async def two_releases_in_one_kubernetes_never_take_each_others_objects(
                 release(rig, A, ports),
                 release(rig_b, B, Ports()) as service_b,
             ):  # fmt: skip
-                rig.kube.create(
-                    GROUP, VERSION, "nodesets", nodeset_body("tra", A, "tra"), namespace=NAMESPACE
-                )
-                rig.kube.create(
-                    GROUP, VERSION, "nodesets", nodeset_body("trb", B, "trb"), namespace=NAMESPACE
-                )
-                rig.kube.create(GROUP, VERSION, PARTITIONS, partition_body("tra-part", A, of_nodeset("tra")))
-                rig.kube.create(GROUP, VERSION, PARTITIONS, partition_body("trb-part", B, of_nodeset("trb")))
-                hosts = {"nodes": {"hosts": [rig.sandbox.real_node]}}  # the same name in both Slurms
-                rig.kube.create(GROUP, VERSION, PARTITIONS, partition_body("tru-part", None, hosts))
-
-                async def each_has_its_own() -> bool:
-                    mine_a, mine_b = await partitions(rig.reader), await partitions(reader_b)
-                    return (
-                        mine_a.get("tra-part") is not None and mine_a["tra-part"].nodes == {"tra-0"}
-                        and mine_b.get("trb-part") is not None and mine_b["trb-part"].nodes == {"trb-0"}
-                    )  # fmt: skip
-
-                await wait_slurm(each_has_its_own, 60, "each release's partition over its own member")
-                job = await submit(rig, "--no-requeue", "-N", "1", "--constraint=tra", "--wrap", wrap)
-                await wait_slurm(
-                    lambda: job_is(rig, job, "RUNNING"), 150, "the job running on A's member, powered up"
-                )
-                pod = pods(rig, "tra")["tra-0"]
-                assert pod["metadata"]["labels"][LABEL] == A, pod["metadata"]["labels"]
-                # B has had its chance: passes of its own NodeSet after the job started
-                await passes_of(service_b, "trb", count=3)
-                assert await node_names(reader_b, "tra-") == set(), "B declared A's members"
-                assert await node_names(rig.reader, "trb-") == set(), "A declared B's members"
-                assert "trb-part" not in await partitions(rig.reader)
-                assert (await partitions(reader_b))["tra-part"] == admins, "B touched its admin's partition"
-                assert pods(rig, "tra")["tra-0"]["metadata"]["uid"] == pod["metadata"]["uid"]
-                assert await job_state(rig, job) == "RUNNING"
-                assert cr(rig, "tra-part")["metadata"]["finalizers"] == [partition_finalizer(A)]
-                assert cr(rig, "trb-part")["metadata"]["finalizers"] == [partition_finalizer(B)]
-                # the unlabelled CR: one release took it, and only its Slurm has the partition
-                await wait_for(
-                    lambda: bool((cr(rig, "tru-part")["metadata"].get("labels") or {}).get(LABEL)),
-                    deadline_s=30, what="the unlabelled CR taken by a release",
-                )  # fmt: skip
-                taker = cr(rig, "tru-part")["metadata"]["labels"][LABEL]
-                assert cr(rig, "tru-part")["metadata"].get("finalizers") in (
-                    None,
-                    [partition_finalizer(taker)],
-                )
-                if taker == B:
-                    await wait_slurm(lambda: has(reader_b, "tru-part"), 30, "the partition in B's Slurm")
-                    assert "tru-part" not in await partitions(rig.reader)
-                else:
-                    await wait_slurm(lambda: has(rig.reader, "tru-part"), 30, "the partition in A's Slurm")
-                    assert "tru-part" not in await partitions(reader_b)
-                delete_cr(rig, "tru-part")
-                # deleting A's CR removes A's partition and A's finalizer alone
-                delete_cr(rig, "tra-part")
-                await wait_for(lambda: not cr(rig, "tra-part"), deadline_s=60, what="A's CR gone")
-                await wait_slurm(lambda: lacks(rig.reader, "tra-part"), 30, "A's partition gone from Slurm A")
-                assert (await partitions(reader_b))["tra-part"] == admins
-                assert cr(rig, "trb-part")["metadata"]["finalizers"] == [partition_finalizer(B)]
-                assert "trb-part" in await partitions(reader_b)
-                assert await job_state(rig, job) == "RUNNING"
-                tell()
-                await wait_slurm(lambda: job_is(rig, job, "COMPLETED"), 60, "the job completed")
-                delete_cr(rig, "trb-part")
-                await wait_for(lambda: not cr(rig, "trb-part"), deadline_s=60, what="B's CR gone")
-                await wait_for(lambda: not cr(rig, "tru-part"), deadline_s=60, what="the unlabelled CR gone")
-                await end_jobs(rig, "tra-")
+                try:
+                    await story(rig, rig_b, service_b, admins, wrap, tell)
+                finally:
+                    tell()
+                    await end_jobs(rig, "tra-")
             assert not standin.failures, standin.failures
         finally:
             tell()
@@ -200,6 +140,77 @@ async def two_releases_in_one_kubernetes_never_take_each_others_objects(
             delete_slurm_nodes(rig, "trb-")
             with contextlib.suppress(Exception):
                 rig.scontrol("delete", "partitionname=tru-part")
+
+
+async def story(
+    rig: Rig,
+    rig_b: Rig,
+    service_b: SyncerService,
+    admins: PartitionState,
+    wrap: str,
+    tell: Callable[[], None],
+) -> None:
+    reader_b = rig_b.reader
+    rig.kube.create(GROUP, VERSION, "nodesets", nodeset_body("tra", A, "tra"), namespace=NAMESPACE)
+    rig.kube.create(GROUP, VERSION, "nodesets", nodeset_body("trb", B, "trb"), namespace=NAMESPACE)
+    rig.kube.create(GROUP, VERSION, PARTITIONS, partition_body("tra-part", A, of_nodeset("tra")))
+    rig.kube.create(GROUP, VERSION, PARTITIONS, partition_body("trb-part", B, of_nodeset("trb")))
+    hosts = {"nodes": {"hosts": [rig.sandbox.real_node]}}  # the same name in both Slurms
+    rig.kube.create(GROUP, VERSION, PARTITIONS, partition_body("tru-part", None, hosts))
+
+    async def each_has_its_own() -> bool:
+        mine_a, mine_b = await partitions(rig.reader), await partitions(reader_b)
+        return (
+            mine_a.get("tra-part") is not None and mine_a["tra-part"].nodes == {"tra-0"}
+            and mine_b.get("trb-part") is not None and mine_b["trb-part"].nodes == {"trb-0"}
+        )  # fmt: skip
+
+    await wait_slurm(each_has_its_own, 60, "each release's partition over its own member")
+    job = await submit(rig, "--no-requeue", "-N", "1", "--constraint=tra", "--wrap", wrap)
+    await wait_slurm(lambda: job_is(rig, job, "RUNNING"), 150, "the job running on A's member, powered up")
+    pod = pods(rig, "tra").get("tra-0")
+    assert pod is not None, "A's pod deleted under its running job"
+    assert pod["metadata"]["labels"][LABEL] == A, pod["metadata"]["labels"]
+    # B has had its chance: passes of its own NodeSet after the job started
+    await passes_of(service_b, "trb", count=3)
+    assert await node_names(reader_b, "tra-") == set(), "B declared A's members"
+    assert await node_names(rig.reader, "trb-") == set(), "A declared B's members"
+    assert "trb-part" not in await partitions(rig.reader)
+    assert (await partitions(reader_b))["tra-part"] == admins, "B touched its admin's partition"
+    assert (pods(rig, "tra").get("tra-0") or {}).get("metadata", {}).get("uid") == pod["metadata"]["uid"]
+    assert await job_state(rig, job) == "RUNNING"
+    assert cr(rig, "tra-part")["metadata"]["finalizers"] == [partition_finalizer(A)]
+    assert cr(rig, "trb-part")["metadata"]["finalizers"] == [partition_finalizer(B)]
+    # the unlabelled CR: one release took it, and only its Slurm has the partition
+    await wait_for(
+        lambda: bool((cr(rig, "tru-part")["metadata"].get("labels") or {}).get(LABEL)),
+        deadline_s=30, what="the unlabelled CR taken by a release",
+    )  # fmt: skip
+    taker = cr(rig, "tru-part")["metadata"]["labels"][LABEL]
+    assert cr(rig, "tru-part")["metadata"].get("finalizers") in (
+        None,
+        [partition_finalizer(taker)],
+    )
+    if taker == B:
+        await wait_slurm(lambda: has(reader_b, "tru-part"), 30, "the partition in B's Slurm")
+        assert "tru-part" not in await partitions(rig.reader)
+    else:
+        await wait_slurm(lambda: has(rig.reader, "tru-part"), 30, "the partition in A's Slurm")
+        assert "tru-part" not in await partitions(reader_b)
+    delete_cr(rig, "tru-part")
+    # deleting A's CR removes A's partition and A's finalizer alone
+    delete_cr(rig, "tra-part")
+    await wait_for(lambda: not cr(rig, "tra-part"), deadline_s=60, what="A's CR gone")
+    await wait_slurm(lambda: lacks(rig.reader, "tra-part"), 30, "A's partition gone from Slurm A")
+    assert (await partitions(reader_b))["tra-part"] == admins
+    assert cr(rig, "trb-part")["metadata"]["finalizers"] == [partition_finalizer(B)]
+    assert "trb-part" in await partitions(reader_b)
+    assert await job_state(rig, job) == "RUNNING"
+    tell()
+    await wait_slurm(lambda: job_is(rig, job, "COMPLETED"), 60, "the job completed")
+    delete_cr(rig, "trb-part")
+    await wait_for(lambda: not cr(rig, "trb-part"), deadline_s=60, what="B's CR gone")
+    await wait_for(lambda: not cr(rig, "tru-part"), deadline_s=60, what="the unlabelled CR gone")
 
 
 async def job_is(rig: Rig, job: str, state: str) -> bool:
