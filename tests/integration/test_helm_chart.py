@@ -360,6 +360,7 @@ RBAC_PROFILES: dict[str, dict[str, Any]] = {
     "lease elsewhere": {"config": {"lease-namespace": "kube-leases"}, "leaderElection": {"leaseName": "gpu"}},
     "kueue": {"config": {"topology-kueue": "gpu-fabric"}},
     "partitions": {"config": {"partitions-enabled": True}},
+    "no adoption of unlabelled objects": {"config": {"adopt-unlabelled": False}},
     "partitions, namespaced": {"config": {"partitions-enabled": True, "namespace": NAMESPACE}},
     "no leader election": COMBINATIONS["auth-none-single"] or {},
     "hybrid": COMBINATIONS["hybrid"] or {},
