@@ -174,6 +174,8 @@ async def story(
     # B has had its chance: passes of its own NodeSet after the job started
     await passes_of(service_b, "trb", count=3)
     assert await node_names(reader_b, "tra-") == set(), "B declared A's members"
+    assert f"{NAMESPACE}/tra-0" not in service_b.kube_cache.pods.items, "B keeps A's pod in its caches"
+    assert service_b.nodesets is not None and f"{NAMESPACE}/tra" not in service_b.nodesets.informer.items
     assert await node_names(rig.reader, "trb-") == set(), "A declared B's members"
     assert "trb-part" not in await partitions(rig.reader)
     assert (await partitions(reader_b))["tra-part"] == admins, "B touched its admin's partition"
