@@ -185,3 +185,26 @@ def test_a_nodesets_pods_carry_the_releases_identity() -> None:
     labels = pod_manifest(nodeset, spec, Member("gpu-0", 0), A)["metadata"]["labels"]
     assert labels[LABEL] == A, "the template cannot give the pod to another release"
     assert pod_manifest(nodeset, spec, Member("gpu-0", 0))["metadata"]["labels"][LABEL] == "forged"
+
+
+def test_check_words_each_warning_in_full() -> None:
+    """What an admin reads: the whole sentence, so that a changed word is a changed test."""
+    moved = partition("m", {LABEL: A}, (partition_finalizer(B), "x/y", partition_finalizer("hpc-c")))
+    assert problems([moved], A, adopts=True) == [
+        "SlurmPartition m: finalizer slurm-syncer.dev/partition-gpu-b, slurm-syncer.dev/partition-hpc-c of "
+        "another release, which no longer sees it (its label was changed): the CR cannot go until that "
+        "release's partition is removed and the finalizer taken off by hand"
+    ]
+    five = [partition(f"p{i}", {}) for i in range(5)]
+    listed = ", ".join(f"SlurmPartition p{i}" for i in range(5))
+    assert problems(five, A, adopts=True) == [
+        f"5 object(s) without label slurm-syncer.dev/cluster ({listed}): this release (--adopt-unlabelled) "
+        "labels them slurm-syncer.dev/cluster=gpu-a and acts on them, unless another adopting release "
+        "labels them first; with several releases in this Kubernetes cluster label each with its release's "
+        "cluster name"
+    ]
+    assert problems([*five, partition("p5", {})], A, adopts=False) == [
+        f"6 object(s) without label slurm-syncer.dev/cluster ({listed} and 1 more): no release acts on them "
+        "until one adopts them (--adopt-unlabelled) or they are labelled; with several releases in this "
+        "Kubernetes cluster label each with its release's cluster name"
+    ]
