@@ -74,20 +74,13 @@ def pods(rig: Rig, nodeset: str) -> dict[str, dict[str, Any]]:
     }
 
 
-@contextlib.asynccontextmanager
-async def other_slurm() -> Any:
-    """Release B's Slurm: a sandbox of its own (KeepPartInfo, as partitions need), started off the loop."""
-    with tempfile.TemporaryDirectory(prefix="two-rel-") as tmp:
-        other: Sandbox = await asyncio.to_thread(
-            up, Path(tmp) / "slurm", nodes=0, slurm=SELECTED.name, keep_partitions=True
-        )
-        reader = SlurmClient(other.rest_url, TokenFile(other.token_file))
-        try:
-            await reader.start()
-            yield other, reader
-        finally:
-            await reader.close()
-            await asyncio.to_thread(other.down)
+async def stop_sandbox(starting: asyncio.Future[Sandbox]) -> None:
+    """B's Slurm down, once its start has ended (one still starting is waited for: nothing left running)."""
+    try:
+        sandbox = await starting
+    except Exception:  # it did not start: nothing to stop (the test failed where it awaited it)
+        return
+    await asyncio.to_thread(sandbox.down)
 
 
 def release(rig: Rig, name: str, ports: Ports) -> Any:
@@ -97,66 +90,76 @@ def release(rig: Rig, name: str, ports: Ports) -> Any:
     )  # fmt: skip
 
 
+def cleanup(rig: Rig) -> None:
+    for name in ("tra-part", "trb-part", "tru-part"):
+        with contextlib.suppress(Exception):
+            rig.kube.patch(GROUP, VERSION, PARTITIONS, name, {"metadata": {"finalizers": None}})
+        delete_cr(rig, name)
+    for name in ("tra", "trb"):
+        with contextlib.suppress(Exception):
+            rig.kube.api.delete(rig.kube.api.resource(GROUP, VERSION, "nodesets"), NAMESPACE, name)
+    delete_slurm_nodes(rig, "tra-")
+    delete_slurm_nodes(rig, "trb-")
+    with contextlib.suppress(Exception):
+        rig.scontrol("delete", "partitionname=tru-part")
+
+
 async def two_releases_in_one_kubernetes_never_take_each_others_objects(
     rig: Rig, service: SyncerService
 ) -> None:
     """Item 3: A's partition exists in Slurm A only, and B leaves its own cluster's same-named partition (an
     admin's) as it was; neither declares the other's members; a job runs on A's member throughout and its pod
     stays; each CR carries its own release's finalizer only, and deleting A's CR removes A's partition and
-    finalizer alone. An unlabelled CR is taken by exactly one release, whose Slurm alone gets it."""
+    finalizer alone. An unlabelled CR is taken by exactly one release, whose Slurm alone gets it. B's Slurm
+    starts while A's member powers up for the job (the two waits overlap)."""
     if rig.kube.get("", "v1", "namespaces", NAMESPACE) is None:
         rig.kube.create("", "v1", "namespaces", {"metadata": {"name": NAMESPACE}})
     ensure_pool(rig)
     ports = Ports()
     wrap, tell = until_told(rig, "tra-job")
-    async with other_slurm() as (other, reader_b):
+    async with contextlib.AsyncExitStack() as stack:
+        stack.callback(cleanup, rig)  # last, once every syncer has stopped
+        stack.callback(tell)
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="two-rel-"))
+        starting = asyncio.ensure_future(
+            asyncio.to_thread(up, Path(tmp) / "slurm", nodes=0, slurm=SELECTED.name, keep_partitions=True)
+        )  # release B's Slurm (KeepPartInfo, as partitions need)
+        stack.push_async_callback(stop_sandbox, starting)
+        standin = await stack.enter_async_context(
+            SlurmdStandIn(
+                rig.kube, rig.sandbox, boot=True, port_of=ports, namespace=NAMESPACE, nodesets=("tra",)
+            )
+        )
+        await stack.enter_async_context(release(rig, A, ports))
+        rig.kube.create(GROUP, VERSION, "nodesets", nodeset_body("tra", A, "tra"), namespace=NAMESPACE)
+        rig.kube.create(GROUP, VERSION, PARTITIONS, partition_body("tra-part", A, of_nodeset("tra")))
+        await wait_slurm(lambda: has_node(rig.reader, "tra-0"), 30, "A's member declared")
+        job = await submit(rig, "--no-requeue", "-N", "1", "--constraint=tra", "--wrap", wrap)
+        other = await starting
+        reader_b = SlurmClient(other.rest_url, TokenFile(other.token_file))
+        stack.push_async_callback(reader_b.close)
+        await reader_b.start()
         rig_b = Rig(other, rig.kube, rig.kubeconfig, reader_b)
         # an admin's partition in Slurm B under the name of A's CR
         other.scontrol("create", "partitionname=tra-part", f"nodes={other.real_node}", "maxtime=60")
         admins = (await partitions(reader_b))["tra-part"]
+        service_b = await stack.enter_async_context(release(rig_b, B, Ports()))
+        rig.kube.create(GROUP, VERSION, "nodesets", nodeset_body("trb", B, "trb"), namespace=NAMESPACE)
+        rig.kube.create(GROUP, VERSION, PARTITIONS, partition_body("trb-part", B, of_nodeset("trb")))
+        hosts = {"nodes": {"hosts": [rig.sandbox.real_node]}}  # the same name in both Slurms
+        rig.kube.create(GROUP, VERSION, PARTITIONS, partition_body("tru-part", None, hosts))
         try:
-            async with (
-                SlurmdStandIn(rig.kube, rig.sandbox, boot=True, port_of=ports, namespace=NAMESPACE,
-                              nodesets=("tra",)) as standin,
-                release(rig, A, ports),
-                release(rig_b, B, Ports()) as service_b,
-            ):  # fmt: skip
-                try:
-                    await story(rig, rig_b, service_b, admins, wrap, tell)
-                finally:
-                    tell()
-                    await end_jobs(rig, "tra-")
-            assert not standin.failures, standin.failures
+            await story(rig, rig_b, service_b, admins, job, tell)
         finally:
             tell()
-            for name in ("tra-part", "trb-part", "tru-part"):
-                with contextlib.suppress(Exception):
-                    rig.kube.patch(GROUP, VERSION, PARTITIONS, name, {"metadata": {"finalizers": None}})
-                delete_cr(rig, name)
-            for name in ("tra", "trb"):
-                with contextlib.suppress(Exception):
-                    rig.kube.api.delete(rig.kube.api.resource(GROUP, VERSION, "nodesets"), NAMESPACE, name)
-            delete_slurm_nodes(rig, "tra-")
-            delete_slurm_nodes(rig, "trb-")
-            with contextlib.suppress(Exception):
-                rig.scontrol("delete", "partitionname=tru-part")
+            await end_jobs(rig, "tra-")
+        assert not standin.failures, standin.failures
 
 
 async def story(
-    rig: Rig,
-    rig_b: Rig,
-    service_b: SyncerService,
-    admins: PartitionState,
-    wrap: str,
-    tell: Callable[[], None],
+    rig: Rig, rig_b: Rig, service_b: SyncerService, admins: PartitionState, job: str, tell: Callable[[], None]
 ) -> None:
     reader_b = rig_b.reader
-    rig.kube.create(GROUP, VERSION, "nodesets", nodeset_body("tra", A, "tra"), namespace=NAMESPACE)
-    rig.kube.create(GROUP, VERSION, "nodesets", nodeset_body("trb", B, "trb"), namespace=NAMESPACE)
-    rig.kube.create(GROUP, VERSION, PARTITIONS, partition_body("tra-part", A, of_nodeset("tra")))
-    rig.kube.create(GROUP, VERSION, PARTITIONS, partition_body("trb-part", B, of_nodeset("trb")))
-    hosts = {"nodes": {"hosts": [rig.sandbox.real_node]}}  # the same name in both Slurms
-    rig.kube.create(GROUP, VERSION, PARTITIONS, partition_body("tru-part", None, hosts))
 
     async def each_has_its_own() -> bool:
         mine_a, mine_b = await partitions(rig.reader), await partitions(reader_b)
@@ -166,7 +169,6 @@ async def story(
         )  # fmt: skip
 
     await wait_slurm(each_has_its_own, 60, "each release's partition over its own member")
-    job = await submit(rig, "--no-requeue", "-N", "1", "--constraint=tra", "--wrap", wrap)
     await wait_slurm(lambda: job_is(rig, job, "RUNNING"), 150, "the job running on A's member, powered up")
     pod = pods(rig, "tra").get("tra-0")
     assert pod is not None, "A's pod deleted under its running job"
@@ -221,6 +223,10 @@ async def job_is(rig: Rig, job: str, state: str) -> bool:
 
 async def has(reader: SlurmClient, name: str) -> bool:
     return name in await partitions(reader)
+
+
+async def has_node(reader: SlurmClient, name: str) -> bool:
+    return name in await node_names(reader, name)
 
 
 async def lacks(reader: SlurmClient, name: str) -> bool:
