@@ -24,7 +24,7 @@ from syncer.testing.sandbox import Sandbox, up
 from syncer.testing.slurmd_standin import SlurmdStandIn
 from tests.e2e.power_safety import job_state, submit, until_told
 from tests.e2e.rig import Rig, running_syncer, sync
-from tests.e2e.test_nodeset import GROUP, VERSION, delete_slurm_nodes, end_jobs, ensure_pool
+from tests.e2e.test_nodeset import GROUP, VERSION, end_jobs, ensure_pool
 from tests.e2e.test_nodeset_power import Ports, power_body, wait_slurm
 from tests.fixtures.slurm import SELECTED
 from tests.helpers import wait_for
@@ -91,6 +91,8 @@ def release(rig: Rig, name: str, ports: Ports) -> Any:
 
 
 def cleanup(rig: Rig) -> None:
+    """The Kubernetes objects (both Slurms go with their sandboxes), and the unlabelled CR's partition where
+    the module's own syncer took it."""
     for name in ("tra-part", "trb-part", "tru-part"):
         with contextlib.suppress(Exception):
             rig.kube.patch(GROUP, VERSION, PARTITIONS, name, {"metadata": {"finalizers": None}})
@@ -98,10 +100,17 @@ def cleanup(rig: Rig) -> None:
     for name in ("tra", "trb"):
         with contextlib.suppress(Exception):
             rig.kube.api.delete(rig.kube.api.resource(GROUP, VERSION, "nodesets"), NAMESPACE, name)
-    delete_slurm_nodes(rig, "tra-")
-    delete_slurm_nodes(rig, "trb-")
     with contextlib.suppress(Exception):
         rig.scontrol("delete", "partitionname=tru-part")
+
+
+async def slurm_of(stack: contextlib.AsyncExitStack, rig: Rig, starting: asyncio.Future[Sandbox]) -> Rig:
+    """A release's Slurm once started, with a reader of its own; stopped with the stack."""
+    sandbox = await starting
+    reader = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file))
+    stack.push_async_callback(reader.close)
+    await reader.start()
+    return Rig(sandbox, rig.kube, rig.kubeconfig, reader)
 
 
 async def two_releases_in_one_kubernetes_never_take_each_others_objects(
@@ -110,55 +119,63 @@ async def two_releases_in_one_kubernetes_never_take_each_others_objects(
     """Item 3: A's partition exists in Slurm A only, and B leaves its own cluster's same-named partition (an
     admin's) as it was; neither declares the other's members; a job runs on A's member throughout and its pod
     stays; each CR carries its own release's finalizer only, and deleting A's CR removes A's partition and
-    finalizer alone. An unlabelled CR is taken by exactly one release, whose Slurm alone gets it. B's Slurm
-    starts while A's member powers up for the job (the two waits overlap)."""
+    finalizer alone. An unlabelled CR is taken by exactly one release, whose Slurm alone gets it. Each release
+    has a Slurm of its own (two syncers sharing one Slurm fight over its drains: not a setup to test here),
+    both started at once; B's starts while A's member powers up for the job."""
     if rig.kube.get("", "v1", "namespaces", NAMESPACE) is None:
         rig.kube.create("", "v1", "namespaces", {"metadata": {"name": NAMESPACE}})
     ensure_pool(rig)
     ports = Ports()
-    wrap, tell = until_told(rig, "tra-job")
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(cleanup, rig)  # last, once every syncer has stopped
-        stack.callback(tell)
-        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="two-rel-"))
-        starting = asyncio.ensure_future(
-            asyncio.to_thread(up, Path(tmp) / "slurm", nodes=0, slurm=SELECTED.name, keep_partitions=True)
-        )  # release B's Slurm (KeepPartInfo, as partitions need)
-        stack.push_async_callback(stop_sandbox, starting)
-        standin = await stack.enter_async_context(
-            SlurmdStandIn(
-                rig.kube, rig.sandbox, boot=True, port_of=ports, namespace=NAMESPACE, nodesets=("tra",)
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="two-rel-")))
+        starting = [
+            asyncio.ensure_future(
+                asyncio.to_thread(up, tmp / name, nodes=0, slurm=SELECTED.name, keep_partitions=True)
             )
+            for name in (A, B)
+        ]  # each release's Slurm (KeepPartInfo, as partitions need)
+        for each in starting:
+            stack.push_async_callback(stop_sandbox, each)
+        rig_a = await slurm_of(stack, rig, starting[0])
+        wrap, tell = until_told(rig_a, "tra-job")
+        stack.callback(tell)
+        standin = await stack.enter_async_context(
+            SlurmdStandIn(rig.kube, rig_a.sandbox, boot=True, port_of=ports, namespace=NAMESPACE)
         )
-        await stack.enter_async_context(release(rig, A, ports))
+        await stack.enter_async_context(release(rig_a, A, ports))
         rig.kube.create(GROUP, VERSION, "nodesets", nodeset_body("tra", A, "tra"), namespace=NAMESPACE)
         rig.kube.create(GROUP, VERSION, PARTITIONS, partition_body("tra-part", A, of_nodeset("tra")))
-        await wait_slurm(lambda: has_node(rig.reader, "tra-0"), 30, "A's member declared")
-        job = await submit(rig, "--no-requeue", "-N", "1", "--constraint=tra", "--wrap", wrap)
-        other = await starting
-        reader_b = SlurmClient(other.rest_url, TokenFile(other.token_file))
-        stack.push_async_callback(reader_b.close)
-        await reader_b.start()
-        rig_b = Rig(other, rig.kube, rig.kubeconfig, reader_b)
+        await wait_slurm(lambda: has_node(rig_a.reader, "tra-0"), 30, "A's member declared")
+        job = await submit(rig_a, "--no-requeue", "-N", "1", "--constraint=tra", "--wrap", wrap)
+        rig_b = await slurm_of(stack, rig, starting[1])
         # an admin's partition in Slurm B under the name of A's CR
-        other.scontrol("create", "partitionname=tra-part", f"nodes={other.real_node}", "maxtime=60")
-        admins = (await partitions(reader_b))["tra-part"]
+        rig_b.scontrol("create", "partitionname=tra-part", f"nodes={rig_b.sandbox.real_node}", "maxtime=60")
+        admins = (await partitions(rig_b.reader))["tra-part"]
         service_b = await stack.enter_async_context(release(rig_b, B, Ports()))
         rig.kube.create(GROUP, VERSION, "nodesets", nodeset_body("trb", B, "trb"), namespace=NAMESPACE)
         rig.kube.create(GROUP, VERSION, PARTITIONS, partition_body("trb-part", B, of_nodeset("trb")))
-        hosts = {"nodes": {"hosts": [rig.sandbox.real_node]}}  # the same name in both Slurms
+        hosts = {"nodes": {"hosts": [rig.sandbox.real_node]}}  # the same name in every sandbox
         rig.kube.create(GROUP, VERSION, PARTITIONS, partition_body("tru-part", None, hosts))
         try:
-            await story(rig, rig_b, service_b, admins, job, tell)
+            await story(rig_a, rig_b, (rig, service), service_b, admins, job, tell)
         finally:
             tell()
-            await end_jobs(rig, "tra-")
+            await end_jobs(rig_a, "tra-")
         assert not standin.failures, standin.failures
 
 
 async def story(
-    rig: Rig, rig_b: Rig, service_b: SyncerService, admins: PartitionState, job: str, tell: Callable[[], None]
+    rig: Rig,
+    rig_b: Rig,
+    module: tuple[Rig, SyncerService],
+    service_b: SyncerService,
+    admins: PartitionState,
+    job: str,
+    tell: Callable[[], None],
 ) -> None:
+    """`rig` is A's (its Slurm), `rig_b` B's; `module` the module's own syncer and Slurm, a third release
+    that may take the unlabelled CR."""
     reader_b = rig_b.reader
 
     async def each_has_its_own() -> bool:
@@ -191,16 +208,10 @@ async def story(
         deadline_s=30, what="the unlabelled CR taken by a release",
     )  # fmt: skip
     taker = cr(rig, "tru-part")["metadata"]["labels"][LABEL]
-    assert cr(rig, "tru-part")["metadata"].get("finalizers") in (
-        None,
-        [partition_finalizer(taker)],
-    )
-    if taker == B:
-        await wait_slurm(lambda: has(reader_b, "tru-part"), 30, "the partition in B's Slurm")
-        assert "tru-part" not in await partitions(rig.reader)
-    else:
-        await wait_slurm(lambda: has(rig.reader, "tru-part"), 30, "the partition in A's Slurm")
-        assert "tru-part" not in await partitions(reader_b)
+    assert cr(rig, "tru-part")["metadata"].get("finalizers") in (None, [partition_finalizer(taker)])
+    readers = {A: rig.reader, B: reader_b, module[1].config.cluster_name: module[0].reader}
+    await wait_slurm(lambda: has(readers[taker], "tru-part"), 30, f"the partition in {taker}'s Slurm")
+    assert [name for name, reader in readers.items() if await has(reader, "tru-part")] == [taker]
     delete_cr(rig, "tru-part")
     # deleting A's CR removes A's partition and A's finalizer alone
     delete_cr(rig, "tra-part")
