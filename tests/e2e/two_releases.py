@@ -85,7 +85,10 @@ async def stop_sandbox(starting: asyncio.Future[Sandbox]) -> None:
 
 def release(rig: Rig, name: str, ports: Ports) -> Any:
     return running_syncer(
-        rig, namespace=NAMESPACE, cluster_name=name, lease_name=name, sync=sync(max_drain_fraction=1.0),
+        # not adopting: the module's syncer beside them takes the unlabelled CRs, its scenarios' too (one
+        # release adopts, as docs/operations.md advises for several)
+        rig, namespace=NAMESPACE, cluster_name=name, lease_name=name, adopt_unlabelled=False,
+        sync=sync(max_drain_fraction=1.0),
         nodeset=NodeSetOptions(requeue_s=0.5, power_ports=ports), partitions=PartitionOptions(enabled=True),
     )  # fmt: skip
 
@@ -119,7 +122,8 @@ async def two_releases_in_one_kubernetes_never_take_each_others_objects(
     """Item 3: A's partition exists in Slurm A only, and B leaves its own cluster's same-named partition (an
     admin's) as it was; neither declares the other's members; a job runs on A's member throughout and its pod
     stays; each CR carries its own release's finalizer only, and deleting A's CR removes A's partition and
-    finalizer alone. An unlabelled CR is taken by exactly one release, whose Slurm alone gets it. Each release
+    finalizer alone. An unlabelled CR is taken by the one release that adopts (the module's syncer), and only
+    its Slurm gets the partition. Each release
     has a Slurm of its own (two syncers sharing one Slurm fight over its drains: not a setup to test here),
     both started at once; B's starts while A's member powers up for the job."""
     if rig.kube.get("", "v1", "namespaces", NAMESPACE) is None:
@@ -174,8 +178,8 @@ async def story(
     job: str,
     tell: Callable[[], None],
 ) -> None:
-    """`rig` is A's (its Slurm), `rig_b` B's; `module` the module's own syncer and Slurm, a third release
-    that may take the unlabelled CR."""
+    """`rig` is A's (its Slurm), `rig_b` B's; `module` the module's own syncer and Slurm, a third release,
+    the one that adopts."""
     reader_b = rig_b.reader
 
     async def each_has_its_own() -> bool:
@@ -202,12 +206,13 @@ async def story(
     assert await job_state(rig, job) == "RUNNING"
     assert cr(rig, "tra-part")["metadata"]["finalizers"] == [partition_finalizer(A)]
     assert cr(rig, "trb-part")["metadata"]["finalizers"] == [partition_finalizer(B)]
-    # the unlabelled CR: one release took it, and only its Slurm has the partition
+    # the unlabelled CR: the adopting release took it, and only its Slurm has the partition
     await wait_for(
         lambda: bool((cr(rig, "tru-part")["metadata"].get("labels") or {}).get(LABEL)),
         deadline_s=30, what="the unlabelled CR taken by a release",
     )  # fmt: skip
     taker = cr(rig, "tru-part")["metadata"]["labels"][LABEL]
+    assert taker == module[1].config.cluster_name, "a release that does not adopt took it"
     assert cr(rig, "tru-part")["metadata"].get("finalizers") in (None, [partition_finalizer(taker)])
     readers = {A: rig.reader, B: reader_b, module[1].config.cluster_name: module[0].reader}
     await wait_slurm(lambda: has(readers[taker], "tru-part"), 30, f"the partition in {taker}'s Slurm")
