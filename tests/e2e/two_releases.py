@@ -203,6 +203,12 @@ async def story(
     assert "trb-part" not in await partitions(rig.reader)
     assert (await partitions(reader_b))["tra-part"] == admins, "B touched its admin's partition"
     assert (pods(rig, "tra").get("tra-0") or {}).get("metadata", {}).get("uid") == pod["metadata"]["uid"]
+    # a pod of A's made before the label existed (its label taken off): A labels it again
+    rig.kube.patch("", "v1", "pods", "tra-0", {"metadata": {"labels": {LABEL: None}}}, namespace=NAMESPACE)
+    await wait_for(
+        lambda: (pods(rig, "tra").get("tra-0") or {}).get("metadata", {}).get("labels", {}).get(LABEL) == A,
+        deadline_s=30, what="A's label back on its pod",
+    )  # fmt: skip
     assert await job_state(rig, job) == "RUNNING"
     assert cr(rig, "tra-part")["metadata"]["finalizers"] == [partition_finalizer(A)]
     assert cr(rig, "trb-part")["metadata"]["finalizers"] == [partition_finalizer(B)]

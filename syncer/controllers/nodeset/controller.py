@@ -270,6 +270,7 @@ class NodeSetController(Controller):
         by_name = {p.name: p for p in pods}
         await self._ensure_pdb(nodeset)
         await self._busy_labels(nodeset, by_name, result)
+        await self._cluster_labels(by_name)
         await self._unmark(nodeset, by_name, result, logger)
         await self._mark(nodeset, by_name, result, now, logger)
         await self._stamp(nodeset, result, logger)
@@ -342,6 +343,17 @@ class NodeSetController(Controller):
                 pod_path(pod.namespace, pod.name),
                 {Keys.BUSY_LABEL: "true" if busy else None},
                 what="busy label",
+            )
+
+    async def _cluster_labels(self, by_name: dict[str, KubePod]) -> None:
+        """Its pods made before the cluster label existed get it (once each), so that no other release keeps
+        them in its caches from then on (syncer/model/cluster.py)."""
+        for name in sorted(by_name):
+            pod = by_name[name]
+            if cluster.LABEL in pod.labels or pod.terminating:
+                continue
+            await self.context.writer.set_labels(
+                pod_path(pod.namespace, pod.name), {cluster.LABEL: self.context.cluster}, what="cluster label"
             )
 
     async def _mark(
