@@ -40,6 +40,7 @@ from syncer.app.service import ServiceConfig, SyncerService
 from syncer.controllers.nodeset.node_shape import NodeShape
 from syncer.controllers.nodeset.options import NodeSetOptions
 from syncer.controllers.sync.options import SyncOptions
+from syncer.controllers.sync.plan import EVENT_STATE_CHANGED
 from syncer.kube.client import KubeClient
 from syncer.kube.writer import pod_path
 from syncer.model.keys import Keys
@@ -297,13 +298,18 @@ class Stage:
     def event_counts(self) -> Counter[tuple[str, str]]:
         """(object, reason) -> how many times an Event was recorded (count summed over Event objects).
         Storm summaries on the syncer's Lease are counted apart: ("(summaries)", reason) and
-        ("(folded)", reason), the Events they stand for."""
+        ("(folded)", reason), the Events they stand for. A SlurmStateChanged is one per state transition, and
+        a node running jobs has several (a power member: up, job started, job ended, and COMPLETING between
+        when a poll catches it): it is counted by its transition, "reason (before -> after)"."""
         counts: Counter[tuple[str, str]] = Counter()
         for event in self.kube.api.store.objects_of(("", "events")):
             times = int(event.get("count") or 1)
             if event["involvedObject"].get("kind") == "Lease":
                 counts[("(summaries)", event["reason"])] += times
                 counts[("(folded)", event["reason"])] += times * int(event["message"].split()[0])
+            elif event["reason"] == EVENT_STATE_CHANGED:
+                transition = event["message"].rsplit(": ", 1)[-1]
+                counts[(event["involvedObject"]["name"], f"{event['reason']} ({transition})")] += times
             else:
                 counts[(event["involvedObject"]["name"], event["reason"])] += times
         return counts
