@@ -46,7 +46,8 @@ slurmctld's start marker (syncer/slurm/reload.py) tells it, read while the hint 
 `reload_interval_s` (0.5 s, by a task beside the polls) or, without it, from slurmrestd before a list a probe
 asked for and a second after each list. A
 reload lists at once and, once a list asked for after it is applied, calls the `subscribe_reloads()`
-callbacks.
+callbacks. The first list waits (at most 5 s) for a set marker, so a syncer started as slurmctld reloads
+lists once, not twice.
 """
 
 from __future__ import annotations
