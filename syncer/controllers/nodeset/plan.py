@@ -250,47 +250,71 @@ def plan(
     by_name = {p.name: p for p in pods}
     members = _members(nodeset, spec, pods, slurm_nodes, nodes, result, slurm_fresh, owner_prefix, in_flight)
     result.desired = len(members)
-    current_hash = spec.template_hash()
     # busy label: pods whose Slurm node runs or finishes jobs are covered by the PodDisruptionBudget
     if slurm_fresh:
         for pod in pods:
             slurm = slurm_nodes.get(slurm_name(pod))
             result.busy_labels[pod.name] = slurm is not None and slurm.busy
     removing = {p.name: removal_of(p) for p in pods if removal_of(p) and p.name not in result.unmark}
-    # rolling update: replace outdated members, at most maxUnavailable of them down at once
     if spec.strategy == "RollingUpdate":
-        unavailable = sum(
-            1
-            for name in members
-            if name not in by_name
-            or not ready(by_name[name])
-            or name in removing
-            or name in result.mark_removal
-        )
-        budget = spec.max_unavailable_count(len(members)) - unavailable
-        outdated = [
-            by_name[name]
-            for name in members
-            if name in by_name
-            and by_name[name].labels.get(Keys.TEMPLATE_HASH_LABEL) != current_hash
-            and name not in removing
-            and name not in result.mark_removal
-            and not by_name[name].terminating
-        ]
-
-        def idle_first(pod: KubePod) -> tuple[int, int, str]:
-            slurm = slurm_nodes.get(slurm_name(pod))
-            return (1 if slurm is not None and slurm.busy else 0, -ordinal(nodeset.name, pod.name), pod.name)
-
-        for pod in sorted(outdated, key=idle_first):
-            if budget <= 0:
-                break
-            result.mark_removal[pod.name] = UPDATE
-            budget -= 1
+        _rolling_update(nodeset, spec, by_name, members, removing, slurm_nodes, result)
     for name in result.mark_removal:
         removing[name] = result.mark_removal[name]
     _stamps(nodeset, by_name, removing, slurm_nodes, slurm_fresh, result)
-    # removals in progress: delete the pod once its Slurm node is drained and idle
+    _removals(spec, by_name, removing, slurm_nodes, slurm_fresh, now, result)
+    if spec.node_on_scale_in == "Delete":
+        _delete_records(nodeset, by_name, slurm_nodes, slurm_fresh, owner_prefix, result)
+    return result
+
+
+def _rolling_update(
+    nodeset: KubeNodeSet,
+    spec: NodeSetSpec,
+    by_name: dict[str, KubePod],
+    members: dict[str, Member],
+    removing: dict[str, str],
+    slurm_nodes: dict[str, SlurmNode],
+    result: Plan,
+) -> None:
+    """Rolling update: replace outdated members, at most maxUnavailable of them down at once."""
+    current_hash = spec.template_hash()
+    unavailable = sum(
+        1
+        for name in members
+        if name not in by_name or not ready(by_name[name]) or name in removing or name in result.mark_removal
+    )
+    budget = spec.max_unavailable_count(len(members)) - unavailable
+    outdated = [
+        by_name[name]
+        for name in members
+        if name in by_name
+        and by_name[name].labels.get(Keys.TEMPLATE_HASH_LABEL) != current_hash
+        and name not in removing
+        and name not in result.mark_removal
+        and not by_name[name].terminating
+    ]
+
+    def idle_first(pod: KubePod) -> tuple[int, int, str]:
+        slurm = slurm_nodes.get(slurm_name(pod))
+        return (1 if slurm is not None and slurm.busy else 0, -ordinal(nodeset.name, pod.name), pod.name)
+
+    for pod in sorted(outdated, key=idle_first):
+        if budget <= 0:
+            break
+        result.mark_removal[pod.name] = UPDATE
+        budget -= 1
+
+
+def _removals(
+    spec: NodeSetSpec,
+    by_name: dict[str, KubePod],
+    removing: dict[str, str],
+    slurm_nodes: dict[str, SlurmNode],
+    slurm_fresh: bool,
+    now: float,
+    result: Plan,
+) -> None:
+    """Removals in progress: delete the pod once its Slurm node is drained and idle."""
     for name in sorted(removing):
         pod = by_name[name]
         result.scale_in_marks.add(slurm_name(pod))  # kept while terminating: the reason says why
@@ -311,25 +335,33 @@ def plan(
         since = float(pod.annotations.get(Keys.REMOVAL_SINCE, "0") or 0)
         if since and now - since > spec.drain_timeout_s:
             result.timed_out.append(name)
-    # Slurm records: of members gone for good (Delete), and of members about to be recreated (so the
-    # new slurmd registers afresh with the new template's features)
-    if spec.node_on_scale_in == "Delete":
-        for name, slurm in sorted(slurm_nodes.items()):
-            if name in by_name or not removed_by_us(slurm, nodeset, owner_prefix):
-                continue
-            if not slurm_fresh:
-                result.blocked = STALE
-                continue
-            if slurm.busy:
-                continue
-            result.delete_slurm_nodes.append(name)
-        # a name whose old record is ours waits for that record to go before its pod is created
-        result.create = [
-            m
-            for m in result.create
-            if m.name not in slurm_nodes or not removed_by_us(slurm_nodes[m.name], nodeset, owner_prefix)
-        ]
-    return result
+
+
+def _delete_records(
+    nodeset: KubeNodeSet,
+    by_name: dict[str, KubePod],
+    slurm_nodes: dict[str, SlurmNode],
+    slurm_fresh: bool,
+    owner_prefix: str,
+    result: Plan,
+) -> None:
+    """`Delete`: the Slurm records of members gone for good, and of members about to be recreated (so the
+    new slurmd registers afresh with the new template's features)."""
+    for name, slurm in sorted(slurm_nodes.items()):
+        if name in by_name or not removed_by_us(slurm, nodeset, owner_prefix):
+            continue
+        if not slurm_fresh:
+            result.blocked = STALE
+            continue
+        if slurm.busy:
+            continue
+        result.delete_slurm_nodes.append(name)
+    # a name whose old record is ours waits for that record to go before its pod is created
+    result.create = [
+        m
+        for m in result.create
+        if m.name not in slurm_nodes or not removed_by_us(slurm_nodes[m.name], nodeset, owner_prefix)
+    ]
 
 
 def _stamps(

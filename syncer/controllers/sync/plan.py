@@ -376,27 +376,9 @@ def decide(
                 node_conditions = condition_changes(wanted, node.conditions, now)
     cordon = cordon_action(slurm, node, opts=opts, slurm_fresh=slurm_fresh, node_slurm=node_slurm)
     if action is not None and slurm is not None:
-        if action.kind == "undrain":
-            spec = EventSpec(
-                EVENT_UNDRAIN, f"undraining Slurm node {slurm.name}: no drain cause left", "Normal", on
-            )
-        elif action.redrain:
-            message = f"updating drain reason of Slurm node {slurm.name}: {action.reason}"
-            spec = EventSpec(EVENT_REDRAIN, _message(message), "Normal", on)
-        else:
-            spec = EventSpec(
-                EVENT_DRAIN, _message(f"draining Slurm node {slurm.name}: {action.reason}"), "Normal", on
-            )
-        events.append(spec)
+        events.append(_action_event(slurm, action, on))
     if cordon is not None and slurm is not None and node is not None:
-        if cordon == "cordon":
-            drained = foreign_drains(slurm, node_slurm, opts) or [slurm]
-            which = "; ".join(f"Slurm node {m.name} drained: {m.reason}" for m in drained)
-            message = f"cordoning Node {node.name}: {which}"
-            events.append(EventSpec(EVENT_CORDON, _message(message), "Normal", "node"))
-        else:
-            message = f"uncordoning Node {node.name}: Slurm node {slurm.name} no longer drained by Slurm"
-            events.append(EventSpec(EVENT_UNCORDON, _message(message), "Normal", "node"))
+        events.append(_cordon_event(slurm, node, cordon, node_slurm, opts))
     return Decision(
         slurm_action=action,
         annotations=annotations,
@@ -408,6 +390,37 @@ def decide(
         causes=causes,
         recheck_at=recheck_at,
     )
+
+
+def _action_event(slurm: SlurmNode, action: SlurmAction, on: Target) -> EventSpec:
+    """The Event of the Slurm write decided now: a drain, a new drain reason or an undrain."""
+    if action.kind == "undrain":
+        return EventSpec(
+            EVENT_UNDRAIN, f"undraining Slurm node {slurm.name}: no drain cause left", "Normal", on
+        )
+    if action.redrain:
+        message = f"updating drain reason of Slurm node {slurm.name}: {action.reason}"
+        return EventSpec(EVENT_REDRAIN, _message(message), "Normal", on)
+    return EventSpec(
+        EVENT_DRAIN, _message(f"draining Slurm node {slurm.name}: {action.reason}"), "Normal", on
+    )
+
+
+def _cordon_event(
+    slurm: SlurmNode,
+    node: KubeNode,
+    cordon: CordonAction,
+    node_slurm: Sequence[tuple[str, SlurmNode | None]] | None,
+    opts: SyncOptions,
+) -> EventSpec:
+    """The Event of a cordon (naming every drained Slurm node it follows) or an uncordon decided now."""
+    if cordon == "cordon":
+        drained = foreign_drains(slurm, node_slurm, opts) or [slurm]
+        which = "; ".join(f"Slurm node {m.name} drained: {m.reason}" for m in drained)
+        message = f"cordoning Node {node.name}: {which}"
+        return EventSpec(EVENT_CORDON, _message(message), "Normal", "node")
+    message = f"uncordoning Node {node.name}: Slurm node {slurm.name} no longer drained by Slurm"
+    return EventSpec(EVENT_UNCORDON, _message(message), "Normal", "node")
 
 
 def drift(
