@@ -275,7 +275,7 @@ class _StateCollector(Collector):
             )
 
     def _slurm_cache(self) -> Iterator[Metric]:
-        """The node cache: its polls, read paths, slurmctld hints and the age of what it holds."""
+        """The node cache: its polls, read paths and slurmctld hints."""
         service = self.service
         cache = service.slurm_cache.stats
         yield _rows(
@@ -324,6 +324,12 @@ class _StateCollector(Collector):
                 (("error",), cache.hint_errors),
             ),
         )
+        yield from self._slurm_cache_state()
+
+    def _slurm_cache_state(self) -> Iterator[Metric]:
+        """The node cache's own state: whether the hint fails, its early lists and waits, what it holds."""
+        service = self.service
+        cache = service.slurm_cache.stats
         failing = _gauge(
             "slurm_syncer_slurm_metrics_hint_failing",
             "1 while the last slurmctld metrics read failed (the cache polls without the hint).",
