@@ -6,14 +6,13 @@ import argparse
 import asyncio
 import contextlib
 import os
-import sys
 import time
 from dataclasses import dataclass
 
 from syncer.app import permissions
 from syncer.app import settings as settings_mod
 from syncer.app.check_power import PowerNodeSet, power_checks, power_nodesets
-from syncer.app.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_output_argument, dump
+from syncer.app.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_output_argument, dump, load_settings
 from syncer.app.permissions import Right
 from syncer.app.service import hint_reader
 from syncer.app.status_cmd import CONNECTION_OPTIONS, OTHERS_FROM_ENV
@@ -396,10 +395,8 @@ def report(items: list[Item], fmt: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        settings = settings_mod.load(args, os.environ)
-    except settings_mod.SettingsError as exc:
-        print(f"slurm-syncer check: {exc}", file=sys.stderr)
+    settings = load_settings("check", args)
+    if settings is None:
         return EXIT_USAGE
     items = asyncio.run(collect(settings, args.no_write_probe))
     print(report(items, args.output))
