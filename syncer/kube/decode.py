@@ -13,31 +13,13 @@ from syncer.kube.decode_base import (
     ListMeta,
     RawCondition,
     RawEvent,
+    RawMeta,
     StatusBody,
     conditions,
     epoch,
     shared_keys,
 )
 from syncer.model.kube import KubeCustomObject, KubeNode, KubeNodeSet, KubePod
-
-
-class _RawOwner(msgspec.Struct):
-    kind: str = ""
-    name: str = ""
-    uid: str = ""
-    controller: bool = False
-
-
-class _RawMeta(msgspec.Struct):
-    name: str = ""
-    namespace: str = ""
-    uid: str = ""
-    resourceVersion: str = ""
-    creationTimestamp: str | None = None
-    labels: dict[str, str] | None = None
-    annotations: dict[str, str] | None = None
-    deletionTimestamp: str | None = None
-    ownerReferences: list[_RawOwner] | None = None
 
 
 class _RawNodeSpec(msgspec.Struct):
@@ -75,7 +57,7 @@ class _RawPodStatus(_RawStatus):
 
 
 class _RawObject(msgspec.Struct):
-    metadata: _RawMeta = msgspec.field(default_factory=_RawMeta)
+    metadata: RawMeta = msgspec.field(default_factory=RawMeta)
     status: _RawStatus = msgspec.field(default_factory=_RawStatus)
 
 
@@ -84,7 +66,7 @@ class _RawNodeStatus(_RawStatus):
 
 
 class _RawNode(msgspec.Struct):
-    metadata: _RawMeta = msgspec.field(default_factory=_RawMeta)
+    metadata: RawMeta = msgspec.field(default_factory=RawMeta)
     status: _RawNodeStatus = msgspec.field(default_factory=_RawNodeStatus)
     spec: _RawNodeSpec = msgspec.field(default_factory=_RawNodeSpec)
 
@@ -94,7 +76,7 @@ class _RawPod(_RawObject):
     status: _RawPodStatus = msgspec.field(default_factory=_RawPodStatus)
 
 
-class _RawNodeSetMeta(_RawMeta):
+class _RawNodeSetMeta(RawMeta):
     generation: int = 0
 
 

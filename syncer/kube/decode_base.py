@@ -1,5 +1,5 @@
-"""What every compact decoder shares (decode.py, decode_scheduling.py): conditions, list metadata, watch
-events and Status bodies, and the sharing of strings every object repeats."""
+"""What every compact decoder shares (decode.py, decode_scheduling.py): object and list metadata, conditions,
+watch events and Status bodies, and the sharing of strings every object repeats."""
 
 from __future__ import annotations
 
@@ -18,6 +18,28 @@ class RawCondition(msgspec.Struct):
     reason: str = ""
     message: str = ""
     lastTransitionTime: str | None = None
+
+
+class RawOwner(msgspec.Struct):
+    apiVersion: str = ""
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool = False
+
+
+class RawMeta(msgspec.Struct):
+    """An object's metadata, as far as any decoder reads it."""
+
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resourceVersion: str = ""
+    creationTimestamp: str | None = None
+    deletionTimestamp: str | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    ownerReferences: list[RawOwner] | None = None
 
 
 class ListMeta(msgspec.Struct):
