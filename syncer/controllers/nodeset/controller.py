@@ -281,7 +281,7 @@ class NodeSetController(Controller):
             await problems.guard(f"create of pod {member.name}", step, logger)
         timeout_check = await self._report_timeouts(nodeset, spec, by_name, result, logger)
         status = compute_status(
-            nodeset, spec, pods, self.context.slurm_cache.nodes, result,
+            nodeset, spec, result, pods, self.context.slurm_cache.nodes,
             slurm_fresh=fresh, slurm_error=self.context.slurm_cache.cause, now=rfc3339(now) or "",
             power_unsupported=self.power.unsupported,
             declare_failed=self.power.declare_failed.get(nodeset.key, {}),

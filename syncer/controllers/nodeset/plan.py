@@ -233,6 +233,19 @@ def _members(
     return members
 
 
+@dataclass(frozen=True)
+class _Seen:
+    """What every step of one plan reads: the NodeSet, its pods by name, the Slurm records and whether they
+    are fresh."""
+
+    nodeset: KubeNodeSet
+    spec: NodeSetSpec
+    by_name: dict[str, KubePod]
+    slurm_nodes: dict[str, SlurmNode]
+    slurm_fresh: bool
+    owner_prefix: str
+
+
 def plan(
     nodeset: KubeNodeSet,
     spec: NodeSetSpec,
@@ -256,47 +269,43 @@ def plan(
             slurm = slurm_nodes.get(slurm_name(pod))
             result.busy_labels[pod.name] = slurm is not None and slurm.busy
     removing = {p.name: removal_of(p) for p in pods if removal_of(p) and p.name not in result.unmark}
+    seen = _Seen(nodeset, spec, by_name, slurm_nodes, slurm_fresh, owner_prefix)
     if spec.strategy == "RollingUpdate":
-        _rolling_update(nodeset, spec, by_name, members, removing, slurm_nodes, result)
+        _rolling_update(seen, members, removing, result)
     for name in result.mark_removal:
         removing[name] = result.mark_removal[name]
-    _stamps(nodeset, by_name, removing, slurm_nodes, slurm_fresh, result)
-    _removals(spec, by_name, removing, slurm_nodes, slurm_fresh, now, result)
+    _stamps(seen, removing, result)
+    _removals(seen, removing, now, result)
     if spec.node_on_scale_in == "Delete":
-        _delete_records(nodeset, by_name, slurm_nodes, slurm_fresh, owner_prefix, result)
+        _delete_records(seen, result)
     return result
 
 
-def _rolling_update(
-    nodeset: KubeNodeSet,
-    spec: NodeSetSpec,
-    by_name: dict[str, KubePod],
-    members: dict[str, Member],
-    removing: dict[str, str],
-    slurm_nodes: dict[str, SlurmNode],
-    result: Plan,
-) -> None:
+def _rolling_update(seen: _Seen, members: dict[str, Member], removing: dict[str, str], result: Plan) -> None:
     """Rolling update: replace outdated members, at most maxUnavailable of them down at once."""
-    current_hash = spec.template_hash()
+    current_hash = seen.spec.template_hash()
     unavailable = sum(
         1
         for name in members
-        if name not in by_name or not ready(by_name[name]) or name in removing or name in result.mark_removal
+        if name not in seen.by_name
+        or not ready(seen.by_name[name])
+        or name in removing
+        or name in result.mark_removal
     )
-    budget = spec.max_unavailable_count(len(members)) - unavailable
+    budget = seen.spec.max_unavailable_count(len(members)) - unavailable
     outdated = [
-        by_name[name]
+        seen.by_name[name]
         for name in members
-        if name in by_name
-        and by_name[name].labels.get(Keys.TEMPLATE_HASH_LABEL) != current_hash
+        if name in seen.by_name
+        and seen.by_name[name].labels.get(Keys.TEMPLATE_HASH_LABEL) != current_hash
         and name not in removing
         and name not in result.mark_removal
-        and not by_name[name].terminating
+        and not seen.by_name[name].terminating
     ]
 
     def idle_first(pod: KubePod) -> tuple[int, int, str]:
-        slurm = slurm_nodes.get(slurm_name(pod))
-        return (1 if slurm is not None and slurm.busy else 0, -ordinal(nodeset.name, pod.name), pod.name)
+        slurm = seen.slurm_nodes.get(slurm_name(pod))
+        return (1 if slurm is not None and slurm.busy else 0, -ordinal(seen.nodeset.name, pod.name), pod.name)
 
     for pod in sorted(outdated, key=idle_first):
         if budget <= 0:
@@ -305,52 +314,37 @@ def _rolling_update(
         budget -= 1
 
 
-def _removals(
-    spec: NodeSetSpec,
-    by_name: dict[str, KubePod],
-    removing: dict[str, str],
-    slurm_nodes: dict[str, SlurmNode],
-    slurm_fresh: bool,
-    now: float,
-    result: Plan,
-) -> None:
+def _removals(seen: _Seen, removing: dict[str, str], now: float, result: Plan) -> None:
     """Removals in progress: delete the pod once its Slurm node is drained and idle."""
     for name in sorted(removing):
-        pod = by_name[name]
+        pod = seen.by_name[name]
         result.scale_in_marks.add(slurm_name(pod))  # kept while terminating: the reason says why
         if pod.terminating:
             continue
         if name in result.mark_removal:
             result.draining.append(name)  # the drain is requested this round
             continue
-        if not slurm_fresh:
+        if not seen.slurm_fresh:
             result.blocked = STALE
             result.draining.append(name)
             continue
-        slurm = slurm_nodes.get(slurm_name(pod))
+        slurm = seen.slurm_nodes.get(slurm_name(pod))
         if slurm is None or removable(slurm):
             result.delete_pods.append(name)  # never registered, or drained with no jobs left
             continue
         result.draining.append(name)
         since = float(pod.annotations.get(Keys.REMOVAL_SINCE, "0") or 0)
-        if since and now - since > spec.drain_timeout_s:
+        if since and now - since > seen.spec.drain_timeout_s:
             result.timed_out.append(name)
 
 
-def _delete_records(
-    nodeset: KubeNodeSet,
-    by_name: dict[str, KubePod],
-    slurm_nodes: dict[str, SlurmNode],
-    slurm_fresh: bool,
-    owner_prefix: str,
-    result: Plan,
-) -> None:
+def _delete_records(seen: _Seen, result: Plan) -> None:
     """`Delete`: the Slurm records of members gone for good, and of members about to be recreated (so the
     new slurmd registers afresh with the new template's features)."""
-    for name, slurm in sorted(slurm_nodes.items()):
-        if name in by_name or not removed_by_us(slurm, nodeset, owner_prefix):
+    for name, slurm in sorted(seen.slurm_nodes.items()):
+        if name in seen.by_name or not removed_by_us(slurm, seen.nodeset, seen.owner_prefix):
             continue
-        if not slurm_fresh:
+        if not seen.slurm_fresh:
             result.blocked = STALE
             continue
         if slurm.busy:
@@ -360,25 +354,19 @@ def _delete_records(
     result.create = [
         m
         for m in result.create
-        if m.name not in slurm_nodes or not removed_by_us(slurm_nodes[m.name], nodeset, owner_prefix)
+        if m.name not in seen.slurm_nodes
+        or not removed_by_us(seen.slurm_nodes[m.name], seen.nodeset, seen.owner_prefix)
     ]
 
 
-def _stamps(
-    nodeset: KubeNodeSet,
-    by_name: dict[str, KubePod],
-    removing: dict[str, str],
-    slurm_nodes: dict[str, SlurmNode],
-    slurm_fresh: bool,
-    result: Plan,
-) -> None:
+def _stamps(seen: _Seen, removing: dict[str, str], result: Plan) -> None:
     """Which Slurm records get this NodeSet's removal stamp (members being removed), and which lose
     it (members that stay: a cancelled removal, or a name reused under `Keep`). Fresh data only."""
-    if not slurm_fresh or not nodeset.uid:
+    if not seen.slurm_fresh or not seen.nodeset.uid:
         return
-    stamp = removal_stamp(nodeset)
-    for name, pod in sorted(by_name.items()):
-        slurm = slurm_nodes.get(slurm_name(pod))
+    stamp = removal_stamp(seen.nodeset)
+    for name, pod in sorted(seen.by_name.items()):
+        slurm = seen.slurm_nodes.get(slurm_name(pod))
         if slurm is None:
             continue
         if name in removing:

@@ -58,9 +58,9 @@ def invalid_status(nodeset: KubeNodeSet, error: str, now: str) -> dict[str, Any]
 def compute_status(
     nodeset: KubeNodeSet,
     spec: NodeSetSpec,
+    result: Plan,
     pods: list[KubePod],
     slurm_nodes: dict[str, SlurmNode],
-    result: Plan,
     *,
     slurm_fresh: bool,
     slurm_error: str,
@@ -69,6 +69,7 @@ def compute_status(
     declare_failed: dict[str, str] | None = None,
     declaring: list[str] | None = None,
 ) -> dict[str, Any]:
+    """The status of what `result` (this pass's plan) leaves: counts, Slurm states and conditions."""
     current_hash = spec.template_hash()
     live = [p for p in pods if not p.terminating]
     members = [slurm_nodes[slurm_name(p)] for p in live if slurm_name(p) in slurm_nodes]
