@@ -291,6 +291,9 @@ def cordon_action(
     return None
 
 
+_Said = tuple[str, EventType, str]  # an Event's reason, type and message
+
+
 def transition_events(slurm: SlurmNode, current: Mapping[str, str], on: Target) -> list[EventSpec]:
     """Events for what changed in Slurm since the state recorded on the bound object (none on first sight)."""
     before = current.get(Keys.STATE)
@@ -306,20 +309,25 @@ def transition_events(slurm: SlurmNode, current: Mapping[str, str], on: Target) 
         return []
     flags = frozenset(before.split("+"))
     events: list[EventSpec] = []
-    was_drained, now_drained = bool(flags & DRAIN_FLAGS), has_drain(slurm)
-    if now_drained and not was_drained:
-        message = f"Slurm node {name} drained: {slurm.reason} (state {after})"
-        events.append(EventSpec(EVENT_DRAINED, _message(message), "Warning", on))
-    elif was_drained and not now_drained:
-        message = f"Slurm node {name} undrained (state {after})"
-        events.append(EventSpec(EVENT_UNDRAINED, _message(message), "Normal", on))
-    was_bad, now_bad = bool(unhealthy_flags(flags)), slurm.unhealthy
-    if now_bad and not was_bad:
-        message = f"Slurm node {name} is {after}: {slurm.reason}"
-        events.append(EventSpec(EVENT_UNHEALTHY, _message(message), "Warning", on))
-    elif was_bad and not now_bad:
-        message = f"Slurm node {name} recovered (state {after})"
-        events.append(EventSpec(EVENT_RECOVERED, _message(message), "Normal", on))
+    # (was, is now, the Event when it begins, the Event when it ends): a drain, then bad health
+    transitions: tuple[tuple[bool, bool, _Said, _Said], ...] = (
+        (
+            bool(flags & DRAIN_FLAGS),
+            has_drain(slurm),
+            (EVENT_DRAINED, "Warning", f"Slurm node {name} drained: {slurm.reason} (state {after})"),
+            (EVENT_UNDRAINED, "Normal", f"Slurm node {name} undrained (state {after})"),
+        ),
+        (
+            bool(unhealthy_flags(flags)),
+            slurm.unhealthy,
+            (EVENT_UNHEALTHY, "Warning", f"Slurm node {name} is {after}: {slurm.reason}"),
+            (EVENT_RECOVERED, "Normal", f"Slurm node {name} recovered (state {after})"),
+        ),
+    )
+    for was, is_now, began, ended in transitions:
+        if is_now != was:
+            reason, type_, message = began if is_now else ended
+            events.append(EventSpec(reason, _message(message), type_, on))
     if not events:
         message = f"Slurm node {name}: {before} -> {after}"
         events.append(EventSpec(EVENT_STATE_CHANGED, _message(message), "Normal", on))
