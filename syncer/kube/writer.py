@@ -56,10 +56,10 @@ def _other_pod(exc: KubeError) -> bool:
 
 @dataclass
 class WriteStats:
-    writes: int = 0
-    conflicts: int = 0
-    skipped_dry_run: int = 0
-    noops: int = 0
+    writes: int = 0  # patches and binds the API server took
+    conflicts: int = 0  # 409 answers to a patch: each one retried from a fresh read, and the last given up
+    skipped_dry_run: int = 0  # patches and binds a dry run held back (logged instead)
+    noops: int = 0  # patches not sent: the object already was as wanted
 
 
 def pod_path(namespace: str, name: str) -> str:

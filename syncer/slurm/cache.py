@@ -113,12 +113,12 @@ READ_PATHS = ("probe", "list", "metrics", "reload")
 
 @dataclass
 class CacheStats:
-    probes: int = 0
-    not_modified: int = 0
-    full_fetches: int = 0
-    errors: int = 0
-    last_full_seconds: float = 0.0
-    last_snapshot_bytes: int = 0
+    probes: int = 0  # conditional reads (update_time) sent
+    not_modified: int = 0  # ... answered "nothing changed"
+    full_fetches: int = 0  # node lists applied (a probe's whole answer included)
+    errors: int = 0  # polls that failed
+    last_full_seconds: float = 0.0  # how long the last applied list took
+    last_snapshot_bytes: int = 0  # its size
     changed_as_500: int = 0  # probes answered "changed" with HTTP 500 (slurmrestd 24.11 .. 26.05.2)
     changed_as_200: int = 0  # probes answered "changed" with the whole list (26.05.3+)
     reconnects: int = 0

@@ -52,11 +52,11 @@ CREATE_EXPECTATION_S = 30.0  # a pod we created and the informer has not shown y
 
 @dataclass
 class NodeSetStats:
-    reconciles: int = 0
-    pods_created: int = 0
-    pods_deleted: int = 0
-    slurm_nodes_deleted: int = 0
-    removals_started: int = 0
+    reconciles: int = 0  # passes begun
+    pods_created: int = 0  # member pods created
+    pods_deleted: int = 0  # member pods deleted once removed from Slurm's work
+    slurm_nodes_deleted: int = 0  # Slurm records deleted (nodeOnScaleIn: Delete)
+    removals_started: int = 0  # members marked for removal (their drain asked for)
     node_events: int = 0  # Kubernetes Node changes seen
     node_requeues: int = 0  # ... that re-queued a DaemonSet-mode NodeSet
     timed_out: dict[str, int] = field(default_factory=dict)  # NodeSet key -> nodes past drainTimeout
