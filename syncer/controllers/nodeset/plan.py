@@ -149,7 +149,7 @@ def _power_members(
     slurm_fresh: bool,
     owner_prefix: str,
     in_flight: frozenset[str],
-) -> dict[str, Member]:
+) -> list[str]:
     """spec.power: Slurm's power states decide which members have pods (power.py)."""
     assert spec.power is not None
     decision = decide_power(
@@ -164,7 +164,7 @@ def _power_members(
     result.create = [Member(name, ordinal=decision.members[name]) for name in decision.create]
     if decision.stale:
         result.blocked = STALE
-    return {name: Member(name, ordinal=index) for name, index in decision.members.items()}
+    return list(decision.members)
 
 
 def _members(
@@ -174,11 +174,11 @@ def _members(
     slurm_nodes: dict[str, SlurmNode],
     nodes: list[KubeNode],
     result: Plan,
-    slurm_fresh: bool = True,
-    owner_prefix: str = "k8s: ",
-    in_flight: frozenset[str] = frozenset(),
-) -> dict[str, Member]:
-    """The members the NodeSet keeps; records scale-in marks, cancellations and new members."""
+    slurm_fresh: bool,
+    owner_prefix: str,
+    in_flight: frozenset[str],
+) -> list[str]:
+    """The names of the members the NodeSet keeps; records scale-in marks, cancellations and new members."""
     by_name = {p.name: p for p in pods}
     if spec.power is not None:
         return _power_members(nodeset, spec, pods, slurm_nodes, result, slurm_fresh, owner_prefix, in_flight)
@@ -194,7 +194,7 @@ def _members(
             elif pod.name not in desired and not removal_of(pod) and not pod.terminating:
                 result.mark_removal[pod.name] = SCALE_IN
         result.create = [m for name, m in sorted(desired.items()) if name not in by_name]
-        return desired
+        return list(desired)
     # Replicas: every pod not being scaled in is a member (a terminating one holds its name until it
     # is gone, then is recreated under it, as a StatefulSet does).
     kept = [p for p in pods if removal_of(p) != SCALE_IN]
@@ -202,7 +202,7 @@ def _members(
         (p for p in pods if removal_of(p) == SCALE_IN and not p.terminating),
         key=lambda p: (ordinal(nodeset.name, p.name), p.name),
     )
-    members = {p.name: Member(p.name, ordinal=ordinal(nodeset.name, p.name)) for p in kept}
+    members = dict.fromkeys(p.name for p in kept)  # names, in order
     if len(kept) > spec.replicas:
 
         def removal_order(pod: KubePod) -> tuple[int, int, int, str]:
@@ -219,18 +219,17 @@ def _members(
         missing = spec.replicas - len(kept)
         for pod in scaling_in[:missing]:  # cancel a scale-in before adding new ordinals
             result.unmark.append(pod.name)
-            members[pod.name] = Member(pod.name, ordinal=ordinal(nodeset.name, pod.name))
+            members[pod.name] = None
         missing -= min(missing, len(scaling_in))
         index = 0
         while missing:
             name = f"{nodeset.name}-{index}"
             if name not in by_name:
-                member = Member(name, ordinal=index)
-                members[name] = member
-                result.create.append(member)
+                members[name] = None
+                result.create.append(Member(name, ordinal=index))
                 missing -= 1
             index += 1
-    return members
+    return list(members)
 
 
 @dataclass(frozen=True)
@@ -281,7 +280,7 @@ def plan(
     return result
 
 
-def _rolling_update(seen: _Seen, members: dict[str, Member], removing: dict[str, str], result: Plan) -> None:
+def _rolling_update(seen: _Seen, members: list[str], removing: dict[str, str], result: Plan) -> None:
     """Rolling update: replace outdated members, at most maxUnavailable of them down at once."""
     current_hash = seen.spec.template_hash()
     unavailable = sum(
