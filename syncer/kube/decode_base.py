@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import sys
 from datetime import datetime
+from typing import Generic, TypeVar
 
 import msgspec
 
@@ -46,6 +47,16 @@ class ListMeta(msgspec.Struct):
     resourceVersion: str = ""
     # `continue` is a Python keyword: renamed on decode
     continue_: str = msgspec.field(default="", name="continue")
+
+
+Item = TypeVar("Item")
+
+
+class RawList(msgspec.Struct, Generic[Item]):
+    """A list body of any kind: its items and where the list stands."""
+
+    metadata: ListMeta
+    items: list[Item] = msgspec.field(default_factory=list)
 
 
 class StatusBody(msgspec.Struct):

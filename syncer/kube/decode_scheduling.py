@@ -17,7 +17,6 @@ from typing import Any
 import msgspec
 
 from syncer.kube.decode_base import (
-    ListMeta,
     RawCondition,
     RawMeta,
     RawOwner,
@@ -149,21 +148,6 @@ class RawJob(msgspec.Struct):
     metadata: RawMeta = msgspec.field(default_factory=RawMeta)
     spec: _RawJobSpec = msgspec.field(default_factory=_RawJobSpec)
     status: _RawJobStatus = msgspec.field(default_factory=_RawJobStatus)
-
-
-class SchedulerPodList(msgspec.Struct):
-    metadata: ListMeta
-    items: list[RawSchedulerPod] = msgspec.field(default_factory=list)
-
-
-class PodUsageList(msgspec.Struct):
-    metadata: ListMeta
-    items: list[RawPodUsage] = msgspec.field(default_factory=list)
-
-
-class JobList(msgspec.Struct):
-    metadata: ListMeta
-    items: list[RawJob] = msgspec.field(default_factory=list)
 
 
 class RawTaint(msgspec.Struct):
