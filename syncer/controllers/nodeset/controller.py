@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from syncer.control.context import ControllerContext
-from syncer.control.registration import Registration
+from syncer.control.registration import Registration, when_enabled
 from syncer.controllers.nodeset import manifests
 from syncer.controllers.nodeset.members import slurm_names
 from syncer.controllers.nodeset.options import OPTIONS, NodeSetOptions, options_from
@@ -486,9 +486,5 @@ class NodeSetController(Controller):
 
 
 REGISTRATION = Registration(
-    "nodeset",
-    build=lambda context, options: NodeSetController(context, options) if options.enabled else None,
-    defaults=NodeSetOptions(),
-    options=OPTIONS,
-    configure=options_from,
+    "nodeset", when_enabled(NodeSetController), NodeSetOptions(), OPTIONS, options_from
 )
