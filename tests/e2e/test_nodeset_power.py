@@ -394,9 +394,10 @@ def logged_at(log: str, text: str) -> float:
 def configured_at(log: str, job: str) -> tuple[float, str]:
     """When and by which function (job_time_limit: the 30 s check; prolog_running_decr: its prolog's end)
     slurmctld found job `job`'s nodes ready."""
+    done = re.compile(rf"^(\w+): Configuration for JobId={job} (?:is )?complete")
     for stamp, line in _STAMP.findall(log):
-        if f"Configuration for JobId={job} is complete" in line:
-            return datetime.fromisoformat(stamp).timestamp(), line.split(":", 1)[0]
+        if found := done.match(line):
+            return datetime.fromisoformat(stamp).timestamp(), found.group(1)
     raise AssertionError(f"slurmctld never logged job {job}'s configuration complete")
 
 
