@@ -144,7 +144,7 @@ async def power_ups(
             samples.append(sample)
         ran = sum(1 for s in samples[-len(jobs) :] if s["running"])
         progress(f"  jobs on lat-{start}..: {ran}/{len(jobs)} ran")
-        await wait(lambda: all_idle_or_down(sandbox, members), "the batch's jobs ended", 120)
+        await wait(lambda m=members: all_idle_or_down(sandbox, m), "the batch's jobs ended", 120)  # type: ignore[misc]
     return samples
 
 
@@ -178,7 +178,7 @@ async def plain_jobs(sandbox: Sandbox, count: int) -> dict[str, float]:
 
 
 async def _written(path: Path) -> bool:
-    return path.exists() and path.stat().st_size > 0
+    return await asyncio.to_thread(lambda: path.exists() and path.stat().st_size > 0)
 
 
 def set_prolog(sandbox: Sandbox, on: bool) -> None:
@@ -194,7 +194,8 @@ def set_prolog(sandbox: Sandbox, on: bool) -> None:
             for line in sandbox.run("scontrol", "show", "config").stdout.splitlines()
             if line.startswith("PrologSlurmctld")
         ]
-        if shown and shown[0].split("=", 1)[1].strip() == wanted:
+        value = shown[0].split("=", 1)[1].strip() if shown else "(null)"  # unset: not listed (26.05.5)
+        if value == wanted:
             return
         if time.monotonic() > deadline:
             raise RuntimeError(f"PrologSlurmctld not {wanted} after reconfigure: {shown}")

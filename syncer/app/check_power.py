@@ -87,9 +87,9 @@ def power_checks(conf: SlurmctldConf | None, nodesets: list[PowerNodeSet], api: 
                 f"power saving for NodeSet(s) {names}: not checked, {api} has no GET /conf (Slurm 26.05+): "
                 "SuspendTime, ResumeTimeout, SuspendProgram, ResumeProgram and SuspendExc* are unknown",
                 "check by hand: `scontrol show config | grep -E '^(Suspend|Resume)'` must show SuspendTime "
-                "set (not NONE), SuspendProgram and ResumeProgram named, and no SuspendExc* covering members; "
-                f"`scontrol show config | grep PrologSlurmctld` should name {PROLOG} (jobs on powered-up "
-                "members start once they are ready, not at slurmctld's 30 s check)",
+                "set (not NONE), SuspendProgram and ResumeProgram named, and no SuspendExc* covering "
+                f"members; `scontrol show config | grep PrologSlurmctld` should name {PROLOG} (jobs on "
+                "powered-up members start once they are ready, not at slurmctld's 30 s check)",
                 True,
             )
         ]
@@ -124,8 +124,9 @@ def _prolog(conf: SlurmctldConf) -> Line:
         )
         return (
             True,
-            f"{shown} slurm-syncer's prolog: a job on a member Slurm powers up starts at slurmctld's periodic "
-            "check, up to 30 s after the member's slurmd registered (if your own prolog calls it, ignore this)",
+            f"{shown} slurm-syncer's prolog: a job on a member Slurm powers up starts at slurmctld's "
+            "periodic check, up to 30 s after the member's slurmd registered (if your own prolog calls it, "
+            "ignore this)",
             PROLOG_FIX,
             True,
         )

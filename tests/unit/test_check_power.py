@@ -35,9 +35,9 @@ def test_the_sandboxs_power_saving_is_all_a_nodeset_needs() -> None:
         "programs need only exit 0)",
         "ResumeTimeout=600: a member's slurmd must register within 600 s of its power-up",
         "no SuspendExcNodes, SuspendExcParts or SuspendExcStates covers NodeSet slurm/gpu's members",
-        "no PrologSlurmctld runs slurm-syncer's prolog: a job on a member Slurm powers up starts at slurmctld's "
-        "periodic check, up to 30 s after the member's slurmd registered (if your own prolog calls it, ignore "
-        "this)",
+        "no PrologSlurmctld runs slurm-syncer's prolog: a job on a member Slurm powers up starts at "
+        "slurmctld's periodic check, up to 30 s after the member's slurmd registered (if your own prolog "
+        "calls it, ignore this)",
     ]
 
 
@@ -142,8 +142,8 @@ def test_the_prolog_named_in_slurm_conf_is_ok_and_its_absence_a_warning_saying_w
     )  # the power test sandbox (26.05.5): PrologSlurmctld=/sbx/etc/slurm-syncer-prolog
     assert prolog_line(with_prolog) == (
         True,
-        "PrologSlurmctld=/sbx/etc/slurm-syncer-prolog: a job on a member Slurm powers up starts once the member "
-        "is ready",
+        "PrologSlurmctld=/sbx/etc/slurm-syncer-prolog: a job on a member Slurm powers up starts once the "
+        "member is ready",
         "",
         False,
     )
