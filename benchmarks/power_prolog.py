@@ -238,7 +238,9 @@ async def run(
     service = SyncerService(slurm, client, config)
     results: dict[str, Any] = {"slurm": sandbox.slurm_version, "uptime_before": uptime()}
     try:
-        async with SlurmdStandIn(kube, sandbox, boot=True, port_base=port_base, nodesets=("lat",)) as standin:
+        async with SlurmdStandIn(
+            kube, sandbox, boot=True, port_base=port_base, nodesets=("lat",), in_conf=release == "24.11"
+        ) as standin:
             await service.start()
             await service.wait_ready(120)
             kube.create(GROUP, VERSION, "nodesets", nodeset("lat", members), namespace=NAMESPACE)

@@ -306,7 +306,7 @@ class Sandbox:
 
     def start_slurmd(
         self, node: str = REAL_NODE, cpus: int = 1, memory_mb: int = 500, features: Sequence[str] = (),
-        boot: bool = False, port: int = 0, gres: str = "",
+        boot: bool = False, port: int = 0, gres: str = "", in_conf: bool = False,
     ) -> None:  # fmt: skip
         """Start a real slurmd and wait until it is registered and idle.
 
@@ -315,7 +315,9 @@ class Sandbox:
         `-b` (report a boot now): slurmctld completes a power-up only for a node booted after it asked, and
         this slurmd shares the host's boot time (docs/slurm-releases.md, Power saving). `port`: the one its
         Slurm record was declared with (default: a free one). `gres` (e.g. "gpu:4") needs `GresTypes` in
-        slurm.conf and the node's lines in etc/gres.conf (`write_gres`).
+        slurm.conf and the node's lines in etc/gres.conf (`write_gres`). `in_conf`: the node is named in
+        slurm.conf (a power-managed member on 24.11, whose REST cannot create nodes): its slurmd starts
+        without `-Z` (with it: `fatal: Duplicated NodeName`) and takes the record's settings.
         """
         if not node or not node.replace("-", "").replace("_", "").isalnum():
             raise SandboxError(f"bad node name {node!r}: use letters, digits, '-' and '_'")
@@ -324,7 +326,9 @@ class Sandbox:
                 f"{node} is a CLOUD node from slurm.conf: pick another name for a dynamic node"
             )
         argv = ["slurmd", "-D", "-f", f"{INNER}/etc/slurm.conf", "-N", node]
-        if node != REAL_NODE:
+        if in_conf:
+            argv[1:1] = ["-b"] if boot else []
+        elif node != REAL_NODE:
             conf = f"CPUs={cpus} RealMemory={memory_mb} Port={port or free_port()} NodeAddr=127.0.0.1"
             if features:
                 conf += f" Feature={','.join(features)}"
