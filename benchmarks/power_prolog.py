@@ -238,9 +238,8 @@ async def run(
     service = SyncerService(slurm, client, config)
     results: dict[str, Any] = {"slurm": sandbox.slurm_version, "uptime_before": uptime()}
     try:
-        async with SlurmdStandIn(
-            kube, sandbox, boot=True, port_base=port_base, nodesets=("lat",), in_conf=release == "24.11"
-        ) as standin:
+        # on 24.11 the sandbox starts a slurm.conf member's slurmd without -Z (Sandbox.named_in_conf)
+        async with SlurmdStandIn(kube, sandbox, boot=True, port_base=port_base, nodesets=("lat",)) as standin:
             await service.start()
             await service.wait_ready(120)
             kube.create(GROUP, VERSION, "nodesets", nodeset("lat", members), namespace=NAMESPACE)

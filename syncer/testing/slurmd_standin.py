@@ -39,12 +39,11 @@ class SlurmdStandIn:
     def __init__(
         self, kube: KubeApiEmulator, sandbox: Sandbox, *, cpus: int = 1, memory_mb: int = 400,
         boot: bool = False, port_base: int = 0, nodesets: tuple[str, ...] = (),
-        port_of: Callable[[str], int] | None = None, namespace: str = "", in_conf: bool = False,
+        port_of: Callable[[str], int] | None = None, namespace: str = "",
     ) -> None:  # fmt: skip
         self.kube = kube
         self.sandbox = sandbox
         self.boot = boot  # slurmd -b, as the pods of a power-managed NodeSet start it
-        self.in_conf = in_conf  # members named in slurm.conf (24.11): slurmd without -Z
         self.port_base = port_base  # the syncer's nodeset_power_port_base: member <n> listens on base + n
         self.port_of = port_of  # the syncer's nodeset_power_ports
         self.cpus = cpus
@@ -106,7 +105,7 @@ class SlurmdStandIn:
                 if action == "start" and name not in self.running:
                     await asyncio.to_thread(
                         self.sandbox.start_slurmd, name, self.cpus, self.memory_mb, features, self.boot,
-                        self._port(name), in_conf=self.in_conf,
+                        self._port(name),
                     )  # fmt: skip
                     self.running.add(name)
                 elif action == "stop" and name in self.running:
