@@ -92,6 +92,10 @@ class ServiceConfig:
     leader_election: bool = default("leader_election")
     lease_namespace: str = "default"  # settings resolve an empty --lease-namespace to $POD_NAMESPACE or this
     lease_name: str = Keys.LEASE_NAME
+    # this release's cluster identity (syncer/model/cluster.py): settings resolve an empty --cluster-name to
+    # the lease name, as here
+    cluster_name: str = Keys.LEASE_NAME
+    adopt_unlabelled: bool = default("adopt_unlabelled")
     identity: str = field(default_factory=socket.gethostname)
     lease_duration_s: float = default("lease_duration")
     renew_deadline_s: float = default("renew_deadline")
@@ -136,6 +140,7 @@ class SyncerService:
             bind_by_node_name=config.bind_by_node_name,
             names=SlurmNameRule(config.node_name_labels),
             pod_selector=config.pod_selector,
+            cluster=config.cluster_name,
         )
         # one registry: each controller registers its own reconcile metrics in it
         self.registry = CollectorRegistry(auto_describe=True)
@@ -188,6 +193,7 @@ class SyncerService:
             gate=self.gate, writer=self.writer, events=self.events,
             slurm_writer=SlurmWriter(self.slurm, self.slurm_cache, self.gate),
             owner_prefix=config.owner_prefix, owner=f"{config.lease_namespace}/{config.lease_name}",
+            cluster=config.cluster_name, adopt_unlabelled=config.adopt_unlabelled,
             workers=config.workers,
             resync_s=config.resync_s, backoff=config.backoff, metrics=ReconcileMetrics(self.registry),
         )  # fmt: skip

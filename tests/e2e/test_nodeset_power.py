@@ -414,10 +414,10 @@ async def test_power_scenarios_side_by_side(power_rig: Rig) -> None:
     """The independent scenarios at once under one syncer, each with NodeSets and features of its own: each
     power-up waits for slurmctld's 30 s periodic check before its job starts (docs/slurm-releases.md), and
     run one after another those waits were most of the module's time. Each failure names its scenario."""
-    from tests.e2e import power_safety  # its scenarios use this module's helpers
+    from tests.e2e import power_safety, two_releases  # their scenarios use this module's helpers
 
     rig, ports = power_rig, Ports()
-    scenarios = chosen((*SIDE_BY_SIDE, *power_safety.SCENARIOS))
+    scenarios = chosen((*SIDE_BY_SIDE, *power_safety.SCENARIOS, *two_releases.SCENARIOS))
     ensure_pool(rig)
     failures: list[str] = []
     try:
