@@ -792,3 +792,19 @@ def test_the_slinky_example_values_render_and_load():
     assert (
         volume["secret"]["optional"] is True
     )  # a missing key is the syncer's clear message, not a stuck pod
+
+
+def test_the_prolog_configmap_is_the_packaged_script_asking_this_release_and_off_by_default():
+    from syncer.app.prolog_cmd import SCRIPT, script
+
+    packaged = ROOT / "syncer" / "app" / "files" / SCRIPT
+    assert (CHART / "files" / SCRIPT).read_bytes() == packaged.read_bytes(), "copy the script into the chart"
+    assert not [o for o in render() if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-prolog")]
+    objects = render({"prolog": {"configMap": True, "wait": 120}})
+    [cm] = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-prolog")]
+    [service] = [o for o in objects if o["kind"] == "Service"]
+    url = f"http://{service['metadata']['name']}.{NAMESPACE}.svc:8080"
+    assert cm["data"][SCRIPT] == script(url, 120)
+    given = render({"prolog": {"configMap": True, "url": "http://syncer.example:9000"}})
+    [cm] = [o for o in given if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-prolog")]
+    assert cm["data"][SCRIPT] == script("http://syncer.example:9000", 300)
