@@ -179,6 +179,11 @@ async def view(rig: Rig, pool: list[str]) -> AsyncIterator[Pool]:
         yield Pool(rig, pool, client)
     finally:
         await client.close()
+        for name in pool:  # the next test's syncer is another release: it would not end these
+            for job in (
+                await asyncio.to_thread(rig.sandbox.run, "squeue", "-h", "-w", name, "-o", "%i")
+            ).stdout.split():
+                await asyncio.to_thread(rig.sandbox.run, "scancel", job)
 
 
 def _job_id(message: str) -> str:
@@ -362,3 +367,80 @@ async def test_one_pool_stories(rig: Rig, view: Pool) -> None:
             refused(view),
             batch_job(view, n[5]),
         )
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
+async def test_restart_adopts_without_duplicate_or_orphan(rig: Rig, view: Pool) -> None:
+    """Stopped with pods pending, bound, terminating and a node held: the syncer started again makes no
+    second job, leaves no orphan, ends the terminating pod's job only once the pod is gone, and keeps the
+    hold until its pod is gone."""
+    held_node, busy, bound, ending = view.names[4:8]
+    rig.kube.kubelet.termination_s = 8.0  # deleted pods stop in up to 8 s: they outlive the restart
+    async with scheduler(rig, view):
+        blocker = await view.sbatch(busy)
+        await view.wait(lambda: _is(view.job_state(blocker), "RUNNING"), "the blocking Slurm job running")
+        waiting = view.pod("waiting", annotations={"slurm-syncer.dev/constraint": f"f{busy}"})
+        running = view.pod("running", annotations={"slurm-syncer.dev/constraint": f"f{bound}"})
+        stopping = view.pod("stopping", grace=8, annotations={"slurm-syncer.dev/constraint": f"f{ending}"})
+        kept = view.pod("kept", grace=8, annotations={"slurm-syncer.dev/constraint": f"f{held_node}"})
+        await view.wait(lambda: view.scheduled(waiting).get("reason") == "SlurmJobPending", "one pod pending")
+        for pod in (running, stopping, kept):
+            await view.wait(lambda pod=pod: bool(view.node_of(pod)), f"{pod} bound")
+        jobs = {pod: view.job_of(pod) for pod in (running, stopping, kept)}
+        jobs[waiting] = _job_id(view.scheduled(waiting)["message"])
+        await view.sh("scancel", jobs[kept])
+
+        async def held() -> bool:
+            return HOLD_TAG in (await rig.reader.get_node(held_node)).reason
+
+        await view.wait(held, "the node held while the pod of the cancelled job stops")
+    await view.delete(stopping)  # while no syncer runs
+    assert view.get(stopping) is not None and view.get(kept) is not None
+    async with scheduler(rig, view) as service:
+        await wait_for(
+            lambda: service.context.holds.settled, DEADLINE, what="the scheduler planned every gang"
+        )
+        if view.get(kept) is not None:  # the pod still stops: the hold is kept across the restart
+            assert await held(), "the hold lifted by a restart while its pod still runs"
+        if view.get(stopping) is not None:
+            assert await view.job_state(jobs[stopping]) == "RUNNING", "a job ended while its pod still runs"
+        await view.wait(
+            lambda: view.get(stopping) is None and view.get(kept) is None, "the deleted pods gone"
+        )
+        await view.wait(lambda: _is(view.job_state(jobs[stopping]), "GONE", "CANCELLED", "COMPLETED"),
+                        "the stopped pod's job ended (no orphan)")  # fmt: skip
+
+        async def lifted() -> bool:
+            return HOLD_TAG not in (await rig.reader.get_node(held_node)).reason
+
+        await view.wait(lifted, "the hold lifted once its pod is gone")
+        for pod in (waiting, running):
+            assert await view.jobs_named(f"{NS}/{pod}") == [jobs[pod]], f"{pod}: one job, the one from before"
+        assert view.node_of(running) == f"k8s-{bound}"
+        assert service.controller("scheduler").stats.jobs["adopted"] >= 2  # type: ignore[union-attr]
+        await view.sh("scancel", blocker)
+        await view.wait(
+            lambda: view.node_of(waiting) == f"k8s-{busy}", "the pending pod bound once room frees"
+        )
+        assert await view.jobs_named(f"{NS}/{waiting}") == [jobs[waiting]]
+
+
+@pytest.mark.only_where(not EXTERNAL, "Slurm 24.11 only: 25.05+ takes external jobs")
+async def test_24_11_refuses_without_placeholder(rig: Rig, view: Pool) -> None:
+    """On 24.11 (REST v0.0.42, no external jobs) a pod is refused with an Event naming the release and
+    the option that makes it work; with --scheduler-placeholder a placeholder batch job stands for it."""
+    async with scheduler(rig, view):
+        pod = view.pod("old", annotations={"slurm-syncer.dev/constraint": f"f{view.names[0]}"})
+        await view.wait(lambda: view.scheduled(pod).get("reason") == "SlurmRequestRefused", "the pod refused")
+        message = view.scheduled(pod)["message"]
+        assert "24.11" in message and "--scheduler-placeholder" in message, message
+        await view.wait(lambda: view.told(pod, "SlurmSubmitFailed", "24.11"), "the refusal's Event")
+        assert not await view.jobs_named(f"{NS}/old")
+    async with scheduler(rig, view, placeholder=True):
+        await view.wait(lambda: view.node_of(pod) == f"k8s-{view.names[0]}", "bound under a placeholder job")
+        job = view.job_of(pod)
+        assert await view.job_state(job) == "RUNNING"
+        await view.delete(pod)
+        await view.wait(lambda: _is(view.job_state(job), "GONE", "COMPLETED", "CANCELLED"), "its job ended")
