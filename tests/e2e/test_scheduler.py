@@ -22,7 +22,7 @@ from syncer.controllers.scheduler.options import SchedulerOptions
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
 from syncer.testing.sandbox import Sandbox, SandboxError
-from tests.e2e.rig import FAST, Rig, condition, node_body, running_syncer
+from tests.e2e.rig import FAST, Rig, condition, get, node_body, running_syncer, sample
 from tests.fixtures.slurm import SELECTED
 from tests.helpers import wait_for
 
@@ -367,6 +367,15 @@ async def test_one_pool_stories(rig: Rig, view: Pool) -> None:
             refused(view),
             batch_job(view, n[5]),
         )
+        status, text = await get(service, "/metrics")
+        assert status == 200
+        assert (sample(text, "slurm_syncer_scheduler_bind_latency_seconds_count") or 0) >= 5
+        assert (sample(text, "slurm_syncer_scheduler_teardowns_total", cause="cancelled") or 0) >= 1
+        assert (sample(text, "slurm_syncer_scheduler_teardowns_total", cause="pod-deleted") or 0) >= 2
+        assert (sample(text, "slurm_syncer_scheduler_jobs_total", action="submitted") or 0) >= 5
+        assert sample(text, "slurm_syncer_scheduler_pending_pods", reason="SlurmRequestRefused") == 2
+        assert sample(text, "slurm_syncer_scheduler_pods", state="pending") == 2
+        assert sample(text, "slurm_syncer_scheduler_held_nodes") == 0
 
 
 @pytest.mark.only_where(
@@ -386,8 +395,9 @@ async def test_restart_adopts_without_duplicate_or_orphan(rig: Rig, view: Pool) 
         stopping = view.pod("stopping", grace=8, annotations={"slurm-syncer.dev/constraint": f"f{ending}"})
         kept = view.pod("kept", grace=8, annotations={"slurm-syncer.dev/constraint": f"f{held_node}"})
         await view.wait(lambda: view.scheduled(waiting).get("reason") == "SlurmJobPending", "one pod pending")
-        for pod in (running, stopping, kept):
-            await view.wait(lambda pod=pod: bool(view.node_of(pod)), f"{pod} bound")
+        await view.wait(
+            lambda: all(view.node_of(pod) for pod in (running, stopping, kept)), "three pods bound"
+        )
         jobs = {pod: view.job_of(pod) for pod in (running, stopping, kept)}
         jobs[waiting] = _job_id(view.scheduled(waiting)["message"])
         await view.sh("scancel", jobs[kept])
