@@ -19,7 +19,7 @@ WHY = "pod a/b still runs: Slurm job 7 was cancelled in Slurm"
 
 
 def test_a_node_stays_held_while_any_gang_holds_it() -> None:
-    holds, told = NodeHolds(), []
+    holds, told = NodeHolds(), list[str]()
     holds.subscribe(told.append)
     holds.hold("n1", "ns/pod/a", WHY)
     holds.hold("n1", "ns/pod/a", WHY)  # the same again tells no one
@@ -40,7 +40,7 @@ def test_a_node_stays_held_while_any_gang_holds_it() -> None:
 
 
 def test_settling_tells_the_engine_about_held_looking_nodes_once() -> None:
-    holds, told = NodeHolds(settled=False), []
+    holds, told = NodeHolds(settled=False), list[str]()
     holds.subscribe(told.append)
     holds.settle(lambda: ["n1", "n2"])
     holds.settle(lambda: ["n3"])
