@@ -265,24 +265,22 @@ async def gang(p: Pool, a: str, b: str) -> None:
 
 async def scancel(p: Pool, node: str, service: SyncerService) -> None:
     """scancel -> the pod deleted with an Event, and the node held (drained) until the pod is gone."""
-    p.rig.kube.kubelet.termination_s = 3.0  # pods take up to 3 s to stop: the window the hold covers
-    pod = p.pod("victim", grace=3, annotations={"slurm-syncer.dev/constraint": f"f{node}"})
+    p.rig.kube.kubelet.termination_s = (
+        30.0  # pods take their grace period to stop: the window the hold covers
+    )
+    pod = p.pod("victim", grace=20, annotations={"slurm-syncer.dev/constraint": f"f{node}"})
     await p.wait(lambda: bool(p.node_of(pod)), "the victim bound")
     job = p.job_of(pod)
     await p.sh("scancel", job)
     await p.wait(lambda: p.deleting(pod), "pod deleted")
-    assert any(
-        "cancelled in Slurm" in e["message"] and job in e["message"] for e in p.events(pod, "SlurmPodDeleted")
-    )
+    await p.wait(lambda: p.told(pod, "SlurmPodDeleted", "cancelled in Slurm", job), "the deletion's Event")
 
     async def held() -> bool:
         return HOLD_TAG in (await p.rig.reader.get_node(node)).reason
 
-    # held while the pod still terminates, or already released when it went first: either way never both
-    if p.get(pod) is not None:
-        await p.wait(
-            lambda: held() if p.get(pod) is not None else _true(), "the node held while the pod stops"
-        )
+    await p.wait(held, "the node held while the pod stops")
+    assert p.get(pod) is not None, "the pod outlived its grace period's start"
+    await p.delete(pod, grace=0)  # force-deleted: the hold goes with it
     await p.wait(lambda: p.get(pod) is None, "the pod gone")
 
     async def released() -> bool:
@@ -295,6 +293,18 @@ async def scancel(p: Pool, node: str, service: SyncerService) -> None:
 
 async def _true() -> bool:
     return True
+
+
+async def node_gone(p: Pool, node: str) -> None:
+    """The Kubernetes Node of a bound pod is deleted: the pod is deleted at once and its job ends."""
+    pod = p.pod("homeless", annotations={"slurm-syncer.dev/constraint": f"f{node}"})
+    await p.wait(lambda: bool(p.node_of(pod)), "the pod bound")
+    job = p.job_of(pod)
+    await p.client.delete(f"/api/v1/nodes/k8s-{node}")
+    await p.wait(lambda: p.deleting(pod), "the pod on the deleted Node deleted")
+    await p.wait(lambda: p.told(pod, "SlurmPodDeleted", "no longer exists"), "the deletion's Event")
+    await p.wait(lambda: p.get(pod) is None, "the pod gone (grace 0)")
+    await p.wait(lambda: _is(p.job_state(job), "GONE", "CANCELLED", "COMPLETED"), "its job ended")
 
 
 async def drained(p: Pool, node: str) -> None:
@@ -366,6 +376,7 @@ async def test_one_pool_stories(rig: Rig, view: Pool) -> None:
             drained(view, n[4]),
             refused(view),
             batch_job(view, n[5]),
+            node_gone(view, n[6]),
         )
         status, text = await get(service, "/metrics")
         assert status == 200

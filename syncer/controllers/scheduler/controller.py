@@ -173,10 +173,10 @@ class SchedulerController(Controller):
 
     def _node_moved(self, old: KubeNode | None, new: KubeNode | None) -> list[str]:
         """A Node came or went: the gangs with pods bound there (a pod on a deleted Node goes)."""
-        if old is not None and new is not None:
+        node = new if old is None else old
+        if node is None or (old is not None and new is not None):
             return []
-        name = (old or new).name if (old or new) is not None else ""  # type: ignore[union-attr]
-        return sorted({self._key_of(pod) for pod in self.pods.items.values() if pod.node_name == name})
+        return sorted({self._key_of(pod) for pod in self.pods.items.values() if pod.node_name == node.name})
 
     async def prepare(self) -> None:
         await self.context.kube_cache.wait_synced()
