@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from syncer.app.check_scheduler import lines as check_lines
 from syncer.app.service import SyncerService
 from syncer.control.holds import HOLD_TAG
 from syncer.controllers.scheduler.options import SchedulerOptions
@@ -387,6 +388,12 @@ async def test_one_pool_stories(rig: Rig, view: Pool) -> None:
         assert sample(text, "slurm_syncer_scheduler_pending_pods", reason="SlurmRequestRefused") == 2
         assert sample(text, "slurm_syncer_scheduler_pods", state="pending") == 2
         assert sample(text, "slurm_syncer_scheduler_held_nodes") == 0
+        on, slurm_side, waiting = await check_lines(service.slurm, view.client, view.scheduler, (NS,), False)
+        assert on[1] == f"scheduler: on for pods with schedulerName {view.scheduler} in {NS}"
+        assert slurm_side[0] and "takes external jobs" in slurm_side[1]
+        assert (
+            waiting[3] and "2 pod(s) wait (2 SlurmRequestRefused)" in waiting[1] and "team/bare" in waiting[1]
+        )
 
 
 @pytest.mark.only_where(
