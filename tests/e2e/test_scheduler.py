@@ -19,6 +19,7 @@ import pytest
 from syncer.app.check_scheduler import lines as check_lines
 from syncer.app.service import SyncerService
 from syncer.control.holds import HOLD_TAG
+from syncer.controllers.scheduler.controller import SchedulerController
 from syncer.controllers.scheduler.options import SchedulerOptions
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
@@ -447,11 +448,31 @@ async def test_restart_adopts_without_duplicate_or_orphan(rig: Rig, view: Pool) 
         for pod in (waiting, running):
             assert await view.jobs_named(f"{NS}/{pod}") == [jobs[pod]], f"{pod}: one job, the one from before"
         assert view.node_of(running) == f"k8s-{bound}"
-        assert service.controller("scheduler").stats.jobs["adopted"] >= 2  # type: ignore[union-attr]
+        assert isinstance(service.scheduler, SchedulerController)
+        assert service.scheduler.stats.jobs["adopted"] >= 2
+        # a blip costs no job: the running pod's Node NotReady and slurmrestd away for a few seconds
+        rig.kube.set_node_condition(f"k8s-{bound}", "Ready", "False", "KubeletNotReady", "blip")
+        scheduler_ = service.controller("scheduler")
+        assert isinstance(scheduler_, SchedulerController)
+        errors = scheduler_.jobs.stats.errors
+        await asyncio.to_thread(rig.sandbox.stop_slurmrestd)
+        try:
+            await wait_for(
+                lambda: scheduler_.jobs.stats.errors >= errors + 2, DEADLINE, what="failed job polls"
+            )
+        finally:
+            await asyncio.to_thread(rig.sandbox.start_slurmrestd)
+        rig.kube.set_node_condition(f"k8s-{bound}", "Ready", "True", "KubeletReady", "back")
+        await wait_for(lambda: not scheduler_.jobs.stale and scheduler_.jobs.last_error == "", DEADLINE,
+                       what="the job cache current again")  # fmt: skip
+        assert view.node_of(running) == f"k8s-{bound}" and not view.deleting(running)
+        assert await view.jobs_named(f"{NS}/{running}") == [jobs[running]]
+        assert await view.job_state(jobs[running]) == "RUNNING"
         await view.sh("scancel", blocker)
         await view.wait(
             lambda: view.node_of(waiting) == f"k8s-{busy}", "the pending pod bound once room frees"
         )
+        assert not view.deleting(running), "the blip cost the running pod"
         assert await view.jobs_named(f"{NS}/{waiting}") == [jobs[waiting]]
 
 
