@@ -3,9 +3,13 @@ options' parsers, and what `check` says about it."""
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from syncer.app.check_scheduler import pending, switched
+from syncer.app.permissions import Right, needed
+from syncer.app.settings import Settings, add_arguments, load
 from syncer.control.holds import HOLD_TAG, NodeHolds, held_in, hold_text
 from syncer.controllers.scheduler.options import (
     gres_entry,
@@ -112,3 +116,37 @@ def test_check_names_the_scheduler_and_why_pods_wait() -> None:
         "t/p: Slurm job 4 is pending (Priority); t/r: not looked at yet"
     )
     assert pending([bound]) == (True, "scheduler: no pod waits", "", False)
+
+
+def _settings(*argv: str, **env: str) -> Settings:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return load(parser.parse_args(["--slurm-url", "http://s:1", *argv]), env)
+
+
+def test_flags_and_environment_give_the_same_scheduler_options() -> None:
+    flags = _settings(
+        "--scheduler-name", "slurm-syncer", "--scheduler-namespaces", "a,b", "--scheduler-namespaces", "c",
+        "--scheduler-gres", "nvidia.com/gpu=gpu:a100",
+    )  # fmt: skip
+    env = _settings(
+        SLURM_SYNCER_SCHEDULER_NAME="slurm-syncer",
+        SLURM_SYNCER_SCHEDULER_NAMESPACES="a,b,c",
+        SLURM_SYNCER_SCHEDULER_GRES="nvidia.com/gpu=gpu:a100",
+    )
+    for loaded in (flags, env):
+        options = loaded.controller_options("scheduler")
+        assert options.name == "slurm-syncer" and options.namespaces == ("a", "b", "c")
+        assert options.gres == {"nvidia.com/gpu": "gpu:a100"} and not options.placeholder
+
+
+def test_the_scheduler_asks_for_its_rights_in_the_namespaces_it_serves_only() -> None:
+    assert not [r for r in needed(_settings(), "default") if r.resource == "pods/binding"]
+    served = needed(_settings("--scheduler-name", "s", "--scheduler-namespaces", "a,b"), "default")
+    binding = [r for r in served if r.resource == "pods/binding"]
+    assert [(r.verb, r.namespace) for r in binding] == [("create", "a"), ("create", "b")]
+    assert Right("get", "", "namespaces", "", "a") in served and Right("get", "", "namespaces") not in served
+    assert Right("list", "", "pods") in served and Right("get", "batch", "jobs", "b") in served
+    assert all(r.why for r in served)
+    everywhere = needed(_settings("--scheduler-name", "s"), "default")
+    assert Right("create", "", "pods/binding") in everywhere and Right("get", "", "namespaces") in everywhere
