@@ -4,15 +4,16 @@ where Slurm places them; each side's end ends the other.
     python benchmarks/scheduler.py --slurm 26.05 --pods 400 --batch 10 --queued 1000,10000 \
         --out benchmarks/results/scheduler-26.05
 
-A private Slurm sandbox with real slurmd (`--hosts` dynamic nodes of 16 CPUs, 16 GB each), the Kubernetes API
-emulator (a Ready Node per Slurm node, bound by the node-name label, its kubelet running a bound pod at once)
-and the syncer's service in this process, as deployed (Slurm polled every second, its log JSON at info into
-the run's directory), its slurmrestd traffic through a counting relay (benchmarks/wire.py: bytes both ways,
-headers included). Pods ask 1 CPU and 100 Mi, `terminationGracePeriodSeconds: 0`, in batches of `--batch`
-created together; every figure is per pod, the times from the emulator's store (exact) and from this
-process's own reads of Slurm (`GET /jobs/state/` every 50 ms, apart from the relay):
+A private Slurm sandbox with real slurmd (`--hosts` dynamic nodes of 16 CPUs, 16 GB each, feature `bench`,
+the Namespace's default constraint), the Kubernetes API emulator (a Ready Node per Slurm node, bound by the
+node-name label, its kubelet running a bound pod at once) and the syncer's service in this process, as
+deployed (Slurm polled every second, its log JSON at info into the run's directory), its slurmrestd traffic
+through a counting relay (benchmarks/wire.py: bytes both ways, headers included). Pods ask 1 CPU and 100 Mi,
+`terminationGracePeriodSeconds: 0`, in batches of `--batch` created together; every figure is per pod, the
+times from the emulator's store (exact) and from this process's own reads of Slurm (apart from the relay):
 
-1. pod created -> bound (the syncer's Binding in the store), with room available (n = `--pods`);
+1. pod created -> bound (the syncer's Binding in the store), with room available (n = `--pods`), split into
+   created -> its job in Slurm -> RUNNING -> bound by this process's reads of the job states every 0.1 s;
 2. half the batches: `scancel` of the pods' jobs -> the pod deleted (its deletionTimestamp or its removal);
 3. the other half: the pod deleted (`kubectl delete`) -> Slurm shows its job ended, and -> the pod gone;
 4. with `--queued` held batch jobs in the queue (1,000 and 10,000): slurmrestd requests and bytes per bound
@@ -55,6 +56,7 @@ from syncer.testing.sandbox import Sandbox, release, up
 
 NAMESPACE = "bench"
 SCHEDULER = "slurm-syncer"
+FEATURE = "bench"  # the real slurmd's feature
 JOB_ID = "slurm-syncer.dev/job-id"  # written by the scheduler at the binding
 ENDED = frozenset({"CANCELLED", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY"})
 Json = dict[str, Any]
@@ -134,6 +136,26 @@ class Bench:
         self.scancel_s: list[float] = []  # scancel -> pod deleted (deletionTimestamp or gone)
         self.delete_job_s: list[float] = []  # pod delete -> job ended in Slurm
         self.delete_gone_s: list[float] = []  # pod delete -> pod gone
+        # Slurm's side of each job, from this process's own reads every 0.1 s: first seen, first RUNNING
+        self.job_seen: dict[int, float] = {}
+        self.job_running: dict[int, float] = {}
+        self.split: dict[str, list[float]] = {"created -> job in Slurm": [], "job in Slurm -> RUNNING": [],
+                                              "RUNNING -> bound": []}  # fmt: skip
+
+    async def follow_jobs(self) -> None:
+        """Until cancelled: the states of the next job ids (Slurm numbers them in order) every 0.1 s."""
+        floor = 1
+        while True:
+            ids = range(floor, max(self.job_seen, default=0) + 30)
+            states = await self.reader.job_states(ids)
+            now = time.monotonic()
+            for job, state in states.items():
+                self.job_seen.setdefault(job, now)
+                if "RUNNING" in state or state & ENDED:
+                    self.job_running.setdefault(job, now)
+            while floor in self.job_running or (floor not in states and floor < max(states, default=0)):
+                floor += 1
+            await asyncio.sleep(0.1)
 
     async def batch(self, size: int) -> dict[str, float]:
         """`size` pods created together and bound: name -> created at."""
@@ -149,6 +171,12 @@ class Bench:
             120,
         )
         self.bind_s += [self.seen.bound[n] - at for n, at in created.items()]
+        for name, at in created.items():
+            job = self.seen.job[name]
+            if job in self.job_seen and job in self.job_running:
+                self.split["created -> job in Slurm"].append(self.job_seen[job] - at)
+                self.split["job in Slurm -> RUNNING"].append(self.job_running[job] - self.job_seen[job])
+                self.split["RUNNING -> bound"].append(self.seen.bound[name] - self.job_running[job])
         return created
 
     async def cancel(self, pods: list[str]) -> None:
@@ -236,10 +264,12 @@ async def run(args: argparse.Namespace, directory: Path) -> Json:
     sandbox = up(directory / "slurm", nodes=1, slurm=slurm, extra_conf=("MaxJobCount=30000",))
     names = [f"dyn{i}" for i in range(1, args.hosts + 1)]
     for name in names:
-        sandbox.start_slurmd(name, cpus=16, memory_mb=16000)
+        sandbox.start_slurmd(name, cpus=16, memory_mb=16000, features=[FEATURE])
     kube = KubeApiEmulator()
     await kube.start()
-    kube.create("", "v1", "namespaces", {"metadata": {"name": NAMESPACE}})
+    # the Namespace's default constraint keeps the jobs off the sandbox's own nodes (no Kubernetes Node)
+    namespace = {"metadata": {"name": NAMESPACE, "annotations": {"slurm-syncer.dev/constraint": FEATURE}}}
+    kube.create("", "v1", "namespaces", namespace)
     for name in names:
         kube.create("", "v1", "nodes", host(name))
     seen = Seen()
@@ -259,6 +289,7 @@ async def run(args: argparse.Namespace, directory: Path) -> Json:
         try:
             await service.start()
             await service.wait_ready(120)
+            follower = asyncio.create_task(bench.follow_jobs())
             rounds = max(2, args.pods // args.batch)
             progress(f"latency: {rounds} batches of {args.batch} pods")
             for i in range(rounds):
@@ -266,7 +297,12 @@ async def run(args: argparse.Namespace, directory: Path) -> Json:
                 await (bench.cancel if i % 2 == 0 else bench.delete)(list(created))
                 if (i + 1) % 5 == 0:
                     progress(f"  {i + 1} batches: bind {figures(bench.bind_s)}")
+            follower.cancel()
+            await asyncio.gather(follower, return_exceptions=True)
             results["created -> bound"] = figures(bench.bind_s)
+            results["created -> bound, split (each +-0.1 s: Slurm read every 0.1 s)"] = {
+                part: figures(values) for part, values in bench.split.items()
+            }
             results["scancel -> pod deleted"] = figures(bench.scancel_s)
             results["pod deleted -> job ended"] = figures(bench.delete_job_s)
             results["pod deleted -> pod gone"] = figures(bench.delete_gone_s)
