@@ -16,13 +16,15 @@ from typing import Any
 
 import pytest
 
+from syncer.app.check_scheduler import lines as check_lines
 from syncer.app.service import SyncerService
 from syncer.control.holds import HOLD_TAG
+from syncer.controllers.scheduler.controller import SchedulerController
 from syncer.controllers.scheduler.options import SchedulerOptions
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
 from syncer.testing.sandbox import Sandbox, SandboxError
-from tests.e2e.rig import FAST, Rig, condition, node_body, running_syncer
+from tests.e2e.rig import FAST, Rig, condition, get, node_body, running_syncer, sample
 from tests.fixtures.slurm import SELECTED
 from tests.helpers import wait_for
 
@@ -265,24 +267,22 @@ async def gang(p: Pool, a: str, b: str) -> None:
 
 async def scancel(p: Pool, node: str, service: SyncerService) -> None:
     """scancel -> the pod deleted with an Event, and the node held (drained) until the pod is gone."""
-    p.rig.kube.kubelet.termination_s = 3.0  # pods take up to 3 s to stop: the window the hold covers
-    pod = p.pod("victim", grace=3, annotations={"slurm-syncer.dev/constraint": f"f{node}"})
+    p.rig.kube.kubelet.termination_s = (
+        30.0  # pods take their grace period to stop: the window the hold covers
+    )
+    pod = p.pod("victim", grace=20, annotations={"slurm-syncer.dev/constraint": f"f{node}"})
     await p.wait(lambda: bool(p.node_of(pod)), "the victim bound")
     job = p.job_of(pod)
     await p.sh("scancel", job)
     await p.wait(lambda: p.deleting(pod), "pod deleted")
-    assert any(
-        "cancelled in Slurm" in e["message"] and job in e["message"] for e in p.events(pod, "SlurmPodDeleted")
-    )
+    await p.wait(lambda: p.told(pod, "SlurmPodDeleted", "cancelled in Slurm", job), "the deletion's Event")
 
     async def held() -> bool:
         return HOLD_TAG in (await p.rig.reader.get_node(node)).reason
 
-    # held while the pod still terminates, or already released when it went first: either way never both
-    if p.get(pod) is not None:
-        await p.wait(
-            lambda: held() if p.get(pod) is not None else _true(), "the node held while the pod stops"
-        )
+    await p.wait(held, "the node held while the pod stops")
+    assert p.get(pod) is not None, "the pod outlived its grace period's start"
+    await p.delete(pod, grace=0)  # force-deleted: the hold goes with it
     await p.wait(lambda: p.get(pod) is None, "the pod gone")
 
     async def released() -> bool:
@@ -295,6 +295,18 @@ async def scancel(p: Pool, node: str, service: SyncerService) -> None:
 
 async def _true() -> bool:
     return True
+
+
+async def node_gone(p: Pool, node: str) -> None:
+    """The Kubernetes Node of a bound pod is deleted: the pod is deleted at once and its job ends."""
+    pod = p.pod("homeless", annotations={"slurm-syncer.dev/constraint": f"f{node}"})
+    await p.wait(lambda: bool(p.node_of(pod)), "the pod bound")
+    job = p.job_of(pod)
+    await p.client.delete(f"/api/v1/nodes/k8s-{node}")
+    await p.wait(lambda: p.deleting(pod), "the pod on the deleted Node deleted")
+    await p.wait(lambda: p.told(pod, "SlurmPodDeleted", "no longer exists"), "the deletion's Event")
+    await p.wait(lambda: p.get(pod) is None, "the pod gone (grace 0)")
+    await p.wait(lambda: _is(p.job_state(job), "GONE", "CANCELLED", "COMPLETED"), "its job ended")
 
 
 async def drained(p: Pool, node: str) -> None:
@@ -366,6 +378,22 @@ async def test_one_pool_stories(rig: Rig, view: Pool) -> None:
             drained(view, n[4]),
             refused(view),
             batch_job(view, n[5]),
+            node_gone(view, n[6]),
+        )
+        status, text = await get(service, "/metrics")
+        assert status == 200
+        assert (sample(text, "slurm_syncer_scheduler_bind_latency_seconds_count") or 0) >= 5
+        assert (sample(text, "slurm_syncer_scheduler_teardowns_total", cause="cancelled") or 0) >= 1
+        assert (sample(text, "slurm_syncer_scheduler_teardowns_total", cause="pod-deleted") or 0) >= 2
+        assert (sample(text, "slurm_syncer_scheduler_jobs_total", action="submitted") or 0) >= 5
+        assert sample(text, "slurm_syncer_scheduler_pending_pods", reason="SlurmRequestRefused") == 2
+        assert sample(text, "slurm_syncer_scheduler_pods", state="pending") == 2
+        assert sample(text, "slurm_syncer_scheduler_held_nodes") == 0
+        on, slurm_side, waiting = await check_lines(service.slurm, view.client, view.scheduler, (NS,), False)
+        assert on[1] == f"scheduler: on for pods with schedulerName {view.scheduler} in {NS}"
+        assert slurm_side[0] and "takes external jobs" in slurm_side[1]
+        assert (
+            waiting[3] and "2 pod(s) wait (2 SlurmRequestRefused)" in waiting[1] and "team/bare" in waiting[1]
         )
 
 
@@ -386,8 +414,9 @@ async def test_restart_adopts_without_duplicate_or_orphan(rig: Rig, view: Pool) 
         stopping = view.pod("stopping", grace=8, annotations={"slurm-syncer.dev/constraint": f"f{ending}"})
         kept = view.pod("kept", grace=8, annotations={"slurm-syncer.dev/constraint": f"f{held_node}"})
         await view.wait(lambda: view.scheduled(waiting).get("reason") == "SlurmJobPending", "one pod pending")
-        for pod in (running, stopping, kept):
-            await view.wait(lambda pod=pod: bool(view.node_of(pod)), f"{pod} bound")
+        await view.wait(
+            lambda: all(view.node_of(pod) for pod in (running, stopping, kept)), "three pods bound"
+        )
         jobs = {pod: view.job_of(pod) for pod in (running, stopping, kept)}
         jobs[waiting] = _job_id(view.scheduled(waiting)["message"])
         await view.sh("scancel", jobs[kept])
@@ -419,11 +448,29 @@ async def test_restart_adopts_without_duplicate_or_orphan(rig: Rig, view: Pool) 
         for pod in (waiting, running):
             assert await view.jobs_named(f"{NS}/{pod}") == [jobs[pod]], f"{pod}: one job, the one from before"
         assert view.node_of(running) == f"k8s-{bound}"
-        assert service.controller("scheduler").stats.jobs["adopted"] >= 2  # type: ignore[union-attr]
+        assert isinstance(service.scheduler, SchedulerController)
+        assert service.scheduler.stats.jobs["adopted"] >= 2
+        # a blip costs no job: the running pod's Node NotReady and slurmrestd away for a few seconds
+        rig.kube.set_node_condition(f"k8s-{bound}", "Ready", "False", "KubeletNotReady", "blip")
+        scheduler_ = service.controller("scheduler")
+        assert isinstance(scheduler_, SchedulerController)
+        errors = scheduler_.jobs.stats.errors
+        await asyncio.to_thread(rig.sandbox.stop_slurmrestd)
+        try:
+            await wait_for(lambda: scheduler_.jobs.stats.errors > errors, DEADLINE, what="a failed job poll")
+        finally:
+            await asyncio.to_thread(rig.sandbox.start_slurmrestd)
+        rig.kube.set_node_condition(f"k8s-{bound}", "Ready", "True", "KubeletReady", "back")
+        await wait_for(lambda: not scheduler_.jobs.stale and scheduler_.jobs.last_error == "", DEADLINE,
+                       what="the job cache current again")  # fmt: skip
+        assert view.node_of(running) == f"k8s-{bound}" and not view.deleting(running)
+        assert await view.jobs_named(f"{NS}/{running}") == [jobs[running]]
+        assert await view.job_state(jobs[running]) == "RUNNING"
         await view.sh("scancel", blocker)
         await view.wait(
             lambda: view.node_of(waiting) == f"k8s-{busy}", "the pending pod bound once room frees"
         )
+        assert not view.deleting(running), "the blip cost the running pod"
         assert await view.jobs_named(f"{NS}/{waiting}") == [jobs[waiting]]
 
 

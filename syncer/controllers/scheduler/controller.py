@@ -166,17 +166,25 @@ class SchedulerController(Controller):
         for change in changes:
             for job in (change.before, change.after):
                 read = marker.read(job.marker, self.release) if job is not None else None
-                if read is not None:
-                    keys.add(read.key)
+                if read is None:
+                    continue
+                keys.add(read.key)
+                if change.kind == "removed":  # Slurm forgot it: so does this controller's bookkeeping
+                    self._torn.discard(change.job_id)
+                    self._adopted.discard(change.job_id)
+                    for uid in read.uids:
+                        if self._uid_key.get(uid) == read.key:
+                            del self._uid_key[uid]
+                else:
                     self._uid_key.update(dict.fromkeys(read.uids, read.key))
         return sorted(keys)
 
     def _node_moved(self, old: KubeNode | None, new: KubeNode | None) -> list[str]:
         """A Node came or went: the gangs with pods bound there (a pod on a deleted Node goes)."""
-        if old is not None and new is not None:
+        node = new if old is None else old
+        if node is None or (old is not None and new is not None):
             return []
-        name = (old or new).name if (old or new) is not None else ""  # type: ignore[union-attr]
-        return sorted({self._key_of(pod) for pod in self.pods.items.values() if pod.node_name == name})
+        return sorted({self._key_of(pod) for pod in self.pods.items.values() if pod.node_name == node.name})
 
     async def prepare(self) -> None:
         await self.context.kube_cache.wait_synced()
@@ -254,6 +262,8 @@ class SchedulerController(Controller):
                 if other != key:
                     self.runner.queue.add(other)
         current = gangs.get(key) or gang.Gang(key=key, pods=(), jobs=(), want=None)
+        if not current.pods and not current.jobs:  # nothing left of the gang: forget what was noted of it
+            self._refused.pop(key, None)
         submitted = self._still_submitted(key, current.jobs)
         world = await self._world(current)
         decided = plan(current, world, self.core, held=self.holds.of(key), submitted=submitted)
