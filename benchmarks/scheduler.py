@@ -7,8 +7,9 @@ where Slurm places them; each side's end ends the other.
 A private Slurm sandbox with real slurmd (`--hosts` dynamic nodes of 16 CPUs, 16 GB each, feature `bench`,
 the Namespace's default constraint), the Kubernetes API emulator (a Ready Node per Slurm node, bound by the
 node-name label, its kubelet running a bound pod at once) and the syncer's service in this process, as
-deployed (Slurm polled every second, its log JSON at info into the run's directory), its slurmrestd traffic
-through a counting relay (benchmarks/wire.py: bytes both ways, headers included). Pods ask 1 CPU and 100 Mi,
+deployed (Slurm polled every second, its log JSON at info into a temporary directory named at the start),
+its slurmrestd traffic through a counting relay (benchmarks/wire.py: bytes both ways, headers included), and
+a wait after each fill until slurmrestd answers quickly again. Pods ask 1 CPU and 100 Mi,
 `terminationGracePeriodSeconds: 0`, in batches of `--batch` created together; every figure is per pod, the
 times from the emulator's store (exact) and from this process's own reads of Slurm (apart from the relay):
 
@@ -32,8 +33,10 @@ import json
 import math
 import os
 import sys
+import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -157,7 +160,7 @@ class Bench:
                 floor += 1
             await asyncio.sleep(0.1)
 
-    async def batch(self, size: int) -> dict[str, float]:
+    async def batch(self, size: int, deadline_s: float = 120) -> dict[str, float]:
         """`size` pods created together and bound: name -> created at."""
         created: dict[str, float] = {}
         for _ in range(size):
@@ -168,7 +171,7 @@ class Bench:
         await until(
             lambda: all(n in self.seen.bound and n in self.seen.job for n in created),
             f"{size} pods bound",
-            120,
+            deadline_s,
         )
         self.bind_s += [self.seen.bound[n] - at for n, at in created.items()]
         for name, at in created.items():
@@ -219,6 +222,19 @@ def slurm_requests(service: SyncerService) -> Counter[str]:
     return counts
 
 
+async def caught_up(rest: Rest) -> float:
+    """Seconds until slurmrestd answers an `update_time` job list within 1 s three times running (after a
+    fill of thousands of jobs it lags, and the syncer's reads time out meanwhile)."""
+    started, quick = time.monotonic(), 0
+    while quick < 3:
+        if time.monotonic() - started > 600:
+            raise TimeoutError("slurmrestd still slow 600 s after the fill")
+        answer = await asyncio.to_thread(rest.call, "GET", "/jobs/", None, f"update_time={int(time.time())}")
+        quick = quick + 1 if answer.status == 200 and answer.seconds < 1.0 else 0
+        await asyncio.sleep(1.0)
+    return round(time.monotonic() - started, 1)
+
+
 async def cost(bench: Bench, wire: WireCounter, service: SyncerService, pods: int, batch: int) -> Json:
     """slurmrestd's traffic per bound pod (bind, then delete and the job ended), less the idle rate."""
     idle_before, idle_started = wire.snapshot(), time.monotonic()
@@ -227,7 +243,7 @@ async def cost(bench: Bench, wire: WireCounter, service: SyncerService, pods: in
     idle_s = time.monotonic() - idle_started
     before, requests_before, started = wire.snapshot(), slurm_requests(service), time.monotonic()
     for _ in range(max(1, pods // batch)):
-        created = await bench.batch(batch)
+        created = await bench.batch(batch, deadline_s=300)
         await bench.delete(list(created))
     spent = wire_delta(wire.snapshot(), before)
     seconds = time.monotonic() - started
@@ -250,7 +266,7 @@ async def cost(bench: Bench, wire: WireCounter, service: SyncerService, pods: in
     }
 
 
-async def run(args: argparse.Namespace, directory: Path) -> Json:
+async def run(args: argparse.Namespace, directory: Path, save: Callable[[Json], None]) -> Json:
     slurm = release(args.slurm).name
     configure_logging("json", "info", stream=(directory / "syncer.log").open("w"))
     results: Json = {
@@ -290,7 +306,7 @@ async def run(args: argparse.Namespace, directory: Path) -> Json:
             await service.start()
             await service.wait_ready(120)
             follower = asyncio.create_task(bench.follow_jobs())
-            rounds = max(2, args.pods // args.batch)
+            rounds = args.pods // args.batch
             progress(f"latency: {rounds} batches of {args.batch} pods")
             for i in range(rounds):
                 created = await bench.batch(args.batch)
@@ -311,6 +327,7 @@ async def run(args: argparse.Namespace, directory: Path) -> Json:
                 "scancel -> pod deleted": [round(s, 4) for s in bench.scancel_s],
                 "pod deleted -> job ended": [round(s, 4) for s in bench.delete_job_s],
             }
+            save(results)
             progress(json.dumps({k: v for k, v in results.items() if k != "samples"}))
             rest = Rest(sandbox)
             queued = 0
@@ -318,16 +335,21 @@ async def run(args: argparse.Namespace, directory: Path) -> Json:
                 progress(f"cost: filling the queue to {target} held jobs")
                 await asyncio.to_thread(fill, rest, target - queued)
                 queued = target
+                waited = await caught_up(rest)
+                progress(f"cost: slurmrestd caught up {waited} s after the fill")
                 listed = await asyncio.to_thread(rest.call, "GET", "/jobs/")
                 found = await cost(bench, wire, service, args.cost_pods, args.batch)
+                found["slurmrestd caught up after the fill (s)"] = waited
                 found["one whole job list (bytes, s)"] = (listed.size, round(listed.seconds, 2))
                 found["whole list / per-pod bytes down"] = round(
                     listed.size / max(1, found["per bound pod, raw"]["bytes_down"]), 1
                 )
                 results[f"cost at {target} queued"] = found
+                save(results)
                 progress(json.dumps({target: found}))
         finally:
             results["load_after"] = os.getloadavg()
+            save(results)
             await service.stop()
             await reader.close()
             await kube.stop()
@@ -349,11 +371,16 @@ def main() -> int:
     args = parser.parse_args()
     args.queued = [int(q) for q in args.queued.split(",") if q]
     args.out.mkdir(parents=True, exist_ok=True)
-    work = args.out / "run"
-    work.mkdir(exist_ok=True)
-    results = asyncio.run(run(args, work))
-    results["date"] = time.strftime("%Y-%m-%d %H:%M")
-    (args.out / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    path = args.out / "results.json"
+
+    def save(results: Json) -> None:  # after each part: a part that fails later loses nothing before it
+        results["date"] = time.strftime("%Y-%m-%d %H:%M")
+        path.write_text(json.dumps(results, indent=1, default=str) + "\n")
+
+    work = Path(tempfile.mkdtemp(prefix="scheduler-bench-"))  # the sandbox and the syncer's log, kept
+    progress(f"the sandbox and the syncer's log: {work}")
+    results = asyncio.run(run(args, work, save))
+    save(results)
     print(json.dumps({k: v for k, v in results.items() if k != "samples"}, indent=1, default=str))
     return 0
 

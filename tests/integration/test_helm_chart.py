@@ -536,7 +536,7 @@ def test_the_scheduler_is_off_and_granted_nothing_unless_enabled():
     objects = render(COMBINATIONS["scheduler"])
     loaded = load_settings(objects)
     assert loaded.value("scheduler_name") == "slurm-syncer"
-    assert tuple(loaded.value("scheduler_namespaces")) == ("team-a", "team-b")
+    assert loaded.controller_options("scheduler").namespaces == ("team-a", "team-b")
     assert loaded.value("scheduler_placeholder") is True
     roles = {
         (o["kind"], o["metadata"]["namespace"])
