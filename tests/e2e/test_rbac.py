@@ -217,7 +217,8 @@ async def exercise_nodesets(rig: Rig) -> None:
 
 async def exercise_scheduler(rig: Rig, scheduler: str, namespace: str, index: int) -> None:
     """The one-pool scheduler in `namespace`, on a real slurmd of its own: a pod waits behind a Slurm job
-    (its PodScheduled condition, Events), is bound when the job ends, and is deleted when its own job is
+    (its PodScheduled condition, once refused with 409 so that it is read fresh; Events), is bound when the
+    job ends, and is deleted when its own job is
     cancelled; a batch/v1 Job's pod is bound (the Job read); a pod whose submit Slurm refuses is told so
     twice (its Event created, then aggregated)."""
     node = f"rbacsched{index}"
@@ -246,15 +247,24 @@ async def exercise_scheduler(rig: Rig, scheduler: str, namespace: str, index: in
         return rig.kube.pod(namespace, name) or {}
 
     def events(name: str, reason: str) -> list[dict[str, Any]]:
-        return [e for e in rig.events_for(name) if e.get("reason") == reason]
+        return [
+            e
+            for e in rig.events_for(name)
+            if e.get("reason") == reason and e["involvedObject"].get("namespace") == namespace
+        ]
 
     try:
         blocker = run("sbatch", "--parsable", "-w", node, "--exclusive", "--wrap", "sleep 600").split(";")[0]
+        # its first PodScheduled write refused with 409 Conflict: the scheduler reads the pod fresh
+        rig.kube.faults.conflict_next("PATCH", f"/namespaces/{namespace}/pods/waits/status")
         rig.kube.create("", "v1", "pods", pod("waits"), namespace=namespace)
         await wait_for(
             lambda: (condition(get("waits"), "PodScheduled") or {}).get("reason") == "SlurmJobPending",
             deadline_s=60, what=f"{namespace}/waits pending behind Slurm job {blocker}",
         )  # fmt: skip
+        assert not [c for c in rig.kube.faults.conflicts if f"/{namespace}/" in c[1]], (
+            "the conflict never met"
+        )
         run("scancel", blocker)
         await wait_for(lambda: get("waits").get("spec", {}).get("nodeName") == f"k8s-{node}", deadline_s=60,
                        what=f"{namespace}/waits bound")  # fmt: skip
@@ -371,7 +381,7 @@ async def test_the_syncer_uses_exactly_the_rights_its_profile_grants(rig: Rig, p
                 if settings.value("partitions_enabled"):
                     await exercise_partitions(rig)
                 if settings.value("scheduler_name"):
-                    served = settings.value("scheduler_namespaces")
+                    served = settings.controller_options("scheduler").namespaces
                     await asyncio.gather(*(
                         exercise_scheduler(rig, settings.value("scheduler_name"), ns, i)
                         for i, ns in enumerate(served)
