@@ -269,15 +269,23 @@ async def cost(bench: Bench, wire: WireCounter, service: SyncerService, pods: in
 async def run(args: argparse.Namespace, directory: Path, save: Callable[[Json], None]) -> Json:
     slurm = release(args.slurm).name
     configure_logging("json", "info", stream=(directory / "syncer.log").open("w"))
-    results: Json = {
+    this: Json = {
         "release": slurm,
         "machine_reference_s": round(machine_reference_s(), 3),
         "load_before": os.getloadavg(),
         "hosts": args.hosts,
         "batch": args.batch,
+        "started": time.strftime("%Y-%m-%d %H:%M"),
     }
+    path = args.out / "results.json"
+    # --pods 0: the cost part again, its rows replacing an earlier run's, this run's facts under "cost run"
+    results: Json = this
+    if args.pods == 0 and path.exists():
+        results = {**json.loads(path.read_text()), "cost run": this}
     progress(f"sandbox: Slurm {slurm}, {args.hosts} real slurmd of 16 CPUs; load {os.getloadavg()}")
-    sandbox = up(directory / "slurm", nodes=1, slurm=slurm, extra_conf=("MaxJobCount=30000",))
+    # the dynamic nodes are never powered down (the sandbox's SuspendTime is 600 s; a fill takes minutes)
+    conf = ("MaxJobCount=30000", "SuspendExcStates=DYNAMIC_NORM")
+    sandbox = up(directory / "slurm", nodes=1, slurm=slurm, extra_conf=conf)
     names = [f"dyn{i}" for i in range(1, args.hosts + 1)]
     for name in names:
         sandbox.start_slurmd(name, cpus=16, memory_mb=16000, features=[FEATURE])
@@ -315,18 +323,19 @@ async def run(args: argparse.Namespace, directory: Path, save: Callable[[Json], 
                     progress(f"  {i + 1} batches: bind {figures(bench.bind_s)}")
             follower.cancel()
             await asyncio.gather(follower, return_exceptions=True)
-            results["created -> bound"] = figures(bench.bind_s)
-            results["created -> bound, split (each +-0.1 s: Slurm read every 0.1 s)"] = {
-                part: figures(values) for part, values in bench.split.items()
-            }
-            results["scancel -> pod deleted"] = figures(bench.scancel_s)
-            results["pod deleted -> job ended"] = figures(bench.delete_job_s)
-            results["pod deleted -> pod gone"] = figures(bench.delete_gone_s)
-            results["samples"] = {
-                "created -> bound": [round(s, 4) for s in bench.bind_s],
-                "scancel -> pod deleted": [round(s, 4) for s in bench.scancel_s],
-                "pod deleted -> job ended": [round(s, 4) for s in bench.delete_job_s],
-            }
+            if rounds:
+                results["created -> bound"] = figures(bench.bind_s)
+                results["created -> bound, split (each +-0.1 s: Slurm read every 0.1 s)"] = {
+                    part: figures(values) for part, values in bench.split.items()
+                }
+                results["scancel -> pod deleted"] = figures(bench.scancel_s)
+                results["pod deleted -> job ended"] = figures(bench.delete_job_s)
+                results["pod deleted -> pod gone"] = figures(bench.delete_gone_s)
+                results["samples"] = {
+                    "created -> bound": [round(s, 4) for s in bench.bind_s],
+                    "scancel -> pod deleted": [round(s, 4) for s in bench.scancel_s],
+                    "pod deleted -> job ended": [round(s, 4) for s in bench.delete_job_s],
+                }
             save(results)
             progress(json.dumps({k: v for k, v in results.items() if k != "samples"}))
             rest = Rest(sandbox)
@@ -336,6 +345,7 @@ async def run(args: argparse.Namespace, directory: Path, save: Callable[[Json], 
                 await asyncio.to_thread(fill, rest, target - queued)
                 queued = target
                 waited = await caught_up(rest)
+                await service.wait_ready(600)  # the syncer's caches fresh again: its recovery is not measured
                 progress(f"cost: slurmrestd caught up {waited} s after the fill")
                 listed = await asyncio.to_thread(rest.call, "GET", "/jobs/")
                 found = await cost(bench, wire, service, args.cost_pods, args.batch)
@@ -348,7 +358,7 @@ async def run(args: argparse.Namespace, directory: Path, save: Callable[[Json], 
                 save(results)
                 progress(json.dumps({target: found}))
         finally:
-            results["load_after"] = os.getloadavg()
+            this["load_after"] = os.getloadavg()
             save(results)
             await service.stop()
             await reader.close()
@@ -362,7 +372,9 @@ def main() -> int:
     parser.add_argument(
         "--slurm", default=None, help="26.05 (default: $SLURM_SYNCER_SLURM_RELEASE, else 26.05)"
     )
-    parser.add_argument("--pods", type=int, default=400, help="pods through the latency rounds")
+    parser.add_argument(
+        "--pods", type=int, default=400, help="pods through the latency rounds (0: the cost part only, again)"
+    )
     parser.add_argument("--batch", type=int, default=10, help="pods created together")
     parser.add_argument("--hosts", type=int, default=4, help="real slurmd (16 CPUs each)")
     parser.add_argument("--queued", default="1000,10000", help="held jobs in the queue for the cost rounds")
@@ -374,7 +386,6 @@ def main() -> int:
     path = args.out / "results.json"
 
     def save(results: Json) -> None:  # after each part: a part that fails later loses nothing before it
-        results["date"] = time.strftime("%Y-%m-%d %H:%M")
         path.write_text(json.dumps(results, indent=1, default=str) + "\n")
 
     work = Path(tempfile.mkdtemp(prefix="scheduler-bench-"))  # the sandbox and the syncer's log, kept
