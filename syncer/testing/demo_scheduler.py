@@ -86,7 +86,8 @@ async def one_pool(w: Stage, step: int) -> None:
     )
     w.kube.create("", "v1", "pods", _pod(), namespace=NAMESPACE)
 
-    def pending() -> bool:
+    def pending() -> bool:  # Slurm's reason joins the message at the job cache's next read of a pending
+        # job (every 30 s): not waited for here
         return _scheduled(w.kube.pod(NAMESPACE, POD)).get("reason") == "SlurmJobPending"
 
     await wait(pending, f"pod {POD} to show its Slurm job pending")
