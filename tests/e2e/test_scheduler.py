@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -57,9 +58,13 @@ def pool(slurm_sandbox: Sandbox) -> Iterator[list[str]]:
         for name in names:
             for job in slurm_sandbox.run("squeue", "-h", "-w", name, "-o", "%i").stdout.split():
                 slurm_sandbox.run("scancel", job)
-        for name in names:
+
+        def remove(name: str) -> None:
             _scontrol_quiet(slurm_sandbox, "update", f"nodename={name}", "state=undrain")
             slurm_sandbox.delete_node(name)
+
+        with ThreadPoolExecutor(len(names)) as pool_:  # each waits out its jobs' KillWait: side by side
+            list(pool_.map(remove, names))
 
 
 class Pool:

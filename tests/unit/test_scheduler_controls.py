@@ -4,6 +4,7 @@ options' parsers, and what `check` says about it."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import pytest
 
@@ -150,3 +151,42 @@ def test_the_scheduler_asks_for_its_rights_in_the_namespaces_it_serves_only() ->
     assert all(r.why for r in served)
     everywhere = needed(_settings("--scheduler-name", "s"), "default")
     assert Right("create", "", "pods/binding") in everywhere and Right("get", "", "namespaces") in everywhere
+
+
+def _refusal(parse: Any, text: str) -> str:
+    with pytest.raises(ValueError) as caught:
+        parse(text)
+    return str(caught.value)
+
+
+def test_option_refusals_say_what_is_taken() -> None:
+    longest = ".".join(("a" * 63, "b" * 63, "c" * 63, "d" * 61))  # 253 characters, labels of 63 at most
+    assert scheduler_name(longest) == longest and scheduler_name("slurm.syncer") == "slurm.syncer"
+    assert _refusal(scheduler_name, longest + "d") == (
+        "a scheduler name such as slurm-syncer (lower case letters, digits, '-' and '.')"
+    )
+    assert _refusal(namespaces, ",") == "namespace names such as team-a,team-b"
+    assert _refusal(namespaces, "A") == "namespace names such as team-a,team-b ('A' is not one)"
+    resource = "RESOURCE=GRES with an extended resource, e.g. nvidia.com/gpu=gpu or example.com/fpga="
+    gres = "a GRES name, or name:type, after '=' (e.g. gpu or gpu:a100), or nothing"
+    assert _refusal(gres_entry, "gpu") == resource
+    assert _refusal(gres_entry, "nvidia.com/gpu=gpu=x") == gres
+
+
+def test_a_namespace_given_alone_is_one_name() -> None:
+    values = {
+        "scheduler_name": "s",
+        "scheduler_namespaces": ("team-a",),
+        "scheduler_placeholder": False,
+        "scheduler_gres": (),
+        "scheduler_retry_after": 60.0,
+    }
+    assert options_from(values).namespaces == ("team-a",)
+
+
+def test_hold_reasons_read_back_exactly() -> None:
+    assert hold_text("x") == "scheduler hold: x"
+    assert NodeHolds().settled is True
+    assert held_in("k8s: scheduler hold: a; scheduler hold: b", "k8s: ") == "scheduler hold: a"
+    assert held_in("k8s:  scheduler hold: a", "k8s: ") is None  # the tag one character in: not a cause
+    assert held_in("k8s: scheduler hold: a; b; c", "k8s: ") == "scheduler hold: a"

@@ -117,16 +117,6 @@ class SyncController(Controller):
             return None
         return held_in(slurm_node.reason, self.options.owner_prefix)
 
-    def held_looking(self) -> list[str]:
-        """The bound Slurm nodes whose drain of ours reads as a scheduler hold."""
-        prefix = self.options.owner_prefix
-        return [
-            name
-            for name in list(self.context.kube_cache.slurm_names())
-            if (node := self.context.slurm_cache.nodes.get(name)) is not None
-            and held_in(node.reason, prefix) is not None
-        ]
-
     # -- lifecycle --------------------------------------------------------------------------------
     async def prepare(self) -> None:
         await self.context.kube_cache.wait_synced()
