@@ -37,19 +37,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 from benchmarks.run import cancel_on_sigterm, seed
 from syncer.app.logs import configure_logging
 from syncer.app.service import ServiceConfig, SyncerService
+from syncer.controllers.nodeset.node_shape import NodeShape
 from syncer.controllers.nodeset.options import NodeSetOptions
 from syncer.controllers.sync.options import SyncOptions
+from syncer.controllers.sync.plan import EVENT_STATE_CHANGED
 from syncer.kube.client import KubeClient
 from syncer.kube.writer import pod_path
 from syncer.model.keys import Keys
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
+from syncer.slurm.versions import VERSIONS
 from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.kubeapi.store import Change
 from syncer.testing.processes import stop_process
-from syncer.testing.sandbox import RELEASES, Sandbox, up
-from syncer.testing.sandbox.config import free_port_block, sim_node_names
+from syncer.testing.sandbox import RELEASES, Release, Sandbox, release, up
+from syncer.testing.sandbox.config import free_port_block, short_hostname, sim_node_names
 from syncer.testing.slurmd_standin import SlurmdStandIn
 
 NAMESPACE = "slurm"
@@ -223,6 +226,7 @@ class Stage:
     cordoned: set[str] = field(default_factory=set)
     shown: list[Shown] = field(default_factory=list)
     foreign: set[str] = field(default_factory=set)  # nodes the harness drained in Slurm (their reason stays)
+    power_port_base: int = 0  # the power members' ports where slurm.conf names them (24.11); 0: pick one
 
     def cordon(self, name: str, on: bool) -> None:
         self.kube.patch("", "v1", "nodes", f"k8s-{name}", {"spec": {"unschedulable": True if on else None}})
@@ -294,13 +298,18 @@ class Stage:
     def event_counts(self) -> Counter[tuple[str, str]]:
         """(object, reason) -> how many times an Event was recorded (count summed over Event objects).
         Storm summaries on the syncer's Lease are counted apart: ("(summaries)", reason) and
-        ("(folded)", reason), the Events they stand for."""
+        ("(folded)", reason), the Events they stand for. A SlurmStateChanged is one per state transition, and
+        a node running jobs has several (a power member: up, job started, job ended, and COMPLETING between
+        when a poll catches it): it is counted by its transition, "reason (before -> after)"."""
         counts: Counter[tuple[str, str]] = Counter()
         for event in self.kube.api.store.objects_of(("", "events")):
             times = int(event.get("count") or 1)
             if event["involvedObject"].get("kind") == "Lease":
                 counts[("(summaries)", event["reason"])] += times
                 counts[("(folded)", event["reason"])] += times * int(event["message"].split()[0])
+            elif event["reason"] == EVENT_STATE_CHANGED:
+                transition = event["message"].rsplit(": ", 1)[-1]
+                counts[(event["involvedObject"]["name"], f"{event['reason']} ({transition})")] += times
             else:
                 counts[(event["involvedObject"]["name"], event["reason"])] += times
         return counts
@@ -753,6 +762,20 @@ async def mass_not_ready(stage: Stage, quick: bool) -> Outcome:
 
 
 POWER_SET, POWER_MEMBERS = "fpw", 3
+POWER_SHAPE = NodeShape(cpus=1, real_memory_mb=400, features=(POWER_SET,))
+
+
+def power_members_conf(wanted: Release) -> tuple[int, tuple[str, ...]]:
+    """Where the release cannot declare members over REST (24.11: no `POST /new/node/`), the slurm.conf
+    lines naming them, as the NodeSet's PowerSaving condition tells an admin to, and their port base (each
+    member's slurmd listens on base + n); (0, ()) where the syncer declares them itself."""
+    if VERSIONS[wanted.newest_api_version].node_create:
+        return 0, ()
+    base = free_port_block(POWER_MEMBERS)
+    address = f"NodeAddr=127.0.0.1 NodeHostname={short_hostname()}"  # every slurmd of the sandbox is here
+    return base, tuple(
+        f"{POWER_SHAPE.node_conf(f'{POWER_SET}-{i}', base + i)} {address}" for i in range(POWER_MEMBERS)
+    )
 
 
 def power_nodeset(ceiling: int) -> dict[str, Any]:
@@ -762,7 +785,10 @@ def power_nodeset(ceiling: int) -> dict[str, Any]:
         "metadata": {"name": POWER_SET},
         "spec": {
             "slurm": {"features": [POWER_SET]},
-            "power": {"maxReplicas": ceiling, "startTimeout": "2s", "node": {"cpus": 1, "realMemory": 400}},
+            "power": {
+                "maxReplicas": ceiling, "startTimeout": "2s",
+                "node": {"cpus": POWER_SHAPE.cpus, "realMemory": POWER_SHAPE.real_memory_mb},
+            },
             "template": {"spec": {"nodeSelector": {"pool": "power"},
                                   "containers": [{"name": "slurmd", "image": "slurmd:26.05"}]}},
         },
@@ -792,14 +818,15 @@ async def power_not_ready(stage: Stage, quick: bool) -> Outcome:
     managed NodeSet turn Ready=Unknown (a control plane that lost them, expired kubelet certificates) for
     longer than startTimeout while each member's real slurmd keeps answering Slurm. Wrong: any power-down
     of a member at the wire (POWER_DOWN_FORCE would requeue or end its job). Lost: a job that did not end
-    COMPLETED once released. Observed: the NotReady Nodes the syncer itself counted."""
+    COMPLETED once released. Observed: the NotReady Nodes the syncer itself counted. Where the release cannot
+    declare members over REST (24.11), slurm.conf names them (`power_members_conf`)."""
     outcome = Outcome("Nodes NotReady with slurmd fine (power members running jobs)")
     kube, hosts = stage.kube, [f"power-h{i}" for i in range(POWER_MEMBERS)]
     for host in hosts:
         kube.create("", "v1", "nodes", {"metadata": {"name": host, "labels": {"pool": "power"}},
                                         "status": {"conditions": [READY]}})  # fmt: skip
     members = [f"{POWER_SET}-{i}" for i in range(POWER_MEMBERS)]
-    port_base = free_port_block(POWER_MEMBERS)
+    port_base = stage.power_port_base or free_port_block(POWER_MEMBERS)
     config = CONFIG.replace(nodeset=NodeSetOptions(power_port_base=port_base))
     done = stage.sandbox.directory / "work" / f"{POWER_SET}.done"
     done.unlink(missing_ok=True)
@@ -857,7 +884,10 @@ async def power_not_ready(stage: Stage, quick: bool) -> Outcome:
                 outcome.wrong_actions.append(
                     f"{'+'.join(state)} on {node} {at - fault_at:.1f} s into the fault"
                 )
-    outcome.notes = f"{len(jobs)} --no-requeue jobs on members whose Nodes were NotReady, slurmd answering"
+    declared = "named in slurm.conf" if stage.power_port_base else "declared by the syncer"
+    outcome.notes = (
+        f"{len(jobs)} --no-requeue jobs on members ({declared}) whose Nodes were NotReady, slurmd answering"
+    )
     progress(f"{outcome.scenario}: {outcome.row()}")
     return outcome
 
@@ -904,7 +934,9 @@ async def _members_running_jobs(stage: Stage, members: list[str], done: str) -> 
 
 
 async def _power_cleanup(stage: Stage, members: list[str], jobs: list[str]) -> None:
-    """No NodeSet, pods, Nodes or records of this scenario left for the next one."""
+    """No NodeSet, pods, Nodes, slurmd or records made over REST of this scenario left for the next one. A
+    member slurm.conf names (24.11) stays, as it was; one never declared (the scenario failed before) is
+    not there to delete."""
     for job in jobs:
         await asyncio.to_thread(stage.sandbox.run, "scancel", job)
     kube = stage.kube
@@ -916,6 +948,9 @@ async def _power_cleanup(stage: Stage, members: list[str], jobs: list[str]) -> N
         kube.api.delete(kube.api.resource("", "v1", "nodes"), "", f"power-h{i}")
     for member in members:
         await asyncio.to_thread(stage.sandbox.stop_slurmd, member)
+        known = await asyncio.to_thread(stage.sandbox.node_state, member)
+        if not known or stage.sandbox.named_in_conf(member):
+            continue
         await asyncio.to_thread(stage.sandbox.delete_node, member)
 
 
@@ -1037,7 +1072,10 @@ async def main_async(args: argparse.Namespace) -> int:
     nodes = 60 if args.quick else 200
     random.seed(args.seed)
     with tempfile.TemporaryDirectory(prefix="faults-") as tmp:
-        sandbox = await asyncio.to_thread(up, Path(tmp) / "sandbox", nodes, slurm=args.slurm)
+        power_ports, power_conf = power_members_conf(release(args.slurm))
+        sandbox = await asyncio.to_thread(
+            up, Path(tmp) / "sandbox", nodes, slurm=args.slurm, extra_conf=power_conf
+        )
         kube = KubeApiEmulator(bookmark_interval_s=1.0)
         await kube.start()
         reader = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file))
@@ -1046,7 +1084,7 @@ async def main_async(args: argparse.Namespace) -> int:
             names = sim_node_names(nodes)
             seed(kube, names)
             kubeconfig = kube.write_kubeconfig(Path(tmp) / "kubeconfig")
-            stage = Stage(sandbox, kube, kubeconfig, reader, names, Path(tmp))
+            stage = Stage(sandbox, kube, kubeconfig, reader, names, Path(tmp), power_port_base=power_ports)
             await warm_up(stage)
             if args.controls:
                 outcomes = [await negative_control(stage, c, args.quick) for c in args.only or CONTROLS]

@@ -93,10 +93,16 @@ async def test_a_list_asked_for_between_our_writes_neither_undoes_them_nor_costs
     """A 10,000-node list takes seconds: one asked for between the syncer's drain and undrain of a node
     arrives after the undrain, showing the node drained. It must not flip the pod back to drained (and to
     undrained again with the next list), and the reconciles our own Kubernetes writes bring meanwhile read
-    the node from slurmrestd once per write, not each time."""
+    the node from slurmrestd once per write, not each time.
+
+    Every poll is held here, so each write is read back by the resync (every 5 s in FAST), not by a list:
+    the undrain's read-back can come 10 s after the hold began, where FAST's staleness bound (10 s without an
+    answer) has made the cache stale, and a stale cache rightly reads nothing back (CI: the undrain never
+    shown). A list that takes seconds is the case here, not a slurmrestd silent past the bound: the bound is
+    set well above the hold."""
     (name,) = fresh_slurm_nodes(1)
     kube_node, pod = rig.bind_pod(name)
-    async with running_syncer(rig) as service:
+    async with running_syncer(rig, slurm_stale_after_s=60.0) as service:
         cache = service.slurm_cache
         await settled(service, lambda: name in cache.nodes, "the node")
         release, held = asyncio.Event(), asyncio.Event()
@@ -116,11 +122,12 @@ async def test_a_list_asked_for_between_our_writes_neither_undoes_them_nor_costs
             return "DRAIN" in state
 
         rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": True}})
-        await wait_for(drain_on_pod, 10, what="the drain shown (read back)")
+        # read back by the next resync (5 s): no list answers while they are held
+        await wait_for(drain_on_pod, 20, what="the drain shown (read back)")
         refreshing = asyncio.create_task(cache.refresh())  # a whole list asked for while drained
         await wait_for(held.is_set, 10, what="a list asked for between drain and undrain, held")
         rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": None}})
-        await wait_for(lambda: not drain_on_pod(), 10, what="the undrain shown (read back)")
+        await wait_for(lambda: not drain_on_pod(), 20, what="the undrain shown (read back)")
         await service.engine.queue.wait_idle()
         reads = service.slurm.stats.requests
         reads_after_undrain = reads[("node", "200")]
@@ -133,6 +140,7 @@ async def test_a_list_asked_for_between_our_writes_neither_undoes_them_nor_costs
             )  # fmt: skip
             await service.engine.queue.wait_idle()
         assert reads[("node", "200")] - reads_after_undrain <= 1  # not one per reconcile
+        assert not cache.stale, "a stale cache reads nothing back: the count above would prove nothing"
         shown = rig.pod_obj(name)["metadata"]["resourceVersion"]
         monkeypatch.setattr(service.slurm, "list_nodes", real_list)
         release.set()  # the list showing the node drained arrives, then the polls held meanwhile

@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+from syncer.slurm.versions import VERSIONS
+from syncer.testing.sandbox import RELEASES
+
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,11 +33,19 @@ def run_faults(out: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str]
 def test_short_fault_scenarios_have_no_wrong_action_and_lose_nothing(tmp_path: Path) -> None:
     result, rows = run_faults(tmp_path)
     assert len(rows) == 7
+    power = rows["Nodes NotReady with slurmd fine (power members running jobs)"]
+    release = RELEASES[json.loads((tmp_path / "results.json").read_text())["slurm"]]
+    # 24.11 cannot declare members over REST: slurm.conf names them, and the syncer never writes such a record
+    # (no stamp, no delete); where it declares them, its stamps on their records are the writes judged
+    declares = VERSIONS[release.newest_api_version].node_create
     for row in rows.values():
         assert row["faults_injected"] > 0, row
         # the syncer itself recorded trouble (failed requests, retries, watch errors ...): the faults hit
         assert row["faults_observed"] > 0, row
-        assert row["actions"] > 0, row  # Slurm writes judged at the wire
+        if row is power and not declares:
+            assert row["actions"] == 0, row  # every write at the wire judged: none to a slurm.conf member
+        else:
+            assert row["actions"] > 0, row  # Slurm writes judged at the wire
         assert row["wrong_actions"] == 0, row
         assert row["changes_lost"] == 0, row
         # no Event storm: one transition or action is one Event (a retry may repeat it), even while the
@@ -57,7 +68,6 @@ def test_short_fault_scenarios_have_no_wrong_action_and_lose_nothing(tmp_path: P
     assert kube["events"]["written"] <= 2 * kube["events"]["baseline_written"], kube
     # Nodes NotReady past startTimeout under power members whose slurmd answers: no member forced down (the
     # code before issue 45 forced each 2.7 s in, its --no-requeue job ended NODE_FAIL: 6 wrong, 3 lost)
-    power = rows["Nodes NotReady with slurmd fine (power members running jobs)"]
     assert power["faults_injected"] == power["observed"]["nodes_not_ready_seen"] == 3, power
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
 

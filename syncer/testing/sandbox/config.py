@@ -58,20 +58,27 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-_next_low_port = [20000]  # where the next block may start: blocks handed out in one process never overlap
+LOW_PORTS = (20000, 32000)
+# where the next block may start: blocks handed out in one process never overlap, and each process starts at
+# its own place (by pid): two that both started at 20000 handed out the same block while neither listened
+# yet, and the later slurmd could not bind (a 24.11 power member's port, in slurm.conf minutes before)
+_next_low_port = [LOW_PORTS[0] + os.getpid() * 16 % (LOW_PORTS[1] - LOW_PORTS[0] - 1000)]
 
 
 def free_port_block(slots: int) -> int:
     """The first of `slots` consecutive ports nobody listens on, below the kernel's ephemeral range
     (32768-60999 by default): a port in that range may be taken by any client connection between this
     check and the daemon's bind (a slurmd per power-managed member failed so)."""
+    low, high = LOW_PORTS
     base = _next_low_port[0]
-    while base + slots <= 32000:
-        if all(port_is_free(base + i) for i in range(slots)):
-            _next_low_port[0] = base + slots
-            return base
-        base += 1
-    raise RuntimeError(f"no {slots} free consecutive ports below 32000")
+    for _ in range(2):  # from where this process is, then once more from the bottom
+        while base + slots <= high:
+            if all(port_is_free(base + i) for i in range(slots)):
+                _next_low_port[0] = base + slots
+                return base
+            base += 1
+        base = low
+    raise RuntimeError(f"no {slots} free consecutive ports between {low} and {high}")
 
 
 def port_is_free(port: int) -> bool:

@@ -310,12 +310,13 @@ class Sandbox:
     ) -> None:  # fmt: skip
         """Start a real slurmd and wait until it is registered and idle.
 
-        For REAL_NODE it is the node from slurm.conf; any other name registers a dynamic node
-        (`slurmd -Z`) with `cpus` CPUs, `memory_mb` MB and `features`, which runs real jobs. `boot` adds
-        `-b` (report a boot now): slurmctld completes a power-up only for a node booted after it asked, and
-        this slurmd shares the host's boot time (docs/slurm-releases.md, Power saving). `port`: the one its
-        Slurm record was declared with (default: a free one). `gres` (e.g. "gpu:4") needs `GresTypes` in
-        slurm.conf and the node's lines in etc/gres.conf (`write_gres`).
+        For REAL_NODE, or a node named in `extra_conf` (a power member on 24.11, which cannot create nodes
+        over REST), it is that node of slurm.conf, whose line gives its shape and port; any other name
+        registers a dynamic node (`slurmd -Z`) with `cpus` CPUs, `memory_mb` MB and `features`, which runs
+        real jobs. `boot` adds `-b` (report a boot now): slurmctld completes a power-up only for a node
+        booted after it asked, and this slurmd shares the host's boot time (docs/slurm-releases.md, Power
+        saving). `port`: the one its Slurm record was declared with (default: a free one). `gres` (e.g.
+        "gpu:4") needs `GresTypes` in slurm.conf and the node's lines in etc/gres.conf (`write_gres`).
         """
         if not node or not node.replace("-", "").replace("_", "").isalnum():
             raise SandboxError(f"bad node name {node!r}: use letters, digits, '-' and '_'")
@@ -324,7 +325,9 @@ class Sandbox:
                 f"{node} is a CLOUD node from slurm.conf: pick another name for a dynamic node"
             )
         argv = ["slurmd", "-D", "-f", f"{INNER}/etc/slurm.conf", "-N", node]
-        if node != REAL_NODE:
+        if self.named_in_conf(node):
+            argv[1:1] = ["-b"] if boot else []
+        elif node != REAL_NODE:
             conf = f"CPUs={cpus} RealMemory={memory_mb} Port={port or free_port()} NodeAddr=127.0.0.1"
             if features:
                 conf += f" Feature={','.join(features)}"
@@ -351,6 +354,10 @@ class Sandbox:
         with open(self.directory / "etc" / "gres.conf", "a") as conf:
             conf.write(f"NodeName={node} Name={name} File={INNER}/dev/{node}-{name}[0-{count - 1}]\n")
         return f"{name}:{count}"
+
+    def named_in_conf(self, node: str) -> bool:
+        """A node of this sandbox's own slurm.conf lines (`extra_conf`): a static record, never deleted."""
+        return any(f"NodeName={node} " in f"{line} " for line in self.extra_conf)
 
     def stop_slurmd(self, node: str) -> None:
         """Stop a slurmd this sandbox started (its jobs' processes too). The node stays known."""
