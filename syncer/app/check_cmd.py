@@ -13,6 +13,7 @@ from typing import Any
 from syncer.app import check_scope, permissions
 from syncer.app import settings as settings_mod
 from syncer.app.check_power import PowerNodeSet, power_checks, power_nodesets
+from syncer.app.check_scheduler import lines as scheduler_lines
 from syncer.app.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_output_argument, dump, load_settings
 from syncer.app.permissions import Right
 from syncer.app.service import hint_reader
@@ -327,6 +328,7 @@ async def collect(settings: settings_mod.Settings, no_write_probe: bool = False)
         items += await check_kube(kube, permissions.needed(settings, lease_namespace))
         partitions = await listed(kube, PARTITIONS_PATH)
         nodesets = await listed(kube, nodesets_path(settings.namespace))
+        items += await check_scheduler(settings, kube)
     finally:
         await kube.close()
     name, adopts = settings.cluster_name_resolved(), settings.adopt_unlabelled
@@ -352,6 +354,21 @@ async def collect(settings: settings_mod.Settings, no_write_probe: bool = False)
         finally:
             await slurm.close()
     return items
+
+
+async def check_scheduler(settings: settings_mod.Settings, kube: KubeClient) -> list[Item]:
+    """The one-pool scheduler: on or off, its name and namespaces, whether this Slurm can stand a job for a
+    pod, and the pods waiting with why."""
+    options = settings.controller_options("scheduler")
+    slurm = slurm_client(settings)
+    try:
+        with contextlib.suppress(SlurmError):  # unreachable: check_slurm's item says so already
+            if options.enabled:
+                await slurm.start()
+        found = await scheduler_lines(slurm, kube, options.name, options.namespaces, options.placeholder)
+    finally:
+        await slurm.close()
+    return [Item(*line) for line in found]
 
 
 async def check_power_saving(client: SlurmClient, nodesets: list[PowerNodeSet]) -> list[Item]:

@@ -23,6 +23,7 @@ from syncer.controllers.maintenance.controller import MaintenanceController
 from syncer.controllers.nodeset.controller import NodeSetController
 from syncer.controllers.nodeset.power_actions import PowerActions
 from syncer.controllers.partitions.controller import PartitionController
+from syncer.controllers.scheduler.controller import SchedulerController
 from syncer.controllers.sync.controller import SyncController
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
@@ -59,6 +60,9 @@ class Observed(Protocol):
 
     @property
     def partitions(self) -> PartitionController | None: ...
+
+    @property
+    def scheduler(self) -> SchedulerController | None: ...
 
     def readiness(self) -> tuple[bool, list[str]]: ...
 
@@ -246,6 +250,7 @@ class _StateCollector(Collector):
         yield from self._maintenance()
         yield from self._attributes()
         yield from self._partitions()
+        yield from self._scheduler()
 
     def _slurm_requests(self) -> Iterator[Metric]:
         """What the Slurm client asked slurmrestd: requests, seconds and bytes by endpoint."""
@@ -509,6 +514,84 @@ class _StateCollector(Collector):
         yield ready
         yield state
         yield held
+
+    def _scheduler(self) -> Iterator[Metric]:
+        """The one-pool scheduler (docs/scheduler.md): its pods by state, pending ones by why, its Slurm jobs,
+        tear-downs, errors and held nodes. Absent while it is off; a standby exports no pod figures (it
+        plans nothing: its view would be stale)."""
+        controller = self.service.scheduler
+        if controller is None:
+            return
+        pods = _gauge(
+            "slurm_syncer_scheduler_pods",
+            "Pods with the scheduler's name, by state: pending (no Node yet), bound, terminating.",
+            ["state"],
+        )
+        pending = _gauge(
+            "slurm_syncer_scheduler_pending_pods",
+            "Pending scheduler pods by their PodScheduled reason (SlurmJobPending, SlurmGangWaiting, "
+            "SlurmRequestRefused, SlurmPlacementFailed, SlurmJobStarting, NoCondition) and Slurm's pending "
+            "reason (Priority, Resources, ...; empty when Slurm gives none).",
+            ["reason", "slurm_reason"],
+        )
+        oldest = _gauge(
+            "slurm_syncer_scheduler_pending_oldest_seconds",
+            "Age of the oldest pending scheduler pod, by PodScheduled reason (an alert's input).",
+            ["reason"],
+        )
+        if self.service.gate.leading:
+            states = controller.pod_states()
+            counts = Counter(state.state for state in states)
+            for state in ("pending", "bound", "terminating"):
+                pods.add_metric([state], counts.get(state, 0))
+            by_reason = Counter((s.reason, s.slurm_reason) for s in states if s.state == "pending")
+            for (reason, slurm_reason), count in sorted(by_reason.items()):
+                pending.add_metric([reason, slurm_reason], count)
+            ages: dict[str, float] = {}
+            for s in states:
+                if s.state == "pending":
+                    ages[s.reason] = max(ages.get(s.reason, 0.0), s.age_s)
+            for reason, age in sorted(ages.items()):
+                oldest.add_metric([reason], age)
+        yield pods
+        yield pending
+        yield oldest
+        stats = controller.stats
+        jobs = CounterMetricFamily(
+            "slurm_syncer_scheduler_jobs",
+            "Slurm jobs standing for scheduler pods: submitted, cancelled (ended by the scheduler), adopted "
+            "(found by their marker at the start: made before a restart or by another leader).",
+            labels=["action"],
+        )
+        for action, count in sorted(stats.jobs.items()):
+            jobs.add_metric([action], count)
+        yield jobs
+        errors = CounterMetricFamily(
+            "slurm_syncer_scheduler_job_errors",
+            "Submits and cancels Slurm refused or did not answer, by call (submit, cancel).",
+            labels=["call"],
+        )
+        for call, count in sorted(stats.errors.items()):
+            errors.add_metric([call], count)
+        yield errors
+        teardowns = CounterMetricFamily(
+            "slurm_syncer_scheduler_teardowns",
+            "Scheduler pods' jobs torn down (the pods deleted or the job ended), once per job, by cause: "
+            "Slurm's side (cancelled, time-limit, preempted, suspended, requeued, node-failure, job-ended, "
+            "job-gone), Kubernetes' (pod-deleted, pod-failed, pod-succeeded, node-deleted) and the "
+            "scheduler's own (duplicate, placement).",
+            labels=["cause"],
+        )
+        for cause, count in sorted(stats.teardowns.items()):
+            teardowns.add_metric([cause], count)
+        yield teardowns
+        held = _gauge(
+            "slurm_syncer_scheduler_held_nodes",
+            "Slurm nodes the scheduler holds (drained) while a pod whose job ended still terminates there.",
+        )
+        held.add_metric([], len(controller.holds))
+        yield held
+        yield from controller.bind_latency.collect()
 
     def _attributes(self) -> Iterator[Metric]:
         """Node labels carried to Slurm as features and topology (issue 29)."""

@@ -31,6 +31,7 @@ from syncer.controllers.attributes.controller import AttributeController
 from syncer.controllers.maintenance.controller import MaintenanceController
 from syncer.controllers.nodeset.controller import NodeSetController
 from syncer.controllers.partitions.controller import PartitionController
+from syncer.controllers.scheduler.controller import SchedulerController
 from syncer.controllers.sync.controller import SyncController
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
@@ -238,6 +239,10 @@ class SyncerService:
     @property
     def partitions(self) -> PartitionController | None:
         return cast(PartitionController | None, self.controller("partitions"))
+
+    @property
+    def scheduler(self) -> SchedulerController | None:
+        return cast(SchedulerController | None, self.controller("scheduler"))
 
     def _waiting_for_slurm(self, why: str) -> None:
         self.slurm_wait_cause = why

@@ -220,9 +220,12 @@ class KubeWriter:
         )
 
     # -- the one-pool scheduler's pod writes -----------------------------------------------------------
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> Outcome:
+    async def bind(
+        self, namespace: str, name: str, uid: str, node: str, *, annotations: Mapping[str, str] | None = None
+    ) -> Outcome:
         """Binds the pod to `node` as kube-scheduler's DefaultBinder does: `POST .../pods/NAME/binding`, the
-        pod's uid a precondition. DONE; ALREADY when the pod is on `node` already (our answer was lost and
+        pod's uid a precondition; `annotations` go on the Binding, which the API server copies onto the pod
+        in the same write. DONE; ALREADY when the pod is on `node` already (our answer was lost and
         we asked again); GONE when no pod of that uid is there; DRY_RUN. Raises KubeError for anything else:
         409 when the pod is on another Node (`assigned_node(exc)` names it), being deleted, or gated; 403,
         5xx. The API server does not look the Node up: the caller checks it exists and has room."""
@@ -230,10 +233,13 @@ class KubeWriter:
         if not self._allowed("bind", path, f"pod {namespace}/{name} to Node {node}", node=node, uid=uid):
             self.stats.skipped_dry_run += 1
             return Outcome.DRY_RUN
+        meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid}
+        if annotations:
+            meta["annotations"] = dict(annotations)
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "metadata": meta,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:

@@ -4,6 +4,7 @@ written in one place only."""
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import shutil
 import subprocess
@@ -103,6 +104,7 @@ WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 CLIENT_MODULES = ("syncer/slurm/client.py", "syncer/kube/client.py")
 
 
+@functools.cache  # derived from the sources once: the tests below ask for every call they look at
 def client_writes() -> frozenset[str]:
     """The calls that write, on a client (to slurmrestd or the Kubernetes API), derived from the clients:
     every method that names a write verb or calls one that does, and every one that takes the HTTP method
@@ -150,6 +152,7 @@ CLIENTS = frozenset({"slurm", "kube", "client"})
 OWN_LOOPS = frozenset({"TaskGroup", "create_task", "ensure_future", "wait", "run_forever"})
 
 
+@functools.cache
 def controllers() -> dict[str, Path]:
     """Every controller class of the syncer (a subclass of runtime's Controller) and its module: found,
     not listed, so a controller added later is held to the same rules."""

@@ -344,6 +344,7 @@ def decide(
     slurm_fresh: bool,
     scale_in_of: str | None = None,
     node_slurm: Sequence[tuple[str, SlurmNode | None]] | None = None,
+    held: str | None = None,
 ) -> Decision:
     """Both directions for one Slurm node bound to `pod` (pod-bound) or only to `node` (node-bound).
 
@@ -351,8 +352,9 @@ def decide(
     (`slurm_fresh` False) nothing is written to Kubernetes and nothing is undrained.
     `node_slurm`: when `node` hosts several bound slurmd pods, (Slurm node name, Slurm data) of each, this
     one included; the Node's conditions then come from all of them (`shared_node_conditions`).
+    `held`: the scheduler's hold on this node (syncer/control/holds.py), a drain cause.
     """
-    causes, recheck_at = drain_causes(pod, node, now=now, opts=opts, scale_in_of=scale_in_of)
+    causes, recheck_at = drain_causes(pod, node, now=now, opts=opts, scale_in_of=scale_in_of, held=held)
     if pod is not None and Keys.POWER_DOWN in pod.annotations:
         # deleted by a power-managed NodeSet because Slurm powered the node down: a drain would only keep
         # Slurm from powering it up again
@@ -441,10 +443,11 @@ def drift(
     slurm_fresh: bool = True,
     scale_in_of: str | None = None,
     node_slurm: Sequence[tuple[str, SlurmNode | None]] | None = None,
+    held: str | None = None,
 ) -> bool:
     """True when the two sides disagree: the decision for them would write something."""
     decision = decide(
         slurm, pod, node, now=now, opts=opts, slurm_fresh=slurm_fresh, scale_in_of=scale_in_of,
-        node_slurm=node_slurm,
+        node_slurm=node_slurm, held=held,
     )  # fmt: skip
     return decision.acts
