@@ -49,6 +49,7 @@ from syncer.slurm.errors import SlurmError, SlurmNotFound
 from syncer.slurm.jobs import STATE_CHUNK, JobListing
 from syncer.slurm.metrics_hint import HintReader, SlurmMetricsError
 from syncer.slurm.metrics_jobs import JOBS_PATH, JobFingerprint, job_fingerprint
+from syncer.slurm.polled import Polled
 
 log = structlog.get_logger("syncer.slurm.job_cache")
 JOB_FIELDS: tuple[str, ...] = SlurmJob.__struct_fields__
@@ -92,7 +93,7 @@ class JobCacheStats:
     last_list_jobs: int = 0  # jobs in the cluster at the last whole list (ours or not)
 
 
-class JobCache:
+class JobCache(Polled[JobChange]):
     def __init__(
         self,
         client: SlurmClient,
@@ -108,26 +109,19 @@ class JobCache:
         stale_after_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__(poll_interval_s=poll_interval_s, stale_after_s=stale_after_s, clock=clock)
         self._client = client
         self._owned = owned
         self.hint = hint
-        self.poll_interval_s = poll_interval_s
         self.hint_interval_s = hint_interval_s
         self.hint_floor_s = hint_floor_s
         self.detail_interval_s = detail_interval_s
         self.pending_interval_s = pending_interval_s
         self.list_interval_s = list_interval_s
-        self.stale_after_s = stale_after_s if stale_after_s is not None else max(10.0, 5 * poll_interval_s)
-        self._clock = clock
         self.jobs: dict[int, SlurmJob] = {}
-        self.synced = False
-        self.last_success = 0.0
-        self.last_error = ""
         self.stats = JobCacheStats()
-        self._first = asyncio.Event()
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()  # one read-and-apply at a time (the poll loop, fresh(), resync())
-        self._subscribers: list[Callable[[list[JobChange]], None]] = []
         self._tracked_at: dict[int, float] = {}  # job -> time.monotonic() track() was called
         # job -> time.monotonic() the read applied last was sent: an older read answering later (a long list
         # beside a fresh read) does not take the cache back
@@ -142,15 +136,7 @@ class JobCache:
         self._resync = False
         self._polling_since: float | None = None
 
-    # --- what consumers read ------------------------------------------------------------
-    @property
-    def age_s(self) -> float:
-        return self._clock() - self.last_success if self.synced else math.inf
-
-    @property
-    def stale(self) -> bool:
-        return not self.synced or self.age_s > self.stale_after_s
-
+    # --- what consumers read (and age_s, stale, wait_synced, subscribe: Polled's) ---------------------------
     @property
     def cause(self) -> str:
         """Why the data may be old, in words ("" while it is fresh)."""
@@ -163,12 +149,6 @@ class JobCache:
         if self.stale:
             return f"no answer from slurmrestd for {self.age_s:.0f} s"
         return ""
-
-    async def wait_synced(self) -> None:
-        await self._first.wait()
-
-    def subscribe(self, callback: Callable[[list[JobChange]], None]) -> None:
-        self._subscribers.append(callback)
 
     def nudge(self) -> None:
         """Read the states now instead of at the next interval."""
@@ -325,7 +305,7 @@ class JobCache:
         self.last_success = self._clock()
         if not self.synced and self._listed_at > -math.inf:
             self.synced = True
-            self._first.set()
+            self._first_answer.set()
 
     # --- the hint -----------------------------------------------------------------------
     async def _hint_moved(self) -> bool | None:

@@ -277,10 +277,4 @@ class SyncController(Controller):
         self.actions(kind, direction, name, details)
 
 
-REGISTRATION = Registration(
-    "sync",
-    build=SyncController,
-    defaults=SyncOptions(),
-    options=OPTIONS,
-    configure=options_from,
-)
+REGISTRATION = Registration("sync", SyncController, SyncOptions(), OPTIONS, options_from)
