@@ -255,6 +255,17 @@ def test_a_scheduler_hold_drains_and_keeps_its_drain_until_released() -> None:
     assert run(drained, kpod(), knode()).slurm_action == SlurmAction("undrain", f"k8s: {held}")
 
 
+def test_a_held_node_has_no_drift_while_held() -> None:
+    held = "scheduler hold: pod a/b still runs: Slurm job 7 was cancelled in Slurm"
+    drained = snode("IDLE", "DRAIN", reason=f"k8s: {held}")
+    first = run(drained, kpod(), knode(), held=held)  # Kubernetes shown the drain: then only the hold differs
+    annotations = {k: v for k, v in first.annotations.items() if v is not None}
+    pod = msgspec.structs.replace(kpod(annotations=annotations), conditions=first.pod_conditions)
+    node = msgspec.structs.replace(knode(), conditions=(*knode().conditions, *first.node_conditions))
+    assert not drift(drained, pod, node, OPTS, NOW, held=held)
+    assert drift(drained, pod, node, OPTS, NOW)
+
+
 def test_several_causes_join_in_one_reason() -> None:
     pod = kpod(annotations={Keys.DRAIN_REQUEST: "IB"}, deletion_timestamp=NOW)
     action = run(snode("IDLE"), pod, knode(unschedulable=True))
