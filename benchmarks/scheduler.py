@@ -23,6 +23,10 @@ state, a pending job read whole every 30 s) and as they are (the jobs not yet en
 submitted read again 1, 2, 4 ... s after), each half's figures under "before:" and "after:", in one run.
 `--sched-params` replaces the sandbox's `SchedulerParameters` (e.g. `bf_interval=5,batch_sched_delay=0`).
 
+`--pending N`: N pods (in batches) created while a Slurm job takes every host: pod created -> its PodScheduled
+message names Slurm's reason (with `--compare`, also as before the early reads); `--pending-hold` takes each
+host by an `--exclusive` job (Slurm names the reason, Resources, at the submit) or by a job of its 16 CPUs.
+
 4. with `--queued` held batch jobs in the queue (1,000 and 10,000): slurmrestd requests and bytes per bound
    pod (`--cost-pods` pods through bind and delete), less the idle rate measured just before over as long,
    beside one whole job list (what a scheduler that lists every job per attempt pays: slurm-bridge's
@@ -80,6 +84,7 @@ class Seen:
         self.deleting: dict[str, float] = {}
         self.gone: dict[str, float] = {}
         self.job: dict[str, int] = {}
+        self.reason: dict[str, float] = {}  # PodScheduled=False naming Slurm's reason ("is pending (...)")
 
     def __call__(self, change: Change) -> None:
         if change.resource != ("", "pods") or change.obj["metadata"].get("namespace") != NAMESPACE:
@@ -97,6 +102,9 @@ class Seen:
             self.job[name] = int(job)
         if meta.get("deletionTimestamp"):
             self.deleting.setdefault(name, now)
+        for cond in (change.obj.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and "is pending (" in (cond.get("message") or ""):
+                self.reason.setdefault(name, now)
 
 
 def pod_body(name: str) -> Json:
@@ -200,6 +208,37 @@ class Bench:
                     self.split[part].append(value)
                     self.note(part, [value])
         return created
+
+    async def pending(self, hosts: list[str], size: int, hold: str) -> dict[str, list[float]]:
+        """Every host taken by a Slurm job, `size` pods created: seconds until each pod's PodScheduled names
+        Slurm's reason, and until its job shows in Slurm; then the hosts are freed and the pods deleted."""
+        blockers = []
+        for host in hosts:
+            done = await asyncio.to_thread(
+                self.sandbox.run, "sbatch", "--parsable", "-w", host,
+                *(("--exclusive",) if hold == "exclusive" else ("-c", "16", "--mem=100")),
+                "--wrap", "sleep 600", check=True,
+            )  # fmt: skip
+            blockers.append(done.stdout.strip().split(";")[0])
+        await until(lambda: self.all_running(blockers), "the hosts taken", 120, every_s=0.2)
+        created: dict[str, float] = {}
+        for _ in range(size):
+            self.count += 1
+            name = f"p{self.count:05d}"
+            created[name] = time.monotonic()
+            self.kube.create("", "v1", "pods", pod_body(name), namespace=NAMESPACE)
+        await until(lambda: all(n in self.seen.reason for n in created), "Slurm's reason on the pods", 120)
+        shown = [self.seen.reason[n] - at for n, at in created.items()]
+        await asyncio.to_thread(self.sandbox.run, "scancel", *blockers, check=True)
+        await until(lambda: all(n in self.seen.bound for n in created), "the pods bound", 120)
+        for name in created:
+            self.kube.api.delete(self.kube.api.resource("", "v1", "pods"), NAMESPACE, name)
+        await until(lambda: all(n in self.seen.gone for n in created), "the pods gone", 120)
+        return {"created -> Slurm's reason on the pod": shown}
+
+    async def all_running(self, jobs: list[str]) -> bool:
+        states = await self.reader.job_states([int(j) for j in jobs])
+        return len(states) == len(jobs) and all("RUNNING" in s for s in states.values())
 
     async def cancel(self, pods: list[str]) -> None:
         jobs = [str(self.seen.job[n]) for n in pods]
@@ -307,6 +346,7 @@ async def run(args: argparse.Namespace, directory: Path, save: Callable[[Json], 
         "batch": args.batch,
         "compare": args.compare,
         "sched_params": args.sched_params,
+        "pending_hold": args.pending_hold if args.pending else None,
         "started": time.strftime("%Y-%m-%d %H:%M"),
     }
     path = args.out / "results.json"
@@ -360,6 +400,18 @@ async def run(args: argparse.Namespace, directory: Path, save: Callable[[Json], 
                     progress(f"  {i + 1} batches: bind {figures(bench.bind_s)}")
             follower.cancel()
             bench.variant = ""
+            set_reads(service, "after")
+            for variant in ("before", "after") if args.pending else ():
+                set_reads(service, variant)  # "before": the reason at the 30 s read of a pending job
+                reasons: list[float] = []
+                for _ in range(max(1, args.pending // args.batch)):
+                    shown = await bench.pending(names, args.batch, args.pending_hold)
+                    reasons += shown["created -> Slurm's reason on the pod"]
+                key = f"{variant}: created -> Slurm's reason on the pod (every host taken)"
+                results[key] = figures(reasons)
+                progress(f"pending reason, {variant}: {figures(reasons)}")
+                if not args.compare:
+                    break
             set_reads(service, "after")
             await asyncio.gather(follower, return_exceptions=True)
             if rounds:
@@ -424,6 +476,15 @@ def main() -> int:
         "--compare", action="store_true", help="alternate the job cache's reads as before and as now"
     )
     parser.add_argument("--sched-params", default=None, help="slurm.conf SchedulerParameters, replaced")
+    parser.add_argument(
+        "--pending-hold",
+        choices=("exclusive", "cpus"),
+        default="exclusive",
+        help="how a host is taken for --pending: an exclusive job, or a job of all its CPUs",
+    )
+    parser.add_argument(
+        "--pending", type=int, default=0, help="pods created while every host is taken: Slurm's reason shown"
+    )
     parser.add_argument("--out", type=Path, required=True, help="directory for results.json")
     args = parser.parse_args()
     args.queued = [int(q) for q in args.queued.split(",") if q]
