@@ -9,8 +9,9 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 
-from syncer.app import permissions
+from syncer.app import check_scope, permissions
 from syncer.app import settings as settings_mod
 from syncer.app.check_power import PowerNodeSet, power_checks, power_nodesets
 from syncer.app.check_scheduler import lines as scheduler_lines
@@ -118,13 +119,13 @@ def check_topology(client: SlurmClient, settings: settings_mod.Settings) -> list
     ]
 
 
-async def declared_partitions(kube: KubeClient) -> int | None:
-    """How many SlurmPartitions exist (0 without the CRD); None when they cannot be listed."""
+async def listed(kube: KubeClient, path: str) -> list[dict[str, Any]] | None:
+    """The objects at `path` ([] without the CRD); None when they cannot be listed (RBAC items say why)."""
     try:
-        listed = await kube.get(PARTITIONS_PATH, {"limit": "500"})
+        found = await kube.get(path, {"limit": "500"})
     except KubeError as exc:
-        return 0 if exc.status == 404 else None
-    return len(listed.get("items") or [])
+        return [] if exc.status == 404 else None
+    return list(found.get("items") or [])
 
 
 async def check_partitions(client: SlurmClient, why: str) -> list[Item]:
@@ -321,11 +322,20 @@ async def collect(settings: settings_mod.Settings, no_write_probe: bool = False)
     try:
         lease_namespace = settings.lease_namespace_resolved(os.environ)
         items += await check_kube(kube, permissions.needed(settings, lease_namespace))
-        declared = await declared_partitions(kube)
-        powered = await power_managed(kube)
+        partitions = await listed(kube, PARTITIONS_PATH)
+        nodesets = await listed(kube, nodesets_path(settings.namespace))
         items += await check_scheduler(settings, kube)
     finally:
         await kube.close()
+    name, adopts = settings.cluster_name_resolved(), settings.adopt_unlabelled
+    source = "--cluster-name" if settings.cluster_name else "the lease name; set --cluster-name to choose"
+    found = check_scope.scoped("SlurmPartition", partitions or []) + check_scope.scoped(
+        "NodeSet", nodesets or []
+    )
+    items += [Item(*line) for line in check_scope.scope_lines(name, source, adopts, found)]
+    # the objects this release acts on (its own, and the unlabelled ones it would take); None: not listed
+    declared = len(check_scope.ours(partitions, name, adopts)) if partitions is not None else None
+    powered = power_nodesets(check_scope.ours(nodesets or [], name, adopts))
     why = "--partitions-enabled" if settings.value("partitions_enabled") else ""
     why = "; ".join(w for w in (why, f"{declared} SlurmPartition(s) exist" if declared else "") if w)
     if why or powered:
@@ -355,15 +365,6 @@ async def check_scheduler(settings: settings_mod.Settings, kube: KubeClient) -> 
     finally:
         await slurm.close()
     return [Item(*line) for line in found]
-
-
-async def power_managed(kube: KubeClient) -> list[PowerNodeSet]:
-    """The NodeSets with spec.power ([] without the CRD, or when they cannot be listed: RBAC items say so)."""
-    try:
-        listed = await kube.get(nodesets_path(), {"limit": "500"})
-    except KubeError:
-        return []
-    return power_nodesets(listed.get("items") or [])
 
 
 async def check_power_saving(client: SlurmClient, nodesets: list[PowerNodeSet]) -> list[Item]:

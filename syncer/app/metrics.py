@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from syncer import __version__
+from syncer.app.job_ready import JobReadiness
 from syncer.control.gate import WriteGate
 from syncer.controllers.attributes.controller import AttributeController, AttributeStats
 from syncer.controllers.maintenance.controller import MaintenanceController
@@ -43,6 +44,7 @@ class Observed(Protocol):
     events: EventRecorder
     job_counts: dict[tuple[str, str], int]
     diag: dict[str, object]
+    job_readiness: JobReadiness
 
     @property
     def engine(self) -> SyncController: ...
@@ -140,6 +142,7 @@ class _StateCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         yield from self._slurm()
         yield from self._syncer()
+        yield from _prolog(self.service.job_readiness)
 
     # -- Slurm, from the caches --------------------------------------------------------------------
     def _slurm(self) -> Iterator[Metric]:
@@ -709,3 +712,22 @@ def _nodeset_power(power: PowerActions) -> Iterator[Metric]:
     )
     registered.add_metric([], stats.register_buckets(), sum_value=stats.register_sum)
     yield registered
+
+
+def _prolog(readiness: JobReadiness) -> Iterator[Metric]:
+    """slurm-syncer's PrologSlurmctld (issue 47): its questions by answer, and those held now."""
+    stats = readiness.stats
+    answers = CounterMetricFamily(
+        "slurm_syncer_prolog_answers",
+        "Answers to the PrologSlurmctld's question (may the job start): none (no node was powering up), "
+        "ready (what was powering up registered, its pods Ready), failed (a node failed), waiting (the wait "
+        "ran out; it asks again), unusable (caches not synced or Slurm data stale), bad (a bad request).",
+        labels=["outcome"],
+    )
+    for outcome, count in sorted(stats.answers.items()):
+        answers.add_metric([outcome], count)
+    yield answers
+    yield GaugeMetricFamily(
+        "slurm_syncer_prolog_waiting", "PrologSlurmctld questions held now (jobs waiting for their nodes).",
+        value=stats.waiting,
+    )  # fmt: skip

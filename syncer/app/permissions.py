@@ -79,6 +79,8 @@ WHY: dict[tuple[str, str, str], str] = {
     ("list", "slurm-syncer.dev", "nodesets"): "NodeSet reconciler",
     ("watch", "slurm-syncer.dev", "nodesets"): "NodeSet reconciler",
     ("patch", "slurm-syncer.dev", "nodesets/status"): "NodeSet status",
+    ("get", "slurm-syncer.dev", "nodesets"): "taking an unlabelled NodeSet (--adopt-unlabelled): read",
+    ("patch", "slurm-syncer.dev", "nodesets"): "taking an unlabelled NodeSet (--adopt-unlabelled): label",
     ("create", "policy", "poddisruptionbudgets"): "protecting busy slurmd pods of a NodeSet",
     ("get", "slurm-syncer.dev", "slurmpartitions"): "fresh read before a write after a conflict",
     ("list", "slurm-syncer.dev", "slurmpartitions"): "SlurmPartition controller (--partitions-enabled)",
@@ -138,6 +140,8 @@ def needed(settings: Settings, lease_namespace: str) -> list[Right]:
         rights += [Right(verb, "", resource, lease_namespace) for verb, resource in _EVENTS]
     if settings.value("nodeset_enabled"):
         rights += [Right(verb, group, resource, namespace) for verb, group, resource in _NODESETS]
+        if settings.adopt_unlabelled:  # the label written on a NodeSet no release has taken yet
+            rights += [Right(verb, "slurm-syncer.dev", "nodesets", namespace) for verb in ("get", "patch")]
     if settings.leader_election:
         name, group = settings.lease_name, "coordination.k8s.io"
         rights += [

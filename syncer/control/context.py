@@ -61,6 +61,10 @@ class ControllerContext:
     slurm_writer: SlurmWriter  # Slurm writes (node updates in group commit, reservations, records)
     owner_prefix: str = "k8s: "  # drain and power-down reasons the syncer writes start with it (SPEC)
     owner: str = "default/slurm-syncer"  # this deployment: its Lease's namespace/name (reservation tags)
+    # this release's cluster identity: the SlurmPartitions, NodeSets and pods it acts on carry it
+    # (syncer/model/cluster.py); and whether it takes those that carry none
+    cluster: str = "slurm-syncer"
+    adopt_unlabelled: bool = True
     workers: int = 8
     resync_s: float = 60.0  # every key of every controller again (the level-triggered safety net)
     backoff: Backoff = field(default_factory=Backoff)  # retries of a failed reconcile, every controller

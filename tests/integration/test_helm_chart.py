@@ -48,6 +48,7 @@ CHART_OWNED = {
     "bind-by-node-name",
     "leader-election",
     "lease-name",
+    "cluster-name",  # clusterName: the release name by default
     "listen-address",
     "kubeconfig",
     "scheduler-name",
@@ -293,6 +294,9 @@ def test_bad_values_are_refused_with_a_reason():
             ({"slurm": {"url": "slurmrestd:6820"}}, "/slurm/url"),
             ({"leaderElection": {"enabled": False}}, "replicas > 1 needs leaderElection.enabled"),
             ({"leaderElection": {"leaseName": "GPU_cluster"}}, "/leaderElection/leaseName"),
+            ({"clusterName": "GPU_cluster"}, "/clusterName"),
+            ({"clusterName": "x" * 54}, "/clusterName"),
+            ({"config": {"adopt-unlabelled": "yes"}}, "/config/adopt-unlabelled"),
             ({"monitoring": {"podMonitor": {"enabled": True}}}, "not both"),
             ({"config": {"pod-selector": ""}}, "config.pod-selector is empty: every pod of the cluster"),
             ({"scheduler": {"enabled": True}}, "scheduler.enabled needs scheduler.namespaces"),
@@ -363,6 +367,7 @@ RBAC_PROFILES: dict[str, dict[str, Any]] = {
     "lease elsewhere": {"config": {"lease-namespace": "kube-leases"}, "leaderElection": {"leaseName": "gpu"}},
     "kueue": {"config": {"topology-kueue": "gpu-fabric"}},
     "partitions": {"config": {"partitions-enabled": True}},
+    "no adoption of unlabelled objects": {"config": {"adopt-unlabelled": False}},
     "partitions, namespaced": {"config": {"partitions-enabled": True, "namespace": NAMESPACE}},
     "scheduler, namespaced": {
         "scheduler": {"enabled": True, "namespaces": ["team-a"]},
@@ -415,6 +420,22 @@ def test_the_lease_is_named_after_the_release():
     env = {e["name"]: e.get("value") for e in container([yaml.safe_load(t) for _, t in docs])["env"]}
     assert env["SLURM_SYNCER_LEASE_NAME"] == "gpu-a-slurm-syncer"
     assert load_settings(render({"leaderElection": {"leaseName": "gpu"}})).lease_name == "gpu"
+
+
+def test_the_cluster_identity_is_the_release_name_unless_set_and_notes_show_it():
+    """Each release acts only on the objects labelled with its identity (docs/operations.md, several
+    releases): two releases are apart by default, as their Leases are."""
+    loaded = load_settings(render())
+    assert loaded.cluster_name_resolved() == "slurm-syncer" and loaded.sources["cluster_name"] == "env"
+    assert loaded.adopt_unlabelled and loaded.sources["adopt_unlabelled"] == "env"
+    docs = [yaml.safe_load(t) for _, t in render_script().documents({}, "gpu-a", NAMESPACE)]
+    assert environment(container(docs))["SLURM_SYNCER_CLUSTER_NAME"] == "gpu-a"
+    named = load_settings(render({"clusterName": "hpc1", "config": {"adopt-unlabelled": False}}))
+    assert named.cluster_name_resolved() == "hpc1" and not named.adopt_unlabelled
+    with helm.Chart.load(CHART) as chart:
+        rendered = chart.render({"clusterName": "hpc1"}, name="gpu-a", namespace=NAMESPACE)
+    [notes] = [text for source, text in rendered.items() if source.endswith("NOTES.txt")]
+    assert "Its cluster identity is hpc1" in notes and "-l slurm-syncer.dev/cluster=hpc1" in notes
 
 
 def test_options_that_decide_rbac_are_refused_in_extra_args():
@@ -819,3 +840,19 @@ def test_the_slinky_example_values_render_and_load():
     assert (
         volume["secret"]["optional"] is True
     )  # a missing key is the syncer's clear message, not a stuck pod
+
+
+def test_the_prolog_configmap_is_the_packaged_script_asking_this_release_and_off_by_default():
+    from syncer.app.prolog_cmd import SCRIPT, script
+
+    packaged = ROOT / "syncer" / "app" / "files" / SCRIPT
+    assert (CHART / "files" / SCRIPT).read_bytes() == packaged.read_bytes(), "copy the script into the chart"
+    assert not [o for o in render() if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-prolog")]
+    objects = render({"prolog": {"configMap": True, "wait": 120}})
+    [cm] = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-prolog")]
+    [service] = [o for o in objects if o["kind"] == "Service"]
+    url = f"http://{service['metadata']['name']}.{NAMESPACE}.svc:8080"
+    assert cm["data"][SCRIPT] == script(url, 120)
+    given = render({"prolog": {"configMap": True, "url": "http://syncer.example:9000"}})
+    [cm] = [o for o in given if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-prolog")]
+    assert cm["data"][SCRIPT] == script("http://syncer.example:9000", 300)

@@ -15,6 +15,12 @@
 {{- if kindIs "invalid" $on }}true{{ else }}{{ $on | toString }}{{ end }}
 {{- end }}
 
+{{/* "true" when unlabelled NodeSets and SlurmPartitions are taken (config.adopt-unlabelled, default on). */}}
+{{- define "slurm-syncer.adoptsUnlabelled" -}}
+{{- $on := index .Values.config "adopt-unlabelled" }}
+{{- if kindIs "invalid" $on }}true{{ else }}{{ $on | toString }}{{ end }}
+{{- end }}
+
 {{/* The rights on slurmd pods, their Events and the NodeSets, cluster-wide or in one namespace. */}}
 {{- define "slurm-syncer.workloadRules" -}}
 # slurmd pods: informer, fresh read after a conflict; NodeSet pods: scale-out, scale-in, labels
@@ -30,10 +36,11 @@
   resources: [events]
   verbs: [create, patch]
 {{- if eq (include "slurm-syncer.nodesetEnabled" .) "true" }}
-# NodeSet reconciler: its informer and status
+# NodeSet reconciler: its informer and status; with config.adopt-unlabelled, the label it writes on a
+# NodeSet no release has taken yet (read first)
 - apiGroups: [slurm-syncer.dev]
   resources: [nodesets]
-  verbs: [list, watch]
+  verbs: [list, watch{{ if eq (include "slurm-syncer.adoptsUnlabelled" .) "true" }}, get, patch{{ end }}]
 - apiGroups: [slurm-syncer.dev]
   resources: [nodesets/status]
   verbs: [patch]
