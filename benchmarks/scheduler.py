@@ -17,6 +17,16 @@ times from the emulator's store (exact) and from this process's own reads of Slu
    created -> its job in Slurm -> RUNNING -> bound by this process's reads of the job states every 0.1 s;
 2. half the batches: `scancel` of the pods' jobs -> the pod deleted (its deletionTimestamp or its removal);
 3. the other half: the pod deleted (`kubectl delete`) -> Slurm shows its job ended, and -> the pod gone;
+With `--compare`, the latency rounds alternate, two batches each (one torn down by scancel, one by deletion),
+between the job cache's reads as they were before issue 44's quick reads (`poll_interval_s` 1 s for every
+state, a pending job read whole every 30 s) and as they are (the jobs not yet ended every 0.25 s; a job
+submitted read again 1, 2, 4 ... s after), each half's figures under "before:" and "after:", in one run.
+`--sched-params` replaces the sandbox's `SchedulerParameters` (e.g. `bf_interval=5,batch_sched_delay=0`).
+
+`--pending N`: N pods (in batches) created while a Slurm job takes every host: pod created -> its PodScheduled
+message names Slurm's reason (with `--compare`, also as before the early reads); `--pending-hold` takes each
+host by an `--exclusive` job (Slurm names the reason, Resources, at the submit) or by a job of its 16 CPUs.
+
 4. with `--queued` held batch jobs in the queue (1,000 and 10,000): slurmrestd requests and bytes per bound
    pod (`--cost-pods` pods through bind and delete), less the idle rate measured just before over as long,
    beside one whole job list (what a scheduler that lists every job per attempt pays: slurm-bridge's
@@ -47,6 +57,7 @@ from benchmarks.service_bench import CONFIG as SERVICE_CONFIG
 from benchmarks.wire import WireCounter
 from syncer.app.logs import configure_logging
 from syncer.app.service import SyncerService
+from syncer.controllers.scheduler.controller import LIVE_INTERVAL_S, PENDING_FIRST_S
 from syncer.controllers.scheduler.options import SchedulerOptions
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
@@ -73,6 +84,7 @@ class Seen:
         self.deleting: dict[str, float] = {}
         self.gone: dict[str, float] = {}
         self.job: dict[str, int] = {}
+        self.reason: dict[str, float] = {}  # PodScheduled=False naming Slurm's reason ("is pending (...)")
 
     def __call__(self, change: Change) -> None:
         if change.resource != ("", "pods") or change.obj["metadata"].get("namespace") != NAMESPACE:
@@ -90,6 +102,9 @@ class Seen:
             self.job[name] = int(job)
         if meta.get("deletionTimestamp"):
             self.deleting.setdefault(name, now)
+        for cond in (change.obj.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and "is pending (" in (cond.get("message") or ""):
+                self.reason.setdefault(name, now)
 
 
 def pod_body(name: str) -> Json:
@@ -144,6 +159,12 @@ class Bench:
         self.job_running: dict[int, float] = {}
         self.split: dict[str, list[float]] = {"created -> job in Slurm": [], "job in Slurm -> RUNNING": [],
                                               "RUNNING -> bound": []}  # fmt: skip
+        self.variant = ""  # --compare: "before" or "after"; each sample is also kept under its variant
+        self.by_variant: dict[str, dict[str, list[float]]] = {}
+
+    def note(self, figure: str, values: list[float]) -> None:
+        if self.variant:
+            self.by_variant.setdefault(self.variant, {}).setdefault(figure, []).extend(values)
 
     async def follow_jobs(self) -> None:
         """Until cancelled: the states of the next job ids (Slurm numbers them in order) every 0.1 s."""
@@ -174,13 +195,50 @@ class Bench:
             deadline_s,
         )
         self.bind_s += [self.seen.bound[n] - at for n, at in created.items()]
+        self.note("created -> bound", [self.seen.bound[n] - at for n, at in created.items()])
         for name, at in created.items():
             job = self.seen.job[name]
             if job in self.job_seen and job in self.job_running:
-                self.split["created -> job in Slurm"].append(self.job_seen[job] - at)
-                self.split["job in Slurm -> RUNNING"].append(self.job_running[job] - self.job_seen[job])
-                self.split["RUNNING -> bound"].append(self.seen.bound[name] - self.job_running[job])
+                parts = {
+                    "created -> job in Slurm": self.job_seen[job] - at,
+                    "job in Slurm -> RUNNING": self.job_running[job] - self.job_seen[job],
+                    "RUNNING -> bound": self.seen.bound[name] - self.job_running[job],
+                }
+                for part, value in parts.items():
+                    self.split[part].append(value)
+                    self.note(part, [value])
         return created
+
+    async def pending(self, hosts: list[str], size: int, hold: str) -> dict[str, list[float]]:
+        """Every host taken by a Slurm job, `size` pods created: seconds until each pod's PodScheduled names
+        Slurm's reason, and until its job shows in Slurm; then the hosts are freed and the pods deleted."""
+        blockers = []
+        for host in hosts:
+            done = await asyncio.to_thread(
+                self.sandbox.run, "sbatch", "--parsable", "-w", host,
+                *(("--exclusive",) if hold == "exclusive" else ("-c", "16", "--mem=100")),
+                "--wrap", "sleep 600", check=True,
+            )  # fmt: skip
+            blockers.append(done.stdout.strip().split(";")[0])
+        await until(lambda: self.all_running(blockers), "the hosts taken", 120, every_s=0.2)
+        created: dict[str, float] = {}
+        for _ in range(size):
+            self.count += 1
+            name = f"p{self.count:05d}"
+            created[name] = time.monotonic()
+            self.kube.create("", "v1", "pods", pod_body(name), namespace=NAMESPACE)
+        await until(lambda: all(n in self.seen.reason for n in created), "Slurm's reason on the pods", 120)
+        shown = [self.seen.reason[n] - at for n, at in created.items()]
+        await asyncio.to_thread(self.sandbox.run, "scancel", *blockers, check=True)
+        await until(lambda: all(n in self.seen.bound for n in created), "the pods bound", 120)
+        for name in created:
+            self.kube.api.delete(self.kube.api.resource("", "v1", "pods"), NAMESPACE, name)
+        await until(lambda: all(n in self.seen.gone for n in created), "the pods gone", 120)
+        return {"created -> Slurm's reason on the pod": shown}
+
+    async def all_running(self, jobs: list[str]) -> bool:
+        states = await self.reader.job_states([int(j) for j in jobs])
+        return len(states) == len(jobs) and all("RUNNING" in s for s in states.values())
 
     async def cancel(self, pods: list[str]) -> None:
         jobs = [str(self.seen.job[n]) for n in pods]
@@ -188,6 +246,7 @@ class Bench:
         await asyncio.to_thread(self.sandbox.run, "scancel", *jobs, check=True)
         await until(lambda: all(n in self.seen.deleting for n in pods), "pods deleted after scancel", 120)
         self.scancel_s += [self.seen.deleting[n] - started for n in pods]
+        self.note("scancel -> pod deleted", [self.seen.deleting[n] - started for n in pods])
         await until(lambda: all(n in self.seen.gone for n in pods), "pods gone after scancel", 120)
 
     async def delete(self, pods: list[str]) -> None:
@@ -208,7 +267,17 @@ class Bench:
         await until(all_ended, "jobs ended after the pods' deletion", 120, every_s=0.05)
         await until(lambda: all(n in self.seen.gone for n in pods), "pods gone", 120)
         self.delete_job_s += [at - started for at in ended.values()]
+        self.note("pod deleted -> job ended", [at - started for at in ended.values()])
         self.delete_gone_s += [self.seen.gone[n] - started for n in pods]
+
+
+def set_reads(service: SyncerService, variant: str) -> None:
+    """The scheduler's job cache reading as before issue 44's quick reads, or as now (its defaults)."""
+    scheduler = service.scheduler
+    assert scheduler is not None
+    quick = variant != "before"
+    scheduler.jobs.live_interval_s = LIVE_INTERVAL_S if quick else None
+    scheduler.jobs.pending_first_s = PENDING_FIRST_S if quick else None
 
 
 def wire_delta(after: Counter[str], before: Counter[str]) -> Json:
@@ -275,6 +344,9 @@ async def run(args: argparse.Namespace, directory: Path, save: Callable[[Json], 
         "load_before": os.getloadavg(),
         "hosts": args.hosts,
         "batch": args.batch,
+        "compare": args.compare,
+        "sched_params": args.sched_params,
+        "pending_hold": args.pending_hold if args.pending else None,
         "started": time.strftime("%Y-%m-%d %H:%M"),
     }
     path = args.out / "results.json"
@@ -284,7 +356,9 @@ async def run(args: argparse.Namespace, directory: Path, save: Callable[[Json], 
         results = {**json.loads(path.read_text()), "cost run": this}
     progress(f"sandbox: Slurm {slurm}, {args.hosts} real slurmd of 16 CPUs; load {os.getloadavg()}")
     # the dynamic nodes are never powered down (the sandbox's SuspendTime is 600 s; a fill takes minutes)
-    conf = ("MaxJobCount=30000", "SuspendExcStates=DYNAMIC_NORM")
+    conf: tuple[str, ...] = ("MaxJobCount=30000", "SuspendExcStates=DYNAMIC_NORM")
+    if args.sched_params is not None:
+        conf += (f"SchedulerParameters={args.sched_params}",)  # after the sandbox's own line: it wins
     sandbox = up(directory / "slurm", nodes=1, slurm=slurm, extra_conf=conf)
     names = [f"dyn{i}" for i in range(1, args.hosts + 1)]
     for name in names:
@@ -317,11 +391,28 @@ async def run(args: argparse.Namespace, directory: Path, save: Callable[[Json], 
             rounds = args.pods // args.batch
             progress(f"latency: {rounds} batches of {args.batch} pods")
             for i in range(rounds):
+                if args.compare:
+                    bench.variant = "before" if i % 4 < 2 else "after"
+                    set_reads(service, bench.variant)
                 created = await bench.batch(args.batch)
                 await (bench.cancel if i % 2 == 0 else bench.delete)(list(created))
                 if (i + 1) % 5 == 0:
                     progress(f"  {i + 1} batches: bind {figures(bench.bind_s)}")
             follower.cancel()
+            bench.variant = ""
+            set_reads(service, "after")
+            for variant in ("before", "after") if args.pending else ():
+                set_reads(service, variant)  # "before": the reason at the 30 s read of a pending job
+                reasons: list[float] = []
+                for _ in range(max(1, args.pending // args.batch)):
+                    shown = await bench.pending(names, args.batch, args.pending_hold)
+                    reasons += shown["created -> Slurm's reason on the pod"]
+                key = f"{variant}: created -> Slurm's reason on the pod (every host taken)"
+                results[key] = figures(reasons)
+                progress(f"pending reason, {variant}: {figures(reasons)}")
+                if not args.compare:
+                    break
+            set_reads(service, "after")
             await asyncio.gather(follower, return_exceptions=True)
             if rounds:
                 results["created -> bound"] = figures(bench.bind_s)
@@ -331,6 +422,8 @@ async def run(args: argparse.Namespace, directory: Path, save: Callable[[Json], 
                 results["scancel -> pod deleted"] = figures(bench.scancel_s)
                 results["pod deleted -> job ended"] = figures(bench.delete_job_s)
                 results["pod deleted -> pod gone"] = figures(bench.delete_gone_s)
+                for variant, sampled in bench.by_variant.items():
+                    results[f"{variant}: figures"] = {k: figures(v) for k, v in sampled.items()}
                 results["samples"] = {
                     "created -> bound": [round(s, 4) for s in bench.bind_s],
                     "scancel -> pod deleted": [round(s, 4) for s in bench.scancel_s],
@@ -379,6 +472,19 @@ def main() -> int:
     parser.add_argument("--hosts", type=int, default=4, help="real slurmd (16 CPUs each)")
     parser.add_argument("--queued", default="1000,10000", help="held jobs in the queue for the cost rounds")
     parser.add_argument("--cost-pods", type=int, default=50, help="pods per cost round")
+    parser.add_argument(
+        "--compare", action="store_true", help="alternate the job cache's reads as before and as now"
+    )
+    parser.add_argument("--sched-params", default=None, help="slurm.conf SchedulerParameters, replaced")
+    parser.add_argument(
+        "--pending-hold",
+        choices=("exclusive", "cpus"),
+        default="exclusive",
+        help="how a host is taken for --pending: an exclusive job, or a job of all its CPUs",
+    )
+    parser.add_argument(
+        "--pending", type=int, default=0, help="pods created while every host is taken: Slurm's reason shown"
+    )
     parser.add_argument("--out", type=Path, required=True, help="directory for results.json")
     args = parser.parse_args()
     args.queued = [int(q) for q in args.queued.split(",") if q]

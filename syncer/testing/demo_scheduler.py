@@ -86,11 +86,11 @@ async def one_pool(w: Stage, step: int) -> None:
     )
     w.kube.create("", "v1", "pods", _pod(), namespace=NAMESPACE)
 
-    def pending() -> bool:  # Slurm's reason joins the message at the job cache's next read of a pending
-        # job (every 30 s): not waited for here
-        return _scheduled(w.kube.pod(NAMESPACE, POD)).get("reason") == "SlurmJobPending"
+    def pending() -> bool:  # with Slurm's reason: a job submitted is read again 1, 2, 4 s after
+        scheduled = _scheduled(w.kube.pod(NAMESPACE, POD))
+        return scheduled.get("reason") == "SlurmJobPending" and "is pending (" in scheduled.get("message", "")
 
-    await wait(pending, f"pod {POD} to show its Slurm job pending")
+    await wait(pending, f"pod {POD} to show its Slurm job pending with Slurm's reason")
     detail(f"PodScheduled=False SlurmJobPending: {_scheduled(w.kube.pod(NAMESPACE, POD)).get('message')}")
 
     say(

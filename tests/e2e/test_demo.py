@@ -188,6 +188,7 @@ async def test_demo_plays_the_scenario_shows_only_its_story_and_tears_down(tmp_p
         *(
             (
                 "PodScheduled=False SlurmJobPending: Slurm job",
+                "is pending (",  # Slurm's reason, read again soon after the submit
                 "bound to pool-host and Running",
                 "PENDING (Resources): the pod's job",
                 "pod gone, its job",
