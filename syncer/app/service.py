@@ -18,6 +18,8 @@ import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from syncer.app.job_ready import PATH as PROLOG_PATH
+from syncer.app.job_ready import JobReadiness
 from syncer.app.metrics import SyncerMetrics
 from syncer.app.registry import registrations
 from syncer.app.settings import default
@@ -29,6 +31,7 @@ from syncer.controllers.attributes.controller import AttributeController
 from syncer.controllers.maintenance.controller import MaintenanceController
 from syncer.controllers.nodeset.controller import NodeSetController
 from syncer.controllers.partitions.controller import PartitionController
+from syncer.controllers.scheduler.controller import SchedulerController
 from syncer.controllers.sync.controller import SyncController
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
@@ -147,6 +150,8 @@ class SyncerService:
             kube, self.gate, node_event_namespace=config.lease_namespace, summary_ref=self._lease_ref()
         )
         self.context = self._context()
+        # the PrologSlurmctld's question: may this job on powered-up nodes start now (issue 47)
+        self.job_readiness = JobReadiness(self.slurm_cache, self.kube_cache)
         self.elector = self._elector()
         # every registered controller its options turn on, each with its runner (watches, leadership)
         self.controllers: list[Controller] = [
@@ -234,6 +239,10 @@ class SyncerService:
     @property
     def partitions(self) -> PartitionController | None:
         return cast(PartitionController | None, self.controller("partitions"))
+
+    @property
+    def scheduler(self) -> SchedulerController | None:
+        return cast(SchedulerController | None, self.controller("scheduler"))
 
     def _waiting_for_slurm(self, why: str) -> None:
         self.slurm_wait_cause = why
@@ -438,6 +447,7 @@ class SyncerService:
         app.router.add_get("/metrics", metrics)
         app.router.add_get("/healthz", healthz)
         app.router.add_get("/readyz", readyz)
+        app.router.add_get(PROLOG_PATH, self.job_readiness.handle)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
         self.manager.on_close(self._runner.cleanup)
@@ -447,5 +457,6 @@ class SyncerService:
         await web.SockSite(self._runner, sock).start()
         self.http_port = sock.getsockname()[1]
         log.info(
-            "serving /metrics, /healthz and /readyz", address=f"{self.config.listen_host}:{self.http_port}"
+            f"serving /metrics, /healthz, /readyz and {PROLOG_PATH}",
+            address=f"{self.config.listen_host}:{self.http_port}",
         )

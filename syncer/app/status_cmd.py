@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import time
 from dataclasses import asdict
 
 from syncer.app import settings as settings_mod
-from syncer.app.output import EXIT_DRIFT, EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_output_argument, dump
+from syncer.app.output import (
+    EXIT_DRIFT,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    add_output_argument,
+    dump,
+    load_settings,
+)
 from syncer.app.wiring import kube_client, slurm_client
 from syncer.controllers.sync.drift import Row, drift_rows
 from syncer.kube.cache import KubeCache
@@ -101,10 +108,8 @@ def render(rows: list[Row], *, drifting: bool = False, headers: bool = True, clu
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        settings = settings_mod.load(args, os.environ)
-    except settings_mod.SettingsError as exc:
-        print(f"slurm-syncer status: {exc}", file=sys.stderr)
+    settings = load_settings("status", args)
+    if settings is None:
         return EXIT_USAGE
     try:
         rows = asyncio.run(collect(settings, include_unbound=args.all))

@@ -1,8 +1,8 @@
 """What every controller is built from, built once by the service: the clients, both caches, the writers
 (every write of every controller goes through them: the gate is checked there, once), what controllers
-offer each other (the scale-in marks, NodeSet members, job counts), the action recorder, the syncer's
-identity (its owner prefix, its deployment), and the runtime's settings (workers, backoff, resync period,
-reconcile metrics).
+offer each other (the scale-in marks, the scheduler's holds, NodeSet members, job counts), the action
+recorder, the syncer's identity (its owner prefix, its deployment), and the runtime's settings (workers,
+backoff, resync period, reconcile metrics).
 
     context = ControllerContext(slurm=..., kube=..., ...)
     controller = SomeController(context, options)
@@ -19,6 +19,7 @@ from typing import Any
 
 from syncer.control.directory import Jobs, NodeSets
 from syncer.control.gate import WriteGate
+from syncer.control.holds import NodeHolds
 from syncer.control.scale_in import ScaleInMarks
 from syncer.control.slurm_writer import SlurmWriter
 from syncer.kube.cache import KubeCache
@@ -69,6 +70,7 @@ class ControllerContext:
     backoff: Backoff = field(default_factory=Backoff)  # retries of a failed reconcile, every controller
     metrics: ReconcileMetrics | None = None
     scale_in: ScaleInMarks = field(default_factory=ScaleInMarks)
+    holds: NodeHolds = field(default_factory=NodeHolds)  # the scheduler's held nodes (control/holds.py)
     nodesets: NodeSets = field(default_factory=NodeSets)
     jobs: Jobs = field(default_factory=Jobs)
     actions: Actions = field(default_factory=Actions)

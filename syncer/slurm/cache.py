@@ -68,6 +68,7 @@ from syncer.runtime.tasks import cancel_and_wait
 from syncer.slurm.client import NodeListing, SlurmClient
 from syncer.slurm.errors import SlurmApiError, SlurmError
 from syncer.slurm.metrics_hint import Fingerprint, HintReader, SlurmMetricsError
+from syncer.slurm.polled import Polled
 from syncer.slurm.reload import ReloadWatch
 
 log = structlog.get_logger("syncer.slurm.cache")
@@ -113,12 +114,12 @@ READ_PATHS = ("probe", "list", "metrics", "reload")
 
 @dataclass
 class CacheStats:
-    probes: int = 0
-    not_modified: int = 0
-    full_fetches: int = 0
-    errors: int = 0
-    last_full_seconds: float = 0.0
-    last_snapshot_bytes: int = 0
+    probes: int = 0  # conditional reads (update_time) sent
+    not_modified: int = 0  # ... answered "nothing changed"
+    full_fetches: int = 0  # node lists applied (a probe's whole answer included)
+    errors: int = 0  # polls that failed
+    last_full_seconds: float = 0.0  # how long the last applied list took
+    last_snapshot_bytes: int = 0  # its size
     changed_as_500: int = 0  # probes answered "changed" with HTTP 500 (slurmrestd 24.11 .. 26.05.2)
     changed_as_200: int = 0  # probes answered "changed" with the whole list (26.05.3+)
     reconnects: int = 0
@@ -161,7 +162,7 @@ def busiest_lists_per_minute(list_s: float, poll_interval_s: float, max_duty: fl
     return 60.0 / max(poll_interval_s, list_s / max_duty)
 
 
-class NodeCache:
+class NodeCache(Polled[NodeChange]):
     def __init__(
         self,
         client: SlurmClient,
@@ -185,24 +186,17 @@ class NodeCache:
                 raise ValueError(f"{label} must be in (0, 1], got {duty}")
         if lists_in_flight < 1:
             raise ValueError(f"lists in flight must be at least 1, got {lists_in_flight}")
+        super().__init__(poll_interval_s=poll_interval_s, stale_after_s=stale_after_s, clock=clock)
         self._client = client
-        self.poll_interval_s = poll_interval_s
         self.strategy: Strategy = strategy
         self.max_duty = max_duty
-        self.stale_after_s = stale_after_s if stale_after_s is not None else max(10.0, 5 * poll_interval_s)
-        self._clock = clock
         self.nodes: dict[str, SlurmNode] = {}
         self.last_update = 0
-        self.synced = False
-        self._first_answer = asyncio.Event()
-        self.last_success = 0.0
-        self.last_error: str = ""
         self.stats = CacheStats()
         self._next_full_at = 0.0
         self._polling_since: float | None = None  # set while a poll waits for slurmrestd
         self._conditional_refused = False  # the server rejected update_time: full lists only
         self._last_reconnect = clock()
-        self._subscribers: list[Callable[[list[NodeChange]], None]] = []
         self._wake = asyncio.Event()
         self._changed_pending = False
         self.hint = hint
@@ -238,15 +232,7 @@ class NodeCache:
         self._list_asked = False  # a node list has been asked for: marker reads before it only record
         self._settle_since: float | None = None  # the first list began waiting for a set marker
 
-    # --- what consumers read ------------------------------------------------------------
-    @property
-    def age_s(self) -> float:
-        return self._clock() - self.last_success if self.synced else float("inf")
-
-    @property
-    def stale(self) -> bool:
-        return not self.synced or self.age_s > self.stale_after_s
-
+    # --- what consumers read (and age_s, stale, wait_synced, subscribe: Polled's) ---------------------------
     @property
     def cause(self) -> str:
         """Why the data may be old, in words: the last error, a poll still waiting for its answer, or, between
@@ -258,13 +244,6 @@ class NodeCache:
         if self.synced and self.stale:
             return f"no answer from slurmrestd for {self.age_s:.0f} s"
         return ""
-
-    async def wait_synced(self) -> None:
-        """Until the first node list has been applied."""
-        await self._first_answer.wait()
-
-    def subscribe(self, callback: Callable[[list[NodeChange]], None]) -> None:
-        self._subscribers.append(callback)
 
     @property
     def reloading(self) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from syncer.control.context import ControllerContext
-from syncer.control.registration import Registration
+from syncer.control.registration import Registration, when_enabled
 from syncer.control.scope import Scope
 from syncer.controllers.nodeset import manifests
 from syncer.controllers.nodeset.members import slurm_names
@@ -54,11 +54,11 @@ CREATE_EXPECTATION_S = 30.0  # a pod we created and the informer has not shown y
 
 @dataclass
 class NodeSetStats:
-    reconciles: int = 0
-    pods_created: int = 0
-    pods_deleted: int = 0
-    slurm_nodes_deleted: int = 0
-    removals_started: int = 0
+    reconciles: int = 0  # passes begun
+    pods_created: int = 0  # member pods created
+    pods_deleted: int = 0  # member pods deleted once removed from Slurm's work
+    slurm_nodes_deleted: int = 0  # Slurm records deleted (nodeOnScaleIn: Delete)
+    removals_started: int = 0  # members marked for removal (their drain asked for)
     node_events: int = 0  # Kubernetes Node changes seen
     node_requeues: int = 0  # ... that re-queued a DaemonSet-mode NodeSet
     timed_out: dict[str, int] = field(default_factory=dict)  # NodeSet key -> nodes past drainTimeout
@@ -298,7 +298,7 @@ class NodeSetController(Controller):
             await problems.guard(f"create of pod {member.name}", step, logger)
         timeout_check = await self._report_timeouts(nodeset, spec, by_name, result, logger)
         status = compute_status(
-            nodeset, spec, pods, self.context.slurm_cache.nodes, result,
+            nodeset, spec, result, pods, self.context.slurm_cache.nodes,
             slurm_fresh=fresh, slurm_error=self.context.slurm_cache.cause, now=rfc3339(now) or "",
             power_unsupported=self.power.unsupported,
             declare_failed=self.power.declare_failed.get(nodeset.key, {}),
@@ -514,9 +514,5 @@ class NodeSetController(Controller):
 
 
 REGISTRATION = Registration(
-    "nodeset",
-    build=lambda context, options: NodeSetController(context, options) if options.enabled else None,
-    defaults=NodeSetOptions(),
-    options=OPTIONS,
-    configure=options_from,
+    "nodeset", when_enabled(NodeSetController), NodeSetOptions(), OPTIONS, options_from
 )

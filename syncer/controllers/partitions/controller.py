@@ -38,7 +38,7 @@ import structlog
 from syncer.control.binding import slurm_nodes_on
 from syncer.control.context import ControllerContext
 from syncer.control.directory import JobCounts
-from syncer.control.registration import Registration
+from syncer.control.registration import Registration, when_enabled
 from syncer.control.scope import Scope
 from syncer.controllers.partitions.index import SelectorIndex
 from syncer.controllers.partitions.options import OPTIONS, PartitionOptions, options_from
@@ -745,9 +745,5 @@ class PartitionController(Controller):
 
 
 REGISTRATION = Registration(
-    "partitions",
-    build=lambda context, options: PartitionController(context, options) if options.enabled else None,
-    defaults=PartitionOptions(),
-    options=OPTIONS,
-    configure=options_from,
+    "partitions", when_enabled(PartitionController), PartitionOptions(), OPTIONS, options_from
 )

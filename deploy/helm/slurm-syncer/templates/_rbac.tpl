@@ -55,10 +55,35 @@
 {{- define "slurm-syncer.validateRbac" -}}
 {{- range .Values.extraArgs }}
 {{- $flag := regexReplaceAll "=.*$" (toString .) "" }}
-{{- range $option := list "namespace" "lease-namespace" "nodeset-enabled" "partitions-enabled" "slinky-partitions" "topology-kueue" "lease-name" "leader-election" }}
+{{- range $option := list "namespace" "lease-namespace" "nodeset-enabled" "partitions-enabled" "slinky-partitions" "topology-kueue" "lease-name" "leader-election" "scheduler-name" "scheduler-namespaces" }}
 {{- if or (eq $flag (printf "--%s" $option)) (eq $flag (printf "--no-%s" $option)) }}
-{{- fail (printf "extraArgs: %s decides the chart's RBAC; set it as a value instead (config.%s, or leaderElection.* for the Lease)" $flag $option) }}
+{{- fail (printf "extraArgs: %s decides the chart's RBAC; set it as a value instead (config.%s, leaderElection.* for the Lease, scheduler.* for the scheduler)" $flag $option) }}
 {{- end }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/* The scheduler's rights in each namespace it serves (scheduler.namespaces). */}}
+{{- define "slurm-syncer.schedulerRules" -}}
+# its pods (spec.schedulerName): informer, a fresh read before a bind or delete; deleted when their Slurm
+# job ends (or a gang member goes)
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, delete]
+# binding a pod to the Node of the Slurm node its job was allocated
+- apiGroups: [""]
+  resources: [pods/binding]
+  verbs: [create]
+# PodScheduled=False with Slurm's reason while the job waits
+- apiGroups: [""]
+  resources: [pods/status]
+  verbs: [patch]
+# Events on its pods (job submitted, bound, torn down), aggregated when repeated
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+# a batch/v1 Job owning pods: its parallelism and completions make the gang
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get]
 {{- end }}
