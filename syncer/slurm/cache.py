@@ -46,7 +46,8 @@ slurmctld's start marker (syncer/slurm/reload.py) tells it, read while the hint 
 `reload_interval_s` (0.5 s, by a task beside the polls) or, without it, from slurmrestd before a list a probe
 asked for and a second after each list. A
 reload lists at once and, once a list asked for after it is applied, calls the `subscribe_reloads()`
-callbacks.
+callbacks. The first list waits (at most 5 s) for a set marker, so a syncer started as slurmctld reloads
+lists once, not twice.
 """
 
 from __future__ import annotations
@@ -139,6 +140,7 @@ class CacheStats:
     early_lists: int = 0  # lists started while another was in flight (the counts moved meanwhile)
     own_work_waits: int = 0  # hinted lists that waited for the syncer's own node calls to end first
     reloads: int = 0  # slurmctld reloads seen (reconfigure, restart, failover; midnight's statistics reset)
+    settle_waits: int = 0  # polls the first list waited for a new slurmctld's start marker
     reload_errors: int = 0  # start-marker reads that failed (nothing known: read again next time)
 
     @property
@@ -227,6 +229,8 @@ class NodeCache(Polled[NodeChange]):
         # timestamp names may not move that timestamp, and a probe would then say nothing changed)
         self._reload_check_at: float | None = None
         self._reload_error = ""
+        self._list_asked = False  # a node list has been asked for: marker reads before it only record
+        self._settle_since: float | None = None  # the first list began waiting for a set marker
 
     # --- what consumers read (and age_s, stale, wait_synced, subscribe: Polled's) ---------------------------
     @property
@@ -439,7 +443,7 @@ class NodeCache(Polled[NodeChange]):
             return
         self._reload_owed, self._reload_retry, self._reload_error = False, marker == 0, ""
         self.stats.read_bytes["reload"] += size
-        if self.reload_watch.moved(marker):
+        if self.reload_watch.moved(marker, listed=self._list_asked):
             self.stats.reloads += 1
             self._reload_seen_at = time.monotonic()  # the clock of listing.started
             self._changed_pending = True
@@ -502,12 +506,28 @@ class NodeCache(Polled[NodeChange]):
         if not self.synced or (self._changed_pending and self._full_due()):
             if self._waits_for_own_work():
                 return
-            if self._reload_owed and not self._reload_beside_hint():
+            # before the first list: read until the marker is set (a 0 read is read again)
+            owed = self._reload_owed or (self._reload_retry and not self.synced)
+            if owed and not self._reload_beside_hint():
                 await self._watch_reload(metrics=False)
+            if not self.synced and self._settling():
+                return
             if self.synced and self._hint_hot and self.hint_duty >= 1.0 and self.lists_in_flight > 1:
                 await self._lists_following_hint()
             else:
                 await self._list()
+
+    def _settling(self) -> bool:
+        """The first list waits for slurmctld's start marker (ReloadWatch.settling): a syncer started just
+        after a reconfigure or restart lists once, not twice (a read that fails there, slurmctld not
+        answering yet, is waited on too: the 0 follows it)."""
+        now = self._clock()
+        if self._settle_since is None:
+            self._settle_since = now
+        settling = self.reload_watch.settling(now - self._settle_since)
+        if settling:
+            self.stats.settle_waits += 1
+        return settling
 
     def _waits_for_own_work(self) -> bool:
         """A list the counts asked for waits while the syncer's own node calls run (they most likely moved
@@ -528,11 +548,14 @@ class NodeCache(Polled[NodeChange]):
         (sooner while a list is owed and the duty limit allows one)."""
         usable = self._hint_usable()
         delay = min(self.poll_interval_s, self.hint_interval_s) if usable else self.poll_interval_s
+        if not self.synced and self._settle_since is not None:
+            delay = min(delay, self.reload_interval_s)  # the first list waits for the marker: look again soon
         if (self._changed_pending or self._hint_hot) and self._own_work_since is None:
             delay = min(delay, max(0.0, self._next_full_at - self._clock()))
         return delay
 
     async def _fetch(self) -> NodeListing:
+        self._list_asked = True
         self.stats.reads["list"] += 1
         listing = await self._client.list_all_nodes()
         self.stats.read_bytes["list"] += listing.body_bytes
