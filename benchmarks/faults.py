@@ -863,6 +863,7 @@ async def kube_api_faults(stage: Stage, quick: bool) -> Outcome:
     if baseline.wrong_actions or baseline.changes_lost:
         outcome.wrong_actions += [f"baseline: {w}" for w in baseline.wrong_actions]
         outcome.changes_lost += [f"baseline: {w}" for w in baseline.changes_lost]
+        outcome.evidence += [f"baseline: {e}" for e in baseline.evidence]
     return outcome
 
 
