@@ -205,7 +205,8 @@ Wrong = tuple[float, str, str]  # (when, node, what was wrong)
 
 def judge_writes(writes: list[Write], truth: Truth) -> tuple[int, list[str]]:
     """Every node write that reached the proxy, judged at the instant it arrived: a drain needs a cordon
-    that still held then (made before it, not yet lifted); an undrain needs the uncordon made before it."""
+    that still held then (made before it, not yet lifted); an undrain needs no cordon holding then (the
+    uncordon made before it, or no cordon at all) and no Slurm-side drain of the harness's holding."""
     actions, wrong = wrong_writes(writes, truth)
     return actions, [text for _at, _node, text in wrong]
 
@@ -228,9 +229,17 @@ def wrong_writes(writes: list[Write], truth: Truth) -> tuple[int, list[Wrong]]:
         elif "DRAIN" in state and uncordon_at <= at:
             late = f"{at - uncordon_at:.2f} s after it, {at - cordon_at:.2f} s after the cordon"
             wrong.append((at, node, f"drained {node} after its uncordon (stale): {late}"))
-        if "UNDRAIN" in state and not uncordon_at <= at:
-            when = f"{at - cordon_at:.2f} s after its cordon" if cordon_at <= at else "before its cordon"
-            wrong.append((at, node, f"undrained {node} while cordoned ({when})"))
+        # an undrain is wrong while the node's cordon holds, or while the harness's own Slurm-side drain
+        # does (someone else's reason); a node never cordoned in this scenario is not cordoned (a drain under
+        # the syncer's reason left by an earlier scenario is rightly lifted)
+        drained_at = truth.slurm_drained_at.get(node, float("inf"))
+        resumed_at = truth.slurm_resumed_at.get(node, float("inf"))
+        if "UNDRAIN" in state and cordon_at <= at < uncordon_at:
+            wrong.append(
+                (at, node, f"undrained {node} while cordoned ({at - cordon_at:.2f} s after its cordon)")
+            )
+        elif "UNDRAIN" in state and drained_at <= at < resumed_at:
+            wrong.append((at, node, f"undrained {node} while drained in Slurm by someone else (scontrol)"))
     return actions, wrong
 
 
@@ -413,8 +422,8 @@ class Stage:
         parts.append("syncer log: " + ("; ".join(TAPE.around(node, at)) or "none"))
         return " | ".join(parts)
 
-    async def reset(self, touched: list[str]) -> None:
-        """Leaves the stage clean for the next scenario: no touched node cordoned, none drained."""
+    def reset(self, touched: list[str]) -> None:
+        """Leaves the stage clean for the next scenario."""
         for node in touched:
             if node in self.cordoned:
                 self.cordon(node, False)
@@ -422,21 +431,6 @@ class Stage:
             if node in self.truth.slurm_drained_at and node not in self.truth.slurm_resumed_at:
                 self.sandbox.run("scontrol", "update", f"nodename={node}", "state=resume")
             self.sandbox.run("scontrol", "update", f"nodename={node}", "state=undrain")
-        # a drain of the stopped syncer that slurmrestd was still carrying out can land after the undrain
-        # above (a slow 24.11 answer cut by a fault): the next scenario would start on a drain that none of
-        # its changes explains, and its syncer's rightful undrain of it would be judged wrong
-        deadline = time.monotonic() + 10.0
-        while time.monotonic() < deadline:
-            listing = await self.reader.list_all_nodes()
-            left = sorted(n.name for n in listing.nodes if n.drain_flag and n.name in set(touched))
-            if not left:
-                return
-            progress(f"reset: {left} drained again after the reset (a late write of the stopped syncer)")
-            for node in left:
-                await asyncio.to_thread(
-                    self.sandbox.run, "scontrol", "update", f"nodename={node}", "state=undrain"
-                )
-            await asyncio.sleep(0.5)  # the late write's time to land, if another is on its way
 
     def event_counts(self) -> Counter[tuple[str, str]]:
         """(object, reason) -> how many times an Event was recorded (count summed over Event objects).
@@ -701,7 +695,7 @@ async def run_scenario(
     outcome.wrong_actions = [text for _at, _node, text in wrong]
     outcome.kube_states = len(stage.shown)
     keep_evidence(stage, outcome, wrong, writes)
-    await stage.reset(picked)
+    stage.reset(picked)
     progress(f"{name}: {outcome.row()}")
     return outcome
 
@@ -1243,7 +1237,7 @@ async def crash_scenario(stage: Stage, changes: int, kills: int, deadline_s: flo
     if outcome.changes_lost:
         tail = (stage.workdir / f"syncer-{syncer.starts}.log").read_text(errors="replace")[-3000:]
         progress(f"{name}: not converged; last syncer log:\n{tail}")
-    await stage.reset(picked)
+    stage.reset(picked)
     progress(f"{name}: {outcome.row()}")
     return outcome
 
