@@ -6,14 +6,15 @@ import argparse
 import asyncio
 import contextlib
 import os
-import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 
-from syncer.app import permissions
+from syncer.app import check_scope, permissions
 from syncer.app import settings as settings_mod
 from syncer.app.check_power import PowerNodeSet, power_checks, power_nodesets
-from syncer.app.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_output_argument, dump
+from syncer.app.check_scheduler import lines as scheduler_lines
+from syncer.app.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_output_argument, dump, load_settings
 from syncer.app.permissions import Right
 from syncer.app.service import hint_reader
 from syncer.app.status_cmd import CONNECTION_OPTIONS, OTHERS_FROM_ENV
@@ -23,13 +24,14 @@ from syncer.controllers.partitions.controller import PATH as PARTITIONS_PATH
 from syncer.controllers.partitions.plan import ADD_KEEP, NEEDS
 from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeError
+from syncer.model.slurm import SlurmNode
 from syncer.slurm.auth import expiry_check
 from syncer.slurm.cache import POLLER_LISTS_PER_MINUTE, busiest_lists_per_minute
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmAuthError, SlurmError
 from syncer.slurm.metrics_hint import SlurmMetricsError
 from syncer.slurm.metrics_locate import COST, REMEDY, LocatedMetricsReader
-from syncer.slurm.versions import VERSIONS
+from syncer.slurm.versions import VERSIONS, ApiVersion
 
 # the options check's help lists; the others come from the environment or --config, as for `run`
 CHECK_OPTIONS = (*CONNECTION_OPTIONS, "slurm-metrics-url", "slurm-metrics-port", "dry-run")
@@ -117,13 +119,13 @@ def check_topology(client: SlurmClient, settings: settings_mod.Settings) -> list
     ]
 
 
-async def declared_partitions(kube: KubeClient) -> int | None:
-    """How many SlurmPartitions exist (0 without the CRD); None when they cannot be listed."""
+async def listed(kube: KubeClient, path: str) -> list[dict[str, Any]] | None:
+    """The objects at `path` ([] without the CRD); None when they cannot be listed (RBAC items say why)."""
     try:
-        listed = await kube.get(PARTITIONS_PATH, {"limit": "500"})
+        found = await kube.get(path, {"limit": "500"})
     except KubeError as exc:
-        return 0 if exc.status == 404 else None
-    return len(listed.get("items") or [])
+        return [] if exc.status == 404 else None
+    return list(found.get("items") or [])
 
 
 async def check_partitions(client: SlurmClient, why: str) -> list[Item]:
@@ -174,6 +176,29 @@ async def check_slurm(client: SlurmClient, skip_probe: str = "") -> list[Item]:
             + (f" (Slurm {client.release})" if client.release else ""),
         )
     )
+    items.extend(_version_items(version))
+    try:
+        listing = await client.list_all_nodes()
+        items.append(Item(True, f"token accepted: {len(listing.nodes)} Slurm nodes listed"))
+    except SlurmAuthError as exc:
+        return [
+            *items,
+            Item(
+                False,
+                f"token rejected: {exc}",
+                "give a valid token (--slurm-token-file) or the JWT key (--slurm-jwt-key-file)",
+            ),
+        ]
+    except SlurmError as exc:
+        return [*items, Item(False, f"node list failed: {exc}", "see slurmrestd's log")]
+    if listing.nodes:
+        items.append(await _write_probe(client, listing.nodes[0], skip_probe))
+    return items
+
+
+def _version_items(version: ApiVersion) -> list[Item]:
+    """What the API version in use cannot do, or has not been verified to do."""
+    items = []
     if not version.reservation_writes:
         items.append(
             Item(
@@ -192,53 +217,34 @@ async def check_slurm(client: SlurmClient, skip_probe: str = "") -> list[Item]:
                 f"pin a verified one with --slurm-api-version ({verified})",
             )
         )
-    try:
-        listing = await client.list_all_nodes()
-        items.append(Item(True, f"token accepted: {len(listing.nodes)} Slurm nodes listed"))
-    except SlurmAuthError as exc:
-        return [
-            *items,
-            Item(
-                False,
-                f"token rejected: {exc}",
-                "give a valid token (--slurm-token-file) or the JWT key (--slurm-jwt-key-file)",
-            ),
-        ]
-    except SlurmError as exc:
-        return [*items, Item(False, f"node list failed: {exc}", "see slurmrestd's log")]
-    if listing.nodes and skip_probe:
-        items.append(
-            Item(
-                True,
-                f"write probe skipped ({skip_probe}): whether the token may update nodes (drain/undrain) "
-                "is not checked",
-                "run check once without --dry-run and --no-write-probe: its write probe rewrites one "
-                "node's comment with the comment it has",
-                warn=True,
-            )
-        )
-    elif listing.nodes:
-        probe = listing.nodes[0]
-        try:
-            # rewriting a node's comment with its current value changes nothing but needs operator rights
-            await client.update_node(probe.name, comment=probe.comment)
-            items.append(
-                Item(
-                    True,
-                    "token may update nodes (drain/undrain): write probe rewrote the comment of "
-                    f"{probe.name} with its own value (--no-write-probe skips it)",
-                )
-            )
-        except SlurmError as exc:
-            items.append(
-                Item(
-                    False,
-                    f"token may not update nodes: {exc}",
-                    "use a token of SlurmUser or of an operator "
-                    "(sacctmgr modify user NAME set adminlevel=operator)",
-                )
-            )
     return items
+
+
+async def _write_probe(client: SlurmClient, probe: SlurmNode, skip_probe: str) -> Item:
+    """Whether the token may update nodes: `probe`'s comment rewritten with its own value, or why not."""
+    if skip_probe:
+        return Item(
+            True,
+            f"write probe skipped ({skip_probe}): whether the token may update nodes (drain/undrain) "
+            "is not checked",
+            "run check once without --dry-run and --no-write-probe: its write probe rewrites one "
+            "node's comment with the comment it has",
+            warn=True,
+        )
+    try:
+        # rewriting a node's comment with its current value changes nothing but needs operator rights
+        await client.update_node(probe.name, comment=probe.comment)
+    except SlurmError as exc:
+        return Item(
+            False,
+            f"token may not update nodes: {exc}",
+            "use a token of SlurmUser or of an operator (sacctmgr modify user NAME set adminlevel=operator)",
+        )
+    return Item(
+        True,
+        "token may update nodes (drain/undrain): write probe rewrote the comment of "
+        f"{probe.name} with its own value (--no-write-probe skips it)",
+    )
 
 
 async def check_kube(client: KubeClient, rights: list[Right]) -> list[Item]:
@@ -320,10 +326,20 @@ async def collect(settings: settings_mod.Settings, no_write_probe: bool = False)
     try:
         lease_namespace = settings.lease_namespace_resolved(os.environ)
         items += await check_kube(kube, permissions.needed(settings, lease_namespace))
-        declared = await declared_partitions(kube)
-        powered = await power_managed(kube)
+        partitions = await listed(kube, PARTITIONS_PATH)
+        nodesets = await listed(kube, nodesets_path(settings.namespace))
+        items += await check_scheduler(settings, kube)
     finally:
         await kube.close()
+    name, adopts = settings.cluster_name_resolved(), settings.adopt_unlabelled
+    source = "--cluster-name" if settings.cluster_name else "the lease name; set --cluster-name to choose"
+    found = check_scope.scoped("SlurmPartition", partitions or []) + check_scope.scoped(
+        "NodeSet", nodesets or []
+    )
+    items += [Item(*line) for line in check_scope.scope_lines(name, source, adopts, found)]
+    # the objects this release acts on (its own, and the unlabelled ones it would take); None: not listed
+    declared = len(check_scope.ours(partitions, name, adopts)) if partitions is not None else None
+    powered = power_nodesets(check_scope.ours(nodesets or [], name, adopts))
     why = "--partitions-enabled" if settings.value("partitions_enabled") else ""
     why = "; ".join(w for w in (why, f"{declared} SlurmPartition(s) exist" if declared else "") if w)
     if why or powered:
@@ -340,13 +356,19 @@ async def collect(settings: settings_mod.Settings, no_write_probe: bool = False)
     return items
 
 
-async def power_managed(kube: KubeClient) -> list[PowerNodeSet]:
-    """The NodeSets with spec.power ([] without the CRD, or when they cannot be listed: RBAC items say so)."""
+async def check_scheduler(settings: settings_mod.Settings, kube: KubeClient) -> list[Item]:
+    """The one-pool scheduler: on or off, its name and namespaces, whether this Slurm can stand a job for a
+    pod, and the pods waiting with why."""
+    options = settings.controller_options("scheduler")
+    slurm = slurm_client(settings)
     try:
-        listed = await kube.get(nodesets_path(), {"limit": "500"})
-    except KubeError:
-        return []
-    return power_nodesets(listed.get("items") or [])
+        with contextlib.suppress(SlurmError):  # unreachable: check_slurm's item says so already
+            if options.enabled:
+                await slurm.start()
+        found = await scheduler_lines(slurm, kube, options.name, options.namespaces, options.placeholder)
+    finally:
+        await slurm.close()
+    return [Item(*line) for line in found]
 
 
 async def check_power_saving(client: SlurmClient, nodesets: list[PowerNodeSet]) -> list[Item]:
@@ -391,10 +413,8 @@ def report(items: list[Item], fmt: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        settings = settings_mod.load(args, os.environ)
-    except settings_mod.SettingsError as exc:
-        print(f"slurm-syncer check: {exc}", file=sys.stderr)
+    settings = load_settings("check", args)
+    if settings is None:
         return EXIT_USAGE
     items = asyncio.run(collect(settings, args.no_write_probe))
     print(report(items, args.output))

@@ -87,7 +87,9 @@ def power_checks(conf: SlurmctldConf | None, nodesets: list[PowerNodeSet], api: 
                 f"power saving for NodeSet(s) {names}: not checked, {api} has no GET /conf (Slurm 26.05+): "
                 "SuspendTime, ResumeTimeout, SuspendProgram, ResumeProgram and SuspendExc* are unknown",
                 "check by hand: `scontrol show config | grep -E '^(Suspend|Resume)'` must show SuspendTime "
-                "set (not NONE), SuspendProgram and ResumeProgram named, and no SuspendExc* covering members",
+                "set (not NONE), SuspendProgram and ResumeProgram named, and no SuspendExc* covering "
+                f"members; `scontrol show config | grep PrologSlurmctld` should name {PROLOG} (jobs on "
+                "powered-up members start once they are ready, not at slurmctld's 30 s check)",
                 True,
             )
         ]
@@ -96,7 +98,53 @@ def power_checks(conf: SlurmctldConf | None, nodesets: list[PowerNodeSet], api: 
         _programs(conf, names),
         _resume_timeout(conf),
         *(_exclusions(conf, nodeset) for nodeset in nodesets),
+        _prolog(conf),
     ]
+
+
+PROLOG = "slurm-syncer-prolog"  # the script's name as `slurm-syncer prolog` ships it (syncer/app/files)
+PROLOG_WAIT_S = 300  # its default SLURM_SYNCER_PROLOG_WAIT
+PROLOG_FIX = (
+    f"install the script `slurm-syncer prolog` prints where slurmctld runs (with {PROLOG}.env beside it "
+    "naming SLURM_SYNCER_URL, the syncer's Service), add `PrologSlurmctld=<its path>` to slurm.conf, "
+    f"{RECONFIGURE} (docs/operations.md)"
+)
+
+
+def _prolog(conf: SlurmctldConf) -> Line:
+    """slurm-syncer's PrologSlurmctld (issue 47): without it a job on a member Slurm powers up starts at
+    slurmctld's 30 s check, up to 30 s after the member is ready. Recognised by its file name: a site's own
+    PrologSlurmctld that calls it is not seen (the warning says so)."""
+    named = conf.prolog_slurmctld
+    programs = [p for p in (named.split(",") if isinstance(named, str) else named) if p.strip()]
+    ours = [p for p in programs if p.strip().rsplit("/", 1)[-1].startswith(PROLOG)]
+    if not ours:
+        shown = (
+            f"PrologSlurmctld={','.join(programs)} does not name" if programs else "no PrologSlurmctld runs"
+        )
+        return (
+            True,
+            f"{shown} slurm-syncer's prolog: a job on a member Slurm powers up starts at slurmctld's "
+            "periodic check, up to 30 s after the member's slurmd registered (if your own prolog calls it, "
+            "ignore this)",
+            PROLOG_FIX,
+            True,
+        )
+    timeout = unwrap(conf.prolog_timeout)
+    if 0 < timeout <= PROLOG_WAIT_S:
+        return (
+            True,
+            f"PrologSlurmctld={ours[0]}, but PrologTimeout={timeout} s: a wait for a member longer than that "
+            "ends the prolog as failed and slurmctld requeues the job",
+            f"set SLURM_SYNCER_PROLOG_WAIT below {timeout} in {PROLOG}.env, or raise PrologTimeout",
+            True,
+        )
+    return (
+        True,
+        f"PrologSlurmctld={ours[0]}: a job on a member Slurm powers up starts once the member is ready",
+        "",
+        False,
+    )
 
 
 def _suspend_time(conf: SlurmctldConf, names: str) -> Line:

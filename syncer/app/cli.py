@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "syncer.app.status_cmd",
     "syncer.app.check_cmd",
     "syncer.app.version_cmd",
+    "syncer.app.prolog_cmd",
 )
 # Local tools built on the emulator and the sandbox: imported only when their own command runs, so
 # the daemon never loads test code (import-linter cannot see an import by name).

@@ -220,6 +220,59 @@ POWER = (
     ),
 )  # fmt: skip
 
+# The scheduler row (the one-pool scheduler, --scheduler-name; docs/scheduler.md): only the leader schedules,
+# so its gauges are the leader's (a standby exports none) and its counters move on the leader alone. Checked
+# by promtool over synthetic series (tests/integration/test_dashboards_scheduler.py).
+BIND_LATENCY = "slurm_syncer_scheduler_bind_latency_seconds_bucket"
+SCHEDULER = (
+    Panel(
+        "Scheduler pods by state",
+        ((slurm("slurm_syncer_scheduler_pods", "state"), "{{state}}"),
+         (slurm("slurm_syncer_scheduler_held_nodes"), "Slurm nodes held for a terminating pod")),
+        description="Pods with the scheduler's schedulerName: pending (waiting for their Slurm job), bound, "
+        "terminating. Held: Slurm nodes drained while a pod whose job ended still runs there.",
+    ),
+    Panel(
+        "Pending pods by reason",
+        ((slurm("slurm_syncer_scheduler_pending_pods", "reason, slurm_reason"), "{{reason}} {{slurm_reason}}"),),
+        description="The PodScheduled reason (SlurmJobPending, SlurmRequestRefused, SlurmGangWaiting, ...) and, "
+        "for a waiting job, Slurm's own reason (Priority, Resources, QOS limits).",
+    ),
+    Panel(
+        "Oldest pending pod by reason",
+        ((f"max by (reason) ({_sel('slurm_syncer_scheduler_pending_oldest_seconds', '', BOARD)})", "{{reason}}"),),
+        unit="s",
+        description="Age of the oldest pod waiting for each reason (alert: SlurmSyncerSchedulerPodsPending).",
+    ),
+    Panel(
+        "Pod created to bound p50 / p99",
+        (
+            (f"histogram_quantile(0.5, {worked(BIND_LATENCY, 'le')})", "p50"),
+            (f"histogram_quantile(0.99, {worked(BIND_LATENCY, 'le')})", "p99"),
+        ),
+        unit="s",
+        description="From the pod's creation to its binding on the Node of the Slurm node its job was "
+        "allocated: Slurm's queue wait included.",
+    ),
+    Panel(
+        "Tear-downs by cause",
+        ((worked("slurm_syncer_scheduler_teardowns_total", "cause"), "{{cause}}"),),
+        unit="ops",
+        description="Pods deleted because their job ended (cancelled, time-limit, preempted, node-failure, ...) "
+        "and jobs cancelled because their pods ended (pod-deleted, pod-failed, pod-succeeded).",
+    ),
+    Panel(
+        "Slurm jobs for pods, and errors",
+        (
+            (worked("slurm_syncer_scheduler_jobs_total", "action"), "{{action}}"),
+            (worked("slurm_syncer_scheduler_job_errors_total", "call"), "{{call}} failed"),
+        ),
+        unit="ops",
+        description="Jobs submitted, cancelled and adopted (after a restart or failover); submits and "
+        "cancels Slurm refused or that failed.",
+    ),
+)  # fmt: skip
+
 SYNCER = (
     Panel(
         "Propagation latency p50 / p99",
@@ -486,6 +539,16 @@ ALERTS = (
         "are drained or down.",
     ),
     Alert(
+        "SlurmSyncerSchedulerPodsPending",
+        _release("max", "slurm_syncer_scheduler_pending_oldest_seconds", by="reason"), "> 3600", "5m",
+        "warning",
+        "scheduler pods pending for more than an hour",
+        "The oldest pod of {{ $labels.namespace }}/{{ $labels.release }} pending with reason {{ $labels.reason }} "
+        "has waited {{ $value | humanizeDuration }}: SlurmJobPending is Slurm's queue (the pod's PodScheduled "
+        "message gives Slurm's reason and job id); SlurmRequestRefused, SlurmGangWaiting and "
+        "SlurmPlacementFailed need the pod or its gang fixed.",
+    ),
+    Alert(
         "SlurmNodeSetDrainTimeout", _release("max", "slurm_syncer_nodeset_drain_timeouts", by="nodeset"), "> 0",
         "0m", "warning",
         "NodeSet removal waiting past drainTimeout",
@@ -569,7 +632,7 @@ def dashboard(uid: str, title: str, panels: tuple[Panel, ...]) -> dict[str, Any]
 
 def dashboards() -> dict[str, dict[str, Any]]:
     return {
-        "slurm-cluster.json": dashboard("slurm-cluster", "Slurm cluster", CLUSTER + POWER),
+        "slurm-cluster.json": dashboard("slurm-cluster", "Slurm cluster", CLUSTER + SCHEDULER + POWER),
         "slurm-syncer.json": dashboard("slurm-syncer", "slurm-syncer health", SYNCER),
     }
 

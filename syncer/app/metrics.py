@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator
-from typing import Any, Protocol
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry, Histogram, PlatformCollector, ProcessCollector
 from prometheus_client import Counter as PromCounter
@@ -16,12 +16,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from syncer import __version__
+from syncer.app.job_ready import JobReadiness
 from syncer.control.gate import WriteGate
 from syncer.controllers.attributes.controller import AttributeController, AttributeStats
 from syncer.controllers.maintenance.controller import MaintenanceController
 from syncer.controllers.nodeset.controller import NodeSetController
 from syncer.controllers.nodeset.power_actions import PowerActions
 from syncer.controllers.partitions.controller import PartitionController
+from syncer.controllers.scheduler.controller import SchedulerController
 from syncer.controllers.sync.controller import SyncController
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
@@ -42,6 +44,7 @@ class Observed(Protocol):
     events: EventRecorder
     job_counts: dict[tuple[str, str], int]
     diag: dict[str, object]
+    job_readiness: JobReadiness
 
     @property
     def engine(self) -> SyncController: ...
@@ -57,6 +60,9 @@ class Observed(Protocol):
 
     @property
     def partitions(self) -> PartitionController | None: ...
+
+    @property
+    def scheduler(self) -> SchedulerController | None: ...
 
     def readiness(self) -> tuple[bool, list[str]]: ...
 
@@ -129,6 +135,20 @@ def _gauge(name: str, documentation: str, labels: list[str] | None = None) -> Ga
     return GaugeMetricFamily(name, documentation, labels=labels)
 
 
+_Family = TypeVar("_Family", GaugeMetricFamily, CounterMetricFamily)
+
+
+def _counter(name: str, documentation: str, labels: list[str] | None = None) -> CounterMetricFamily:
+    return CounterMetricFamily(name, documentation, labels=labels)
+
+
+def _rows(family: _Family, rows: Iterable[tuple[Sequence[str], float]]) -> _Family:
+    """`family` with one sample per (label values, value) row, in the rows' order."""
+    for labels, value in rows:
+        family.add_metric(list(labels), value)
+    return family
+
+
 class _StateCollector(Collector):
     def __init__(self, service: Observed) -> None:
         self.service = service
@@ -136,6 +156,7 @@ class _StateCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         yield from self._slurm()
         yield from self._syncer()
+        yield from _prolog(self.service.job_readiness)
 
     # -- Slurm, from the caches --------------------------------------------------------------------
     def _slurm(self) -> Iterator[Metric]:
@@ -219,94 +240,122 @@ class _StateCollector(Collector):
         build = _gauge("slurm_syncer_build_info", "Version of the running syncer.", ["version", "slurm_api"])
         build.add_metric([__version__, service.slurm.version.name if service.slurm.version else ""], 1)
         yield build
-        stats = service.slurm.stats
-        requests = CounterMetricFamily(
-            "slurm_syncer_slurm_requests",
-            "Requests to slurmrestd by endpoint and HTTP status.",
-            labels=["endpoint", "status"],
+        yield from self._slurm_requests()
+        yield from self._slurm_cache()
+        yield from self._kube()
+        yield from self._engine()
+        yield from self._slurm_updates()
+        yield from self._bindings()
+        yield from self._nodesets()
+        yield from self._maintenance()
+        yield from self._attributes()
+        yield from self._partitions()
+        yield from self._scheduler()
+
+    def _slurm_requests(self) -> Iterator[Metric]:
+        """What the Slurm client asked slurmrestd: requests, seconds and bytes by endpoint."""
+        stats = self.service.slurm.stats
+        yield _rows(
+            _counter(
+                "slurm_syncer_slurm_requests",
+                "Requests to slurmrestd by endpoint and HTTP status.",
+                ["endpoint", "status"],
+            ),
+            (
+                ((endpoint, str(status)), count)
+                for (endpoint, status), count in sorted(stats.requests.items())
+            ),
         )
-        for (endpoint, status), count in sorted(stats.requests.items()):
-            requests.add_metric([endpoint, str(status)], count)
-        yield requests
-        seconds = CounterMetricFamily(
-            "slurm_syncer_slurm_request_seconds",
-            "Time spent in slurmrestd requests by endpoint.",
-            labels=["endpoint"],
-        )
-        for endpoint, total in sorted(stats.seconds.items()):
-            seconds.add_metric([endpoint], total)
-        yield seconds
-        body = CounterMetricFamily(
-            "slurm_syncer_slurm_response_bytes",
-            "Bytes received from slurmrestd by endpoint.",
-            labels=["endpoint"],
-        )
-        for endpoint, total in sorted(stats.body_bytes.items()):
-            body.add_metric([endpoint], total)
-        yield body
+        for name, doc, totals in (
+            (
+                "slurm_syncer_slurm_request_seconds",
+                "Time spent in slurmrestd requests by endpoint.",
+                stats.seconds,
+            ),
+            (
+                "slurm_syncer_slurm_response_bytes",
+                "Bytes received from slurmrestd by endpoint.",
+                stats.body_bytes,
+            ),
+        ):
+            yield _rows(
+                _counter(name, doc, ["endpoint"]), (((e,), total) for e, total in sorted(totals.items()))
+            )
+
+    def _slurm_cache(self) -> Iterator[Metric]:
+        """The node cache: its polls, read paths and slurmctld hints."""
+        service = self.service
         cache = service.slurm_cache.stats
-        fetches = CounterMetricFamily(
-            "slurm_syncer_slurm_fetches",
-            "Node cache polls: answered 304/unchanged, full lists, errors.",
-            labels=["result"],
+        yield _rows(
+            _counter(
+                "slurm_syncer_slurm_fetches",
+                "Node cache polls: answered 304/unchanged, full lists, errors.",
+                ["result"],
+            ),
+            (
+                (("not_modified",), cache.not_modified),
+                (("full",), cache.full_fetches),
+                (("error",), cache.errors),
+            ),
         )
-        fetches.add_metric(["not_modified"], cache.not_modified)
-        fetches.add_metric(["full"], cache.full_fetches)
-        fetches.add_metric(["error"], cache.errors)
-        yield fetches
-        reads = CounterMetricFamily(
-            "slurm_syncer_slurm_cache_reads",
-            "Node cache reads by path: probe (update_time), list (full list), metrics (slurmctld hint).",
-            labels=["path"],
+        paths = sorted(cache.reads)
+        yield _rows(
+            _counter(
+                "slurm_syncer_slurm_cache_reads",
+                "Node cache reads by path: probe (update_time), list (full list), metrics (slurmctld hint).",
+                ["path"],
+            ),
+            (((path,), cache.reads[path]) for path in paths),
         )
-        read_bytes = CounterMetricFamily(
-            "slurm_syncer_slurm_cache_read_bytes",
-            "Bytes the node cache received by read path (probe: 200 answers that carried every node).",
-            labels=["path"],
+        yield _rows(
+            _counter(
+                "slurm_syncer_slurm_cache_read_bytes",
+                "Bytes the node cache received by read path (probe: 200 answers that carried every node).",
+                ["path"],
+            ),
+            (((path,), cache.read_bytes[path]) for path in paths),
         )
-        for path in sorted(cache.reads):
-            reads.add_metric([path], cache.reads[path])
-            read_bytes.add_metric([path], cache.read_bytes[path])
-        yield reads
-        yield read_bytes
-        hint = CounterMetricFamily(
+        hint = _counter(
             "slurm_syncer_slurm_metrics_hint",
             "slurmctld metrics hint reads: changed (list now), unchanged (slurmrestd spared), "
             "floor (full check due), trailing (a list once a burst of moving counts ended), error (fell back "
             "to probes).",
-            labels=["result"],
+            ["result"],
         )
-        for result, count in (
-            ("changed", cache.hint_changed),
-            ("unchanged", cache.hint_unchanged),
-            ("floor", cache.hint_floor),
-            ("trailing", cache.hint_trailing),
-            ("error", cache.hint_errors),
-        ):
-            hint.add_metric([result], count)
-        yield hint
+        yield _rows(
+            hint,
+            (
+                (("changed",), cache.hint_changed),
+                (("unchanged",), cache.hint_unchanged),
+                (("floor",), cache.hint_floor),
+                (("trailing",), cache.hint_trailing),
+                (("error",), cache.hint_errors),
+            ),
+        )
+        yield from self._slurm_cache_state()
+
+    def _slurm_cache_state(self) -> Iterator[Metric]:
+        """The node cache's own state: whether the hint fails, its early lists and waits, what it holds."""
+        service = self.service
+        cache = service.slurm_cache.stats
         failing = _gauge(
             "slurm_syncer_slurm_metrics_hint_failing",
             "1 while the last slurmctld metrics read failed (the cache polls without the hint).",
         )
-        failing.add_metric([], int(cache.hint_failing))
-        yield failing
-        early = CounterMetricFamily(
+        yield _rows(failing, (((), int(cache.hint_failing)),))
+        early = _counter(
             "slurm_syncer_slurm_early_lists",
             "Full node lists started while another was in flight, because slurmctld's counts moved again.",
         )
-        early.add_metric([], cache.early_lists)
-        yield early
-        waits = CounterMetricFamily(
+        yield _rows(early, (((), cache.early_lists),))
+        waits = _counter(
             "slurm_syncer_slurm_own_work_waits",
             "Full node lists the counts asked for that first waited for the syncer's own drains and undrains "
             "in flight at slurmrestd (at most 2 s each).",
         )
-        waits.add_metric([], cache.own_work_waits)
-        yield waits
+        yield _rows(waits, (((), cache.own_work_waits),))
         snapshot = _gauge("slurm_syncer_slurm_snapshot_bytes", "Size of the last full node list.")
-        snapshot.add_metric([], cache.last_snapshot_bytes)
-        yield snapshot
+        yield _rows(snapshot, (((), cache.last_snapshot_bytes),))
         expiry = service.slurm.token.expiry()
         if expiry is not None:  # no series without a token or an `exp` claim: nothing to count down
             token = _gauge(
@@ -316,14 +365,17 @@ class _StateCollector(Collector):
                 "early).",
                 ["source"],
             )
-            token.add_metric([expiry[1]], expiry[0])
-            yield token
+            yield _rows(token, (((expiry[1],), expiry[0]),))
         age = _gauge(
             "slurm_syncer_slurm_snapshot_age_seconds",
             "Seconds since slurmrestd last answered the node cache.",
         )
-        age.add_metric([], min(service.slurm_cache.age_s, 1e9))
-        yield age
+        yield _rows(age, (((), min(service.slurm_cache.age_s, 1e9)),))
+
+    def _kube(self) -> Iterator[Metric]:
+        """The Kubernetes side: the pod and Node informers' streams, the client's requests and waits."""
+        service = self.service
+        informers = (("pods", service.kube_cache.pods), ("nodes", service.kube_cache.nodes))
         for name, doc, attr in (
             (
                 "slurm_syncer_kube_watch_restarts",
@@ -338,34 +390,29 @@ class _StateCollector(Collector):
             ("slurm_syncer_kube_watch_errors", "Kubernetes list/watch errors.", "errors"),
             ("slurm_syncer_kube_watch_events", "Kubernetes watch events received.", "events"),
         ):
-            family = CounterMetricFamily(name, doc, labels=["resource"])
-            for resource, informer in (
-                ("pods", service.kube_cache.pods),
-                ("nodes", service.kube_cache.nodes),
-            ):
-                family.add_metric([resource], getattr(informer.stats, attr))
-            yield family
-        kube_requests = CounterMetricFamily(
-            "slurm_syncer_kube_requests", "Requests to the Kubernetes API.", labels=["result"]
-        )
-        kube_requests.add_metric(["all"], service.kube.requests_total)
-        kube_requests.add_metric(["error"], service.kube.errors_total)
-        yield kube_requests
-        kube_errors = CounterMetricFamily(
+            family = _counter(name, doc, ["resource"])
+            yield _rows(family, (((resource,), getattr(i.stats, attr)) for resource, i in informers))
+        kube = service.kube
+        kube_requests = _counter("slurm_syncer_kube_requests", "Requests to the Kubernetes API.", ["result"])
+        yield _rows(kube_requests, ((("all",), kube.requests_total), (("error",), kube.errors_total)))
+        kube_errors = _counter(
             "slurm_syncer_kube_request_errors",
             "Kubernetes API requests answered with an error, by HTTP method and status (409: a write raced "
             "another and is retried on the fresh object; 0: no answer).",
-            labels=["method", "status"],
+            ["method", "status"],
         )
-        for (method, code), count in sorted(service.kube.errors.items()):
-            kube_errors.add_metric([method, str(code)], count)
-        yield kube_errors
-        throttled = CounterMetricFamily(
+        yield _rows(
+            kube_errors, (((m, str(code)), count) for (m, code), count in sorted(kube.errors.items()))
+        )
+        throttled = _counter(
             "slurm_syncer_kube_throttled_seconds",
             "Wall time Kubernetes API requests were held back by the client-side rate limit (--kube-qps).",
         )
-        throttled.add_metric([], service.kube.limiter.waited_s)
-        yield throttled
+        yield _rows(throttled, (((), kube.limiter.waited_s),))
+
+    def _engine(self) -> Iterator[Metric]:
+        """The sync engine: its queue, the valve, drift, leadership and readiness."""
+        service = self.service
         queue = service.engine.queue
         for name, doc, value in (
             ("slurm_syncer_queue_depth", "Slurm nodes waiting to be reconciled.", queue.depth),
@@ -398,44 +445,39 @@ class _StateCollector(Collector):
             ("slurm_syncer_ready", "1 when /readyz answers ok.", int(service.readiness()[0])),
             ("slurm_syncer_dry_run", "1 while --dry-run holds every write back.", int(service.gate.dry_run)),
         ):
-            gauge = _gauge(name, doc)
-            gauge.add_metric([], value)
-            yield gauge
-        retries = CounterMetricFamily("slurm_syncer_queue_retries", "Reconciles retried after an error.")
-        retries.add_metric([], service.engine.runner.retries_total)
-        yield retries
-        refusals = CounterMetricFamily(
-            "slurm_syncer_safety_valve_refusals", "Drains held back by the safety valve."
-        )
-        refusals.add_metric([], service.engine.stats.valve_refusals)
-        yield refusals
-        yield from self._slurm_updates()
+            yield _rows(_gauge(name, doc), (((), value),))
+        retries = _counter("slurm_syncer_queue_retries", "Reconciles retried after an error.")
+        yield _rows(retries, (((), service.engine.runner.retries_total),))
+        refusals = _counter("slurm_syncer_safety_valve_refusals", "Drains held back by the safety valve.")
+        yield _rows(refusals, (((), service.engine.stats.valve_refusals),))
+
+    def _bindings(self) -> Iterator[Metric]:
+        """Slurm nodes bound to pods or Nodes, those no one claims, and the Events written."""
+        service = self.service
         bound_pod = sum(1 for n in service.kube_cache.pods_by_slurm_node)
         bound_names = service.kube_cache.slurm_names()
         bound = _gauge(
             "slurm_syncer_bound_nodes", "Slurm nodes bound to Kubernetes objects, by binding mode.", ["mode"]
         )
-        bound.add_metric(["pod"], bound_pod)
-        bound.add_metric(["node"], max(0, len(bound_names) - bound_pod))
-        yield bound
+        yield _rows(bound, ((("pod",), bound_pod), (("node",), max(0, len(bound_names) - bound_pod))))
         unbound = _gauge("slurm_syncer_unbound_nodes", "Slurm nodes no pod or Node claims (exported only).")
-        unbound.add_metric([], len(set(service.slurm_cache.nodes) - bound_names))
-        yield unbound
-        events = CounterMetricFamily(
+        yield _rows(unbound, (((), len(set(service.slurm_cache.nodes) - bound_names)),))
+        events = _counter(
             "slurm_syncer_events",
             "Kubernetes Events: created, aggregated into an existing one, dropped by the per-object limit, "
             "folded into a storm summary on the Lease.",
-            labels=["result"],
+            ["result"],
         )
-        events.add_metric(["created"], service.events.created)
-        events.add_metric(["aggregated"], service.events.aggregated)
-        events.add_metric(["dropped"], service.events.dropped)
-        events.add_metric(["folded"], service.events.folded)
-        yield events
-        yield from self._nodesets()
-        yield from self._maintenance()
-        yield from self._attributes()
-        yield from self._partitions()
+        recorder = service.events
+        yield _rows(
+            events,
+            (
+                (("created",), recorder.created),
+                (("aggregated",), recorder.aggregated),
+                (("dropped",), recorder.dropped),
+                (("folded",), recorder.folded),
+            ),
+        )
 
     def _partitions(self) -> Iterator[Metric]:
         """SlurmPartition CRs and their Ready condition as the leader's last reconcile left them (a
@@ -472,6 +514,84 @@ class _StateCollector(Collector):
         yield ready
         yield state
         yield held
+
+    def _scheduler(self) -> Iterator[Metric]:
+        """The one-pool scheduler (docs/scheduler.md): its pods by state, pending ones by why, its Slurm jobs,
+        tear-downs, errors and held nodes. Absent while it is off; a standby exports no pod figures (it
+        plans nothing: its view would be stale)."""
+        controller = self.service.scheduler
+        if controller is None:
+            return
+        pods = _gauge(
+            "slurm_syncer_scheduler_pods",
+            "Pods with the scheduler's name, by state: pending (no Node yet), bound, terminating.",
+            ["state"],
+        )
+        pending = _gauge(
+            "slurm_syncer_scheduler_pending_pods",
+            "Pending scheduler pods by their PodScheduled reason (SlurmJobPending, SlurmGangWaiting, "
+            "SlurmRequestRefused, SlurmPlacementFailed, SlurmJobStarting, NoCondition) and Slurm's pending "
+            "reason (Priority, Resources, ...; empty when Slurm gives none).",
+            ["reason", "slurm_reason"],
+        )
+        oldest = _gauge(
+            "slurm_syncer_scheduler_pending_oldest_seconds",
+            "Age of the oldest pending scheduler pod, by PodScheduled reason (an alert's input).",
+            ["reason"],
+        )
+        if self.service.gate.leading:
+            states = controller.pod_states()
+            counts = Counter(state.state for state in states)
+            for state in ("pending", "bound", "terminating"):
+                pods.add_metric([state], counts.get(state, 0))
+            by_reason = Counter((s.reason, s.slurm_reason) for s in states if s.state == "pending")
+            for (reason, slurm_reason), count in sorted(by_reason.items()):
+                pending.add_metric([reason, slurm_reason], count)
+            ages: dict[str, float] = {}
+            for s in states:
+                if s.state == "pending":
+                    ages[s.reason] = max(ages.get(s.reason, 0.0), s.age_s)
+            for reason, age in sorted(ages.items()):
+                oldest.add_metric([reason], age)
+        yield pods
+        yield pending
+        yield oldest
+        stats = controller.stats
+        jobs = CounterMetricFamily(
+            "slurm_syncer_scheduler_jobs",
+            "Slurm jobs standing for scheduler pods: submitted, cancelled (ended by the scheduler), adopted "
+            "(found by their marker at the start: made before a restart or by another leader).",
+            labels=["action"],
+        )
+        for action, count in sorted(stats.jobs.items()):
+            jobs.add_metric([action], count)
+        yield jobs
+        errors = CounterMetricFamily(
+            "slurm_syncer_scheduler_job_errors",
+            "Submits and cancels Slurm refused or did not answer, by call (submit, cancel).",
+            labels=["call"],
+        )
+        for call, count in sorted(stats.errors.items()):
+            errors.add_metric([call], count)
+        yield errors
+        teardowns = CounterMetricFamily(
+            "slurm_syncer_scheduler_teardowns",
+            "Scheduler pods' jobs torn down (the pods deleted or the job ended), once per job, by cause: "
+            "Slurm's side (cancelled, time-limit, preempted, suspended, requeued, node-failure, job-ended, "
+            "job-gone), Kubernetes' (pod-deleted, pod-failed, pod-succeeded, node-deleted) and the "
+            "scheduler's own (duplicate, placement).",
+            labels=["cause"],
+        )
+        for cause, count in sorted(stats.teardowns.items()):
+            teardowns.add_metric([cause], count)
+        yield teardowns
+        held = _gauge(
+            "slurm_syncer_scheduler_held_nodes",
+            "Slurm nodes the scheduler holds (drained) while a pod whose job ended still terminates there.",
+        )
+        held.add_metric([], len(controller.holds))
+        yield held
+        yield from controller.bind_latency.collect()
 
     def _attributes(self) -> Iterator[Metric]:
         """Node labels carried to Slurm as features and topology (issue 29)."""
@@ -626,3 +746,22 @@ def _nodeset_power(power: PowerActions) -> Iterator[Metric]:
     )
     registered.add_metric([], stats.register_buckets(), sum_value=stats.register_sum)
     yield registered
+
+
+def _prolog(readiness: JobReadiness) -> Iterator[Metric]:
+    """slurm-syncer's PrologSlurmctld (issue 47): its questions by answer, and those held now."""
+    stats = readiness.stats
+    answers = CounterMetricFamily(
+        "slurm_syncer_prolog_answers",
+        "Answers to the PrologSlurmctld's question (may the job start): none (no node was powering up), "
+        "ready (what was powering up registered, its pods Ready), failed (a node failed), waiting (the wait "
+        "ran out; it asks again), unusable (caches not synced or Slurm data stale), bad (a bad request).",
+        labels=["outcome"],
+    )
+    for outcome, count in sorted(stats.answers.items()):
+        answers.add_metric([outcome], count)
+    yield answers
+    yield GaugeMetricFamily(
+        "slurm_syncer_prolog_waiting", "PrologSlurmctld questions held now (jobs waiting for their nodes).",
+        value=stats.waiting,
+    )  # fmt: skip

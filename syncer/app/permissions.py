@@ -79,6 +79,8 @@ WHY: dict[tuple[str, str, str], str] = {
     ("list", "slurm-syncer.dev", "nodesets"): "NodeSet reconciler",
     ("watch", "slurm-syncer.dev", "nodesets"): "NodeSet reconciler",
     ("patch", "slurm-syncer.dev", "nodesets/status"): "NodeSet status",
+    ("get", "slurm-syncer.dev", "nodesets"): "taking an unlabelled NodeSet (--adopt-unlabelled): read",
+    ("patch", "slurm-syncer.dev", "nodesets"): "taking an unlabelled NodeSet (--adopt-unlabelled): label",
     ("create", "policy", "poddisruptionbudgets"): "protecting busy slurmd pods of a NodeSet",
     ("get", "slurm-syncer.dev", "slurmpartitions"): "fresh read before a write after a conflict",
     ("list", "slurm-syncer.dev", "slurmpartitions"): "SlurmPartition controller (--partitions-enabled)",
@@ -94,6 +96,9 @@ WHY: dict[tuple[str, str, str], str] = {
     ("list", "slinky.slurm.net", "controllers"): _SLINKY_CONTROLLERS,
     ("watch", "slinky.slurm.net", "controllers"): _SLINKY_CONTROLLERS,
     ("get", "kueue.x-k8s.io", "topologies"): "the Kueue Topology naming the tree labels (--topology-kueue)",
+    ("create", "", "pods/binding"): "the scheduler: binding its pods where Slurm allocated their jobs",
+    ("get", "", "namespaces"): "the scheduler: a Namespace's annotations are its pods' Slurm defaults",
+    ("get", "batch", "jobs"): "the scheduler: a batch/v1 Job's parallelism makes its pods one gang",
 }
 
 _NODES = (
@@ -135,6 +140,8 @@ def needed(settings: Settings, lease_namespace: str) -> list[Right]:
         rights += [Right(verb, "", resource, lease_namespace) for verb, resource in _EVENTS]
     if settings.value("nodeset_enabled"):
         rights += [Right(verb, group, resource, namespace) for verb, group, resource in _NODESETS]
+        if settings.adopt_unlabelled:  # the label written on a NodeSet no release has taken yet
+            rights += [Right(verb, "slurm-syncer.dev", "nodesets", namespace) for verb in ("get", "patch")]
     if settings.leader_election:
         name, group = settings.lease_name, "coordination.k8s.io"
         rights += [
@@ -152,9 +159,37 @@ def needed(settings: Settings, lease_namespace: str) -> list[Right]:
         ):  # a NodeSet in any namespace declares a cluster-wide partition
             rights += [Right(verb, "slinky.slurm.net", r) for r in ("nodesets", "controllers")
                        for verb in ("list", "watch")]  # fmt: skip
+    if settings.value("scheduler_name"):
+        rights += scheduler_rights(settings)
     if settings.value("topology_kueue"):
         rights.append(Right("get", "kueue.x-k8s.io", "topologies", "", settings.value("topology_kueue")))
-    return sorted(rights)
+    return sorted(set(rights))
+
+
+# the scheduler's, in each namespace it serves: its pods' informer and fresh reads, tear-down, binding, the
+# PodScheduled condition, Events about its pods, the Jobs owning them
+_SCHEDULER = (
+    ("get", "", "pods"),
+    ("list", "", "pods"),
+    ("watch", "", "pods"),
+    ("delete", "", "pods"),
+    ("create", "", "pods/binding"),
+    ("patch", "", "pods/status"),
+    ("create", "", "events"),
+    ("patch", "", "events"),
+    ("get", "batch", "jobs"),
+)
+
+
+def scheduler_rights(settings: Settings) -> list[Right]:
+    """The one-pool scheduler's rights (--scheduler-name): per served namespace (every namespace when none
+    is listed), plus cluster-wide `list pods` (what already runs on a Node before a bind, all namespaces,
+    as kube-scheduler reads it) and `get` on the served Namespaces only (their annotations)."""
+    served: tuple[str, ...] = settings.controller_options("scheduler").namespaces or ("",)
+    rights = [Right(verb, group, resource, ns) for ns in served for verb, group, resource in _SCHEDULER]
+    rights.append(Right("list", "", "pods"))
+    rights += [Right("get", "", "namespaces", "", ns) for ns in served]
+    return rights
 
 
 def granted(objects: list[dict[str, Any]], user: str) -> list[Right]:
@@ -181,7 +216,7 @@ def granted(objects: list[dict[str, Any]], user: str) -> list[Right]:
                     for verb in rule.get("verbs") or []:
                         for name in rule.get("resourceNames") or [""]:
                             rights.add(Right(verb, group, resource, where, name))
-    return sorted(rights)
+    return sorted(set(rights))
 
 
 def subject_user(subject: dict[str, str]) -> str:

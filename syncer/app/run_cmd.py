@@ -12,6 +12,7 @@ import sys
 import structlog
 
 from syncer.app import settings as settings_mod
+from syncer.app.output import EXIT_USAGE, load_settings
 from syncer.app.service import SyncerService
 from syncer.app.wiring import build_service
 from syncer.kube.errors import KubeError
@@ -37,10 +38,9 @@ def fail(message: str, code: int) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        settings = settings_mod.load(args, os.environ)
-    except settings_mod.SettingsError as exc:
-        return fail(str(exc), 2)
+    settings = load_settings("run", args)
+    if settings is None:
+        return EXIT_USAGE
     keep_big_buffers_off_the_heap()  # a 10,000-node list is 23 MB: its pages must not stay resident
     return asyncio.run(_run(settings))
 

@@ -18,6 +18,8 @@ import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from syncer.app.job_ready import PATH as PROLOG_PATH
+from syncer.app.job_ready import JobReadiness
 from syncer.app.metrics import SyncerMetrics
 from syncer.app.registry import registrations
 from syncer.app.settings import default
@@ -29,6 +31,7 @@ from syncer.controllers.attributes.controller import AttributeController
 from syncer.controllers.maintenance.controller import MaintenanceController
 from syncer.controllers.nodeset.controller import NodeSetController
 from syncer.controllers.partitions.controller import PartitionController
+from syncer.controllers.scheduler.controller import SchedulerController
 from syncer.controllers.sync.controller import SyncController
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
@@ -90,6 +93,10 @@ class ServiceConfig:
     leader_election: bool = default("leader_election")
     lease_namespace: str = "default"  # settings resolve an empty --lease-namespace to $POD_NAMESPACE or this
     lease_name: str = Keys.LEASE_NAME
+    # this release's cluster identity (syncer/model/cluster.py): settings resolve an empty --cluster-name to
+    # the lease name, as here
+    cluster_name: str = Keys.LEASE_NAME
+    adopt_unlabelled: bool = default("adopt_unlabelled")
     identity: str = field(default_factory=socket.gethostname)
     lease_duration_s: float = default("lease_duration")
     renew_deadline_s: float = default("renew_deadline")
@@ -134,6 +141,7 @@ class SyncerService:
             bind_by_node_name=config.bind_by_node_name,
             names=SlurmNameRule(config.node_name_labels),
             pod_selector=config.pod_selector,
+            cluster=config.cluster_name,
         )
         # one registry: each controller registers its own reconcile metrics in it
         self.registry = CollectorRegistry(auto_describe=True)
@@ -142,6 +150,8 @@ class SyncerService:
             kube, self.gate, node_event_namespace=config.lease_namespace, summary_ref=self._lease_ref()
         )
         self.context = self._context()
+        # the PrologSlurmctld's question: may this job on powered-up nodes start now (issue 47)
+        self.job_readiness = JobReadiness(self.slurm_cache, self.kube_cache)
         self.elector = self._elector()
         # every registered controller its options turn on, each with its runner (watches, leadership)
         self.controllers: list[Controller] = [
@@ -184,6 +194,7 @@ class SyncerService:
             gate=self.gate, writer=self.writer, events=self.events,
             slurm_writer=SlurmWriter(self.slurm, self.slurm_cache, self.gate),
             owner_prefix=config.owner_prefix, owner=f"{config.lease_namespace}/{config.lease_name}",
+            cluster=config.cluster_name, adopt_unlabelled=config.adopt_unlabelled,
             workers=config.workers,
             resync_s=config.resync_s, backoff=config.backoff, metrics=ReconcileMetrics(self.registry),
         )  # fmt: skip
@@ -228,6 +239,10 @@ class SyncerService:
     @property
     def partitions(self) -> PartitionController | None:
         return cast(PartitionController | None, self.controller("partitions"))
+
+    @property
+    def scheduler(self) -> SchedulerController | None:
+        return cast(SchedulerController | None, self.controller("scheduler"))
 
     def _waiting_for_slurm(self, why: str) -> None:
         self.slurm_wait_cause = why
@@ -432,6 +447,7 @@ class SyncerService:
         app.router.add_get("/metrics", metrics)
         app.router.add_get("/healthz", healthz)
         app.router.add_get("/readyz", readyz)
+        app.router.add_get(PROLOG_PATH, self.job_readiness.handle)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
         self.manager.on_close(self._runner.cleanup)
@@ -441,5 +457,6 @@ class SyncerService:
         await web.SockSite(self._runner, sock).start()
         self.http_port = sock.getsockname()[1]
         log.info(
-            "serving /metrics, /healthz and /readyz", address=f"{self.config.listen_host}:{self.http_port}"
+            f"serving /metrics, /healthz, /readyz and {PROLOG_PATH}",
+            address=f"{self.config.listen_host}:{self.http_port}",
         )

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from syncer.app.logs import LOG_OPTIONS
 from syncer.app.registry import registrations
+from syncer.model import cluster
 from syncer.model.keys import DEFAULT_NODE_NAME_LABELS
 from syncer.runtime.options import (
     ENV_PREFIX,
@@ -49,6 +50,11 @@ def _lease_name(text: str) -> str:
     if not _DNS_SUBDOMAIN.match(name) or len(name) > 253:
         raise ValueError("a Lease name: lower-case letters, digits, '-' and '.', e.g. slurm-syncer-gpu")
     return name
+
+
+def _cluster_name(text: str) -> str:
+    name = text.strip()
+    return cluster.validated(name) if name else ""
 
 
 def _label_selector(text: str) -> str:
@@ -219,6 +225,24 @@ SERVICE_OPTIONS: tuple[Option, ...] = (
         "Kubernetes",
     ),
     Option(
+        "cluster-name",
+        _cluster_name,
+        "",
+        "this release's cluster identity: it acts only on SlurmPartitions, NodeSets and pods labelled "
+        "slurm-syncer.dev/cluster=<it> (docs/contract.md); default the lease name (the chart: clusterName, "
+        "else its release name)",
+        "Kubernetes",
+    ),
+    Option(
+        "adopt-unlabelled",
+        parse_bool,
+        True,
+        "label SlurmPartitions and NodeSets that carry no slurm-syncer.dev/cluster with this release's "
+        "cluster name, then act on them (one release wins each; with several releases label every object)",
+        "Kubernetes",
+        "flag",
+    ),
+    Option(
         "leader-election",
         parse_bool,
         True,
@@ -355,6 +379,8 @@ class Settings:
     namespace: str
     lease_namespace: str
     lease_name: str
+    cluster_name: str
+    adopt_unlabelled: bool
     leader_election: bool
     lease_duration: float
     renew_deadline: float
@@ -391,6 +417,18 @@ class Settings:
 
     def lease_namespace_resolved(self, environ: Mapping[str, str]) -> str:
         return self.lease_namespace or environ.get("POD_NAMESPACE") or "default"
+
+    def cluster_name_resolved(self) -> str:
+        """--cluster-name, else the lease name (which two releases in one namespace already need apart)."""
+        if self.cluster_name:
+            return self.cluster_name
+        try:
+            return cluster.validated(self.lease_name)
+        except cluster.ClusterNameError as exc:
+            raise SettingsError(
+                f"--cluster-name is unset and the lease name {self.lease_name!r} cannot stand for it "
+                f"({exc}): set --cluster-name (env SLURM_SYNCER_CLUSTER_NAME)"
+            ) from exc
 
     def identity_resolved(self) -> str:
         return self.identity or socket.gethostname()

@@ -4,17 +4,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import time
 from dataclasses import asdict
 
 from syncer.app import settings as settings_mod
-from syncer.app.output import EXIT_DRIFT, EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_output_argument, dump
+from syncer.app.output import (
+    EXIT_DRIFT,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    add_output_argument,
+    dump,
+    load_settings,
+)
 from syncer.app.wiring import kube_client, slurm_client
 from syncer.controllers.sync.drift import Row, drift_rows
 from syncer.kube.cache import KubeCache
 from syncer.kube.errors import KubeError
+from syncer.model.cluster import LABEL
 from syncer.model.naming import SlurmNameRule
 from syncer.slurm.errors import SlurmError
 
@@ -23,6 +31,7 @@ from syncer.slurm.errors import SlurmError
 CONNECTION_OPTIONS = (
     "slurm-url", "slurm-token-file", "slurm-jwt-key-file", "slurm-jwt-user", "slurm-api-version",
     "slurm-timeout", "kubeconfig", "namespace", "pod-selector", "node-name-label", "bind-by-node-name",
+    "cluster-name",
 )  # fmt: skip
 OTHERS_FROM_ENV = (
     "Every other option of `slurm-syncer run` is read from its SLURM_SYNCER_* environment variable or "
@@ -57,6 +66,7 @@ async def collect(settings: settings_mod.Settings, include_unbound: bool = False
         bind_by_node_name=settings.bind_by_node_name,
         names=SlurmNameRule(settings.node_name_label),
         pod_selector=settings.pod_selector,
+        cluster=settings.cluster_name_resolved(),  # the pods the daemon keeps: no other release's
     )
     try:
         await slurm.start()
@@ -73,7 +83,7 @@ async def collect(settings: settings_mod.Settings, include_unbound: bool = False
     )
 
 
-def render(rows: list[Row], *, drifting: bool = False, headers: bool = True) -> str:
+def render(rows: list[Row], *, drifting: bool = False, headers: bool = True, cluster: str = "") -> str:
     columns = ["SLURM NODE", "BINDING", "POD", "K8S NODE", "SLURM STATE", "REASON", "CORDON", "DRIFT"]
     table = [
         [
@@ -91,16 +101,15 @@ def render(rows: list[Row], *, drifting: bool = False, headers: bool = True) -> 
     if headers:
         drifted = sum(r.drift for r in rows)
         conflicts = [r for r in rows if r.conflict]
-        lines.append(f"{len(rows)} nodes, {drifted} drifting, {len(conflicts)} conflicting")
+        release = f" (release {cluster}: {LABEL}={cluster})" if cluster else ""
+        lines.append(f"{len(rows)} nodes, {drifted} drifting, {len(conflicts)} conflicting{release}")
         lines += [f"conflict: {r.conflict}" for r in conflicts]
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        settings = settings_mod.load(args, os.environ)
-    except settings_mod.SettingsError as exc:
-        print(f"slurm-syncer status: {exc}", file=sys.stderr)
+    settings = load_settings("status", args)
+    if settings is None:
         return EXIT_USAGE
     try:
         rows = asyncio.run(collect(settings, include_unbound=args.all))
@@ -109,7 +118,12 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     shown = [r for r in rows if r.drift] if args.drifting else rows
     if args.output == "table":
-        text = render(shown, drifting=args.drifting, headers=not args.no_headers)
+        text = render(
+            shown,
+            drifting=args.drifting,
+            headers=not args.no_headers,
+            cluster=settings.cluster_name_resolved(),
+        )
         if text:  # --drifting --no-headers with no drift: nothing at all, as grep would print
             print(text)
     else:

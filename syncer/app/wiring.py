@@ -54,6 +54,8 @@ def service_config(settings: Settings, environ: Mapping[str, str]) -> ServiceCon
         leader_election=settings.leader_election,
         lease_namespace=settings.lease_namespace_resolved(environ),
         lease_name=settings.lease_name,
+        cluster_name=settings.cluster_name_resolved(),
+        adopt_unlabelled=settings.adopt_unlabelled,
         identity=settings.identity_resolved(),
         lease_duration_s=settings.lease_duration,
         renew_deadline_s=settings.renew_deadline,

@@ -1,8 +1,8 @@
 """What every controller is built from, built once by the service: the clients, both caches, the writers
 (every write of every controller goes through them: the gate is checked there, once), what controllers
-offer each other (the scale-in marks, NodeSet members, job counts), the action recorder, the syncer's
-identity (its owner prefix, its deployment), and the runtime's settings (workers, backoff, resync period,
-reconcile metrics).
+offer each other (the scale-in marks, the scheduler's holds, NodeSet members, job counts), the action
+recorder, the syncer's identity (its owner prefix, its deployment), and the runtime's settings (workers,
+backoff, resync period, reconcile metrics).
 
     context = ControllerContext(slurm=..., kube=..., ...)
     controller = SomeController(context, options)
@@ -19,6 +19,7 @@ from typing import Any
 
 from syncer.control.directory import Jobs, NodeSets
 from syncer.control.gate import WriteGate
+from syncer.control.holds import NodeHolds
 from syncer.control.scale_in import ScaleInMarks
 from syncer.control.slurm_writer import SlurmWriter
 from syncer.kube.cache import KubeCache
@@ -60,11 +61,16 @@ class ControllerContext:
     slurm_writer: SlurmWriter  # Slurm writes (node updates in group commit, reservations, records)
     owner_prefix: str = "k8s: "  # drain and power-down reasons the syncer writes start with it (SPEC)
     owner: str = "default/slurm-syncer"  # this deployment: its Lease's namespace/name (reservation tags)
+    # this release's cluster identity: the SlurmPartitions, NodeSets and pods it acts on carry it
+    # (syncer/model/cluster.py); and whether it takes those that carry none
+    cluster: str = "slurm-syncer"
+    adopt_unlabelled: bool = True
     workers: int = 8
     resync_s: float = 60.0  # every key of every controller again (the level-triggered safety net)
     backoff: Backoff = field(default_factory=Backoff)  # retries of a failed reconcile, every controller
     metrics: ReconcileMetrics | None = None
     scale_in: ScaleInMarks = field(default_factory=ScaleInMarks)
+    holds: NodeHolds = field(default_factory=NodeHolds)  # the scheduler's held nodes (control/holds.py)
     nodesets: NodeSets = field(default_factory=NodeSets)
     jobs: Jobs = field(default_factory=Jobs)
     actions: Actions = field(default_factory=Actions)

@@ -4,7 +4,7 @@ registry; nothing else names a controller.
 
     REGISTRATION = Registration(
         "toy",
-        build=lambda context, options: ToyController(context, options) if options.enabled else None,
+        build=when_enabled(ToyController),            # built when its options' `enabled`, else not run
         defaults=ToyOptions(),                        # its options when the configuration names none
         options=(Option("toy-enabled", parse_bool, False, "run the toy controller", "Toy", "flag"),),
         configure=lambda values: ToyOptions(enabled=values["toy_enabled"]),  # from the settings' values
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from syncer.control.context import ControllerContext
 from syncer.runtime.controller import Controller
@@ -39,3 +39,18 @@ class Registration(Generic[Options]):
 
     def options_from(self, values: Mapping[str, Any]) -> Options:
         return self.configure(values) if self.configure is not None else self.defaults
+
+
+class OptIn(Protocol):
+    @property
+    def enabled(self) -> bool: ...
+
+
+OptInOptions = TypeVar("OptInOptions", bound=OptIn)
+
+
+def when_enabled(
+    controller: Callable[[ControllerContext, OptInOptions], Controller],
+) -> Callable[[ControllerContext, OptInOptions], Controller | None]:
+    """`build` of a controller its options turn on (`enabled`): built when on, None (not run) when off."""
+    return lambda context, options: controller(context, options) if options.enabled else None

@@ -11,10 +11,12 @@ from typing import Any
 
 from syncer.control.bulk import BulkWriter, Still
 from syncer.control.gate import WriteGate
+from syncer.model.jobs import JobSubmission, SlurmJob
 from syncer.runtime.gate import allowed
 from syncer.slurm.cache import NodeCache
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmNotFound
+from syncer.slurm.jobs import Placeholder
 from syncer.slurm.partitions import PartitionSettings, PartitionWrite
 from syncer.slurm.updates import NodeUpdate
 
@@ -123,3 +125,16 @@ class SlurmWriter:
             return False
         await self.slurm.delete_partition(name)
         return True
+
+    # -- the one-pool scheduler's jobs -------------------------------------------------------------
+    async def submit_job(self, submission: JobSubmission, *, placeholder: Placeholder) -> int | None:
+        """Submits a pod's job (never retried: SlurmClient.submit_job); its id, or None in a dry run."""
+        if not self._allowed("submit Slurm job", name=submission.name, marker=submission.marker):
+            return None
+        return await self.slurm.submit_job(submission, placeholder=placeholder)
+
+    async def end_job(self, job: SlurmJob) -> bool:
+        """Ends a pod's job (SlurmClient.end_job); False in a dry run or when Slurm had ended it already."""
+        if not self._allowed("end Slurm job", job_id=job.job_id, name=job.name):
+            return False
+        return await self.slurm.end_job(job)

@@ -3,8 +3,7 @@ its `controller.py`, which holds the controller and its `REGISTRATION` (syncer/c
 None imports another; what they share lives below them in `syncer/control`. See docs/architecture.md.
 
 The registry: one line per controller, its folder's name, in the order the service builds and starts them.
-`scheduler` holds the scheduler's pure core so far (docs/scheduler.md): it joins the registry with its
-controller.
+`scheduler` is the one-pool scheduler (docs/scheduler.md), off unless --scheduler-name is set.
 """
 
 CONTROLLERS = (
@@ -13,4 +12,5 @@ CONTROLLERS = (
     "nodeset",
     "maintenance",
     "partitions",
+    "scheduler",
 )

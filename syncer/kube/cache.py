@@ -12,6 +12,7 @@ from collections.abc import Set as AbstractSet
 
 from syncer.kube.client import KubeClient
 from syncer.kube.informer import Informer
+from syncer.model.cluster import pod_seen
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubePod
 from syncer.model.naming import SlurmNameRule
@@ -37,6 +38,7 @@ class KubeCache:
         bind_by_node_name: bool = False,
         names: SlurmNameRule | None = None,
         pod_selector: str = "",
+        cluster: str = "",
         watch_timeout_s: float = 300.0,
         inactivity_timeout_s: float = 90.0,
     ) -> None:
@@ -44,11 +46,13 @@ class KubeCache:
         self.namespace = namespace  # the slurmd pods' ("": all namespaces)
         self.names = names or SlurmNameRule()
         # the server narrows by the pod selector, or by the one name label; several labels cannot be
-        # ORed in a selector, so those pods are filtered here (narrow them with --pod-selector)
+        # ORed in a selector, so those pods are filtered here (narrow them with --pod-selector); nor can
+        # "this release's or unlabelled": another release's pods (cluster.LABEL) are left out here too
+        self.cluster = cluster
         self.pods: Informer[KubePod] = Informer(
             client, pods_path, "Pod", _pod_key,
             label_selector=pod_selector or self.names.server_selector,
-            keep=lambda pod: bool(self.names.of(pod)),
+            keep=lambda pod: bool(self.names.of(pod)) and (not cluster or pod_seen(pod.labels, cluster)),
             watch_timeout_s=watch_timeout_s, inactivity_timeout_s=inactivity_timeout_s,
         )  # fmt: skip
         self.nodes: Informer[KubeNode] = Informer(

@@ -10,34 +10,16 @@ import msgspec
 
 from syncer.kube import decode_scheduling as scheduling
 from syncer.kube.decode_base import (
-    ListMeta,
     RawCondition,
     RawEvent,
+    RawList,
+    RawMeta,
     StatusBody,
     conditions,
     epoch,
     shared_keys,
 )
 from syncer.model.kube import KubeCustomObject, KubeNode, KubeNodeSet, KubePod
-
-
-class _RawOwner(msgspec.Struct):
-    kind: str = ""
-    name: str = ""
-    uid: str = ""
-    controller: bool = False
-
-
-class _RawMeta(msgspec.Struct):
-    name: str = ""
-    namespace: str = ""
-    uid: str = ""
-    resourceVersion: str = ""
-    creationTimestamp: str | None = None
-    labels: dict[str, str] | None = None
-    annotations: dict[str, str] | None = None
-    deletionTimestamp: str | None = None
-    ownerReferences: list[_RawOwner] | None = None
 
 
 class _RawNodeSpec(msgspec.Struct):
@@ -75,7 +57,7 @@ class _RawPodStatus(_RawStatus):
 
 
 class _RawObject(msgspec.Struct):
-    metadata: _RawMeta = msgspec.field(default_factory=_RawMeta)
+    metadata: RawMeta = msgspec.field(default_factory=RawMeta)
     status: _RawStatus = msgspec.field(default_factory=_RawStatus)
 
 
@@ -84,7 +66,7 @@ class _RawNodeStatus(_RawStatus):
 
 
 class _RawNode(msgspec.Struct):
-    metadata: _RawMeta = msgspec.field(default_factory=_RawMeta)
+    metadata: RawMeta = msgspec.field(default_factory=RawMeta)
     status: _RawNodeStatus = msgspec.field(default_factory=_RawNodeStatus)
     spec: _RawNodeSpec = msgspec.field(default_factory=_RawNodeSpec)
 
@@ -94,7 +76,7 @@ class _RawPod(_RawObject):
     status: _RawPodStatus = msgspec.field(default_factory=_RawPodStatus)
 
 
-class _RawNodeSetMeta(_RawMeta):
+class _RawNodeSetMeta(RawMeta):
     generation: int = 0
 
 
@@ -102,26 +84,6 @@ class _RawNodeSet(msgspec.Struct):
     metadata: _RawNodeSetMeta = msgspec.field(default_factory=_RawNodeSetMeta)
     spec: dict[str, Any] = msgspec.field(default_factory=dict)
     status: dict[str, Any] = msgspec.field(default_factory=dict)
-
-
-class _NodeSetList(msgspec.Struct):
-    metadata: ListMeta
-    items: list[_RawNodeSet] = msgspec.field(default_factory=list)
-
-
-class _CustomList(msgspec.Struct):
-    metadata: ListMeta
-    items: list[dict[str, Any]] = msgspec.field(default_factory=list)
-
-
-class _NodeList(msgspec.Struct):
-    metadata: ListMeta
-    items: list[_RawNode] = msgspec.field(default_factory=list)
-
-
-class _PodList(msgspec.Struct):
-    metadata: ListMeta
-    items: list[_RawPod] = msgspec.field(default_factory=list)
 
 
 def _node(raw: _RawNode) -> KubeNode:
@@ -195,11 +157,11 @@ def _custom(raw: dict[str, Any]) -> KubeCustomObject:
     )
 
 
-# the one-pool scheduler's views (scheduling.py): raw item type, list type and conversion, by kind
-_SCHEDULING: dict[str, tuple[type[Any], type[Any], Any]] = {
-    "SchedulerPod": (scheduling.RawSchedulerPod, scheduling.SchedulerPodList, scheduling.scheduler_pod),
-    "PodUsage": (scheduling.RawPodUsage, scheduling.PodUsageList, scheduling.pod_usage),
-    "Job": (scheduling.RawJob, scheduling.JobList, scheduling.job),
+# the one-pool scheduler's views (scheduling.py): raw item type and conversion, by kind
+_SCHEDULING: dict[str, tuple[type[Any], Any]] = {
+    "SchedulerPod": (scheduling.RawSchedulerPod, scheduling.scheduler_pod),
+    "PodUsage": (scheduling.RawPodUsage, scheduling.pod_usage),
+    "Job": (scheduling.RawJob, scheduling.job),
 }
 
 
@@ -212,23 +174,23 @@ class Codec:
 
     def __init__(self, kind: str) -> None:
         if kind == "Node":
-            self._list: msgspec.json.Decoder[Any] = msgspec.json.Decoder(_NodeList)
+            self._list: msgspec.json.Decoder[Any] = msgspec.json.Decoder(RawList[_RawNode])
             self._one: msgspec.json.Decoder[Any] = msgspec.json.Decoder(_RawNode)
             self._convert: Any = _node
         elif kind == "Pod":
-            self._list = msgspec.json.Decoder(_PodList)
+            self._list = msgspec.json.Decoder(RawList[_RawPod])
             self._one = msgspec.json.Decoder(_RawPod)
             self._convert = _pod
         elif kind == "NodeSet":
-            self._list = msgspec.json.Decoder(_NodeSetList)
+            self._list = msgspec.json.Decoder(RawList[_RawNodeSet])
             self._one = msgspec.json.Decoder(_RawNodeSet)
             self._convert = _nodeset
         elif kind in _SCHEDULING:
-            item, listed, self._convert = _SCHEDULING[kind]
+            item, self._convert = _SCHEDULING[kind]
             self._one = msgspec.json.Decoder(item)
-            self._list = msgspec.json.Decoder(listed)
+            self._list = msgspec.json.Decoder(RawList[item])  # type: ignore[valid-type]
         elif kind in WHOLE:
-            self._list = msgspec.json.Decoder(_CustomList)
+            self._list = msgspec.json.Decoder(RawList[dict[str, Any]])
             self._one = msgspec.json.Decoder(dict[str, Any])
             self._convert = _custom
         else:

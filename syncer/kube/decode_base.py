@@ -1,11 +1,12 @@
-"""What every compact decoder shares (decode.py, decode_scheduling.py): conditions, list metadata, watch
-events and Status bodies, and the sharing of strings every object repeats."""
+"""What every compact decoder shares (decode.py, decode_scheduling.py): object and list metadata, conditions,
+watch events and Status bodies, and the sharing of strings every object repeats."""
 
 from __future__ import annotations
 
 import functools
 import sys
 from datetime import datetime
+from typing import Generic, TypeVar
 
 import msgspec
 
@@ -20,10 +21,42 @@ class RawCondition(msgspec.Struct):
     lastTransitionTime: str | None = None
 
 
+class RawOwner(msgspec.Struct):
+    apiVersion: str = ""
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool = False
+
+
+class RawMeta(msgspec.Struct):
+    """An object's metadata, as far as any decoder reads it."""
+
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resourceVersion: str = ""
+    creationTimestamp: str | None = None
+    deletionTimestamp: str | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    ownerReferences: list[RawOwner] | None = None
+
+
 class ListMeta(msgspec.Struct):
     resourceVersion: str = ""
     # `continue` is a Python keyword: renamed on decode
     continue_: str = msgspec.field(default="", name="continue")
+
+
+Item = TypeVar("Item")
+
+
+class RawList(msgspec.Struct, Generic[Item]):
+    """A list body of any kind: its items and where the list stands."""
+
+    metadata: ListMeta
+    items: list[Item] = msgspec.field(default_factory=list)
 
 
 class StatusBody(msgspec.Struct):

@@ -16,7 +16,15 @@ from typing import Any
 
 import msgspec
 
-from syncer.kube.decode_base import ListMeta, RawCondition, conditions, epoch, shared, shared_keys
+from syncer.kube.decode_base import (
+    RawCondition,
+    RawMeta,
+    RawOwner,
+    conditions,
+    epoch,
+    shared,
+    shared_keys,
+)
 from syncer.model.kube import (
     KubeJob,
     NodeSelectorRequirement,
@@ -81,26 +89,6 @@ class _RawGate(msgspec.Struct):
     name: str = ""
 
 
-class _RawOwner(msgspec.Struct):
-    apiVersion: str = ""
-    kind: str = ""
-    name: str = ""
-    uid: str = ""
-    controller: bool = False
-
-
-class _RawPodMeta(msgspec.Struct):
-    name: str = ""
-    namespace: str = ""
-    uid: str = ""
-    resourceVersion: str = ""
-    creationTimestamp: str | None = None
-    deletionTimestamp: str | None = None
-    labels: dict[str, str] | None = None
-    annotations: dict[str, str] | None = None
-    ownerReferences: list[_RawOwner] | None = None
-
-
 class _RawUsageSpec(msgspec.Struct):
     nodeName: str = ""
     containers: list[_RawContainer] | None = None
@@ -125,7 +113,7 @@ class _RawPodStatus(msgspec.Struct):
 
 
 class RawSchedulerPod(msgspec.Struct):
-    metadata: _RawPodMeta = msgspec.field(default_factory=_RawPodMeta)
+    metadata: RawMeta = msgspec.field(default_factory=RawMeta)
     spec: _RawPodSpec = msgspec.field(default_factory=_RawPodSpec)
     status: _RawPodStatus = msgspec.field(default_factory=_RawPodStatus)
 
@@ -135,7 +123,7 @@ class _RawUsageStatus(msgspec.Struct):
 
 
 class RawPodUsage(msgspec.Struct):
-    metadata: _RawPodMeta = msgspec.field(default_factory=_RawPodMeta)
+    metadata: RawMeta = msgspec.field(default_factory=RawMeta)
     spec: _RawUsageSpec = msgspec.field(default_factory=_RawUsageSpec)
     status: _RawUsageStatus = msgspec.field(default_factory=_RawUsageStatus)
 
@@ -157,24 +145,9 @@ class _RawJobStatus(msgspec.Struct):
 
 
 class RawJob(msgspec.Struct):
-    metadata: _RawPodMeta = msgspec.field(default_factory=_RawPodMeta)
+    metadata: RawMeta = msgspec.field(default_factory=RawMeta)
     spec: _RawJobSpec = msgspec.field(default_factory=_RawJobSpec)
     status: _RawJobStatus = msgspec.field(default_factory=_RawJobStatus)
-
-
-class SchedulerPodList(msgspec.Struct):
-    metadata: ListMeta
-    items: list[RawSchedulerPod] = msgspec.field(default_factory=list)
-
-
-class PodUsageList(msgspec.Struct):
-    metadata: ListMeta
-    items: list[RawPodUsage] = msgspec.field(default_factory=list)
-
-
-class JobList(msgspec.Struct):
-    metadata: ListMeta
-    items: list[RawJob] = msgspec.field(default_factory=list)
 
 
 class RawTaint(msgspec.Struct):
@@ -305,7 +278,7 @@ def _tolerations(raw: list[_RawToleration] | None) -> tuple[Toleration, ...]:
     )  # fmt: skip
 
 
-def _owners(raw: list[_RawOwner] | None) -> tuple[OwnerRef, ...]:
+def _owners(raw: list[RawOwner] | None) -> tuple[OwnerRef, ...]:
     return tuple(
         OwnerRef(
             api_version=shared(o.apiVersion),

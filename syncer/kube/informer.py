@@ -43,13 +43,13 @@ Handler = Callable[[Any, Any], None]  # (old or None, new or None)
 
 @dataclass
 class InformerStats:
-    lists: int = 0
-    relists_after_gone: int = 0
-    watch_restarts: int = 0
-    errors: int = 0
-    events: int = 0
-    bookmarks: int = 0
-    last_event_monotonic: float = 0.0
+    lists: int = 0  # full lists applied: the first, and each after a failure or 410 Gone
+    relists_after_gone: int = 0  # ... of them because the watch's resourceVersion had expired (410)
+    watch_restarts: int = 0  # watches that ended by themselves (the server's timeout) and were reopened
+    errors: int = 0  # lists or watches that failed
+    events: int = 0  # ADDED, MODIFIED and DELETED events applied
+    bookmarks: int = 0  # BOOKMARK events (a newer resourceVersion, no object)
+    last_event_monotonic: float = 0.0  # when the watch last said anything
 
 
 class Informer(Generic[T]):

@@ -11,6 +11,8 @@ every pod's every status change. It needs `list` on pods at the cluster scope, a
 
 from __future__ import annotations
 
+from typing import Any
+
 from syncer.kube.client import KubeClient
 from syncer.kube.decode import Codec
 from syncer.kube.errors import KubeError
@@ -28,25 +30,25 @@ class SchedulingReads:
 
     async def pod(self, namespace: str, name: str) -> SchedulerPod | None:
         """The pod as the API server has it now; None when there is none of that name."""
-        try:
-            raw = await self.client.request_bytes("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
-        except KubeError as exc:
-            if exc.not_found:
-                return None
-            raise
-        found: SchedulerPod = self._pod.decode_object(raw)
+        found: SchedulerPod | None = await self._get(f"/api/v1/namespaces/{namespace}/pods/{name}", self._pod)
         return found
 
     async def job(self, namespace: str, name: str) -> KubeJob | None:
         """A batch/v1 Job; None when there is none of that name."""
+        found: KubeJob | None = await self._get(
+            f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}", self._job
+        )
+        return found
+
+    async def _get(self, path: str, codec: Codec) -> Any:
+        """One object decoded by `codec`; None when the API server has none at `path`."""
         try:
-            raw = await self.client.request_bytes("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}")
+            raw = await self.client.request_bytes("GET", path)
         except KubeError as exc:
             if exc.not_found:
                 return None
             raise
-        found: KubeJob = self._job.decode_object(raw)
-        return found
+        return codec.decode_object(raw)
 
     async def pods_on_node(self, node: str) -> list[PodUsage]:
         """Every pod bound to `node` that has not ended (terminating ones included: they hold their room

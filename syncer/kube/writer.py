@@ -22,6 +22,8 @@ from syncer.runtime.retry import retrying
 
 log = structlog.get_logger("syncer.kube")
 
+Wanted = dict[str, str | None]  # annotations or labels: a value to set, None to remove
+Obj = dict[str, Any] | None  # an object as the API server returned it; None: not read, or not written
 PatchBuilder = Callable[[dict[str, Any]], dict[str, Any] | None]  # current object -> patch, None = no-op
 
 _CONFLICT = Backoff(0.01, 0.1)  # client-go's RetryOnConflict: a fresh read and a short, jittered wait
@@ -54,10 +56,10 @@ def _other_pod(exc: KubeError) -> bool:
 
 @dataclass
 class WriteStats:
-    writes: int = 0
-    conflicts: int = 0
-    skipped_dry_run: int = 0
-    noops: int = 0
+    writes: int = 0  # patches and binds the API server took
+    conflicts: int = 0  # 409 answers to a patch: each one retried from a fresh read, and the last given up
+    skipped_dry_run: int = 0  # patches and binds a dry run held back (logged instead)
+    noops: int = 0  # patches not sent: the object already was as wanted
 
 
 def pod_path(namespace: str, name: str) -> str:
@@ -161,33 +163,18 @@ class KubeWriter:
             ) from exc
         raise AssertionError("unreachable: tenacity reraises")
 
-    async def set_annotations(
-        self,
-        path: str,
-        wanted: dict[str, str | None],
-        *,
-        current: dict[str, Any] | None = None,
-        what: str = "",
-    ) -> dict[str, Any] | None:
+    async def set_annotations(self, path: str, wanted: Wanted, *, current: Obj = None, what: str = "") -> Obj:
         """Make the object's annotations match `wanted` (None removes a key); untouched keys stay."""
+        return await self._set_map(path, "annotations", wanted, current, what)
 
+    async def set_labels(self, path: str, wanted: Wanted, *, current: Obj = None, what: str = "") -> Obj:
+        """Make the object's labels match `wanted`, as set_annotations does its annotations."""
+        return await self._set_map(path, "labels", wanted, current, what)
+
+    async def _set_map(self, path: str, field: str, wanted: Wanted, current: Obj, what: str) -> Obj:
         def build(obj: dict[str, Any]) -> dict[str, Any] | None:
-            delta = _map_delta(obj, "annotations", wanted)
-            return {"metadata": {"annotations": delta}} if delta else None
-
-        return await self.patch_from_current(path, build, current=current, what=what)
-
-    async def set_labels(
-        self,
-        path: str,
-        wanted: dict[str, str | None],
-        *,
-        current: dict[str, Any] | None = None,
-        what: str = "",
-    ) -> dict[str, Any] | None:
-        def build(obj: dict[str, Any]) -> dict[str, Any] | None:
-            delta = _map_delta(obj, "labels", wanted)
-            return {"metadata": {"labels": delta}} if delta else None
+            delta = _map_delta(obj, field, wanted)
+            return {"metadata": {field: delta}} if delta else None
 
         return await self.patch_from_current(path, build, current=current, what=what)
 
@@ -233,9 +220,12 @@ class KubeWriter:
         )
 
     # -- the one-pool scheduler's pod writes -----------------------------------------------------------
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> Outcome:
+    async def bind(
+        self, namespace: str, name: str, uid: str, node: str, *, annotations: Mapping[str, str] | None = None
+    ) -> Outcome:
         """Binds the pod to `node` as kube-scheduler's DefaultBinder does: `POST .../pods/NAME/binding`, the
-        pod's uid a precondition. DONE; ALREADY when the pod is on `node` already (our answer was lost and
+        pod's uid a precondition; `annotations` go on the Binding, which the API server copies onto the pod
+        in the same write. DONE; ALREADY when the pod is on `node` already (our answer was lost and
         we asked again); GONE when no pod of that uid is there; DRY_RUN. Raises KubeError for anything else:
         409 when the pod is on another Node (`assigned_node(exc)` names it), being deleted, or gated; 403,
         5xx. The API server does not look the Node up: the caller checks it exists and has room."""
@@ -243,10 +233,13 @@ class KubeWriter:
         if not self._allowed("bind", path, f"pod {namespace}/{name} to Node {node}", node=node, uid=uid):
             self.stats.skipped_dry_run += 1
             return Outcome.DRY_RUN
+        meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid}
+        if annotations:
+            meta["annotations"] = dict(annotations)
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "metadata": meta,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:

@@ -37,7 +37,12 @@ class Keys:
     # on a SlurmPartition: "created" or "adopted", written before the partition is created (the ownership
     # record: Slurm keeps no marker on a partition), and the finalizer that lets it drain before it goes
     PARTITION_OWNER: Final = ANNOTATION_PREFIX + "partition-owner"
+    # the finalizer releases wrote before cluster identities (one name for all): the release the CR belongs
+    # to takes it as its own, and replaces it by its own (syncer/model/cluster.py) on its next claim
     PARTITION_FINALIZER: Final = ANNOTATION_PREFIX + "partition"
+    # which release (its cluster identity, --cluster-name) a SlurmPartition, a NodeSet and a NodeSet's pods
+    # belong to: each release sees only its own (syncer/model/cluster.py, docs/contract.md)
+    CLUSTER_LABEL: Final = ANNOTATION_PREFIX + "cluster"
     # The scheduler (issue 44, docs/scheduler.md): on a pod, or a Namespace as its pods' default, what its
     # Slurm job asks for; the Namespace alone says which of them its pods may set themselves.
     JOB_PARTITION: Final = ANNOTATION_PREFIX + "partition"

@@ -15,6 +15,11 @@ class Condition(msgspec.Struct, frozen=True, kw_only=True):
     last_transition_time: float = 0.0  # epoch seconds; 0 when absent
 
 
+def find_condition(conditions: tuple[Condition, ...], type_: str) -> Condition | None:
+    """The condition of that type, or None."""
+    return next((cond for cond in conditions if cond.type == type_), None)
+
+
 class Taint(msgspec.Struct, frozen=True, kw_only=True):
     key: str
     value: str = ""
@@ -46,15 +51,21 @@ class KubeNode(msgspec.Struct, frozen=True, kw_only=True):
     taints: tuple[Taint, ...] = ()
 
     def condition(self, type_: str) -> Condition | None:
-        for cond in self.conditions:
-            if cond.type == type_:
-                return cond
-        return None
+        return find_condition(self.conditions, type_)
 
 
-class KubePod(msgspec.Struct, frozen=True, kw_only=True):
+class Namespaced(msgspec.Struct, frozen=True, kw_only=True):
+    """An object of a namespace: its fields come first, and its key is `namespace/name`."""
+
     namespace: str
     name: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class KubePod(Namespaced, frozen=True, kw_only=True):
     uid: str = ""
     resource_version: str = ""
     node_name: str = ""  # spec.nodeName; empty while unscheduled
@@ -74,48 +85,29 @@ class KubePod(msgspec.Struct, frozen=True, kw_only=True):
     waiting: tuple[tuple[str, str], ...] = ()
 
     @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
     def terminating(self) -> bool:
         return self.deletion_timestamp is not None
 
     def condition(self, type_: str) -> Condition | None:
-        for cond in self.conditions:
-            if cond.type == type_:
-                return cond
-        return None
+        return find_condition(self.conditions, type_)
 
 
-class NodeSetRef(msgspec.Struct, frozen=True, kw_only=True):
+class NodeSetRef(Namespaced, frozen=True, kw_only=True):
     """A NodeSet's identity: two NodeSets of one name in two namespaces, or one deleted and created
     again, are different owners."""
 
-    namespace: str
-    name: str
     uid: str
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
-
-class KubeNodeSet(msgspec.Struct, frozen=True, kw_only=True):
+class KubeNodeSet(Namespaced, frozen=True, kw_only=True):
     """A NodeSet custom resource: spec and status kept as decoded JSON (few objects, rich shape)."""
 
-    namespace: str
-    name: str
     uid: str = ""
     resource_version: str = ""
     generation: int = 0
     deleting: bool = False
     spec: dict[str, object] = msgspec.field(default_factory=dict)
     status: dict[str, object] = msgspec.field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
     @property
     def ref(self) -> NodeSetRef:
@@ -152,7 +144,7 @@ class NodeSelectorTerm(msgspec.Struct, frozen=True, kw_only=True):
     match_fields: tuple[NodeSelectorRequirement, ...] = ()  # metadata.name only
 
 
-class SchedulerPod(msgspec.Struct, frozen=True, kw_only=True):
+class SchedulerPod(Namespaced, frozen=True, kw_only=True):
     """A pod a scheduler name owns, as the one-pool scheduler reads it (syncer/kube/scheduler_pods.py):
     what it asks for, where it may go, who owns it and how it ends. `requests` and `limits` are the pod's
     effective ones as kube-scheduler computes them (containers summed, init containers' peak, sidecars,
@@ -160,8 +152,6 @@ class SchedulerPod(msgspec.Struct, frozen=True, kw_only=True):
     `resources_error`. Maps (labels, annotations, requests ...) are shared between pods that have equal
     ones: read only."""
 
-    namespace: str
-    name: str
     uid: str = ""
     resource_version: str = ""
     creation_timestamp: float = 0.0  # epoch seconds
@@ -184,10 +174,6 @@ class SchedulerPod(msgspec.Struct, frozen=True, kw_only=True):
     conditions: tuple[Condition, ...] = ()  # PodScheduled, Ready and DisruptionTarget only
 
     @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
     def terminating(self) -> bool:
         return self.deletion_timestamp is not None
 
@@ -201,33 +187,22 @@ class SchedulerPod(msgspec.Struct, frozen=True, kw_only=True):
         return next((o for o in self.owners if o.controller), None)
 
     def condition(self, type_: str) -> Condition | None:
-        for cond in self.conditions:
-            if cond.type == type_:
-                return cond
-        return None
+        return find_condition(self.conditions, type_)
 
 
-class PodUsage(msgspec.Struct, frozen=True, kw_only=True):
+class PodUsage(Namespaced, frozen=True, kw_only=True):
     """A pod bound to a Node, as far as the Node's room goes: what it requests while it has not ended."""
 
-    namespace: str
-    name: str
     uid: str = ""
     node_name: str = ""
     phase: str = ""
     terminating: bool = False  # still holds its resources until it is gone
     requests: Resources = msgspec.field(default_factory=dict)
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
-
-class KubeJob(msgspec.Struct, frozen=True, kw_only=True):
+class KubeJob(Namespaced, frozen=True, kw_only=True):
     """A batch/v1 Job: how many pods it runs at once and how far it is."""
 
-    namespace: str
-    name: str
     uid: str = ""
     resource_version: str = ""
     labels: dict[str, str] = msgspec.field(default_factory=dict)
@@ -243,10 +218,6 @@ class KubeJob(msgspec.Struct, frozen=True, kw_only=True):
     failed: int = 0
     terminating: bool = False  # metadata.deletionTimestamp set
     conditions: tuple[Condition, ...] = ()
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
     @property
     def finished(self) -> bool:

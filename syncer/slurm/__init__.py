@@ -32,7 +32,8 @@
   `job_states(ids) -> {id: states}`, `cancel_job(id, signal=None) -> bool`, `update_job(id, hold=, priority=,
   nice=, time_limit_min=)`; `jobs`: the wire shapes and bodies (the marker is `admin_comment`).
 - `job_cache.JobCache(client, owned=, poll_interval_s=1, detail_interval_s=5, pending_interval_s=30,
-  list_interval_s=600, hint=None)`:
+  list_interval_s=600, hint=None, live_interval_s=None, pending_first_s=None)` (the last two: the states of
+  the jobs not yet ended read this often; a tracked pending job read whole again 1x, 2x, 4x ... this after):
   `run()`, `subscribe(callback(list[JobChange]))`, `jobs`, `synced`, `stale`, `age_s`, `cause`, `track(id)`,
   `fresh(id)`, `resync()`, `forget(id)`, `nudge()`.
 - `versions`: what differs per API version (live-verified: v0.0.40, v0.0.41, v0.0.42).

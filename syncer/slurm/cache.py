@@ -46,7 +46,8 @@ slurmctld's start marker (syncer/slurm/reload.py) tells it, read while the hint 
 `reload_interval_s` (0.5 s, by a task beside the polls) or, without it, from slurmrestd before a list a probe
 asked for and a second after each list. A
 reload lists at once and, once a list asked for after it is applied, calls the `subscribe_reloads()`
-callbacks.
+callbacks. The first list waits (at most 5 s) for a set marker, so a syncer started as slurmctld reloads
+lists once, not twice.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ from syncer.runtime.tasks import cancel_and_wait
 from syncer.slurm.client import NodeListing, SlurmClient
 from syncer.slurm.errors import SlurmApiError, SlurmError
 from syncer.slurm.metrics_hint import Fingerprint, HintReader, SlurmMetricsError
+from syncer.slurm.polled import Polled
 from syncer.slurm.reload import ReloadWatch
 
 log = structlog.get_logger("syncer.slurm.cache")
@@ -112,12 +114,12 @@ READ_PATHS = ("probe", "list", "metrics", "reload")
 
 @dataclass
 class CacheStats:
-    probes: int = 0
-    not_modified: int = 0
-    full_fetches: int = 0
-    errors: int = 0
-    last_full_seconds: float = 0.0
-    last_snapshot_bytes: int = 0
+    probes: int = 0  # conditional reads (update_time) sent
+    not_modified: int = 0  # ... answered "nothing changed"
+    full_fetches: int = 0  # node lists applied (a probe's whole answer included)
+    errors: int = 0  # polls that failed
+    last_full_seconds: float = 0.0  # how long the last applied list took
+    last_snapshot_bytes: int = 0  # its size
     changed_as_500: int = 0  # probes answered "changed" with HTTP 500 (slurmrestd 24.11 .. 26.05.2)
     changed_as_200: int = 0  # probes answered "changed" with the whole list (26.05.3+)
     reconnects: int = 0
@@ -138,6 +140,7 @@ class CacheStats:
     early_lists: int = 0  # lists started while another was in flight (the counts moved meanwhile)
     own_work_waits: int = 0  # hinted lists that waited for the syncer's own node calls to end first
     reloads: int = 0  # slurmctld reloads seen (reconfigure, restart, failover; midnight's statistics reset)
+    settle_waits: int = 0  # polls the first list waited for a new slurmctld's start marker
     reload_errors: int = 0  # start-marker reads that failed (nothing known: read again next time)
 
     @property
@@ -159,7 +162,7 @@ def busiest_lists_per_minute(list_s: float, poll_interval_s: float, max_duty: fl
     return 60.0 / max(poll_interval_s, list_s / max_duty)
 
 
-class NodeCache:
+class NodeCache(Polled[NodeChange]):
     def __init__(
         self,
         client: SlurmClient,
@@ -183,24 +186,17 @@ class NodeCache:
                 raise ValueError(f"{label} must be in (0, 1], got {duty}")
         if lists_in_flight < 1:
             raise ValueError(f"lists in flight must be at least 1, got {lists_in_flight}")
+        super().__init__(poll_interval_s=poll_interval_s, stale_after_s=stale_after_s, clock=clock)
         self._client = client
-        self.poll_interval_s = poll_interval_s
         self.strategy: Strategy = strategy
         self.max_duty = max_duty
-        self.stale_after_s = stale_after_s if stale_after_s is not None else max(10.0, 5 * poll_interval_s)
-        self._clock = clock
         self.nodes: dict[str, SlurmNode] = {}
         self.last_update = 0
-        self.synced = False
-        self._first_answer = asyncio.Event()
-        self.last_success = 0.0
-        self.last_error: str = ""
         self.stats = CacheStats()
         self._next_full_at = 0.0
         self._polling_since: float | None = None  # set while a poll waits for slurmrestd
         self._conditional_refused = False  # the server rejected update_time: full lists only
         self._last_reconnect = clock()
-        self._subscribers: list[Callable[[list[NodeChange]], None]] = []
         self._wake = asyncio.Event()
         self._changed_pending = False
         self.hint = hint
@@ -233,16 +229,10 @@ class NodeCache:
         # timestamp names may not move that timestamp, and a probe would then say nothing changed)
         self._reload_check_at: float | None = None
         self._reload_error = ""
+        self._list_asked = False  # a node list has been asked for: marker reads before it only record
+        self._settle_since: float | None = None  # the first list began waiting for a set marker
 
-    # --- what consumers read ------------------------------------------------------------
-    @property
-    def age_s(self) -> float:
-        return self._clock() - self.last_success if self.synced else float("inf")
-
-    @property
-    def stale(self) -> bool:
-        return not self.synced or self.age_s > self.stale_after_s
-
+    # --- what consumers read (and age_s, stale, wait_synced, subscribe: Polled's) ---------------------------
     @property
     def cause(self) -> str:
         """Why the data may be old, in words: the last error, a poll still waiting for its answer, or, between
@@ -254,13 +244,6 @@ class NodeCache:
         if self.synced and self.stale:
             return f"no answer from slurmrestd for {self.age_s:.0f} s"
         return ""
-
-    async def wait_synced(self) -> None:
-        """Until the first node list has been applied."""
-        await self._first_answer.wait()
-
-    def subscribe(self, callback: Callable[[list[NodeChange]], None]) -> None:
-        self._subscribers.append(callback)
 
     @property
     def reloading(self) -> bool:
@@ -460,7 +443,7 @@ class NodeCache:
             return
         self._reload_owed, self._reload_retry, self._reload_error = False, marker == 0, ""
         self.stats.read_bytes["reload"] += size
-        if self.reload_watch.moved(marker):
+        if self.reload_watch.moved(marker, listed=self._list_asked):
             self.stats.reloads += 1
             self._reload_seen_at = time.monotonic()  # the clock of listing.started
             self._changed_pending = True
@@ -523,12 +506,28 @@ class NodeCache:
         if not self.synced or (self._changed_pending and self._full_due()):
             if self._waits_for_own_work():
                 return
-            if self._reload_owed and not self._reload_beside_hint():
+            # before the first list: read until the marker is set (a 0 read is read again)
+            owed = self._reload_owed or (self._reload_retry and not self.synced)
+            if owed and not self._reload_beside_hint():
                 await self._watch_reload(metrics=False)
+            if not self.synced and self._settling():
+                return
             if self.synced and self._hint_hot and self.hint_duty >= 1.0 and self.lists_in_flight > 1:
                 await self._lists_following_hint()
             else:
                 await self._list()
+
+    def _settling(self) -> bool:
+        """The first list waits for slurmctld's start marker (ReloadWatch.settling): a syncer started just
+        after a reconfigure or restart lists once, not twice (a read that fails there, slurmctld not
+        answering yet, is waited on too: the 0 follows it)."""
+        now = self._clock()
+        if self._settle_since is None:
+            self._settle_since = now
+        settling = self.reload_watch.settling(now - self._settle_since)
+        if settling:
+            self.stats.settle_waits += 1
+        return settling
 
     def _waits_for_own_work(self) -> bool:
         """A list the counts asked for waits while the syncer's own node calls run (they most likely moved
@@ -549,11 +548,14 @@ class NodeCache:
         (sooner while a list is owed and the duty limit allows one)."""
         usable = self._hint_usable()
         delay = min(self.poll_interval_s, self.hint_interval_s) if usable else self.poll_interval_s
+        if not self.synced and self._settle_since is not None:
+            delay = min(delay, self.reload_interval_s)  # the first list waits for the marker: look again soon
         if (self._changed_pending or self._hint_hot) and self._own_work_since is None:
             delay = min(delay, max(0.0, self._next_full_at - self._clock()))
         return delay
 
     async def _fetch(self) -> NodeListing:
+        self._list_asked = True
         self.stats.reads["list"] += 1
         listing = await self._client.list_all_nodes()
         self.stats.read_bytes["list"] += listing.body_bytes

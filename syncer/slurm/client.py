@@ -534,12 +534,7 @@ class SlurmClient:
             )
         except SlurmApiError as exc:
             if exc.has_error("Invalid node name"):
-                raise SlurmNotFound(
-                    f"node {name} does not exist",
-                    endpoint="node_update",
-                    status=exc.status,
-                    errors=exc.errors,
-                ) from exc
+                raise _not_found(f"node {name}", "node_update", exc) from exc
             raise
 
     def _body(self, update: NodeUpdate) -> dict[str, Any]:
@@ -860,12 +855,7 @@ class SlurmClient:
             )
         except SlurmApiError as exc:
             if exc.status == 404 or exc.has_error("Invalid job id"):
-                raise SlurmNotFound(
-                    f"job {job_id} does not exist",
-                    endpoint="job_update",
-                    status=exc.status,
-                    errors=exc.errors,
-                ) from exc
+                raise _not_found(f"job {job_id}", "job_update", exc) from exc
             raise
 
     # --- reservations (maintenance windows) ------------------------------------------------
@@ -945,3 +935,8 @@ class SlurmClient:
         """slurmctld's statistics and the size of the answer in bytes (what reading them cost)."""
         answer = await self._call("GET", "/diag/", DiagResponse, endpoint="diag")
         return (dict(answer.decoded.statistics) if answer.decoded else {}), answer.body_bytes
+
+
+def _not_found(what: str, endpoint: str, exc: SlurmApiError) -> SlurmNotFound:
+    """A write's answer that `what` is not in Slurm, with Slurm's own errors."""
+    return SlurmNotFound(f"{what} does not exist", endpoint=endpoint, status=exc.status, errors=exc.errors)

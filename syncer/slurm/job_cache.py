@@ -15,14 +15,19 @@ changed), and those `track()`ed after a submit. A whole list is the only costly 
 job of the cluster: measured in docs/slurm-releases.md "Jobs for pods"); nothing else grows with the queue:
 
 - **States** (`GET /jobs/state/?job_id=...`, ~620 bytes plus ~67 a job of ours, ~1 ms whatever the queue,
-  one request per 100 jobs): every `poll_interval_s`. A job whose state moved is read whole at once
-  (`GET /job/{id}`); one that Slurm no longer lists is removed (it ended MinJobAge ago). With `hint=`
+  one request per 100 jobs): every `poll_interval_s`; with `live_interval_s`, those of the jobs not yet ended
+  (a state change to bind or tear down on) also every `live_interval_s` (~690 bytes a read for one job). A
+  job whose state moved is read whole at once (`GET /job/{id}`); one that Slurm no longer lists is removed
+  (it ended MinJobAge ago). With `hint=`
   (slurmctld's `/metrics/jobs` gauges, 26.05) the states are read only when a gauge moved, or `hint_floor_s`
   after the last read; off by default, as measured it costs more than it saves: slurmctld walks every job for
   each read (6.7 ms at 1,000 jobs queued, 92 ms at 10,000; four reads a second) where the state read it
   spares takes 1.2 ms.
 - **Details** of a running job every `detail_interval_s` (`preempt_time`/`end_time`: a preemption's grace
-  window moves no state and no gauge, measured), of a pending one every `pending_interval_s` (its reason).
+  window moves no state and no gauge, measured), of a pending one every `pending_interval_s` (its reason;
+  no state read carries it). With `pending_first_s`, a job `track()`ed is read again `pending_first_s` after
+  its submit, then at twice its age each time until `pending_interval_s` (1, 2, 4, 8, 16 s...): Slurm's first
+  reason shows within a scheduling pass, at most log2(pending_interval_s / pending_first_s) + 1 reads more.
   Read one by one (~12 KB, ~2 ms whatever the queue), or as one `update_time` list where that is expected to
   cost less.
 
@@ -49,6 +54,7 @@ from syncer.slurm.errors import SlurmError, SlurmNotFound
 from syncer.slurm.jobs import STATE_CHUNK, JobListing
 from syncer.slurm.metrics_hint import HintReader, SlurmMetricsError
 from syncer.slurm.metrics_jobs import JOBS_PATH, JobFingerprint, job_fingerprint
+from syncer.slurm.polled import Polled
 
 log = structlog.get_logger("syncer.slurm.job_cache")
 JOB_FIELDS: tuple[str, ...] = SlurmJob.__struct_fields__
@@ -92,7 +98,7 @@ class JobCacheStats:
     last_list_jobs: int = 0  # jobs in the cluster at the last whole list (ours or not)
 
 
-class JobCache:
+class JobCache(Polled[JobChange]):
     def __init__(
         self,
         client: SlurmClient,
@@ -104,30 +110,27 @@ class JobCache:
         hint_floor_s: float = 5.0,
         detail_interval_s: float = 5.0,
         pending_interval_s: float = 30.0,
+        live_interval_s: float | None = None,
+        pending_first_s: float | None = None,
         list_interval_s: float | None = 600.0,
         stale_after_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__(poll_interval_s=poll_interval_s, stale_after_s=stale_after_s, clock=clock)
         self._client = client
         self._owned = owned
         self.hint = hint
-        self.poll_interval_s = poll_interval_s
         self.hint_interval_s = hint_interval_s
         self.hint_floor_s = hint_floor_s
         self.detail_interval_s = detail_interval_s
         self.pending_interval_s = pending_interval_s
+        self.live_interval_s = live_interval_s
+        self.pending_first_s = pending_first_s
         self.list_interval_s = list_interval_s
-        self.stale_after_s = stale_after_s if stale_after_s is not None else max(10.0, 5 * poll_interval_s)
-        self._clock = clock
         self.jobs: dict[int, SlurmJob] = {}
-        self.synced = False
-        self.last_success = 0.0
-        self.last_error = ""
         self.stats = JobCacheStats()
-        self._first = asyncio.Event()
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()  # one read-and-apply at a time (the poll loop, fresh(), resync())
-        self._subscribers: list[Callable[[list[JobChange]], None]] = []
         self._tracked_at: dict[int, float] = {}  # job -> time.monotonic() track() was called
         # job -> time.monotonic() the read applied last was sent: an older read answering later (a long list
         # beside a fresh read) does not take the cache back
@@ -136,21 +139,14 @@ class JobCache:
         self._last_update = 0  # the last whole list's time: `update_time` of the next
         self._listed_at = -math.inf
         self._stated_at = -math.inf
+        self._lived_at = -math.inf  # the last read of the states of the jobs not yet ended
         self._hint_at = -math.inf
         self._hint_seen: JobFingerprint | None = None
         self._hint_retry_at = 0.0
         self._resync = False
         self._polling_since: float | None = None
 
-    # --- what consumers read ------------------------------------------------------------
-    @property
-    def age_s(self) -> float:
-        return self._clock() - self.last_success if self.synced else math.inf
-
-    @property
-    def stale(self) -> bool:
-        return not self.synced or self.age_s > self.stale_after_s
-
+    # --- what consumers read (and age_s, stale, wait_synced, subscribe: Polled's) ---------------------------
     @property
     def cause(self) -> str:
         """Why the data may be old, in words ("" while it is fresh)."""
@@ -163,12 +159,6 @@ class JobCache:
         if self.stale:
             return f"no answer from slurmrestd for {self.age_s:.0f} s"
         return ""
-
-    async def wait_synced(self) -> None:
-        await self._first.wait()
-
-    def subscribe(self, callback: Callable[[list[JobChange]], None]) -> None:
-        self._subscribers.append(callback)
 
     def nudge(self) -> None:
         """Read the states now instead of at the next interval."""
@@ -253,11 +243,16 @@ class JobCache:
     def _newer_than(self, job_id: int, sent: float) -> bool:
         return max(self._read_at.get(job_id, -math.inf), self._tracked_at.get(job_id, -math.inf)) > sent
 
-    async def _read_states(self) -> None:
-        ids = set(self.jobs) | self._unread
-        self._stated_at = self._clock()
+    async def _read_states(self, live_only: bool = False) -> None:
+        """The states of every job of ours (or, `live_only`, of those not yet ended); a job whose state
+        moved is read whole."""
+        ids = self.live_ids() if live_only else set(self.jobs) | self._unread
+        self._lived_at = self._clock()
+        if not live_only:
+            self._stated_at = self._lived_at
         if not ids:
-            self._succeeded()
+            if not live_only:
+                self._succeeded()
             return
         sent = time.monotonic()
         before = self._client.stats.body_bytes["job_states"]
@@ -268,10 +263,11 @@ class JobCache:
             j for j in sorted(ids)
             if j in self._unread or (j in states and j in self.jobs and states[j] != self.jobs[j].state)
         ]  # fmt: skip
-        for job_id in [j for j in self.jobs if j not in states]:
+        for job_id in [j for j in self.jobs if j in ids and j not in states]:
             self._apply_one(job_id, None, sent)  # Slurm has forgotten it (MinJobAge after its end)
         await self._read_whole(moved)
-        self._succeeded()
+        if not live_only:
+            self._succeeded()  # a read of every job: absence proves an end
 
     async def _read_whole(self, ids: list[int]) -> None:
         for job_id in ids:
@@ -280,16 +276,35 @@ class JobCache:
             self._unread.discard(job_id)
             self._apply_one(job_id, job if job is not None and self._keeps(job) else None, sent)
 
+    def live_ids(self) -> set[int]:
+        """The jobs not yet ended (and those tracked, not yet read): what a state change is awaited of."""
+        return {job_id for job_id, job in self.jobs.items() if not job.ended} | self._unread
+
+    def pending_every_s(self, read_at: float, tracked_at: float | None) -> float:
+        """How long after a whole read at `read_at` a pending job is read again: `pending_interval_s`, or for
+        a job tracked at `tracked_at` (with `pending_first_s`) its age at that read, from `pending_first_s` up
+        to `pending_interval_s`."""
+        if self.pending_first_s is None or tracked_at is None:
+            return self.pending_interval_s
+        return min(self.pending_interval_s, max(self.pending_first_s, read_at - tracked_at))
+
     def _details_due(self) -> list[int]:
         """The jobs not yet ended whose last whole read is older than their interval: `detail_interval_s` for
-        a running job (a preemption shows only there), `pending_interval_s` for a pending one (its reason)."""
+        a running job (a preemption shows only there), `pending_every_s` for a pending one (its reason)."""
         now = time.monotonic()
-        return [
-            job_id for job_id, job in self.jobs.items()
-            if not job.ended
-            and now - self._read_at.get(job_id, -math.inf)
-            >= (self.pending_interval_s if job.pending else self.detail_interval_s)
-        ]  # fmt: skip
+        due = []
+        for job_id, job in self.jobs.items():
+            if job.ended:
+                continue
+            read_at = self._read_at.get(job_id, -math.inf)
+            every = (
+                self.pending_every_s(read_at, self._tracked_at.get(job_id))
+                if job.pending
+                else self.detail_interval_s
+            )
+            if now - read_at >= every:
+                due.append(job_id)
+        return due
 
     async def _read_details(self, due: list[int]) -> None:
         """Jobs read whole: one by one, or as one `update_time` list when that is expected to cost less."""
@@ -325,7 +340,7 @@ class JobCache:
         self.last_success = self._clock()
         if not self.synced and self._listed_at > -math.inf:
             self.synced = True
-            self._first.set()
+            self._first_answer.set()
 
     # --- the hint -----------------------------------------------------------------------
     async def _hint_moved(self) -> bool | None:
@@ -375,6 +390,8 @@ class JobCache:
                 return
             if self._unread or await self._states_due():
                 await self._read_states()
+            elif self._live_due():
+                await self._read_states(live_only=True)
             due = self._details_due()
             if due:
                 await self._read_details(due)
@@ -395,9 +412,17 @@ class JobCache:
             return moved
         return False
 
+    def _live_due(self) -> bool:
+        return self.live_interval_s is not None and self._due(self._lived_at, self.live_interval_s)
+
     def _poll_delay(self) -> float:
         hinted = self.hint is not None and not self.stats.hint_failing
-        return min(self.poll_interval_s, self.hint_interval_s) if hinted else self.poll_interval_s
+        delay = min(self.poll_interval_s, self.hint_interval_s) if hinted else self.poll_interval_s
+        if self.live_interval_s is not None and any(not job.ended for job in self.jobs.values()):
+            delay = min(delay, self.live_interval_s)
+        if self.pending_first_s is not None and any(job.pending for job in self.jobs.values()):
+            delay = min(delay, self.pending_first_s)
+        return delay
 
     async def run(self) -> None:
         """Poll until cancelled; every failure is logged, counted, kept with its cause and retried."""

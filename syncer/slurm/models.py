@@ -252,6 +252,10 @@ class SlurmctldConf(msgspec.Struct):
     suspend_exc_nodes: list[str] = msgspec.field(default_factory=list, name="SuspendExcNodes")
     suspend_exc_parts: list[str] = msgspec.field(default_factory=list, name="SuspendExcParts")
     suspend_exc_states: list[str] = msgspec.field(default_factory=list, name="SuspendExcStates")
+    # slurm-syncer's PrologSlurmctld (issue 47): a list on 26.05.5 (slurm.conf may name several); the
+    # timeout {"set": false, ...} when unset
+    prolog_slurmctld: list[str] | str = msgspec.field(default_factory=list, name="PrologSlurmctld")
+    prolog_timeout: MaybeNumber = msgspec.field(default=None, name="PrologTimeout")
 
     # Preemption (issue 45): with preempt/partition_prio a node joining a higher-tier partition has its
     # running lower-tier jobs preempted (measured on 26.05.5: PREEMPTED 2 s after the join)

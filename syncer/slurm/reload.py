@@ -4,8 +4,9 @@ none of the node-state counts the metrics hint reads moved.
 
     watch = ReloadWatch(client, hint)
     marker, size = await watch.read(metrics=True)  # slurmctld's /metrics/scheduler; False: slurmrestd /diag
-    if watch.moved(marker):                        # a new slurmctld since the last read
+    if watch.moved(marker, listed=...):            # a new slurmctld since the last read (after a list)
         ...                                        # list; every key the syncer owns in Slurm looked at again
+    watch.settling(waited_s)                       # the first list waits while the marker reads 0
 
 One number tells: the time slurmctld counts its statistics from (`last_proc_req_start`), set by each new
 slurmctld (a reconfigure starts one too) and read cheaply in two places: `slurm_last_proc_req_start` in
@@ -23,6 +24,7 @@ from syncer.slurm.metrics_scheduler import PATH as SCHEDULER_PATH
 
 METRIC = "slurm_last_proc_req_start"
 DIAG_FIELD = "req_time_start"
+SETTLE_S = 5.0  # the first list waits this long at most for a new slurmctld's start (0.6 s measured idle)
 
 
 def started_from_metrics(text: str) -> int:
@@ -64,14 +66,23 @@ class ReloadWatch:
         statistics, size = await self._client.diag_sized()
         return started_from_diag(statistics), size
 
-    def moved(self, marker: int) -> bool:
+    def moved(self, marker: int, *, listed: bool = True) -> bool:
         """True when `marker` (just read) tells of another slurmctld than the one read before; the first
-        read only records. A new slurmctld reads 0 until its first background pass (0.6 s measured), then
-        its start: both tell, the 0 at once and the start too, since another reload within that 0 (two
-        reconfigures 0.6 s apart, measured) shows only as a start after it. The second list costs one
-        more list per reload."""
+        read, and any read before the first list was asked for (`listed` False: that list shows whichever
+        slurmctld answers it), only record. A new slurmctld reads 0 until its first background pass (0.6 s
+        measured), then its start: both tell, the 0 at once and the start too, since another reload within
+        that 0 (two reconfigures 0.6 s apart, measured) shows only as a start after it. The second list
+        costs one more list per reload; hence the first list waits for a set marker (`settling`)."""
         first, self._seen = not self._seen, True
         previous, self.started = self.started, marker
-        if first:
+        if first or not listed:
             return False
         return marker != previous
+
+    def settling(self, waited_s: float) -> bool:
+        """The first list should wait: the marker last read is a new slurmctld's 0 (a reconfigure or restart
+        just before the syncer started), and its start, read after a list, could not be told from a later
+        slurmctld's: a reload at the syncer's start (a whole node list more). Before the first read and
+        after a failed one too (the metrics are read beside the polls; a slurmctld starting may not answer
+        yet); at most `SETTLE_S`."""
+        return self.started == 0 and waited_s < SETTLE_S

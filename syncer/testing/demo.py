@@ -5,11 +5,12 @@ a NodeSet whose pods are backed by real slurmd processes; the syncer between the
 cordon a Node and watch Slurm drain it, drain a node in Slurm and watch Kubernetes see it, scale the
 NodeSet down while a job runs, announce a maintenance window on the real node (a long job kept off, a
 short one placed), declare a partition in Kubernetes, drain it in an emergency and reconfigure slurmctld
-(syncer/testing/demo_partitions.py), and let Slurm's power saving bring a NodeSet's pod for a job and
-take it away once idle (syncer/testing/demo_power.py). The screen is the story: each claim is printed once
-the demo has seen it hold, with a short line per syncer action it tells of; the syncer's log goes to a file
-named at the start (`--verbose`: to the terminal instead). `--keep` leaves everything running for kubectl
-and scontrol; Ctrl-C ends it.
+(syncer/testing/demo_partitions.py), let a pod and a Slurm job queue for one node in Slurm, each waiting
+for the other (syncer/testing/demo_scheduler.py), and let Slurm's power saving bring a NodeSet's pod for a
+job and take it away once idle (syncer/testing/demo_power.py). The screen is the story: each claim is
+printed once the demo has seen it hold, with a short line per syncer action it tells of; the syncer's log
+goes to a file named at the start (`--verbose`: to the terminal instead). `--keep` leaves everything
+running for kubectl and scontrol; Ctrl-C ends it.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from syncer.testing.demo_log import ActionTap, log_path, logging_to
 from syncer.testing.demo_partitions import FEATURE_LABELS, partitions
 from syncer.testing.demo_power import NODESET as POWER_NODESET
 from syncer.testing.demo_power import power
+from syncer.testing.demo_scheduler import OPTIONS as SCHEDULER_OPTIONS
+from syncer.testing.demo_scheduler import one_pool
 from syncer.testing.demo_story import DemoError, detail, ready_node, say, syncer_did
 from syncer.testing.demo_story import wait as wait  # benchmarks import it from here
 from syncer.testing.kubeapi import KubeApiEmulator
@@ -207,6 +210,7 @@ async def world(
                         "attributes": AttributeOptions(feature_labels=FEATURE_LABELS),
                         "nodeset": NodeSetOptions(requeue_s=1.0, power_port_base=power_port),
                         "partitions": PartitionOptions(enabled=True),
+                        "scheduler": SCHEDULER_OPTIONS,
                     },
                     slurm_poll_interval_s=0.5,
                     lease_namespace=NAMESPACE,
@@ -315,7 +319,8 @@ async def scenario(w: World, replicas: int) -> None:
     )
     await maintenance(w)
     await partitions(w, 7, REAL_HOST)
-    await power(w, 10)
+    await one_pool(w, 10)
+    await power(w, 13)
 
 
 def _iso(epoch: float) -> str:

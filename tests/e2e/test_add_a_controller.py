@@ -64,12 +64,12 @@ async def test_the_walkthrough_adds_a_running_controller(rig: Rig, tmp_path: Pat
 
     node = "k8s-greeted"
     rig.kube.create("", "v1", "nodes", node_body(node, {"example.com/greet": "yes"}))
-    env = {**syncer_environment(rig), "PYTHONPATH": str(copy), "SLURM_SYNCER_GREETER_ENABLED": "true"}
+    env = {**syncer_environment(rig), "PYTHONPATH": str(copy)}
     env |= {"SLURM_SYNCER_LEADER_ELECTION": "false", "SLURM_SYNCER_NODESET_ENABLED": "false"}
     log = tmp_path / "syncer.log"
-    with log.open("wb") as out:
+    with log.open("wb") as out:  # the walkthrough's command: `slurm-syncer run --greeter-enabled`
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "syncer", "--log-format", "json", "run",
+            sys.executable, "-m", "syncer", "--log-format", "json", "run", "--greeter-enabled",
             cwd=copy, env=env, stdout=out, stderr=out,
         )  # fmt: skip
     try:

@@ -78,7 +78,7 @@ def bind_one_slinky_labelled_one_not(rig: Rig) -> list[str]:
     return names
 
 
-@pytest.mark.parametrize("profile", ["default", "slinky", "jwt-key"])
+@pytest.mark.parametrize("profile", ["default", "slinky", "jwt-key", "scheduler"])
 async def test_check_and_status_through_kubectl_exec_see_the_charts_configuration(
     rig: Rig, tmp_path: Path, profile: str
 ):
@@ -93,6 +93,9 @@ async def test_check_and_status_through_kubectl_exec_see_the_charts_configuratio
         (rig.sandbox.jwt_key_path, "jwtKey") if profile == "jwt-key" else (rig.sandbox.token_file, "token")
     )
     values = yaml.safe_load(SLINKY.read_text()) if profile == "slinky" else {}
+    if profile == "scheduler":  # scheduler.* reach `check` through the environment (24.11: the placeholder)
+        served = {"enabled": True, "name": "gpu-pool", "namespaces": ["team-a", "team-b"]}
+        values = {"scheduler": {**served, "placeholder": True}}
     values = merged(
         values,
         {
@@ -116,6 +119,12 @@ async def test_check_and_status_through_kubectl_exec_see_the_charts_configuratio
     code, out = await exec_in_container("check")
     assert code == 0, out
     assert "token accepted" in out and "token may update nodes" in out, out
+    on = "scheduler: on for pods with schedulerName gpu-pool in "
+    assert (on in out) is (profile == "scheduler"), out
+    if profile == "scheduler":
+        assert "team-a" in out.partition(on)[2].splitlines()[0], out
+        placeholder = "has no external jobs: a placeholder batch job stands for"
+        assert (placeholder in out) is ("v0.0.42" in out), out  # 24.11 only; 25.05+: external jobs
     code, out = await exec_in_container("status", "-o", "json")
     rows = {row["slurm_node"]: row for row in json.loads(out)}
     assert code == (3 if any(row["drift"] for row in rows.values()) else 0), out

@@ -67,6 +67,7 @@ async def check_both_systems(directory: Path, kubectl: Kubectl) -> None:
     nodeset = await kubectl.json("get", "nodesets", "gpu", "-n", "slurm")
     assert nodeset["spec"]["replicas"] == 1 and nodeset["status"]["replicas"] == 1
     await check_partition_scene(sandbox, kubectl)
+    await check_scheduler_scene(sandbox, kubectl)
     await check_power_scene(sandbox, kubectl)
 
 
@@ -85,6 +86,20 @@ async def check_partition_scene(sandbox: Sandbox, kubectl: Kubectl) -> None:
     assert ready and ready[0]["status"] == "True", cr["status"]
     assert cr["metadata"]["annotations"]["slurm-syncer.dev/partition-owner"] == "created"
     assert "k8s.tier:interactive" in sandbox.scontrol("show", "node", sandbox.real_node)
+
+
+async def check_scheduler_scene(sandbox: Sandbox, kubectl: Kubectl) -> None:
+    """The pod was submitted as a Slurm job, bound, and is gone after its deletion; nothing of the scene is
+    left in Slurm's queue; before 25.05 (no external jobs) no pod was made."""
+    pods = (await kubectl.json("get", "pods", "-n", "apps"))["items"]
+    assert pods == [], [p["metadata"]["name"] for p in pods]
+    events = (await kubectl.json("get", "events", "-n", "apps"))["items"]
+    reasons = {e["reason"] for e in events if e["involvedObject"]["name"] == "notebook"}
+    if not WRITES:
+        assert reasons == set(), reasons
+        return
+    assert {"SlurmJobSubmitted", "Scheduled"} <= reasons, reasons
+    assert sandbox.run("squeue", "-h", "-w", "pool-0", "-t", "PENDING,RUNNING").stdout.strip() == ""
 
 
 async def check_power_scene(sandbox: Sandbox, kubectl: Kubectl) -> None:
@@ -169,6 +184,17 @@ async def test_demo_plays_the_scenario_shows_only_its_story_and_tears_down(tmp_p
             )
             if WRITES
             else ("partitions declared in Kubernetes need Slurm 26.05+", "skipped on Slurm 24.11")
+        ),
+        *(
+            (
+                "PodScheduled=False SlurmJobPending: Slurm job",
+                "is pending (",  # Slurm's reason, read again soon after the submit
+                "bound to pool-host and Running",
+                "PENDING (Resources): the pod's job",
+                "pod gone, its job",
+            )
+            if WRITES
+            else ("one pool: a pod's Slurm job is an external job (Slurm 25.05+)",)
         ),
         *(
             (

@@ -12,6 +12,7 @@ import re
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,9 @@ from syncer.controllers.nodeset.options import NodeSetOptions
 from syncer.controllers.partitions.options import PartitionOptions
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
+from syncer.testing import prolog
 from syncer.testing.kubeapi import KubeApiEmulator
-from syncer.testing.sandbox import Sandbox, SandboxError, up
+from syncer.testing.sandbox import REAL_NODE, Sandbox, SandboxError, up
 from syncer.testing.sandbox.config import free_port_block
 from syncer.testing.sandbox.processes import wait_until
 from syncer.testing.slurmd_standin import SlurmdStandIn
@@ -55,8 +57,11 @@ def power_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]
     """A sandbox of its own (no simulated CLOUD nodes), its SuspendTime short: the session sandbox's
     CLOUD nodes would be powered down under other tests."""
     try:
+        directory = tmp_path_factory.mktemp("power-sandbox")
+        # slurm-syncer's PrologSlurmctld (issue 47): asks nobody until a test points it at its syncer
+        prolog.install(directory)
         sandbox = up(
-            tmp_path_factory.mktemp("power-sandbox"), nodes=0, slurm=SELECTED.name, keep_partitions=True
+            directory, nodes=0, slurm=SELECTED.name, keep_partitions=True, extra_conf=(prolog.CONF_LINE,)
         )
         conf = sandbox.slurm_conf.read_text()
         conf = conf.replace("SuspendTime=600", f"SuspendTime={SUSPEND_TIME_S}")
@@ -204,8 +209,9 @@ def power_body(
 
 async def jobs_power_exactly_their_members_up_and_idle_ones_go(rig: Rig, service: SyncerService) -> None:
     """From zero pods: a 2-node job gets exactly 2 pods, never the member an admin drained; a constraint
-    only the second NodeSet's features satisfy powers up that NodeSet's member; idle past SuspendTime,
-    Slurm powers them down and their pods go."""
+    only the second NodeSet's features satisfy powers up that NodeSet's member; with slurm-syncer's
+    PrologSlurmctld asking this syncer both start as soon as their members registered, an ordinary job at
+    once; idle past SuspendTime, Slurm powers them down and their pods go."""
     first, second = Set(rig, f"pw{next(_names)}"), Set(rig, f"pw{next(_names)}")
     rig.kube.create(GROUP, VERSION, "nodesets", power_body(first.name, 3, ("jp", "aaa")), namespace=NAMESPACE)
     rig.kube.create(
@@ -221,10 +227,21 @@ async def jobs_power_exactly_their_members_up_and_idle_ones_go(rig: Rig, service
     async def both_ran() -> bool:
         return await job_is(rig, two, "COMPLETED") and await job_is(rig, one, "COMPLETED")
 
+    ordinary = sbatch(rig, "-w", REAL_NODE, "--wrap", "true")  # its prolog is answered at once
     await wait_slurm(both_ran, deadline_s=90, what="both jobs ran")
     powered = [e["message"].split()[2] for e in first.events("PoweringUp")]
     assert sorted(powered) == [first.member(1), first.member(2)], "two pods, none for the drained member"
     assert [e["message"].split()[2] for e in second.events("PoweringUp")] == [second.member(0)]
+    # issue 47: each job left CONFIGURING as its PrologSlurmctld ended, within 5 s of its last member's
+    # slurmd registering (not at slurmctld's 30 s check)
+    log = await asyncio.to_thread(slurmctld_log, rig)
+    for job, members in ((two, powered), (one, [second.member(0)])):
+        registered = max(logged_at(log, f"Node {member} now responding") for member in members)
+        configured, how = configured_at(log, job)
+        assert how == "prolog_running_decr", f"job {job} left CONFIGURING by {how}, not its prolog's end"
+        assert configured - registered <= 5.0, f"job {job} RUNNING {configured - registered:.1f} s late"
+    await wait_slurm(lambda: job_is(rig, ordinary, "COMPLETED"), deadline_s=30, what="the ordinary job ran")
+    assert service.job_readiness.stats.answers.get("ready", 0) >= 2
     assert (condition(first.obj(), "PowerSaving") or {}).get("status") == "True"
     assert first.status()["power"]["declared"] == 3
     assert first.status()["power"]["heldByAdmin"] == 1
@@ -350,6 +367,31 @@ async def a_lost_node_powers_its_member_down_and_the_job_runs_once_capacity_retu
     await wait_slurm(lambda: job_is(rig, job, "COMPLETED"), deadline_s=240, what="the job ran again")
 
 
+def slurmctld_log(rig: Rig) -> str:
+    return (rig.sandbox.directory / "log" / "slurmctld.log").read_text(errors="replace")
+
+
+_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] (.*)$", re.M)
+
+
+def logged_at(log: str, text: str) -> float:
+    """When slurmctld first logged a line containing `text` (epoch seconds, its log's milliseconds)."""
+    for stamp, line in _STAMP.findall(log):
+        if text in line:
+            return datetime.fromisoformat(stamp).timestamp()
+    raise AssertionError(f"slurmctld never logged {text!r}")
+
+
+def configured_at(log: str, job: str) -> tuple[float, str]:
+    """When and by which function (job_time_limit: the 30 s check; prolog_running_decr: its prolog's end)
+    slurmctld found job `job`'s nodes ready."""
+    done = re.compile(rf"^(\w+): Configuration for JobId={job} (?:is )?complete")
+    for stamp, line in _STAMP.findall(log):
+        if found := done.match(line):
+            return datetime.fromisoformat(stamp).timestamp(), found.group(1)
+    raise AssertionError(f"slurmctld never logged job {job}'s configuration complete")
+
+
 Scenario = Callable[[Rig, SyncerService], Awaitable[None]]
 
 
@@ -372,10 +414,10 @@ async def test_power_scenarios_side_by_side(power_rig: Rig) -> None:
     """The independent scenarios at once under one syncer, each with NodeSets and features of its own: each
     power-up waits for slurmctld's 30 s periodic check before its job starts (docs/slurm-releases.md), and
     run one after another those waits were most of the module's time. Each failure names its scenario."""
-    from tests.e2e import power_safety  # its scenarios use this module's helpers
+    from tests.e2e import power_safety, two_releases  # their scenarios use this module's helpers
 
     rig, ports = power_rig, Ports()
-    scenarios = chosen((*SIDE_BY_SIDE, *power_safety.SCENARIOS))
+    scenarios = chosen((*SIDE_BY_SIDE, *power_safety.SCENARIOS, *two_releases.SCENARIOS))
     ensure_pool(rig)
     failures: list[str] = []
     try:
@@ -390,6 +432,7 @@ async def test_power_scenarios_side_by_side(power_rig: Rig) -> None:
             ) as service:  # fmt: skip
                 # the scenarios' Events at once are no storm here: none folded into a summary
                 service.events.storm_rate_per_s = 1000.0
+                prolog.point(rig.sandbox.directory, f"http://127.0.0.1:{service.http_port}")
                 outcomes = await asyncio.gather(
                     *(scenario(rig, service) for scenario in scenarios), return_exceptions=True
                 )
@@ -411,6 +454,7 @@ async def test_power_scenarios_side_by_side(power_rig: Rig) -> None:
                 await end_jobs(rig, "pw")
             assert not standin.failures, standin.failures
     finally:
+        prolog.point(rig.sandbox.directory, "")
         delete_slurm_nodes(rig, "pw")
 
 
@@ -450,10 +494,17 @@ async def test_a_power_up_while_the_syncer_is_down_is_not_lost_nor_doubled(power
     }
     try:
         async with SlurmdStandIn(rig.kube, rig.sandbox, boot=True, port_base=port_base) as standin:
-            async with running_syncer(rig, **settings):
+            async with running_syncer(rig, **settings) as first:
+                # the PrologSlurmctld asks this syncer, which is gone when the jobs come (issue 47)
+                prolog.point(rig.sandbox.directory, f"http://127.0.0.1:{first.http_port}")
                 rig.kube.create(GROUP, VERSION, "nodesets", power_manifest(name, 2), namespace=NAMESPACE)
                 await declared(nodeset, 2)
-            # the syncer is down: Slurm powers a member up for a job meanwhile
+            # the syncer is down: an ordinary job starts as ever (its prolog finds nobody and ends)
+            ordinary = sbatch(rig, "-w", REAL_NODE, "--wrap", "true")
+            await wait_for(
+                lambda: job_state(rig, ordinary) == "COMPLETED", deadline_s=30, what="the ordinary job ran"
+            )
+            # Slurm powers a member up for a job meanwhile
             job = sbatch(rig, "-N", "1", "--constraint=nsfeat", "--wrap", "sleep 1")
             await wait_for(
                 lambda: any("POWERING_UP" in states(rig, n) for n in nodeset.slurm_names()),
@@ -467,6 +518,10 @@ async def test_a_power_up_while_the_syncer_is_down_is_not_lost_nor_doubled(power
                 assert (
                     service.nodesets is not None and service.nodesets.power.stats.declared == 0
                 )  # none twice
+            # its prolog found no syncer and ended: Slurm's own 30 s check started the job
+            _, how = configured_at(await asyncio.to_thread(slurmctld_log, rig), job)
+            assert how == "job_time_limit", how
             assert not standin.failures, standin.failures
     finally:
+        prolog.point(rig.sandbox.directory, "")
         delete_slurm_nodes(rig, name + "-")

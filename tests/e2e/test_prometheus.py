@@ -25,6 +25,7 @@ from aiohttp import web
 from syncer.app import dashboards
 from syncer.controllers.partitions.options import PartitionOptions
 from syncer.controllers.partitions.plan import PRECONDITION, UNSUPPORTED
+from syncer.controllers.scheduler.options import SchedulerOptions
 from syncer.slurm.jwt import mint_token
 from syncer.testing.processes import stop_process
 from syncer.testing.sandbox.config import free_port
@@ -176,13 +177,16 @@ def same_figure(one: float, two: float, expr: str) -> bool:
     """Counts must be equal. Rates and process figures move a little between the two scrapes of one
     process, time() between the two queries, and slurmctld's last scheduling cycle with every cycle run
     between the two replicas' scrapes (24.11 CI: 13 us against 16 us); the Slurm data age is a sawtooth
-    (0 at each answer, up to the hint's floor): any value."""
+    (0 at each answer, up to the hint's floor): any value. The oldest pending pod's age grows between the
+    two scrapes."""
     if "_age_" in expr:
         return True
     if math.isnan(one) or math.isnan(two):
         return math.isnan(one) and math.isnan(two)
     if any(moving in expr for moving in ("rate(", "process_", "time()", "_cycle_last_")):
         return math.isclose(one, two, rel_tol=0.3, abs_tol=0.5)
+    if "_oldest_seconds" in expr:  # an age: grows by the time between the two scrapes (1 s apart at most)
+        return abs(one - two) <= 2.0
     return one == two
 
 
@@ -193,10 +197,16 @@ def same_figure(one: float, two: float, expr: str) -> bool:
 # and no target at all; release refused is a third syncer, in dry-run, its hint a closed port, its
 # Kubernetes writes answered 403 (refusing_writes), whose token file is then replaced by an expired token
 # signed with slurmctld's own key (slurmrestd refuses it: 511 for an expired token on both releases).
+# The scheduler is on in every syncer here (its own name): a pod without requests is refused and stays
+# pending, which gives the scheduler row's gauges and its alert's signal data; its counters (jobs,
+# tear-downs) have no samples without a Slurm job, so those panels are left to promtool
+# (tests/integration/test_dashboards_scheduler.py).
+PROM_SCHEDULER = "prometheus-test"
+SCHEDULER_PANELS = dashboards.SCHEDULER[:4]
 LEADING = replace(
     FAST, leader_election=True, lease_name="prometheus-test", lease_duration_s=6.0, renew_deadline_s=4.0,
     retry_period_s=0.5, jobs_poll_interval_s=1.0,
-)  # fmt: skip
+).replace(scheduler=SchedulerOptions(name=PROM_SCHEDULER, namespaces=(NAMESPACE,)))  # fmt: skip
 REFUSED = replace(LEADING, lease_name="prometheus-refused", dry_run=True)
 HEALTHY = ("one", "two")
 # signals that select failures only (refused tokens, failed writes): their metric is there when healthy
@@ -226,6 +236,11 @@ async def test_real_prometheus_panels_and_alerts_with_two_replicas_and_two_relea
     # write partitions): the partitions panel's Ready figure, 0 with its reason
     partition = {"metadata": {"name": "prom-part"}, "spec": {"nodes": {"hosts": [rig.sandbox.real_node]}}}
     rig.kube.create("slurm-syncer.dev", "v1alpha1", "slurmpartitions", partition)
+    refused_pod = {  # no requests: refused, pending with SlurmRequestRefused (the scheduler row, its alert)
+        "metadata": {"name": "prom-refused"},
+        "spec": {"schedulerName": PROM_SCHEDULER, "containers": [{"name": "main", "image": "app"}]},
+    }
+    rig.kube.create("", "v1", "pods", refused_pod, namespace=NAMESPACE)
     leading = LEADING.replace(
         slurm_metrics_url=rig.sandbox.metrics_url, partitions=PartitionOptions(enabled=True)
     )  # metrics off on 24.11: not "failing"
@@ -353,6 +368,7 @@ async def test_real_prometheus_panels_and_alerts_with_two_replicas_and_two_relea
     finally:
         job_id = job.stdout.split()[-1]
         rig.sandbox.run("scancel", job_id)
+        rig.kube.api.delete(rig.kube.api.resource("", "v1", "pods"), NAMESPACE, "prom-refused")
         plural = rig.kube.api.resource("slurm-syncer.dev", "v1alpha1", "slurmpartitions")
         rig.kube.patch("slurm-syncer.dev", "v1alpha1", "slurmpartitions", "prom-part",
                        {"metadata": {"finalizers": None}})  # fmt: skip
@@ -420,7 +436,10 @@ async def differences(http: aiohttp.ClientSession, base: str, standby: str) -> l
     """Each panel's query with one replica scraped and with both: the same figure for each series (the
     standby's own per-replica series left out)."""
     found = []
-    boards = (("cluster", dashboards.CLUSTER + POWER_PANELS), ("syncer", dashboards.SYNCER))
+    boards = (
+        ("cluster", dashboards.CLUSTER + SCHEDULER_PANELS + POWER_PANELS),
+        ("syncer", dashboards.SYNCER),
+    )
     for board, panels in boards:
         for panel in panels:
             for expr, _ in panel.queries:

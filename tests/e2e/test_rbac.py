@@ -24,6 +24,7 @@ from syncer.app.permissions import Right
 from syncer.app.service import SyncerService
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.testing.kubeapi.rbac import SELF_REVIEWS, Request
+from syncer.testing.sandbox import SandboxError
 from tests.e2e.rig import NAMESPACE, Rig, condition, fresh_slurm_nodes, node_body, running_syncer
 from tests.e2e.test_nodeset import manifest
 from tests.e2e.test_partitions import (
@@ -74,6 +75,9 @@ async def syncer_as(
     config = config.replace(
         sync=replace(config.options("sync"), ready_grace_s=2.0),
         nodeset=replace(config.options("nodeset"), requeue_s=0.5),
+        scheduler=replace(
+            config.options("scheduler"), retry_after_s=1.0
+        ),  # a refused submit, tried again soon
         slurm_poll_interval_s=0.2,
         slurm_metrics_url="off",
         listen_host="127.0.0.1",
@@ -211,6 +215,102 @@ async def exercise_nodesets(rig: Rig) -> None:
     await wait_for(lambda: not pods(), deadline_s=60, what="the never-registered pod deleted on scale-in")
 
 
+async def exercise_scheduler(rig: Rig, scheduler: str, namespace: str, index: int) -> None:
+    """The one-pool scheduler in `namespace`, on a real slurmd of its own: a pod waits behind a Slurm job
+    (its PodScheduled condition, once refused with 409 so that it is read fresh; Events), is bound when the
+    job ends, and is deleted when its own job is
+    cancelled; a batch/v1 Job's pod is bound (the Job read); a pod whose submit Slurm refuses is told so
+    twice (its Event created, then aggregated)."""
+    node = f"rbacsched{index}"
+    await asyncio.to_thread(rig.sandbox.start_slurmd, node, cpus=2, memory_mb=1000, features=[node])
+    host = node_body(f"k8s-{node}", {Keys.NODE_NAME_LABEL: node})
+    host["status"]["allocatable"] = {"cpu": "2", "memory": "2Gi", "pods": "110"}
+    if rig.kube.node(f"k8s-{node}") is None:
+        rig.kube.create("", "v1", "nodes", host)
+    rig.kube.patch("", "v1", "namespaces", namespace,
+                   {"metadata": {"annotations": {"slurm-syncer.dev/constraint": node}}})  # fmt: skip
+
+    def run(*argv: str) -> str:
+        return rig.sandbox.run(*argv).stdout.strip()
+
+    def pod(name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+        return {
+            "metadata": {"name": name, "annotations": annotations or {}},
+            "spec": {
+                "schedulerName": scheduler, "terminationGracePeriodSeconds": 0, "restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "app",
+                                "resources": {"requests": {"cpu": "1", "memory": "100Mi"}}}],
+            },
+        }  # fmt: skip
+
+    def get(name: str) -> dict[str, Any]:
+        return rig.kube.pod(namespace, name) or {}
+
+    def events(name: str, reason: str) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in rig.events_for(name)
+            if e.get("reason") == reason and e["involvedObject"].get("namespace") == namespace
+        ]
+
+    try:
+        blocker = run("sbatch", "--parsable", "-w", node, "--exclusive", "--wrap", "sleep 600").split(";")[0]
+        # its first PodScheduled write refused with 409 Conflict: the scheduler reads the pod fresh
+        rig.kube.faults.conflict_next("PATCH", f"/namespaces/{namespace}/pods/waits/status")
+        rig.kube.create("", "v1", "pods", pod("waits"), namespace=namespace)
+        await wait_for(
+            lambda: (condition(get("waits"), "PodScheduled") or {}).get("reason") == "SlurmJobPending",
+            deadline_s=60, what=f"{namespace}/waits pending behind Slurm job {blocker}",
+        )  # fmt: skip
+        assert not [c for c in rig.kube.faults.conflicts if f"/{namespace}/" in c[1]], (
+            "the conflict never met"
+        )
+        run("scancel", blocker)
+        await wait_for(lambda: get("waits").get("spec", {}).get("nodeName") == f"k8s-{node}", deadline_s=60,
+                       what=f"{namespace}/waits bound")  # fmt: skip
+        job = get("waits")["metadata"]["annotations"][Keys.SCHEDULER_JOB_ID]
+        run("scancel", job)
+        await wait_for(
+            lambda: not get("waits"), deadline_s=60, what=f"{namespace}/waits deleted after scancel"
+        )
+        template = pod("member")
+        template["metadata"] = {}
+        job_body = {
+            "metadata": {"name": "one"},
+            "spec": {"parallelism": 1, "completions": 1, "template": template},
+        }
+        owner = rig.kube.create("batch", "v1", "jobs", job_body, namespace=namespace)["metadata"]["uid"]
+
+        def members() -> list[dict[str, Any]]:
+            found = rig.kube.api.store.objects_of(("", "pods"), namespace)
+            return [
+                p
+                for p in found
+                if owner in {o.get("uid") for o in p["metadata"].get("ownerReferences") or []}
+            ]
+
+        await wait_for(lambda: any(p["spec"].get("nodeName") for p in members()), deadline_s=60,
+                       what=f"the pod of Job {namespace}/one bound")  # fmt: skip
+        rig.kube.create("", "v1", "pods", pod("refused", {"slurm-syncer.dev/constraint": "nosuchfeature"}),
+                        namespace=namespace)  # fmt: skip
+        await wait_for(
+            lambda: any(e.get("count", 1) > 1 for e in events("refused", "SlurmSubmitFailed")),
+            deadline_s=60, what=f"{namespace}/refused told twice that Slurm refused its job",
+        )  # fmt: skip
+    finally:
+        plural = rig.kube.api.resource("batch", "v1", "jobs")
+        with contextlib.suppress(Exception):
+            rig.kube.api.delete(plural, namespace, "one")
+        for leftover in rig.kube.api.store.objects_of(("", "pods"), namespace):
+            rig.kube.api.delete(
+                rig.kube.api.resource("", "v1", "pods"), namespace, leftover["metadata"]["name"]
+            )
+        for job in run("squeue", "-h", "-w", node, "-o", "%i").split():
+            run("scancel", job)
+        with contextlib.suppress(SandboxError):
+            rig.sandbox.delete_node(node)
+
+
 def compare(used: set[Request], denied: set[Request], granted: list[Right]) -> tuple[list[str], list[Right]]:
     """(missing rights as refused requests, granted rights never used); prints the comparison."""
     used = {r for r in used if (r.group, r.resource) not in SELF_REVIEWS}
@@ -247,6 +347,7 @@ KUEUE = ("slurm-syncer", {"config": {"topology-kueue": "gpu-fabric", "topology-t
     [
         "default", "Slinky", "namespaced", "NodeSets off", "Kueue topology",
         pytest.param("SlurmPartitions", marks=pytest.mark.only_where(WRITES, "26.05+ writes partitions")),
+        pytest.param("scheduler", marks=pytest.mark.only_where(WRITES, "external jobs: Slurm 25.05+")),
     ],
 )  # fmt: skip
 async def test_the_syncer_uses_exactly_the_rights_its_profile_grants(rig: Rig, profile: str, tmp_path: Path):
@@ -279,6 +380,12 @@ async def test_the_syncer_uses_exactly_the_rights_its_profile_grants(rig: Rig, p
                     await exercise_nodesets(rig)
                 if settings.value("partitions_enabled"):
                     await exercise_partitions(rig)
+                if settings.value("scheduler_name"):
+                    served = settings.controller_options("scheduler").namespaces
+                    await asyncio.gather(*(
+                        exercise_scheduler(rig, settings.value("scheduler_name"), ns, i)
+                        for i, ns in enumerate(served)
+                    ))  # fmt: skip
             except AssertionError as exc:
                 stuck = exc
 

@@ -66,6 +66,12 @@ TASKS: dict[str, Inject] = {
     "sync": lambda s, t: fail_inside(s.engine.runner, "serve", t),
     "nodeset": lambda s, t: fail_inside(s.nodesets.runner, "serve", t),  # type: ignore[union-attr]
     "informer-nodesets": lambda s, t: fail_inside(s.nodesets.informer, "run", t),  # type: ignore[union-attr]
+    # NodeSets no release has labelled yet (--adopt-unlabelled)
+    "informer-nodesets-unlabelled": lambda s, t: fail_inside(
+        s.nodesets.scope.unlabelled,  # type: ignore[union-attr]
+        "run",
+        t,
+    ),
     "heartbeat": lambda s, t: fail_inside(s, "_heartbeat", t),
     "jobs-poller": lambda s, t: fail_inside(s, "_poll_jobs", t),
     "event-summaries": lambda s, t: fail_inside(s.events, "run_folding", t),
@@ -90,7 +96,8 @@ def test_every_background_task_is_covered() -> None:
     # the tasks a fully configured syncer runs (the HTTP server is a resource, not a loop)
     assert covered == {
         "informer-pods", "informer-nodes", "slurm-cache", "leader-election", "sync", "nodeset",
-        "informer-nodesets", "heartbeat", "jobs-poller", "event-summaries", "maintenance",
+        "informer-nodesets", "informer-nodesets-unlabelled", "heartbeat", "jobs-poller", "event-summaries",
+        "maintenance",
     }  # fmt: skip
 
 

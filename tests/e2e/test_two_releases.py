@@ -1,5 +1,6 @@
 """Two syncers in one namespace (two Slurm clusters, two chart releases) with their own Lease names
-(--lease-name; the chart's default is the release's full name) each lead: neither waits on the other."""
+(--lease-name; the chart's default is the release's full name) each lead: neither waits on the other. What
+each acts on (its cluster identity): tests/e2e/two_releases.py, in test_nodeset_power.py's side by side."""
 
 from __future__ import annotations
 
@@ -35,9 +36,11 @@ async def test_two_releases_in_one_namespace_each_lead_on_their_own_lease(rig: R
                 "SLURM_SYNCER_IDENTITY": release,
             }
             config = wiring.service_config(load(build_parser().parse_args(["run"]), environ), environ)
+            # without --cluster-name each release's identity is its lease name: apart as the Leases are
+            assert config.cluster_name == f"{release}-slurm-syncer"
             config = replace(
                 FAST, leader_election=True, lease_namespace=config.lease_namespace,
-                lease_name=config.lease_name, identity=config.identity,
+                lease_name=config.lease_name, identity=config.identity, cluster_name=config.cluster_name,
                 lease_duration_s=3.0, renew_deadline_s=2.0, retry_period_s=0.5,
             )  # fmt: skip
             await stack.enter_async_context(running_syncer(rig, config))

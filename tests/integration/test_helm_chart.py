@@ -48,8 +48,12 @@ CHART_OWNED = {
     "bind-by-node-name",
     "leader-election",
     "lease-name",
+    "cluster-name",  # clusterName: the release name by default
     "listen-address",
     "kubeconfig",
+    "scheduler-name",
+    "scheduler-namespaces",
+    "scheduler-placeholder",
 }
 MONITORING_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}  # monitoring.coreos.com/v1 CRDs
 
@@ -100,6 +104,7 @@ COMBINATIONS: dict[str, dict[str, Any] | None] = {
         "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}],
         "podAnnotations": {"example.org/team": "hpc"},
     },
+    "scheduler": {"scheduler": {"enabled": True, "namespaces": ["team-a", "team-b"], "placeholder": True}},
     "auth-none-single": {
         "slurm": {"auth": {"type": "none"}},
         "replicas": 1,
@@ -289,8 +294,14 @@ def test_bad_values_are_refused_with_a_reason():
             ({"slurm": {"url": "slurmrestd:6820"}}, "/slurm/url"),
             ({"leaderElection": {"enabled": False}}, "replicas > 1 needs leaderElection.enabled"),
             ({"leaderElection": {"leaseName": "GPU_cluster"}}, "/leaderElection/leaseName"),
+            ({"clusterName": "GPU_cluster"}, "/clusterName"),
+            ({"clusterName": "x" * 54}, "/clusterName"),
+            ({"config": {"adopt-unlabelled": "yes"}}, "/config/adopt-unlabelled"),
             ({"monitoring": {"podMonitor": {"enabled": True}}}, "not both"),
             ({"config": {"pod-selector": ""}}, "config.pod-selector is empty: every pod of the cluster"),
+            ({"scheduler": {"enabled": True}}, "scheduler.enabled needs scheduler.namespaces"),
+            ({"scheduler": {"name": "Slurm Syncer"}}, "/scheduler/name"),
+            ({"scheduler": {"namespaces": ["a", "a"]}}, "/scheduler/namespaces"),
         ):
             with pytest.raises(helm.HelmError) as caught:
                 chart.render(values, name="slurm-syncer", namespace=NAMESPACE)
@@ -356,7 +367,13 @@ RBAC_PROFILES: dict[str, dict[str, Any]] = {
     "lease elsewhere": {"config": {"lease-namespace": "kube-leases"}, "leaderElection": {"leaseName": "gpu"}},
     "kueue": {"config": {"topology-kueue": "gpu-fabric"}},
     "partitions": {"config": {"partitions-enabled": True}},
+    "no adoption of unlabelled objects": {"config": {"adopt-unlabelled": False}},
     "partitions, namespaced": {"config": {"partitions-enabled": True, "namespace": NAMESPACE}},
+    "scheduler, namespaced": {
+        "scheduler": {"enabled": True, "namespaces": ["team-a"]},
+        "config": {"namespace": NAMESPACE},
+    },
+    "scheduler off, namespaces listed": {"scheduler": {"enabled": False, "namespaces": ["team-a"]}},
     "no leader election": COMBINATIONS["auth-none-single"] or {},
     "hybrid": COMBINATIONS["hybrid"] or {},
 }
@@ -405,11 +422,29 @@ def test_the_lease_is_named_after_the_release():
     assert load_settings(render({"leaderElection": {"leaseName": "gpu"}})).lease_name == "gpu"
 
 
+def test_the_cluster_identity_is_the_release_name_unless_set_and_notes_show_it():
+    """Each release acts only on the objects labelled with its identity (docs/operations.md, several
+    releases): two releases are apart by default, as their Leases are."""
+    loaded = load_settings(render())
+    assert loaded.cluster_name_resolved() == "slurm-syncer" and loaded.sources["cluster_name"] == "env"
+    assert loaded.adopt_unlabelled and loaded.sources["adopt_unlabelled"] == "env"
+    docs = [yaml.safe_load(t) for _, t in render_script().documents({}, "gpu-a", NAMESPACE)]
+    assert environment(container(docs))["SLURM_SYNCER_CLUSTER_NAME"] == "gpu-a"
+    named = load_settings(render({"clusterName": "hpc1", "config": {"adopt-unlabelled": False}}))
+    assert named.cluster_name_resolved() == "hpc1" and not named.adopt_unlabelled
+    with helm.Chart.load(CHART) as chart:
+        rendered = chart.render({"clusterName": "hpc1"}, name="gpu-a", namespace=NAMESPACE)
+    [notes] = [text for source, text in rendered.items() if source.endswith("NOTES.txt")]
+    assert "Its cluster identity is hpc1" in notes and "-l slurm-syncer.dev/cluster=hpc1" in notes
+
+
 def test_options_that_decide_rbac_are_refused_in_extra_args():
     with helm.Chart.load(CHART) as chart:
         for flag, value in (
             ("--namespace=slurm", "config.namespace"),
             ("--no-nodeset-enabled", "nodeset-enabled"),
+            ("--scheduler-name=x", "scheduler.*"),
+            ("--scheduler-namespaces=a", "scheduler.*"),
         ):
             with pytest.raises(helm.HelmError) as caught:
                 chart.render({"extraArgs": [flag]}, name="slurm-syncer", namespace=NAMESPACE)
@@ -505,6 +540,40 @@ def test_hybrid_values_reach_the_syncer():
     assert pod["metadata"]["annotations"] == {"example.org/team": "hpc"}
     secret = next(v for v in pod["spec"]["volumes"] if v["name"] == "slurm-auth")["secret"]
     assert secret["secretName"] == "slurm-jwt" and secret["items"] == [{"key": "key", "path": "key"}]
+
+
+def test_the_scheduler_is_off_and_granted_nothing_unless_enabled():
+    """Off (the default, or namespaces listed but not enabled): an empty name, so the syncer runs no
+    scheduler, and no rule of the chart names a scheduler's right. On: its name and namespaces reach the
+    syncer, a Role and RoleBinding in each namespace, the Namespaces readable by name only."""
+    for values in (None, {"scheduler": {"namespaces": ["team-a"], "placeholder": True}}):
+        objects = render(values)
+        loaded = load_settings(objects)
+        assert loaded.value("scheduler_name") == "" and loaded.value("scheduler_placeholder") is False
+        rules = [r for o in objects if o["kind"] in ("Role", "ClusterRole") for r in o["rules"]]
+        text = json.dumps(rules)
+        assert "pods/binding" not in text and "namespaces" not in text and "batch" not in text
+        assert not [o for o in objects if o["metadata"]["name"].endswith("-scheduler")]
+    objects = render(COMBINATIONS["scheduler"])
+    loaded = load_settings(objects)
+    assert loaded.value("scheduler_name") == "slurm-syncer"
+    assert loaded.controller_options("scheduler").namespaces == ("team-a", "team-b")
+    assert loaded.value("scheduler_placeholder") is True
+    roles = {
+        (o["kind"], o["metadata"]["namespace"])
+        for o in objects
+        if o["metadata"]["name"] == "slurm-syncer-scheduler"
+    }
+    assert roles == {(kind, ns) for kind in ("Role", "RoleBinding") for ns in ("team-a", "team-b")}
+    cluster = one(objects, "ClusterRole")["rules"]
+    assert {
+        "apiGroups": [""],
+        "resources": ["namespaces"],
+        "resourceNames": ["team-a", "team-b"],
+        "verbs": ["get"],
+    } in cluster
+    named = load_settings(render({"scheduler": {"enabled": True, "name": "gpu-pool", "namespaces": ["x"]}}))
+    assert named.value("scheduler_name") == "gpu-pool"
 
 
 def test_the_log_level_and_format_are_chart_values():
@@ -771,3 +840,19 @@ def test_the_slinky_example_values_render_and_load():
     assert (
         volume["secret"]["optional"] is True
     )  # a missing key is the syncer's clear message, not a stuck pod
+
+
+def test_the_prolog_configmap_is_the_packaged_script_asking_this_release_and_off_by_default():
+    from syncer.app.prolog_cmd import SCRIPT, script
+
+    packaged = ROOT / "syncer" / "app" / "files" / SCRIPT
+    assert (CHART / "files" / SCRIPT).read_bytes() == packaged.read_bytes(), "copy the script into the chart"
+    assert not [o for o in render() if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-prolog")]
+    objects = render({"prolog": {"configMap": True, "wait": 120}})
+    [cm] = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-prolog")]
+    [service] = [o for o in objects if o["kind"] == "Service"]
+    url = f"http://{service['metadata']['name']}.{NAMESPACE}.svc:8080"
+    assert cm["data"][SCRIPT] == script(url, 120)
+    given = render({"prolog": {"configMap": True, "url": "http://syncer.example:9000"}})
+    [cm] = [o for o in given if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-prolog")]
+    assert cm["data"][SCRIPT] == script("http://syncer.example:9000", 300)

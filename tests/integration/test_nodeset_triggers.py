@@ -14,6 +14,7 @@ import pytest
 from syncer.app.service import ServiceConfig, SyncerService
 from syncer.controllers.nodeset.controller import NodeSetController
 from syncer.kube.client import KubeClient
+from syncer.model.cluster import LABEL
 from syncer.runtime.tasks import cancel_and_wait
 from syncer.slurm.auth import NoToken
 from syncer.slurm.client import SlurmClient
@@ -29,7 +30,8 @@ def nodeset(name: str, **spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "NodeSet",
-        "metadata": {"name": name, "namespace": NAMESPACE},
+        # this release's (a dry run takes no unlabelled NodeSet: the label write is one it only logs)
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {LABEL: ServiceConfig().cluster_name}},
         "spec": {"template": {"spec": {"containers": [{"name": "slurmd", "image": "slurmd:1"}]}}, **spec},
     }
 
@@ -43,10 +45,8 @@ async def reconciler(kube_api: KubeApiEmulator, kubeconfig: Path) -> AsyncIterat
     service = SyncerService(slurm, kube, config)
     assert service.nodesets is not None and service.gate.leading and not service.gate.check()
     service.kube_cache.start()
-    tasks = [
-        asyncio.create_task(service.nodesets.informer.run()),
-        asyncio.create_task(service.nodesets.runner.serve()),
-    ]
+    tasks = [asyncio.ensure_future(loop()) for loop in service.nodesets.loops().values()]
+    tasks.append(asyncio.create_task(service.nodesets.runner.serve()))
     try:
         yield service.nodesets
     finally:

@@ -114,6 +114,50 @@ async def test_a_tracked_job_is_read_at_once_and_fresh_reads_it_now(client: Slur
         assert fresh is not None and fresh.ended and cache.jobs[job_id].ended
 
 
+async def test_the_frequent_read_sees_a_start_and_an_end_long_before_the_states_interval(
+    client: SlurmClient,
+) -> None:
+    """`live_interval_s`: the states of the jobs not yet ended are read between the reads of every job."""
+    cache = JobCache(
+        client, owned=ours, poll_interval_s=60.0, live_interval_s=0.1, detail_interval_s=60,
+        list_interval_s=None,
+    )  # fmt: skip
+    async with running(cache):
+        job_id = await submit(client, hold=True)
+        cache.track(job_id)
+        await wait_for(lambda: job_id in cache.jobs, 5, what="the tracked job read")
+        await client.update_job(job_id, hold=False)
+        await wait_for(lambda: cache.jobs[job_id].running, 5, what="the start seen within seconds")
+        await client.cancel_job(job_id)
+        await wait_for(lambda: cache.jobs[job_id].ended, 5, what="the end seen within seconds")
+        states = cache.stats.reads["state"]
+        await asyncio.sleep(0.5)  # a while with no job of ours left to follow: nothing to read
+        assert cache.stats.reads["state"] == states, "an ended job is not read by the frequent read"
+
+
+async def running_now(client: SlurmClient, job_id: int) -> bool:
+    return (await client.get_job(job_id)).running
+
+
+async def test_a_submitted_jobs_pending_reason_is_read_again_soon_after_the_submit(
+    client: SlurmClient,
+) -> None:
+    """Slurm gives a job its reason at a scheduling pass after the submit, and no state read carries it:
+    `pending_first_s` reads a tracked pending job whole again soon, where `pending_interval_s` would wait."""
+    cache = JobCache(
+        client, owned=ours, poll_interval_s=0.2, pending_first_s=0.5, pending_interval_s=600,
+        detail_interval_s=60, list_interval_s=None,
+    )  # fmt: skip
+    async with running(cache):
+        blocker = await submit(client, cpus_per_task=2)  # the real node's 2 CPUs: the next job waits
+        await wait_for(lambda: running_now(client, blocker), 20, what="the blocker running", interval_s=0.2)
+        job_id = await submit(client)  # no reason yet: Slurm gives it at its next scheduling pass
+        cache.track(job_id)
+        await wait_for(lambda: cache.jobs.get(job_id) is not None, 5, what="the tracked job read")
+        await wait_for(lambda: cache.jobs[job_id].reason != "", 20, what="Slurm's reason read again")
+        assert cache.jobs[job_id].pending and cache.stats.reads["detail"] >= 2, "read again, still pending"
+
+
 async def test_following_our_jobs_costs_the_same_with_a_longer_queue(client: SlurmClient) -> None:
     """Requests and bytes per second of following one job of ours, with 1 and with 201 other jobs queued: the
     state reads and the job reads are ours only; only the one whole list at the start grows."""

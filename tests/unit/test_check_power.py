@@ -35,6 +35,9 @@ def test_the_sandboxs_power_saving_is_all_a_nodeset_needs() -> None:
         "programs need only exit 0)",
         "ResumeTimeout=600: a member's slurmd must register within 600 s of its power-up",
         "no SuspendExcNodes, SuspendExcParts or SuspendExcStates covers NodeSet slurm/gpu's members",
+        "no PrologSlurmctld runs slurm-syncer's prolog: a job on a member Slurm powers up starts at "
+        "slurmctld's periodic check, up to 30 s after the member's slurmd registered (if your own prolog "
+        "calls it, ignore this)",
     ]
 
 
@@ -124,6 +127,45 @@ def test_power_nodesets_reads_only_the_presence_of_spec_power(power: object, cei
 def test_json_output_carries_the_items() -> None:
     items = [Item(*line) for line in power_checks(conf("power-off"), [GPU], "API v0.0.45")]
     out = json.loads(report(items, "json"))
-    assert out["failed"] == 2 and out["warned"] == 1
+    assert out["failed"] == 2 and out["warned"] == 2  # ResumeTimeout, no PrologSlurmctld
     assert {i["status"] for i in out["items"]} == {"fail", "warn", "ok"}
     assert any("`SuspendProgram=/bin/true`" in i["fix"] for i in out["items"])
+
+
+def prolog_line(changed: SlurmctldConf) -> tuple[bool, str, str, bool]:
+    return power_checks(changed, [GPU], "API v0.0.45")[-1]
+
+
+def test_the_prolog_named_in_slurm_conf_is_ok_and_its_absence_a_warning_saying_what_it_costs() -> None:
+    with_prolog = conf(
+        "prolog"
+    )  # the power test sandbox (26.05.5): PrologSlurmctld=/sbx/etc/slurm-syncer-prolog
+    assert prolog_line(with_prolog) == (
+        True,
+        "PrologSlurmctld=/sbx/etc/slurm-syncer-prolog: a job on a member Slurm powers up starts once the "
+        "member is ready",
+        "",
+        False,
+    )
+    ok, what, fix, warn = prolog_line(conf("power-on"))
+    assert ok and warn and "up to 30 s after" in what
+    assert "`slurm-syncer prolog`" in fix and "`PrologSlurmctld=<its path>`" in fix and "reconfigure" in fix
+    other = msgspec.structs.replace(with_prolog, prolog_slurmctld=["/etc/slurm/site-prolog"])
+    ok, what, _, warn = prolog_line(other)
+    assert ok and warn and what.startswith("PrologSlurmctld=/etc/slurm/site-prolog does not name")
+    several = msgspec.structs.replace(with_prolog, prolog_slurmctld="/a/site,/opt/slurm-syncer-prolog")
+    assert prolog_line(several)[1].startswith("PrologSlurmctld=/opt/slurm-syncer-prolog: ")
+
+
+@pytest.mark.parametrize(("timeout", "warned"), [(0, False), (60, True), (300, True), (301, False)])
+def test_a_prolog_timeout_within_the_prologs_wait_is_a_warning(timeout: int, warned: bool) -> None:
+    changed = msgspec.structs.replace(conf("prolog"), prolog_timeout=timeout)
+    ok, what, fix, warn = prolog_line(changed)
+    assert ok and warn is warned
+    if warned:
+        assert f"PrologTimeout={timeout} s" in what and f"below {timeout}" in fix
+
+
+def test_without_conf_the_check_by_hand_names_the_prolog() -> None:
+    [(_, _, fix, _)] = power_checks(None, [GPU], "API v0.0.42 (Slurm 24.11.5)")
+    assert "grep PrologSlurmctld" in fix and "slurm-syncer-prolog" in fix

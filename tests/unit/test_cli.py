@@ -116,6 +116,8 @@ def test_status_table_headers_and_drifting_column() -> None:
     drifting = render(ROWS[:1], drifting=True).splitlines()
     assert drifting[0].endswith("WOULD") and drifting[1].endswith("drain in Slurm (k8s: cordoned)")
     assert render([], drifting=True, headers=False) == ""
+    named = render(ROWS, cluster="gpu-a").splitlines()[-1]
+    assert named == "2 nodes, 1 drifting, 0 conflicting (release gpu-a: slurm-syncer.dev/cluster=gpu-a)"
 
 
 def test_check_report_as_text_json_and_yaml() -> None:

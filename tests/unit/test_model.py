@@ -1,4 +1,5 @@
 from syncer.model import SlurmNode
+from syncer.model.slurm import powered_down
 
 
 def node(*flags: str, reason: str = "") -> SlurmNode:
@@ -20,6 +21,16 @@ def test_unhealthy_flags() -> None:
     assert node("DOWN").unhealthy
     assert node("IDLE", "NOT_RESPONDING").unhealthy
     assert not node("IDLE", "DRAIN").unhealthy
+
+
+def test_a_node_slurm_powers_up_again_is_no_longer_powered_down() -> None:
+    """Powered down (or powering down) until Slurm powers it up: POWERING_UP, or POWER_UP (the request),
+    beside POWERED_DOWN means it will run jobs again, so a drain is no longer moot."""
+    assert powered_down(frozenset({"IDLE", "POWERED_DOWN"}))
+    assert powered_down(frozenset({"IDLE", "POWERING_DOWN"}))
+    assert not powered_down(frozenset({"IDLE", "POWERED_DOWN", "POWERING_UP"}))
+    assert not powered_down(frozenset({"IDLE", "POWERED_DOWN", "POWER_UP"}))
+    assert not powered_down(frozenset({"IDLE"}))
 
 
 def test_busy() -> None:

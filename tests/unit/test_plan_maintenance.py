@@ -363,3 +363,13 @@ def test_a_window_starting_this_second_joins_one_under_way_with_the_same_end() -
     writes, names = plan([Desired(under_way, ("a",)), Desired(starting, ("b",))], [], TAG, now)
     assert [(w.action, w.nodes) for w in writes] == [("create", ("a", "b"))]
     assert names[under_way] == names[starting]
+
+
+def test_a_begun_reservation_is_the_window_starting_this_second_with_its_end_and_nodes() -> None:
+    """A window starting this very second is under way: a reservation of ours that has begun, with the
+    window's end and nodes, already is it (nothing to write, whatever it is named)."""
+    now, window = T0, Window(T0, T0 + 3600)
+    begun = reservation("k8s-maint-" + TAG + "-begun-earlier", ("a",), T0 - 600, T0 + 3600)
+    writes, names = plan([Desired(window, ("a",))], [begun], TAG, now)
+    assert writes == []
+    assert names[window] == begun.name

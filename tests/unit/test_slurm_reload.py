@@ -8,7 +8,7 @@ import pytest
 
 from syncer.slurm.errors import SlurmDecodeError
 from syncer.slurm.metrics_hint import SlurmMetricsDecodeError
-from syncer.slurm.reload import ReloadWatch, started_from_diag, started_from_metrics
+from syncer.slurm.reload import SETTLE_S, ReloadWatch, started_from_diag, started_from_metrics
 
 SCHEDULER_PAGE = """\
 # HELP slurm_sdiag_job_states_ts Job states timestamp
@@ -61,3 +61,32 @@ def test_diag_without_a_marker_is_an_error_naming_it(value: object) -> None:
 def test_a_new_slurmctld_is_told_at_its_0_and_at_its_start(markers: list[int], told: list[bool]) -> None:
     watch = ReloadWatch(None, None)  # type: ignore[arg-type]  # moved() reads nothing
     assert [watch.moved(marker) for marker in markers] == told
+
+
+@pytest.mark.parametrize(
+    ("before_list", "after_list", "told"),
+    [
+        # a syncer started just after a reconfigure: its reads until the first list only record, and the
+        # list waits for the start, so the start read after it is no reload (it was one more node list)
+        ([0, 0, 5], [5, 5, 7], [False, False, True]),
+        ([5], [5, 0, 7], [False, True, True]),
+        # the wait ran out on 0: a start after the list may be a later slurmctld's, and tells
+        ([0], [5, 5], [True, False]),
+    ],
+)
+def test_reads_before_the_first_list_only_record(
+    before_list: list[int], after_list: list[int], told: list[bool]
+) -> None:
+    watch = ReloadWatch(None, None)  # type: ignore[arg-type]  # moved() reads nothing
+    assert not any(watch.moved(marker, listed=False) for marker in before_list)
+    assert [watch.moved(marker) for marker in after_list] == told
+
+
+def test_the_first_list_waits_while_the_marker_reads_0_and_no_longer_than_settle_s() -> None:
+    watch = ReloadWatch(None, None)  # type: ignore[arg-type]
+    assert watch.settling(0.0)  # not read yet (the metrics are read beside the polls)
+    watch.moved(0, listed=False)
+    assert watch.settling(0.0) and watch.settling(SETTLE_S - 0.01)
+    assert not watch.settling(SETTLE_S)
+    watch.moved(5, listed=False)
+    assert not watch.settling(0.0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from syncer.controllers.sync.causes import Cause, drain_causes
+from syncer.controllers.sync.causes import Cause, drain_causes, is_automatic
 from syncer.controllers.sync.options import SyncOptions
 from syncer.controllers.sync.reason import UNSAFE_CHARS
 from syncer.model import Condition, KubeNode, KubePod
@@ -52,9 +52,13 @@ def not_ready(since: float, status: str = "False") -> Condition:
 
 
 def causes_of(
-    pod: KubePod | None, node: KubeNode | None, scale_in_of: str | None = None, opts: SyncOptions = OPTS
+    pod: KubePod | None,
+    node: KubeNode | None,
+    scale_in_of: str | None = None,
+    opts: SyncOptions = OPTS,
+    held: str | None = None,
 ) -> tuple[Cause, ...]:
-    return drain_causes(pod, node, now=NOW, opts=opts, scale_in_of=scale_in_of)[0]
+    return drain_causes(pod, node, now=NOW, opts=opts, scale_in_of=scale_in_of, held=held)[0]
 
 
 GPU_BAD = Condition(type="GpuUnhealthy", status="True", reason="XidError", message="Xid 79 on GPU 3")
@@ -183,6 +187,16 @@ def test_scale_in() -> None:
     assert causes_of(kpod(), knode(), scale_in_of="gpu-a") == (
         Cause("scale-in", "scale-in of NodeSet gpu-a"),
     )
+
+
+def test_scheduler_hold_is_an_explicit_cause_after_scale_in() -> None:
+    """The scheduler holds a node while a pod whose job ended still runs there: never held back by the
+    valve (someone's intent, not a health signal), and last in the reason."""
+    held = "scheduler hold: pod a/b still runs: Slurm job 7 was cancelled in Slurm"
+    found = causes_of(kpod(), knode(), scale_in_of="gpu-a", held=held)
+    assert found == (Cause("scale-in", "scale-in of NodeSet gpu-a"), Cause("scheduler-hold", held))
+    assert not is_automatic(found[1:])
+    assert causes_of(kpod(), knode(), held=None) == ()
 
 
 def test_all_causes_in_stable_order() -> None:

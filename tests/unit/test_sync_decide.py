@@ -62,8 +62,9 @@ def run(
     opts: SyncOptions = OPTS,
     scale_in_of: str | None = None,
     now: float = NOW,
+    held: str | None = None,
 ) -> Decision:
-    return decide(slurm, pod, node, now=now, opts=opts, slurm_fresh=fresh, scale_in_of=scale_in_of)
+    return decide(slurm, pod, node, now=now, opts=opts, slurm_fresh=fresh, scale_in_of=scale_in_of, held=held)
 
 
 def not_ready(since: float) -> Condition:
@@ -244,6 +245,25 @@ def test_kubernetes_to_slurm(
 def test_scale_in_reason_matches_the_contract() -> None:
     action = run(snode("IDLE"), kpod(), knode(), scale_in_of="gpu-a").slurm_action
     assert action == SlurmAction("drain", "k8s: scale-in of NodeSet gpu-a")
+
+
+def test_a_scheduler_hold_drains_and_keeps_its_drain_until_released() -> None:
+    held = "scheduler hold: pod a/b still runs: Slurm job 7 was cancelled in Slurm"
+    assert run(snode("IDLE"), kpod(), knode(), held=held).slurm_action == SlurmAction("drain", f"k8s: {held}")
+    drained = snode("IDLE", "DRAIN", reason=f"k8s: {held}")
+    assert run(drained, kpod(), knode(), held=held).slurm_action is None
+    assert run(drained, kpod(), knode()).slurm_action == SlurmAction("undrain", f"k8s: {held}")
+
+
+def test_a_held_node_has_no_drift_while_held() -> None:
+    held = "scheduler hold: pod a/b still runs: Slurm job 7 was cancelled in Slurm"
+    drained = snode("IDLE", "DRAIN", reason=f"k8s: {held}")
+    first = run(drained, kpod(), knode(), held=held)  # Kubernetes shown the drain: then only the hold differs
+    annotations = {k: v for k, v in first.annotations.items() if v is not None}
+    pod = msgspec.structs.replace(kpod(annotations=annotations), conditions=first.pod_conditions)
+    node = msgspec.structs.replace(knode(), conditions=(*knode().conditions, *first.node_conditions))
+    assert not drift(drained, pod, node, OPTS, NOW, held=held)
+    assert drift(drained, pod, node, OPTS, NOW)
 
 
 def test_several_causes_join_in_one_reason() -> None:

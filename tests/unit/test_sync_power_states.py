@@ -44,10 +44,19 @@ def test_powering_up_sends_no_unhealthy_event() -> None:
 def test_a_pod_deleted_for_a_power_down_is_not_drained() -> None:
     marked = kpod(deletion_timestamp=NOW, annotations={Keys.POWER_DOWN: "IDLE+CLOUD+POWERING_DOWN"})
     for flags in (("IDLE", "CLOUD", "POWERED_DOWN"), ("IDLE", "CLOUD", "POWERING_DOWN"), ("IDLE", "CLOUD")):
-        assert run(snode(*flags), marked, knode()).slurm_action is None
+        decision = run(snode(*flags), marked, knode())
+        assert decision.slurm_action is None and decision.causes == ()
 
 
 def test_any_other_terminating_pod_is_still_drained_even_on_a_powered_down_node() -> None:
     for flags in (("IDLE", "CLOUD"), ("IDLE", "CLOUD", "POWERED_DOWN")):
         decision = run(snode(*flags), kpod(deletion_timestamp=NOW), knode())
         assert decision.slurm_action == SlurmAction("drain", "k8s: pod hpc/slurmd-0 terminating")
+
+
+def test_a_pod_deleted_for_a_power_down_still_drains_for_its_other_causes() -> None:
+    """Only the termination's own drain is left out: its Node cordoned still drains the Slurm node."""
+    marked = kpod(deletion_timestamp=NOW, annotations={Keys.POWER_DOWN: "IDLE+CLOUD+POWERING_DOWN"})
+    decision = run(snode("IDLE", "CLOUD"), marked, knode(unschedulable=True))
+    assert [c.kind for c in decision.causes] == ["cordon"]
+    assert decision.slurm_action == SlurmAction("drain", "k8s: Node cordoned")

@@ -20,7 +20,7 @@ import structlog
 
 from syncer.control.binding import resolve
 from syncer.control.context import ControllerContext
-from syncer.control.registration import Registration
+from syncer.control.registration import Registration, when_enabled
 from syncer.controllers.attributes import features, topology
 from syncer.controllers.attributes.options import OPTIONS, AttributeOptions, options_from
 from syncer.kube.errors import KubeError
@@ -247,9 +247,5 @@ def _present(changes: list[NodeChange]) -> list[str]:
 
 
 REGISTRATION = Registration(
-    "attributes",
-    build=lambda context, options: AttributeController(context, options) if options.enabled else None,
-    defaults=AttributeOptions(),
-    options=OPTIONS,
-    configure=options_from,
+    "attributes", when_enabled(AttributeController), AttributeOptions(), OPTIONS, options_from
 )

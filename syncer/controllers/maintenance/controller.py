@@ -383,10 +383,4 @@ class MaintenanceController(Controller):
         self.summary = Summary(unsupported=len(windows), invalid=len([w for w in found if w.problem]))
 
 
-REGISTRATION = Registration(
-    "maintenance",
-    build=MaintenanceController,
-    defaults=MaintenanceOptions(),
-    options=OPTIONS,
-    configure=options_from,
-)
+REGISTRATION = Registration("maintenance", MaintenanceController, MaintenanceOptions(), OPTIONS, options_from)

@@ -14,7 +14,8 @@ from typing import Any
 import structlog
 
 from syncer.control.context import ControllerContext
-from syncer.control.registration import Registration
+from syncer.control.registration import Registration, when_enabled
+from syncer.control.scope import Scope
 from syncer.controllers.nodeset import manifests
 from syncer.controllers.nodeset.members import slurm_names
 from syncer.controllers.nodeset.options import OPTIONS, NodeSetOptions, options_from
@@ -35,6 +36,7 @@ from syncer.controllers.nodeset.writes import CREATED, DRY_RUN, NodeSetWrites
 from syncer.kube.errors import KubeError
 from syncer.kube.informer import Informer
 from syncer.kube.writer import pod_path
+from syncer.model import cluster
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
 from syncer.model.times import rfc3339
@@ -52,11 +54,11 @@ CREATE_EXPECTATION_S = 30.0  # a pod we created and the informer has not shown y
 
 @dataclass
 class NodeSetStats:
-    reconciles: int = 0
-    pods_created: int = 0
-    pods_deleted: int = 0
-    slurm_nodes_deleted: int = 0
-    removals_started: int = 0
+    reconciles: int = 0  # passes begun
+    pods_created: int = 0  # member pods created
+    pods_deleted: int = 0  # member pods deleted once removed from Slurm's work
+    slurm_nodes_deleted: int = 0  # Slurm records deleted (nodeOnScaleIn: Delete)
+    removals_started: int = 0  # members marked for removal (their drain asked for)
     node_events: int = 0  # Kubernetes Node changes seen
     node_requeues: int = 0  # ... that re-queued a DaemonSet-mode NodeSet
     timed_out: dict[str, int] = field(default_factory=dict)  # NodeSet key -> nodes past drainTimeout
@@ -101,9 +103,12 @@ class NodeSetController(Controller):
         self.requeue_s = options.requeue_s
         self.clock = context.clock
         self.owner_prefix = context.owner_prefix
-        self.informer: Informer[KubeNodeSet] = Informer(
-            context.kube, manifests.nodesets_path(context.kube_cache.namespace), "NodeSet", lambda n: n.key
-        )
+        # this release's NodeSets (labelled with its cluster identity) and, adopting, the unlabelled ones
+        self.scope: Scope[KubeNodeSet] = Scope(
+            context, manifests.nodesets_path(context.kube_cache.namespace), "NodeSet", lambda n: n.key,
+            "nodesets",
+        )  # fmt: skip
+        self.informer: Informer[KubeNodeSet] = self.scope.informer
         self.stats = NodeSetStats()
         self._pods: dict[str, set[str]] = {}  # NodeSet key -> pod keys
         self._pdbs: set[str] = set()  # NodeSet uids whose PodDisruptionBudget exists
@@ -116,7 +121,7 @@ class NodeSetController(Controller):
     # -- what names a NodeSet ---------------------------------------------------------------------
     def watches(self) -> Watches:
         return (
-            Watch(self.informer.subscribe, _nodeset_key),
+            Watch(self.scope.subscribe, _nodeset_key),
             Watch(self.context.kube_cache.pods.subscribe, self._pod_keys),
             Watch(self.context.kube_cache.nodes.subscribe, self._node_keys),
             Watch(self.context.slurm_cache.subscribe, self._slurm_keys),
@@ -170,14 +175,16 @@ class NodeSetController(Controller):
         ]
 
     async def keys(self) -> list[str]:
-        return list(self.informer.items)
+        return list(self.informer.items) + [
+            key for key in self.scope.waiting() if key not in self.informer.items
+        ]
 
     # -- lifecycle --------------------------------------------------------------------------------
     def loops(self) -> dict[str, Callable[[], Awaitable[None]]]:
-        return {"informer-nodesets": self.informer.run}
+        return self.scope.loops()
 
     async def prepare(self) -> None:
-        await self.informer.synced.wait()
+        await self.scope.synced()
         await self.context.kube_cache.wait_synced()
 
     # -- one NodeSet ------------------------------------------------------------------------------
@@ -201,6 +208,15 @@ class NodeSetController(Controller):
         its one backoff policy (and drops the remaining writes when leadership is lost)."""
         self.stats.reconciles += 1
         nodeset = self.informer.items.get(key)
+        waiting = self.scope.waiting().get(key)
+        if nodeset is None and waiting is not None and not waiting.deleting:
+            # no release's yet: this one takes it, and plans it once its informer shows it as its own
+            namespace, name = key.split("/", 1)
+            if await self.scope.adopt(manifests.nodeset_path(namespace, name), f"NodeSet {key}"):
+                mine = self.context.cluster
+                message = f"taken by release {mine}: labelled {cluster.LABEL}={mine}"
+                await self._event(waiting, "Normal", "Adopted", message)
+            return DONE
         if nodeset is None or nodeset.deleting:
             self._forget(key)
             return DONE
@@ -254,6 +270,7 @@ class NodeSetController(Controller):
         by_name = {p.name: p for p in pods}
         await self._ensure_pdb(nodeset)
         await self._busy_labels(nodeset, by_name, result)
+        await self._cluster_labels(by_name)
         await self._unmark(nodeset, by_name, result, logger)
         await self._mark(nodeset, by_name, result, now, logger)
         await self._stamp(nodeset, result, logger)
@@ -281,7 +298,7 @@ class NodeSetController(Controller):
             await problems.guard(f"create of pod {member.name}", step, logger)
         timeout_check = await self._report_timeouts(nodeset, spec, by_name, result, logger)
         status = compute_status(
-            nodeset, spec, pods, self.context.slurm_cache.nodes, result,
+            nodeset, spec, result, pods, self.context.slurm_cache.nodes,
             slurm_fresh=fresh, slurm_error=self.context.slurm_cache.cause, now=rfc3339(now) or "",
             power_unsupported=self.power.unsupported,
             declare_failed=self.power.declare_failed.get(nodeset.key, {}),
@@ -326,6 +343,17 @@ class NodeSetController(Controller):
                 pod_path(pod.namespace, pod.name),
                 {Keys.BUSY_LABEL: "true" if busy else None},
                 what="busy label",
+            )
+
+    async def _cluster_labels(self, by_name: dict[str, KubePod]) -> None:
+        """Its pods made before the cluster label existed get it (once each), so that no other release keeps
+        them in its caches from then on (syncer/model/cluster.py)."""
+        for name in sorted(by_name):
+            pod = by_name[name]
+            if cluster.LABEL in pod.labels or pod.terminating:
+                continue
+            await self.context.writer.set_labels(
+                pod_path(pod.namespace, pod.name), {cluster.LABEL: self.context.cluster}, what="cluster label"
             )
 
     async def _mark(
@@ -486,9 +514,5 @@ class NodeSetController(Controller):
 
 
 REGISTRATION = Registration(
-    "nodeset",
-    build=lambda context, options: NodeSetController(context, options) if options.enabled else None,
-    defaults=NodeSetOptions(),
-    options=OPTIONS,
-    configure=options_from,
+    "nodeset", when_enabled(NodeSetController), NodeSetOptions(), OPTIONS, options_from
 )

@@ -42,10 +42,12 @@ def owner_reference(nodeset: KubeNodeSet) -> dict[str, Any]:
     }
 
 
-def pod_manifest(nodeset: KubeNodeSet, spec: NodeSetSpec, member: Member) -> dict[str, Any]:
-    """A slurmd pod: the template plus the labels that bind it, and the environment slurmd's
-    entrypoint needs to register as dynamic node `member.name` (`slurmd -Z -N $SLURM_NODE_NAME
-    --conf "Feature=$SLURM_FEATURES"`)."""
+def pod_manifest(
+    nodeset: KubeNodeSet, spec: NodeSetSpec, member: Member, cluster: str = ""
+) -> dict[str, Any]:
+    """A slurmd pod: the template plus the labels that bind it (and the release's cluster identity, so no
+    other release keeps it in its caches), and the environment slurmd's entrypoint needs to register as
+    dynamic node `member.name` (`slurmd -Z -N $SLURM_NODE_NAME --conf "Feature=$SLURM_FEATURES"`)."""
     template = copy.deepcopy(spec.template)
     meta = template.get("metadata") or {}
     labels = {
@@ -53,6 +55,7 @@ def pod_manifest(nodeset: KubeNodeSet, spec: NodeSetSpec, member: Member) -> dic
         Keys.NODE_NAME_LABEL: member.name,
         Keys.NODESET_LABEL: nodeset.name,
         Keys.TEMPLATE_HASH_LABEL: spec.template_hash(),
+        **({Keys.CLUSTER_LABEL: cluster} if cluster else {}),
     }
     pod_spec = template.get("spec") or {}
     if member.node_name:

@@ -149,7 +149,7 @@ def _power_members(
     slurm_fresh: bool,
     owner_prefix: str,
     in_flight: frozenset[str],
-) -> dict[str, Member]:
+) -> list[str]:
     """spec.power: Slurm's power states decide which members have pods (power.py)."""
     assert spec.power is not None
     decision = decide_power(
@@ -164,7 +164,7 @@ def _power_members(
     result.create = [Member(name, ordinal=decision.members[name]) for name in decision.create]
     if decision.stale:
         result.blocked = STALE
-    return {name: Member(name, ordinal=index) for name, index in decision.members.items()}
+    return list(decision.members)
 
 
 def _members(
@@ -174,11 +174,11 @@ def _members(
     slurm_nodes: dict[str, SlurmNode],
     nodes: list[KubeNode],
     result: Plan,
-    slurm_fresh: bool = True,
-    owner_prefix: str = "k8s: ",
-    in_flight: frozenset[str] = frozenset(),
-) -> dict[str, Member]:
-    """The members the NodeSet keeps; records scale-in marks, cancellations and new members."""
+    slurm_fresh: bool,
+    owner_prefix: str,
+    in_flight: frozenset[str],
+) -> list[str]:
+    """The names of the members the NodeSet keeps; records scale-in marks, cancellations and new members."""
     by_name = {p.name: p for p in pods}
     if spec.power is not None:
         return _power_members(nodeset, spec, pods, slurm_nodes, result, slurm_fresh, owner_prefix, in_flight)
@@ -194,7 +194,7 @@ def _members(
             elif pod.name not in desired and not removal_of(pod) and not pod.terminating:
                 result.mark_removal[pod.name] = SCALE_IN
         result.create = [m for name, m in sorted(desired.items()) if name not in by_name]
-        return desired
+        return list(desired)
     # Replicas: every pod not being scaled in is a member (a terminating one holds its name until it
     # is gone, then is recreated under it, as a StatefulSet does).
     kept = [p for p in pods if removal_of(p) != SCALE_IN]
@@ -202,7 +202,7 @@ def _members(
         (p for p in pods if removal_of(p) == SCALE_IN and not p.terminating),
         key=lambda p: (ordinal(nodeset.name, p.name), p.name),
     )
-    members = {p.name: Member(p.name, ordinal=ordinal(nodeset.name, p.name)) for p in kept}
+    members = dict.fromkeys(p.name for p in kept)  # names, in order
     if len(kept) > spec.replicas:
 
         def removal_order(pod: KubePod) -> tuple[int, int, int, str]:
@@ -219,18 +219,30 @@ def _members(
         missing = spec.replicas - len(kept)
         for pod in scaling_in[:missing]:  # cancel a scale-in before adding new ordinals
             result.unmark.append(pod.name)
-            members[pod.name] = Member(pod.name, ordinal=ordinal(nodeset.name, pod.name))
+            members[pod.name] = None
         missing -= min(missing, len(scaling_in))
         index = 0
         while missing:
             name = f"{nodeset.name}-{index}"
             if name not in by_name:
-                member = Member(name, ordinal=index)
-                members[name] = member
-                result.create.append(member)
+                members[name] = None
+                result.create.append(Member(name, ordinal=index))
                 missing -= 1
             index += 1
-    return members
+    return list(members)
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What every step of one plan reads: the NodeSet, its pods by name, the Slurm records and whether they
+    are fresh."""
+
+    nodeset: KubeNodeSet
+    spec: NodeSetSpec
+    by_name: dict[str, KubePod]
+    slurm_nodes: dict[str, SlurmNode]
+    slurm_fresh: bool
+    owner_prefix: str
 
 
 def plan(
@@ -250,103 +262,110 @@ def plan(
     by_name = {p.name: p for p in pods}
     members = _members(nodeset, spec, pods, slurm_nodes, nodes, result, slurm_fresh, owner_prefix, in_flight)
     result.desired = len(members)
-    current_hash = spec.template_hash()
     # busy label: pods whose Slurm node runs or finishes jobs are covered by the PodDisruptionBudget
     if slurm_fresh:
         for pod in pods:
             slurm = slurm_nodes.get(slurm_name(pod))
             result.busy_labels[pod.name] = slurm is not None and slurm.busy
     removing = {p.name: removal_of(p) for p in pods if removal_of(p) and p.name not in result.unmark}
-    # rolling update: replace outdated members, at most maxUnavailable of them down at once
+    seen = _Seen(nodeset, spec, by_name, slurm_nodes, slurm_fresh, owner_prefix)
     if spec.strategy == "RollingUpdate":
-        unavailable = sum(
-            1
-            for name in members
-            if name not in by_name
-            or not ready(by_name[name])
-            or name in removing
-            or name in result.mark_removal
-        )
-        budget = spec.max_unavailable_count(len(members)) - unavailable
-        outdated = [
-            by_name[name]
-            for name in members
-            if name in by_name
-            and by_name[name].labels.get(Keys.TEMPLATE_HASH_LABEL) != current_hash
-            and name not in removing
-            and name not in result.mark_removal
-            and not by_name[name].terminating
-        ]
-
-        def idle_first(pod: KubePod) -> tuple[int, int, str]:
-            slurm = slurm_nodes.get(slurm_name(pod))
-            return (1 if slurm is not None and slurm.busy else 0, -ordinal(nodeset.name, pod.name), pod.name)
-
-        for pod in sorted(outdated, key=idle_first):
-            if budget <= 0:
-                break
-            result.mark_removal[pod.name] = UPDATE
-            budget -= 1
+        _rolling_update(seen, members, removing, result)
     for name in result.mark_removal:
         removing[name] = result.mark_removal[name]
-    _stamps(nodeset, by_name, removing, slurm_nodes, slurm_fresh, result)
-    # removals in progress: delete the pod once its Slurm node is drained and idle
+    _stamps(seen, removing, result)
+    _removals(seen, removing, now, result)
+    if spec.node_on_scale_in == "Delete":
+        _delete_records(seen, result)
+    return result
+
+
+def _rolling_update(seen: _Seen, members: list[str], removing: dict[str, str], result: Plan) -> None:
+    """Rolling update: replace outdated members, at most maxUnavailable of them down at once."""
+    current_hash = seen.spec.template_hash()
+    unavailable = sum(
+        1
+        for name in members
+        if name not in seen.by_name
+        or not ready(seen.by_name[name])
+        or name in removing
+        or name in result.mark_removal
+    )
+    budget = seen.spec.max_unavailable_count(len(members)) - unavailable
+    outdated = [
+        seen.by_name[name]
+        for name in members
+        if name in seen.by_name
+        and seen.by_name[name].labels.get(Keys.TEMPLATE_HASH_LABEL) != current_hash
+        and name not in removing
+        and name not in result.mark_removal
+        and not seen.by_name[name].terminating
+    ]
+
+    def idle_first(pod: KubePod) -> tuple[int, int, str]:
+        slurm = seen.slurm_nodes.get(slurm_name(pod))
+        return (1 if slurm is not None and slurm.busy else 0, -ordinal(seen.nodeset.name, pod.name), pod.name)
+
+    for pod in sorted(outdated, key=idle_first):
+        if budget <= 0:
+            break
+        result.mark_removal[pod.name] = UPDATE
+        budget -= 1
+
+
+def _removals(seen: _Seen, removing: dict[str, str], now: float, result: Plan) -> None:
+    """Removals in progress: delete the pod once its Slurm node is drained and idle."""
     for name in sorted(removing):
-        pod = by_name[name]
+        pod = seen.by_name[name]
         result.scale_in_marks.add(slurm_name(pod))  # kept while terminating: the reason says why
         if pod.terminating:
             continue
         if name in result.mark_removal:
             result.draining.append(name)  # the drain is requested this round
             continue
-        if not slurm_fresh:
+        if not seen.slurm_fresh:
             result.blocked = STALE
             result.draining.append(name)
             continue
-        slurm = slurm_nodes.get(slurm_name(pod))
+        slurm = seen.slurm_nodes.get(slurm_name(pod))
         if slurm is None or removable(slurm):
             result.delete_pods.append(name)  # never registered, or drained with no jobs left
             continue
         result.draining.append(name)
         since = float(pod.annotations.get(Keys.REMOVAL_SINCE, "0") or 0)
-        if since and now - since > spec.drain_timeout_s:
+        if since and now - since > seen.spec.drain_timeout_s:
             result.timed_out.append(name)
-    # Slurm records: of members gone for good (Delete), and of members about to be recreated (so the
-    # new slurmd registers afresh with the new template's features)
-    if spec.node_on_scale_in == "Delete":
-        for name, slurm in sorted(slurm_nodes.items()):
-            if name in by_name or not removed_by_us(slurm, nodeset, owner_prefix):
-                continue
-            if not slurm_fresh:
-                result.blocked = STALE
-                continue
-            if slurm.busy:
-                continue
-            result.delete_slurm_nodes.append(name)
-        # a name whose old record is ours waits for that record to go before its pod is created
-        result.create = [
-            m
-            for m in result.create
-            if m.name not in slurm_nodes or not removed_by_us(slurm_nodes[m.name], nodeset, owner_prefix)
-        ]
-    return result
 
 
-def _stamps(
-    nodeset: KubeNodeSet,
-    by_name: dict[str, KubePod],
-    removing: dict[str, str],
-    slurm_nodes: dict[str, SlurmNode],
-    slurm_fresh: bool,
-    result: Plan,
-) -> None:
+def _delete_records(seen: _Seen, result: Plan) -> None:
+    """`Delete`: the Slurm records of members gone for good, and of members about to be recreated (so the
+    new slurmd registers afresh with the new template's features)."""
+    for name, slurm in sorted(seen.slurm_nodes.items()):
+        if name in seen.by_name or not removed_by_us(slurm, seen.nodeset, seen.owner_prefix):
+            continue
+        if not seen.slurm_fresh:
+            result.blocked = STALE
+            continue
+        if slurm.busy:
+            continue
+        result.delete_slurm_nodes.append(name)
+    # a name whose old record is ours waits for that record to go before its pod is created
+    result.create = [
+        m
+        for m in result.create
+        if m.name not in seen.slurm_nodes
+        or not removed_by_us(seen.slurm_nodes[m.name], seen.nodeset, seen.owner_prefix)
+    ]
+
+
+def _stamps(seen: _Seen, removing: dict[str, str], result: Plan) -> None:
     """Which Slurm records get this NodeSet's removal stamp (members being removed), and which lose
     it (members that stay: a cancelled removal, or a name reused under `Keep`). Fresh data only."""
-    if not slurm_fresh or not nodeset.uid:
+    if not seen.slurm_fresh or not seen.nodeset.uid:
         return
-    stamp = removal_stamp(nodeset)
-    for name, pod in sorted(by_name.items()):
-        slurm = slurm_nodes.get(slurm_name(pod))
+    stamp = removal_stamp(seen.nodeset)
+    for name, pod in sorted(seen.by_name.items()):
+        slurm = seen.slurm_nodes.get(slurm_name(pod))
         if slurm is None:
             continue
         if name in removing:

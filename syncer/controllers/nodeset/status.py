@@ -58,9 +58,9 @@ def invalid_status(nodeset: KubeNodeSet, error: str, now: str) -> dict[str, Any]
 def compute_status(
     nodeset: KubeNodeSet,
     spec: NodeSetSpec,
+    result: Plan,
     pods: list[KubePod],
     slurm_nodes: dict[str, SlurmNode],
-    result: Plan,
     *,
     slurm_fresh: bool,
     slurm_error: str,
@@ -69,6 +69,7 @@ def compute_status(
     declare_failed: dict[str, str] | None = None,
     declaring: list[str] | None = None,
 ) -> dict[str, Any]:
+    """The status of what `result` (this pass's plan) leaves: counts, Slurm states and conditions."""
     current_hash = spec.template_hash()
     live = [p for p in pods if not p.terminating]
     members = [slurm_nodes[slurm_name(p)] for p in live if slurm_name(p) in slurm_nodes]
@@ -97,37 +98,14 @@ def compute_status(
     if result.idle:
         conditions.append(_condition(previous, "Progressing", "False", "Steady", "", now, gen))
     else:
-        parts = []
-        if result.create:
-            parts.append(f"creating {len(result.create)}")
-        if result.draining:
-            parts.append(f"draining {len(result.draining)}: {', '.join(sorted(result.draining)[:10])}")
-        if result.delete_pods:
-            parts.append(f"removing {len(result.delete_pods)} pod(s)")
-        if result.delete_slurm_nodes:
-            parts.append(f"deleting {len(result.delete_slurm_nodes)} Slurm node(s)")
-        if result.blocked:
-            parts.append(result.blocked)
-        message = "; ".join(parts) or "converging"
+        message = _progress_message(result)
         conditions.append(_condition(previous, "Progressing", "True", "Reconciling", message, now, gen))
     extra: dict[str, Any] = {}
     if spec.power is not None and result.power is not None:
         # the intent survives until each record carries its comment (power.py `ours`): [] replaces it
         extra["power"] = {**result.power.counts, "declaring": list(declaring or [])}
         conditions.append(_power_condition(nodeset, spec, result, power_unsupported, previous, now))
-        failed = result.power.failed
-        if failed:
-            message = "; ".join(f"{name}: {why}" for name, why in sorted(failed.items())[:5])
-            conditions.append(_condition(previous, "PowerUpFailed", "True", "PoweredDown", message, now, gen))
-        else:
-            conditions.append(_condition(previous, "PowerUpFailed", "False", "NoFailures", "", now, gen))
-        if declare_failed:
-            message = declare_failed_message(declare_failed)
-            conditions.append(
-                _condition(previous, "DeclareFailed", "True", "SlurmRefused", message, now, gen)
-            )
-        else:
-            conditions.append(_condition(previous, "DeclareFailed", "False", "AllDeclared", "", now, gen))
+        conditions.extend(_power_failures(result, declare_failed or {}, previous, now, gen))
     return {
         **extra,
         "observedGeneration": gen,
@@ -140,6 +118,41 @@ def compute_status(
         "slurm": slurm_counts(members),
         "conditions": conditions,
     }
+
+
+def _progress_message(result: Plan) -> str:
+    """`Progressing`'s message: what this round does, and what blocks it."""
+    parts = []
+    if result.create:
+        parts.append(f"creating {len(result.create)}")
+    if result.draining:
+        parts.append(f"draining {len(result.draining)}: {', '.join(sorted(result.draining)[:10])}")
+    if result.delete_pods:
+        parts.append(f"removing {len(result.delete_pods)} pod(s)")
+    if result.delete_slurm_nodes:
+        parts.append(f"deleting {len(result.delete_slurm_nodes)} Slurm node(s)")
+    if result.blocked:
+        parts.append(result.blocked)
+    return "; ".join(parts) or "converging"
+
+
+def _power_failures(
+    result: Plan, declare_failed: dict[str, str], previous: list[Any], now: str, gen: int
+) -> list[dict[str, Any]]:
+    """`PowerUpFailed` and `DeclareFailed`: the members Slurm failed to power up or refused to declare."""
+    assert result.power is not None
+    failed = result.power.failed
+    if failed:
+        message = "; ".join(f"{name}: {why}" for name, why in sorted(failed.items())[:5])
+        power_up = _condition(previous, "PowerUpFailed", "True", "PoweredDown", message, now, gen)
+    else:
+        power_up = _condition(previous, "PowerUpFailed", "False", "NoFailures", "", now, gen)
+    if declare_failed:
+        message = declare_failed_message(declare_failed)
+        declare = _condition(previous, "DeclareFailed", "True", "SlurmRefused", message, now, gen)
+    else:
+        declare = _condition(previous, "DeclareFailed", "False", "AllDeclared", "", now, gen)
+    return [power_up, declare]
 
 
 def _power_condition(

@@ -26,6 +26,7 @@ class NodeSetWrites:
         self.events = context.events
         self.writer = context.writer
         self.slurm_writer = context.slurm_writer  # set_comment, delete_node
+        self.cluster = context.cluster  # on every pod it makes: no other release keeps the pod
 
     async def event(self, nodeset: KubeNodeSet, type_: str, reason: str, message: str) -> None:
         ref = ObjectRef("NodeSet", nodeset.name, nodeset.namespace, nodeset.uid, manifests.API_VERSION)
@@ -73,7 +74,7 @@ class NodeSetWrites:
         path = f"/api/v1/namespaces/{nodeset.namespace}/pods"
         try:
             created = await self.writer.create(
-                path, manifests.pod_manifest(nodeset, spec, member), what=f"pod {member.name}"
+                path, manifests.pod_manifest(nodeset, spec, member, self.cluster), what=f"pod {member.name}"
             )
         except KubeError as exc:
             if exc.status == 409:

@@ -38,7 +38,8 @@ import structlog
 from syncer.control.binding import slurm_nodes_on
 from syncer.control.context import ControllerContext
 from syncer.control.directory import JobCounts
-from syncer.control.registration import Registration
+from syncer.control.registration import Registration, when_enabled
+from syncer.control.scope import Scope
 from syncer.controllers.partitions.index import SelectorIndex
 from syncer.controllers.partitions.options import OPTIONS, PartitionOptions, options_from
 from syncer.controllers.partitions.plan import (
@@ -70,6 +71,8 @@ from syncer.controllers.partitions.spec import (
 from syncer.kube.errors import KubeError
 from syncer.kube.events import ObjectRef
 from syncer.kube.informer import Informer
+from syncer.model import cluster
+from syncer.model.cluster import claimed_finalizers, released_finalizers
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeCustomObject, KubeNode, KubePod
 from syncer.runtime.controller import DONE, Controller, Result
@@ -117,6 +120,7 @@ EVENT_CREATED = "PartitionCreated"
 EVENT_UPDATED = "PartitionUpdated"
 EVENT_DRAINING = "PartitionDraining"
 EVENT_DELETED = "PartitionDeleted"
+EVENT_ADOPTED = "Adopted"  # an unlabelled CR this release took (syncer/model/cluster.py)
 
 
 def _planned_part(body: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -174,7 +178,9 @@ class PartitionController(Controller):
         self.context = context  # clients, caches, writers: shared by every controller
         self.nodeset_members: NodeSetMembers = context.nodesets.members
         self.clock = context.clock
-        self.informer: Informer[KubeCustomObject] = Informer(context.kube, PATH, KIND, lambda o: o.name)
+        # this release's CRs (labelled with its cluster identity) and, adopting, the unlabelled ones
+        self.scope: Scope[KubeCustomObject] = Scope(context, PATH, KIND, lambda o: o.name, "slurmpartitions")
+        self.informer: Informer[KubeCustomObject] = self.scope.informer
         self.keeps_partitions: bool | None = None  # the last /conf read; None: not read or failed
         self.preempts = ""  # the last /conf read: how slurmctld preempts by partition priority, or ""
         self._conf_read_at = -float("inf")  # monotonic; -inf: read at the next reconcile
@@ -204,7 +210,7 @@ class PartitionController(Controller):
         rack: one POST); a slurmctld reload at once (one without KeepPartInfo forgot REST-made partitions).
         Each mapper names the key only for a change that can move a partition (module docstring)."""
         cache = self.context.slurm_cache
-        crs = [Watch(self.informer.subscribe, self._cr_moved, after_s=CR_BATCH_S)]
+        crs = [Watch(self.scope.subscribe, self._cr_moved, after_s=CR_BATCH_S)]
         if self.slinky is not None:
             crs.append(Watch(self.slinky.subscribe, self._cr_moved, after_s=CR_BATCH_S))
         return (
@@ -288,10 +294,10 @@ class PartitionController(Controller):
     # -- lifecycle ----------------------------------------------------------------------------------
     def loops(self) -> dict[str, Callable[[], Awaitable[None]]]:
         slinky = self.slinky.loops() if self.slinky is not None else {}
-        return {"informer-slurmpartitions": self.informer.run, **slinky}
+        return {**self.scope.loops(), **slinky}
 
     async def prepare(self) -> None:
-        await self.informer.synced.wait()
+        await self.scope.synced()
         await self.context.kube_cache.wait_synced()
         if self.slinky is not None:  # no partition planned before Slinky's are known
             await self.slinky.decided()
@@ -304,6 +310,8 @@ class PartitionController(Controller):
         cache = self.context.slurm_cache
         if not self.context.kube_cache.synced or not cache.synced or cache.stale:
             return Result(requeue_after=1.0)  # fail closed: no node taken out on stale membership
+        if await self._adopt():
+            return Result(requeue_after=BUSY_S)  # planned once the informer shows them as this release's
         crs = {o.name: o.body for o in self.informer.items.values()}
         if not crs:
             self.outcomes, self.slurm_states = {}, {}
@@ -312,6 +320,17 @@ class PartitionController(Controller):
             return await self._reconcile(crs)
         except (SlurmConnectionError, SlurmTimeout) as exc:
             raise RetryAfter(UNREACHABLE_RETRY_S, f"slurmrestd unreachable: {exc}") from exc
+
+    async def _adopt(self) -> bool:
+        """Take the CRs no release has labelled (this release adopting): True when one was taken."""
+        taken = False
+        for name, obj in sorted(self.scope.waiting().items()):
+            if await self.scope.adopt(f"{PATH}/{name}", f"{KIND} {name}"):
+                taken = True
+                await self._event(obj.body, "Normal", EVENT_ADOPTED,
+                                  f"taken by release {self.context.cluster}: labelled "
+                                  f"{cluster.LABEL}={self.context.cluster}")  # fmt: skip
+        return taken
 
     async def _reconcile(self, crs: dict[str, dict[str, Any]]) -> Result:
         world, counts = await self._world(crs)
@@ -628,9 +647,9 @@ class PartitionController(Controller):
                 return None
             if record != how:
                 patch["annotations"] = {Keys.PARTITION_OWNER: how}
-            finalizers = list(meta.get("finalizers") or [])
-            if Keys.PARTITION_FINALIZER not in finalizers:
-                patch["finalizers"] = [*finalizers, Keys.PARTITION_FINALIZER]
+            finalizers = claimed_finalizers(meta.get("finalizers") or [], self.context.cluster)
+            if finalizers is not None:  # this release's own, in place of the one of before identities
+                patch["finalizers"] = finalizers
             return {"metadata": patch} if patch else None
 
         try:  # from a fresh read: the informer's copy may not show our own last claim yet
@@ -658,11 +677,13 @@ class PartitionController(Controller):
         def build(obj: dict[str, Any]) -> dict[str, Any] | None:
             meta = obj.get("metadata") or {}
             finalizers = list(meta.get("finalizers") or [])
+            kept = released_finalizers(finalizers, self.context.cluster)
             owned = Keys.PARTITION_OWNER in (meta.get("annotations") or {})
-            if Keys.PARTITION_FINALIZER not in finalizers and not owned:
+            if kept is None and not owned:
                 return None
-            kept = [f for f in finalizers if f != Keys.PARTITION_FINALIZER]
-            return {"metadata": {"annotations": {Keys.PARTITION_OWNER: None}, "finalizers": kept}}
+            # another release's finalizer stays: it is that release's to remove
+            return {"metadata": {"annotations": {Keys.PARTITION_OWNER: None},
+                                 "finalizers": finalizers if kept is None else kept}}  # fmt: skip
 
         name = cr["metadata"]["name"]
         try:
@@ -724,9 +745,5 @@ class PartitionController(Controller):
 
 
 REGISTRATION = Registration(
-    "partitions",
-    build=lambda context, options: PartitionController(context, options) if options.enabled else None,
-    defaults=PartitionOptions(),
-    options=OPTIONS,
-    configure=options_from,
+    "partitions", when_enabled(PartitionController), PartitionOptions(), OPTIONS, options_from
 )

@@ -58,6 +58,7 @@ class Applier:
         record: Recorder,
         scale_in_of: Callable[[str], str | None],
         clock: Callable[[], float],
+        held_of: Callable[[str, SlurmNode | None], str | None] = lambda _name, _node: None,
     ) -> None:
         self.context = context  # clients, caches, writers: shared by every controller
         self.options = options
@@ -66,6 +67,7 @@ class Applier:
         self.stats = stats
         self.record = record
         self.scale_in_of = scale_in_of
+        self.held_of = held_of  # the scheduler's hold on a node (syncer/control/holds.py)
         self.clock = clock
         # last Slurm write per node (kind, reason, time.monotonic() it was done), to skip echoes
         self.sent: dict[str, tuple[str, str, float]] = {}
@@ -235,7 +237,7 @@ class Applier:
             return None
         return decide(
             slurm_node, binding.pod, binding.node, now=self.clock(), opts=self.options, slurm_fresh=True,
-            scale_in_of=self.scale_in_of(name),
+            scale_in_of=self.scale_in_of(name), held=self.held_of(name, slurm_node),
         ).slurm_action  # fmt: skip
 
     async def _valve_admits(

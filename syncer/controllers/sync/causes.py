@@ -21,7 +21,9 @@ CONDITION: Final = "condition"
 DRAIN_ANNOTATION: Final = "drain-annotation"
 TERMINATING: Final = "terminating"
 SCALE_IN: Final = "scale-in"
-KINDS: Final = (CORDON, NOT_READY, CONDITION, DRAIN_ANNOTATION, TERMINATING, SCALE_IN)
+# the one-pool scheduler holds the node while a pod whose Slurm job ended still terminates there
+SCHEDULER_HOLD: Final = "scheduler-hold"
+KINDS: Final = (CORDON, NOT_READY, CONDITION, DRAIN_ANNOTATION, TERMINATING, SCALE_IN, SCHEDULER_HOLD)
 # What the safety valve may hold back: health signals that can go wrong on many nodes at once (a partition,
 # a flapping check). The other kinds are someone's explicit intent and are never held back nor counted.
 AUTOMATIC: Final = frozenset({NOT_READY, CONDITION})
@@ -76,11 +78,13 @@ def drain_causes(
     now: float,
     opts: SyncOptions,
     scale_in_of: str | None = None,
+    held: str | None = None,
 ) -> tuple[tuple[Cause, ...], float | None]:
     """The drain causes in a stable order, and when a pending Ready grace period runs out (else None).
 
     Order: cordon, not-ready, configured conditions (in option order), drain annotation on the pod, then
-    on the Node, terminating pod, scale-in. A text already present is not repeated.
+    on the Node, terminating pod, scale-in, the scheduler's hold (`held`: its text, syncer/control/holds.py).
+    A text already present is not repeated.
     """
     found: list[Cause] = []
     recheck_at: float | None = None
@@ -117,6 +121,8 @@ def drain_causes(
         add(TERMINATING, f"pod {pod.namespace}/{pod.name} terminating")
     if scale_in_of is not None:
         add(SCALE_IN, f"scale-in of NodeSet {scale_in_of}")
+    if held is not None:
+        add(SCHEDULER_HOLD, held)
     return tuple(found), recheck_at
 
 

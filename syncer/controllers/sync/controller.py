@@ -20,6 +20,7 @@ import structlog
 
 from syncer.control.binding import Binding, node_slurm
 from syncer.control.context import ControllerContext
+from syncer.control.holds import held_in, hold_text
 from syncer.control.registration import Registration
 from syncer.controllers.sync.apply import Applier
 from syncer.controllers.sync.options import OPTIONS, SyncOptions, options_from
@@ -61,10 +62,12 @@ class SyncController(Controller):
         self.stats = EngineStats()
         # Slurm node -> the NodeSet scaling it in, by identity (set by the NodeSet controller)
         self.scale_in = context.scale_in
+        # Slurm node -> why the one-pool scheduler holds it (a pod whose job ended still terminates there)
+        self.holds = context.holds
         self._observed_at: dict[str, float] = {}  # monotonic time a change was first seen, per key
         self.applier = Applier(
             context, options=options, valve=self.valve, written=self.written, stats=self.stats,
-            record=self._record, scale_in_of=self._scale_in_of, clock=self.clock,
+            record=self._record, scale_in_of=self._scale_in_of, clock=self.clock, held_of=self._held_of,
         )  # fmt: skip
         self._was_open = False  # the valve at the last housekeeping
 
@@ -75,6 +78,7 @@ class SyncController(Controller):
         return (
             Watch(self.context.kube_cache.subscribe, self._seen, lane=Lane.FIRST),
             Watch(self.scale_in.subscribe, lambda name: self._seen((name,)), lane=Lane.FIRST),
+            Watch(self.holds.subscribe, lambda name: self._seen((name,)), lane=Lane.FIRST),
             Watch(self.context.slurm_cache.subscribe, self._slurm_changed, lane=Lane.URGENT),
         )
 
@@ -103,6 +107,17 @@ class SyncController(Controller):
         """The name of the NodeSet scaling this node in, for the drain reason's text."""
         owner = self.scale_in.get(slurm_name)
         return owner.name if owner is not None else None
+
+    def _held_of(self, slurm_name: str, slurm_node: SlurmNode | None) -> str | None:
+        """The scheduler's hold on this node, as the drain cause's text. Until the scheduler has planned
+        every gang once after a start, a drain of ours that reads as a hold is kept as it is: a restart
+        must not lift a hold still needed (syncer/control/holds.py)."""
+        reason = self.holds.get(slurm_name)
+        if reason is not None:
+            return hold_text(reason)
+        if self.holds.settled or slurm_node is None:
+            return None
+        return held_in(slurm_node.reason, self.options.owner_prefix)
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def prepare(self) -> None:
@@ -180,6 +195,7 @@ class SyncController(Controller):
         decision = decide(
             slurm_node, binding.pod, binding.node, now=now, opts=self.options, slurm_fresh=fresh,
             scale_in_of=self._scale_in_of(name), node_slurm=self._node_slurm(binding, slurm_node),
+            held=self._held_of(name, slurm_node),
         )  # fmt: skip
         if decision.recheck_at is not None:
             requeue.append(max(0.05, decision.recheck_at - now))
@@ -266,10 +282,4 @@ class SyncController(Controller):
         self.actions(kind, direction, name, details)
 
 
-REGISTRATION = Registration(
-    "sync",
-    build=SyncController,
-    defaults=SyncOptions(),
-    options=OPTIONS,
-    configure=options_from,
-)
+REGISTRATION = Registration("sync", SyncController, SyncOptions(), OPTIONS, options_from)

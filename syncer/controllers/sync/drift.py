@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from syncer.control.binding import node_slurm, resolve
+from syncer.control.holds import held_in
 from syncer.controllers.sync.options import SyncOptions
 from syncer.controllers.sync.plan import Decision, decide
 from syncer.kube.cache import KubeCache
@@ -76,10 +77,13 @@ def drift_rows(
         cordon = ""
         if kube_node is not None and kube_node.unschedulable:
             cordon = "slurm" if kube_node.annotations.get(Keys.CORDONED_BY) == CORDONED_BY_SLURM else "yes"
-        # the engine's decision (drift is a decision that writes something, plan.drift)
+        # the engine's decision (drift is a decision that writes something, plan.drift); a scheduler hold
+        # is the running scheduler's to know: one shown in the reason is taken as still needed
+        held = held_in(node.reason, options.owner_prefix) if node is not None else None
         decision = decide(
             node, binding.pod, kube_node, now=now, opts=options, slurm_fresh=True,
             scale_in_of=scale_in_of(binding.pod), node_slurm=node_slurm(binding, cache, slurm_nodes),
+            held=held,
         ) if binding.bound else None  # fmt: skip
         drifted = decision is not None and decision.acts
         rows.append(

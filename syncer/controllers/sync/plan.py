@@ -291,6 +291,9 @@ def cordon_action(
     return None
 
 
+_Said = tuple[str, EventType, str]  # an Event's reason, type and message
+
+
 def transition_events(slurm: SlurmNode, current: Mapping[str, str], on: Target) -> list[EventSpec]:
     """Events for what changed in Slurm since the state recorded on the bound object (none on first sight)."""
     before = current.get(Keys.STATE)
@@ -306,20 +309,25 @@ def transition_events(slurm: SlurmNode, current: Mapping[str, str], on: Target) 
         return []
     flags = frozenset(before.split("+"))
     events: list[EventSpec] = []
-    was_drained, now_drained = bool(flags & DRAIN_FLAGS), has_drain(slurm)
-    if now_drained and not was_drained:
-        message = f"Slurm node {name} drained: {slurm.reason} (state {after})"
-        events.append(EventSpec(EVENT_DRAINED, _message(message), "Warning", on))
-    elif was_drained and not now_drained:
-        message = f"Slurm node {name} undrained (state {after})"
-        events.append(EventSpec(EVENT_UNDRAINED, _message(message), "Normal", on))
-    was_bad, now_bad = bool(unhealthy_flags(flags)), slurm.unhealthy
-    if now_bad and not was_bad:
-        message = f"Slurm node {name} is {after}: {slurm.reason}"
-        events.append(EventSpec(EVENT_UNHEALTHY, _message(message), "Warning", on))
-    elif was_bad and not now_bad:
-        message = f"Slurm node {name} recovered (state {after})"
-        events.append(EventSpec(EVENT_RECOVERED, _message(message), "Normal", on))
+    # (was, is now, the Event when it begins, the Event when it ends): a drain, then bad health
+    transitions: tuple[tuple[bool, bool, _Said, _Said], ...] = (
+        (
+            bool(flags & DRAIN_FLAGS),
+            has_drain(slurm),
+            (EVENT_DRAINED, "Warning", f"Slurm node {name} drained: {slurm.reason} (state {after})"),
+            (EVENT_UNDRAINED, "Normal", f"Slurm node {name} undrained (state {after})"),
+        ),
+        (
+            bool(unhealthy_flags(flags)),
+            slurm.unhealthy,
+            (EVENT_UNHEALTHY, "Warning", f"Slurm node {name} is {after}: {slurm.reason}"),
+            (EVENT_RECOVERED, "Normal", f"Slurm node {name} recovered (state {after})"),
+        ),
+    )
+    for was, is_now, began, ended in transitions:
+        if is_now != was:
+            reason, type_, message = began if is_now else ended
+            events.append(EventSpec(reason, _message(message), type_, on))
     if not events:
         message = f"Slurm node {name}: {before} -> {after}"
         events.append(EventSpec(EVENT_STATE_CHANGED, _message(message), "Normal", on))
@@ -336,6 +344,7 @@ def decide(
     slurm_fresh: bool,
     scale_in_of: str | None = None,
     node_slurm: Sequence[tuple[str, SlurmNode | None]] | None = None,
+    held: str | None = None,
 ) -> Decision:
     """Both directions for one Slurm node bound to `pod` (pod-bound) or only to `node` (node-bound).
 
@@ -343,8 +352,9 @@ def decide(
     (`slurm_fresh` False) nothing is written to Kubernetes and nothing is undrained.
     `node_slurm`: when `node` hosts several bound slurmd pods, (Slurm node name, Slurm data) of each, this
     one included; the Node's conditions then come from all of them (`shared_node_conditions`).
+    `held`: the scheduler's hold on this node (syncer/control/holds.py), a drain cause.
     """
-    causes, recheck_at = drain_causes(pod, node, now=now, opts=opts, scale_in_of=scale_in_of)
+    causes, recheck_at = drain_causes(pod, node, now=now, opts=opts, scale_in_of=scale_in_of, held=held)
     if pod is not None and Keys.POWER_DOWN in pod.annotations:
         # deleted by a power-managed NodeSet because Slurm powered the node down: a drain would only keep
         # Slurm from powering it up again
@@ -376,27 +386,9 @@ def decide(
                 node_conditions = condition_changes(wanted, node.conditions, now)
     cordon = cordon_action(slurm, node, opts=opts, slurm_fresh=slurm_fresh, node_slurm=node_slurm)
     if action is not None and slurm is not None:
-        if action.kind == "undrain":
-            spec = EventSpec(
-                EVENT_UNDRAIN, f"undraining Slurm node {slurm.name}: no drain cause left", "Normal", on
-            )
-        elif action.redrain:
-            message = f"updating drain reason of Slurm node {slurm.name}: {action.reason}"
-            spec = EventSpec(EVENT_REDRAIN, _message(message), "Normal", on)
-        else:
-            spec = EventSpec(
-                EVENT_DRAIN, _message(f"draining Slurm node {slurm.name}: {action.reason}"), "Normal", on
-            )
-        events.append(spec)
+        events.append(_action_event(slurm, action, on))
     if cordon is not None and slurm is not None and node is not None:
-        if cordon == "cordon":
-            drained = foreign_drains(slurm, node_slurm, opts) or [slurm]
-            which = "; ".join(f"Slurm node {m.name} drained: {m.reason}" for m in drained)
-            message = f"cordoning Node {node.name}: {which}"
-            events.append(EventSpec(EVENT_CORDON, _message(message), "Normal", "node"))
-        else:
-            message = f"uncordoning Node {node.name}: Slurm node {slurm.name} no longer drained by Slurm"
-            events.append(EventSpec(EVENT_UNCORDON, _message(message), "Normal", "node"))
+        events.append(_cordon_event(slurm, node, cordon, node_slurm, opts))
     return Decision(
         slurm_action=action,
         annotations=annotations,
@@ -410,6 +402,37 @@ def decide(
     )
 
 
+def _action_event(slurm: SlurmNode, action: SlurmAction, on: Target) -> EventSpec:
+    """The Event of the Slurm write decided now: a drain, a new drain reason or an undrain."""
+    if action.kind == "undrain":
+        return EventSpec(
+            EVENT_UNDRAIN, f"undraining Slurm node {slurm.name}: no drain cause left", "Normal", on
+        )
+    if action.redrain:
+        message = f"updating drain reason of Slurm node {slurm.name}: {action.reason}"
+        return EventSpec(EVENT_REDRAIN, _message(message), "Normal", on)
+    return EventSpec(
+        EVENT_DRAIN, _message(f"draining Slurm node {slurm.name}: {action.reason}"), "Normal", on
+    )
+
+
+def _cordon_event(
+    slurm: SlurmNode,
+    node: KubeNode,
+    cordon: CordonAction,
+    node_slurm: Sequence[tuple[str, SlurmNode | None]] | None,
+    opts: SyncOptions,
+) -> EventSpec:
+    """The Event of a cordon (naming every drained Slurm node it follows) or an uncordon decided now."""
+    if cordon == "cordon":
+        drained = foreign_drains(slurm, node_slurm, opts) or [slurm]
+        which = "; ".join(f"Slurm node {m.name} drained: {m.reason}" for m in drained)
+        message = f"cordoning Node {node.name}: {which}"
+        return EventSpec(EVENT_CORDON, _message(message), "Normal", "node")
+    message = f"uncordoning Node {node.name}: Slurm node {slurm.name} no longer drained by Slurm"
+    return EventSpec(EVENT_UNCORDON, _message(message), "Normal", "node")
+
+
 def drift(
     slurm: SlurmNode | None,
     pod: KubePod | None,
@@ -420,10 +443,11 @@ def drift(
     slurm_fresh: bool = True,
     scale_in_of: str | None = None,
     node_slurm: Sequence[tuple[str, SlurmNode | None]] | None = None,
+    held: str | None = None,
 ) -> bool:
     """True when the two sides disagree: the decision for them would write something."""
     decision = decide(
         slurm, pod, node, now=now, opts=opts, slurm_fresh=slurm_fresh, scale_in_of=scale_in_of,
-        node_slurm=node_slurm,
+        node_slurm=node_slurm, held=held,
     )  # fmt: skip
     return decision.acts

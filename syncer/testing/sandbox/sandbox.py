@@ -12,6 +12,7 @@ import shlex
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -491,7 +492,9 @@ class Sandbox:
             "ports": dataclasses.asdict(self.ports),
             "daemons": {name: [p.pid, p.start] for name, p in self.daemons.items()},
         }  # fmt: skip
-        tmp = self.directory / f"{STATE_FILE}.{os.getpid()}.tmp"  # unique: other processes may save too
+        # unique per process and thread: a test's threads start and stop slurmds of one sandbox at once (two
+        # saves under one name: the second rename found no file, FileNotFoundError in a power e2e run)
+        tmp = self.directory / f"{STATE_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
         tmp.write_text(json.dumps(state, indent=2) + "\n")
         tmp.replace(self.directory / STATE_FILE)
 

@@ -113,6 +113,9 @@ networkPolicy.slurmctld.ports, else the port of the URL given, else config.slurm
 {{- if not (index .Values.config "pod-selector") }}
 {{- fail "config.pod-selector is empty: every pod of the cluster would be listed and watched, on every replica. Set it to the label of your slurmd pods: slurm-syncer.dev/node-name (pods labelled for slurm-syncer, its NodeSets' pods), app.kubernetes.io/name=slurmd (Slinky's NodeSet pods), or your own" }}
 {{- end }}
+{{- if and .Values.scheduler.enabled (not .Values.scheduler.namespaces) }}
+{{- fail "scheduler.enabled needs scheduler.namespaces: the namespaces whose pods it schedules (a Role is granted in each; the chart does not grant binding pods in every namespace)" }}
+{{- end }}
 {{- if and .Values.monitoring.serviceMonitor.enabled .Values.monitoring.podMonitor.enabled }}
 {{- fail "enable monitoring.serviceMonitor or monitoring.podMonitor, not both: each series would be scraped twice" }}
 {{- end }}

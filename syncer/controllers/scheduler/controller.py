@@ -1,0 +1,617 @@
+"""The one-pool scheduler's controller (issue 44, docs/scheduler.md): pods with `spec.schedulerName: NAME`
+become Slurm jobs, and are bound to the Kubernetes Node of the Slurm node Slurm allocated.
+
+One key per gang (`<namespace>/<kind>/<name>`, gang.py). A reconcile reads its inputs from the caches (the
+scheduler pods' informer, the job cache that follows only our jobs, the Kubernetes cache's Nodes and
+bindings), maps them onto the core's values (edges.py), asks the pure `plan` what to do and carries the
+actions out in order, stopping at the first that fails (the next reconcile plans again). Before a bind or a
+pod deletion the job is read fresh: when Slurm shows anything other than what was planned on, nothing is
+written and the gang is planned again on the fresh job.
+
+Its memory is only what the plan takes: the jobs it submitted that the job cache does not show yet, and the
+nodes it holds (syncer/control/holds.py, shared with the sync engine, which drains them). A submit whose
+answer was lost blocks the gang until a whole job list has been read (the marker finds the job if it was
+made). Slurm refusing a submit is said on the pods and tried again after `retry_after_s`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import structlog
+from prometheus_client import Histogram
+
+from syncer.control.binding import resolve, slurm_nodes_on
+from syncer.control.context import ControllerContext
+from syncer.control.holds import NodeHolds, held_in
+from syncer.control.registration import Registration
+from syncer.controllers.scheduler import edges, gang, marker
+from syncer.controllers.scheduler.options import OPTIONS, Options, SchedulerOptions, options_from
+from syncer.controllers.scheduler.plan import (
+    PENDING,
+    PLACEMENT_FAILED,
+    REFUSED,
+    Bind,
+    Cancel,
+    DeletePod,
+    Hold,
+    Plan,
+    Release,
+    SetScheduled,
+    Submit,
+    plan,
+)
+from syncer.controllers.scheduler.values import BatchJob, Job, Node, World
+from syncer.kube.errors import KubeError
+from syncer.kube.events import ObjectRef
+from syncer.kube.scheduler_pods import SchedulerPods
+from syncer.kube.scheduling_reads import SchedulingReads
+from syncer.kube.writer import Outcome
+from syncer.model.jobs import SlurmJob
+from syncer.model.keys import Keys
+from syncer.model.kube import KubeNode, SchedulerPod
+from syncer.runtime.controller import DONE, Controller, Result
+from syncer.runtime.errors import RetryAfter
+from syncer.runtime.watch import Watch, Watches
+from syncer.slurm.errors import SlurmApiError, SlurmError, SlurmUnsupported
+from syncer.slurm.job_cache import JobCache, JobChange
+from syncer.slurm.jobs import Placeholder
+
+log = structlog.get_logger("syncer.controllers.scheduler")
+
+NAMESPACE_TTL_S: Final = 30.0  # a Namespace's annotations (the tenant's defaults) are read again after this
+BATCH_JOB_TTL_S: Final = 30.0  # a batch/v1 Job's parallelism, likewise
+UNSUPPORTED_RETRY_S: Final = 300.0  # a release without external jobs: said again (and tried) this often
+# the states of our jobs not yet ended are read this often (~690 bytes a read for one job, ~67 more a job):
+# RUNNING (bind) and an end (delete the pod) are seen within it (benchmarks/RESULTS.md "Scheduler")
+LIVE_INTERVAL_S: Final = 0.25
+# a job submitted is read whole again this long after (then at twice its age): Slurm's pending reason shows
+PENDING_FIRST_S: Final = 1.0
+SUBMIT_SHOWS_S: Final = 30.0  # a submitted job the job cache does not show after this: a whole list is read
+EVENT_SUBMITTED: Final = "SlurmJobSubmitted"
+EVENT_SUBMIT_FAILED: Final = "SlurmSubmitFailed"
+EVENT_BOUND: Final = "Scheduled"
+EVENT_CANCELLED: Final = "SlurmJobCancelled"
+EVENT_DELETED: Final = "SlurmPodDeleted"
+CAUSES: Final = (
+    "cancelled", "time-limit", "preempted", "suspended", "requeued", "node-failure", "job-ended", "job-gone",
+    "node-deleted", "duplicate", "placement", "pod-deleted", "pod-failed", "pod-succeeded",
+)  # fmt: skip
+BIND_BUCKETS: Final = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0)
+_SLURM_REASON: Final = re.compile(r"is pending \(([^)]*)\)")
+
+
+@dataclass
+class SchedulerStats:
+    """Counted as it happens, read by the exporter and `status` at scrape time."""
+
+    jobs: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(("submitted", "cancelled", "adopted"), 0)
+    )
+    errors: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("submit", "cancel"), 0))
+    teardowns: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CAUSES, 0))
+    bound: int = 0
+
+
+@dataclass(frozen=True)
+class PodState:
+    """One pod of ours as `status` and the exporter show it."""
+
+    key: str  # namespace/name
+    state: str  # pending, bound, terminating, ended
+    reason: str = ""  # PodScheduled's reason while pending
+    slurm_reason: str = ""  # Slurm's pending reason, when its condition names one
+    message: str = ""
+    age_s: float = 0.0
+
+
+class SchedulerController(Controller):
+    name = "scheduler"
+
+    def __init__(self, context: ControllerContext, options: SchedulerOptions) -> None:
+        self.context = context
+        self.options = options
+        self.clock = context.clock
+        # names this deployment's jobs: another syncer's (or another scheduler name's) are not ours
+        self.release = f"{context.owner}:{options.name}"
+        self.core = Options(release=self.release, gres=options.gres, retry_after_s=options.retry_after_s)
+        self.pods = SchedulerPods(context.kube, options.name, options.namespaces)
+        self.reads = SchedulingReads(context.kube)
+        self.jobs = JobCache(
+            context.slurm,
+            owned=lambda text: marker.read(text, self.release) is not None,
+            live_interval_s=LIVE_INTERVAL_S,
+            pending_first_s=PENDING_FIRST_S,
+        )
+        self.holds: NodeHolds = context.holds
+        self.holds.settled = False  # the sync engine keeps held-looking drains until every gang was planned
+        self.stats = SchedulerStats()
+        self.bind_latency = Histogram(
+            "slurm_syncer_scheduler_bind_latency_seconds",
+            "Time from a scheduler pod's creation to its binding (its Slurm job allocated, the pod bound).",
+            buckets=BIND_BUCKETS,
+            registry=None,  # collected by the exporter with the rest (syncer/app/metrics.py)
+        )
+        self._namespaces: dict[
+            str, tuple[float, Mapping[str, str] | None]
+        ] = {}  # ns -> (read at, annotations)
+        self._batch_jobs: dict[str, tuple[float, BatchJob]] = {}  # Job UID -> (read at, Job)
+        self._uid_key: dict[str, str] = {}  # pod UID -> the gang key a job of ours names it in
+        self._submitted: dict[
+            str, tuple[int, float]
+        ] = {}  # gang key -> (job id, when) until the cache has it
+        self._lost: set[str] = set()  # gang keys whose submit answer was lost: a whole list first
+        self._refused: dict[str, tuple[float, str]] = {}  # gang key -> (retry at, why) after Slurm refused
+        self._torn: set[int] = set()  # job ids whose tear-down was counted (once per job)
+        self._adopted: set[int] = set()
+        self._settling: set[str] | None = None  # keys still to plan once before the holds are settled
+
+    # -- inputs ---------------------------------------------------------------------------------------
+    def watches(self) -> Watches:
+        return (
+            Watch(self.pods.subscribe, self._pod_moved),
+            Watch(self.jobs.subscribe, self._jobs_moved),
+            Watch(self.context.kube_cache.nodes.subscribe, self._node_moved),
+        )
+
+    def loops(self) -> dict[str, Any]:
+        return {**self.pods.loops(), "scheduler-jobs": self.jobs.run}
+
+    def _key_of(self, found: SchedulerPod) -> str:
+        claimed = self._uid_key.get(found.uid)
+        if claimed is not None:
+            return claimed
+        batch = {uid: job for uid, (_, job) in self._batch_jobs.items()}
+        return gang.key_of(edges.pod(found), batch)
+
+    def _pod_moved(self, old: SchedulerPod | None, new: SchedulerPod | None) -> list[str]:
+        return sorted({self._key_of(pod) for pod in (old, new) if pod is not None})
+
+    def _jobs_moved(self, changes: list[JobChange]) -> list[str]:
+        keys: set[str] = set()
+        for change in changes:
+            for job in (change.before, change.after):
+                read = marker.read(job.marker, self.release) if job is not None else None
+                if read is None:
+                    continue
+                keys.add(read.key)
+                if change.kind == "removed":  # Slurm forgot it: so does this controller's bookkeeping
+                    self._torn.discard(change.job_id)
+                    self._adopted.discard(change.job_id)
+                    for uid in read.uids:
+                        if self._uid_key.get(uid) == read.key:
+                            del self._uid_key[uid]
+                else:
+                    self._uid_key.update(dict.fromkeys(read.uids, read.key))
+        return sorted(keys)
+
+    def _node_moved(self, old: KubeNode | None, new: KubeNode | None) -> list[str]:
+        """A Node came or went: the gangs with pods bound there (a pod on a deleted Node goes)."""
+        node = new if old is None else old
+        if node is None or (old is not None and new is not None):
+            return []
+        return sorted({self._key_of(pod) for pod in self.pods.items.values() if pod.node_name == node.name})
+
+    async def prepare(self) -> None:
+        await self.context.kube_cache.wait_synced()
+        await self.pods.wait_synced()
+        await self.jobs.wait_synced()
+        self._index_jobs()
+
+    def _index_jobs(self) -> None:
+        for found in list(self.jobs.jobs.values()):
+            read = marker.read(found.marker, self.release)
+            if read is not None:
+                self._uid_key.update(dict.fromkeys(read.uids, read.key))
+                if found.job_id not in self._adopted:
+                    self._adopted.add(found.job_id)
+                    self.stats.jobs["adopted"] += 1
+
+    async def keys(self) -> list[str]:
+        keys = {self._key_of(pod) for pod in list(self.pods.items.values())}
+        for found in list(self.jobs.jobs.values()):
+            read = marker.read(found.marker, self.release)
+            if read is not None:
+                keys.add(read.key)
+        keys |= self.holds.holders()
+        if self._settling is None and not self.holds.settled:
+            self._settling = set(keys)
+            self._settle_if_done()
+        return sorted(keys)
+
+    def elected(self) -> None:
+        """Another leader may have held nodes meanwhile: the engine keeps held-looking drains until every
+        gang has been planned again."""
+        self.holds.settled = False
+        self._settling = None
+        self._submitted.clear()  # the job cache is the truth: a leader's submits show there by their marker
+
+    def _settle_if_done(self) -> None:
+        if self._settling is not None and not self._settling:
+            self._settling = None
+            prefix = self.context.owner_prefix
+            nodes = self.context.slurm_cache.nodes
+            self.holds.settle(
+                lambda: [
+                    name for name, node in list(nodes.items()) if held_in(node.reason, prefix) is not None
+                ]
+            )
+            log.info("scheduler holds settled", held=len(self.holds))
+
+    @property
+    def fresh(self) -> bool:
+        return self.context.kube_cache.synced and self.pods.synced and not self.jobs.stale
+
+    # -- one gang ---------------------------------------------------------------------------------------
+    async def reconcile(self, key: str) -> Result:
+        if not self.fresh:
+            return Result(requeue_after=1.0)  # fail closed: nothing submitted, bound or deleted on stale data
+        namespace = key.split("/", 1)[0]
+        if key in self._lost:
+            await self._list_after_lost(key)
+        found = [pod for pod in list(self.pods.items.values()) if pod.namespace == namespace]
+        learned = await self._read_batch_jobs(found)
+        annotations = await self._namespace(namespace)
+        pods = [edges.pod(pod) for pod in found]
+        jobs = [
+            job
+            for sj in list(self.jobs.jobs.values())
+            if (job := edges.job(sj, self.release)) is not None
+            and job.marker.key.split("/", 1)[0] == namespace
+        ]
+        batch = {uid: job for uid, (_, job) in self._batch_jobs.items()}
+        gangs = gang.group(
+            pods, jobs, batch, {namespace: annotations} if annotations is not None else {}, self.core
+        )
+        if learned:  # a Job now known moves its pods to their gang's key (parallelism 1: a pod alone)
+            for other in gangs:
+                if other != key:
+                    self.runner.queue.add(other)
+        current = gangs.get(key) or gang.Gang(key=key, pods=(), jobs=(), want=None)
+        if not current.pods and not current.jobs:  # nothing left of the gang: forget what was noted of it
+            self._refused.pop(key, None)
+        submitted = self._still_submitted(key, current.jobs)
+        world = await self._world(current)
+        decided = plan(current, world, self.core, held=self.holds.of(key), submitted=submitted)
+        done = await self._carry_out(key, current, decided, found)
+        if self._settling is not None:
+            self._settling.discard(key)
+            self._settle_if_done()
+        if decided.blocked:
+            log.debug("gang waits", blocked=decided.blocked)
+        return self._next(decided, done, key)
+
+    def _next(self, decided: Plan, done: bool, key: str) -> Result:
+        now = self.clock()
+        waits = [decided.recheck_at - now] if decided.recheck_at is not None else []
+        if not done:
+            waits.append(0.05)  # planned on what Slurm no longer shows: plan again on the fresh job
+        if key in self._submitted or key in self._lost:
+            waits.append(1.0)
+        if key in self._refused:
+            waits.append(self._refused[key][0] - now)
+        if self.holds.of(key):
+            waits.append(self.context.resync_s)
+        return Result(requeue_after=max(0.05, min(waits))) if waits else DONE
+
+    def _still_submitted(self, key: str, jobs: Iterable[Job]) -> int | None:
+        """The job this controller submitted for the gang while the job cache does not show it yet."""
+        entry = self._submitted.get(key)
+        if entry is None:
+            return None
+        job_id, at = entry
+        if job_id in self.jobs.jobs or any(job.job_id == job_id for job in jobs):
+            del self._submitted[key]
+            return None
+        if self.clock() - at > SUBMIT_SHOWS_S:
+            self.jobs.request_resync()  # not seen for long: a whole list finds it by its marker, or not
+            self._submitted[key] = (job_id, self.clock())
+        return job_id
+
+    async def _list_after_lost(self, key: str) -> None:
+        """A submit whose answer was lost may have made a job: a whole list finds it by its marker."""
+        try:
+            await self.jobs.resync()
+        except SlurmError as exc:
+            raise RetryAfter(
+                1.0, f"a submit's answer was lost and the job list cannot be read: {exc}"
+            ) from exc
+        self._lost.discard(key)
+
+    async def _namespace(self, namespace: str) -> Mapping[str, str] | None:
+        """The Namespace's annotations (the tenant's defaults), read again after NAMESPACE_TTL_S; None while
+        unknown (nothing is submitted there meanwhile)."""
+        at, annotations = self._namespaces.get(namespace, (-1e18, None))
+        if self.clock() - at < NAMESPACE_TTL_S:
+            return annotations
+        try:
+            body = await self.context.kube.get(f"/api/v1/namespaces/{namespace}")
+        except KubeError as exc:
+            if not exc.not_found:
+                log.warning("namespace not readable: its pods wait", namespace=namespace, error=str(exc))
+                return annotations
+            body = None
+        meta = (body or {}).get("metadata") or {}
+        found = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()} if body else None
+        self._namespaces[namespace] = (self.clock(), found)
+        return found
+
+    async def _read_batch_jobs(self, found: Iterable[SchedulerPod]) -> bool:
+        """The batch/v1 Jobs owning these pods, read when unknown or older than BATCH_JOB_TTL_S; True when
+        one became known (its pods change gang)."""
+        learned = False
+        wanted = {
+            owner.uid: (pod.namespace, owner.name)
+            for pod in found
+            if (owner := pod.controller) is not None
+            and owner.kind == "Job"
+            and owner.api_version == "batch/v1"
+        }
+        now = self.clock()
+        for uid, (namespace, name) in sorted(wanted.items()):
+            at, _ = self._batch_jobs.get(uid, (-1e18, None))
+            if now - at < BATCH_JOB_TTL_S:
+                continue
+            read = await self.reads.job(namespace, name)
+            if read is None or read.uid != uid:
+                continue  # gone, or the name holds another Job now: its pods wait
+            learned = learned or uid not in self._batch_jobs
+            self._batch_jobs[uid] = (now, edges.batch_job(read))
+        alive = set(wanted)
+        for uid in [
+            uid for uid in self._batch_jobs if uid not in alive and now - self._batch_jobs[uid][0] > 600
+        ]:
+            del self._batch_jobs[uid]
+        return learned
+
+    async def _world(self, current: gang.Gang) -> World:
+        """The binding table and the Nodes this gang's plan reads: the Slurm nodes of its jobs and those on
+        its pods' Nodes; a Node a pod may be bound to now is read with the pods already there (fresh)."""
+        cache, known = self.context.kube_cache, self.context.slurm_cache.nodes
+        bindings: dict[str, str] = {}
+        for job in current.jobs:
+            for slurm_node in job.nodes:
+                binding = resolve(slurm_node, cache)
+                if binding.bound and binding.node is not None:
+                    bindings[slurm_node] = binding.node.name
+        for pod in current.pods:
+            if pod.node_name:
+                bindings.update(dict.fromkeys(slurm_nodes_on(pod.node_name, cache, known), pod.node_name))
+        placing = {
+            bindings[slurm_node]
+            for job in current.jobs
+            if job.state == "RUNNING" and any(not pod.node_name and not pod.ended for pod in current.pods)
+            for slurm_node in job.nodes
+            if slurm_node in bindings
+        }
+        names = {pod.node_name for pod in current.pods if pod.node_name} | set(bindings.values())
+        nodes: dict[str, Node] = {}
+        for name in sorted(names):
+            found = cache.node(name)
+            if found is None:
+                continue
+            usage = await self.reads.pods_on_node(name) if name in placing else []
+            nodes[name] = edges.node(found, usage)
+        return World(bindings=bindings, nodes=nodes, fresh=self.fresh, now=self.clock())
+
+    # -- carrying a plan out ------------------------------------------------------------------------------
+    async def _carry_out(
+        self, key: str, current: gang.Gang, decided: Plan, found: list[SchedulerPod]
+    ) -> bool:
+        """Each action in order; False when the plan rested on a job Slurm no longer shows so (plan again)."""
+        pods = {pod.uid: pod for pod in found}
+        jobs = {job.job_id: job for job in current.jobs}
+        for action in decided.actions:
+            if isinstance(action, Hold):
+                self.holds.hold(action.slurm_node, key, action.reason)
+                log.info("slurm node held", slurm_node=action.slurm_node, reason=action.reason)
+            elif isinstance(action, Release):
+                self.holds.release(action.slurm_node, key)
+                log.info("slurm node released", slurm_node=action.slurm_node)
+            elif isinstance(action, Submit):
+                await self._submit(key, action, pods)
+            elif isinstance(action, SetScheduled):
+                await self._set_scheduled(action, pods.get(action.pod.uid))
+            elif isinstance(action, Bind):
+                if not await self._same(action.job_id, jobs.get(action.job_id)):
+                    return False
+                await self._bind(action, pods.get(action.pod.uid))
+            elif isinstance(action, Cancel):
+                await self._cancel(action, current)
+            elif isinstance(action, DeletePod):
+                if not await self._same(action.job_id, jobs.get(action.job_id)):
+                    return False
+                await self._delete(action, pods.get(action.pod.uid))
+        return True
+
+    async def _same(self, job_id: int, planned: Job | None) -> bool:
+        """The job read now is what the plan read (None: gone from Slurm). Raises when Slurm cannot tell."""
+        read = await self.jobs.fresh(job_id)
+        now = edges.job(read, self.release) if read is not None else None
+        if now != planned:
+            log.info("job changed since planned: planned again", job_id=job_id)
+            return False
+        return True
+
+    async def _submit(self, key: str, action: Submit, pods: Mapping[str, SchedulerPod]) -> None:
+        request = action.request
+        now = self.clock()
+        retry_at, why = self._refused.get(key, (0.0, ""))
+        if now < retry_at:
+            for ref in request.pods:
+                await self._set_scheduled(
+                    SetScheduled(pod=ref, reason=REFUSED, message=why), pods.get(ref.uid), event=False
+                )
+            return
+        self._refused.pop(key, None)
+        placeholder: Placeholder = "fallback" if self.options.placeholder else "never"
+        try:
+            job_id = await self.context.slurm_writer.submit_job(
+                edges.submission(request), placeholder=placeholder
+            )
+        except SlurmUnsupported as exc:
+            release = f"Slurm {self.context.slurm.release}" if self.context.slurm.release else "this Slurm"
+            version = self.context.slurm.version.name if self.context.slurm.version else "?"
+            why = (
+                f"{release} (REST {version}) has no external jobs, so no Slurm job can stand for this pod: "
+                "the scheduler needs Slurm 25.05+ (REST v0.0.43+), or --scheduler-placeholder (a placeholder "
+                f"batch job per pod) ({exc})"
+            )
+            await self._refuse(key, request.pods, pods, why, UNSUPPORTED_RETRY_S)
+            return
+        except SlurmApiError as exc:
+            self.stats.errors["submit"] += 1
+            await self._refuse(
+                key, request.pods, pods, f"Slurm refused the job: {exc}", self.core.retry_after_s
+            )
+            return
+        except SlurmError as exc:
+            # the answer was lost: the job may exist; nothing is submitted again before a whole list
+            self.stats.errors["submit"] += 1
+            self._lost.add(key)
+            raise RetryAfter(
+                1.0, f"submit of {request.name} unanswered ({exc}): its job is looked for"
+            ) from exc
+        if job_id is None:
+            return  # dry run
+        self.jobs.track(job_id)
+        self._submitted[key] = (job_id, now)
+        self._uid_key.update({ref.uid: key for ref in request.pods})
+        self.stats.jobs["submitted"] += 1
+        notes = "".join(f"; {note}" for note in request.notes)
+        log.info("slurm job submitted", job_id=job_id, name=request.name, nodes=request.nodes)
+        self.context.actions("scheduler_submit", "k8s_to_slurm", request.name, {"result": "ok"})
+        for ref in request.pods:
+            await self._event(
+                ref.namespace, ref.name, ref.uid, "Normal", EVENT_SUBMITTED,
+                f"Slurm job {job_id} submitted for {request.name} ({request.nodes} node(s), "
+                f"{request.cpus_per_node} CPUs, {request.memory_mib_per_node} MiB"
+                f"{', ' + request.tres_per_node if request.tres_per_node else ''} per node){notes}",
+            )  # fmt: skip
+
+    async def _refuse(
+        self, key: str, refs: Iterable[Any], pods: Mapping[str, SchedulerPod], why: str, retry_s: float
+    ) -> None:
+        self._refused[key] = (self.clock() + retry_s, why)
+        log.warning("slurm job not submitted", key=key, why=why)
+        for ref in refs:
+            await self._event(ref.namespace, ref.name, ref.uid, "Warning", EVENT_SUBMIT_FAILED, why)
+            await self._set_scheduled(
+                SetScheduled(pod=ref, reason=REFUSED, message=why), pods.get(ref.uid), event=False
+            )
+
+    async def _set_scheduled(
+        self, action: SetScheduled, found: SchedulerPod | None, *, event: bool = True
+    ) -> None:
+        if found is None or found.uid != action.pod.uid or found.node_name:
+            return
+        outcome = await self.context.writer.set_pod_scheduled(
+            found, "False", action.reason, action.message, self.clock()
+        )
+        if outcome is Outcome.DONE and event:
+            warning = action.reason in (REFUSED, PLACEMENT_FAILED)
+            await self._event(
+                found.namespace, found.name, found.uid, "Warning" if warning else "Normal", action.reason,
+                action.message,
+            )  # fmt: skip
+
+    async def _bind(self, action: Bind, found: SchedulerPod | None) -> None:
+        ref = action.pod
+        outcome = await self.context.writer.bind(
+            ref.namespace, ref.name, ref.uid, action.node,
+            annotations={Keys.SCHEDULER_JOB_ID: str(action.job_id)},
+        )  # fmt: skip
+        if outcome is not Outcome.DONE:
+            return
+        self.stats.bound += 1
+        if found is not None and found.creation_timestamp:
+            self.bind_latency.observe(max(0.0, time.time() - found.creation_timestamp))
+        log.info("pod bound", pod=f"{ref.namespace}/{ref.name}", node=action.node, job_id=action.job_id)
+        self.context.actions(
+            "scheduler_bind", "slurm_to_k8s", f"{ref.namespace}/{ref.name}", {"result": "ok"}
+        )
+        await self._event(
+            ref.namespace, ref.name, ref.uid, "Normal", EVENT_BOUND,
+            f"Successfully assigned {ref.namespace}/{ref.name} to {action.node}: Slurm job {action.job_id} "
+            f"runs on Slurm node {action.slurm_node}",
+        )  # fmt: skip
+
+    def _torn_down(self, job_id: int, cause: str) -> None:
+        if job_id not in self._torn:
+            self._torn.add(job_id)
+            self.stats.teardowns[cause] = self.stats.teardowns.get(cause, 0) + 1
+
+    async def _cancel(self, action: Cancel, current: gang.Gang) -> None:
+        job = self.jobs.jobs.get(action.job_id) or SlurmJob(job_id=action.job_id)
+        try:
+            await self.context.slurm_writer.end_job(job)
+        except SlurmError:
+            self.stats.errors["cancel"] += 1
+            raise
+        self.stats.jobs["cancelled"] += 1
+        self._torn_down(action.job_id, action.cause)
+        self.jobs.nudge()
+        log.info("slurm job ended", job_id=action.job_id, cause=action.cause)
+        self.context.actions("scheduler_cancel", "k8s_to_slurm", str(action.job_id), {"result": "ok"})
+        named = next((job.marker for job in current.jobs if job.job_id == action.job_id), None)
+        namespace = current.namespace
+        for name, uid in named.pods if named is not None else ():
+            await self._event(namespace, name, uid, "Normal", EVENT_CANCELLED, action.message)
+
+    async def _delete(self, action: DeletePod, found: SchedulerPod | None) -> None:
+        ref = action.pod
+        outcome = await self.context.writer.delete_pod(
+            ref.namespace, ref.name, ref.uid, grace_period_s=action.grace_s, why=action.message
+        )
+        if outcome is not Outcome.DONE:
+            return
+        self._torn_down(action.job_id, action.cause)
+        log.info("pod deleted", pod=f"{ref.namespace}/{ref.name}", cause=action.cause, job_id=action.job_id)
+        self.context.actions(
+            "scheduler_delete", "slurm_to_k8s", f"{ref.namespace}/{ref.name}", {"result": "ok"}
+        )
+        await self._event(ref.namespace, ref.name, ref.uid, "Warning", EVENT_DELETED, action.message)
+
+    async def _event(
+        self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str
+    ) -> None:
+        await self.context.events.record(ObjectRef.pod(namespace, name, uid), type_, reason, message)
+
+    # -- what status and the exporter show ------------------------------------------------------------
+    def pod_states(self) -> list[PodState]:
+        now = time.time()
+        states = []
+        for pod in list(self.pods.items.values()):
+            age = max(0.0, now - pod.creation_timestamp) if pod.creation_timestamp else 0.0
+            if pod.ended:
+                state = "ended"
+            elif pod.terminating:
+                state = "terminating"
+            elif pod.node_name:
+                state = "bound"
+            else:
+                cond = pod.condition("PodScheduled")
+                reason = cond.reason if cond is not None and cond.status == "False" else ""
+                message = cond.message if cond is not None else ""
+                found = _SLURM_REASON.search(message) if reason == PENDING else None
+                states.append(
+                    PodState(
+                        pod.key, "pending", reason or "NoCondition", found[1] if found else "", message, age
+                    )
+                )
+                continue
+            states.append(PodState(pod.key, state, age_s=age))
+        return sorted(states, key=lambda s: s.key)
+
+
+REGISTRATION = Registration(
+    "scheduler",
+    build=lambda context, options: SchedulerController(context, options) if options.enabled else None,
+    defaults=SchedulerOptions(),
+    options=OPTIONS,
+    configure=options_from,
+)

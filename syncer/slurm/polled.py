@@ -1,0 +1,42 @@
+"""What a cache that polls slurmrestd offers its readers, the NodeCache's and the JobCache's alike: how old
+its data is, a wait for its first answer, and its changes to subscribe to."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+Change = TypeVar("Change")
+
+
+class Polled(Generic[Change]):
+    def __init__(
+        self, *, poll_interval_s: float, stale_after_s: float | None, clock: Callable[[], float]
+    ) -> None:
+        self.poll_interval_s = poll_interval_s
+        # stale: no good answer for this long (5 polls, at least 10 s, unless given)
+        self.stale_after_s = stale_after_s if stale_after_s is not None else max(10.0, 5 * poll_interval_s)
+        self._clock = clock
+        self.synced = False  # a first answer has been applied
+        self.last_success = 0.0  # clock() of the last good answer
+        self.last_error = ""
+        self._first_answer = asyncio.Event()
+        self._subscribers: list[Callable[[list[Change]], None]] = []
+
+    @property
+    def age_s(self) -> float:
+        return self._clock() - self.last_success if self.synced else math.inf
+
+    @property
+    def stale(self) -> bool:
+        return not self.synced or self.age_s > self.stale_after_s
+
+    async def wait_synced(self) -> None:
+        """Until the first answer has been applied."""
+        await self._first_answer.wait()
+
+    def subscribe(self, callback: Callable[[list[Change]], None]) -> None:
+        """`callback(changes)` after each answer applied that changed something."""
+        self._subscribers.append(callback)

@@ -1,0 +1,498 @@
+"""The one-pool scheduler end to end (issue 44, docs/scheduler.md): pods with our schedulerName become Slurm
+jobs on the real sandbox (real slurmd on dynamic nodes), are bound where Slurm allocated them in the
+Kubernetes emulator, and are torn down from either side, never both at once.
+
+Stories that only wait run side by side under one syncer; the real nodes are started once for the module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from syncer.app.check_scheduler import lines as check_lines
+from syncer.app.service import SyncerService
+from syncer.control.holds import HOLD_TAG
+from syncer.controllers.scheduler.controller import SchedulerController
+from syncer.controllers.scheduler.options import SchedulerOptions
+from syncer.kube.client import KubeClient
+from syncer.model.keys import Keys
+from syncer.testing.sandbox import Sandbox, SandboxError
+from tests.e2e.rig import FAST, Rig, condition, get, node_body, running_syncer, sample
+from tests.fixtures.slurm import SELECTED
+from tests.helpers import wait_for
+
+pytestmark = [pytest.mark.slurm, pytest.mark.kube]
+
+EXTERNAL = SELECTED.name != "24.11"  # external jobs: REST v0.0.43+ (Slurm 25.05+)
+NS = "team"
+POOL = "schedpool"  # the feature every node of this module's pool has (the Namespace's default constraint)
+NODES = 8
+CPUS = 2
+_names = itertools.count(1)
+_schedulers = itertools.count(1)
+DEADLINE = 60.0  # Slurm's scheduling passes on a loaded machine: generous, never the thing tested
+
+
+def _scontrol_quiet(sandbox: Sandbox, *args: str) -> None:
+    with contextlib.suppress(SandboxError):  # not in that state
+        sandbox.scontrol(*args)
+
+
+@pytest.fixture(scope="module")
+def pool(slurm_sandbox: Sandbox) -> Iterator[list[str]]:
+    """Real slurmd on dynamic nodes of 2 CPUs, each with the pool's feature and one of its own."""
+    names = [f"schedx{i}" for i in range(NODES)] if EXTERNAL else [f"schedy{i}" for i in range(2)]
+    try:
+        for name in names:
+            slurm_sandbox.start_slurmd(name, cpus=CPUS, memory_mb=1000, features=[POOL, f"f{name}"])
+        yield names
+    finally:
+        for name in names:
+            for job in slurm_sandbox.run("squeue", "-h", "-w", name, "-o", "%i").stdout.split():
+                slurm_sandbox.run("scancel", job)
+
+        def remove(name: str) -> None:
+            _scontrol_quiet(slurm_sandbox, "update", f"nodename={name}", "state=undrain")
+            slurm_sandbox.delete_node(name)
+
+        with ThreadPoolExecutor(len(names)) as pool_:  # each waits out its jobs' KillWait: side by side
+            list(pool_.map(remove, names))
+
+
+class Pool:
+    """One test's view: the emulator's Nodes bound to the pool's Slurm nodes, pods, jobs."""
+
+    def __init__(self, rig: Rig, names: list[str], client: KubeClient) -> None:
+        self.rig, self.names, self.client = rig, names, client
+        self.scheduler = f"slurm-e2e-{next(_schedulers)}"
+        for name in names:
+            node = f"k8s-{name}"
+            body = node_body(node, {})
+            body["status"]["allocatable"] = {"cpu": "8", "memory": "16Gi", "pods": "110"}
+            rig.kube.create("", "v1", "nodes", body)
+            rig.bind_pod(name)
+        rig.kube.create(
+            "", "v1", "namespaces",
+            {"metadata": {"name": NS, "annotations": {"slurm-syncer.dev/constraint": POOL}}},
+        )  # fmt: skip
+
+    def pod(
+        self, name: str, *, cpu: str = "1", memory: str = "100Mi", grace: int = 2,
+        annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None,
+        requests: dict[str, str] | None = None, owner: dict[str, Any] | None = None,
+    ) -> str:  # fmt: skip
+        body: dict[str, Any] = {
+            "metadata": {"name": name, "annotations": annotations or {}, "labels": labels or {}},
+            "spec": {
+                "schedulerName": self.scheduler,
+                "terminationGracePeriodSeconds": grace,
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "server",
+                        "resources": {
+                            "requests": {"cpu": cpu, "memory": memory} if requests is None else requests
+                        },
+                    }
+                ],
+            },
+        }
+        if owner is not None:
+            body["metadata"]["ownerReferences"] = [owner]
+        self.rig.kube.create("", "v1", "pods", body, namespace=NS)
+        return name
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        return self.rig.kube.pod(NS, name)
+
+    def job_of(self, name: str) -> str:
+        """The Slurm job the scheduler bound the pod for (its annotation)."""
+        pod = self.get(name) or {}
+        return str((pod.get("metadata", {}).get("annotations") or {}).get(Keys.SCHEDULER_JOB_ID, ""))
+
+    def deleting(self, name: str) -> bool:
+        pod = self.get(name)
+        return pod is None or bool(pod["metadata"].get("deletionTimestamp"))
+
+    def node_of(self, name: str) -> str:
+        pod = self.get(name)
+        return str((pod or {}).get("spec", {}).get("nodeName") or "")
+
+    def scheduled(self, name: str) -> dict[str, Any]:
+        pod = self.get(name)
+        return (condition(pod, "PodScheduled") if pod else None) or {}
+
+    def events(self, name: str, reason: str) -> list[dict[str, Any]]:
+        return [e for e in self.rig.events_for(name) if e.get("reason") == reason]
+
+    def told(self, name: str, reason: str, *words: str) -> bool:
+        """An Event of that reason on the pod saying `words`, or one folded into the syncer's storm summary
+        naming the pod (more than 25 Events at once across objects are folded: syncer/kube/events.py)."""
+        own = any(all(w in e["message"] for w in words) for e in self.events(name, reason))
+        summaries = self.rig.kube.api.store.objects_of(("", "events"))
+        folded = any(
+            e.get("reason") == reason and f"pod/{NS}/{name}" in e["message"] and "folded" in e["message"]
+            for e in summaries
+        )
+        return own or folded
+
+    async def delete(self, name: str, grace: int | None = None) -> None:
+        body = {"gracePeriodSeconds": grace} if grace is not None else None
+        await self.client.delete(f"/api/v1/namespaces/{NS}/pods/{name}", body)
+
+    async def sh(self, *argv: str) -> str:
+        result = await asyncio.to_thread(self.rig.sandbox.run, *argv)
+        return result.stdout.strip()
+
+    async def sbatch(self, node: str) -> str:
+        """A Slurm job taking the whole node (waits if the node is busy)."""
+        out = await self.sh("sbatch", "--parsable", "-w", node, "--exclusive", "--wrap", "sleep 600")
+        return out.split(";")[0]
+
+    async def job_state(self, job: str) -> str:
+        return (await self.sh("squeue", "-h", "-j", job, "-o", "%T")) or "GONE"
+
+    async def jobs_named(self, name: str) -> list[str]:
+        """Live jobs of that name (`namespace/pod`), any user."""
+        out = await self.sh("squeue", "-h", "-n", name, "-o", "%i")
+        return out.split()
+
+    async def wait(self, check: Callable[[], Any], what: str, deadline: float = DEADLINE) -> None:
+        await wait_for(check, deadline, what=what, interval_s=0.1)
+
+
+@asynccontextmanager
+async def scheduler(rig: Rig, pool_view: Pool, **options: Any) -> AsyncIterator[SyncerService]:
+    config = FAST.replace(
+        scheduler=SchedulerOptions(name=pool_view.scheduler, namespaces=(NS,), retry_after_s=2.0, **options),
+        lease_name=f"e2e-{pool_view.scheduler}",
+    )
+    async with running_syncer(rig, config) as service:
+        yield service
+
+
+@pytest.fixture
+async def view(rig: Rig, pool: list[str]) -> AsyncIterator[Pool]:
+    client = await KubeClient.from_config(str(rig.kubeconfig))
+    try:
+        yield Pool(rig, pool, client)
+    finally:
+        await client.close()
+        for name in pool:  # the next test's syncer is another release: it would not end these
+            for job in (
+                await asyncio.to_thread(rig.sandbox.run, "squeue", "-h", "-w", name, "-o", "%i")
+            ).stdout.split():
+                await asyncio.to_thread(rig.sandbox.run, "scancel", job)
+
+
+def _job_id(message: str) -> str:
+    return message.split("Slurm job ", 1)[1].split()[0] if "Slurm job " in message else ""
+
+
+# -- the stories ---------------------------------------------------------------------------------------
+async def demo(p: Pool, node: str) -> None:
+    """A pod waits behind a Slurm job (PodScheduled=False with Slurm's reason and the job id), runs on that
+    node when the job ends; a Slurm job then waits behind the pod; deleting the pod lets it run."""
+    first = await p.sbatch(node)
+    await p.wait(lambda: _is(p.job_state(first), "RUNNING"), f"Slurm job {first} running on {node}")
+    pod = p.pod("demo", annotations={"slurm-syncer.dev/constraint": f"f{node}"})
+    await p.wait(
+        lambda: (
+            p.scheduled(pod).get("reason") == "SlurmJobPending"
+            and "is pending (" in p.scheduled(pod).get("message", "")
+        ),
+        "the pod's PodScheduled=False SlurmJobPending with Slurm's reason",
+    )
+    message = p.scheduled(pod)["message"]
+    job = _job_id(message)
+    assert job and p.scheduled(pod)["status"] == "False", message
+    assert not p.node_of(pod)
+    await p.sh("scancel", first)
+    await p.wait(lambda: p.node_of(pod) == f"k8s-{node}", f"the pod bound to k8s-{node}")
+    assert p.job_of(pod) == job
+    await p.wait(lambda: p.told(pod, "Scheduled", job), "a Scheduled Event naming the job")
+    second = await p.sbatch(node)
+    await p.wait(lambda: _is(p.job_state(second), "PENDING"), "the Slurm job waits behind the pod")
+    await p.delete(pod)
+    await p.wait(lambda: p.get(pod) is None, "the pod gone")
+    await p.wait(
+        lambda: _is(p.job_state(job), "GONE", "COMPLETED", "CANCELLED"), f"the pod's job {job} ended"
+    )
+    await p.wait(
+        lambda: _is(p.job_state(second), "RUNNING"), "the waiting Slurm job runs once the pod is gone"
+    )
+    await p.sh("scancel", second)
+
+
+async def _is(state: Awaitable[str], *wanted: str) -> bool:
+    return await state in wanted
+
+
+async def gang(p: Pool, a: str, b: str) -> None:
+    """Two pods of a group on two nodes: no job until both are there; bound together or not at all."""
+    group = {"slurm-syncer.dev/group": "pair"}
+    size = {"slurm-syncer.dev/group-size": "2", "slurm-syncer.dev/constraint": f"f{a}|f{b}"}
+    first = p.pod("pair-0", labels=group, annotations=size)
+    await p.wait(
+        lambda: p.scheduled(first).get("reason") == "SlurmGangWaiting", "the gang waits for its 2nd pod"
+    )
+    assert not await p.jobs_named(f"{NS}/pair")
+    # one Node refuses the pod (a taint it does not tolerate): Slurm allocates both, the scheduler binds none
+    p.rig.kube.patch(
+        "", "v1", "nodes", f"k8s-{b}", {"spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]}}
+    )
+    second = p.pod("pair-1", labels=group, annotations=size)
+    await p.wait(
+        lambda: p.scheduled(first).get("reason") == "SlurmPlacementFailed",
+        "the gang's placement refused as one Node does not take its pod",
+    )
+    assert "untolerated taint" in p.scheduled(first)["message"] or "taint" in p.scheduled(first)["message"]
+    assert not p.node_of(first) and not p.node_of(second), "none bound when one cannot be"
+    p.rig.kube.patch("", "v1", "nodes", f"k8s-{b}", {"spec": {"taints": None}})
+    await p.wait(
+        lambda: bool(p.node_of(first) and p.node_of(second)), "the gang bound together after the retry"
+    )
+    assert {p.node_of(first), p.node_of(second)} == {f"k8s-{a}", f"k8s-{b}"}
+    jobs = {p.job_of(x) for x in (first, second)}
+    assert len(jobs) == 1, f"one Slurm job for the gang: {jobs}"
+    await p.delete(first)
+    await p.wait(lambda: p.get(first) is None and p.get(second) is None, "a gang ends together")
+    await p.wait(
+        lambda: _is(p.job_state(jobs.pop()), "GONE", "COMPLETED", "CANCELLED"), "the gang's job ended"
+    )
+
+
+async def scancel(p: Pool, node: str, service: SyncerService) -> None:
+    """scancel -> the pod deleted with an Event, and the node held (drained) until the pod is gone."""
+    p.rig.kube.kubelet.termination_s = (
+        30.0  # pods take their grace period to stop: the window the hold covers
+    )
+    pod = p.pod("victim", grace=20, annotations={"slurm-syncer.dev/constraint": f"f{node}"})
+    await p.wait(lambda: bool(p.node_of(pod)), "the victim bound")
+    job = p.job_of(pod)
+    await p.sh("scancel", job)
+    await p.wait(lambda: p.deleting(pod), "pod deleted")
+    await p.wait(lambda: p.told(pod, "SlurmPodDeleted", "cancelled in Slurm", job), "the deletion's Event")
+
+    async def held() -> bool:
+        return HOLD_TAG in (await p.rig.reader.get_node(node)).reason
+
+    await p.wait(held, "the node held while the pod stops")
+    assert p.get(pod) is not None, "the pod outlived its grace period's start"
+    await p.delete(pod, grace=0)  # force-deleted: the hold goes with it
+    await p.wait(lambda: p.get(pod) is None, "the pod gone")
+
+    async def released() -> bool:
+        found = await p.rig.reader.get_node(node)
+        return HOLD_TAG not in found.reason and "DRAIN" not in found.state
+
+    await p.wait(released, "the hold lifted once the pod is gone")
+    assert not service.context.holds.of(f"{NS}/pod/victim")
+
+
+async def _true() -> bool:
+    return True
+
+
+async def node_gone(p: Pool, node: str) -> None:
+    """The Kubernetes Node of a bound pod is deleted: the pod is deleted at once and its job ends."""
+    pod = p.pod("homeless", annotations={"slurm-syncer.dev/constraint": f"f{node}"})
+    await p.wait(lambda: bool(p.node_of(pod)), "the pod bound")
+    job = p.job_of(pod)
+    await p.client.delete(f"/api/v1/nodes/k8s-{node}")
+    await p.wait(lambda: p.deleting(pod), "the pod on the deleted Node deleted")
+    await p.wait(lambda: p.told(pod, "SlurmPodDeleted", "no longer exists"), "the deletion's Event")
+    await p.wait(lambda: p.get(pod) is None, "the pod gone (grace 0)")
+    await p.wait(lambda: _is(p.job_state(job), "GONE", "CANCELLED", "COMPLETED"), "its job ended")
+
+
+async def drained(p: Pool, node: str) -> None:
+    """A node an admin drains in Slurm gets no new pod; undrained, it does."""
+    await p.sh("scontrol", "update", f"nodename={node}", "state=drain", "reason=admin")
+    pod = p.pod("drained", annotations={"slurm-syncer.dev/constraint": f"f{node}"})
+    await p.wait(lambda: p.scheduled(pod).get("reason") == "SlurmJobPending", "the pod waits for its job")
+    # the job is pending in Slurm: Slurm alone starts it, and it does not on a drained node
+    job = _job_id(p.scheduled(pod)["message"])
+    assert await p.job_state(job) == "PENDING" and not p.node_of(pod)
+    await p.sh("scontrol", "update", f"nodename={node}", "state=undrain")
+    await p.wait(lambda: p.node_of(pod) == f"k8s-{node}", "bound once the admin undrains")
+    await p.delete(pod)
+
+
+async def refused(p: Pool) -> None:
+    """Bad pods: an Event and PodScheduled=False naming the field, and no job."""
+    bare = p.pod("bare", requests={})
+    late = p.pod("late", annotations={"slurm-syncer.dev/time-limit": "1h"})
+    await p.wait(
+        lambda: p.scheduled(bare).get("reason") == "SlurmRequestRefused", "the pod without requests refused"
+    )
+    await p.wait(
+        lambda: p.scheduled(late).get("reason") == "SlurmRequestRefused", "the bad time limit refused"
+    )
+    assert "resources.requests[cpu]" in p.scheduled(bare)["message"]
+    assert "metadata.annotations[slurm-syncer.dev/time-limit]" in p.scheduled(late)["message"]
+    await p.wait(lambda: p.told(bare, "SlurmRequestRefused", "requests[cpu]"), "an Event on the refused pod")
+    assert not await p.jobs_named(f"{NS}/bare") and not await p.jobs_named(f"{NS}/late")
+
+
+async def batch_job(p: Pool, node: str) -> None:
+    """A batch/v1 Job with parallelism 1: its pod is scheduled alone."""
+    container = {"name": "main", "image": "work", "resources": {"requests": {"cpu": "1", "memory": "100Mi"}}}
+    template = {
+        "metadata": {"annotations": {"slurm-syncer.dev/constraint": f"f{node}"}},
+        "spec": {
+            "schedulerName": p.scheduler, "restartPolicy": "Never", "terminationGracePeriodSeconds": 2,
+            "containers": [container],
+        },
+    }  # fmt: skip
+    body = {"metadata": {"name": "one"}, "spec": {"parallelism": 1, "completions": 1, "template": template}}
+    created = p.rig.kube.create("batch", "v1", "jobs", body, namespace=NS)
+    uid = created["metadata"]["uid"]
+
+    def its_pods() -> list[dict[str, Any]]:
+        pods = p.rig.kube.api.store.objects_of(("", "pods"))
+        return [
+            x for x in pods if any(o.get("uid") == uid for o in x["metadata"].get("ownerReferences") or [])
+        ]
+
+    def bound() -> bool:
+        pods = its_pods()
+        return len(pods) == 1 and pods[0]["spec"].get("nodeName") == f"k8s-{node}"
+
+    await p.wait(bound, "the Job's one pod bound")
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
+async def test_one_pool_stories(rig: Rig, view: Pool) -> None:
+    n = view.names
+    async with scheduler(rig, view) as service:
+        await asyncio.gather(
+            demo(view, n[0]),
+            gang(view, n[1], n[2]),
+            scancel(view, n[3], service),
+            drained(view, n[4]),
+            refused(view),
+            batch_job(view, n[5]),
+            node_gone(view, n[6]),
+        )
+        status, text = await get(service, "/metrics")
+        assert status == 200
+        assert (sample(text, "slurm_syncer_scheduler_bind_latency_seconds_count") or 0) >= 5
+        assert (sample(text, "slurm_syncer_scheduler_teardowns_total", cause="cancelled") or 0) >= 1
+        assert (sample(text, "slurm_syncer_scheduler_teardowns_total", cause="pod-deleted") or 0) >= 2
+        assert (sample(text, "slurm_syncer_scheduler_jobs_total", action="submitted") or 0) >= 5
+        assert sample(text, "slurm_syncer_scheduler_pending_pods", reason="SlurmRequestRefused") == 2
+        assert sample(text, "slurm_syncer_scheduler_pods", state="pending") == 2
+        assert sample(text, "slurm_syncer_scheduler_held_nodes") == 0
+        on, slurm_side, waiting = await check_lines(service.slurm, view.client, view.scheduler, (NS,), False)
+        assert on[1] == f"scheduler: on for pods with schedulerName {view.scheduler} in {NS}"
+        assert slurm_side[0] and "takes external jobs" in slurm_side[1]
+        assert (
+            waiting[3] and "2 pod(s) wait (2 SlurmRequestRefused)" in waiting[1] and "team/bare" in waiting[1]
+        )
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
+async def test_restart_adopts_without_duplicate_or_orphan(rig: Rig, view: Pool) -> None:
+    """Stopped with pods pending, bound, terminating and a node held: the syncer started again makes no
+    second job, leaves no orphan, ends the terminating pod's job only once the pod is gone, and keeps the
+    hold until its pod is gone."""
+    held_node, busy, bound, ending = view.names[4:8]
+    rig.kube.kubelet.termination_s = 8.0  # deleted pods stop in up to 8 s: they outlive the restart
+    async with scheduler(rig, view):
+        blocker = await view.sbatch(busy)
+        await view.wait(lambda: _is(view.job_state(blocker), "RUNNING"), "the blocking Slurm job running")
+        waiting = view.pod("waiting", annotations={"slurm-syncer.dev/constraint": f"f{busy}"})
+        running = view.pod("running", annotations={"slurm-syncer.dev/constraint": f"f{bound}"})
+        stopping = view.pod("stopping", grace=8, annotations={"slurm-syncer.dev/constraint": f"f{ending}"})
+        kept = view.pod("kept", grace=8, annotations={"slurm-syncer.dev/constraint": f"f{held_node}"})
+        await view.wait(lambda: view.scheduled(waiting).get("reason") == "SlurmJobPending", "one pod pending")
+        await view.wait(
+            lambda: all(view.node_of(pod) for pod in (running, stopping, kept)), "three pods bound"
+        )
+        jobs = {pod: view.job_of(pod) for pod in (running, stopping, kept)}
+        jobs[waiting] = _job_id(view.scheduled(waiting)["message"])
+        await view.sh("scancel", jobs[kept])
+
+        async def held() -> bool:
+            return HOLD_TAG in (await rig.reader.get_node(held_node)).reason
+
+        await view.wait(held, "the node held while the pod of the cancelled job stops")
+    await view.delete(stopping)  # while no syncer runs
+    assert view.get(stopping) is not None and view.get(kept) is not None
+    async with scheduler(rig, view) as service:
+        await wait_for(
+            lambda: service.context.holds.settled, DEADLINE, what="the scheduler planned every gang"
+        )
+        if view.get(kept) is not None:  # the pod still stops: the hold is kept across the restart
+            assert await held(), "the hold lifted by a restart while its pod still runs"
+        if view.get(stopping) is not None:
+            assert await view.job_state(jobs[stopping]) == "RUNNING", "a job ended while its pod still runs"
+        await view.wait(
+            lambda: view.get(stopping) is None and view.get(kept) is None, "the deleted pods gone"
+        )
+        await view.wait(lambda: _is(view.job_state(jobs[stopping]), "GONE", "CANCELLED", "COMPLETED"),
+                        "the stopped pod's job ended (no orphan)")  # fmt: skip
+
+        async def lifted() -> bool:
+            return HOLD_TAG not in (await rig.reader.get_node(held_node)).reason
+
+        await view.wait(lifted, "the hold lifted once its pod is gone")
+        for pod in (waiting, running):
+            assert await view.jobs_named(f"{NS}/{pod}") == [jobs[pod]], f"{pod}: one job, the one from before"
+        assert view.node_of(running) == f"k8s-{bound}"
+        assert isinstance(service.scheduler, SchedulerController)
+        assert service.scheduler.stats.jobs["adopted"] >= 2
+        # a blip costs no job: the running pod's Node NotReady and slurmrestd away for a few seconds
+        rig.kube.set_node_condition(f"k8s-{bound}", "Ready", "False", "KubeletNotReady", "blip")
+        scheduler_ = service.controller("scheduler")
+        assert isinstance(scheduler_, SchedulerController)
+        errors = scheduler_.jobs.stats.errors
+        await asyncio.to_thread(rig.sandbox.stop_slurmrestd)
+        try:
+            await wait_for(lambda: scheduler_.jobs.stats.errors > errors, DEADLINE, what="a failed job poll")
+        finally:
+            await asyncio.to_thread(rig.sandbox.start_slurmrestd)
+        rig.kube.set_node_condition(f"k8s-{bound}", "Ready", "True", "KubeletReady", "back")
+        await wait_for(lambda: not scheduler_.jobs.stale and scheduler_.jobs.last_error == "", DEADLINE,
+                       what="the job cache current again")  # fmt: skip
+        assert view.node_of(running) == f"k8s-{bound}" and not view.deleting(running)
+        assert await view.jobs_named(f"{NS}/{running}") == [jobs[running]]
+        assert await view.job_state(jobs[running]) == "RUNNING"
+        await view.sh("scancel", blocker)
+        await view.wait(
+            lambda: view.node_of(waiting) == f"k8s-{busy}", "the pending pod bound once room frees"
+        )
+        assert not view.deleting(running), "the blip cost the running pod"
+        assert await view.jobs_named(f"{NS}/{waiting}") == [jobs[waiting]]
+
+
+@pytest.mark.only_where(not EXTERNAL, "Slurm 24.11 only: 25.05+ takes external jobs")
+async def test_24_11_refuses_without_placeholder(rig: Rig, view: Pool) -> None:
+    """On 24.11 (REST v0.0.42, no external jobs) a pod is refused with an Event naming the release and
+    the option that makes it work; with --scheduler-placeholder a placeholder batch job stands for it."""
+    async with scheduler(rig, view):
+        pod = view.pod("old", annotations={"slurm-syncer.dev/constraint": f"f{view.names[0]}"})
+        await view.wait(lambda: view.scheduled(pod).get("reason") == "SlurmRequestRefused", "the pod refused")
+        message = view.scheduled(pod)["message"]
+        assert "24.11" in message and "--scheduler-placeholder" in message, message
+        await view.wait(lambda: view.told(pod, "SlurmSubmitFailed", "24.11"), "the refusal's Event")
+        assert not await view.jobs_named(f"{NS}/old")
+    async with scheduler(rig, view, placeholder=True):
+        await view.wait(lambda: view.node_of(pod) == f"k8s-{view.names[0]}", "bound under a placeholder job")
+        job = view.job_of(pod)
+        assert await view.job_state(job) == "RUNNING"
+        await view.delete(pod)
+        await view.wait(lambda: _is(view.job_state(job), "GONE", "COMPLETED", "CANCELLED"), "its job ended")
