@@ -27,7 +27,7 @@ import tempfile
 import time
 import zlib
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +86,36 @@ def _is_list(path: str) -> bool:
     return bare.endswith(("/pods", "/nodes", "/nodesets", "/events", "/leases"))
 
 
+class Tape:
+    """The syncer's own log events (info and up, whatever the log level) with their monotonic times: the
+    evidence of a wrong action names what the syncer logged about that node and its informers then."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[float, dict[str, Any]]] = []
+
+    def __call__(self, _logger: Any, _method: str, event: MutableMapping[str, Any]) -> Mapping[str, Any]:
+        self.lines.append((time.monotonic(), dict(event)))
+        return event
+
+    def around(self, node: str, at: float, before_s: float = 5.0, after_s: float = 1.0) -> list[str]:
+        """Lines about `node` or any informer from `before_s` before `at` to `after_s` after, newest last."""
+        lines = []
+        for t, event in self.lines:
+            if not at - before_s <= t <= at + after_s:
+                continue
+            if event.get("slurm_node") != node and "kind" not in event:
+                continue
+            extra = " ".join(
+                f"{k}={str(v)[:80]}" for k, v in event.items()
+                if k not in ("event", "timestamp", "level", "slurm_node", "pod", "node")
+            )  # fmt: skip
+            lines.append(f"{t - at:+.2f} {event.get('event')} {extra}".strip())
+        return lines[-12:]
+
+
+TAPE = Tape()
+
+
 def progress(text: str) -> None:
     print(f"[faults] {text}", file=sys.stderr, flush=True)
 
@@ -111,6 +141,9 @@ class Outcome:
     events: dict[str, int] = field(default_factory=dict)  # Event writes (creates and count bumps)
     not_ready_s: float = 0.0  # how long /readyz said not ready while the faults lasted
     ready_after: bool | None = None  # ready again once converged
+    # per wrong action or lost change (the first few): the node's timeline around it, what the syncer's
+    # caches showed when the write arrived and the syncer's own log lines, so a flaky run can be read later
+    evidence: list[str] = field(default_factory=list)
 
     @property
     def faults_observed(self) -> int:
@@ -125,7 +158,7 @@ class Outcome:
             "changes_lost": len(self.changes_lost), "converge_s": round(self.converge_s, 2),
             "examples": (self.wrong_actions + self.changes_lost)[:5], "kube_requests": self.kube,
             "events": self.events, "not_ready_s": round(self.not_ready_s, 1), "ready_after": self.ready_after,
-            "notes": self.notes,
+            "notes": self.notes, "evidence": self.evidence,
         }  # fmt: skip
 
 
@@ -167,23 +200,46 @@ def node_writes(writes: list[Write]) -> Iterator[tuple[float, str, list[str] | N
             yield at, name, state, body
 
 
+Wrong = tuple[float, str, str]  # (when, node, what was wrong)
+
+
 def judge_writes(writes: list[Write], truth: Truth) -> tuple[int, list[str]]:
     """Every node write that reached the proxy, judged at the instant it arrived: a drain needs a cordon
-    that still held then (made before it, not yet lifted); an undrain needs the uncordon made before it."""
+    that still held then (made before it, not yet lifted); an undrain needs no cordon holding then (the
+    uncordon made before it, or no cordon at all) and no Slurm-side drain of the harness's holding."""
+    actions, wrong = wrong_writes(writes, truth)
+    return actions, [text for _at, _node, text in wrong]
+
+
+def wrong_writes(writes: list[Write], truth: Truth) -> tuple[int, list[Wrong]]:
+    """judge_writes, each wrong write with its node and arrival; the texts say how far it was off."""
     actions, wrong = 0, []
     for at, node, state, body in node_writes(writes):
         if state is None:
-            wrong.append(f"unreadable write to {node}: {body[:80]!r}")
+            wrong.append((at, node, f"unreadable write to {node}: {body[:80]!r}"))
             continue
         actions += 1
-        cordoned = truth.cordoned_at.get(node, float("inf")) <= at
-        lifted = truth.uncordoned_at.get(node, float("inf")) <= at
-        if "DRAIN" in state and not cordoned:
-            wrong.append(f"drained {node}, not cordoned")
-        elif "DRAIN" in state and lifted:
-            wrong.append(f"drained {node} after its uncordon (stale)")
-        if "UNDRAIN" in state and not lifted:
-            wrong.append(f"undrained {node} while cordoned")
+        cordon_at = truth.cordoned_at.get(node, float("inf"))
+        uncordon_at = truth.uncordoned_at.get(node, float("inf"))
+        if "DRAIN" in state and not cordon_at <= at:
+            when = (
+                "never cordoned" if cordon_at == float("inf") else f"{cordon_at - at:.2f} s before its cordon"
+            )
+            wrong.append((at, node, f"drained {node}, not cordoned ({when})"))
+        elif "DRAIN" in state and uncordon_at <= at:
+            late = f"{at - uncordon_at:.2f} s after it, {at - cordon_at:.2f} s after the cordon"
+            wrong.append((at, node, f"drained {node} after its uncordon (stale): {late}"))
+        # an undrain is wrong while the node's cordon holds, or while the harness's own Slurm-side drain
+        # does (someone else's reason); a node never cordoned in this scenario is not cordoned (a drain under
+        # the syncer's reason left by an earlier scenario is rightly lifted)
+        drained_at = truth.slurm_drained_at.get(node, float("inf"))
+        resumed_at = truth.slurm_resumed_at.get(node, float("inf"))
+        if "UNDRAIN" in state and cordon_at <= at < uncordon_at:
+            wrong.append(
+                (at, node, f"undrained {node} while cordoned ({at - cordon_at:.2f} s after its cordon)")
+            )
+        elif "UNDRAIN" in state and drained_at <= at < resumed_at:
+            wrong.append((at, node, f"undrained {node} while drained in Slurm by someone else (scontrol)"))
     return actions, wrong
 
 
@@ -197,6 +253,11 @@ def forwarded(proxy: FaultProxy) -> list[Write]:
 def judge_shown(shown: list[Shown], writes: list[Write], truth: Truth) -> list[str]:
     """Kubernetes never shows a Slurm state Slurm did not have: a DRAIN shown at time t needs a drain
     in Slurm issued before t, by the harness (scontrol) or by the syncer (a drain write at the proxy)."""
+    return [text for _at, _node, text in wrong_shown(shown, writes, truth)]
+
+
+def wrong_shown(shown: list[Shown], writes: list[Write], truth: Truth) -> list[Wrong]:
+    """judge_shown, each with its node and the time the API server stored it."""
     drained_by_syncer: dict[str, float] = {}
     for at, node, asked, _body in node_writes(writes):
         if asked and "DRAIN" in asked:
@@ -207,7 +268,7 @@ def judge_shown(shown: list[Shown], writes: list[Write], truth: Truth) -> list[s
             continue
         first = min(truth.slurm_drained_at.get(node, float("inf")), drained_by_syncer.get(node, float("inf")))
         if not first <= at:
-            wrong.append(f"Kubernetes showed {node} as {state}, a drain Slurm never had by then")
+            wrong.append((at, node, f"Kubernetes showed {node} as {state}, a drain Slurm never had by then"))
     return wrong
 
 
@@ -227,6 +288,13 @@ class Stage:
     shown: list[Shown] = field(default_factory=list)
     foreign: set[str] = field(default_factory=set)  # nodes the harness drained in Slurm (their reason stays)
     power_port_base: int = 0  # the power members' ports where slurm.conf names them (24.11); 0: pick one
+    # (arrival, Slurm node) -> what the syncer's Node cache and informer showed when that write arrived
+    views: dict[tuple[float, str], str] = field(default_factory=dict)
+    # Slurm node -> each version of its Kubernetes Node as the API server stored it: (when, rv, cordoned)
+    node_versions: dict[str, list[tuple[float, str, bool]]] = field(default_factory=dict)
+    # Slurm node -> the syncer's Slurm writes as it made them: (when, what) - handed to the bulk writer, and
+    # each "still wanted?" check right before its request went out (the decision's last look at the cordon)
+    decisions: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
 
     def cordon(self, name: str, on: bool) -> None:
         self.kube.patch("", "v1", "nodes", f"k8s-{name}", {"spec": {"unschedulable": True if on else None}})
@@ -250,7 +318,12 @@ class Stage:
             )
 
     def on_change(self, change: Change) -> None:
-        """Every Slurm state the syncer writes into Kubernetes, timestamped when the API server stores it."""
+        """Every Slurm state the syncer writes into Kubernetes, timestamped when the API server stores it; and
+        every version of every Node (the evidence tells how old the syncer's view of one was)."""
+        if change.resource == ("", "nodes") and change.type != "DELETED":
+            meta, cordoned = change.obj["metadata"], bool(change.obj.get("spec", {}).get("unschedulable"))
+            versions = self.node_versions.setdefault(meta["name"].removeprefix("k8s-"), [])
+            versions.append((time.monotonic(), str(meta.get("resourceVersion")), cordoned))
         if change.resource != ("", "pods") or change.type == "DELETED":
             return
         slurm_node = (change.obj["metadata"].get("labels") or {}).get(Keys.NODE_NAME_LABEL)
@@ -280,10 +353,74 @@ class Stage:
     def begin(self) -> None:
         self.truth = Truth()
         self.shown = []
+        self.views = {}
+        self.node_versions = {}
+        self.decisions = {}
+        TAPE.lines.clear()
         self.kube.api.store.listeners.append(self.on_change)
 
     def end(self) -> None:
         self.kube.api.store.listeners.remove(self.on_change)
+
+    def note_view(self, service: SyncerService, write: Write) -> None:
+        """At a write's arrival: the cordon as the syncer's Node cache has it against the API server's, and
+        its Node informer's state (a cache lagging behind the server shows here)."""
+        informer = service.kube_cache.nodes
+        for at, node, _state, _body in node_writes([write]):
+            cached, stored = informer.items.get(f"k8s-{node}"), self.kube.node(f"k8s-{node}") or {}
+            server = f"unschedulable={bool(stored.get('spec', {}).get('unschedulable'))} " + (
+                f"rv {stored.get('metadata', {}).get('resourceVersion')}"
+            )
+            mine = (
+                f"unschedulable={cached.unschedulable} rv {cached.resource_version}" if cached else "absent"
+            )
+            if cached is not None:
+                versions = self.node_versions.get(node, [])
+                made = next((t for t, rv, _c in versions if rv == cached.resource_version), None)
+                newer = [
+                    f"{t - at:+.2f} (unschedulable={c})" for t, _rv, c in versions if made is None or t > made
+                ]
+                when = f"{made - at:+.2f}" if made is not None else "before the scenario"
+                mine += f" (stored {when}; newer: {', '.join(newer) or 'none'})"
+            stats = informer.stats
+            self.views[(at, node)] = (
+                f"syncer's Node cache {mine}, API server {server}; Node informer: last event "
+                f"{at - stats.last_event_monotonic:.2f} s before, {stats.lists} lists "
+                f"({stats.relists_after_gone} after 410), {stats.watch_restarts} watch restarts, "
+                f"{stats.errors} errors"
+            )
+
+    def evidence(self, node: str, at: float, text: str, writes: list[Write]) -> str:
+        """One wrong action or lost change read later: the node's timeline in seconds from `at` (the harness's
+        changes, the syncer's Slurm writes, the states Kubernetes showed), the syncer's view when the write
+        arrived and its log lines about the node and the informers."""
+
+        def rel(t: float | None) -> str:
+            return "-" if t is None else f"{t - at:+.2f}"
+
+        truth = self.truth
+        harness = (
+            f"cordon {rel(truth.cordoned_at.get(node))}, uncordon {rel(truth.uncordoned_at.get(node))}, "
+            f"scontrol drain {rel(truth.slurm_drained_at.get(node))}, "
+            f"resume {rel(truth.slurm_resumed_at.get(node))}"
+        )
+        slurm = ", ".join(
+            f"{'+'.join(state or ['?'])} {rel(t)}" for t, n, state, _b in node_writes(writes) if n == node
+        )
+        shown = ", ".join(
+            f"{state or '(none)'} {rel(t)}" for t, n, state in self.shown if n == node and abs(t - at) < 5.0
+        )
+        parts = [
+            text, f"{node} in s from then: {harness}", f"Slurm writes: {slurm or 'none'}",
+            f"Kubernetes shown within 5 s: {shown or 'none'}",
+        ]  # fmt: skip
+        if (view := self.views.get((at, node))) is not None:
+            parts.append(view)
+        made = [f"{what} {rel(t)}" for t, what in self.decisions.get(node, []) if abs(t - at) < 5.0]
+        if made:
+            parts.append(f"the syncer's Slurm writes of it within 5 s: {', '.join(made[-8:])}")
+        parts.append("syncer log: " + ("; ".join(TAPE.around(node, at)) or "none"))
+        return " | ".join(parts)
 
     def reset(self, touched: list[str]) -> None:
         """Leaves the stage clean for the next scenario."""
@@ -510,6 +647,8 @@ async def run_scenario(
     async with FaultProxy(stage.sandbox.rest_url) as recorder:
         wire = proxy or recorder
         service = await stage.syncer(config, wire.url)
+        wire.on_write = lambda write: stage.note_view(service, write)
+        trace_decisions(stage, service)
         cordon_nodes, slurm_nodes, bystander = stage.pick(changes, changes // 3)
         picked = [*cordon_nodes, *slurm_nodes, bystander]
         if control:
@@ -546,17 +685,52 @@ async def run_scenario(
             outcome.kube, outcome.events = figures()
         writes = forwarded(wire)
         stale_attempts = judge_writes(list(wire.unforwarded), stage.truth)[1]
-    outcome.actions, outcome.wrong_actions = judge_writes(writes, stage.truth)
+    outcome.actions, wrong = wrong_writes(writes, stage.truth)
     outcome.unforwarded, outcome.unforwarded_wrong = len(wire.unforwarded), len(stale_attempts)
     if wire.unforwarded:
         outcome.notes = f"{len(wire.unforwarded)} writes never reached slurmrestd (not judged)"
     if stale_attempts:
         outcome.notes += f", {len(stale_attempts)} of them would have been wrong: {stale_attempts[:3]}"
-    outcome.wrong_actions += judge_shown(stage.shown, writes, stage.truth)
+    wrong += wrong_shown(stage.shown, writes, stage.truth)
+    outcome.wrong_actions = [text for _at, _node, text in wrong]
     outcome.kube_states = len(stage.shown)
+    keep_evidence(stage, outcome, wrong, writes)
     stage.reset(picked)
     progress(f"{name}: {outcome.row()}")
     return outcome
+
+
+def trace_decisions(stage: Stage, service: SyncerService) -> None:
+    """Notes in `stage.decisions` when the syncer hands each Slurm write to its bulk writer and each answer
+    of its "still wanted?" check right before the request goes out (the time of its last look at the
+    cordon, which the proxy's arrival time follows)."""
+    bulk = service.context.slurm_writer
+    update = bulk.update
+
+    async def traced(name: str, *args: Any, **kwargs: Any) -> bool:
+        notes = stage.decisions.setdefault(name, [])
+        state = "+".join(kwargs.get("state") or ["?"])
+        notes.append((time.monotonic(), f"{state} handed to the bulk writer"))
+        still = kwargs.get("still")
+        if still is not None:
+
+            def checked() -> bool:
+                wanted = bool(still())
+                notes.append((time.monotonic(), f"{state} still wanted {wanted}"))
+                return wanted
+
+            kwargs["still"] = checked
+        return await update(name, *args, **kwargs)
+
+    bulk.update = traced  # type: ignore[method-assign]  # on this one instance, as the controls do
+
+
+def keep_evidence(stage: Stage, outcome: Outcome, wrong: list[Wrong], writes: list[Write]) -> None:
+    """The evidence of the first wrong actions and lost changes (a lost one: its node as convergence left
+    it)."""
+    end = time.monotonic()
+    lost = [(end, text.split(":", 1)[0], text) for text in outcome.changes_lost]
+    outcome.evidence = [stage.evidence(node, at, text, writes) for at, node, text in (wrong[:3] + lost[:2])]
 
 
 async def slurm_side_stream(stage: Stage, nodes: list[str], changes: int) -> None:
@@ -698,6 +872,7 @@ async def kube_api_faults(stage: Stage, quick: bool) -> Outcome:
     if baseline.wrong_actions or baseline.changes_lost:
         outcome.wrong_actions += [f"baseline: {w}" for w in baseline.wrong_actions]
         outcome.changes_lost += [f"baseline: {w}" for w in baseline.changes_lost]
+        outcome.evidence += [f"baseline: {e}" for e in baseline.evidence]
     return outcome
 
 
@@ -1053,9 +1228,11 @@ async def crash_scenario(stage: Stage, changes: int, kills: int, deadline_s: flo
             await syncer.stop()
             stage.end()
             outcome.kube, outcome.events = figures()
-        outcome.actions, outcome.wrong_actions = judge_writes(forwarded(proxy), stage.truth)
-        outcome.wrong_actions += judge_shown(stage.shown, forwarded(proxy), stage.truth)
+        outcome.actions, wrong = wrong_writes(forwarded(proxy), stage.truth)
+        wrong += wrong_shown(stage.shown, forwarded(proxy), stage.truth)
+        outcome.wrong_actions = [text for _at, _node, text in wrong]
         outcome.kube_states = len(stage.shown)
+        keep_evidence(stage, outcome, wrong, forwarded(proxy))
     outcome.notes = f"{syncer.starts} processes, {killed_writing} of the {kills} kills after it had written"
     if outcome.changes_lost:
         tail = (stage.workdir / f"syncer-{syncer.starts}.log").read_text(errors="replace")[-3000:]
@@ -1171,7 +1348,8 @@ def main() -> int:
     if wrong_kind:
         parser.error(f"--only {' '.join(wrong_kind)}: {'fault scenarios' if args.controls else 'controls'} "
                      f"need {'no ' if args.controls else ''}--controls")  # fmt: skip
-    configure_logging("console", "warning")  # the figures matter here, not the syncer's info lines
+    # the figures matter here, not the syncer's info lines; the tape keeps them for a wrong action's evidence
+    configure_logging("console", "warning", tap=TAPE)
     return asyncio.run(main_async(args))
 
 

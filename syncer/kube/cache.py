@@ -91,6 +91,12 @@ class KubeCache:
     def synced(self) -> bool:
         return self.pods.synced.is_set() and self.nodes.synced.is_set()
 
+    @property
+    def current(self) -> bool:
+        """Both informers watching: no change to a pod or Node can be missing from the cache but the ones
+        on their way (see Informer.current)."""
+        return self.pods.current and self.nodes.current
+
     async def wait_synced(self) -> None:
         await self.pods.synced.wait()
         await self.nodes.synced.wait()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import ssl
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -233,9 +233,15 @@ class KubeClient:
         return await self.request("DELETE", path, body=body)
 
     async def watch_lines(
-        self, path: str, params: Mapping[str, str], inactivity_timeout_s: float
+        self,
+        path: str,
+        params: Mapping[str, str],
+        inactivity_timeout_s: float,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[bytes]:
-        """Raw event lines of one watch stream; ends when the server closes it or it goes silent."""
+        """Raw event lines of one watch stream; ends when the server closes it or it goes silent. `on_open`
+        is called once the server has accepted the watch, before its first line (the events missed since the
+        resourceVersion asked for come first)."""
         await self.limiter.acquire()
         self.requests_total += 1
         headers = await self._auth_headers()
@@ -258,6 +264,8 @@ class KubeClient:
                     raise _error_from(
                         response.status, await response.read(), response.headers.get("Retry-After")
                     )
+                if on_open is not None:
+                    on_open()
                 try:
                     async for line in response.content:
                         if line.strip():

@@ -1,7 +1,9 @@
 """List, then watch from the list's resourceVersion, forever: the informer pattern of client-go.
 
 Bookmarks keep the resume point fresh; a 410 (history compacted) or any other ERROR event means re-list;
-a silent stream is abandoned after `inactivity_timeout_s`; errors back off with jitter.
+a silent stream is abandoned after `inactivity_timeout_s`; errors back off with jitter. From the end of a
+watch until the next one opens the store may be missing changes (`current` is False): a decision that a
+missed change would make wrong (a drain after an uncordon made meanwhile) waits for it.
 """
 
 from __future__ import annotations
@@ -87,6 +89,21 @@ class Informer(Generic[T]):
         self.handlers: list[Handler] = []
         self.stats = InformerStats()
         self._progress = False
+        # time.monotonic() the last watch ended, until the next one opens (None: watching, or not started)
+        self.missing_since: float | None = None
+
+    @property
+    def current(self) -> bool:
+        """No gap between watches: every change the server made is in the store or on its way in an open
+        watch (False from a watch's end, a dropped one or a 410 included, until the next one opens)."""
+        return self.missing_since is None
+
+    def _gap(self) -> None:
+        if self.missing_since is None:
+            self.missing_since = time.monotonic()
+
+    def _opened(self) -> None:
+        self.missing_since = None
 
     def subscribe(self, handler: Handler) -> None:
         self.handlers.append(handler)
@@ -143,7 +160,8 @@ class Informer(Generic[T]):
             allowWatchBookmarks="true",
             timeoutSeconds=str(int(self.watch_timeout_s * random.uniform(1.0, 2.0))),  # spread reconnects
         )
-        async for line in self.client.watch_lines(self.path, params, self.inactivity_timeout_s):
+        lines = self.client.watch_lines(self.path, params, self.inactivity_timeout_s, on_open=self._opened)
+        async for line in lines:
             self.stats.last_event_monotonic = time.monotonic()
             self._progress = True
             try:
@@ -181,11 +199,13 @@ class Informer(Generic[T]):
                     await self.list_once()
                     need_list = False
                 await self.watch_once()
+                self._gap()
                 self.stats.watch_restarts += 1
                 failures = 0
             except asyncio.CancelledError:
                 raise
             except KubeError as exc:
+                self._gap()
                 self.stats.errors += 1
                 if exc.gone:
                     self.stats.relists_after_gone += 1
@@ -203,6 +223,7 @@ class Informer(Generic[T]):
                 )
                 await asyncio.sleep(delay)
             except Exception as exc:  # a bug or an odd body must not stop the informer for good
+                self._gap()
                 self.stats.errors += 1
                 failures += 1
                 log.exception("informer error, re-listing", kind=self.kind, error=str(exc))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -49,6 +50,9 @@ class FaultProxy:
         # the writes above that never reached slurmrestd: answered by an injected failure, or slurmrestd
         # refused the connection (a write cut off after it was sent may have reached it: not listed)
         self.unforwarded: list[tuple[float, str, str, bytes]] = []
+        # called with each write as it is recorded: what the client believed then can be noted at that
+        # very instant (the fault benchmarks keep it as evidence of a wrong write)
+        self.on_write: Callable[[tuple[float, str, str, bytes]], None] | None = None
         self._fail: list[int] = []
         self._holds: list[Hold] = []
         self._runner: web.AppRunner | None = None
@@ -74,6 +78,8 @@ class FaultProxy:
         write = (time.monotonic(), request.method, request.path, body)
         if request.method != "GET":
             self.writes.append(write)
+            if self.on_write is not None:
+                self.on_write(write)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)  # the injected fault itself
         for hold in self._holds:

@@ -73,6 +73,8 @@ class Applier:
         self.sent: dict[str, tuple[str, str, float]] = {}
         self.read_after_write: dict[str, SlurmNode] = {}  # the node as read once since that write
         self.objects = WrittenObjects()  # each write starts from our last one until the cache has it
+        # nodes whose Slurm action waited for a watch gap to close: their reconcile looks again soon
+        self.held_for_watch: set[str] = set()
 
     def caught_up(self, name: str, listed_at: float) -> None:
         """The Slurm cache changed for `name` in a list asked for at `listed_at` (time.monotonic()): from one
@@ -139,6 +141,14 @@ class Applier:
         action = decision.slurm_action
         if action is None:
             return False
+        if not self._kube_current(name):
+            logger.info(
+                f"{action.kind} held: a Kubernetes watch is reconnecting (a change made meanwhile may be "
+                "missing)",
+                reason=action.reason,
+            )
+            self.record(action.kind, "k8s_to_slurm", "watch_gap", name)
+            return False
         new_drain = action.kind == "drain" and not action.redrain
         if new_drain and not await self._valve_admits(name, binding, decision, action.reason, logger):
             return False
@@ -189,7 +199,10 @@ class Applier:
             else:
                 written = await self.context.slurm_writer.update(name, state=["UNDRAIN"], still=still_wanted)
         except Superseded:
-            logger.info(f"{kind} skipped: Kubernetes changed while it waited to be sent")
+            if name in self.held_for_watch:
+                logger.info(f"{kind} held: a Kubernetes watch began reconnecting while it waited to be sent")
+            else:
+                logger.info(f"{kind} skipped: Kubernetes changed while it waited to be sent")
             return False
         if not written:  # a dry run (the writer logged the request)
             logger.info(f"dry-run: would {kind} in Slurm", reason=action.reason)
@@ -205,8 +218,20 @@ class Applier:
         # a resend while the Slurm cache cannot confirm the first write is the same transition: no new Event
         return not repeat
 
+    def _kube_current(self, name: str) -> bool:
+        """Kubernetes as the cache shows it may be decided on: no watch gap, in which an uncordon (or a new
+        cordon) may have been made and not seen; the written Slurm state would then be a stale decision's
+        (a drain after the uncordon). Else `name` is noted to be looked at again once the gap closes."""
+        if self.context.kube_cache.current:
+            return True
+        self.held_for_watch.add(name)
+        return False
+
     def _decided_again(self, name: str, slurm_node: SlurmNode | None) -> SlurmAction | None:
-        """The Slurm action decided now, on `slurm_node` and Kubernetes as the cache shows it now."""
+        """The Slurm action decided now, on `slurm_node` and Kubernetes as the cache shows it now (None while
+        a watch gap may hide a change)."""
+        if not self._kube_current(name):
+            return None
         binding = self.binding(name)
         if not binding.bound:
             return None

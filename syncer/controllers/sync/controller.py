@@ -37,6 +37,8 @@ from syncer.slurm.cache import NodeChange
 from syncer.slurm.errors import SlurmError
 
 log = structlog.get_logger("syncer.controllers.sync")
+# how soon a Slurm action held for a Kubernetes watch gap is looked at again (a reconnect takes a request)
+WATCH_GAP_RECHECK_S = 0.5
 
 
 class SyncController(Controller):
@@ -209,6 +211,9 @@ class SyncController(Controller):
         wait, just_read = taken_from() != Lane.FIRST, slurm_node if read_now else None
         if await self.applier.apply(name, binding, decision, wait=wait, read_now=just_read):
             self.queue.add(name, lane=Lane.URGENT)
+        if name in self.applier.held_for_watch:
+            self.applier.held_for_watch.discard(name)
+            return Result(requeue_after=min([*requeue, WATCH_GAP_RECHECK_S]))
         return after
 
     def _node_slurm(
