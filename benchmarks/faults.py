@@ -198,10 +198,12 @@ class Look:
     cache_rv: int | None
 
 
-# A raced write must be undone within this of its arrival: the syncer's Slurm data is never older than
-# its staleness bound (CONFIG's slurm_stale_after_s) while it reports ready, and the Slurm poll that shows
-# its own drain triggers the reconcile that lifts it
-RACE_UNDONE_S = 3.0
+# A raced write must be undone within this of its arrival: the syncer decides every node again at least
+# once a resync (5 s here, on any change sooner), on Slurm data at most its staleness bound old (3 s here)
+# while it reports ready; a raced drain it has not undone by then was not corrected but left. (The
+# staleness bound alone, 3 s, was too short: a raced drain under the Kubernetes API faults was undone
+# 3.79 s after it arrived, held meanwhile by the watch gaps the faults made, as the syncer must.)
+RACE_UNDONE_S = CONFIG.resync_s + CONFIG.slurm_stale_after_s
 
 
 Write = tuple[float, str, str, bytes]  # (arrival, method, path, body) as the proxy recorded it
