@@ -797,7 +797,7 @@ async def run_scenario(
     wrong += wrong_shown(stage.shown, writes, stage.truth)
     outcome.wrong_actions = [text for _at, _node, text in wrong]
     outcome.kube_states = len(stage.shown)
-    keep_evidence(stage, outcome, wrong, writes)
+    keep_evidence(stage, outcome, wrong, writes, judged.raced)
     stage.reset(picked)
     progress(f"{name}: {outcome.row()}")
     return outcome
@@ -840,12 +840,17 @@ def trace_decisions(stage: Stage, service: SyncerService) -> None:
     bulk.update = traced  # type: ignore[method-assign]  # on this one instance, as the controls do
 
 
-def keep_evidence(stage: Stage, outcome: Outcome, wrong: list[Wrong], writes: list[Write]) -> None:
+def keep_evidence(
+    stage: Stage, outcome: Outcome, wrong: list[Wrong], writes: list[Write], raced: list[Wrong] | None = None
+) -> None:
     """The evidence of the first wrong actions and lost changes (a lost one: its node as convergence left
-    it)."""
+    it), then of the first raced writes (each marked so: read when a bound is in question)."""
     end = time.monotonic()
     lost = [(end, text.split(":", 1)[0], text) for text in outcome.changes_lost]
-    outcome.evidence = [stage.evidence(node, at, text, writes) for at, node, text in (wrong[:3] + lost[:2])]
+    marked = [(at, node, f"(raced, not wrong) {text}") for at, node, text in (raced or [])[:2]]
+    outcome.evidence = [
+        stage.evidence(node, at, text, writes) for at, node, text in (wrong[:3] + lost[:2] + marked)
+    ]
 
 
 async def slurm_side_stream(stage: Stage, nodes: list[str], changes: int) -> None:
@@ -986,10 +991,9 @@ async def kube_api_faults(stage: Stage, quick: bool) -> Outcome:
     outcome.events["baseline_written"] = baseline.events["written"]
     outcome.raced += [f"baseline: {text}" for text in baseline.raced]
     outcome.unproven += baseline.unproven
-    if baseline.wrong_actions or baseline.changes_lost:
-        outcome.wrong_actions += [f"baseline: {w}" for w in baseline.wrong_actions]
-        outcome.changes_lost += [f"baseline: {w}" for w in baseline.changes_lost]
-        outcome.evidence += [f"baseline: {e}" for e in baseline.evidence]
+    outcome.wrong_actions += [f"baseline: {w}" for w in baseline.wrong_actions]
+    outcome.changes_lost += [f"baseline: {w}" for w in baseline.changes_lost]
+    outcome.evidence += [f"baseline: {e}" for e in baseline.evidence]  # its raced writes' too
     return outcome
 
 
