@@ -334,14 +334,19 @@ async def an_unschedulable_pod_powers_its_node_down_and_the_job_runs_once_capaci
         member = nodeset.member(0)
         job = sbatch_requeue(rig, "-N", "1", "--constraint=unsched", "--wrap", "sleep 1")
 
+        reason = ""
+
         async def forced() -> bool:
-            node = await rig.slurm(member)
-            return node.reason.startswith(f"k8s: pod {NAMESPACE}/{member} Unschedulable")
+            # the reason lasts until the member is resumed once powered down: slurmctld's log keeps it
+            nonlocal reason
+            prefix = f"k8s: pod {NAMESPACE}/{member} Unschedulable"
+            reason = await asyncio.to_thread(reason_set, rig, member, prefix)
+            return bool(reason)
 
         await wait_slurm(forced, deadline_s=SLOW_S, what="member powered down with the pod's reason")
         node = await rig.slurm(member)
         # how many Nodes there are depends on the other scenarios' progress (one adds a Node of its own)
-        assert re.search(r"0/\d+ nodes are available", node.reason), node.reason
+        assert re.search(r"0/\d+ nodes are available", reason), reason
         assert "ALLOCATED" not in node.state, "its job was requeued"
         # the Event follows the Slurm write that was just seen; the condition is True from the forced
         # power-down until the member resumes (a loaded run can poll past that window): its transition
@@ -379,10 +384,9 @@ async def a_lost_node_powers_its_member_down_and_the_job_runs_once_capacity_retu
         rig.kube.api.delete(rig.kube.api.resource("", "v1", "nodes"), "", "lost-0")
 
         async def forced() -> bool:
-            node = await rig.slurm(member)
-            return node.reason.startswith(
-                f"k8s: pod {NAMESPACE}/{member} lost its Node lost-0: the Node is gone"
-            )
+            # the reason lasts until the member is resumed once powered down: slurmctld's log keeps it
+            prefix = f"k8s: pod {NAMESPACE}/{member} lost its Node lost-0: the Node is gone"
+            return bool(await asyncio.to_thread(reason_set, rig, member, prefix))
 
         await wait_slurm(
             forced, deadline_s=SLOW_S, what="member powered down with a reason naming the pod and the Node"
@@ -412,6 +416,16 @@ def logged_at(log: str, text: str) -> float:
         if text in line:
             return datetime.fromisoformat(stamp).timestamp()
     raise AssertionError(f"slurmctld never logged {text!r}")
+
+
+def reason_set(rig: Rig, node: str, prefix: str) -> str:
+    """The first reason starting with `prefix` that slurmctld logged setting on `node` ("" if none yet): a
+    transition its log keeps, where the node's reason now may already be another."""
+    wanted = f"update_node: node {node} reason set to: {prefix}"
+    for _stamp, line in _STAMP.findall(slurmctld_log(rig)):
+        if line.startswith(wanted):
+            return str(line).split(" reason set to: ", 1)[1]
+    return ""
 
 
 def configured_at(log: str, job: str) -> tuple[float, str]:
