@@ -18,5 +18,7 @@ def pytest_configure(config: object) -> None:
 
     processors = list(structlog.get_config()["processors"])
     if processors and isinstance(processors[-1], structlog.dev.ConsoleRenderer):
-        processors[-1] = structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback)
+        processors[-1] = structlog.dev.ConsoleRenderer(
+            colors=False, exception_formatter=structlog.dev.plain_traceback
+        )
         structlog.configure(processors=processors)

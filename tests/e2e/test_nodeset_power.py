@@ -377,7 +377,12 @@ async def a_lost_node_powers_its_member_down_and_the_job_runs_once_capacity_retu
         )  # fmt: skip
         await declared(nodeset, 1)
         member = nodeset.member(0)
-        job = sbatch_requeue(rig, "-N", "1", "--constraint=lostf", "--wrap", "sleep 20")
+        # a job that runs until told: `sleep 20` ended before a loaded run's Node deletion forced the member
+        # down, and a job that had ended was never requeued
+        done = rig.sandbox.directory / "work" / f"{nodeset.name}.done"
+        done.unlink(missing_ok=True)
+        wrap = f"while [ ! -e {done.name} ]; do sleep 0.2; done"
+        job = sbatch_requeue(rig, "-N", "1", "--constraint=lostf", "--wrap", wrap)
         await wait_slurm(
             lambda: job_is(rig, job, "RUNNING"), deadline_s=SLOW_S, what="the job running on the member"
         )
@@ -400,6 +405,7 @@ async def a_lost_node_powers_its_member_down_and_the_job_runs_once_capacity_retu
         await wait_for(lambda: "True" in power_up_failed, deadline_s=SLOW_S, what="PowerUpFailed condition")
     rig.sandbox.scontrol("update", f"jobid={job}", "starttime=now")  # Slurm's BeginTime hold on a requeue
     rig.kube.create("", "v1", "nodes", node_body("lost-0", {"pool": "lost"}))  # capacity returns
+    done.touch()  # its second run ends as soon as it starts
     await wait_slurm(lambda: job_is(rig, job, "COMPLETED"), deadline_s=240, what="the job ran again")
 
 
