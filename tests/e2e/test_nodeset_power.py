@@ -315,12 +315,22 @@ async def ceiling_lowered_drains_the_busy_member_and_removes_records(
     await wait_slurm(drained, deadline_s=SLOW_S, what="the busy member drained")
     assert job_state(rig, job) == "RUNNING"
     done.touch()
+    # how the job ended, read as it ends: slurmctld forgets an ended job after MinJobAge (30 s here), which
+    # a loaded run's removal can outlast ('GONE')
+    ended = ""
+
+    async def job_ended() -> bool:
+        nonlocal ended
+        ended = await asyncio.to_thread(job_state, rig, job)
+        return ended not in ("RUNNING", "COMPLETING")
+
+    await wait_slurm(job_ended, deadline_s=SLOW_S, what="the busy member's job ended")
+    assert ended == "COMPLETED", f"the job ended {ended}"
 
     async def removed() -> bool:
         return set(await slurm_states(rig, nodeset.name + "-")) == {nodeset.member(0)} and not nodeset.pods()
 
     await wait_slurm(removed, deadline_s=SLOW_S, what="busy member removed after its job: pod and record")
-    assert job_state(rig, job) == "COMPLETED"
 
 
 async def an_unschedulable_pod_powers_its_node_down_and_the_job_runs_once_capacity_appears(
