@@ -161,6 +161,11 @@ class JobCache(Polled[JobChange]):
             return f"no answer from slurmrestd for {self.age_s:.0f} s"
         return ""
 
+    @property
+    def tracked(self) -> frozenset[int]:
+        """The jobs followed since `track()` that Slurm has not forgotten yet."""
+        return frozenset(self._tracked_at)
+
     def nudge(self) -> None:
         """Read the states now instead of at the next interval."""
         self._stated_at = -math.inf

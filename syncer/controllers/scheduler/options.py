@@ -154,7 +154,7 @@ def options_from(values: Mapping[str, Any]) -> SchedulerOptions:
         name=values["scheduler_name"],
         namespaces=_flat(values["scheduler_namespaces"]),
         placeholder=values["scheduler_placeholder"],
-        allocate=values["scheduler_allocate"],
+        allocate=values.get("scheduler_allocate", _DEFAULTS.allocate),
         gres=gres,
         retry_after_s=values["scheduler_retry_after"],
     )
