@@ -256,7 +256,9 @@ class JobCache(Polled[JobChange]):
             self._read_at[job_id] = listing.started
         for job_id in self._read_at.keys() - new.keys() - self._tracked_at.keys():
             del self._read_at[job_id]  # gone for good: nothing older can bring it back after this list
-        for job_id in [j for j in self._tracked_at.keys() - new.keys() if j not in newer]:
+        for job_id in [
+            j for j in self._tracked_at.keys() - new.keys() if not self._newer_than(j, listing.started)
+        ]:
             self._untrack(job_id)  # tracked before this list was sent, and Slurm has it no more
         self._unread -= found.keys()
         self._last_update = listing.last_update
