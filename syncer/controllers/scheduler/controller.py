@@ -154,6 +154,9 @@ class SchedulerController(Controller):
             str, tuple[int, float]
         ] = {}  # gang key -> (job id, when) until the cache has it
         self._lost: set[str] = set()  # gang keys whose submit answer was lost: a whole list first
+        self._allocated_now: set[str] = (
+            set()
+        )  # gang keys whose job this pass allocated: planned again at once
         self._refused: dict[str, tuple[float, str]] = {}  # gang key -> (retry at, why) after Slurm refused
         self._torn: set[int] = set()  # job ids whose tear-down was counted (once per job)
         self._adopted: set[int] = set()
@@ -290,6 +293,11 @@ class SchedulerController(Controller):
         if self._settling is not None:
             self._settling.discard(key)
             self._settle_if_done()
+        if (
+            done and key in self._allocated_now
+        ):  # its job runs already: bind in this pass, on the read just made
+            self._allocated_now.discard(key)
+            return await self.reconcile(key)
         if decided.blocked:
             log.debug("gang waits", blocked=decided.blocked)
         return self._next(decided, done, key)
@@ -501,6 +509,7 @@ class SchedulerController(Controller):
         if allocated:  # RUNNING already: read it now (the bind needs its nodes) rather than at the next poll
             with contextlib.suppress(SlurmError):  # the poll reads it then (tracked)
                 await self.jobs.fresh(job_id)
+                self._allocated_now.add(key)
         for ref in request.pods:
             await self._event(
                 ref.namespace, ref.name, ref.uid, "Normal", EVENT_SUBMITTED,
