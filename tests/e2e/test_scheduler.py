@@ -390,7 +390,9 @@ async def test_one_pool_stories(rig: Rig, view: Pool) -> None:
         assert (sample(text, "slurm_syncer_scheduler_bind_latency_seconds_count") or 0) >= 5
         assert (sample(text, "slurm_syncer_scheduler_teardowns_total", cause="cancelled") or 0) >= 1
         assert (sample(text, "slurm_syncer_scheduler_teardowns_total", cause="pod-deleted") or 0) >= 2
-        assert (sample(text, "slurm_syncer_scheduler_jobs_total", action="submitted") or 0) >= 5
+        jobs = "slurm_syncer_scheduler_jobs_total"
+        made = [sample(text, jobs, action=how) or 0 for how in ("submitted", "allocated")]
+        assert sum(made) >= 5, "submitted, or allocated at once where a node had room"
         assert sample(text, "slurm_syncer_scheduler_pending_pods", reason="SlurmRequestRefused") == 2
         assert sample(text, "slurm_syncer_scheduler_pods", state="pending") == 2
         assert sample(text, "slurm_syncer_scheduler_held_nodes") == 0
