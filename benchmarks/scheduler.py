@@ -436,6 +436,12 @@ async def run(args: argparse.Namespace, directory: Path, save: Callable[[Json], 
                     break
             set_reads(service, "after")
             await asyncio.gather(follower, return_exceptions=True)
+            if rounds and service.scheduler is not None:
+                jobs = service.scheduler.jobs.stats
+                results["scheduler job cache reads"] = {
+                    **jobs.reads,
+                    "fresh answered from the cache": jobs.fresh_cached,
+                }
             if rounds:
                 results["created -> bound"] = figures(bench.bind_s)
                 results["created -> bound, split (each +-0.1 s: Slurm read every 0.1 s)"] = {
