@@ -470,7 +470,7 @@ async def run(args: argparse.Namespace, directory: Path, save: Callable[[Json], 
                 progress(f"cost: slurmrestd caught up {waited} s after the fill")
                 found = await cost(bench, wire, service, args.cost_pods, args.batch)
                 found["slurmrestd caught up after the fill (s)"] = waited
-                try:  # after the cost round: a list of 10,000 jobs can outlast the relay's 60 s on a loaded host
+                try:  # after the cost round: 10,000 jobs listed can outlast 60 s on a loaded host
                     listed = await asyncio.to_thread(rest.call, "GET", "/jobs/")
                 except TimeoutError:
                     found["one whole job list (bytes, s)"] = "no answer within 60 s"
