@@ -171,12 +171,13 @@ class JobCache(Polled[JobChange]):
         self._stated_at = -math.inf
         self._wake.set()
 
-    def track(self, job_id: int) -> None:
+    def track(self, job_id: int, *, read: bool = False) -> None:
         """Follow a job just submitted: it is read whole at the next poll (and a list that started before
-        this call does not remove it)."""
+        this call does not remove it); `read`: the caller has just read it (`fresh()`), so not again."""
         self._tracked_at[job_id] = time.monotonic()
-        self._unread.add(job_id)
-        self._wake.set()
+        if not read:
+            self._unread.add(job_id)
+            self._wake.set()
 
     def _untrack(self, job_id: int) -> None:
         """A tracked job Slurm no longer has (a read sent after its track() found none) is followed no more;

@@ -86,3 +86,12 @@ def test_a_tracked_job_leaves_the_cache_only_when_a_read_sent_after_its_track_fi
     found._apply_one(8, job(8, "RUNNING"), time.monotonic())
     found._apply_one(8, None, time.monotonic())  # a state read that no longer finds it
     assert found.tracked == frozenset() and 8 not in found.jobs
+
+
+def test_a_job_tracked_right_after_its_fresh_read_is_not_read_whole_again() -> None:
+    found = cache()
+    found._apply_one(9, job(9, "RUNNING"), time.monotonic())  # as fresh() leaves it
+    found.track(9, read=True)
+    assert found.tracked == {9} and found._unread == set(), "no second whole read of it at the next poll"
+    found.track(10)
+    assert found._unread == {10}

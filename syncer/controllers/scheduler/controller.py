@@ -498,7 +498,13 @@ class SchedulerController(Controller):
             ) from exc
         if job_id is None:
             return  # dry run
-        self.jobs.track(job_id)
+        read = False
+        if allocated:  # RUNNING already: read it now (the bind needs its nodes), not again at the next poll
+            with contextlib.suppress(SlurmError):  # else the poll reads it (tracked, unread)
+                read = await self.jobs.fresh(job_id) is not None
+        self.jobs.track(job_id, read=read)
+        if read:
+            self._allocated_now.add(key)
         self._submitted[key] = (job_id, now)
         self._uid_key.update({ref.uid: key for ref in request.pods})
         how = "allocated at once" if allocated else "submitted"
@@ -506,10 +512,6 @@ class SchedulerController(Controller):
         notes = "".join(f"; {note}" for note in request.notes)
         log.info(f"slurm job {how}", job_id=job_id, name=request.name, nodes=request.nodes)
         self.context.actions("scheduler_submit", "k8s_to_slurm", request.name, {"result": "ok", "how": how})
-        if allocated:  # RUNNING already: read it now (the bind needs its nodes) rather than at the next poll
-            with contextlib.suppress(SlurmError):  # the poll reads it then (tracked)
-                await self.jobs.fresh(job_id)
-                self._allocated_now.add(key)
         for ref in request.pods:
             await self._event(
                 ref.namespace, ref.name, ref.uid, "Normal", EVENT_SUBMITTED,
