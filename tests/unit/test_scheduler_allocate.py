@@ -13,6 +13,7 @@ from syncer.controllers.scheduler.request import JobRequest
 from syncer.controllers.scheduler.settings import Settings
 from syncer.controllers.scheduler.values import Job, PodRef
 from syncer.model.jobs import SlurmJob
+from syncer.model.slurm import SlurmNode
 
 RELEASE = "me:slurm-syncer"
 POD = PodRef(namespace="ns", name="web-0", uid="u-1")
@@ -121,3 +122,26 @@ def test_refused_try_needs_each_of_its_marks() -> None:
     assert not refused_try(dataclasses.replace(tried, nodes=("n1",)))
     assert not refused_try(dataclasses.replace(tried, state="RUNNING"))
     assert not refused_try(dataclasses.replace(tried, marker=dataclasses.replace(read, via="")))
+
+
+def test_a_node_that_does_not_fit_is_skipped_and_the_next_one_looked_at() -> None:
+    """Every check passes over the node that fails it to the next one (never stops looking)."""
+    for unfit in (room("a", state=frozenset({"IDLE", "DRAIN"})), room("a", partitions=("other",)),
+                  room("a", features=("gpu",)), room("a", free_cpus=1)):  # fmt: skip
+        asked = request(settings=Settings(partition="main", constraint="gpu&fast"))
+        assert could_start(asked, [unfit, room("b")], ours_pending=False)
+        assert not could_start(asked, [unfit], ours_pending=False)
+
+
+def test_a_nodes_room_is_what_is_left_of_it_as_the_node_cache_read_it() -> None:
+    node = SlurmNode(
+        name="n1", state=frozenset({"MIXED"}), partitions=("main",), features=("gpu", "fast"),
+        active_features=("gpu",), cpus=16, alloc_cpus=5, real_memory_mb=64000, alloc_memory_mb=1000,
+    )  # fmt: skip
+    assert edges.room(node) == Room(
+        name="n1", state=frozenset({"MIXED"}), partitions=("main",), features=("gpu",), free_cpus=11,
+        free_memory_mb=63000,
+    )  # fmt: skip
+    plain = edges.room(SlurmNode(name="n2", state=frozenset({"IDLE"}), features=("a",), cpus=2))
+    assert plain.features == ("a",), "no active features listed: the configured ones"
+    assert plain.free_cpus == 2 and plain.free_memory_mb == 0
