@@ -159,28 +159,31 @@ async def nodes_in_turns(raw: Sequence[msgspec.Raw]) -> tuple[SlurmNode, ...]:
 class NodeDecoder:
     """Nodes of a full list from their raw JSON, a chunk at a time with the event loop running in between.
 
-    A node whose decoded fields equal those it had in the list before is that list's SlurmNode again: no
-    `to_node` (the per-node Python work, a third of the decode), and the cache's diff meets the same object.
-    Most nodes of a list are unchanged (issue 47: the decode was 6.6 % of slurmrestd's time at 1,000
-    nodes). Only the last list's fields are kept (~0.5 KB a node), whichever list of a client it was: equal
-    fields make an equal node, so which list they came from does not matter.
+    A node whose raw JSON is byte for byte what a node had in the list before is that list's SlurmNode again:
+    not decoded nor converted (the decode was 6.6 % of slurmrestd's time at 1,000 nodes, issue 47), and the
+    cache's diff meets the same object. Most nodes of a list are unchanged: a job's start or end, a drain,
+    a slurmd's ping change a few. Known nodes are kept by the 64-bit hash of their JSON (8 bytes each, not
+    the 2.4 KB of JSON): two different nodes' JSON sharing a hash is a 2^-64 chance per node and list. Only
+    the last list's are kept, whichever list of this client it was: the same JSON is the same node.
     """
 
     def __init__(self) -> None:
-        self._last: dict[str, tuple[RawNode, SlurmNode]] = {}
+        self._last: dict[int, SlurmNode] = {}
 
     async def decode(self, raw: Sequence[msgspec.Raw]) -> tuple[SlurmNode, ...]:
-        last, seen = self._last, {}
+        last: dict[int, SlurmNode] = self._last
+        seen: dict[int, SlurmNode] = {}
         nodes: list[SlurmNode] = []
         for start in range(0, len(raw), DECODE_CHUNK):
             if start:
                 await asyncio.sleep(0)  # yield to the loop: reconciles and writes go on during a big list
             try:
                 for item in raw[start : start + DECODE_CHUNK]:
-                    fields = NODE_DECODER.decode(item)
-                    known = last.get(fields.name)
-                    node = known[1] if known is not None and known[0] == fields else fields.to_node()
-                    seen[fields.name] = (fields, node)
+                    key = hash(bytes(item))
+                    node = last.get(key)
+                    if node is None:
+                        node = NODE_DECODER.decode(item).to_node()
+                    seen[key] = node
                     nodes.append(node)
             except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                 raise misshapen(exc, "nodes") from exc
