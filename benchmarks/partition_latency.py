@@ -1,6 +1,6 @@
 """A SlurmPartition CR change -> Slurm, each change's way through the syncer timed (issue 47: p99 <= 0.25 s).
 
-    python benchmarks/partition_latency.py --nodes 1000 --changes 200 [--out DIR]
+    python benchmarks/partition_latency.py --nodes 1000 --changes 400 --compare [--out DIR]
 
 The sandbox and service of benchmarks/partitions.py (Slurm 26.05, N+1 CLOUD nodes with KeepPartInfo, N+1
 node-bound Nodes, the syncer's service with --partitions-enabled in this process), partition `bench-a` over
@@ -102,13 +102,29 @@ async def run(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
         instrument(bench, trace)
         progress(f"{args.changes} CR changes (maxTime), each until Slurm shows it")
         samples: list[dict[str, Any]] = []
-        for _ in range(args.changes):
+        controller = bench.service.partitions
+        assert controller is not None
+        wanted_all = controller._wanted_all
+        mode = ["after"]
+
+        def as_before(crs: Any) -> Any:
+            """The code before: every plan resolves every selected Node's binding afresh."""
+            if mode[0] == "before":
+                controller._bound_on.clear()
+            return wanted_all(crs)
+
+        controller._wanted_all = as_before  # type: ignore[method-assign]
+        for index in range(args.changes):
+            # changes take turns (--compare): the code before, then this code, so both meet the same load
+            mode[0] = "before" if args.compare and index % 2 == 0 else "after"
             trace.events.clear()
             window = await paths.cr_change()
             events = [(round(at - window.start, 4), what) for at, what in trace.events]
-            samples.append({"seconds": round(window.seconds, 4), "events": events})
+            samples.append({"seconds": round(window.seconds, 4), "events": events, "code": mode[0]})
         results["load_after"] = machine_load()
-    parts: dict[str, list[float]] = {"patch -> Slurm shows it": [s["seconds"] for s in samples]}
+    parts: dict[str, list[float]] = {}
+    for code in sorted({s["code"] for s in samples}):
+        parts[f"patch -> Slurm shows it ({code})"] = [s["seconds"] for s in samples if s["code"] == code]
     for label in ("CR event", "reconcile start", "POST sent", "POST answered"):
         parts[f"patch -> first {label}"] = [
             next((at for at, what in s["events"] if what == label), float("nan")) for s in samples
@@ -132,6 +148,11 @@ async def run(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
 
 def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--changes", type=int, default=200)
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="changes take turns: the code before (bindings resolved per plan)",
+    )
 
 
 if __name__ == "__main__":
