@@ -193,13 +193,13 @@ class Applier:
         a watch gap may hide a change)."""
         if not self._kube_current(name):
             return None
-        reader = self.reader
-        binding = reader.binding(name)
-        if not binding.bound:
+        seen = self.reader.again(name, slurm_node)
+        if not seen.binding.bound:
             return None
+        pod, node = seen.binding.pod, seen.binding.node
         return decide(
-            slurm_node, binding.pod, binding.node, now=self.clock(), opts=self.options, slurm_fresh=True,
-            scale_in_of=reader.scale_in_of(name), held=reader.held_of(name, slurm_node),
+            slurm_node, pod, node, now=seen.now, opts=self.options, slurm_fresh=True,
+            scale_in_of=seen.scale_in, held=seen.held,
         ).slurm_action  # fmt: skip
 
     async def _valve_admits(

@@ -143,17 +143,17 @@ class SyncController(Controller):
         self.stats.reconciles += 1
         if not self.context.kube_cache.synced or not self.context.slurm_cache.synced:
             return Result(requeue_after=1.0)
-        read = await self.reader.read(name)
-        reported = await self.reports.report(read)
+        reading = await self.reader.read(name)
+        reported = await self.reports.report(reading)
         if not reported.decide:
-            if not read.binding.conflict:
+            if not reading.binding.conflict:
                 self._observed_at.pop(name, None)
             return DONE
-        binding, now, slurm_node = read.binding, read.now, read.slurm_node
+        binding, now, slurm_node = reading.binding, reading.now, reading.slurm_node
         requeue = [reported.look_again_s] if reported.look_again_s is not None else []
         decision = decide(
-            slurm_node, binding.pod, binding.node, now=now, opts=self.options, slurm_fresh=read.fresh,
-            scale_in_of=read.scale_in, node_slurm=read.node_slurm, held=read.held,
+            slurm_node, binding.pod, binding.node, now=now, opts=self.options, slurm_fresh=reading.fresh,
+            scale_in_of=reading.scale_in, node_slurm=reading.node_slurm, held=reading.held,
         )  # fmt: skip
         if decision.recheck_at is not None:
             requeue.append(max(0.05, decision.recheck_at - now))
@@ -167,7 +167,7 @@ class SyncController(Controller):
             return after
         # a key taken from the first lane never waits for Kubernetes' rate limit: those writes come later
         wait = taken_from() != Lane.FIRST
-        if await self.applier.apply(name, binding, decision, wait=wait, read_now=read.read_now):
+        if await self.applier.apply(name, binding, decision, wait=wait, read_now=reading.read_now):
             self.queue.add(name, lane=Lane.URGENT)
         if name in self.applier.held_for_watch:
             self.applier.held_for_watch.discard(name)

@@ -66,7 +66,19 @@ class Reader:
                     self.slurm_writes.read_after_write[name] = slurm_node
         return Reading(
             binding, now, slurm_node, fresh, owed, read_now, self._node_slurm(binding, slurm_node),
-            self.scale_in_of(name), self.held_of(name, slurm_node),
+            self._scale_in_of(name), self._held_of(name, slurm_node),
+        )  # fmt: skip
+
+    def again(self, name: str, slurm_node: SlurmNode | None) -> Reading:
+        """Kubernetes as the cache shows it now, beside `slurm_node` as just read from slurmrestd: for the
+        Slurm action decided again before it is sent (the Node's other Slurm nodes are not read: they
+        decide its conditions only)."""
+        binding = self.binding(name)
+        if not binding.bound:
+            return Reading(binding)
+        return Reading(
+            binding, self.context.clock(), slurm_node, fresh=True, scale_in=self._scale_in_of(name),
+            held=self._held_of(name, slurm_node),
         )  # fmt: skip
 
     def binding(self, name: str) -> Binding:
@@ -76,12 +88,12 @@ class Reader:
             return found
         return replace(found, pod=self.written.overlay(found.pod), node=self.written.overlay(found.node))
 
-    def scale_in_of(self, slurm_name: str) -> str | None:
+    def _scale_in_of(self, slurm_name: str) -> str | None:
         """The name of the NodeSet scaling this node in, for the drain reason's text."""
         owner = self.context.scale_in.get(slurm_name)
         return owner.name if owner is not None else None
 
-    def held_of(self, slurm_name: str, slurm_node: SlurmNode | None) -> str | None:
+    def _held_of(self, slurm_name: str, slurm_node: SlurmNode | None) -> str | None:
         """The scheduler's hold on this node, as the drain cause's text. Until the scheduler has planned
         every gang once after a start, a drain of ours that reads as a hold is kept as it is: a restart
         must not lift a hold still needed (syncer/control/holds.py)."""
