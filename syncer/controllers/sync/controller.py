@@ -143,7 +143,7 @@ class SyncController(Controller):
         self.stats.reconciles += 1
         if not self.context.kube_cache.synced or not self.context.slurm_cache.synced:
             return Result(requeue_after=1.0)
-        reading = await self.reader.read(name)
+        reading = await self.reader.read_node(name)
         reported = await self.reports.report(reading)
         if not reported.decide:
             if not reading.binding.conflict:

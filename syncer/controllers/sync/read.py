@@ -43,7 +43,7 @@ class Reader:
         self.written = written
         self.slurm_writes = slurm_writes
 
-    async def read(self, name: str) -> Reading:
+    async def read_node(self, name: str) -> Reading:
         binding = self.binding(name)
         if not binding.bound:
             return Reading(binding)
