@@ -45,6 +45,10 @@ from tests.helpers import wait_for
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
 SUSPEND_TIME_S = 6
 _names = itertools.count(1)
+# 24.11's REST cannot declare members: the prolog test's NodeSet has its members named in slurm.conf
+# (docs/nodeset.md), each on a port of its own, fixed when the module's sandbox starts
+CONF_SET, CONF_MEMBERS = "pwconf", 2
+CONF_PORTS: list[int] = []
 
 
 def free_base(slots: int = 10) -> int:
@@ -60,9 +64,15 @@ def power_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]
         directory = tmp_path_factory.mktemp("power-sandbox")
         # slurm-syncer's PrologSlurmctld (issue 47): asks nobody until a test points it at its syncer
         prolog.install(directory)
-        sandbox = up(
-            directory, nodes=0, slurm=SELECTED.name, keep_partitions=True, extra_conf=(prolog.CONF_LINE,)
-        )
+        extra = [prolog.CONF_LINE]
+        if SELECTED.name == "24.11":
+            CONF_PORTS[:] = [free_base(CONF_MEMBERS)]
+            extra += [
+                f"NodeName={CONF_SET}-{i} CPUs=1 RealMemory=400 State=CLOUD Features={CONF_SET} "
+                f"NodeAddr=127.0.0.1 Port={CONF_PORTS[0] + i}"
+                for i in range(CONF_MEMBERS)
+            ]
+        sandbox = up(directory, nodes=0, slurm=SELECTED.name, keep_partitions=True, extra_conf=tuple(extra))
         conf = sandbox.slurm_conf.read_text()
         conf = conf.replace("SuspendTime=600", f"SuspendTime={SUSPEND_TIME_S}")
         # POWERING_DOWN lasts SuspendTimeout (30 s by default) before POWERED_DOWN
@@ -472,6 +482,72 @@ async def test_slurm_24_11_reports_what_it_needs(power_rig: Rig) -> None:
         assert f"NodeName={nodeset.name}-[0-1] CPUs=1 RealMemory=400 State=CLOUD" in cond["message"]
         assert nodeset.pods() == {} and nodeset.slurm_names() == set()
         assert len(nodeset.events("PowerSavingUnsupported")) == 1
+
+
+@pytest.mark.only_where(SELECTED.name == "24.11")
+async def test_slurm_24_11_a_powered_up_job_starts_by_its_prolog_and_without_the_syncer_nothing_hangs(
+    power_rig: Rig,
+) -> None:
+    """Issue 47 on 24.11 (members named in slurm.conf): a job on an empty power NodeSet leaves CONFIGURING
+    as slurm-syncer's PrologSlurmctld ends, within 5 s of its member's slurmd registering; with the syncer
+    stopped an ordinary job starts at once (its prolog is refused and ends), and a member powered up
+    meanwhile runs its job by Slurm's own 30 s check once a syncer is back."""
+    rig, nodeset = power_rig, Set(power_rig, CONF_SET)
+    ensure_pool(rig)
+    settings: dict[str, Any] = {
+        "sync": sync(max_drain_fraction=1.0),
+        "nodeset": NodeSetOptions(requeue_s=0.5, power_port_base=CONF_PORTS[0]),
+    }
+    body = power_body(CONF_SET, CONF_MEMBERS, (CONF_SET,))
+    try:
+        async with SlurmdStandIn(
+            rig.kube, rig.sandbox, boot=True, port_base=CONF_PORTS[0], nodesets=(CONF_SET,)
+        ) as standin:
+            async with running_syncer(rig, **settings) as service:
+                prolog.point(rig.sandbox.directory, f"http://127.0.0.1:{service.http_port}")
+                rig.kube.create(GROUP, VERSION, "nodesets", body, namespace=NAMESPACE)
+                await declared(nodeset, CONF_MEMBERS)
+                job = sbatch(rig, "-w", nodeset.member(0), "--wrap", "true")
+                await wait_slurm(lambda: job_is(rig, job, "COMPLETED"), deadline_s=90, what="the job ran")
+                log = await asyncio.to_thread(slurmctld_log, rig)
+                registered = logged_at(log, f"Node {nodeset.member(0)} now responding")
+                configured, how = configured_at(log, job)
+                assert how == "prolog_running_decr", (
+                    f"job {job} left CONFIGURING by {how}, not its prolog's end"
+                )
+                assert configured - registered <= 5.0, (
+                    f"job {job} RUNNING {configured - registered:.1f} s late"
+                )
+                assert service.job_readiness.stats.answers.get("ready", 0) >= 1
+            # the syncer is down, the prolog still asks it: an ordinary job starts as ever
+            ordinary = sbatch(rig, "-w", REAL_NODE, "--wrap", "true")
+            await wait_slurm(
+                lambda: job_is(rig, ordinary, "COMPLETED"), deadline_s=30, what="ordinary job ran"
+            )
+            late = sbatch(rig, "-w", nodeset.member(1), "--wrap", "true")
+            await wait_slurm(
+                lambda: _powering_up(rig, nodeset.member(1)),
+                deadline_s=30,
+                what="a power-up, no syncer running",
+            )
+            async with running_syncer(rig, **settings):
+                await wait_slurm(
+                    lambda: job_is(rig, late, "COMPLETED"), deadline_s=90, what="the late job ran"
+                )
+            _, how = configured_at(await asyncio.to_thread(slurmctld_log, rig), late)
+            assert how == "job_time_limit", how  # its prolog found nobody and ended: Slurm's own way
+            assert not standin.failures, standin.failures
+    finally:
+        prolog.point(rig.sandbox.directory, "")
+        await end_jobs(rig, CONF_SET + "-")
+        rig.kube.patch(
+            GROUP, VERSION, "nodesets", CONF_SET, {"metadata": {"finalizers": None}}, namespace=NAMESPACE
+        )
+        rig.kube.api.delete(rig.kube.api.resource(GROUP, VERSION, "nodesets"), NAMESPACE, CONF_SET)
+
+
+async def _powering_up(rig: Rig, node: str) -> bool:
+    return "POWERING_UP" in await state_of(rig, node)
 
 
 def sbatch_requeue(rig: Rig, *args: str) -> str:
