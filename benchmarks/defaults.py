@@ -137,7 +137,8 @@ async def wire_bytes(
     wire: WireCounter, token_file: Path, call: Callable[[SlurmClient], Awaitable[object]], repeats: int = 3
 ) -> float:
     """The bytes of one call at the wire (request and answer, headers and all): median of a few."""
-    client = SlurmClient(wire.url, TokenFile(token_file))
+    # a 10,000-node list on a busy machine can take over the client's 10 s: a measurement, not a syncer
+    client = SlurmClient(wire.url, TokenFile(token_file), timeout_s=120.0)
     sizes = []
     try:
         await client.start()
@@ -353,7 +354,7 @@ async def main_async(args: argparse.Namespace) -> int:
         sandbox = await asyncio.to_thread(up, Path(tmp) / "sandbox", args.nodes, slurm=args.slurm)
         kube = KubeApiEmulator(bookmark_interval_s=5.0)
         await kube.start()
-        reader = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file))
+        reader = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file), timeout_s=120.0)
         metrics = MetricsReader(sandbox.metrics_url) if sandbox.metrics_url else None
         try:
             await reader.start()
