@@ -86,8 +86,8 @@ class PartitionState:
     node_list: str  # as Slurm shows it (a hostlist)
     settings: PartitionSettings  # every field read (None only where this REST version does not show it)
     total_cpus: int = 0
-    # how its jobs are preempted (["CANCEL"], ["OFF"], ...; the global PreemptMode unless it sets its own;
-    # read, never written: check's preemption line)
+    # how its jobs are preempted (("CANCEL",), ("OFF",), ...: the global PreemptMode unless it sets its own;
+    # () before v0.0.45, which does not show it; read, never written: check's preemption line)
     preempt_mode: tuple[str, ...] = ()
 
 
@@ -326,7 +326,8 @@ class RawPartition(msgspec.Struct):
             alternate=self.alternate,
         )  # fmt: skip
         listed = self.nodes.configured
-        modes = tuple(m.upper() for m in self.preempt_mode)
+        # REST names slurm.conf's PreemptMode=OFF "DISABLED" (26.05.5, every API version)
+        modes = tuple("OFF" if m.upper() == "DISABLED" else m.upper() for m in self.preempt_mode)
         return PartitionState(self.name, frozenset(expand(listed)), listed, settings, self.cpus.total, modes)
 
 
