@@ -562,16 +562,26 @@ async def test_restart_adopts_without_duplicate_or_orphan(rig: Rig, view: Pool) 
 async def test_24_11_refuses_without_placeholder(rig: Rig, view: Pool) -> None:
     """On 24.11 (REST v0.0.42, no external jobs) a pod is refused with an Event naming the release and
     the option that makes it work; with --scheduler-placeholder a placeholder batch job stands for it."""
-    async with scheduler(rig, view):
+    async with scheduler(rig, view) as service:
         pod = view.pod("old", annotations={"slurm-syncer.dev/constraint": f"f{view.names[0]}"})
         await view.wait(lambda: view.scheduled(pod).get("reason") == "SlurmRequestRefused", "the pod refused")
         message = view.scheduled(pod)["message"]
         assert "24.11" in message and "--scheduler-placeholder" in message, message
         await view.wait(lambda: view.told(pod, "SlurmSubmitFailed", "24.11"), "the refusal's Event")
         assert not await view.jobs_named(f"{NS}/old")
-    async with scheduler(rig, view, placeholder=True):
+        _, slurm_side, preemption, _ = await check_lines(
+            service.slurm, view.client, view.scheduler, (NS,), False
+        )
+        assert not slurm_side[0] and "has no external jobs: every pod is refused" in slurm_side[1], slurm_side
+        assert "--scheduler-placeholder" in slurm_side[2]
+        assert preemption[0] and preemption[3] and "has no GET /conf" in preemption[1], preemption
+    async with scheduler(rig, view, placeholder=True) as service:
         await view.wait(lambda: view.node_of(pod) == f"k8s-{view.names[0]}", "bound under a placeholder job")
         job = view.job_of(pod)
         assert await view.job_state(job) == "RUNNING"
+        _, slurm_side, _, _ = await check_lines(service.slurm, view.client, view.scheduler, (NS,), True)
+        assert (
+            slurm_side[0] and slurm_side[3] and "a placeholder batch job stands for each pod" in slurm_side[1]
+        )
         await view.delete(pod)
         await view.wait(lambda: _is(view.job_state(job), "GONE", "COMPLETED", "CANCELLED"), "its job ended")
