@@ -456,8 +456,6 @@ async def test_one_pool_stories(rig: Rig, view: Pool) -> None:
             refused(view),
             batch_job(view, n[5]),
             node_gone(view, n[6]),
-            preempted(view, n[7]),
-            preempts(view, n[8]),
         )
         status, text = await get(service, "/metrics")
         assert status == 200
@@ -468,17 +466,36 @@ async def test_one_pool_stories(rig: Rig, view: Pool) -> None:
         assert sample(text, "slurm_syncer_scheduler_pending_pods", reason="SlurmRequestRefused") == 2
         assert sample(text, "slurm_syncer_scheduler_pods", state="pending") == 2
         assert sample(text, "slurm_syncer_scheduler_held_nodes") == 0
-        assert (sample(text, "slurm_syncer_scheduler_teardowns_total", cause="preempted") or 0) >= 1
-        found = await check_lines(service.slurm, view.client, view.scheduler, (NS,), False)
-        on, slurm_side, preemption, waiting = found
+        on, slurm_side, _, waiting = await check_lines(
+            service.slurm, view.client, view.scheduler, (NS,), False
+        )
         assert on[1] == f"scheduler: on for pods with schedulerName {view.scheduler} in {NS}"
         assert slurm_side[0] and "takes external jobs" in slurm_side[1]
-        # the Namespace lets its pods choose a partition: the tier without GraceTime is named
-        assert preemption[0] and preemption[3] and f"{TIER_LOW} (GraceTime 0 s" in preemption[1], preemption
-        assert f"{TIER_GRACE} (" not in preemption[1] and f"{TIER_HIGH} (" not in preemption[1]
         assert (
             waiting[3] and "2 pod(s) wait (2 SlurmRequestRefused)" in waiting[1] and "team/bare" in waiting[1]
         )
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
+async def test_preemption_both_ways(rig: Rig, view: Pool) -> None:
+    """Slurm preempts a pod's job and a pod's job preempts a batch job (the sandbox's tiers), side by side
+    under their own syncer (beside the other stories they added to the event loop's load on a busy
+    machine); check names the tier its pods may use without GraceTime."""
+    tiered = view.names[-TIERED_NODES:]
+    async with scheduler(rig, view) as service:
+        # a pod that stays (refused: no requests) sets the grace check asks for: the longest, 12 s + 5 s
+        view.pod("graced", grace=12, requests={})
+        await asyncio.gather(preempted(view, tiered[0]), preempts(view, tiered[1]))
+        status, text = await get(service, "/metrics")
+        assert status == 200
+        assert (sample(text, "slurm_syncer_scheduler_teardowns_total", cause="preempted") or 0) >= 1
+        _, _, preemption, _ = await check_lines(service.slurm, view.client, view.scheduler, (NS,), False)
+        # the Namespace lets its pods choose a partition: the tier without GraceTime is named, and main
+        assert preemption[0] and preemption[3] and f"{TIER_LOW} (GraceTime 0 s" in preemption[1], preemption
+        assert f"{TIER_GRACE} (" not in preemption[1] and f"{TIER_HIGH} (" not in preemption[1]
+        assert "GraceTime=17 or more" in preemption[2], preemption
 
 
 @pytest.mark.only_where(
