@@ -133,6 +133,13 @@ class SlurmWriter:
             return None
         return await self.slurm.submit_job(submission, placeholder=placeholder)
 
+    async def allocate_job(self, submission: JobSubmission) -> int | None:
+        """Allocates a pod's external job now or not at all (never retried: SlurmClient.allocate_job); its id,
+        or None in a dry run."""
+        if not self._allowed("allocate Slurm job", name=submission.name, marker=submission.marker):
+            return None
+        return await self.slurm.allocate_job(submission)
+
     async def end_job(self, job: SlurmJob) -> bool:
         """Ends a pod's job (SlurmClient.end_job); False in a dry run or when Slurm had ended it already."""
         if not self._allowed("end Slurm job", job_id=job.job_id, name=job.name):

@@ -41,6 +41,7 @@ from syncer.slurm.errors import (
     SlurmDecodeError,
     SlurmError,
     SlurmMessage,
+    SlurmNoRoom,
     SlurmNotFound,
     SlurmTimeout,
     SlurmUnsupported,
@@ -49,6 +50,7 @@ from syncer.slurm.errors import (
 from syncer.slurm.hostlist import expand
 from syncer.slurm.jobs import (
     JOB_GONE_CODES,
+    NO_ROOM_CODES,
     STATE_CHUNK,
     CancelResponse,
     JobDetailsResponse,
@@ -57,6 +59,7 @@ from syncer.slurm.jobs import (
     Kind,
     Placeholder,
     SubmitResponse,
+    allocate_body,
     decode_job,
     jobs_in_turns,
     submit_body,
@@ -725,6 +728,38 @@ class SlurmClient:
         job_id = answer.decoded.job_id if answer.decoded is not None else 0
         if not job_id:
             raise SlurmDecodeError("a submit answered without a job id", endpoint="job_submit")
+        return job_id
+
+    async def allocate_job(self, submission: JobSubmission) -> int:
+        """Allocates an external job now (`POST /job/allocate`, `immediate`): its id, the job RUNNING (or
+        CONFIGURING) when this returns; REST v0.0.43+ only (SlurmUnsupported before any request otherwise).
+        Slurm allocates within the request only when the job could start now and no pending job of higher
+        priority may use the same nodes (`job_allocate()`'s `_top_priority`); else it refuses at once:
+        SlurmNoRoom (HTTP 422, a code of NO_ROOM_CODES) or another SlurmApiError, each leaving a FAILED job
+        record (reason BadConstraints, no nodes) that names the job's marker. No id is given for it.
+
+        Never retried, like a submit: a lost answer (timeout, connection cut) may have made a RUNNING job,
+        which the caller finds by its marker before it allocates or submits again."""
+        if not self.external_jobs:
+            raise SlurmUnsupported(
+                f"REST API {self.version.name if self.version else '?'} has no external jobs to allocate",
+                endpoint="job_allocate",
+            )
+        try:
+            answer = await self._call(
+                "POST", "/job/allocate", SubmitResponse, endpoint="job_allocate",
+                body=allocate_body(submission), idempotent=False,
+            )  # fmt: skip
+        except SlurmApiError as exc:
+            if exc.status == 422 and any(e.error_number in NO_ROOM_CODES for e in exc.errors):
+                raise SlurmNoRoom(
+                    "Slurm cannot start the job now", endpoint="job_allocate", status=exc.status,
+                    errors=exc.errors, warnings=exc.warnings,
+                ) from exc  # fmt: skip
+            raise
+        job_id = answer.decoded.job_id if answer.decoded is not None else 0
+        if not job_id:
+            raise SlurmDecodeError("an allocation answered without a job id", endpoint="job_allocate")
         return job_id
 
     async def get_job(self, job_id: int) -> SlurmJob:

@@ -94,6 +94,7 @@ class JobCacheStats:
     hint_errors: int = 0
     hint_failing: bool = False
     errors: int = 0
+    fresh_cached: int = 0  # fresh() answered from a read younger than its max_age_s
     last_list_bytes: int = 0
     last_list_jobs: int = 0  # jobs in the cluster at the last whole list (ours or not)
 
@@ -160,17 +161,30 @@ class JobCache(Polled[JobChange]):
             return f"no answer from slurmrestd for {self.age_s:.0f} s"
         return ""
 
+    @property
+    def tracked(self) -> frozenset[int]:
+        """The jobs followed since `track()` that Slurm has not forgotten yet."""
+        return frozenset(self._tracked_at)
+
     def nudge(self) -> None:
         """Read the states now instead of at the next interval."""
         self._stated_at = -math.inf
         self._wake.set()
 
-    def track(self, job_id: int) -> None:
+    def track(self, job_id: int, *, read: bool = False) -> None:
         """Follow a job just submitted: it is read whole at the next poll (and a list that started before
-        this call does not remove it)."""
+        this call does not remove it); `read`: the caller has just read it (`fresh()`), so not again."""
         self._tracked_at[job_id] = time.monotonic()
-        self._unread.add(job_id)
-        self._wake.set()
+        if not read:
+            self._unread.add(job_id)
+            self._wake.set()
+
+    def _untrack(self, job_id: int) -> None:
+        """A tracked job Slurm no longer has (a read sent after its track() found none) is followed no more;
+        its `_read_at` stays until the next whole list (an older read answering late does not bring it
+        back)."""
+        self._tracked_at.pop(job_id, None)
+        self._unread.discard(job_id)
 
     def forget(self, job_id: int) -> None:
         """Stop following a job (its pods are gone and it has ended)."""
@@ -179,12 +193,20 @@ class JobCache(Polled[JobChange]):
         self._apply_one(job_id, None, time.monotonic())
         self._read_at.pop(job_id, None)
 
-    async def fresh(self, job_id: int) -> SlurmJob | None:
+    async def fresh(self, job_id: int, *, max_age_s: float = 0.0) -> SlurmJob | None:
         """The job read now (`GET /job/{id}`), applied to the cache and told to subscribers; None when Slurm
         no longer has it. Raises SlurmError when slurmrestd cannot tell (the caller fails closed). It does not
-        wait for a poll in flight (a whole list of a long queue takes seconds)."""
+        wait for a poll in flight (a whole list of a long queue takes seconds). With `max_age_s`, the cache's
+        copy when the read it came from was sent at most that long ago (no request): as fresh as the states
+        the cache reads every `live_interval_s` anyway."""
+        read_at = self._read_at.get(job_id)
+        fresh_enough = read_at is not None and time.monotonic() - read_at <= max_age_s
+        if max_age_s > 0 and job_id in self.jobs and fresh_enough:
+            self.stats.fresh_cached += 1
+            return self.jobs[job_id]
         sent = time.monotonic()
         job = await self._read_one(job_id, "fresh")
+        self._unread.discard(job_id)
         self._apply_one(job_id, job if job is not None and self._keeps(job) else None, sent)
         return job
 
@@ -235,6 +257,10 @@ class JobCache(Polled[JobChange]):
             self._read_at[job_id] = listing.started
         for job_id in self._read_at.keys() - new.keys() - self._tracked_at.keys():
             del self._read_at[job_id]  # gone for good: nothing older can bring it back after this list
+        for job_id in [
+            j for j in self._tracked_at.keys() - new.keys() if not self._newer_than(j, listing.started)
+        ]:
+            self._untrack(job_id)  # tracked before this list was sent, and Slurm has it no more
         self._unread -= found.keys()
         self._last_update = listing.last_update
         self._succeeded()
@@ -322,6 +348,7 @@ class JobCache(Polled[JobChange]):
         change = diff_one(job_id, self.jobs.get(job_id), job)
         if job is None:
             self.jobs.pop(job_id, None)
+            self._untrack(job_id)
         else:
             self.jobs[job_id] = job
         if change is not None:

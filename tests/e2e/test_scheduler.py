@@ -24,6 +24,7 @@ from syncer.controllers.scheduler.controller import SchedulerController
 from syncer.controllers.scheduler.options import SchedulerOptions
 from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
+from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.sandbox import Sandbox, SandboxError
 from syncer.testing.sandbox.config import TIER_GRACE, TIER_GRACE_S, TIER_HIGH, TIER_LOW, TIERED
 from tests.e2e.rig import FAST, Rig, condition, get, node_body, running_syncer, sample
@@ -464,7 +465,9 @@ async def test_one_pool_stories(rig: Rig, view: Pool) -> None:
         assert (sample(text, "slurm_syncer_scheduler_bind_latency_seconds_count") or 0) >= 5
         assert (sample(text, "slurm_syncer_scheduler_teardowns_total", cause="cancelled") or 0) >= 1
         assert (sample(text, "slurm_syncer_scheduler_teardowns_total", cause="pod-deleted") or 0) >= 2
-        assert (sample(text, "slurm_syncer_scheduler_jobs_total", action="submitted") or 0) >= 5
+        jobs = "slurm_syncer_scheduler_jobs_total"
+        made = [sample(text, jobs, action=how) or 0 for how in ("submitted", "allocated")]
+        assert sum(made) >= 5, "submitted, or allocated at once where a node had room"
         assert sample(text, "slurm_syncer_scheduler_pending_pods", reason="SlurmRequestRefused") == 2
         assert sample(text, "slurm_syncer_scheduler_pods", state="pending") == 2
         assert sample(text, "slurm_syncer_scheduler_held_nodes") == 0
@@ -604,3 +607,56 @@ async def test_24_11_refuses_without_placeholder(rig: Rig, view: Pool) -> None:
         )
         await view.delete(pod)
         await view.wait(lambda: _is(view.job_state(job), "GONE", "COMPLETED", "CANCELLED"), "its job ended")
+
+
+@pytest.mark.only_where(EXTERNAL, "allocating at once needs external jobs: Slurm 25.05+")
+async def test_allocate_at_once_keeps_slurms_order_and_a_lost_answer_makes_no_second_job(
+    rig: Rig, view: Pool
+) -> None:
+    """Allocate at once, else submit (docs/scheduler.md): a pod whose allocation's answer is lost is bound to
+    the job that allocation made, found by its marker (no second job); a pod that a Slurm job of higher
+    priority waits ahead of is not started before it (allocating at once on): its job waits, and the pod runs
+    once the job ahead has had the node. (A refused try and its FAILED record: tests/integration/
+    test_slurm_jobs.py, on a node where a CPU is free; these nodes' 2 CPUs are one core.)"""
+    lossy_node, busy = view.names[0], view.names[1]
+    async with FaultProxy(rig.sandbox.rest_url) as proxy:
+
+        def lose_allocations(write: tuple[float, str, str, bytes]) -> None:
+            proxy.truncate = proxy.truncate or write[2].endswith("/job/allocate")  # its answer cut in half
+
+        proxy.on_write = lose_allocations
+        config = FAST.replace(
+            scheduler=SchedulerOptions(name=view.scheduler, namespaces=(NS,), retry_after_s=2.0),
+            lease_name=f"e2e-{view.scheduler}",
+        )
+        async with running_syncer(rig, config, slurm_url=proxy.url) as service:
+            scheduler_ = service.scheduler
+            assert isinstance(scheduler_, SchedulerController)
+            lost = view.pod("lost", annotations={"slurm-syncer.dev/constraint": f"f{lossy_node}"})
+            await view.wait(lambda: scheduler_.stats.errors["allocate"] >= 1, "an allocation's answer lost")
+            proxy.on_write, proxy.truncate = None, False
+            await view.wait(lambda: view.node_of(lost) == f"k8s-{lossy_node}", "the pod bound")
+            assert await view.jobs_named(f"{NS}/{lost}") == [view.job_of(lost)], "one job: the one allocated"
+            assert scheduler_.stats.jobs["submitted"] == 0
+
+            blocker = await view.sbatch(busy)
+            await view.wait(lambda: _is(view.job_state(blocker), "RUNNING"), "a Slurm job on the node")
+            ahead = (await view.sh("sbatch", "--parsable", "-w", busy, "-c", "2", "--mem=100",
+                                   "--priority=100000", "--wrap", "sleep 600")).split(";")[0]  # fmt: skip
+            await view.wait(lambda: _is(view.job_state(ahead), "PENDING"), "a job of higher priority waiting")
+            later = view.pod("later", annotations={"slurm-syncer.dev/constraint": f"f{busy}"})
+            await view.wait(lambda: view.scheduled(later).get("reason") == "SlurmJobPending", "its job waits")
+            waiting = _job_id(view.scheduled(later)["message"])
+            assert await view.job_state(waiting) == "PENDING" and not view.deleting(later)
+            await view.sh("scancel", blocker)
+            await view.wait(
+                lambda: _is(view.job_state(ahead), "RUNNING"), "the job ahead gets the node first"
+            )
+            assert (
+                not view.node_of(later)
+                and not view.deleting(later)
+                and await view.job_state(waiting) == "PENDING"
+            )
+            await view.sh("scancel", ahead)
+            await view.wait(lambda: view.node_of(later) == f"k8s-{busy}", "the pod bound after it")
+            assert view.job_of(later) == waiting and await view.jobs_named(f"{NS}/{later}") == [waiting]

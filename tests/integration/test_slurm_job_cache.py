@@ -237,3 +237,40 @@ async def test_the_job_gauges_spare_state_reads_while_no_job_moves(
             assert not cache.stale
     finally:
         await hint.close()
+
+
+async def test_a_tracked_job_slurm_has_forgotten_is_followed_no_more(client: SlurmClient) -> None:
+    """track() after each submit must not grow the cache for ever: a job Slurm no longer has (it ended
+    MinJobAge ago, or never was) leaves the tracked set at the first read that finds it gone."""
+    cache = JobCache(client, owned=ours, poll_interval_s=0.1, detail_interval_s=60, list_interval_s=None)
+    async with running(cache):
+        job_id = await submit(client, hold=True)
+        cache.track(job_id)
+        cache.track(999_999_997)  # an id Slurm has not (or no longer) any job for
+        await wait_for(lambda: job_id in cache.jobs, 10, what="the tracked job read")
+        await wait_for(lambda: cache.tracked == {job_id}, 10, what="the forgotten job untracked")
+        assert 999_999_997 not in cache.jobs
+        await client.cancel_job(job_id)
+        await cache.resync()  # a whole list: the job is still in Slurm (ended): tracked, kept
+        assert job_id in cache.jobs and cache.tracked == {job_id}
+        other = await submit(client, owner="b", hold=True)  # tracked, but not ours by its marker
+        cache.track(other)
+        await wait_for(lambda: other in cache.jobs, 10, what="the tracked job read")
+        await client.cancel_job(other)
+        await cache.resync()  # a list keeps only our markers: gone from the cache, and untracked with it
+        assert other not in cache.jobs and cache.tracked == {job_id}
+
+
+async def test_fresh_reads_again_only_when_the_cached_read_is_older_than_asked(client: SlurmClient) -> None:
+    cache = JobCache(client, owned=ours, poll_interval_s=5.0, detail_interval_s=60, list_interval_s=None)
+    async with running(cache):
+        job_id = await submit(client, hold=True)
+        cache.track(job_id)
+        first = await cache.fresh(job_id)
+        reads = cache.stats.reads["fresh"]
+        assert await cache.fresh(job_id, max_age_s=60) == first and cache.stats.reads["fresh"] == reads
+        assert cache.stats.fresh_cached == 1
+        await client.update_job(job_id, hold=False)
+        again = await cache.fresh(job_id)  # no max age: read now
+        assert cache.stats.reads["fresh"] == reads + 1 and again is not None and not again.hold
+        assert await cache.fresh(999_999_996, max_age_s=60) is None, "not cached: read, and absent"

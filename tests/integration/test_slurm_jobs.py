@@ -15,13 +15,19 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from syncer.controllers.scheduler import edges
+from syncer.controllers.scheduler import marker as job_marker
+from syncer.controllers.scheduler.allocate import VIA
+from syncer.controllers.scheduler.values import PodRef
 from syncer.model.jobs import JobSubmission, SlurmJob
 from syncer.slurm.auth import StaticToken, TokenFile
 from syncer.slurm.client import SlurmClient
-from syncer.slurm.errors import SlurmApiError, SlurmNotFound, SlurmUnsupported
+from syncer.slurm.errors import SlurmApiError, SlurmError, SlurmNoRoom, SlurmNotFound, SlurmUnsupported
+from syncer.slurm.job_cache import JobCache
 from syncer.slurm.jobs import Placeholder
+from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.sandbox import REAL_NODE, Sandbox
-from tests.fixtures.slurm import API_VERSIONS
+from tests.fixtures.slurm import API_VERSIONS, SELECTED
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.slurm
@@ -243,3 +249,103 @@ async def test_end_job_cancels_a_job_that_does_not_run_a_placeholder(client: Slu
     pending = await submit(client, pod_job(marker(), hold=True))
     assert await client.end_job(await client.get_job(pending))
     assert (await until(client, pending, "released")).base_state == "CANCELLED"
+
+
+# --- allocate at once, else submit (docs/scheduler.md "Allocate at once") ---------------------------------
+RELEASE = "test:alloc"
+EXTERNAL = SELECTED.name != "24.11"
+
+
+def scheduler_marker() -> str:
+    """A marker as the scheduler writes it, for an immediate allocation (`via=allocate`)."""
+    pod = PodRef(namespace="ns", name="web-0", uid=uuid.uuid4().hex)
+    return job_marker.via(job_marker.write(RELEASE, "ns/pod/web-0", [pod]), VIA)
+
+
+@contextlib.asynccontextmanager
+async def allocations(client: SlurmClient) -> AsyncIterator[list[str]]:
+    """Markers the test allocates with; every job that names one is cancelled afterwards."""
+    texts: list[str] = []
+    try:
+        yield texts
+    finally:
+        listing = await client.list_job_details(keep=lambda text: text in texts)
+        for job in listing.jobs if listing is not None else ():
+            await client.cancel_job(job.job_id)
+
+
+async def by_marker(client: SlurmClient, text: str) -> list[SlurmJob]:
+    listing = await client.list_job_details(keep=lambda found: found == text)
+    assert listing is not None
+    return list(listing.jobs)
+
+
+async def test_allocate_starts_a_job_at_once_where_there_is_room(client: SlurmClient) -> None:
+    if not client.external_jobs:  # 24.11: no external jobs, so nothing to allocate; said before any request
+        sent = sum(client.stats.requests.values())
+        with pytest.raises(SlurmUnsupported, match="no external jobs"):
+            await client.allocate_job(pod_job(scheduler_marker()))
+        assert sum(client.stats.requests.values()) == sent
+        return
+    async with allocations(client) as texts:
+        texts.append(text := scheduler_marker())
+        job_id = await client.allocate_job(pod_job(text))
+        job = await client.get_job(job_id)  # no wait: the answer comes once Slurm has allocated it
+        assert job.running and job.nodes == (REAL_NODE,) and job.external and job.marker == text
+        assert [(a.node, a.cpus, a.memory_mb) for a in job.allocation] == [(REAL_NODE, 1, 100)]
+        found = edges.job(job, RELEASE)
+        assert found is not None and found.marker.via == VIA, "allocated: the pod's job like any other"
+
+
+if EXTERNAL:  # REST v0.0.43+ (25.05+); 24.11 refuses before any request (the test above)
+
+    async def test_allocate_on_a_busy_node_is_refused_at_once_leaving_a_record_that_is_no_pods_job(
+        client: SlurmClient,
+    ) -> None:
+        async with allocations(client) as texts:
+            texts.extend((blocker := scheduler_marker(), refused := scheduler_marker(), later := marker()))
+            await client.allocate_job(pod_job(blocker, cpus_per_task=2))  # the node's every CPU
+            with pytest.raises(SlurmNoRoom) as raised:
+                await client.allocate_job(pod_job(refused))
+            assert raised.value.status == 422 and [e.error_number for e in raised.value.errors] == [2016]
+            [record] = await by_marker(client, refused)
+            assert record.base_state == "FAILED" and record.reason == "BadConstraints" and record.nodes == ()
+            assert edges.job(record, RELEASE) is None, "a refused try is never the pod's job"
+            # ... and the pod's job is then submitted: it waits for the node as any job does
+            waiting = await client.submit_job(pod_job(later))
+            assert (await client.get_job(waiting)).pending
+
+    async def test_an_allocation_never_overtakes_a_higher_priority_job_waiting_for_the_node(
+        client: SlurmClient,
+    ) -> None:
+        """slurmctld's `job_allocate()` tests `_top_priority()` before it selects nodes for an immediate
+        job: a pending job of higher priority whose partitions overlap refuses it (2013), CPUs free or not."""
+        async with allocations(client) as texts:
+            texts.extend((blocker := scheduler_marker(), first := marker(), second := scheduler_marker()))
+            held = await client.allocate_job(pod_job(blocker))  # 1 of the node's 2 CPUs
+            ahead = await client.submit_job(pod_job(first, cpus_per_task=2, priority=100_000))
+            await until(client, ahead, "pending")
+            with pytest.raises(SlurmNoRoom) as raised:
+                await client.allocate_job(pod_job(second))  # 1 CPU is free, but the job ahead waits for it
+            assert [e.error_number for e in raised.value.errors] == [2013]
+            assert raised.value.has_error("insufficient priority")
+            assert (await client.get_job(ahead)).pending, "still first in line"
+            await client.cancel_job(held)
+            job = await until(client, ahead, "running")  # the node goes to the job that was ahead
+            assert job.nodes == (REAL_NODE,)
+
+    async def test_an_allocation_whose_answer_is_lost_is_found_once_by_its_marker(
+        slurm_sandbox: Sandbox, client: SlurmClient
+    ) -> None:
+        async with allocations(client) as texts:
+            texts.append(text := scheduler_marker())
+            async with FaultProxy(slurm_sandbox.rest_url) as proxy:
+                async with SlurmClient(proxy.url, TokenFile(slurm_sandbox.token_file), timeout_s=1) as lossy:
+                    proxy.answer_delay_s = 3.0  # slurmctld allocates; its answer never reaches the caller
+                    with pytest.raises(SlurmError) as raised:
+                        await lossy.allocate_job(pod_job(text))
+                    assert not isinstance(raised.value, SlurmApiError), "lost, not refused: the job may exist"
+            cache = JobCache(client, owned=lambda found: found == text, list_interval_s=None)
+            await cache.resync()  # what the scheduler does before it asks again
+            [job] = cache.jobs.values()
+            assert job.running and job.marker == text and edges.job(job, RELEASE) is not None

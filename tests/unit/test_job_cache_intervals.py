@@ -6,12 +6,14 @@ this process submitted is read whole again (its reason: 1, 2, 4, ... s after the
 from __future__ import annotations
 
 import itertools
+import time
 from typing import Any
 
 from syncer.model.jobs import SlurmJob
 from syncer.slurm.auth import StaticToken
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.job_cache import JobCache
+from syncer.slurm.jobs import JobListing
 
 
 def cache(**options: Any) -> JobCache:
@@ -66,3 +68,30 @@ def test_the_poll_wakes_for_the_frequent_read_only_while_a_job_is_not_yet_ended(
     plain = cache(poll_interval_s=1.0, pending_first_s=0.5)
     plain.jobs = {1: job(1, "PENDING")}
     assert plain._poll_delay() == 0.5, "a pending job's early reads are not late by a whole poll"
+
+
+def listing(started: float, *jobs: SlurmJob) -> JobListing:
+    return JobListing(jobs=jobs, total=len(jobs), last_update=1, body_bytes=0, seconds=0.0, started=started)
+
+
+def test_a_tracked_job_leaves_the_cache_only_when_a_read_sent_after_its_track_finds_it_gone() -> None:
+    found = cache()
+    sent_before = time.monotonic()
+    found.track(7)
+    found._apply_list(listing(sent_before))  # a list sent before the submit cannot show the job
+    assert found.tracked == {7} and found.live_ids() == {7}, "kept, and still to be read"
+    found._apply_list(listing(time.monotonic()))  # a list sent after: Slurm has it no more
+    assert found.tracked == frozenset() and found.live_ids() == set()
+    found.track(8)
+    found._apply_one(8, job(8, "RUNNING"), time.monotonic())
+    found._apply_one(8, None, time.monotonic())  # a state read that no longer finds it
+    assert found.tracked == frozenset() and 8 not in found.jobs
+
+
+def test_a_job_tracked_right_after_its_fresh_read_is_not_read_whole_again() -> None:
+    found = cache()
+    found._apply_one(9, job(9, "RUNNING"), time.monotonic())  # as fresh() leaves it
+    found.track(9, read=True)
+    assert found.tracked == {9} and found._unread == set(), "no second whole read of it at the next poll"
+    found.track(10)
+    assert found._unread == {10}

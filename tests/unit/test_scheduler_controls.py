@@ -13,6 +13,7 @@ from syncer.app.permissions import Right, needed
 from syncer.app.settings import Settings, add_arguments, load
 from syncer.control.holds import HOLD_TAG, NodeHolds, held_in, hold_text
 from syncer.controllers.scheduler.options import (
+    SchedulerOptions,
     gres_entry,
     namespaces,
     options_from,
@@ -88,11 +89,13 @@ def test_options_from_settings_values() -> None:
         "scheduler_name": "slurm-syncer",
         "scheduler_namespaces": (("a", "b"), ("b", "c")),
         "scheduler_placeholder": True,
+        "scheduler_allocate": False,
         "scheduler_gres": (),
         "scheduler_retry_after": 5.0,
     }
     options = options_from(values)
     assert options.enabled and options.namespaces == ("a", "b", "c") and options.placeholder
+    assert not options.allocate and SchedulerOptions().allocate, "allocate at once: on unless turned off"
     assert options.gres == DEFAULT_GRES and options.retry_after_s == 5.0
     options = options_from({**values, "scheduler_name": "", "scheduler_gres": (("x.io/f", "fpga"),)})
     assert not options.enabled and options.gres == {"x.io/f": "fpga"}

@@ -16,6 +16,8 @@ made). Slurm refusing a submit is said on the pods and tried again after `retry_
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import re
 import time
 from collections.abc import Iterable, Mapping
@@ -29,7 +31,7 @@ from syncer.control.binding import resolve, slurm_nodes_on
 from syncer.control.context import ControllerContext
 from syncer.control.holds import NodeHolds, held_in
 from syncer.control.registration import Registration
-from syncer.controllers.scheduler import edges, gang, marker
+from syncer.controllers.scheduler import allocate, edges, gang, marker
 from syncer.controllers.scheduler.options import OPTIONS, Options, SchedulerOptions, options_from
 from syncer.controllers.scheduler.plan import (
     PENDING,
@@ -45,13 +47,14 @@ from syncer.controllers.scheduler.plan import (
     Submit,
     plan,
 )
+from syncer.controllers.scheduler.request import JobRequest
 from syncer.controllers.scheduler.values import BatchJob, Job, Node, World
 from syncer.kube.errors import KubeError
 from syncer.kube.events import ObjectRef
 from syncer.kube.scheduler_pods import SchedulerPods
 from syncer.kube.scheduling_reads import SchedulingReads
 from syncer.kube.writer import Outcome
-from syncer.model.jobs import SlurmJob
+from syncer.model.jobs import JobSubmission, SlurmJob
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, SchedulerPod
 from syncer.runtime.controller import DONE, Controller, Result
@@ -69,6 +72,10 @@ UNSUPPORTED_RETRY_S: Final = 300.0  # a release without external jobs: said agai
 # the states of our jobs not yet ended are read this often (~690 bytes a read for one job, ~67 more a job):
 # RUNNING (bind) and an end (delete the pod) are seen within it (benchmarks/RESULTS.md "Scheduler")
 LIVE_INTERVAL_S: Final = 0.25
+# Before a bind the job is read again unless the cache read it at most this long ago (the cache reads every
+# live job's state this often anyway; a job that ends after the bind is torn down as any other). It spares a
+# second read of ~12 KB right after the cache's own read of the job that moved (docs/scheduler.md "How fast").
+BIND_READ_AGE_S: Final = LIVE_INTERVAL_S
 # a job submitted is read whole again this long after (then at twice its age): Slurm's pending reason shows
 PENDING_FIRST_S: Final = 1.0
 SUBMIT_SHOWS_S: Final = 30.0  # a submitted job the job cache does not show after this: a whole list is read
@@ -90,9 +97,11 @@ class SchedulerStats:
     """Counted as it happens, read by the exporter and `status` at scrape time."""
 
     jobs: dict[str, int] = field(
-        default_factory=lambda: dict.fromkeys(("submitted", "cancelled", "adopted"), 0)
+        default_factory=lambda: dict.fromkeys(
+            ("submitted", "allocated", "allocate-refused", "cancelled", "adopted"), 0
+        )
     )
-    errors: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("submit", "cancel"), 0))
+    errors: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("submit", "allocate", "cancel"), 0))
     teardowns: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CAUSES, 0))
     bound: int = 0
 
@@ -145,6 +154,9 @@ class SchedulerController(Controller):
             str, tuple[int, float]
         ] = {}  # gang key -> (job id, when) until the cache has it
         self._lost: set[str] = set()  # gang keys whose submit answer was lost: a whole list first
+        self._allocated_now: set[str] = (
+            set()
+        )  # gang keys whose job this pass allocated: planned again at once
         self._refused: dict[str, tuple[float, str]] = {}  # gang key -> (retry at, why) after Slurm refused
         self._torn: set[int] = set()  # job ids whose tear-down was counted (once per job)
         self._adopted: set[int] = set()
@@ -207,7 +219,7 @@ class SchedulerController(Controller):
             read = marker.read(found.marker, self.release)
             if read is not None:
                 self._uid_key.update(dict.fromkeys(read.uids, read.key))
-                if found.job_id not in self._adopted:
+                if found.job_id not in self._adopted and edges.job(found, self.release) is not None:
                     self._adopted.add(found.job_id)
                     self.stats.jobs["adopted"] += 1
 
@@ -281,6 +293,11 @@ class SchedulerController(Controller):
         if self._settling is not None:
             self._settling.discard(key)
             self._settle_if_done()
+        if (
+            done and key in self._allocated_now
+        ):  # its job runs already: bind in this pass, on the read just made
+            self._allocated_now.discard(key)
+            return await self.reconcile(key)
         if decided.blocked:
             log.debug("gang waits", blocked=decided.blocked)
         return self._next(decided, done, key)
@@ -417,7 +434,7 @@ class SchedulerController(Controller):
             elif isinstance(action, SetScheduled):
                 await self._set_scheduled(action, pods.get(action.pod.uid))
             elif isinstance(action, Bind):
-                if not await self._same(action.job_id, jobs.get(action.job_id)):
+                if not await self._same(action.job_id, jobs.get(action.job_id), max_age_s=BIND_READ_AGE_S):
                     return False
                 await self._bind(action, pods.get(action.pod.uid))
             elif isinstance(action, Cancel):
@@ -428,9 +445,10 @@ class SchedulerController(Controller):
                 await self._delete(action, pods.get(action.pod.uid))
         return True
 
-    async def _same(self, job_id: int, planned: Job | None) -> bool:
-        """The job read now is what the plan read (None: gone from Slurm). Raises when Slurm cannot tell."""
-        read = await self.jobs.fresh(job_id)
+    async def _same(self, job_id: int, planned: Job | None, *, max_age_s: float = 0.0) -> bool:
+        """The job read now (or at most `max_age_s` ago) is what the plan read (None: gone from Slurm).
+        Raises when Slurm cannot tell."""
+        read = await self.jobs.fresh(job_id, max_age_s=max_age_s)
         now = edges.job(read, self.release) if read is not None else None
         if now != planned:
             log.info("job changed since planned: planned again", job_id=job_id)
@@ -449,10 +467,12 @@ class SchedulerController(Controller):
             return
         self._refused.pop(key, None)
         placeholder: Placeholder = "fallback" if self.options.placeholder else "never"
+        submission = edges.submission(request)
+        job_id = await self._allocate(key, request, submission)
+        allocated = job_id is not None
         try:
-            job_id = await self.context.slurm_writer.submit_job(
-                edges.submission(request), placeholder=placeholder
-            )
+            if job_id is None:
+                job_id = await self.context.slurm_writer.submit_job(submission, placeholder=placeholder)
         except SlurmUnsupported as exc:
             release = f"Slurm {self.context.slurm.release}" if self.context.slurm.release else "this Slurm"
             version = self.context.slurm.version.name if self.context.slurm.version else "?"
@@ -478,20 +498,58 @@ class SchedulerController(Controller):
             ) from exc
         if job_id is None:
             return  # dry run
-        self.jobs.track(job_id)
+        read = False
+        if allocated:  # RUNNING already: read it now (the bind needs its nodes), not again at the next poll
+            with contextlib.suppress(SlurmError):  # else the poll reads it (tracked, unread)
+                read = await self.jobs.fresh(job_id) is not None
+        self.jobs.track(job_id, read=read)
+        if read:
+            self._allocated_now.add(key)
         self._submitted[key] = (job_id, now)
         self._uid_key.update({ref.uid: key for ref in request.pods})
-        self.stats.jobs["submitted"] += 1
+        how = "allocated at once" if allocated else "submitted"
+        self.stats.jobs["allocated" if allocated else "submitted"] += 1
         notes = "".join(f"; {note}" for note in request.notes)
-        log.info("slurm job submitted", job_id=job_id, name=request.name, nodes=request.nodes)
-        self.context.actions("scheduler_submit", "k8s_to_slurm", request.name, {"result": "ok"})
+        log.info(f"slurm job {how}", job_id=job_id, name=request.name, nodes=request.nodes)
+        self.context.actions("scheduler_submit", "k8s_to_slurm", request.name, {"result": "ok", "how": how})
         for ref in request.pods:
             await self._event(
                 ref.namespace, ref.name, ref.uid, "Normal", EVENT_SUBMITTED,
-                f"Slurm job {job_id} submitted for {request.name} ({request.nodes} node(s), "
+                f"Slurm job {job_id} {how} for {request.name} ({request.nodes} node(s), "
                 f"{request.cpus_per_node} CPUs, {request.memory_mib_per_node} MiB"
                 f"{', ' + request.tres_per_node if request.tres_per_node else ''} per node){notes}",
             )  # fmt: skip
+
+    async def _allocate(self, key: str, request: JobRequest, submission: JobSubmission) -> int | None:
+        """The job allocated at once (`POST /job/allocate`, immediate) when the syncer's view says it could
+        start now (allocate.could_start); None: submit it (not tried, or Slurm refused: it cannot start now,
+        or a job of higher priority may use the nodes; a FAILED record of the try stays, never the pod's
+        job). A lost answer may have made a RUNNING job: RetryAfter, and a whole list looks for it by its
+        marker (as for a submit) before anything is asked again."""
+        if not self.options.allocate or not self.context.slurm.external_jobs:
+            return None
+        ours_pending = any(job.pending for job in list(self.jobs.jobs.values()))
+        rooms = [edges.room(node) for node in list(self.context.slurm_cache.nodes.values())]
+        if not allocate.could_start(request, rooms, ours_pending=ours_pending):
+            return None
+        tried = dataclasses.replace(submission, marker=marker.via(submission.marker, allocate.VIA))
+        try:
+            return await self.context.slurm_writer.allocate_job(tried)
+        except SlurmUnsupported:
+            return None
+        except SlurmApiError as exc:
+            if exc.errors and 400 <= exc.status < 500:  # Slurm's own refusal: it made no job that runs
+                self.stats.jobs["allocate-refused"] += 1
+                log.info("slurm job not allocated at once: submitted", key=key, why=str(exc))
+                return None
+            lost: SlurmError = exc  # an answer that says nothing: the job may exist
+        except SlurmError as exc:
+            lost = exc
+        self.stats.errors["allocate"] += 1
+        self._lost.add(key)
+        raise RetryAfter(
+            1.0, f"allocation of {request.name} unanswered ({lost}): its job is looked for"
+        ) from lost
 
     async def _refuse(
         self, key: str, refs: Iterable[Any], pods: Mapping[str, SchedulerPod], why: str, retry_s: float

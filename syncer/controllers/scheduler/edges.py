@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from syncer.controllers.scheduler import marker
+from syncer.controllers.scheduler.allocate import Room, refused_try
 from syncer.controllers.scheduler.request import JobRequest
 from syncer.controllers.scheduler.values import (
     TERMINAL_PHASES,
@@ -23,6 +24,7 @@ from syncer.controllers.scheduler.values import (
 )
 from syncer.model.jobs import BASE_STATES, JobSubmission, SlurmJob
 from syncer.model.kube import KubeJob, KubeNode, NodeSelectorRequirement, PodUsage, SchedulerPod
+from syncer.model.slurm import SlurmNode
 
 
 def _requirements(found: Iterable[NodeSelectorRequirement]) -> tuple[Requirement, ...]:
@@ -99,12 +101,13 @@ def node(found: KubeNode, on_node: Iterable[PodUsage]) -> Node:
 
 
 def job(found: SlurmJob, release: str) -> Job | None:
-    """A job of this release (its marker), or None: not ours (another release's, an admin's comment)."""
+    """A job of this release (its marker), or None: not ours (another release's, an admin's comment), or the
+    FAILED record of an immediate allocation Slurm refused (allocate.refused_try: never the pod's job)."""
     read = marker.read(found.marker, release)
     if read is None:
         return None
     base = found.state & BASE_STATES
-    return Job(
+    mapped = Job(
         job_id=found.job_id,
         state=min(base) if base else "+".join(sorted(found.state)) or "UNKNOWN",  # unknown: the plan stops
         marker=read,
@@ -113,6 +116,19 @@ def job(found: SlurmJob, release: str) -> Job | None:
         nodes=found.nodes,
         end_time=float(found.end_time),
         preempt_time=float(found.preempt_time),
+    )
+    return None if refused_try(mapped) else mapped
+
+
+def room(node: SlurmNode) -> Room:
+    """The node as allocate.could_start reads it: what is free on it now, as the node cache last read it."""
+    return Room(
+        name=node.name,
+        state=node.state,
+        partitions=node.partitions,
+        features=node.active_features or node.features,
+        free_cpus=node.cpus - node.alloc_cpus,
+        free_memory_mb=node.real_memory_mb - node.alloc_memory_mb,
     )
 
 

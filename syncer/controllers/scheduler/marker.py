@@ -3,6 +3,9 @@
 release's jobs (or an admin's) from its own. Only Slurm operators and admins can write an admin comment.
 
     slurm-syncer.dev/pods release=prod key=team-a/group/train pods=train-0:0b1c...,train-1:5d2e...
+
+A job asked for by an immediate allocation (allocate.py) says so with ` via=allocate` at the end: Slurm leaves
+a FAILED record of each such try it refuses, which is never the pod's job.
 """
 
 from __future__ import annotations
@@ -21,6 +24,11 @@ def write(release: str, key: str, pods: Iterable[PodRef]) -> str:
     return f"{PREFIX} release={release} key={key} pods={listed}"
 
 
+def via(text: str, how: str) -> str:
+    """The marker `text` of a job asked for another way (`how`: allocate.VIA)."""
+    return f"{text} via={how}"
+
+
 def read(text: str, release: str) -> Marker | None:
     """The marker of a job of this release, or None (another release's, someone else's, or malformed)."""
     words = text.split()
@@ -34,4 +42,4 @@ def read(text: str, release: str) -> Marker | None:
         return None
     if not all(name and uid for name, uid in pods):
         return None
-    return Marker(release=release, key=fields["key"], pods=pods)
+    return Marker(release=release, key=fields["key"], pods=pods, via=fields.get("via", ""))

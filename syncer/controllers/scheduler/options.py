@@ -29,6 +29,7 @@ class SchedulerOptions:
     name: str = ""  # spec.schedulerName of the pods it places
     namespaces: tuple[str, ...] = ()  # the namespaces it serves; (): every namespace
     placeholder: bool = False  # Slurm 24.11 (no external jobs): a placeholder batch job per pod
+    allocate: bool = True  # allocate at once when the node cache shows room, else submit (allocate.py)
     gres: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_GRES))
     retry_after_s: float = 60.0
 
@@ -106,6 +107,16 @@ OPTIONS = (
         "flag",
     ),
     Option(
+        "scheduler-allocate",
+        parse_bool,
+        True,
+        "ask Slurm to allocate a pod's external job at once (POST /job/allocate, immediate) when the node "
+        "cache shows room for it, and submit it only if Slurm refuses (each refusal leaves a FAILED job "
+        "record); off: always submit (the job waits for Slurm's next scheduling pass)",
+        SECTION,
+        "flag",
+    ),
+    Option(
         "scheduler-gres",
         gres_entry,
         (),
@@ -143,6 +154,7 @@ def options_from(values: Mapping[str, Any]) -> SchedulerOptions:
         name=values["scheduler_name"],
         namespaces=_flat(values["scheduler_namespaces"]),
         placeholder=values["scheduler_placeholder"],
+        allocate=values.get("scheduler_allocate", _DEFAULTS.allocate),
         gres=gres,
         retry_after_s=values["scheduler_retry_after"],
     )

@@ -175,6 +175,7 @@ class Marker:
     release: str
     key: str
     pods: tuple[tuple[str, str], ...]  # (name, uid), in the gang's namespace
+    via: str = ""  # "allocate": asked for by an immediate allocation (allocate.py); "": submitted
 
     @property
     def uids(self) -> frozenset[str]:
