@@ -612,11 +612,11 @@ def test_a_new_instance_of_a_gang_does_not_disturb_the_old_one() -> None:
     jobs = [job(5, "a", nodes=("n1",)), Job(job_id=6, state="PENDING", marker=marker6)]
     gangs = group([successor], jobs, {}, {"ns": {}}, OPTIONS)
     result = plan(gangs["ns/pod/a"], WORLD, OPTIONS)
-    assert result.actions == (
-        Cancel(job_id=5, cause="pod-deleted", message="Slurm job 5 lost a pod (deleted): cancelled"),
+    assert result.actions == (  # job 6 first: it stands for a pod here, job 5 for none
         SetScheduled(
             pod=PodRef(namespace="ns", name="a", uid="u-a2"), reason=PENDING, message="Slurm job 6 is pending"
         ),
+        Cancel(job_id=5, cause="pod-deleted", message="Slurm job 5 lost a pod (deleted): cancelled"),
     )
 
 
