@@ -27,7 +27,7 @@ import tempfile
 import time
 import zlib
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,6 +133,9 @@ class Outcome:
     unforwarded: int = 0
     unforwarded_wrong: int = 0
     wrong_actions: list[str] = field(default_factory=list)
+    # writes that raced a Kubernetes change and were undone in time (`race`): reported apart, not wrong
+    raced: list[str] = field(default_factory=list)
+    unproven: int = 0  # stale writes whose order the evidence could not prove (among the wrong ones)
     changes_lost: list[str] = field(default_factory=list)
     converge_s: float = 0.0
     notes: str = ""
@@ -156,6 +159,7 @@ class Outcome:
             "kube_states": self.kube_states, "unforwarded": self.unforwarded,
             "unforwarded_wrong": self.unforwarded_wrong, "wrong_actions": len(self.wrong_actions),
             "changes_lost": len(self.changes_lost), "converge_s": round(self.converge_s, 2),
+            "raced": len(self.raced), "raced_examples": self.raced[:5], "order_unproven": self.unproven,
             "examples": (self.wrong_actions + self.changes_lost)[:5], "kube_requests": self.kube,
             "events": self.events, "not_ready_s": round(self.not_ready_s, 1), "ready_after": self.ready_after,
             "notes": self.notes, "evidence": self.evidence,
@@ -174,6 +178,32 @@ class Truth:
     uncordoned_at: dict[str, float] = field(default_factory=dict)
     slurm_drained_at: dict[str, float] = field(default_factory=dict)  # scontrol drain issued
     slurm_resumed_at: dict[str, float] = field(default_factory=dict)
+    # the resourceVersion the API server gave the Node's cordon and uncordon (the race rule compares the
+    # version in the syncer's cache with these)
+    cordon_rv: dict[str, int] = field(default_factory=dict)
+    uncordon_rv: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Look:
+    """One look of the syncer at Kubernetes for a Slurm write of one node, as the harness traces it: the
+    write handed to the bulk writer, or its "still wanted?" check right before the request goes out, with
+    the resourceVersion of the node's Kubernetes Node in the syncer's cache at that instant (None: not in
+    the cache). `sends`: a look that can have sent the write (handed over, or still wanted)."""
+
+    at: float
+    node: str
+    state: str  # "DRAIN" or "UNDRAIN"
+    sends: bool
+    cache_rv: int | None
+
+
+# A raced write must be undone within this of its arrival: the syncer decides every node again at least
+# once a resync (5 s here, on any change sooner), on Slurm data at most its staleness bound old (3 s here)
+# while it reports ready; a raced drain it has not undone by then was not corrected but left. (The
+# staleness bound alone, 3 s, was too short: a raced drain under the Kubernetes API faults was undone
+# 3.79 s after it arrived, held meanwhile by the watch gaps the faults made, as the syncer must.)
+RACE_UNDONE_S = CONFIG.resync_s + CONFIG.slurm_stale_after_s
 
 
 Write = tuple[float, str, str, bytes]  # (arrival, method, path, body) as the proxy recorded it
@@ -203,44 +233,107 @@ def node_writes(writes: list[Write]) -> Iterator[tuple[float, str, list[str] | N
 Wrong = tuple[float, str, str]  # (when, node, what was wrong)
 
 
-def judge_writes(writes: list[Write], truth: Truth) -> tuple[int, list[str]]:
+@dataclass
+class Judged:
+    """Every node write at the wire judged: the wrong ones, and apart from them the raced ones (see
+    `race`), which are not wrong; `unproven`: stale writes the evidence could not order (counted wrong)."""
+
+    actions: int = 0
+    wrong: list[Wrong] = field(default_factory=list)
+    raced: list[Wrong] = field(default_factory=list)
+    unproven: int = 0
+
+
+def judge_writes(
+    writes: list[Write], truth: Truth, looks: Sequence[Look] | None = None
+) -> tuple[int, list[str]]:
     """Every node write that reached the proxy, judged at the instant it arrived: a drain needs a cordon
     that still held then (made before it, not yet lifted); an undrain needs no cordon holding then (the
-    uncordon made before it, or no cordon at all) and no Slurm-side drain of the harness's holding."""
-    actions, wrong = wrong_writes(writes, truth)
-    return actions, [text for _at, _node, text in wrong]
+    uncordon made before it, or no cordon at all) and no Slurm-side drain of the harness's holding. A
+    raced write (`race`) is not wrong; `looks` None: the syncer's looks were not traced (nothing raced)."""
+    judged = wrong_writes(writes, truth, looks)
+    return judged.actions, [text for _at, _node, text in judged.wrong]
 
 
-def wrong_writes(writes: list[Write], truth: Truth) -> tuple[int, list[Wrong]]:
+def wrong_writes(writes: list[Write], truth: Truth, looks: Sequence[Look] | None = None) -> Judged:
     """judge_writes, each wrong write with its node and arrival; the texts say how far it was off."""
-    actions, wrong = 0, []
-    for at, node, state, body in node_writes(writes):
+    judged = Judged()
+    every = list(node_writes(writes))
+    for at, node, state, body in every:
         if state is None:
-            wrong.append((at, node, f"unreadable write to {node}: {body[:80]!r}"))
+            judged.wrong.append((at, node, f"unreadable write to {node}: {body[:80]!r}"))
             continue
-        actions += 1
+        judged.actions += 1
         cordon_at = truth.cordoned_at.get(node, float("inf"))
         uncordon_at = truth.uncordoned_at.get(node, float("inf"))
+        # a write made wrong by a Kubernetes change (the uncordon for a drain, the cordon for an undrain)
+        # may have raced it: (the change's time, its resourceVersion, the write that undoes it)
+        stale: tuple[float, int | None, str] | None = None
+        text = ""
         if "DRAIN" in state and not cordon_at <= at:
             when = (
                 "never cordoned" if cordon_at == float("inf") else f"{cordon_at - at:.2f} s before its cordon"
             )
-            wrong.append((at, node, f"drained {node}, not cordoned ({when})"))
+            text = f"drained {node}, not cordoned ({when})"
         elif "DRAIN" in state and uncordon_at <= at:
             late = f"{at - uncordon_at:.2f} s after it, {at - cordon_at:.2f} s after the cordon"
-            wrong.append((at, node, f"drained {node} after its uncordon (stale): {late}"))
+            text = f"drained {node} after its uncordon (stale): {late}"
+            stale = (uncordon_at, truth.uncordon_rv.get(node), "UNDRAIN")
         # an undrain is wrong while the node's cordon holds, or while the harness's own Slurm-side drain
         # does (someone else's reason); a node never cordoned in this scenario is not cordoned (a drain under
         # the syncer's reason left by an earlier scenario is rightly lifted)
         drained_at = truth.slurm_drained_at.get(node, float("inf"))
         resumed_at = truth.slurm_resumed_at.get(node, float("inf"))
         if "UNDRAIN" in state and cordon_at <= at < uncordon_at:
-            wrong.append(
-                (at, node, f"undrained {node} while cordoned ({at - cordon_at:.2f} s after its cordon)")
-            )
+            text = f"undrained {node} while cordoned ({at - cordon_at:.2f} s after its cordon)"
+            if not drained_at <= at < resumed_at:
+                stale = (cordon_at, truth.cordon_rv.get(node), "DRAIN")
         elif "UNDRAIN" in state and drained_at <= at < resumed_at:
-            wrong.append((at, node, f"undrained {node} while drained in Slurm by someone else (scontrol)"))
-    return actions, wrong
+            text = f"undrained {node} while drained in Slurm by someone else (scontrol)"
+        if not text:
+            continue
+        if stale is None or looks is None:
+            judged.wrong.append((at, node, text))
+            continue
+        raced, why = race(at, node, "+".join(state), stale, every, looks)
+        (judged.raced if raced else judged.wrong).append((at, node, f"{text}; {why}"))
+        judged.unproven += why.startswith("order not proven")
+    return judged
+
+
+def race(
+    at: float,
+    node: str,
+    kind: str,
+    change: tuple[float, int | None, str],
+    every: list[tuple[float, str, list[str] | None, bytes]],
+    looks: Sequence[Look],
+) -> tuple[bool, str]:
+    """Whether a write that a Kubernetes change made wrong raced that change, and why (or why not). Raced:
+    every look of the syncer that can have sent it (at or before its arrival) ran on a Node cache older than
+    the change (its resourceVersion below the change's: the syncer decided before its cache held it), and
+    the syncer undid it within RACE_UNDONE_S (the opposite write arrived after it). Anything else is
+    wrong: no look recorded or a version unknown (the order is not proven), a look whose cache had the
+    change, or a raced write not undone in time."""
+    changed_at, change_rv, undo = change
+    mine = [
+        look for look in looks if look.node == node and look.state == kind and look.sends and look.at <= at
+    ]
+    if change_rv is None or not mine or any(look.cache_rv is None for look in mine):
+        return False, "order not proven (no look of the syncer's or no cache version recorded)"
+    saw = [look for look in mine if look.cache_rv is not None and look.cache_rv >= change_rv]
+    if saw:
+        return False, (
+            f"not raced: decided {saw[-1].at - changed_at:+.2f} s from the change on a cache that had it "
+            f"(rv {saw[-1].cache_rv} >= {change_rv})"
+        )
+    last = mine[-1]
+    decided = f"decided {last.at - changed_at:+.2f} s from the change on rv {last.cache_rv} < {change_rv}"
+    undone = [t for t, n, state, _b in every if n == node and state and undo in state and at < t]
+    if not undone or undone[0] - at > RACE_UNDONE_S:
+        after = f"{undone[0] - at:.2f} s later" if undone else "never"
+        return False, f"raced ({decided}) but undone {after}, not within {RACE_UNDONE_S:.0f} s"
+    return True, f"raced: {decided}, undone {undone[0] - at:.2f} s later"
 
 
 def forwarded(proxy: FaultProxy) -> list[Write]:
@@ -295,11 +388,17 @@ class Stage:
     # Slurm node -> the syncer's Slurm writes as it made them: (when, what) - handed to the bulk writer, and
     # each "still wanted?" check right before its request went out (the decision's last look at the cordon)
     decisions: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+    looks: list[Look] = field(default_factory=list)  # the same looks, with the Node's version in the cache
 
     def cordon(self, name: str, on: bool) -> None:
-        self.kube.patch("", "v1", "nodes", f"k8s-{name}", {"spec": {"unschedulable": True if on else None}})
+        stored = self.kube.patch(
+            "", "v1", "nodes", f"k8s-{name}", {"spec": {"unschedulable": True if on else None}}
+        )
         (self.cordoned.add if on else self.cordoned.discard)(name)
         (self.truth.cordoned_at if on else self.truth.uncordoned_at)[name] = time.monotonic()
+        (self.truth.cordon_rv if on else self.truth.uncordon_rv)[name] = int(
+            stored["metadata"]["resourceVersion"]
+        )
 
     async def slurm_drain(self, name: str, on: bool) -> None:
         """A Slurm-side change made as an admin would (scontrol, not through slurmrestd); the time it was
@@ -356,6 +455,7 @@ class Stage:
         self.views = {}
         self.node_versions = {}
         self.decisions = {}
+        self.looks = []
         TAPE.lines.clear()
         self.kube.api.store.listeners.append(self.on_change)
 
@@ -685,7 +785,10 @@ async def run_scenario(
             outcome.kube, outcome.events = figures()
         writes = forwarded(wire)
         stale_attempts = judge_writes(list(wire.unforwarded), stage.truth)[1]
-    outcome.actions, wrong = wrong_writes(writes, stage.truth)
+    judged = wrong_writes(writes, stage.truth, stage.looks)
+    outcome.actions, wrong = judged.actions, judged.wrong
+    outcome.raced = [text for _at, _node, text in judged.raced]
+    outcome.unproven = judged.unproven
     outcome.unforwarded, outcome.unforwarded_wrong = len(wire.unforwarded), len(stale_attempts)
     if wire.unforwarded:
         outcome.notes = f"{len(wire.unforwarded)} writes never reached slurmrestd (not judged)"
@@ -694,7 +797,7 @@ async def run_scenario(
     wrong += wrong_shown(stage.shown, writes, stage.truth)
     outcome.wrong_actions = [text for _at, _node, text in wrong]
     outcome.kube_states = len(stage.shown)
-    keep_evidence(stage, outcome, wrong, writes)
+    keep_evidence(stage, outcome, wrong, writes, judged.raced)
     stage.reset(picked)
     progress(f"{name}: {outcome.row()}")
     return outcome
@@ -703,20 +806,32 @@ async def run_scenario(
 def trace_decisions(stage: Stage, service: SyncerService) -> None:
     """Notes in `stage.decisions` when the syncer hands each Slurm write to its bulk writer and each answer
     of its "still wanted?" check right before the request goes out (the time of its last look at the
-    cordon, which the proxy's arrival time follows)."""
+    cordon, which the proxy's arrival time follows); and in `stage.looks` the same looks with the version of
+    the node's Kubernetes Node in the syncer's cache then (taken in the same turn of the event loop as the
+    look itself: what it decided on)."""
     bulk = service.context.slurm_writer
     update = bulk.update
+    nodes = service.kube_cache.nodes
+
+    def cache_rv(name: str) -> int | None:
+        cached = nodes.items.get(f"k8s-{name}")
+        return int(cached.resource_version) if cached is not None and cached.resource_version else None
 
     async def traced(name: str, *args: Any, **kwargs: Any) -> bool:
         notes = stage.decisions.setdefault(name, [])
         state = "+".join(kwargs.get("state") or ["?"])
-        notes.append((time.monotonic(), f"{state} handed to the bulk writer"))
+        now, rv = time.monotonic(), cache_rv(name)
+        notes.append((now, f"{state} handed to the bulk writer (cache rv {rv})"))
+        stage.looks.append(Look(now, name, state, True, rv))
         still = kwargs.get("still")
         if still is not None:
 
             def checked() -> bool:
+                rv = cache_rv(name)
                 wanted = bool(still())
-                notes.append((time.monotonic(), f"{state} still wanted {wanted}"))
+                now = time.monotonic()
+                notes.append((now, f"{state} still wanted {wanted} (cache rv {rv})"))
+                stage.looks.append(Look(now, name, state, wanted, rv))
                 return wanted
 
             kwargs["still"] = checked
@@ -725,12 +840,17 @@ def trace_decisions(stage: Stage, service: SyncerService) -> None:
     bulk.update = traced  # type: ignore[method-assign]  # on this one instance, as the controls do
 
 
-def keep_evidence(stage: Stage, outcome: Outcome, wrong: list[Wrong], writes: list[Write]) -> None:
+def keep_evidence(
+    stage: Stage, outcome: Outcome, wrong: list[Wrong], writes: list[Write], raced: list[Wrong] | None = None
+) -> None:
     """The evidence of the first wrong actions and lost changes (a lost one: its node as convergence left
-    it)."""
+    it), then of the first raced writes (each marked so: read when a bound is in question)."""
     end = time.monotonic()
     lost = [(end, text.split(":", 1)[0], text) for text in outcome.changes_lost]
-    outcome.evidence = [stage.evidence(node, at, text, writes) for at, node, text in (wrong[:3] + lost[:2])]
+    marked = [(at, node, f"(raced, not wrong) {text}") for at, node, text in (raced or [])[:2]]
+    outcome.evidence = [
+        stage.evidence(node, at, text, writes) for at, node, text in (wrong[:3] + lost[:2] + marked)
+    ]
 
 
 async def slurm_side_stream(stage: Stage, nodes: list[str], changes: int) -> None:
@@ -869,10 +989,11 @@ async def kube_api_faults(stage: Stage, quick: bool) -> Outcome:
     outcome.kube["baseline_total"] = baseline.kube["total"]
     outcome.kube["ratio_to_baseline"] = round(outcome.kube["total"] / max(baseline.kube["total"], 1), 2)
     outcome.events["baseline_written"] = baseline.events["written"]
-    if baseline.wrong_actions or baseline.changes_lost:
-        outcome.wrong_actions += [f"baseline: {w}" for w in baseline.wrong_actions]
-        outcome.changes_lost += [f"baseline: {w}" for w in baseline.changes_lost]
-        outcome.evidence += [f"baseline: {e}" for e in baseline.evidence]
+    outcome.raced += [f"baseline: {text}" for text in baseline.raced]
+    outcome.unproven += baseline.unproven
+    outcome.wrong_actions += [f"baseline: {w}" for w in baseline.wrong_actions]
+    outcome.changes_lost += [f"baseline: {w}" for w in baseline.changes_lost]
+    outcome.evidence += [f"baseline: {e}" for e in baseline.evidence]  # its raced writes' too
     return outcome
 
 
@@ -1228,7 +1349,8 @@ async def crash_scenario(stage: Stage, changes: int, kills: int, deadline_s: flo
             await syncer.stop()
             stage.end()
             outcome.kube, outcome.events = figures()
-        outcome.actions, wrong = wrong_writes(forwarded(proxy), stage.truth)
+        judged = wrong_writes(forwarded(proxy), stage.truth)  # another process: no looks, nothing raced
+        outcome.actions, wrong = judged.actions, judged.wrong
         wrong += wrong_shown(stage.shown, forwarded(proxy), stage.truth)
         outcome.wrong_actions = [text for _at, _node, text in wrong]
         outcome.kube_states = len(stage.shown)
@@ -1282,6 +1404,7 @@ async def main_async(args: argparse.Namespace) -> int:
             f"{row['scenario']:58s} faults {row['faults_injected']:3d} "
             f"(observed {row['faults_observed']:3d})  "
             f"actions {row['actions']:4d}  wrong {row['wrong_actions']}  lost {row['changes_lost']}  "
+            f"raced {row['raced']}  "
             f"converge {row['converge_s']:.1f} s"
         )
     return verdict(rows, controls=args.controls)

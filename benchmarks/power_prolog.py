@@ -10,7 +10,9 @@ slurmd (`-b`) as they run. Batches of `--batch` one-node jobs, each naming a mem
 each powers one up. Per job, on one clock (this host's):
 
     submitted      before sbatch
-    POWERING_UP    first REST read (every 0.1 s) that shows the member POWERING_UP
+    POWERING_UP    slurmctld running the ResumeProgram for the member (a script stamping `date +%s.%N`:
+                   slurmctld marks the node POWERING_UP as it starts it); the first REST read (every
+                   0.1 s) that shows it is kept too (`powering_up_rest`: it lags, up to seconds when loaded)
     pod created    the emulator's store (exact)
     pod Ready      the emulator's store (exact): its kubelet marks a running pod Ready at once
     registered     slurmctld's log `Node <member> now responding` (ms)
@@ -34,6 +36,7 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -49,13 +52,14 @@ from syncer.controllers.nodeset.options import NodeSetOptions
 from syncer.kube.client import KubeClient
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
+from syncer.slurm.hostlist import expand
 from syncer.testing import prolog
 from syncer.testing.demo import wait
 from syncer.testing.demo_story import ready_node
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.kubeapi.store import Change
 from syncer.testing.sandbox import REAL_NODE, Sandbox, up
-from syncer.testing.sandbox.config import free_port_block
+from syncer.testing.sandbox.config import INNER, free_port_block
 from syncer.testing.slurmd_standin import SlurmdStandIn
 
 STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] (.*)$", re.M)
@@ -88,6 +92,35 @@ class Seen:
             self.ready.setdefault(name, now)
 
 
+RESUMED = "resumed.log"
+RESUME_STAMP = f"""#!/bin/sh
+# ResumeProgram: slurmctld runs it as it marks the nodes POWERING_UP; the benchmark's exact stamp
+echo "$(date +%s.%N) $1" >> {INNER}/log/{RESUMED}
+"""
+
+
+def stamp_resumes(sandbox: Sandbox) -> None:
+    """ResumeProgram writes when slurmctld powers each member up (before short_power_saving's reconfigure)."""
+    path = sandbox.directory / "etc" / "resume-stamp"
+    path.write_text(RESUME_STAMP)
+    os.chmod(path, 0o755)
+    conf = sandbox.slurm_conf.read_text().replace(
+        "ResumeProgram=/bin/true", f"ResumeProgram={INNER}/etc/resume-stamp"
+    )
+    sandbox.slurm_conf.write_text(conf)
+
+
+def resumed(sandbox: Sandbox) -> dict[str, float]:
+    """member -> when slurmctld ran the ResumeProgram for it (first time)."""
+    path = sandbox.directory / "log" / RESUMED
+    found: dict[str, float] = {}
+    for line in path.read_text().splitlines() if path.exists() else []:
+        at, hostlist = line.split(maxsplit=1)
+        for name in expand(hostlist):
+            found.setdefault(name, float(at))
+    return found
+
+
 def log_events(sandbox: Sandbox) -> tuple[dict[str, float], dict[str, tuple[float, str]]]:
     """From slurmctld's log: member -> when it first registered; job -> (when configured, by what)."""
     text = (sandbox.directory / "log" / "slurmctld.log").read_text(errors="replace")
@@ -110,17 +143,25 @@ async def sbatch(sandbox: Sandbox, *args: str) -> str:
 
 
 async def power_ups(
-    sandbox: Sandbox, reader: SlurmClient, seen: Seen, first: int, count: int, batch: int
+    sandbox: Sandbox,
+    reader: SlurmClient,
+    seen: Seen,
+    first: int,
+    count: int,
+    batch: int,
+    probes: Callable[[int], str] | None = None,
 ) -> list[dict[str, Any]]:
-    """`count` jobs from member lat-<first> on, `batch` at a time; each one's timeline."""
+    """`count` jobs from member lat-<first> on, `batch` at a time; each one's timeline. `probes(i)`, when
+    given, sets the syncer's probe interval before batch i and names the setting (kept in each sample)."""
     samples: list[dict[str, Any]] = []
-    for start in range(first, first + count, batch):
+    for index, start in enumerate(range(first, first + count, batch)):
         members = [f"lat-{i}" for i in range(start, min(first + count, start + batch))]
+        setting = probes(index) if probes else ""
         jobs: dict[str, dict[str, Any]] = {}
         for member in members:
             submitted = time.time()
             job = await sbatch(sandbox, "-w", member, "--wrap", "true")
-            jobs[job] = {"job": job, "member": member, "submitted": submitted}
+            jobs[job] = {"job": job, "member": member, "submitted": submitted, "probes": setting}
         powering: dict[str, float] = {}
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -134,9 +175,11 @@ async def power_ups(
                 break
             await asyncio.sleep(0.1)
         registered, configured = await asyncio.to_thread(log_events, sandbox)
+        powered = await asyncio.to_thread(resumed, sandbox)
         for job, sample in jobs.items():
             member = sample["member"]
-            sample["powering_up"] = powering.get(member)
+            sample["powering_up"] = powered.get(member)  # the ResumeProgram's stamp: exact
+            sample["powering_up_rest"] = powering.get(member)  # the 0.1 s REST read's: lags
             sample["pod_created"] = seen.created.get(member)
             sample["pod_ready"] = seen.ready.get(member)
             sample["registered"] = registered.get(member)
@@ -203,7 +246,13 @@ def set_prolog(sandbox: Sandbox, on: bool) -> None:
 
 
 async def run(
-    release: str, samples: int, without: int, batch: int, plain: int, directory: Path
+    release: str,
+    samples: int,
+    without: int,
+    batch: int,
+    plain: int,
+    directory: Path,
+    compare_probes: bool = False,
 ) -> dict[str, Any]:
     members = samples + without
     progress(f"sandbox: Slurm {release}, {members} members; load: {os.getloadavg()}")
@@ -218,6 +267,7 @@ async def run(
         ]
     prolog.install(directory / "slurm")
     sandbox = up(directory / "slurm", nodes=0, slurm=release, max_dynamic=members + 10, extra_conf=conf)
+    stamp_resumes(sandbox)
     short_power_saving(sandbox)
     kube = KubeApiEmulator()
     await kube.start()
@@ -247,7 +297,28 @@ async def run(
             url = f"http://127.0.0.1:{service.http_port}"
             prolog.point(sandbox.directory, url, wait_s=120)
             progress(f"{samples} power-ups with the prolog asking the syncer")
-            with_prolog = await power_ups(sandbox, reader, seen, 0, samples, batch)
+            if compare_probes:
+                cache = service.slurm_cache
+                quick = cache.probe_interval_s
+
+                def probes(index: int) -> str:
+                    """Batches take turns: probes every poll (the code before) and every probe interval."""
+                    cache.probe_interval_s = quick if index % 2 else cache.poll_interval_s
+                    return f"every {cache.probe_interval_s:g} s"
+
+                with_prolog = await power_ups(sandbox, reader, seen, 0, samples, batch, probes)
+                results["by_probe_interval"] = {
+                    setting: parts([s for s in with_prolog if s["probes"] == setting])
+                    for setting in sorted({s["probes"] for s in with_prolog})
+                }
+                stats = cache.stats
+                results["probe_stats"] = {
+                    "probes": stats.probes, "not_modified": stats.not_modified,
+                    "full_fetches": stats.full_fetches, "changed_as_500": stats.changed_as_500,
+                    "changed_as_200": stats.changed_as_200,
+                }  # fmt: skip
+            else:
+                with_prolog = await power_ups(sandbox, reader, seen, 0, samples, batch)
             prolog.point(sandbox.directory, "")
             progress(f"{without} power-ups with the prolog asking nobody (Slurm's own way)")
             without_prolog = await power_ups(sandbox, reader, seen, samples, without, batch)
@@ -284,10 +355,19 @@ def main() -> int:
     parser.add_argument("--without", type=int, default=10, help="power-ups with the prolog asking nobody")
     parser.add_argument("--batch", type=int, default=5)
     parser.add_argument("--plain", type=int, default=20, help="ordinary jobs with and without the prolog")
+    parser.add_argument(
+        "--compare-probes",
+        action="store_true",
+        help="batches with the prolog take turns: the cache probes every poll (before), every probe interval",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-prolog-") as tmp:
-        results = asyncio.run(run(args.slurm, args.samples, args.without, args.batch, args.plain, Path(tmp)))
+        results = asyncio.run(
+            run(
+                args.slurm, args.samples, args.without, args.batch, args.plain, Path(tmp), args.compare_probes
+            ),
+        )
     return report(results, args.out)
 
 

@@ -18,26 +18,28 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import json
 import os
 import statistics
 import tempfile
 import threading
 import time
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import msgspec
 
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.cache import NodeCache, diff
-from syncer.slurm.client import SlurmClient
+from syncer.slurm.client import NodeDecoder, SlurmClient, decode_nodes
 from syncer.slurm.metrics_hint import MetricsReader
-from syncer.slurm.models import NodesResponse
+from syncer.slurm.models import NodeListResponse, NodesResponse
 from syncer.testing.sandbox import RELEASE_ENV, RELEASES, Sandbox, up
 
+T = TypeVar("T")
 BUSY_SLURMD = ("bench-a", "bench-b", "bench-c")
 
 
@@ -51,12 +53,65 @@ async def raw_list(sandbox: Sandbox, version: str = "v0.0.42") -> tuple[float, b
         return time.perf_counter() - started, body
 
 
+def slurm_cpu_seconds(sandbox: Sandbox) -> float:
+    """slurmrestd's and slurmctld's CPU seconds so far (/proc/<pid>/stat: user and system, in clock ticks)."""
+    total = 0.0
+    for name in ("slurmrestd", "slurmctld"):
+        if (pid := sandbox.pids.get(name)) is not None:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def decode_and_diff(body: bytes, previous: dict[str, Any]) -> tuple[float, dict[str, Any]]:
     started = time.perf_counter()
     decoded = msgspec.json.decode(body, type=NodesResponse)
     nodes = {raw.name: raw.to_node() for raw in decoded.nodes}
     diff(previous, nodes)
     return time.perf_counter() - started, nodes
+
+
+def _cpu(work: Callable[[], object]) -> float:
+    started = time.thread_time()  # this thread's CPU: what the decode costs, apart from the machine's load
+    work()
+    return time.thread_time() - started
+
+
+def _driven(coroutine: Coroutine[Any, Any, T]) -> T:
+    """A coroutine whose only awaits are `asyncio.sleep(0)` (NodeDecoder.decode), run without an event loop:
+    a loop's start and end would cost more than the work measured."""
+    try:
+        while True:
+            coroutine.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+def decode_costs(body: bytes, repeats: int) -> dict[str, float]:
+    """CPU seconds (median of `repeats`) of the node cache's whole way from a list's body to its diff, as
+    the client and cache do it (split into raw nodes, decoded a chunk at a time, diffed with the snapshot
+    before): `before`, every node decoded and converted (`decode_nodes`, the code before issue 47);
+    `after`, the NodeDecoder with the list before known (an unchanged node is its SlurmNode again);
+    `after_all_changed`, a NodeDecoder that knows nothing (every node changed: the worst case)."""
+    split = msgspec.json.Decoder(NodeListResponse)
+    previous = {n.name: n for n in decode_nodes(split.decode(body).nodes)}
+    warm = NodeDecoder()
+    _driven(warm.decode(split.decode(body).nodes))
+
+    def before() -> None:
+        diff(previous, {n.name: n for n in decode_nodes(split.decode(body).nodes)})
+
+    def after(decoder: NodeDecoder) -> None:
+        nodes = _driven(decoder.decode(split.decode(body).nodes))
+        diff(known, {n.name: n for n in nodes})
+
+    known = {n.name: n for n in _driven(warm.decode(split.decode(body).nodes))}
+    runs: dict[str, list[float]] = {"before": [], "after": [], "after_all_changed": []}
+    for _ in range(repeats):  # interleaved: the machine's state weighs on each alike
+        runs["before"].append(_cpu(before))
+        runs["after"].append(_cpu(lambda: after(warm)))
+        runs["after_all_changed"].append(_cpu(lambda: after(NodeDecoder())))
+    return {kind: statistics.median(values) for kind, values in runs.items()}
 
 
 def cache_memory_mb(body: bytes) -> float:
@@ -140,15 +195,20 @@ async def _polling_cost(sandbox: Sandbox, seconds: float, reader: MetricsReader 
         }
 
 
-async def measure(nodes: int, idle_seconds: float, repeats: int, release: str, hint: bool) -> dict[str, Any]:
+async def measure(
+    nodes: int, idle_seconds: float, repeats: int, release: str, hint: bool, decode_only: bool = False
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="slurm-bench-") as tmp:
         sandbox = up(Path(tmp) / "sbx", nodes=nodes, slurm=release)
         try:
             rest_times, syncer_times, newest_times = [], [], []
             previous: dict[str, Any] = {}
             body = b""
+            slurm_cpu = 0.0
             for _ in range(repeats):
+                before = slurm_cpu_seconds(sandbox)
                 seconds, body = await raw_list(sandbox)
+                slurm_cpu += slurm_cpu_seconds(sandbox) - before
                 rest_times.append(seconds)
                 spent, previous = decode_and_diff(body, previous)
                 syncer_times.append(spent)
@@ -164,7 +224,15 @@ async def measure(nodes: int, idle_seconds: float, repeats: int, release: str, h
                 "syncer_s": syncer_s,
                 "ratio": syncer_s / rest_s,
                 "cache_mb": cache_memory_mb(body),
+                # slurmrestd's and slurmctld's CPU per list (clock ticks, summed over the repeats): what the
+                # list costs them whatever the machine's load, beside the decode's CPU
+                "slurm_cpu_s": slurm_cpu / repeats,
             }
+            costs = decode_costs(body, max(15, repeats))
+            result.update({f"decode_cpu_{kind}_s": value for kind, value in costs.items()})
+            result["load_decode"] = os.getloadavg()
+            if decode_only:
+                return result
             hinted = hint and bool(sandbox.metrics_url)
             windows = [("idle", False), ("idle_hint", True)] if hinted else [("idle", False)]
             for kind, with_hint in windows:
@@ -201,7 +269,15 @@ def main() -> None:
         help=f"Slurm releases to measure (default: ${RELEASE_ENV}, else 26.05)",
     )
     parser.add_argument("--hint", action="store_true", help="also measure with the slurmctld metrics hint")
+    parser.add_argument(
+        "--decode-only",
+        action="store_true",
+        help="slurmrestd's list time and the decode's CPU, no polling windows",
+    )
+    parser.add_argument("--out", type=Path, default=None, help="write DIR/results.json")
     args = parser.parse_args()
+    if args.decode_only:
+        return decode_only(args)
     print(
         "slurm    nodes  list_s(v42)  list_s(newest)  MB/list  syncer_s  ratio  cache_MB  "
         "| per min idle: probes changed full MB | busy: probes changed full MB"
@@ -239,6 +315,29 @@ def main() -> None:
                     f"load {' '.join(f'{x:.2f}' for x in r['load'])}",
                     flush=True,
                 )
+
+
+def decode_only(args: argparse.Namespace) -> None:
+    """slurmrestd's time per full list (wall, median) beside the syncer's decode CPU before and after."""
+    rows = []
+    print("slurm    nodes  list_s  decode CPU ms: before  after  all changed  | share of list: before  after")
+    for release in args.slurm:
+        for count in args.nodes:
+            r = asyncio.run(measure(count, 0, args.repeats, release, False, decode_only=True))
+            rows.append(r)
+            before, after, cpu = r["decode_cpu_before_s"], r["decode_cpu_after_s"], r["slurm_cpu_s"]
+            print(
+                f"{r['release']:<8} {count:>5}  {r['slurmrestd_s']:.3f}  "
+                f"{before * 1000:>8.2f} {after * 1000:>6.2f} "
+                f"{r['decode_cpu_after_all_changed_s'] * 1000:>8.2f}  | {before / r['slurmrestd_s']:.3f} "
+                f"{after / r['slurmrestd_s']:.3f} | of its CPU ({cpu:.3f} s): "
+                f"{before / cpu:.3f} {after / cpu:.3f}  "
+                f"load {' '.join(f'{x:.2f}' for x in r['load_decode'])}",
+                flush=True,
+            )
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "results.json").write_text(json.dumps(rows, indent=1) + "\n")
 
 
 if __name__ == "__main__":

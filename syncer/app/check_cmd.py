@@ -308,7 +308,9 @@ async def collect(settings: settings_mod.Settings, no_write_probe: bool = False)
         items += check_topology(slurm, settings)
         if all(item.ok for item in items):
             url, port = settings.slurm_metrics_url, settings.slurm_metrics_port
-            items.append(await check_hint(slurm, url, port, settings.slurm_poll_interval))
+            # up to: where "changed" is a 500 (24.11) a list may follow each quick probe, under the duty limit
+            every = min(settings.slurm_poll_interval, settings.slurm_probe_interval)
+            items.append(await check_hint(slurm, url, port, every))
     finally:
         await slurm.close()
     items += [Item(*line) for line in expiry_check(slurm.token, time.time())]  # the token's own exp

@@ -28,6 +28,7 @@ AUTH_REFUSED = 'status=~"401|403|511"'  # 511: slurmrestd's answer to a bad toke
 NOT_MINTED = 'source!="jwt_key"'  # a token minted from the key is renewed before it runs out
 FAILED_WRITE = 'method!="GET", status!~"404|409"'  # 404, 409: raced another writer, retried or moot
 LATENCY = "slurm_syncer_propagation_latency_seconds_bucket"
+PROLOG_DEGRADED = 'outcome=~"waiting|unusable|bad"'  # none, ready and failed are answers that helped
 K8S_TO_SLURM, SLURM_TO_K8S = 'direction="k8s_to_slurm"', 'direction="slurm_to_k8s"'
 DRAINED, DOWN = 'flag="drain"', 'state="down"'
 RUNBOOKS = "https://slurm-syncer.invalid/docs/operations.md"  # placeholder: the chart's runbookBaseUrl
@@ -217,6 +218,17 @@ POWER = (
         description="power_up: pod created; power_down: pod deleted; failures: members powered down because "
         "their pod could not start or lost its Node (the Slurm reason names the pod); declare/undeclare: "
         "member records created, and deleted above a lowered ceiling.",
+    ),
+    Panel(
+        "PrologSlurmctld answers and jobs held",
+        (
+            (worked("slurm_syncer_prolog_answers_total", "outcome"), "{{outcome}}"),
+            (f"sum({_sel('slurm_syncer_prolog_waiting', '', BOARD)})", "jobs held now"),
+        ),
+        description="slurm-syncer's PrologSlurmctld (docs/operations.md): answers per second by outcome, from "
+        "every replica (any one answers): ready (its powering-up nodes registered, pods Ready), none (an "
+        "ordinary job), failed, waiting (a job held a whole round), unusable (caches stale: Slurm's 30 s "
+        "way), bad; and the jobs held now (alert: SlurmSyncerPrologDegraded).",
     ),
 )  # fmt: skip
 
@@ -547,6 +559,16 @@ ALERTS = (
         "has waited {{ $value | humanizeDuration }}: SlurmJobPending is Slurm's queue (the pod's PodScheduled "
         "message gives Slurm's reason and job id); SlurmRequestRefused, SlurmGangWaiting and "
         "SlurmPlacementFailed need the pod or its gang fixed.",
+    ),
+    Alert(
+        "SlurmSyncerPrologDegraded",
+        f"sum by ({RELEASE}, outcome) (increase({_in('slurm_syncer_prolog_answers_total', PROLOG_DEGRADED)}[10m]))",
+        "> 0", "10m", "warning",
+        "the PrologSlurmctld's questions are answered without the nodes' readiness",
+        "slurm-syncer {{ $labels.namespace }}/{{ $labels.release }} has answered the PrologSlurmctld "
+        "{{ $labels.outcome }} for 10 minutes: waiting, a job held a whole round for a node that does not "
+        "come up; unusable, its caches are stale (jobs on powered-up nodes wait for slurmctld's 30 s check); "
+        "bad, the prolog's requests are malformed.",
     ),
     Alert(
         "SlurmNodeSetDrainTimeout", _release("max", "slurm_syncer_nodeset_drain_timeouts", by="nodeset"), "> 0",

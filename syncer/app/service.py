@@ -76,6 +76,7 @@ class ServiceConfig:
     controllers: Mapping[str, Any] = field(default_factory=dict)
     owner_prefix: str = default("owner_prefix")  # drain reasons the syncer writes start with it
     slurm_poll_interval_s: float = default("slurm_poll_interval")
+    slurm_probe_interval_s: float = default("slurm_probe_interval")
     slurm_poll_strategy: Strategy = default("slurm_poll_strategy")  # noqa: RUF009 - a str, read once
     slurm_stale_after_s: float = default("slurm_stale_after")
     slurm_metrics_url: str = default("slurm_metrics_url")
@@ -174,6 +175,7 @@ class SyncerService:
         cache = NodeCache(
             self.slurm,
             poll_interval_s=config.slurm_poll_interval_s,
+            probe_interval_s=config.slurm_probe_interval_s,
             strategy=config.slurm_poll_strategy,
             stale_after_s=config.slurm_stale_after_s,
             hint=hint_reader(self.slurm, config.slurm_metrics_url, config.slurm_metrics_port),

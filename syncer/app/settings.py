@@ -127,6 +127,16 @@ SERVICE_OPTIONS: tuple[Option, ...] = (
         shown_default="1s",
     ),
     Option(
+        "slurm-probe-interval",
+        positive_duration,
+        0.25,
+        "without slurmctld's metrics, where slurmrestd says 'changed' without the list (24.11): how often "
+        "the node cache asks 'changed since?' (a 304 or a 500, no node list; lists stay under the 25 % duty "
+        "limit); at or above --slurm-poll-interval: every poll",
+        "Slurm",
+        shown_default="250ms",
+    ),
+    Option(
         "slurm-poll-strategy",
         choice("conditional", "full"),
         "conditional",
@@ -366,6 +376,7 @@ class Settings:
     slurm_jwt_user: str
     slurm_api_version: str
     slurm_poll_interval: float
+    slurm_probe_interval: float
     slurm_poll_strategy: Literal["conditional", "full"]
     slurm_stale_after: float
     slurm_metrics_url: str

@@ -37,6 +37,7 @@ def service_config(settings: Settings, environ: Mapping[str, str]) -> ServiceCon
         owner_prefix=settings.owner_prefix,
         controllers={r.name: r.options_from(settings.values) for r in registrations()},
         slurm_poll_interval_s=settings.slurm_poll_interval,
+        slurm_probe_interval_s=settings.slurm_probe_interval,
         slurm_poll_strategy=settings.slurm_poll_strategy,
         slurm_stale_after_s=settings.slurm_stale_after,
         slurm_metrics_url=settings.slurm_metrics_url,

@@ -168,6 +168,7 @@ class NodeCache(Polled[NodeChange]):
         client: SlurmClient,
         *,
         poll_interval_s: float = 1.0,
+        probe_interval_s: float | None = None,
         strategy: Strategy = "conditional",
         max_duty: float = MAX_DUTY,
         stale_after_s: float | None = None,
@@ -188,6 +189,7 @@ class NodeCache(Polled[NodeChange]):
             raise ValueError(f"lists in flight must be at least 1, got {lists_in_flight}")
         super().__init__(poll_interval_s=poll_interval_s, stale_after_s=stale_after_s, clock=clock)
         self._client = client
+        self.probe_interval_s = poll_interval_s if probe_interval_s is None else probe_interval_s
         self.strategy: Strategy = strategy
         self.max_duty = max_duty
         self.nodes: dict[str, SlurmNode] = {}
@@ -196,6 +198,7 @@ class NodeCache(Polled[NodeChange]):
         self._next_full_at = 0.0
         self._polling_since: float | None = None  # set while a poll waits for slurmrestd
         self._conditional_refused = False  # the server rejected update_time: full lists only
+        self._changed_is_list = False  # the last probe that said "changed" said it with the whole list
         self._last_reconnect = clock()
         self._wake = asyncio.Event()
         self._changed_pending = False
@@ -341,6 +344,19 @@ class NodeCache(Polled[NodeChange]):
             and not self._conditional_refused
         )
 
+    def _quick_probes(self) -> bool:
+        """Probe every `probe_interval_s`, not every poll: no hint to read, and this slurmrestd says "changed"
+        without the list (HTTP 500: 24.11, 26.05.0-2), so a probe costs slurmctld one timestamp check and
+        a few hundred bytes (a 304 none); the lists it leads to stay under the duty limit. Where "changed"
+        is the whole list (26.05.3+; 24.11 too when a partition changed as well), a probe is a list: every
+        poll, as before, until a probe says "changed" with a 500 again."""
+        return (
+            self.probe_interval_s < self.poll_interval_s
+            and not self._hint_usable()
+            and self._conditional()
+            and not self._changed_is_list
+        )
+
     def _nearly_stale(self) -> bool:
         """Waiting any longer for a list could let the data go stale."""
         return self.age_s >= 0.8 * self.stale_after_s
@@ -480,6 +496,7 @@ class NodeCache(Polled[NodeChange]):
             except SlurmApiError as exc:
                 if exc.has_error("Unable to query partitions"):
                     self.stats.changed_as_500 += 1  # 24.11's (and 26.05.0-2's) answer to "yes, changed"
+                    self._changed_is_list = False
                     self._changed_pending = self._reload_owed = True
                     self.last_success = self._clock()  # slurmrestd answered: our data is fresh until now
                 elif exc.has_error("Parsing of") or exc.has_error("timestamp"):
@@ -494,6 +511,7 @@ class NodeCache(Polled[NodeChange]):
                     self.last_success = self._confirmed_at = self._clock()
                     return
                 self.stats.changed_as_200 += 1  # 26.05.3+: the answer is the whole list
+                self._changed_is_list = True
                 self.stats.read_bytes["probe"] += listing.body_bytes
                 self._apply(listing, self._hint_seen)
                 if not self._reload_beside_hint():
@@ -548,6 +566,8 @@ class NodeCache(Polled[NodeChange]):
         (sooner while a list is owed and the duty limit allows one)."""
         usable = self._hint_usable()
         delay = min(self.poll_interval_s, self.hint_interval_s) if usable else self.poll_interval_s
+        if not usable and self._quick_probes():
+            delay = min(delay, self.probe_interval_s)  # 24.11: a power-up seen in 0.25 s, not 1 s
         if not self.synced and self._settle_since is not None:
             delay = min(delay, self.reload_interval_s)  # the first list waits for the marker: look again soon
         if (self._changed_pending or self._hint_hot) and self._own_work_since is None:

@@ -21,7 +21,7 @@ from syncer.testing.sandbox.config import free_port_block
 from syncer.testing.slurmd_standin import HANGS, SlurmdStandIn
 from tests.e2e.rig import NAMESPACE, Rig, condition, get, node_body, running_syncer, sample, sync
 from tests.e2e.test_nodeset import GROUP, VERSION, Set
-from tests.e2e.test_nodeset_power import Ports, declared, power_body, state_of, wait_slurm
+from tests.e2e.test_nodeset_power import SLOW_S, Ports, declared, power_body, state_of, wait_slurm
 from tests.fixtures.slurm import SELECTED
 from tests.helpers import wait_for
 
@@ -75,14 +75,17 @@ async def passes_after(service: SyncerService, nodeset: str, since: float, count
     an assertion that nothing was done is then about a syncer that had its chance."""
     assert service.nodesets is not None
     stats, key = service.nodesets.stats, f"{NAMESPACE}/{nodeset}"
+    # a pass waits for fresh Slurm data, which a loaded machine holds back 10 s and more at times
     await wait_for(
         lambda: stats.pass_began.get(key, 0.0) > since,
-        deadline_s=30,
+        deadline_s=SLOW_S,
         what=f"a pass of {key} after the change",
     )
     first = stats.passes.get(key, 0)
     await wait_for(
-        lambda: stats.passes.get(key, 0) >= first + count - 1, deadline_s=30, what=f"{count} passes of {key}"
+        lambda: stats.passes.get(key, 0) >= first + count - 1,
+        deadline_s=SLOW_S,
+        what=f"{count} passes of {key}",
     )
 
 
@@ -130,7 +133,7 @@ async def a_not_ready_node_under_a_busy_member_costs_no_job(rig: Rig, service: S
     wrap, release = until_told(rig, nodeset.name)
     try:
         job = await submit(rig, "--no-requeue", "-N", "1", f"--constraint={nodeset.name}", "--wrap", wrap)
-        assert await job_reaches(rig, job, ("RUNNING",), 90) == "RUNNING"
+        assert await job_reaches(rig, job, ("RUNNING",), SLOW_S) == "RUNNING"
         lost_at = now(service)
         not_ready(rig, host)
         # past startTimeout, and a few passes more: the old code forced the member down here
@@ -140,7 +143,7 @@ async def a_not_ready_node_under_a_busy_member_costs_no_job(rig: Rig, service: S
         assert not node.state & {"POWER_DOWN", "POWERING_DOWN", "POWERED_DOWN"}, node.state
         assert await job_state(rig, job) == "RUNNING"
         release()
-        assert await job_reaches(rig, job, ("COMPLETED",), 60) == "COMPLETED"
+        assert await job_reaches(rig, job, ("COMPLETED",), SLOW_S) == "COMPLETED"
         assert not nodeset.events("PowerUpFailed")
     finally:
         release()
@@ -166,14 +169,14 @@ async def a_zone_gone_not_ready_holds_power_downs_and_says_so(rig: Rig, service:
             lambda: any(
                 (condition(p, "Ready") or {}).get("status") == "True" for p in nodeset.pods().values()
             ),
-            deadline_s=60,
+            deadline_s=SLOW_S,
             what="the member's pod Running and Ready",
         )
         lost_at = now(service)
         for host in hosts:
             not_ready(rig, host)
         await wait_for(
-            lambda: bool(nodeset.events("NodeDisruption")), deadline_s=30, what="a NodeDisruption Event"
+            lambda: bool(nodeset.events("NodeDisruption")), deadline_s=SLOW_S, what="a NodeDisruption Event"
         )
         message = nodeset.events("NodeDisruption")[0]["message"]
         assert zone in message and "3 of 3" in message, message
@@ -182,7 +185,9 @@ async def a_zone_gone_not_ready_holds_power_downs_and_says_so(rig: Rig, service:
             _status, text = await get(service, "/metrics")
             return sample(text, "slurm_syncer_nodeset_power_disruption", zone=zone) == value
 
-        await wait_slurm(lambda: disrupted(1.0), deadline_s=15, what="the disruption metric at 1")
+        # the metric holds at 1 while the Nodes stay NotReady and at 0 once they are back: each a state
+        # that lasts, set at the NodeSet's next pass (a loaded machine delays it)
+        await wait_slurm(lambda: disrupted(1.0), deadline_s=SLOW_S, what="the disruption metric at 1")
         await passes_after(service, nodeset.name, lost_at + 2.5, count=3)
         node = await rig.slurm(member)
         assert not forced(node.reason), node.reason
@@ -190,7 +195,7 @@ async def a_zone_gone_not_ready_holds_power_downs_and_says_so(rig: Rig, service:
         assert not nodeset.events("PowerUpFailed")
         for host in hosts:
             ready_again(rig, host)
-        await wait_slurm(lambda: disrupted(0.0), deadline_s=15, what="the disruption metric back at 0")
+        await wait_slurm(lambda: disrupted(0.0), deadline_s=SLOW_S, what="the disruption metric back at 0")
     finally:
         for host in hosts:
             ready_again(rig, host)
@@ -235,11 +240,13 @@ async def one_refused_declare_stops_no_power_up(rig: Rig, service: SyncerService
                     found = [await asyncio.to_thread(own.node_state, m) for m in members]
                     return all("POWERED_DOWN" in flags for flags in found)
 
-                await wait_slurm(room_taken, deadline_s=30, what="the members Slurm has room for declared")
+                await wait_slurm(
+                    room_taken, deadline_s=SLOW_S, what="the members Slurm has room for declared"
+                )
                 job = await submit(
                     own_rig, "--no-requeue", "-N", "1", "--constraint=pwdecl", "--wrap", "true"
                 )
-                assert await job_reaches(own_rig, job, ("COMPLETED",), 120) == "COMPLETED"
+                assert await job_reaches(own_rig, job, ("COMPLETED",), SLOW_S) == "COMPLETED"
                 messages = [e["message"] for e in events("DeclareFailed")]
                 assert messages and "pwdecl-2" in messages[0], messages
                 obj = rig.kube.get(GROUP, VERSION, "nodesets", "pwdecl", namespace=namespace) or {}
@@ -266,14 +273,14 @@ async def a_slurmd_z_node_under_a_member_name_is_refused(rig: Rig, service: Sync
             cond = condition(nodeset.obj(), "Valid") or {}
             return cond.get("status") == "False" and cond.get("reason") == "NameCollision"
 
-        await wait_for(refused, deadline_s=30, what="Valid=False (NameCollision)")
+        await wait_for(refused, deadline_s=SLOW_S, what="Valid=False (NameCollision)")
         assert foreign in (condition(nodeset.obj(), "Valid") or {}).get("message", "")
         assert nodeset.events("NameCollision")
 
         async def other_declared() -> bool:
             return "POWERED_DOWN" in await state_of(rig, nodeset.member(0))
 
-        await wait_slurm(other_declared, deadline_s=30, what="the other member declared")
+        await wait_slurm(other_declared, deadline_s=SLOW_S, what="the other member declared")
         await passes_after(service, nodeset.name, now(service), count=3)
         assert (await rig.slurm(foreign)).comment == "", "never stamped"
         nodeset.patch_spec(
@@ -305,16 +312,18 @@ async def a_partition_of_a_power_nodeset_holds_every_declared_member(
             found = next((p for p in await rig.reader.partition_states() if p.name == part), None)
             return found is not None and found.nodes == {nodeset.member(0), nodeset.member(1)}
 
-        await wait_slurm(holds_both, deadline_s=30, what="the partition holding both powered-down members")
+        await wait_slurm(
+            holds_both, deadline_s=SLOW_S, what="the partition holding both powered-down members"
+        )
         job = await submit(rig, "--no-requeue", "-p", part, "-N", "1", "--wrap", "true")
-        assert await job_reaches(rig, job, ("COMPLETED",), 120) == "COMPLETED"
+        assert await job_reaches(rig, job, ("COMPLETED",), SLOW_S) == "COMPLETED"
     finally:
         rig.kube.api.delete(rig.kube.api.resource(GROUP, VERSION, "slurmpartitions"), "", part)
 
         async def gone() -> bool:
             return all(p.name != part for p in await rig.reader.partition_states())
 
-        await wait_slurm(gone, deadline_s=60, what="the partition removed with its CR")
+        await wait_slurm(gone, deadline_s=SLOW_S, what="the partition removed with its CR")
 
 
 async def a_crash_looping_sidecar_is_not_the_slurmd_failing(rig: Rig, service: SyncerService) -> None:
@@ -328,7 +337,7 @@ async def a_crash_looping_sidecar_is_not_the_slurmd_failing(rig: Rig, service: S
     create(rig, body)
     await declared(nodeset, 1)
     job = await submit(rig, "--no-requeue", "-N", "1", f"--constraint={nodeset.name}", "--wrap", "true")
-    assert await job_reaches(rig, job, ("COMPLETED",), 120) == "COMPLETED"
+    assert await job_reaches(rig, job, ("COMPLETED",), SLOW_S) == "COMPLETED"
     assert not nodeset.events("PowerUpFailed")
     assert not forced((await rig.slurm(nodeset.member(0))).reason)
 
@@ -348,7 +357,7 @@ async def powering_up_pods_are_read_from_the_informer(rig: Rig, service: SyncerS
             "POWERING_UP" in (p["metadata"].get("annotations") or {}).get(Keys.STATE, "") for p in pods
         )
 
-    await wait_for(mirrored, deadline_s=30, what="three pods waiting for a Node, Slurm's state on each")
+    await wait_for(mirrored, deadline_s=SLOW_S, what="three pods waiting for a Node, Slurm's state on each")
     server = rig.kube.server
     server.record_requests = True
     assert service.nodesets is not None
@@ -360,9 +369,18 @@ async def powering_up_pods_are_read_from_the_informer(rig: Rig, service: SyncerS
     )
     await passes_after(service, nodeset.name, since, count=4)
     assert reads.get(key, 0) == before, "the power step read pods it could judge from the informer"
-    # on the wire: below the one GET per pod and pass of the old code (another controller may read one for
-    # a write that met a conflict: the scheduler rewrites these pods' status as Nodes come and go)
-    gets = [p for _t, method, p in server.requests if method == "GET" and p.startswith(path)]
+    # on the wire: below the one GET per pod and pass of the old code. A GET right after a write of the same
+    # pod is a writer's fresh read after a 409 (the scheduler rewrites these pods' status as Nodes come and
+    # go, more often the busier the machine): not a read of the power step, not counted
+    gets: list[str] = []
+    wrote: set[str] = set()
+    for _t, method, p in server.requests:
+        if not p.startswith(path):
+            continue
+        pod = p.removeprefix(path).split("/")[0].split("?")[0]
+        if method == "GET" and pod not in wrote:
+            gets.append(p)
+        (wrote.add if method in ("PATCH", "PUT") else wrote.discard)(pod)
     assert len(gets) < 3 * 4, gets
     # the members stay POWERING_UP, their pods Pending: the module's end deletes them (a forced power-down
     # here left them POWERING_DOWN, and deleting those timed out once)

@@ -29,7 +29,7 @@ from syncer.slurm.partitions import PartitionState
 from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.kubeapi.api import rfc3339
 from syncer.testing.sandbox import SandboxError
-from tests.e2e.rig import FAST, Rig, condition, fresh_slurm_nodes, get, running_syncer, sample
+from tests.e2e.rig import FAST, NAMESPACE, Rig, condition, fresh_slurm_nodes, get, running_syncer, sample
 from tests.fixtures.slurm import SELECTED
 from tests.helpers import captured_logs, wait_for
 
@@ -686,3 +686,35 @@ async def test_a_delete_slurm_refuses_for_a_job_that_came_in_meanwhile_keeps_the
                 assert await partition(rig, name) is None
     finally:
         await cleanup(rig, [name], [name], jobs)
+
+
+@needs_writes
+async def test_a_slurmd_pod_arriving_on_a_selected_node_joins_its_partition(rig: Rig):
+    """The Slurm nodes bound to each selected Node are kept between plans (issue 47: resolving them per Node
+    and plan was most of a reconcile at 1,000 nodes): a second slurmd pod arriving on a selected Node binds
+    another Slurm node to it, and the partition takes it in (the kept bindings go with any pod change)."""
+    first, second = fresh_slurm_nodes(2)
+    node, _ = rig.bind_pod(first, node_labels={"pool": "e2e-bound"})
+    name = "e2e-bound"
+
+    async def has(nodes: set[str]) -> bool:
+        found = await partition(rig, name)
+        return found is not None and set(found.nodes) == nodes
+
+    try:
+        async with keep_part_info(rig), running_syncer(rig, partitions=ON):
+            create_cr(rig, name, {"nodes": {"selector": {"matchLabels": {"pool": "e2e-bound"}}}})
+            await wait_for(lambda: has({first}), 20, what="the partition over the first pod's Slurm node")
+            patch_cr(rig, name, {"maxTime": 30})  # another plan with the bindings kept
+            await wait_for(lambda: ready(rig, name).get("status") == "True", 20, what="Ready after the patch")
+            rig.used.append(second)
+            pod = {
+                "metadata": {"name": f"slurmd-{second}", "labels": {Keys.NODE_NAME_LABEL: second}},
+                "spec": {"nodeName": node, "containers": [{"name": "slurmd", "image": "slurmd"}]},
+            }
+            rig.kube.create("", "v1", "pods", pod, namespace=NAMESPACE)
+            await wait_for(
+                lambda: has({first, second}), 20, what="the second pod's Slurm node in the partition"
+            )
+    finally:
+        await cleanup(rig, [name], [name], [])

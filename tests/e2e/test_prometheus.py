@@ -214,6 +214,8 @@ HEALTHY = ("one", "two")
 ONLY_IN_FAILURE = {
     "SlurmSyncerSlurmAuthFailing": 'slurm_syncer_slurm_requests_total{job="slurm-syncer"}',
     "SlurmSyncerKubeWriteErrors": 'slurm_syncer_kube_requests_total{job="slurm-syncer"}',
+    # no answer has a series before the first question: the gauge beside it is always there
+    "SlurmSyncerPrologDegraded": 'slurm_syncer_prolog_waiting{job="slurm-syncer"}',
 }
 
 
@@ -265,6 +267,10 @@ async def test_real_prometheus_panels_and_alerts_with_two_replicas_and_two_relea
             leader, standby = (a, b) if a.gate.leading else (b, a)
             assert leader.http_port and standby.http_port
             me, other = f"127.0.0.1:{leader.http_port}", f"127.0.0.1:{standby.http_port}"
+            async with aiohttp.ClientSession() as asker:  # a PrologSlurmctld's question: the prolog panel
+                ready = {"job": "1", "nodes": rig.sandbox.real_node, "wait": "0"}
+                async with asker.get(f"http://{me}/prolog/ready", params=ready) as answer:
+                    assert (await answer.text()).startswith("done none")
             groups = [
                 {"targets": targets, "labels": {"namespace": NAMESPACE, "release": release}}
                 for release, targets in (

@@ -25,7 +25,7 @@ from syncer.testing.slurmd_standin import SlurmdStandIn
 from tests.e2e.power_safety import job_state, submit, until_told
 from tests.e2e.rig import Rig, running_syncer, sync
 from tests.e2e.test_nodeset import GROUP, VERSION, end_jobs, ensure_pool
-from tests.e2e.test_nodeset_power import Ports, power_body, wait_slurm
+from tests.e2e.test_nodeset_power import SLOW_S, Ports, power_body, wait_slurm
 from tests.fixtures.slurm import SELECTED
 from tests.helpers import wait_for
 
@@ -150,7 +150,7 @@ async def two_releases_in_one_kubernetes_never_take_each_others_objects(
         await stack.enter_async_context(release(rig_a, A, ports))
         rig.kube.create(GROUP, VERSION, "nodesets", nodeset_body("tra", A, "tra"), namespace=NAMESPACE)
         rig.kube.create(GROUP, VERSION, PARTITIONS, partition_body("tra-part", A, of_nodeset("tra")))
-        await wait_slurm(lambda: has_node(rig_a.reader, "tra-0"), 30, "A's member declared")
+        await wait_slurm(lambda: has_node(rig_a.reader, "tra-0"), SLOW_S, "A's member declared")
         job = await submit(rig_a, "--no-requeue", "-N", "1", "--constraint=tra", "--wrap", wrap)
         rig_b = await slurm_of(stack, rig, starting[1])
         # an admin's partition in Slurm B under the name of A's CR
@@ -189,7 +189,7 @@ async def story(
             and mine_b.get("trb-part") is not None and mine_b["trb-part"].nodes == {"trb-0"}
         )  # fmt: skip
 
-    await wait_slurm(each_has_its_own, 60, "each release's partition over its own member")
+    await wait_slurm(each_has_its_own, SLOW_S, "each release's partition over its own member")
     await wait_slurm(lambda: job_is(rig, job, "RUNNING"), 150, "the job running on A's member, powered up")
     pod = pods(rig, "tra").get("tra-0")
     assert pod is not None, "A's pod deleted under its running job"
@@ -207,7 +207,7 @@ async def story(
     rig.kube.patch("", "v1", "pods", "tra-0", {"metadata": {"labels": {LABEL: None}}}, namespace=NAMESPACE)
     await wait_for(
         lambda: (pods(rig, "tra").get("tra-0") or {}).get("metadata", {}).get("labels", {}).get(LABEL) == A,
-        deadline_s=30, what="A's label back on its pod",
+        deadline_s=SLOW_S, what="A's label back on its pod",
     )  # fmt: skip
     assert await job_state(rig, job) == "RUNNING"
     assert cr(rig, "tra-part")["metadata"]["finalizers"] == [partition_finalizer(A)]
@@ -215,28 +215,28 @@ async def story(
     # the unlabelled CR: the adopting release took it, and only its Slurm has the partition
     await wait_for(
         lambda: bool((cr(rig, "tru-part")["metadata"].get("labels") or {}).get(LABEL)),
-        deadline_s=30, what="the unlabelled CR taken by a release",
+        deadline_s=SLOW_S, what="the unlabelled CR taken by a release",
     )  # fmt: skip
     taker = cr(rig, "tru-part")["metadata"]["labels"][LABEL]
     assert taker == module[1].config.cluster_name, "a release that does not adopt took it"
     assert cr(rig, "tru-part")["metadata"].get("finalizers") in (None, [partition_finalizer(taker)])
     readers = {A: rig.reader, B: reader_b, module[1].config.cluster_name: module[0].reader}
-    await wait_slurm(lambda: has(readers[taker], "tru-part"), 30, f"the partition in {taker}'s Slurm")
+    await wait_slurm(lambda: has(readers[taker], "tru-part"), SLOW_S, f"the partition in {taker}'s Slurm")
     assert [name for name, reader in readers.items() if await has(reader, "tru-part")] == [taker]
     delete_cr(rig, "tru-part")
     # deleting A's CR removes A's partition and A's finalizer alone
     delete_cr(rig, "tra-part")
-    await wait_for(lambda: not cr(rig, "tra-part"), deadline_s=60, what="A's CR gone")
-    await wait_slurm(lambda: lacks(rig.reader, "tra-part"), 30, "A's partition gone from Slurm A")
+    await wait_for(lambda: not cr(rig, "tra-part"), deadline_s=SLOW_S, what="A's CR gone")
+    await wait_slurm(lambda: lacks(rig.reader, "tra-part"), SLOW_S, "A's partition gone from Slurm A")
     assert (await partitions(reader_b))["tra-part"] == admins
     assert cr(rig, "trb-part")["metadata"]["finalizers"] == [partition_finalizer(B)]
     assert "trb-part" in await partitions(reader_b)
     assert await job_state(rig, job) == "RUNNING"
     tell()
-    await wait_slurm(lambda: job_is(rig, job, "COMPLETED"), 60, "the job completed")
+    await wait_slurm(lambda: job_is(rig, job, "COMPLETED"), SLOW_S, "the job completed")
     delete_cr(rig, "trb-part")
-    await wait_for(lambda: not cr(rig, "trb-part"), deadline_s=60, what="B's CR gone")
-    await wait_for(lambda: not cr(rig, "tru-part"), deadline_s=60, what="the unlabelled CR gone")
+    await wait_for(lambda: not cr(rig, "trb-part"), deadline_s=SLOW_S, what="B's CR gone")
+    await wait_for(lambda: not cr(rig, "tru-part"), deadline_s=SLOW_S, what="the unlabelled CR gone")
 
 
 async def job_is(rig: Rig, job: str, state: str) -> bool:
@@ -262,7 +262,7 @@ async def passes_of(service: SyncerService, nodeset: str, count: int) -> None:
     stats, key = service.nodesets.stats, f"{NAMESPACE}/{nodeset}"
     first = stats.passes.get(key, 0)
     await wait_for(
-        lambda: stats.passes.get(key, 0) >= first + count, deadline_s=60, what=f"{count} passes of {key}"
+        lambda: stats.passes.get(key, 0) >= first + count, deadline_s=SLOW_S, what=f"{count} passes of {key}"
     )
 
 

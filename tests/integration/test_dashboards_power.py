@@ -19,11 +19,13 @@ OTHER = 'release="two", instance="b1:8080"'
 
 
 def series(metric: str, where: str, labels: str, values: str) -> dict[str, str]:
-    return {"series": f"{metric}{{{SEL}, {where}, {labels}}}", "values": values}
+    extra = f", {labels}" if labels else ""
+    return {"series": f"{metric}{{{SEL}, {where}{extra}}}", "values": values}
 
 
 MEMBERS = "slurm_syncer_nodeset_power_members"
 ACTIONS = "slurm_syncer_nodeset_power_actions_total"
+PROLOG, HELD = "slurm_syncer_prolog_answers_total", "slurm_syncer_prolog_waiting"
 INPUT = [
     *(
         series(MEMBERS, who, f'nodeset="slurm/gpu", state="{state}"', f"{count}x40")
@@ -37,6 +39,13 @@ INPUT = [
     series(ACTIONS, LEADER, 'action="power_down"', "0+7.5x40"),
     series(ACTIONS, LEADER, 'action="failure"', "0+3.75x40"),
     *(series(ACTIONS, STANDBY, f'action="{a}"', "0x40") for a in ("power_up", "power_down", "failure")),
+    # the prolog: any replica answers (the standby too), each counts its own; jobs held now, per replica
+    series(PROLOG, LEADER, 'outcome="ready"', "0+15x40"),
+    series(PROLOG, STANDBY, 'outcome="ready"', "0+7.5x40"),
+    series(PROLOG, OTHER, 'outcome="none"', "0+30x40"),
+    series(HELD, LEADER, "", "2x40"),
+    series(HELD, STANDBY, "", "1x40"),
+    series(HELD, OTHER, "", "0x40"),
     # per 15 s: 16 registrations, half within 5 s, all within 10 s: p50 5 s, p99 5 + 5 * (15.84 - 8) / 8
     *(
         series(dashboards.POWER_UP, who, f'le="{le}"', f"0+{n}x40")
@@ -58,6 +67,10 @@ EXPECTED: dict[str, list[list[tuple[str, float]]]] = {
     "Power actions and failures": [
         [('{action="power_up"}', 1), ('{action="power_down"}', 0.5)],
         [("{}", 0.25)],
+    ],
+    "PrologSlurmctld answers and jobs held": [
+        [('{outcome="ready"}', 1.5), ('{outcome="none"}', 2)],  # both replicas' answers of release one
+        [("{}", 3)],  # held now: every replica's own
     ],
 }
 

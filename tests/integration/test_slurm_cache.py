@@ -76,6 +76,32 @@ async def test_a_slurm_side_drain_reaches_subscribers(slurm_sandbox: Sandbox, ve
             slurm_sandbox.scontrol("update", f"nodename={node}", "state=undrain")
 
 
+async def test_probes_run_at_the_probe_interval_where_changed_is_not_a_list(slurm_sandbox: Sandbox) -> None:
+    """Without the metrics hint, 24.11 says "changed" with HTTP 500 (no list): probes run every
+    `probe_interval_s` (a power-up is seen in 0.25 s, not a poll's 1 s); 26.05.3+ says it with the whole
+    list, so once it has, probes go back to one per poll (a busy cluster would list at every probe)."""
+    node = "node00033"
+    async with (
+        SlurmClient(slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file)) as client,
+        running_cache(client, poll_interval_s=60.0, probe_interval_s=0.05) as cache,
+    ):
+        assert cache.hint is None
+        slurm_sandbox.scontrol("update", f"nodename={node}", "state=drain", "reason=admin: quick probe")
+        try:
+            if SELECTED.name == "24.11":
+                # a 60 s poll would probe once in the test's whole life: these are the quick ones
+                await wait_for(lambda: cache.nodes[node].drain_flag, deadline_s=30, what=f"drain of {node}")
+                assert cache.stats.probe_answers == "500"
+                probes = cache.stats.probes
+                await wait_for(lambda: cache.stats.probes >= probes + 5, deadline_s=30, what="quick probes")
+            else:
+                # the drain (or a registration before it) is answered with the whole list: no quick probes
+                await wait_for(lambda: cache.stats.changed_as_200 >= 1, deadline_s=30, what="a 200 probe")
+                assert cache._poll_delay() > 50 and cache.stats.probe_answers == "200"
+        finally:
+            slurm_sandbox.scontrol("update", f"nodename={node}", "state=undrain")
+
+
 async def test_full_fetches_respect_the_duty_limit(client42: SlurmClient) -> None:
     async with running_cache(client42, poll_interval_s=0.0, strategy="full", max_duty=0.25) as cache:
         start_fetches, start = cache.stats.full_fetches, time.monotonic()
