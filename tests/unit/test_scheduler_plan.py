@@ -235,6 +235,28 @@ def test_a_released_pod_is_submitted_again_after_the_retry_delay() -> None:
     assert [type(action) for action in run([pod(scheduled=failed)]).actions] == [Submit]
 
 
+def test_a_job_we_cancelled_for_placement_is_retried_before_its_pods_show_why() -> None:
+    # the job cache shows our cancel before the pod cache shows our condition: not a cancel from Slurm
+    stale = Scheduled(status="False", reason=PENDING, message="Slurm job 5 is pending")
+    failed = Scheduled(status="False", reason=PLACEMENT_FAILED, message="Slurm job 5 cannot run here: x; y")
+    pods = [pod("a", group_="g", scheduled=failed), pod("b", group_="g", scheduled=stale)]
+    cancelled = job(5, "a", "b", key="ns/group/g", state="CANCELLED", end_time=990.0)
+    assert [type(a) for a in run(pods, [cancelled]).actions] == [DeletePod]  # without the memory
+    assert run(pods, [cancelled], unplaced=frozenset({5})) == Plan(recheck_at=1050.0)
+    later = run(pods, [cancelled], world=at(1050.0), unplaced=frozenset({5}))
+    assert [type(action) for action in later.actions] == [Submit]
+    # only the pod's last job counts: one Slurm cancelled after ours still deletes it
+    said = Scheduled(status="False", reason=PENDING, message="Slurm job 6 is pending")
+    pending = [pod("a", group_="g", scheduled=said), pod("b", group_="g", scheduled=said)]
+    again = job(6, "a", "b", key="ns/group/g", state="CANCELLED", end_time=995.0)
+    result = run(pending, [cancelled, again], unplaced=frozenset({5}))
+    assert [(a.pod.name, a.job_id) for a in result.actions if isinstance(a, DeletePod)] == [
+        ("a", 6),
+        ("b", 6),
+    ]
+    assert [type(a) for a in run(pods, [cancelled], unplaced=frozenset({4})).actions] == [DeletePod]
+
+
 def test_partly_bound_gang_binds_the_rest() -> None:  # a restart between two binds
     pods = [pod("a", group_="g", node_name="k1", job_id=5), pod("b", group_="g")]
     result = run(pods, [job(5, "a", "b", key="ns/group/g", nodes=("n1", "n2"))])

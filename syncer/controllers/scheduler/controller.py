@@ -8,8 +8,9 @@ actions out in order, stopping at the first that fails (the next reconcile plans
 pod deletion the job is read fresh: when Slurm shows anything other than what was planned on, nothing is
 written and the gang is planned again on the fresh job.
 
-Its memory is only what the plan takes: the jobs it submitted that the job cache does not show yet, and the
-nodes it holds (syncer/control/holds.py, shared with the sync engine, which drains them). A submit whose
+Its memory is only what the plan takes: the jobs it submitted that the job cache does not show yet, the jobs
+it cancelled as they could not be placed until the pod cache shows its condition saying so, and the nodes it
+holds (syncer/control/holds.py, shared with the sync engine, which drains them). A submit whose
 answer was lost blocks the gang until a whole job list has been read (the marker finds the job if it was
 made). Slurm refusing a submit is said on the pods and tried again after `retry_after_s`.
 """
@@ -159,6 +160,7 @@ class SchedulerController(Controller):
         )  # gang keys whose job this pass allocated: planned again at once
         self._refused: dict[str, tuple[float, str]] = {}  # gang key -> (retry at, why) after Slurm refused
         self._torn: set[int] = set()  # job ids whose tear-down was counted (once per job)
+        self._unplaced: set[int] = set()  # job ids cancelled for placement, until the pods show it (plan)
         self._adopted: set[int] = set()
         self._settling: set[str] | None = None  # keys still to plan once before the holds are settled
 
@@ -193,6 +195,7 @@ class SchedulerController(Controller):
                 keys.add(read.key)
                 if change.kind == "removed":  # Slurm forgot it: so does this controller's bookkeeping
                     self._torn.discard(change.job_id)
+                    self._unplaced.discard(change.job_id)
                     self._adopted.discard(change.job_id)
                     for uid in read.uids:
                         if self._uid_key.get(uid) == read.key:
@@ -287,8 +290,11 @@ class SchedulerController(Controller):
         if not current.pods and not current.jobs:  # nothing left of the gang: forget what was noted of it
             self._refused.pop(key, None)
         submitted = self._still_submitted(key, current.jobs)
+        unplaced = self._still_unplaced(current)
         world = await self._world(current)
-        decided = plan(current, world, self.core, held=self.holds.of(key), submitted=submitted)
+        decided = plan(
+            current, world, self.core, held=self.holds.of(key), submitted=submitted, unplaced=unplaced
+        )
         done = await self._carry_out(key, current, decided, found)
         if self._settling is not None:
             self._settling.discard(key)
@@ -328,6 +334,28 @@ class SchedulerController(Controller):
             self.jobs.request_resync()  # not seen for long: a whole list finds it by its marker, or not
             self._submitted[key] = (job_id, self.clock())
         return job_id
+
+    def _still_unplaced(self, current: gang.Gang) -> frozenset[int]:
+        """The gang's jobs this controller cancelled as they could not be placed while an unbound pod of one
+        does not show the condition saying so yet (the job cache can show the job ended first: without this
+        the plan would read our cancel as Slurm's and delete the pod); forgotten once every one shows it."""
+        still: set[int] = set()
+        for job in current.jobs:
+            if job.job_id not in self._unplaced:
+                continue
+            said = f"Slurm job {job.job_id} "
+            if any(
+                (pod.uid in job.marker.uids or pod.job_id == job.job_id)
+                and not (pod.ended or pod.node_name)
+                and (pod.scheduled is None
+                     or pod.scheduled.reason != PLACEMENT_FAILED
+                     or not pod.scheduled.message.startswith(said))
+                for pod in current.pods
+            ):  # fmt: skip
+                still.add(job.job_id)
+            else:
+                self._unplaced.discard(job.job_id)
+        return frozenset(still)
 
     async def _list_after_lost(self, key: str) -> None:
         """A submit whose answer was lost may have made a job: a whole list finds it by its marker."""
@@ -605,6 +633,8 @@ class SchedulerController(Controller):
 
     async def _cancel(self, action: Cancel, current: gang.Gang) -> None:
         job = self.jobs.jobs.get(action.job_id) or SlurmJob(job_id=action.job_id)
+        if action.cause == "placement":  # noted first: a lost answer may have ended it all the same
+            self._unplaced.add(action.job_id)
         try:
             await self.context.slurm_writer.end_job(job)
         except SlurmError:

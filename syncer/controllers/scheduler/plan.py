@@ -3,7 +3,8 @@ binding of Slurm nodes to Kubernetes Nodes -> what to do now (docs/scheduler.md,
 
 Level-triggered: computed from current state alone, so a restart or a missed event changes nothing; the
 only memory it takes is the controller's own (`held`: the nodes it holds for this gang; `submitted`: a
-job it submitted that the job cache does not show yet). Rules:
+job it submitted that the job cache does not show yet; `unplaced`: jobs it cancelled as they could not be
+placed, whose pods' conditions the pod cache may not show yet). Rules:
 - One job per pod: a pod a live job stands for gets no other; a second live job for a pod is cancelled.
 - All or nothing: a gang's pods are bound together once every one passes kube-scheduler's checks, or
   none is and the job is cancelled (and submitted again after `retry_after_s`).
@@ -16,7 +17,7 @@ job it submitted that the job cache does not show yet). Rules:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -166,6 +167,7 @@ def plan(
     *,
     held: frozenset[str] = frozenset(),
     submitted: int | None = None,
+    unplaced: frozenset[int] = frozenset(),
 ) -> Plan:
     if not world.fresh:
         return Plan(blocked=STALE)
@@ -182,7 +184,7 @@ def plan(
         else:
             _live(job, members, gang, out)
         claimed.update(pod.uid for pod in members)
-    _unclaimed(gang, claimed, submitted, out)
+    _unclaimed(gang, claimed, submitted, unplaced, out)
     _holds(gang, out)
     hold = [Hold(slurm_node=node, reason=why) for node, why in sorted(out.holds.items()) if node not in held]
     release = [Release(slurm_node=node) for node in sorted(held - out.holds.keys())]
@@ -331,8 +333,12 @@ def _fit(job: Job, pods: Sequence[Pod], free: Sequence[str], world: World) -> tu
     return binds, ""
 
 
-def _released(pod: Pod, ended: Iterable[Job]) -> Job | None:
-    """The ended job of this pod we cancelled ourselves as it could not be placed (the condition says)."""
+def _released(pod: Pod, ended: Sequence[Job], unplaced: frozenset[int]) -> Job | None:
+    """The ended job of this pod we cancelled ourselves as it could not be placed: the condition says so, or
+    the controller remembers the cancel (the job cache can show it ended before the pod cache shows our
+    condition)."""
+    if ended and ended[-1].job_id in unplaced:
+        return ended[-1]
     scheduled = pod.scheduled
     if scheduled is None or scheduled.reason != PLACEMENT_FAILED:
         return None
@@ -354,7 +360,9 @@ def _cause(job: Job | None) -> str:
     return "job-gone" if job is None else SLURM_CAUSES.get(job.state, "job-ended")
 
 
-def _unclaimed(gang: Gang, claimed: set[str], submitted: int | None, out: _Out) -> None:
+def _unclaimed(
+    gang: Gang, claimed: set[str], submitted: int | None, unplaced: frozenset[int], out: _Out
+) -> None:
     """Pods no live job stands for: left by a job Slurm ended (deleted), released by us (submitted again
     after a while), or waiting for their job to be submitted."""
     ended = [job for job in gang.jobs if job.ended]
@@ -367,7 +375,7 @@ def _unclaimed(gang: Gang, claimed: set[str], submitted: int | None, out: _Out) 
                 out.delete(pod, _cause(job), jid)
             continue
         theirs = [job for job in ended if _stands_for(job, pod)]
-        released = _released(pod, theirs)
+        released = _released(pod, theirs, unplaced)
         if released is not None:
             out.released.add(pod.uid)
             due = released.end_time + out.options.retry_after_s
