@@ -632,6 +632,18 @@ async def test_allocate_at_once_keeps_slurms_order_and_a_lost_answer_makes_no_se
         async with running_syncer(rig, config, slurm_url=proxy.url) as service:
             scheduler_ = service.scheduler
             assert isinstance(scheduler_, SchedulerController)
+
+            # allocating at once reads the syncer's caches: earlier tests may leave the node NOT_RESPONDING
+            def room_seen() -> bool:
+                node = service.slurm_cache.nodes.get(lossy_node)
+                return (
+                    node is not None
+                    and "IDLE" in node.state
+                    and node.state <= {"IDLE", "CLOUD", "DYNAMIC_NORM"}
+                    and not any(job.pending for job in scheduler_.jobs.jobs.values())
+                )
+
+            await view.wait(room_seen, "the syncer sees the node idle and no job of ours waiting")
             lost = view.pod("lost", annotations={"slurm-syncer.dev/constraint": f"f{lossy_node}"})
             await view.wait(lambda: scheduler_.stats.errors["allocate"] >= 1, "an allocation's answer lost")
             proxy.on_write, proxy.truncate = None, False
