@@ -62,11 +62,14 @@ from benchmarks.run import (
     seed,
     settled,
     shown_undrained,
+    start_profiler,
+    stop_profiler,
 )
 from benchmarks.wire import WireCounter
 from syncer.model.keys import Keys
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
+from syncer.slurm.errors import SlurmError
 from syncer.slurm.metrics_hint import MetricsReader
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.sandbox import RELEASES, Sandbox, up
@@ -134,7 +137,8 @@ async def wire_bytes(
     wire: WireCounter, token_file: Path, call: Callable[[SlurmClient], Awaitable[object]], repeats: int = 3
 ) -> float:
     """The bytes of one call at the wire (request and answer, headers and all): median of a few."""
-    client = SlurmClient(wire.url, TokenFile(token_file))
+    # a 10,000-node list on a busy machine can take over the client's 10 s: a measurement, not a syncer
+    client = SlurmClient(wire.url, TokenFile(token_file), timeout_s=120.0)
     sizes = []
     try:
         await client.start()
@@ -185,7 +189,10 @@ async def slurm_shows(
     end = time.monotonic() + deadline_s
     want = (others or 0) + (len(names) if drained else 0)
     while others is not None and time.monotonic() < end:
-        count = await bench.drained_count()
+        try:
+            count = await bench.drained_count()
+        except SlurmError:  # slurmctld slow to answer on a busy machine: read again, the deadline bounds it
+            count = None
         if count is not None and (count >= want if drained else count <= want):
             break
         await asyncio.sleep(0.05)  # read-back poll of slurmctld's counts
@@ -347,7 +354,7 @@ async def main_async(args: argparse.Namespace) -> int:
         sandbox = await asyncio.to_thread(up, Path(tmp) / "sandbox", args.nodes, slurm=args.slurm)
         kube = KubeApiEmulator(bookmark_interval_s=5.0)
         await kube.start()
-        reader = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file))
+        reader = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file), timeout_s=120.0)
         metrics = MetricsReader(sandbox.metrics_url) if sandbox.metrics_url else None
         try:
             await reader.start()
@@ -410,6 +417,7 @@ async def main_async(args: argparse.Namespace) -> int:
                     samples: dict[str, list[float]] = {"k8s_to_slurm": [], "slurm_to_k8s": []}
                     deadline = 10.0 if args.nodes < 5000 else 60.0
                     figures = await reading(handle, bench)
+                    profiler = await start_profiler(handle, out) if args.profile else None
                     for number in range(1, args.rounds + 1):
                         rounds = await latency_round(bench, args.changes, 0.25, deadline, annotations=False)
                         for direction, values in rounds.items():
@@ -418,6 +426,8 @@ async def main_async(args: argparse.Namespace) -> int:
                         progress(f"round {number}/{args.rounds}: worst {worst}")
                     results["latency_s"] = {d: percentiles(v) for d, v in samples.items()}
                     results["latency_spent"] = (await spent(handle, bench, figures))[1]
+                    if profiler is not None:  # the latency rounds only: where the syncer's own time goes
+                        results["profile_top"] = await stop_profiler(profiler, out)
                     try:
                         results["storms"] = await storms(bench, handle, args.storm, args.storm_deadline)
                     except TooFewCleanNodes as exc:  # the rounds' figures are kept, the storm said why not
@@ -468,6 +478,15 @@ def storm_rows(storm: dict[str, Any]) -> list[str]:
     ]
 
 
+def drain_target(r: dict[str, Any]) -> str:
+    """Slurm -> Kubernetes: a drain is shown after the list that starts after it, so the goal is one list's
+    time in the same run (the mean at slurmrestd over the latency rounds) + 1 s (issue 47)."""
+    list_s = ((r.get("latency_spent") or {}).get("slurm_mean_s") or {}).get("nodes")
+    if list_s is None:
+        return "one list + 1 s (no list in the rounds)"
+    return f"one list + 1 s = {list_s + 1.0:.2f} s (a list: {list_s:.2f} s mean at slurmrestd in this run)"
+
+
 def summary(r: dict[str, Any]) -> str:
     idle, storm, latency = r["idle_per_minute"], r["storms"], r["latency_s"]
     predicted = r.get("check_predicted_ratio")
@@ -485,7 +504,7 @@ def summary(r: dict[str, Any]) -> str:
         + exporter_sources(r["exporter_reads_while_idle"])
         + " | <= 1.0 x |",
         f"| Kubernetes -> Slurm (cordon) | {cell(latency['k8s_to_slurm'])} | p99 <= 0.25 s |",
-        f"| Slurm -> Kubernetes (drain) | {cell(latency['slurm_to_k8s'])} | p99 <= 3 s |",
+        f"| Slurm -> Kubernetes (drain) | {cell(latency['slurm_to_k8s'])} | p99 <= {drain_target(r)} |",
         *storm_rows(storm),
         f"| RSS | {r['rss_mb']['steady']:.0f} MB, peak {r['rss_mb']['peak']:.0f} MB | |",
         "",
@@ -509,6 +528,9 @@ def main() -> int:
     parser.add_argument("--job-churn", type=float, default=2.0, help="a job every this many seconds")
     parser.add_argument("--storm", type=int, default=1000, help="cordons in the storm (default 1,000)")
     parser.add_argument("--storm-deadline", type=float, default=120.0)
+    parser.add_argument(
+        "--profile", action="store_true", help="py-spy samples the syncer in the latency rounds"
+    )
     parser.add_argument(
         "--set", action="append", default=[], metavar="VAR=VALUE",
         help="an experiment: this environment variable on top of the chart's (recorded in the results)",

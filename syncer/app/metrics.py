@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry, Histogram, PlatformCollector, ProcessCollector
@@ -147,6 +147,16 @@ def _rows(family: _Family, rows: Iterable[tuple[Sequence[str], float]]) -> _Fami
     for labels, value in rows:
         family.add_metric(list(labels), value)
     return family
+
+
+def _keyed(counts: Mapping[str, float]) -> Iterator[tuple[tuple[str], float]]:
+    """One row per key of `counts`, labelled by the key, in key order."""
+    return (((key,), value) for key, value in sorted(counts.items()))
+
+
+def _one(value: float) -> tuple[tuple[tuple[()], float]]:
+    """The one row of a family without labels."""
+    return (((), value),)
 
 
 class _StateCollector(Collector):
@@ -557,94 +567,81 @@ class _StateCollector(Collector):
         yield pending
         yield oldest
         stats = controller.stats
-        jobs = CounterMetricFamily(
+        jobs = _counter(
             "slurm_syncer_scheduler_jobs",
             "Slurm jobs standing for scheduler pods: submitted, cancelled (ended by the scheduler), adopted "
             "(found by their marker at the start: made before a restart or by another leader).",
-            labels=["action"],
+            ["action"],
         )
-        for action, count in sorted(stats.jobs.items()):
-            jobs.add_metric([action], count)
-        yield jobs
-        errors = CounterMetricFamily(
+        yield _rows(jobs, _keyed(stats.jobs))
+        errors = _counter(
             "slurm_syncer_scheduler_job_errors",
             "Submits and cancels Slurm refused or did not answer, by call (submit, cancel).",
-            labels=["call"],
+            ["call"],
         )
-        for call, count in sorted(stats.errors.items()):
-            errors.add_metric([call], count)
-        yield errors
-        teardowns = CounterMetricFamily(
+        yield _rows(errors, _keyed(stats.errors))
+        teardowns = _counter(
             "slurm_syncer_scheduler_teardowns",
             "Scheduler pods' jobs torn down (the pods deleted or the job ended), once per job, by cause: "
             "Slurm's side (cancelled, time-limit, preempted, suspended, requeued, node-failure, job-ended, "
             "job-gone), Kubernetes' (pod-deleted, pod-failed, pod-succeeded, node-deleted) and the "
             "scheduler's own (duplicate, placement).",
-            labels=["cause"],
+            ["cause"],
         )
-        for cause, count in sorted(stats.teardowns.items()):
-            teardowns.add_metric([cause], count)
-        yield teardowns
+        yield _rows(teardowns, _keyed(stats.teardowns))
         held = _gauge(
             "slurm_syncer_scheduler_held_nodes",
             "Slurm nodes the scheduler holds (drained) while a pod whose job ended still terminates there.",
         )
-        held.add_metric([], len(controller.holds))
-        yield held
+        yield _rows(held, _one(len(controller.holds)))
         yield from controller.bind_latency.collect()
 
     def _attributes(self) -> Iterator[Metric]:
         """Node labels carried to Slurm as features and topology (issue 29)."""
         controller = self.service.attributes
         stats = controller.stats if controller is not None else AttributeStats()  # zeros: panels stay whole
-        writes = CounterMetricFamily(
+        writes = _counter(
             "slurm_syncer_node_attribute_writes",
             "Slurm node updates from Node labels, by kind (features, topology) and result (ok, error, "
             "refused by Slurm, dry-run).",
-            labels=["kind", "result"],
+            ["kind", "result"],
         )
-        for kind in ("features", "topology"):
-            for result in ("ok", "error", "refused", "dry-run"):
-                writes.add_metric([kind, result], stats.writes[kind, result])
-        yield writes
-        refused = CounterMetricFamily(
+        kinds, results = ("features", "topology"), ("ok", "error", "refused", "dry-run")
+        yield _rows(writes, (((k, r), stats.writes[k, r]) for k in kinds for r in results))
+        refused = _counter(
             "slurm_syncer_feature_labels_refused",
             "Label values Slurm cannot take as a feature (one Event each).",
         )
-        refused.add_metric([], stats.refused_labels)
-        yield refused
+        yield _rows(refused, _one(stats.refused_labels))
         unsupported = _gauge(
             "slurm_syncer_topology_unsupported",
             "1 when topology from labels is configured but Slurm's REST API has no topology_str "
             "(needs Slurm 25.05+, REST v0.0.43+): nothing is written.",
         )
-        unsupported.add_metric([], int(stats.topology_unsupported))
-        yield unsupported
+        yield _rows(unsupported, _one(int(stats.topology_unsupported)))
 
     def _slurm_updates(self) -> Iterator[Metric]:
         """Drains and undrains sent to Slurm: how well identical ones were batched (issue 18)."""
         bulk = self.service.engine.context.slurm_writer.bulk.stats
-        requests = CounterMetricFamily(
+        requests = _counter(
             "slurm_syncer_slurm_update_requests",
             "Node update requests sent to Slurm (drain, undrain, features, topology): for one node, or one "
             "bulk POST for many.",
-            labels=["kind"],
+            ["kind"],
         )
-        requests.add_metric(["single"], bulk.requests - bulk.bulk_requests)
-        requests.add_metric(["bulk"], bulk.bulk_requests)
-        yield requests
-        nodes = CounterMetricFamily(
+        yield _rows(
+            requests, ((("single",), bulk.requests - bulk.bulk_requests), (("bulk",), bulk.bulk_requests))
+        )
+        nodes = _counter(
             "slurm_syncer_slurm_updated_nodes",
             "Node updates those requests carried (nodes per request: the ratio of the two).",
         )
-        nodes.add_metric([], bulk.nodes)
-        yield nodes
-        partial = CounterMetricFamily(
+        yield _rows(nodes, _one(bulk.nodes))
+        partial = _counter(
             "slurm_syncer_slurm_bulk_refused",
             "Bulk updates Slurm refused part-way (a node it does not know): it failed, the rest went again.",
         )
-        partial.add_metric([], bulk.partial)
-        yield partial
+        yield _rows(partial, _one(bulk.partial))
 
     def _maintenance(self) -> Iterator[Metric]:
         summary = self.service.maintenance.summary
@@ -655,10 +652,12 @@ class _StateCollector(Collector):
             "reservations).",
             ["state"],
         )
-        windows.add_metric(["reserved"], summary.reserved)
-        windows.add_metric(["invalid"], summary.invalid)
-        windows.add_metric(["unsupported"], summary.unsupported)
-        yield windows
+        counts = {
+            "reserved": summary.reserved,
+            "invalid": summary.invalid,
+            "unsupported": summary.unsupported,
+        }
+        yield _rows(windows, (((state,), count) for state, count in counts.items()))
         yield GaugeMetricFamily(
             "slurm_syncer_maintenance_reservations",
             "Slurm MAINT reservations the syncer owns (k8s-maint-...), as of its last look.",
@@ -670,28 +669,24 @@ class _StateCollector(Collector):
         if reconciler is None:
             return
         desired = _gauge("slurm_syncer_nodeset_desired_members", "Members a NodeSet wants.", ["nodeset"])
-        for key, count in sorted(reconciler.stats.desired.items()):
-            desired.add_metric([key], count)
-        yield desired
+        yield _rows(desired, _keyed(reconciler.stats.desired))
         overdue = _gauge(
             "slurm_syncer_nodeset_drain_timeouts",
             "Members of a NodeSet being removed that still run jobs after drainTimeout (never forced).",
             ["nodeset"],
         )
-        for key, count in sorted(reconciler.stats.timed_out.items()):
-            overdue.add_metric([key], count)
-        yield overdue
-        actions = CounterMetricFamily(
+        yield _rows(overdue, _keyed(reconciler.stats.timed_out))
+        actions = _counter(
             "slurm_syncer_nodeset_actions",
             "NodeSet actions: pods created and deleted, removals started, Slurm nodes deleted.",
-            labels=["action"],
+            ["action"],
         )
         stats = reconciler.stats
-        actions.add_metric(["pod_created"], stats.pods_created)
-        actions.add_metric(["pod_deleted"], stats.pods_deleted)
-        actions.add_metric(["removal_started"], stats.removals_started)
-        actions.add_metric(["slurm_node_deleted"], stats.slurm_nodes_deleted)
-        yield actions
+        done = {
+            "pod_created": stats.pods_created, "pod_deleted": stats.pods_deleted,
+            "removal_started": stats.removals_started, "slurm_node_deleted": stats.slurm_nodes_deleted,
+        }  # fmt: skip
+        yield _rows(actions, (((action,), count) for action, count in done.items()))
         yield from _nodeset_power(reconciler.power)
 
 
@@ -704,42 +699,38 @@ def _nodeset_power(power: PowerActions) -> Iterator[Metric]:
         "Members of a power-managed NodeSet by Slurm power state (declared counts every record).",
         ["nodeset", "state"],
     )
-    for key, counts in sorted(stats.by_state.items()):
-        for state, count in sorted(counts.items()):
-            members.add_metric([key, state], count)
-    yield members
-    actions = CounterMetricFamily(
+    by_state = sorted(stats.by_state.items())
+    yield _rows(
+        members, (((key, state), n) for key, counts in by_state for state, n in sorted(counts.items()))
+    )
+    actions = _counter(
         "slurm_syncer_nodeset_power_actions",
         "Power-managed NodeSets: power_up (pod created for a member Slurm powers up), power_down (pod "
         "deleted for a member Slurm powered down), failure (POWER_DOWN_FORCE: a member that could not come "
         "up), declare and undeclare (Slurm records created, and deleted above a lowered ceiling).",
-        labels=["action"],
+        ["action"],
     )
-    actions.add_metric(["power_up"], stats.power_ups)
-    actions.add_metric(["power_down"], stats.power_downs)
-    actions.add_metric(["failure"], stats.failures)
-    actions.add_metric(["declare"], stats.declared)
-    actions.add_metric(["undeclare"], stats.undeclared)
-    actions.add_metric(["held"], stats.held)
-    yield actions
+    done = {
+        "power_up": stats.power_ups, "power_down": stats.power_downs, "failure": stats.failures,
+        "declare": stats.declared, "undeclare": stats.undeclared, "held": stats.held,
+    }  # fmt: skip
+    yield _rows(actions, (((action,), count) for action, count in done.items()))
     disruption = _gauge(
         "slurm_syncer_nodeset_power_disruption",
         "1 while most Nodes of a zone (topology.kubernetes.io/zone; empty: Nodes without one) are NotReady "
         "at once (more than 2, at least 55 %): members there are not forced down for a lost Node.",
         ["zone"],
     )
-    for zone, nodes in power.zones.zones().items():
-        disruption.add_metric([zone], 1 if nodes.disrupted else 0)
-    yield disruption
+    yield _rows(
+        disruption, (((zone,), 1 if nodes.disrupted else 0) for zone, nodes in power.zones.zones().items())
+    )
     held = _gauge(
         "slurm_syncer_nodeset_power_held_members",
         "Members of a power-managed NodeSet whose lost-Node power-down waits: their Node's zone is "
         "disrupted.",
         ["nodeset"],
     )
-    for key, count in sorted(power.held.items()):
-        held.add_metric([key], count)
-    yield held
+    yield _rows(held, _keyed(power.held))
     registered = HistogramMetricFamily(
         "slurm_syncer_nodeset_power_up_seconds",
         "From creating the pod of a member Slurm powers up to Slurm showing its slurmd registered.",
@@ -751,16 +742,14 @@ def _nodeset_power(power: PowerActions) -> Iterator[Metric]:
 def _prolog(readiness: JobReadiness) -> Iterator[Metric]:
     """slurm-syncer's PrologSlurmctld (issue 47): its questions by answer, and those held now."""
     stats = readiness.stats
-    answers = CounterMetricFamily(
+    answers = _counter(
         "slurm_syncer_prolog_answers",
         "Answers to the PrologSlurmctld's question (may the job start): none (no node was powering up), "
         "ready (what was powering up registered, its pods Ready), failed (a node failed), waiting (the wait "
         "ran out; it asks again), unusable (caches not synced or Slurm data stale), bad (a bad request).",
-        labels=["outcome"],
+        ["outcome"],
     )
-    for outcome, count in sorted(stats.answers.items()):
-        answers.add_metric([outcome], count)
-    yield answers
+    yield _rows(answers, _keyed(stats.answers))
     yield GaugeMetricFamily(
         "slurm_syncer_prolog_waiting", "PrologSlurmctld questions held now (jobs waiting for their nodes).",
         value=stats.waiting,

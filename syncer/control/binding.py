@@ -6,6 +6,7 @@ from collections.abc import Container, Mapping
 from dataclasses import dataclass
 
 from syncer.kube.cache import KubeCache
+from syncer.kube.events import ObjectRef
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubePod
 from syncer.model.slurm import SlurmNode
@@ -29,6 +30,14 @@ class Binding:
         if self.pod is not None:
             return "pod"
         return "node" if self.node is not None else "unbound"
+
+    def ref(self, on: str) -> ObjectRef | None:
+        """Where an Event about this binding goes: the pod (`on="pod"`, when there is one), else the Node."""
+        if on == "pod" and self.pod is not None:
+            return ObjectRef.pod(self.pod.namespace, self.pod.name, self.pod.uid)
+        if self.node is not None:
+            return ObjectRef.node(self.node.name)
+        return None
 
 
 def resolve(name: str, cache: KubeCache) -> Binding:

@@ -7,7 +7,7 @@ kube-scheduler words them in `0/N nodes are available: ...`. Pure: the caller re
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from syncer.model.kube import (
     KubeNode,
@@ -37,23 +37,28 @@ def tolerates(pod: SchedulerPod, taint: Taint) -> bool:
     return False
 
 
-def _requirement(requirement: NodeSelectorRequirement, values: dict[str, str]) -> bool:
-    key, operator, wanted = requirement.key, requirement.operator, requirement.values
+def label_selects(operator: str, wanted: Sequence[str], value: str | None) -> bool:
+    """One node selector requirement's operator on the value of its key (None: the Node has no such key), as
+    k8s.io/component-helpers nodeaffinity reads it; an unknown operator selects nothing."""
     if operator == "In":
-        return key in values and values[key] in wanted
+        return value is not None and value in wanted
     if operator == "NotIn":
-        return key not in values or values[key] not in wanted
+        return value not in wanted
     if operator == "Exists":
-        return key in values
+        return value is not None
     if operator == "DoesNotExist":
-        return key not in values
-    if operator in ("Gt", "Lt") and key in values and len(wanted) == 1:
+        return value is None
+    if operator in ("Gt", "Lt") and value is not None and len(wanted) == 1:
         try:
-            have, bound = int(values[key]), int(wanted[0])
+            have, bound = int(value), int(wanted[0])
         except ValueError:
             return False
         return have > bound if operator == "Gt" else have < bound
     return False
+
+
+def _requirement(requirement: NodeSelectorRequirement, values: dict[str, str]) -> bool:
+    return label_selects(requirement.operator, requirement.values, values.get(requirement.key))
 
 
 def _term(term: NodeSelectorTerm, node: KubeNode) -> bool:

@@ -10,23 +10,15 @@ import re
 from fractions import Fraction
 
 _NUMBER = re.compile(r"([+-]?)([0-9]*\.?[0-9]*)(.*)", re.DOTALL)
+# Kubernetes' suffixes: decimal SI (k = 10^3 ... E = 10^18, and the fractions n, u, m) and binary
+# (Ki = 2^10 ... Ei = 2^60)
 _SUFFIXES: dict[str, Fraction] = {
     "": Fraction(1),
     "n": Fraction(1, 10**9),
     "u": Fraction(1, 10**6),
     "m": Fraction(1, 10**3),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "P": Fraction(10**15),
-    "E": Fraction(10**18),
-    "Ki": Fraction(2**10),
-    "Mi": Fraction(2**20),
-    "Gi": Fraction(2**30),
-    "Ti": Fraction(2**40),
-    "Pi": Fraction(2**50),
-    "Ei": Fraction(2**60),
+    **{prefix: Fraction(1000**power) for power, prefix in enumerate("kMGTPE", start=1)},
+    **{prefix + "i": Fraction(1024**power) for power, prefix in enumerate("KMGTPE", start=1)},
 }
 _EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)$")
 CPU = "cpu"

@@ -86,6 +86,9 @@ class PartitionState:
     node_list: str  # as Slurm shows it (a hostlist)
     settings: PartitionSettings  # every field read (None only where this REST version does not show it)
     total_cpus: int = 0
+    # how its jobs are preempted (("CANCEL",), ("OFF",), ...: the global PreemptMode unless it sets its own;
+    # () before v0.0.45, which does not show it; read, never written: check's preemption line)
+    preempt_mode: tuple[str, ...] = ()
 
 
 class InvalidPartition(ValueError):
@@ -295,6 +298,7 @@ class RawPartition(msgspec.Struct):
     groups: _Allowed = msgspec.field(default_factory=_Allowed)
     qos: _Allowed = msgspec.field(default_factory=_Allowed)
     cpus: _Cpus = msgspec.field(default_factory=_Cpus)
+    preempt_mode: list[str] = []
 
     def to_state(self) -> PartitionState:
         flags = None if self.flags is None else {f.upper() for f in self.flags}
@@ -322,7 +326,9 @@ class RawPartition(msgspec.Struct):
             alternate=self.alternate,
         )  # fmt: skip
         listed = self.nodes.configured
-        return PartitionState(self.name, frozenset(expand(listed)), listed, settings, self.cpus.total)
+        # REST names slurm.conf's PreemptMode=OFF "DISABLED" (26.05.5, every API version)
+        modes = tuple("OFF" if m.upper() == "DISABLED" else m.upper() for m in self.preempt_mode)
+        return PartitionState(self.name, frozenset(expand(listed)), listed, settings, self.cpus.total, modes)
 
 
 def _read_limit(value: MaybeNumber) -> Limit | None:

@@ -15,6 +15,7 @@ import yaml
 
 from syncer.slurm.jwt import mint_token
 from syncer.testing.faultproxy import FaultProxy
+from syncer.testing.sandbox.config import TIERS
 from tests.e2e.rig import Rig, fresh_slurm_nodes, running_syncer, start_daemon, syncer_environment
 from tests.fixtures.slurm import SELECTED
 from tests.helpers import wait_for
@@ -233,8 +234,9 @@ async def test_check_finds_slurmctlds_metrics_by_itself_or_says_what_it_costs(ri
     hint = [line for line in out.splitlines() if "metrics hint" in line]
     assert code == 0 and len(hint) == 1, out + err
     if SELECTED.openmetrics:
+        partitions = 1 + sum(line.startswith("PartitionName=") for line in TIERS)  # main + the tiers
         assert hint[0].startswith(
-            "ok    slurmctld's metrics hint: node counts of 1 partition(s) read at http://"
+            f"ok    slurmctld's metrics hint: node counts of {partitions} partition(s) read at http://"
         ), hint
         assert hint[0].endswith(f":{port} (auto, found from slurmrestd's /conf (SlurmctldPort {port}))"), hint
     else:  # 24.11: no /conf, and slurmctld serves no metrics

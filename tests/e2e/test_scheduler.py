@@ -26,6 +26,7 @@ from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
 from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.sandbox import Sandbox, SandboxError
+from syncer.testing.sandbox.config import TIER_GRACE, TIER_GRACE_S, TIER_HIGH, TIER_LOW, TIERED
 from tests.e2e.rig import FAST, Rig, condition, get, node_body, running_syncer, sample
 from tests.fixtures.slurm import SELECTED
 from tests.helpers import wait_for
@@ -36,6 +37,9 @@ EXTERNAL = SELECTED.name != "24.11"  # external jobs: REST v0.0.43+ (Slurm 25.05
 NS = "team"
 POOL = "schedpool"  # the feature every node of this module's pool has (the Namespace's default constraint)
 NODES = 8
+# in the sandbox's preemption tiers too (config.TIERS), free in test_preemption_both_ways: scancel's node
+# (its hold is lifted in its story) and one of the restart test's, which runs after
+TIERED_NODES = (3, 7)
 CPUS = 2
 _names = itertools.count(1)
 _schedulers = itertools.count(1)
@@ -52,8 +56,9 @@ def pool(slurm_sandbox: Sandbox) -> Iterator[list[str]]:
     """Real slurmd on dynamic nodes of 2 CPUs, each with the pool's feature and one of its own."""
     names = [f"schedx{i}" for i in range(NODES)] if EXTERNAL else [f"schedy{i}" for i in range(2)]
     try:
-        for name in names:
-            slurm_sandbox.start_slurmd(name, cpus=CPUS, memory_mb=1000, features=[POOL, f"f{name}"])
+        for i, name in enumerate(names):
+            tiered = [TIERED] if EXTERNAL and i in TIERED_NODES else []
+            slurm_sandbox.start_slurmd(name, cpus=CPUS, memory_mb=1000, features=[POOL, f"f{name}", *tiered])
         yield names
     finally:
         for name in names:
@@ -80,10 +85,10 @@ class Pool:
             body["status"]["allocatable"] = {"cpu": "8", "memory": "16Gi", "pods": "110"}
             rig.kube.create("", "v1", "nodes", body)
             rig.bind_pod(name)
-        rig.kube.create(
-            "", "v1", "namespaces",
-            {"metadata": {"name": NS, "annotations": {"slurm-syncer.dev/constraint": POOL}}},
-        )  # fmt: skip
+        # the pods may choose their partition (the preemption stories) besides the default list
+        overrides = "partition,constraint,time-limit,nice"
+        annotations = {"slurm-syncer.dev/constraint": POOL, "slurm-syncer.dev/pod-overrides": overrides}
+        rig.kube.create("", "v1", "namespaces", {"metadata": {"name": NS, "annotations": annotations}})
 
     def pod(
         self, name: str, *, cpu: str = "1", memory: str = "100Mi", grace: int = 2,
@@ -153,9 +158,10 @@ class Pool:
         result = await asyncio.to_thread(self.rig.sandbox.run, *argv)
         return result.stdout.strip()
 
-    async def sbatch(self, node: str) -> str:
+    async def sbatch(self, node: str, *, partition: str = "") -> str:
         """A Slurm job taking the whole node (waits if the node is busy)."""
-        out = await self.sh("sbatch", "--parsable", "-w", node, "--exclusive", "--wrap", "sleep 600")
+        where = ["-p", partition] if partition else []
+        out = await self.sh("sbatch", "--parsable", *where, "-w", node, "--exclusive", "--wrap", "sleep 600")
         return out.split(";")[0]
 
     async def job_state(self, job: str) -> str:
@@ -299,6 +305,74 @@ async def scancel(p: Pool, node: str, service: SyncerService) -> None:
     assert not service.context.holds.of(f"{NS}/pod/victim")
 
 
+async def preempted(p: Pool, node: str) -> None:
+    """A Slurm job of a higher-tier partition preempts a bridged pod (PreemptType=preempt/partition_prio,
+    the pod's partition with GraceTime): the pod is deleted with an Event naming the preemption, its node
+    stays held in Slurm until the pod is gone, and the preemptor starts only after."""
+    p.rig.kube.kubelet.termination_s = 30.0  # pods take their grace period to stop: the window tested
+    grace = TIER_GRACE_S - 10  # under the partition's GraceTime by more than the job cache's 5 s read
+    pod = p.pod("preempted", grace=grace, annotations={
+        "slurm-syncer.dev/partition": TIER_GRACE, "slurm-syncer.dev/constraint": f"f{node}",
+    })  # fmt: skip
+    await p.wait(lambda: p.node_of(pod) == f"k8s-{node}", "the pod bound")
+    job = p.job_of(pod)
+    preemptor = await p.sbatch(node, partition=TIER_HIGH)
+    seen: list[tuple[bool, str, bool]] = []  # (node held, preemptor state, pod present), read in that order
+
+    async def watch() -> None:
+        while True:
+            held_ = HOLD_TAG in (await p.rig.reader.get_node(node)).reason
+            state = await p.job_state(preemptor)
+            seen.append((held_, state, p.get(pod) is not None))
+            await asyncio.sleep(0.2)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        await p.wait(lambda: p.deleting(pod), "the preempted pod deleted")
+        await p.wait(lambda: p.told(pod, "SlurmPodDeleted", f"Slurm job {job} is being preempted"),
+                     "the deletion's Event naming the preemption")  # fmt: skip
+
+        async def held() -> bool:
+            return HOLD_TAG in (await p.rig.reader.get_node(node)).reason
+
+        await p.wait(held, "the node held while the pod stops")
+        assert p.get(pod) is not None, "the pod outlived its grace period's start"
+        await p.delete(pod, grace=0)  # force-deleted: stopped; the job may end, the preemptor start
+        await p.wait(
+            lambda: _is(p.job_state(preemptor), "RUNNING"), "the preemptor runs once the pod is gone"
+        )
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    assert p.get(pod) is None
+    # a pod still there when read last of a sample was there at the sample's first reads too
+    beside = [s for s in seen if s[1] == "RUNNING" and s[2]]
+    assert not beside, f"the preemptor ran while the pod was there: {beside}"
+    first_held = next(i for i, s in enumerate(seen) if s[0]) if any(s[0] for s in seen) else len(seen)
+    lifted = [s for s in seen[first_held:] if not s[0] and s[2]]
+    assert not lifted, f"the hold lifted while the pod was there: {lifted}"
+    assert await p.job_state(job) != "RUNNING"
+
+    async def released() -> bool:
+        return HOLD_TAG not in (await p.rig.reader.get_node(node)).reason
+
+    await p.wait(released, "the hold lifted once the pod is gone")
+    await p.sh("scancel", preemptor)
+
+
+async def preempts(p: Pool, node: str) -> None:
+    """A bridged pod in a higher-tier partition preempts a Slurm batch job and is bound on its node."""
+    victim = await p.sbatch(node, partition=TIER_LOW)
+    await p.wait(lambda: _is(p.job_state(victim), "RUNNING"), f"the batch job {victim} running on {node}")
+    pod = p.pod("preemptor", annotations={
+        "slurm-syncer.dev/partition": TIER_HIGH, "slurm-syncer.dev/constraint": f"f{node}",
+    })  # fmt: skip
+    await p.wait(lambda: p.node_of(pod) == f"k8s-{node}", "the pod bound on the batch job's node")
+    assert await p.job_state(victim) != "RUNNING", "the pod bound beside the job it preempts"
+    await p.delete(pod)
+
+
 async def _true() -> bool:
     return True
 
@@ -397,12 +471,36 @@ async def test_one_pool_stories(rig: Rig, view: Pool) -> None:
         assert sample(text, "slurm_syncer_scheduler_pending_pods", reason="SlurmRequestRefused") == 2
         assert sample(text, "slurm_syncer_scheduler_pods", state="pending") == 2
         assert sample(text, "slurm_syncer_scheduler_held_nodes") == 0
-        on, slurm_side, waiting = await check_lines(service.slurm, view.client, view.scheduler, (NS,), False)
+        on, slurm_side, _, waiting = await check_lines(
+            service.slurm, view.client, view.scheduler, (NS,), False
+        )
         assert on[1] == f"scheduler: on for pods with schedulerName {view.scheduler} in {NS}"
         assert slurm_side[0] and "takes external jobs" in slurm_side[1]
         assert (
             waiting[3] and "2 pod(s) wait (2 SlurmRequestRefused)" in waiting[1] and "team/bare" in waiting[1]
         )
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
+async def test_preemption_both_ways(rig: Rig, view: Pool) -> None:
+    """Slurm preempts a pod's job and a pod's job preempts a batch job (the sandbox's tiers), side by side
+    under their own syncer (beside the other stories they added to the event loop's load on a busy
+    machine); check names the tier its pods may use without GraceTime."""
+    tiered = [view.names[i] for i in TIERED_NODES]
+    async with scheduler(rig, view) as service:
+        # a pod that stays (refused: no requests) sets the grace check asks for: the longest, 12 s + 5 s
+        view.pod("graced", grace=12, requests={})
+        await asyncio.gather(preempted(view, tiered[0]), preempts(view, tiered[1]))
+        status, text = await get(service, "/metrics")
+        assert status == 200
+        assert (sample(text, "slurm_syncer_scheduler_teardowns_total", cause="preempted") or 0) >= 1
+        _, _, preemption, _ = await check_lines(service.slurm, view.client, view.scheduler, (NS,), False)
+        # the Namespace lets its pods choose a partition: the tier without GraceTime is named, and main
+        assert preemption[0] and preemption[3] and f"{TIER_LOW} (GraceTime 0 s" in preemption[1], preemption
+        assert f"{TIER_GRACE} (" not in preemption[1] and f"{TIER_HIGH} (" not in preemption[1]
+        assert "GraceTime=17 or more" in preemption[2], preemption
 
 
 @pytest.mark.only_where(
@@ -486,17 +584,27 @@ async def test_restart_adopts_without_duplicate_or_orphan(rig: Rig, view: Pool) 
 async def test_24_11_refuses_without_placeholder(rig: Rig, view: Pool) -> None:
     """On 24.11 (REST v0.0.42, no external jobs) a pod is refused with an Event naming the release and
     the option that makes it work; with --scheduler-placeholder a placeholder batch job stands for it."""
-    async with scheduler(rig, view):
+    async with scheduler(rig, view) as service:
         pod = view.pod("old", annotations={"slurm-syncer.dev/constraint": f"f{view.names[0]}"})
         await view.wait(lambda: view.scheduled(pod).get("reason") == "SlurmRequestRefused", "the pod refused")
         message = view.scheduled(pod)["message"]
         assert "24.11" in message and "--scheduler-placeholder" in message, message
         await view.wait(lambda: view.told(pod, "SlurmSubmitFailed", "24.11"), "the refusal's Event")
         assert not await view.jobs_named(f"{NS}/old")
-    async with scheduler(rig, view, placeholder=True):
+        _, slurm_side, preemption, _ = await check_lines(
+            service.slurm, view.client, view.scheduler, (NS,), False
+        )
+        assert not slurm_side[0] and "has no external jobs: every pod is refused" in slurm_side[1], slurm_side
+        assert "--scheduler-placeholder" in slurm_side[2]
+        assert preemption[0] and preemption[3] and "has no GET /conf" in preemption[1], preemption
+    async with scheduler(rig, view, placeholder=True) as service:
         await view.wait(lambda: view.node_of(pod) == f"k8s-{view.names[0]}", "bound under a placeholder job")
         job = view.job_of(pod)
         assert await view.job_state(job) == "RUNNING"
+        _, slurm_side, _, _ = await check_lines(service.slurm, view.client, view.scheduler, (NS,), True)
+        assert (
+            slurm_side[0] and slurm_side[3] and "a placeholder batch job stands for each pod" in slurm_side[1]
+        )
         await view.delete(pod)
         await view.wait(lambda: _is(view.job_state(job), "GONE", "COMPLETED", "CANCELLED"), "its job ended")
 

@@ -373,3 +373,28 @@ def test_a_begun_reservation_is_the_window_starting_this_second_with_its_end_and
     writes, names = plan([Desired(window, ("a",))], [begun], TAG, now)
     assert writes == []
     assert names[window] == begun.name
+
+
+def test_a_second_reservation_of_the_same_window_is_deleted_and_the_one_named_for_it_kept() -> None:
+    """Each window takes one reservation: the one named for it first; another of ours with the same window
+    (left by an earlier update) is one too many and goes."""
+    window = Window(T0, T0 + 3600)
+    named = reservation(reservation_name(TAG, window), ("a",), T0, T0 + 3600)
+    other = reservation("k8s-maint-" + TAG + "-moved-here", ("a",), T0, T0 + 3600)
+    writes, names = plan([Desired(window, ("a",))], [named, other], TAG, NOW)
+    assert writes == [Write("delete", other.name, before=other)]
+    assert names[window] == named.name
+
+
+def test_a_reservation_with_the_window_is_taken_before_one_sharing_its_nodes() -> None:
+    """A window whose reservation has another name takes the one with its window (its nodes updated), not
+    the one sharing most of its nodes, which goes."""
+    window = Window(T0, T0 + 3600)
+    same_window = reservation("k8s-maint-" + TAG + "-moved-here", ("b",), T0, T0 + 3600)
+    same_nodes = reservation("k8s-maint-" + TAG + "-elsewhen", ("a",), T0 + 7200, T0 + 9000)
+    writes, names = plan([Desired(window, ("a",))], [same_window, same_nodes], TAG, NOW)
+    assert writes == [
+        Write("delete", same_nodes.name, before=same_nodes),
+        Write("update", same_window.name, window, ("a",), T0, same_window),
+    ]
+    assert names[window] == same_window.name

@@ -99,6 +99,10 @@ def test_options_from_settings_values() -> None:
     assert options.gres == DEFAULT_GRES and options.retry_after_s == 5.0
     options = options_from({**values, "scheduler_name": "", "scheduler_gres": (("x.io/f", "fpga"),)})
     assert not options.enabled and options.gres == {"x.io/f": "fpga"}
+    # allocate at once: exactly what the value says, and on (True, not merely truthy) where none is given
+    assert options_from(values).allocate is False
+    unset = {k: v for k, v in values.items() if k != "scheduler_allocate"}
+    assert options_from(unset).allocate is True
 
 
 def test_check_names_the_scheduler_and_why_pods_wait() -> None:

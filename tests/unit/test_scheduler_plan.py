@@ -612,11 +612,11 @@ def test_a_new_instance_of_a_gang_does_not_disturb_the_old_one() -> None:
     jobs = [job(5, "a", nodes=("n1",)), Job(job_id=6, state="PENDING", marker=marker6)]
     gangs = group([successor], jobs, {}, {"ns": {}}, OPTIONS)
     result = plan(gangs["ns/pod/a"], WORLD, OPTIONS)
-    assert result.actions == (
-        Cancel(job_id=5, cause="pod-deleted", message="Slurm job 5 lost a pod (deleted): cancelled"),
+    assert result.actions == (  # job 6 first: it stands for a pod here, job 5 for none
         SetScheduled(
             pod=PodRef(namespace="ns", name="a", uid="u-a2"), reason=PENDING, message="Slurm job 6 is pending"
         ),
+        Cancel(job_id=5, cause="pod-deleted", message="Slurm job 5 lost a pod (deleted): cancelled"),
     )
 
 
@@ -627,3 +627,66 @@ def test_request_pods_deleted_now_are_not_submitted() -> None:
     assert not any(isinstance(a, Submit) for a in result.actions)
     gangs = group(pods, [job(5, "a", key="ns/group/g", state="CANCELLED")], {}, {"ns": {}}, OPTIONS)
     assert isinstance(gangs["ns/group/g"].want, JobRequest)
+
+
+def test_a_job_naming_part_of_a_gang_gives_way_to_one_naming_all_of_it() -> None:
+    # job 2 names only pod a (the gang was smaller when it was submitted): the older job, yet job 3 stands,
+    # or pod b would be left without a job, waiting for a gang that a partial job has split
+    pending = job(2, "a", key="ns/group/g", state="PENDING")
+    whole = job(3, "a", "b", key="ns/group/g", state="PENDING")
+    result = run(GANG, [pending, whole])
+    assert result.actions == (
+        SetScheduled(pod=ref("a"), reason=PENDING, message="Slurm job 3 is pending"),
+        SetScheduled(pod=ref("b"), reason=PENDING, message="Slurm job 3 is pending"),
+        Cancel(
+            job_id=2,
+            cause="duplicate",
+            message="Slurm job 2 duplicates another job for the same pods: cancelled",
+        ),
+    )
+    # even running: no pod holds resources under it yet
+    running = job(2, "a", key="ns/group/g", nodes=("n1",))
+    assert (
+        Cancel(
+            job_id=2,
+            cause="duplicate",
+            message="Slurm job 2 duplicates another job for the same pods: cancelled",
+        )
+        in run(GANG, [running, whole]).actions
+    )
+    # a pod running under the partial job keeps it: the whole one goes
+    bound = [pod("a", group_="g", node_name="k1", job_id=2), pod("b", group_="g")]
+    result = run(bound, [running, whole])
+    assert (
+        Cancel(
+            job_id=3,
+            cause="duplicate",
+            message="Slurm job 3 duplicates another job for the same pods: cancelled",
+        )
+        in result.actions
+    )
+    assert not any(isinstance(a, Cancel) and a.job_id == 2 for a in result.actions)
+
+
+def test_a_pod_a_live_job_stands_for_shows_that_jobs_state_not_the_gangs_wait() -> None:
+    # job 2 names only pod a; pod b waits for the rest of its gang. Telling pod a the gang waits too would
+    # undo "job 2 is pending" on every other pass: a status rewrite loop
+    pending = job(2, "a", key="ns/group/g", state="PENDING")
+    waits = (
+        "1 of the 2 pods of group g are here; its Slurm job is submitted when all are (pods of namespace ns"
+    )
+    waits += " only)"
+    result = run(GANG, [pending])
+    assert result.actions == (
+        SetScheduled(pod=ref("a"), reason=PENDING, message="Slurm job 2 is pending"),
+        SetScheduled(pod=ref("b"), reason=WAITING, message=waits),
+    )
+    told = [
+        pod(
+            "a",
+            group_="g",
+            scheduled=Scheduled(status="False", reason=PENDING, message="Slurm job 2 is pending"),
+        ),
+        pod("b", group_="g", scheduled=Scheduled(status="False", reason=WAITING, message=waits)),
+    ]
+    assert run(told, [pending]).actions == ()

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from syncer.controllers.scheduler.gang import Gang, group
@@ -273,8 +273,48 @@ def check_held(scene: Scene) -> None:
         assert wanted <= held, (pod, job, held)
 
 
+def split_gang(third: str, scheduled_b: Scheduled | None) -> Scene:
+    """Found by Hypothesis: a gang of 2 whose job 2 names only pod a, beside jobs 1 and 3 naming both; pod a's
+    condition took turns between job 2's state and the gang's wait (fixed: plan.py, _rank and _submit)."""
+
+    def member(name: str, scheduled: Scheduled | None) -> Pod:
+        labels, annotations = {Keys.GROUP_LABEL: "g"}, {Keys.GROUP_SIZE: "2"}
+        return Pod(
+            namespace="ns",
+            name=name,
+            uid=f"u-{name}",
+            containers=REQ,
+            labels=labels,
+            annotations=annotations,
+            scheduled=scheduled,
+        )
+
+    def named(job_id: int, state: str, *names: str) -> Job:
+        pods = tuple((n, f"u-{n}") for n in names)
+        nodes = ("n1", "n2")[: len(names)]
+        return Job(
+            job_id=job_id, state=state, marker=Marker(release="r1", key="ns/group/g", pods=pods), nodes=nodes
+        )
+
+    nodes = {
+        name: Node(name=name, allocatable=ROOM, unschedulable=True, taints=(Taint(key="t"),))
+        for name in ("k1", "k2", "k3")
+    }
+    return Scene(
+        pods={"a": member("a", None), "b": member("b", scheduled_b)},
+        jobs={1: named(1, "BOOT_FAIL", "a", "b"), 2: named(2, "PENDING", "a"), 3: named(3, third, "a", "b")},
+        world=World(bindings=BINDINGS, nodes=nodes, fresh=True, now=NOW),
+        held={"ns/group/g": frozenset()},
+    )
+
+
 @settings(max_examples=1000, deadline=None)
 @given(scenes(), st.lists(st.booleans(), min_size=6, max_size=6))
+@example(split_gang("BOOT_FAIL", None), [False] * 6)
+@example(
+    split_gang("PENDING", Scheduled(status="False", reason=PLACEMENT_FAILED, message="Slurm job 1 cannot")),
+    [False] * 6,
+)
 def test_invariants_and_convergence(scene: Scene, starts: list[bool]) -> None:
     seen: list[set[Action]] = []
     for start in starts:

@@ -8,6 +8,7 @@ import pytest
 from syncer.control.binding import Binding, node_slurm, pod_bound_on_node, resolve, slurm_nodes_on
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
+from syncer.kube.events import ObjectRef
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubePod
 from syncer.model.slurm import SlurmNode
@@ -264,3 +265,15 @@ def test_slurm_nodes_on_a_node_are_its_label_its_pods_and_its_name_each_only_whe
     put_node(by_name, "k8s-a")
     assert slurm_nodes_on("k8s-a", by_name, known) == ("k8s-a",)
     assert slurm_nodes_on("k8s-a", by_name, {"host1"}) == ()
+
+
+def test_an_event_about_a_binding_goes_on_the_pod_when_asked_and_there_is_one_else_on_the_node() -> None:
+    pod = KubePod(namespace="slurm", name="slurmd-a", uid="u1")
+    node = KubeNode(name="kube-a")
+    on_pod = ObjectRef("Pod", "slurmd-a", "slurm", "u1")
+    on_node = ObjectRef("Node", "kube-a", "", "kube-a")
+    assert Binding("a", pod, node).ref("pod") == on_pod
+    assert Binding("a", pod, node).ref("node") == on_node  # asked for the Node: the Node
+    assert Binding("a", None, node).ref("pod") == on_node  # no pod: the Node
+    assert Binding("a", pod, None).ref("node") is None  # a pod not yet on a Node: nothing to put it on
+    assert Binding("a").ref("pod") is None

@@ -21,6 +21,7 @@ from syncer.controllers.scheduler.values import (
     Taint,
     Toleration,
 )
+from syncer.model.fit import label_selects
 
 UNSCHEDULABLE_TAINT: Final = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
 FILTERED_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})  # PreferNoSchedule only scores
@@ -43,22 +44,7 @@ def _tolerated(pod: Pod, taint: Taint) -> bool:
 
 
 def _matches(requirement: Requirement, value: str | None) -> bool:
-    op, values = requirement.operator, requirement.values
-    if op == "In":
-        return value is not None and value in values
-    if op == "NotIn":
-        return value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt") and value is not None and len(values) == 1:
-        try:
-            have, bound = int(value), int(values[0])
-        except ValueError:
-            return False
-        return have > bound if op == "Gt" else have < bound
-    return False
+    return label_selects(requirement.operator, requirement.values, value)
 
 
 def _term_matches(term: SelectorTerm, node: Node) -> bool:

@@ -202,9 +202,12 @@ def _bound_to(job: Job, pod: Pod) -> bool:
     return pod.holds and (pod.job_id == job.job_id or (pod.job_id is None and pod.uid in job.marker.uids))
 
 
-def _rank(job: Job, pods: Sequence[Pod]) -> tuple[bool, bool, int]:
-    """Which of several live jobs for one pod stands: one a pod runs under, then one running, the oldest."""
-    return not any(_bound_to(job, pod) for pod in pods), job.state != "RUNNING", job.job_id
+def _rank(job: Job, pods: Sequence[Pod]) -> tuple[bool, int, bool, int]:
+    """Which of several live jobs for one pod stands: one a pod runs under, then the one standing for the
+    most of the gang's pods (a job naming part of a gang never leaves the rest without one), then one
+    running, the oldest."""
+    bound = any(_bound_to(job, pod) for pod in pods)
+    return not bound, -sum(_stands_for(job, pod) for pod in pods), job.state != "RUNNING", job.job_id
 
 
 def _duplicate(job: Job, members: Sequence[Pod], out: _Out) -> None:
@@ -373,10 +376,10 @@ def _unclaimed(gang: Gang, claimed: set[str], submitted: int | None, out: _Out) 
                 out.times.append(due)
         elif theirs:
             out.delete(pod, _cause(theirs[-1]), theirs[-1].job_id)
-    _submit(gang, submitted, out)
+    _submit(gang, claimed, submitted, out)
 
 
-def _submit(gang: Gang, submitted: int | None, out: _Out) -> None:
+def _submit(gang: Gang, claimed: set[str], submitted: int | None, out: _Out) -> None:
     want = gang.want
     if want is None:
         return
@@ -387,9 +390,10 @@ def _submit(gang: Gang, submitted: int | None, out: _Out) -> None:
         if not {ref.uid for ref in want.pods} & (out.deleted | out.deferred):
             out.actions.append(Submit(request=want))
         return
+    # only the pods no live job stands for: the others show their job's state (else the two take turns)
     reason, message = (REFUSED, want.text) if isinstance(want, Refusal) else (WAITING, want.message)
     for pod in gang.pods:
-        if not (pod.ended or pod.node_name or pod.uid in out.deleted | out.released):
+        if not (pod.ended or pod.node_name or pod.uid in claimed | out.deleted | out.released):
             out.condition(pod, reason, message)
 
 

@@ -30,6 +30,7 @@
 - `drift.drift_rows(cache, slurm_nodes, opts, now, *, include_unbound=False) -> [Row]`: the one drift
   computation of `status` and the demo (a NodeSet member being removed is judged with its scale-in cause).
 
-Beside the core, with I/O: `engine.SyncController` (a runtime controller: read -> decide -> apply) and
+Beside the core, with I/O: `controller.SyncController` (a runtime controller: read -> decide -> apply),
+`read.Reader` (the read step: one `Reading` per reconcile), `reports.Reports` (conflicts, missing nodes) and
 `apply.Applier` (the decision's writes, in order, behind the write gate). See docs/architecture.md.
 """

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import structlog
 
-from syncer.control.binding import Binding, resolve
+from syncer.control.binding import Binding
 from syncer.control.bulk import Superseded
 from syncer.control.context import ControllerContext
 from syncer.controllers.sync.causes import is_automatic
@@ -30,10 +29,10 @@ from syncer.controllers.sync.plan import (
     SlurmAction,
     decide,
 )
+from syncer.controllers.sync.read import Reader
 from syncer.controllers.sync.stats import EngineStats
 from syncer.controllers.sync.valve import DrainValve
-from syncer.controllers.sync.written import WrittenAnnotations, WrittenObjects
-from syncer.kube.events import ObjectRef
+from syncer.controllers.sync.written import WrittenAnnotations, WrittenObjects, WrittenSlurm
 from syncer.kube.writer import node_path, pod_path
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.model.kube import Condition, KubeNode, KubePod
@@ -54,41 +53,24 @@ class Applier:
         options: SyncOptions,
         valve: DrainValve,
         written: WrittenAnnotations,
+        slurm_writes: WrittenSlurm,
+        reader: Reader,
         stats: EngineStats,
         record: Recorder,
-        scale_in_of: Callable[[str], str | None],
         clock: Callable[[], float],
-        held_of: Callable[[str, SlurmNode | None], str | None] = lambda _name, _node: None,
     ) -> None:
         self.context = context  # clients, caches, writers: shared by every controller
         self.options = options
         self.valve = valve
         self.written = written
+        self.slurm_writes = slurm_writes  # our Slurm writes whose echo the cache still owes
+        self.reader = reader  # to decide again on what both sides show after a slow read
         self.stats = stats
         self.record = record
-        self.scale_in_of = scale_in_of
-        self.held_of = held_of  # the scheduler's hold on a node (syncer/control/holds.py)
         self.clock = clock
-        # last Slurm write per node (kind, reason, time.monotonic() it was done), to skip echoes
-        self.sent: dict[str, tuple[str, str, float]] = {}
-        self.read_after_write: dict[str, SlurmNode] = {}  # the node as read once since that write
         self.objects = WrittenObjects()  # each write starts from our last one until the cache has it
         # nodes whose Slurm action waited for a watch gap to close: their reconcile looks again soon
         self.held_for_watch: set[str] = set()
-
-    def caught_up(self, name: str, listed_at: float) -> None:
-        """The Slurm cache changed for `name` in a list asked for at `listed_at` (time.monotonic()): from one
-        asked for after our last write, decide from what it shows now. An older list (asked for before the
-        write was done, answered after) shows the node as it was: it must not undo our write in Kubernetes."""
-        sent = self.sent.get(name)
-        if sent is None or listed_at > sent[2]:
-            self.sent.pop(name, None)
-            self.read_after_write.pop(name, None)
-
-    def awaiting_echo(self, name: str) -> bool:
-        """We wrote this Slurm node and no list asked for since the write has been applied to the cache."""
-        sent = self.sent.get(name)
-        return sent is not None and sent[2] >= self.context.slurm_cache.listed_at
 
     async def apply(
         self,
@@ -113,27 +95,6 @@ class Applier:
         acted = await self._slurm_side(name, binding, decision, logger, read_now)
         return await self._kube_side(name, binding, decision, logger, slurm_acted=acted, wait=wait)
 
-    async def event(self, binding: Binding, on: str, type_: str, reason: str, message: str) -> None:
-        """An Event on the pod (`on="pod"`, when there is one) or else the Node of a binding."""
-        ref = self.ref(binding, on)
-        if ref is not None:
-            await self.context.events.record(ref, type_, reason, message)
-
-    async def conflict_events(self, binding: Binding) -> None:
-        """A Warning on every pod and Node that claims the Slurm node of a conflicting binding."""
-        name = binding.slurm_name
-        refs = [ObjectRef.pod(p.namespace, p.name, p.uid) for p in self.context.kube_cache.pods_for(name)]
-        refs += [ObjectRef.node(n.name) for n in self.context.kube_cache.nodes_for(name)]
-        for ref in refs:
-            await self.context.events.record(ref, "Warning", "SlurmBindingConflict", binding.conflict)
-
-    def binding(self, name: str) -> Binding:
-        """The node's Kubernetes objects as the cache shows them now, with our own recent writes laid over."""
-        found = resolve(name, self.context.kube_cache)
-        if not found.bound:
-            return found
-        return replace(found, pod=self.written.overlay(found.pod), node=self.written.overlay(found.node))
-
     async def _slurm_side(
         self, name: str, binding: Binding, decision: Decision, logger: Any, read_now: SlurmNode | None
     ) -> bool:
@@ -152,7 +113,7 @@ class Applier:
         new_drain = action.kind == "drain" and not action.redrain
         if new_drain and not await self._valve_admits(name, binding, decision, action.reason, logger):
             return False
-        sent = self.sent.get(name)
+        sent = self.slurm_writes.sent.get(name)
         signature = (action.kind, action.reason)
         repeat = sent is not None and sent[:2] == signature
         if (
@@ -208,8 +169,8 @@ class Applier:
             logger.info(f"dry-run: would {kind} in Slurm", reason=action.reason)
             self.record(kind, "k8s_to_slurm", "dry_run", name)
             return True
-        self.sent[name] = (*signature, time.monotonic())
-        self.read_after_write.pop(name, None)
+        self.slurm_writes.sent[name] = (*signature, time.monotonic())
+        self.slurm_writes.read_after_write.pop(name, None)
         logger.info(
             f"slurm node {action.kind}ed", reason=action.reason, redrain=action.redrain, resent=repeat
         )
@@ -232,12 +193,13 @@ class Applier:
         a watch gap may hide a change)."""
         if not self._kube_current(name):
             return None
-        binding = self.binding(name)
-        if not binding.bound:
+        seen = self.reader.again(name, slurm_node)
+        if not seen.binding.bound:
             return None
+        pod, node = seen.binding.pod, seen.binding.node
         return decide(
-            slurm_node, binding.pod, binding.node, now=self.clock(), opts=self.options, slurm_fresh=True,
-            scale_in_of=self.scale_in_of(name), held=self.held_of(name, slurm_node),
+            slurm_node, pod, node, now=seen.now, opts=self.options, slurm_fresh=True,
+            scale_in_of=seen.scale_in, held=seen.held,
         ).slurm_action  # fmt: skip
 
     async def _valve_admits(
@@ -257,7 +219,7 @@ class Applier:
         self.stats.valve_refusals += 1
         self.record("drain", "k8s_to_slurm", "valve", name)
         logger.warning("safety valve open: automatic drain held back", reason=reason, threshold=threshold)
-        ref = self.ref(binding, "pod" if binding.pod else "node")
+        ref = binding.ref("pod" if binding.pod else "node")
         if ref is not None and not told:
             await self.context.events.record(
                 ref, "Warning", "SlurmDrainHeldBack",
@@ -271,13 +233,6 @@ class Applier:
 
     def valve_limit(self) -> str:
         return f"{self.valve.max_fraction:.0%}, at least {self.valve.min_nodes}"
-
-    def ref(self, binding: Binding, on: str) -> ObjectRef | None:
-        if on == "pod" and binding.pod is not None:
-            return ObjectRef.pod(binding.pod.namespace, binding.pod.name, binding.pod.uid)
-        if binding.node is not None:
-            return ObjectRef.node(binding.node.name)
-        return None
 
     async def _kube_side(
         self, name: str, binding: Binding, decision: Decision, logger: Any, *, slurm_acted: bool, wait: bool
@@ -372,7 +327,7 @@ class Applier:
         return True
 
     async def _event(self, binding: Binding, event: EventSpec, *, wait: bool = True) -> None:
-        ref = self.ref(binding, event.on)
+        ref = binding.ref(event.on)
         if ref is not None:
             await self.context.events.record(ref, event.type, event.reason, event.message, wait=wait)
 

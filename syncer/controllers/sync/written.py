@@ -15,6 +15,7 @@ from cachetools import TTLCache
 
 from syncer.model.keys import ANNOTATION_PREFIX, Keys
 from syncer.model.kube import KubeNode, KubePod
+from syncer.model.slurm import SlurmNode
 
 OUR_CONDITIONS = frozenset({Keys.CONDITION_DRAINED, Keys.CONDITION_HEALTHY})
 
@@ -128,3 +129,29 @@ class WrittenObjects:
 
     def __len__(self) -> int:
         return len(self._written)
+
+
+class WrittenSlurm:
+    """Echo suppression for our Slurm writes: the last drain or undrain sent per node, until a list asked
+    for after it reaches the Slurm cache (a full list of a big cluster takes seconds); meanwhile the node is
+    read once from slurmrestd and that read is what reconciles decide on."""
+
+    def __init__(self) -> None:
+        # last Slurm write per node (kind, reason, time.monotonic() it was done), to skip echoes
+        self.sent: dict[str, tuple[str, str, float]] = {}
+        self.read_after_write: dict[str, SlurmNode] = {}  # the node as read once since that write
+
+    def caught_up(self, name: str, listed_at: float) -> None:
+        """The Slurm cache changed for `name` in a list asked for at `listed_at` (time.monotonic()): from one
+        asked for after our last write, decide from what it shows now. An older list (asked for before the
+        write was done, answered after) shows the node as it was: it must not undo our write in Kubernetes."""
+        sent = self.sent.get(name)
+        if sent is None or listed_at > sent[2]:
+            self.sent.pop(name, None)
+            self.read_after_write.pop(name, None)
+
+    def owed(self, name: str, listed_at: float) -> bool:
+        """We wrote this Slurm node and no list asked for since the write (the cache's last was asked for
+        at `listed_at`) has been applied to the cache."""
+        sent = self.sent.get(name)
+        return sent is not None and sent[2] >= listed_at

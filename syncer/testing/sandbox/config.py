@@ -42,6 +42,25 @@ TOPOLOGY_YAML = f"""- topology: flat
         nodes: {REAL_NODE}
 """
 MAX_SIM_NODES = 99999  # node names are node00001..node99999
+# Preemption tiers of the tests' shared sandbox (tests/fixtures/slurm.py; the scheduler's preemption e2e and
+# check's preemption line): partitions over the nodes with the feature TIERED only (dynamic nodes a test
+# starts with it; NodeSet by feature). PreemptType=preempt/partition_prio preempts a job only for a job of a
+# partition of a higher PriorityTier on the same nodes: every other partition has the default tier, so
+# without a TIERED node nothing can preempt anything (the other tests' jobs run as before).
+TIERED = "tiered"
+TIER_LOW = "tier_low"  # no GraceTime: a preemptor may start beside a stopping pod (check warns)
+TIER_GRACE = "tier_grace"  # GraceTime 30 s: a pod is deleted and its node held before its job ends
+TIER_HIGH = "tier_high"  # preempts the two others
+TIER_GRACE_S = 30
+TIERS = (
+    "PreemptType=preempt/partition_prio",
+    "PreemptMode=CANCEL",
+    f"NodeSet={TIERED} Feature={TIERED}",
+    f"PartitionName={TIER_LOW} Nodes={TIERED} PriorityTier=1 PreemptMode=CANCEL State=UP",
+    f"PartitionName={TIER_GRACE} Nodes={TIERED} PriorityTier=1 PreemptMode=CANCEL GraceTime={TIER_GRACE_S} "
+    "State=UP",
+    f"PartitionName={TIER_HIGH} Nodes={TIERED} PriorityTier=10 PreemptMode=OFF State=UP",
+)
 
 
 @dataclass(frozen=True)

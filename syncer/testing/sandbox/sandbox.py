@@ -581,7 +581,8 @@ def up(
     `topology` (25.05+) adds topology.yaml with a block and a tree topology, each with its partition.
     `keep_partitions` adds `ReconfigFlags=KeepPartInfo` (what SlurmPartitions need; the tests' default
     sandbox has none, so that its refusal without it is tested). `extra_conf`: slurm.conf lines appended last
-    (a private sandbox's PreemptType, partitions with GraceTime, ...; never the shared test sandbox's).
+    (a private sandbox's PreemptType, partitions with GraceTime, ...; the shared test sandbox's only
+    `config.TIERS`, which changes nothing for a job outside its partitions).
 
     Idempotent: a healthy sandbox with the same settings in `directory` is returned as it is; one with
     other settings is an error saying what to do. A failed start stops what it started and raises

@@ -1,0 +1,117 @@
+"""The read step of a sync reconcile: all that `decide` is given about one Slurm node, read once.
+
+The Kubernetes side is the node's binding (its pod and Node) from the cache with our own recent annotation
+writes laid over (written.py); the Slurm side is the node from the Slurm cache, or, while our own write's
+echo is owed, the node as read from slurmrestd once since that write; then what other controllers say of
+it (the NodeSet scaling it in, the scheduler's hold) and, for a Node several slurmd pods share, the Slurm
+nodes of the others."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, replace
+
+from syncer.control.binding import Binding, node_slurm, resolve
+from syncer.control.context import ControllerContext
+from syncer.control.holds import held_in, hold_text
+from syncer.controllers.sync.written import WrittenAnnotations, WrittenSlurm
+from syncer.model.slurm import SlurmNode
+from syncer.slurm.errors import SlurmError
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One Slurm node as one reconcile sees it. Past the binding nothing is read for a conflicting or
+    unbound name (the rest keeps its defaults)."""
+
+    binding: Binding
+    now: float = 0.0  # the clock when the binding was read: what `decide` measures graces from
+    slurm_node: SlurmNode | None = None
+    fresh: bool = False  # the Slurm cache is not stale
+    echo_owed: bool = False  # we wrote this node and the Slurm cache has not caught up (`fresh` only)
+    read_now: SlurmNode | None = None  # read from slurmrestd in this very reconcile
+    node_slurm: list[tuple[str, SlurmNode | None]] | None = None
+    scale_in: str | None = None  # the NodeSet scaling it in, by name
+    held: str | None = None  # the scheduler's hold, as the drain cause's text
+
+
+class Reader:
+    def __init__(
+        self, context: ControllerContext, *, written: WrittenAnnotations, slurm_writes: WrittenSlurm
+    ) -> None:
+        self.context = context  # clients, caches, writers: shared by every controller
+        self.written = written
+        self.slurm_writes = slurm_writes
+
+    async def read_node(self, name: str) -> Reading:
+        binding = self.binding(name)
+        if not binding.bound:
+            return Reading(binding)
+        now = self.context.clock()
+        cache = self.context.slurm_cache
+        slurm_node = cache.nodes.get(name)
+        fresh = not cache.stale
+        owed = fresh and self.slurm_writes.owed(name, cache.listed_at)
+        read_now = None
+        if owed:
+            # we wrote this node and the cache has not caught up (a full list of a big cluster takes
+            # seconds): read this one node rather than decide on what it was before our write, once per
+            # write (our own Kubernetes writes bring this node back here several times meanwhile)
+            read_after = self.slurm_writes.read_after_write.get(name)
+            if read_after is not None:
+                slurm_node = read_after
+            else:
+                with contextlib.suppress(SlurmError):
+                    slurm_node = read_now = await self.context.slurm.get_node(name)
+                    self.slurm_writes.read_after_write[name] = slurm_node
+        return Reading(
+            binding, now, slurm_node, fresh, owed, read_now, self._node_slurm(binding, slurm_node),
+            self._scale_in_of(name), self._held_of(name, slurm_node),
+        )  # fmt: skip
+
+    def again(self, name: str, slurm_node: SlurmNode | None) -> Reading:
+        """Kubernetes as the cache shows it now, beside `slurm_node` as just read from slurmrestd: for the
+        Slurm action decided again before it is sent (the Node's other Slurm nodes are not read: they
+        decide its conditions only)."""
+        binding = self.binding(name)
+        if not binding.bound:
+            return Reading(binding)
+        return Reading(
+            binding, self.context.clock(), slurm_node, fresh=True, scale_in=self._scale_in_of(name),
+            held=self._held_of(name, slurm_node),
+        )  # fmt: skip
+
+    def binding(self, name: str) -> Binding:
+        """The node's Kubernetes objects as the cache shows them now, with our own recent writes laid over."""
+        found = resolve(name, self.context.kube_cache)
+        if not found.bound:
+            return found
+        return replace(found, pod=self.written.overlay(found.pod), node=self.written.overlay(found.node))
+
+    def _scale_in_of(self, slurm_name: str) -> str | None:
+        """The name of the NodeSet scaling this node in, for the drain reason's text."""
+        owner = self.context.scale_in.get(slurm_name)
+        return owner.name if owner is not None else None
+
+    def _held_of(self, slurm_name: str, slurm_node: SlurmNode | None) -> str | None:
+        """The scheduler's hold on this node, as the drain cause's text. Until the scheduler has planned
+        every gang once after a start, a drain of ours that reads as a hold is kept as it is: a restart
+        must not lift a hold still needed (syncer/control/holds.py)."""
+        holds = self.context.holds
+        reason = holds.get(slurm_name)
+        if reason is not None:
+            return hold_text(reason)
+        if holds.settled or slurm_node is None:
+            return None
+        return held_in(slurm_node.reason, self.context.owner_prefix)
+
+    def _node_slurm(
+        self, binding: Binding, slurm_node: SlurmNode | None
+    ) -> list[tuple[str, SlurmNode | None]] | None:
+        """The Slurm nodes of every bound slurmd pod on this one's Kubernetes Node, when there are several:
+        the Node's conditions are decided from all of them, so that each of their reconciles writes the same
+        (this node's own data as read for this reconcile, the others' from the Slurm cache)."""
+        members = node_slurm(binding, self.context.kube_cache, self.context.slurm_cache.nodes)
+        if members is None:
+            return None
+        return [(n, slurm_node if n == binding.slurm_name else found) for n, found in members]
