@@ -20,6 +20,7 @@ from syncer.slurm.errors import (
 from syncer.slurm.jwt import mint_token
 from syncer.slurm.versions import VERSIONS as KNOWN
 from syncer.testing.sandbox import REAL_NODE, Sandbox
+from syncer.testing.sandbox.config import TIER_GRACE, TIER_HIGH, TIER_LOW
 from tests.fixtures.http_proxy import http_proxy
 from tests.fixtures.slurm import API_VERSIONS, SELECTED
 from tests.helpers import wait_for
@@ -184,7 +185,7 @@ async def test_a_slurm_conf_node_is_not_dynamic_and_refuses_delete(client: Slurm
 
 async def test_partitions_jobs_and_diag(client: SlurmClient, slurm_sandbox: Sandbox) -> None:
     partitions = await client.list_partitions()
-    assert [p.name for p in partitions] == ["main"]
+    assert [p.name for p in partitions] == ["main", TIER_LOW, TIER_GRACE, TIER_HIGH]  # + preemption tiers
     assert partitions[0].total_nodes == slurm_sandbox.nodes + 1
     submitted = slurm_sandbox.run("sbatch", "-w", REAL_NODE, "-J", "probe", "--wrap", "sleep 30", check=True)
     job_id = int(submitted.stdout.split()[-1])
