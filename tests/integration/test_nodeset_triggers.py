@@ -15,6 +15,7 @@ from syncer.app.service import ServiceConfig, SyncerService
 from syncer.controllers.nodeset.controller import NodeSetController
 from syncer.kube.client import KubeClient
 from syncer.model.cluster import LABEL
+from syncer.model.keys import Keys
 from syncer.runtime.tasks import cancel_and_wait
 from syncer.slurm.auth import NoToken
 from syncer.slurm.client import SlurmClient
@@ -122,3 +123,44 @@ async def test_only_node_changes_that_can_change_selection_requeue_a_daemonset_n
     kube_api.api.delete(kube_api.api.resource("", "v1", "nodes"), "", "late")
     assert await settle(kube_api, reconciler, "Node deleted") == base + 4
     assert reconciler.stats.node_requeues == requeues + 4
+
+
+async def test_a_pod_gone_before_its_label_write_is_skipped_not_a_failed_pass(
+    kube_api: KubeApiEmulator, kubeconfig: Path
+):
+    """The pod cache can be behind the API server: a label or annotation write to a pod it still holds but
+    the server has deleted is a 404 on the fresh read. That pod is skipped (None) and the NodeSet's pass
+    goes on, as controller-runtime's IgnoreNotFound; the cache is left to the watch's DELETED event."""
+    kube = await KubeClient.from_config(str(kubeconfig))
+    slurm = SlurmClient("http://127.0.0.1:9", NoToken())  # never started
+    service = SyncerService(slurm, kube, ServiceConfig(listen_port=None, leader_election=False))
+    assert service.nodesets is not None
+    writes, cache = service.nodesets.writes, service.kube_cache
+    for name in ("stays", "goes"):
+        body = {
+            "metadata": {
+                "name": name,
+                "labels": {Keys.NODE_NAME_LABEL: name, LABEL: ServiceConfig().cluster_name},
+            },
+            "spec": {"containers": [{"name": "slurmd", "image": "slurmd:1"}]},
+        }
+        kube_api.create("", "v1", "pods", body, namespace="default")
+    cache.start()
+    try:
+        await wait_for(
+            lambda: bool(cache.pods_for("stays") and cache.pods_for("goes")), what="both pods cached"
+        )
+        stays, goes = cache.pods_for("stays")[0], cache.pods_for("goes")[0]
+        kube_api.api.delete(kube_api.api.resource("", "v1", "pods"), "default", "goes")
+        busy: dict[str, str | None] = {Keys.BUSY_LABEL: "true"}
+        assert await writes.pod_metadata(goes, "labels", busy, "busy label") is None
+        assert await writes.pod_metadata(stays, "labels", busy, "busy label") is True
+        assert await writes.pod_metadata(stays, "labels", busy, "busy label") is False  # nothing to write
+        removal: dict[str, str | None] = {Keys.REMOVAL: "scale-in"}
+        assert await writes.pod_metadata(goes, "annotations", removal, "removal") is None
+        stored = kube_api.get("", "v1", "pods", "stays", namespace="default")
+        assert stored is not None and stored["metadata"]["labels"][Keys.BUSY_LABEL] == "true"
+    finally:
+        await cache.stop()
+        await kube.close()
+        await slurm.close()

@@ -12,6 +12,7 @@ import msgspec
 import structlog
 
 from syncer.controllers.nodeset.disruption import ZONE_LABEL
+from syncer.controllers.nodeset.plan import removal_stamp
 from syncer.controllers.nodeset.power import CEILING_LOWERED, PowerDecision, declare_failed_message
 from syncer.controllers.nodeset.power_actions import PowerActions
 from syncer.kube.errors import KubeError
@@ -149,6 +150,19 @@ async def test_one_refused_delete_does_not_stop_the_rest() -> None:
     events = await apply(slurm, decision)
     assert slurm.deleted == ["gpu-4"] and slurm.forced == ["gpu-5"]
     assert any(r == "DeleteSlurmNodeFailed" and "gpu-3" in m for _, r, m in events)
+
+
+async def test_a_record_with_our_removal_stamp_is_deleted_on_a_fresh_read_that_agrees() -> None:
+    """Above the ceiling, a record that kept our removal stamp (its scale-in cut short by Slurm's power-down)
+    is ours to delete as one with our declared stamp; on the fresh read, busy or someone else's is kept."""
+    stamp = removal_stamp(NS)
+    slurm = Slurm(
+        rec("gpu-2", *DOWN, comment=stamp),
+        rec("gpu-3", "MIXED", "CLOUD", "DYNAMIC_NORM", comment=stamp),
+        rec("gpu-4", *DOWN, comment="someone's"),
+    )
+    await apply(slurm, PowerDecision(undeclare=["gpu-2", "gpu-3", "gpu-4"]))
+    assert slurm.deleted == ["gpu-2"]
 
 
 async def test_a_slurm_conf_member_is_not_deleted_but_named_for_the_admin() -> None:

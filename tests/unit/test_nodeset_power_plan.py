@@ -311,6 +311,24 @@ def test_ceiling_zero_removes_member_zero_and_the_loop_goes_on() -> None:
     assert out.undeclare == ["gpu-3"]
 
 
+def test_a_record_left_with_our_removal_stamp_above_the_ceiling_is_deleted() -> None:
+    """A busy member above a lowered ceiling is stamped for removal and drained; its job ends and Slurm
+    powers it down before the scale-in deletes its pod; the power way deletes the pod and the sync engine
+    undrains the node. The record keeps the removal stamp without our drain: the scale-in way (which needs
+    the drain) no longer deletes it, so the ceiling does (26.05 side-by-side e2e, 4 of 25 runs at load
+    16-20). Busy, stale or someone else's records stay; one Slurm powers up for a job is forced down."""
+    stamp = removal_stamp(NS)
+    left = rec("gpu-2", *DOWN, comment=stamp)
+    assert decide(power(1), [], [left]).undeclare == ["gpu-2"]
+    assert decide(power(1), [], [left], fresh=False).undeclare == []
+    assert (
+        decide(power(1), [], [rec("gpu-2", "MIXED", "CLOUD", "DYNAMIC_NORM", comment=stamp)]).undeclare == []
+    )
+    assert decide(power(1), [], [rec("gpu-2", *DOWN, comment="someone's")]).undeclare == []
+    assert decide(power(3), [], [left]).undeclare == []  # below the ceiling: a member still
+    assert decide(power(1), [], [rec("gpu-2", *UP, comment=stamp)]).force_down == {"gpu-2": CEILING_LOWERED}
+
+
 def test_failed_means_our_reason_while_down_or_powering_down() -> None:
     ours = "k8s: pod hpc/gpu-0 CrashLoopBackOff"
     nodes = [

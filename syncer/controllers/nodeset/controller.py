@@ -35,7 +35,6 @@ from syncer.controllers.nodeset.status import compute_status, invalid_status
 from syncer.controllers.nodeset.writes import CREATED, DRY_RUN, NodeSetWrites
 from syncer.kube.errors import KubeError
 from syncer.kube.informer import Informer
-from syncer.kube.writer import pod_path
 from syncer.model import cluster
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
@@ -339,10 +338,8 @@ class NodeSetController(Controller):
             pod = by_name[name]
             if (pod.labels.get(Keys.BUSY_LABEL) == "true") == busy or pod.terminating:
                 continue
-            await self.context.writer.set_labels(
-                pod_path(pod.namespace, pod.name),
-                {Keys.BUSY_LABEL: "true" if busy else None},
-                what="busy label",
+            await self.writes.pod_metadata(
+                pod, "labels", {Keys.BUSY_LABEL: "true" if busy else None}, "busy label"
             )
 
     async def _cluster_labels(self, by_name: dict[str, KubePod]) -> None:
@@ -352,8 +349,8 @@ class NodeSetController(Controller):
             pod = by_name[name]
             if cluster.LABEL in pod.labels or pod.terminating:
                 continue
-            await self.context.writer.set_labels(
-                pod_path(pod.namespace, pod.name), {cluster.LABEL: self.context.cluster}, what="cluster label"
+            await self.writes.pod_metadata(
+                pod, "labels", {cluster.LABEL: self.context.cluster}, "cluster label"
             )
 
     async def _mark(
@@ -361,13 +358,9 @@ class NodeSetController(Controller):
     ) -> None:
         for name, why in sorted(result.mark_removal.items()):
             pod = by_name[name]
-            written = await self.context.writer.set_annotations(
-                pod_path(pod.namespace, pod.name),
-                {Keys.REMOVAL: why, Keys.REMOVAL_SINCE: f"{now:.0f}"},
-                what="removal",
-            )
-            if written is None:
-                continue  # a dry run (the writer logged it), or marked already (our last pass)
+            wanted: dict[str, str | None] = {Keys.REMOVAL: why, Keys.REMOVAL_SINCE: f"{now:.0f}"}
+            if not await self.writes.pod_metadata(pod, "annotations", wanted, "removal"):
+                continue  # a dry run (the writer logged it), marked already (our last pass), or gone
             self.stats.removals_started += 1
             verb = "scale-in" if why == "scale-in" else "rolling update"
             logger.info(f"{verb}: draining Slurm node before removing its pod", pod=name)
@@ -381,11 +374,9 @@ class NodeSetController(Controller):
     ) -> None:
         for name in result.unmark:
             pod = by_name[name]
-            await self.context.writer.set_annotations(
-                pod_path(pod.namespace, pod.name),
-                {Keys.REMOVAL: None, Keys.REMOVAL_SINCE: None},
-                what="removal cancelled",
-            )
+            wanted: dict[str, str | None] = {Keys.REMOVAL: None, Keys.REMOVAL_SINCE: None}
+            if await self.writes.pod_metadata(pod, "annotations", wanted, "removal cancelled") is None:
+                continue  # gone: nothing stays
             self.scale_in.set(slurm_name(pod), None)
             logger.info("scale-in cancelled: the node stays", pod=name)
             await self._event(nodeset, "Normal", "ScaleInCancelled", f"{name} stays: replicas went up again")

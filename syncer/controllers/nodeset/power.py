@@ -211,16 +211,21 @@ def decide_power(
                 out.stale = True
             elif not slurm.busy:
                 out.power_down_pods.append(name)
-    _above_ceiling(out, nodeset, power, pods, slurm_nodes, mine, ordinal, slurm_fresh)
+    _above_ceiling(out, nodeset, power, pods, slurm_nodes, (mine, removal_stamp), ordinal, slurm_fresh)
     return _bounded(out)
 
 
 def _above_ceiling(
     out: PowerDecision, nodeset: str, power: PowerSpec, pods: list[KubePod],
-    slurm_nodes: dict[str, SlurmNode], mine: str, ordinal: Callable[[str], int], slurm_fresh: bool,
+    slurm_nodes: dict[str, SlurmNode], stamps: tuple[str, str], ordinal: Callable[[str], int],
+    slurm_fresh: bool,
 ) -> None:  # fmt: skip
     """Pods and records above a lowered ceiling: pods go the scale-in way (or at once when powered down and
-    idle), our idle records are deleted, one Slurm powers up for a job is forced down (the job requeued)."""
+    idle), our idle records are deleted, one Slurm powers up for a job is forced down (the job requeued).
+    `stamps`: (declared, removal) - ours by either, as below the ceiling: a member whose scale-in was cut
+    short by Slurm's own power-down (its pod deleted that way, then undrained) keeps the removal stamp
+    without our drain, which the scale-in way needs to delete its record."""
+    mine = stamps[0]
     by_name = {p.name for p in pods}
     for pod in pods:
         index = ordinal(pod.name)
@@ -237,7 +242,7 @@ def _above_ceiling(
             continue
         if not made_over_rest(slurm) and slurm.comment in ("", mine) and not slurm.busy:
             out.conf_above.append(name)  # only its slurm.conf line can remove it
-        if slurm.comment != mine:
+        if slurm.comment not in stamps:
             continue
         if not slurm_fresh:
             out.stale = True

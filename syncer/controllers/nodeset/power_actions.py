@@ -175,7 +175,9 @@ class PowerActions:
             await problems.guard(f"power-down of {name}", step, logger)
         for name in decision.undeclare:
             await problems.guard(
-                f"delete of {name}", self._undeclare(name, mine, by_name, event, logger), logger
+                f"delete of {name}",
+                self._undeclare(name, (mine, removal_stamp(nodeset)), by_name, event, logger),
+                logger,
             )
         await self._conf_above(nodeset, decision, event, logger)
         for name in decision.resume:
@@ -511,16 +513,22 @@ class PowerActions:
         await event("Normal", "PoweredDown", f"Slurm powered {pod.name} down: deleted its pod")
 
     async def _undeclare(
-        self, name: str, mine: str, by_name: dict[str, KubePod], event: Event,
+        self, name: str, stamps: tuple[str, str], by_name: dict[str, KubePod], event: Event,
         logger: Any,
     ) -> None:  # fmt: skip
+        """`stamps`: ours by the declared or the removal stamp, as decided (power.py `_above_ceiling`)."""
         if name in by_name:
             return
         try:
             current = await self.slurm.get_node(name)
         except SlurmNotFound:
             return
-        if current.comment != mine or current.busy or powering_up(current) or not made_over_rest(current):
+        if (
+            current.comment not in stamps
+            or current.busy
+            or powering_up(current)
+            or not made_over_rest(current)
+        ):
             return
         try:
             if not await self.writes.slurm_writer.delete_node(name):

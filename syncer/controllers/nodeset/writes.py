@@ -54,6 +54,23 @@ class NodeSetWrites:
                 raise
         return True
 
+    async def pod_metadata(
+        self, pod: KubePod, field: str, wanted: dict[str, str | None], what: str
+    ) -> bool | None:
+        """A pod's `field` ("labels" or "annotations") made `wanted`, from a fresh read: True when written,
+        False when nothing needed writing (or a dry run), None when the pod is gone (404). The pod cache
+        is behind the API server then; its DELETED event brings the NodeSet back. One gone pod is no reason
+        to fail the whole pass (controller-runtime's IgnoreNotFound); the cache is left to its watch."""
+        setter = self.writer.set_labels if field == "labels" else self.writer.set_annotations
+        try:
+            written = await setter(pod_path(pod.namespace, pod.name), wanted, what=what)
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+            log.debug("pod gone before its write, skipped", pod=pod.key, what=what)
+            return None
+        return written is not None
+
     async def delete_pod(self, pod: KubePod) -> bool:
         """True when this call deleted it (not when it was gone or replaced already)."""
         try:

@@ -498,27 +498,36 @@ class KubeApiServer:
                 now = time.monotonic()
                 if now >= deadline:
                     break
-                wait_s = min(deadline, next_bookmark) - now if bookmarks else deadline - now
-                try:
-                    change = await asyncio.wait_for(queue.get(), timeout=max(wait_s, 0.001))  # type: ignore[arg-type]
-                except TimeoutError:
-                    if bookmarks and time.monotonic() >= next_bookmark:
-                        if position > last_sent:
-                            await self._send(response, self._bookmark(resource, position))
-                            last_sent = position
-                        next_bookmark = self._next_bookmark(time.monotonic(), deadline)
+                if bookmarks and now >= next_bookmark:
+                    if position > last_sent:
+                        await self._send(response, self._bookmark(resource, position))
+                        last_sent = position
+                    next_bookmark = self._next_bookmark(time.monotonic(), deadline)
                     continue
-                if change is None:  # fault injection: drop the connection
-                    if request.transport is not None:
-                        request.transport.close()
-                    return response
-                if change.rv <= position:
-                    continue
-                position = change.rv
-                event = self._filter(change, resource, namespace, selection)
-                if event is not None:
-                    await self._send(response, self._event(event[0], resource, event[1], as_table))
-                    last_sent = position
+                # Every change queued so far at once, as kube-apiserver hands a watcher its backlog: taken one
+                # by one through wait_for (three event-loop turns each, matching or not) a watch fell tens of
+                # seconds behind a busy store, and informers kept pods the server had deleted.
+                batch: list[Change | None] = []
+                if queue.empty():
+                    wait_s = min(deadline, next_bookmark) - now if bookmarks else deadline - now
+                    try:
+                        batch.append(await asyncio.wait_for(queue.get(), timeout=max(wait_s, 0.001)))
+                    except TimeoutError:
+                        continue
+                while not queue.empty():
+                    batch.append(queue.get_nowait())
+                for queued in batch:
+                    if queued is None:  # fault injection: drop the connection
+                        if request.transport is not None:
+                            request.transport.close()
+                        return response
+                    if queued.rv <= position:
+                        continue
+                    position = queued.rv
+                    event = self._filter(queued, resource, namespace, selection)
+                    if event is not None:
+                        await self._send(response, self._event(event[0], resource, event[1], as_table))
+                        last_sent = position
             await response.write_eof()
             return response
         except ConnectionResetError:
