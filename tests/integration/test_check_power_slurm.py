@@ -4,26 +4,19 @@ every older API version has no GET /conf, so the item says what it could not che
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from syncer.app.check_cmd import check_power_saving
 from syncer.app.check_power import PowerNodeSet
-from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
-from syncer.testing.sandbox import Sandbox
-from tests.fixtures.slurm import API_VERSIONS
 
 pytestmark = pytest.mark.slurm
 
 
-@pytest.fixture(params=list(API_VERSIONS))
-async def client(request: pytest.FixtureRequest, slurm_sandbox: Sandbox) -> AsyncIterator[SlurmClient]:
-    async with SlurmClient(
-        slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file), api_version=request.param
-    ) as c:
-        yield c
+@pytest.fixture
+def client(client_per_version: SlurmClient) -> SlurmClient:
+    """Each API version the release serves in turn (tests/fixtures/slurm.py)."""
+    return client_per_version
 
 
 async def test_power_saving_items_from_slurmctlds_conf(client: SlurmClient) -> None:

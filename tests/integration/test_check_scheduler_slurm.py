@@ -6,16 +6,14 @@ partitions' tiers and GraceTime as Slurm shows them; /conf and a partition's Pre
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from syncer.app.check_scheduler import Landing, preemption
-from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
 from syncer.testing.sandbox import Sandbox
 from syncer.testing.sandbox.config import TIER_GRACE, TIER_GRACE_S, TIER_HIGH, TIER_LOW, TIERED
-from tests.fixtures.slurm import API_VERSIONS
 
 pytestmark = pytest.mark.slurm
 NODE = "chktier0"
@@ -31,12 +29,10 @@ def tiered(slurm_sandbox: Sandbox) -> Iterator[str]:
         slurm_sandbox.delete_node(NODE)
 
 
-@pytest.fixture(params=list(API_VERSIONS))
-async def client(request: pytest.FixtureRequest, slurm_sandbox: Sandbox) -> AsyncIterator[SlurmClient]:
-    async with SlurmClient(
-        slurm_sandbox.rest_url, TokenFile(slurm_sandbox.token_file), api_version=request.param
-    ) as c:
-        yield c
+@pytest.fixture
+def client(client_per_version: SlurmClient) -> SlurmClient:
+    """Each API version the release serves in turn (tests/fixtures/slurm.py)."""
+    return client_per_version
 
 
 async def test_preemption_line_from_slurmctlds_partitions(client: SlurmClient, tiered: str) -> None:
