@@ -155,9 +155,8 @@ class SchedulerController(Controller):
             str, tuple[int, float]
         ] = {}  # gang key -> (job id, when) until the cache has it
         self._lost: set[str] = set()  # gang keys whose submit answer was lost: a whole list first
-        self._allocated_now: set[str] = (
-            set()
-        )  # gang keys whose job this pass allocated: planned again at once
+        # gang keys whose job this pass allocated: planned again at once
+        self._allocated_now: set[str] = set()
         self._refused: dict[str, tuple[float, str]] = {}  # gang key -> (retry at, why) after Slurm refused
         self._torn: set[int] = set()  # job ids whose tear-down was counted (once per job)
         self._unplaced: set[int] = set()  # job ids cancelled for placement, until the pods show it (plan)
@@ -299,9 +298,7 @@ class SchedulerController(Controller):
         if self._settling is not None:
             self._settling.discard(key)
             self._settle_if_done()
-        if (
-            done and key in self._allocated_now
-        ):  # its job runs already: bind in this pass, on the read just made
+        if done and key in self._allocated_now:  # its job runs already: bind now, on the read just made
             self._allocated_now.discard(key)
             return await self.reconcile(key)
         if decided.blocked:
