@@ -18,11 +18,12 @@ import pytest
 from syncer.controllers.scheduler import edges
 from syncer.controllers.scheduler import marker as job_marker
 from syncer.controllers.scheduler.allocate import VIA
+from syncer.controllers.scheduler.controller import allocation_refused
 from syncer.controllers.scheduler.values import PodRef
 from syncer.model.jobs import JobSubmission, SlurmJob
 from syncer.slurm.auth import StaticToken, TokenFile
 from syncer.slurm.client import SlurmClient
-from syncer.slurm.errors import SlurmApiError, SlurmError, SlurmNoRoom, SlurmNotFound, SlurmUnsupported
+from syncer.slurm.errors import SlurmApiError, SlurmError, SlurmNotFound, SlurmUnsupported
 from syncer.slurm.job_cache import JobCache
 from syncer.slurm.jobs import Placeholder
 from syncer.testing.faultproxy import FaultProxy
@@ -305,9 +306,10 @@ if EXTERNAL:  # REST v0.0.43+ (25.05+); 24.11 refuses before any request (the te
         async with allocations(client) as texts:
             texts.extend((blocker := scheduler_marker(), refused := scheduler_marker(), later := marker()))
             await client.allocate_job(pod_job(blocker, cpus_per_task=2))  # the node's every CPU
-            with pytest.raises(SlurmNoRoom) as raised:
+            with pytest.raises(SlurmApiError) as raised:
                 await client.allocate_job(pod_job(refused))
             assert raised.value.status == 422 and [e.error_number for e in raised.value.errors] == [2016]
+            assert allocation_refused(raised.value), "the scheduler reads it as Slurm's refusal: it submits"
             [record] = await by_marker(client, refused)
             assert record.base_state == "FAILED" and record.reason == "BadConstraints" and record.nodes == ()
             assert edges.job(record, RELEASE) is None, "a refused try is never the pod's job"
@@ -325,9 +327,10 @@ if EXTERNAL:  # REST v0.0.43+ (25.05+); 24.11 refuses before any request (the te
             held = await client.allocate_job(pod_job(blocker))  # 1 of the node's 2 CPUs
             ahead = await client.submit_job(pod_job(first, cpus_per_task=2, priority=100_000))
             await until(client, ahead, "pending")
-            with pytest.raises(SlurmNoRoom) as raised:
+            with pytest.raises(SlurmApiError) as raised:
                 await client.allocate_job(pod_job(second))  # 1 CPU is free, but the job ahead waits for it
             assert [e.error_number for e in raised.value.errors] == [2013]
+            assert raised.value.status == 422 and allocation_refused(raised.value)
             assert raised.value.has_error("insufficient priority")
             assert (await client.get_job(ahead)).pending, "still first in line"
             await client.cancel_job(held)

@@ -586,7 +586,7 @@ class SchedulerController(Controller):
         except SlurmUnsupported:
             return None
         except SlurmApiError as exc:
-            if exc.errors and 400 <= exc.status < 500:  # Slurm's own refusal: it made no job that runs
+            if allocation_refused(exc):
                 self.stats.jobs["allocate-refused"] += 1
                 log.info("slurm job not allocated at once: submitted", key=key, why=str(exc))
                 return None
@@ -714,6 +714,15 @@ class SchedulerController(Controller):
                 continue
             states.append(PodState(pod.key, state, age_s=age))
         return sorted(states, key=lambda s: s.key)
+
+
+def allocation_refused(exc: SlurmApiError) -> bool:
+    """An immediate allocation Slurm refused (then the job is submitted): slurmrestd passed on slurmctld's
+    error (HTTP 4xx with Slurm's errors), so no job runs for it. Whatever the error: no room (2016 busy,
+    2013 a job of higher priority waits for the nodes, 2035, 2038) or anything a submit would be refused or
+    wait for too (a bad partition, a QOS limit: the submit then says so). Anything else (a 5xx, an answer
+    without Slurm's errors) says nothing of the job, which may run: it is looked for by its marker."""
+    return bool(exc.errors) and 400 <= exc.status < 500
 
 
 def delete_read_age(planned: Job | None) -> float:
