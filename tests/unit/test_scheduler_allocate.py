@@ -99,6 +99,10 @@ def test_what_a_nodes_gres_leave_free_as_slurmrestd_lists_them() -> None:
     assert gres_free("gpu:4", "gpu:0") == (("gpu", 4),)
     assert gres_free("gpu:a100:4(S:0-1)", "gpu:a100:3(IDX:0,2-3)") == (("gpu", 1), ("gpu:a100", 1))
     assert gres_free("gpu:2,fpga:1", "gpu:1,fpga:1") == (("fpga", 0), ("gpu", 1))
+    by_socket = ("gpu:a100:2(S:0),gpu:a100:2(S:1)", "gpu:a100:1(IDX:0),gpu:a100:0(IDX:N/A)")
+    assert gres_free(*by_socket) == (("gpu", 3), ("gpu:a100", 3)), "one type listed twice adds up"
+    typed_used = "gpu:a100:0(IDX:N/A),gpu:v100:1(IDX:0)"
+    assert gres_free("gpu:a100:2,gpu:v100:2", typed_used) == (("gpu", 3), ("gpu:a100", 2), ("gpu:v100", 1))
     assert gres_free("", "") == () and gres_free("(null)", "") == (), "no GRES: none free, known"
 
 
@@ -107,7 +111,7 @@ def test_what_a_nodes_gres_leave_free_as_slurmrestd_lists_them() -> None:
     [("gpu:4", ""), ("gpu:4", "gpu:5"), ("gpu:4", "fpga:1"), ("gpu:1K", "gpu:0"), ("gpu:4", "gpu:x"),
      ("gpu:a100:no_consume:4", "gpu:a100:0"), ("gpu", "gpu"), (":4", ":0"), ("gpu::4", "gpu::0"),
      ("gpu:4,shard:8", "gpu:0,shard:0"), ("gpu:4,mps:400", "gpu:0,mps:0"), ("gpu:a100:2", "gpu:2"),
-     ("gpu:2,fpga:1", "gpu:1")],
+     ("gpu:2,fpga:1", "gpu:1"), ("gpu:4", "gpu:2,"), ("gpu:4", "gpu:2(IDX:0,1"), ("gpu:4(S:0", "gpu:0")],
 )  # fmt: skip
 def test_gres_it_cannot_read_plainly_are_not_known(gres: str, used: str) -> None:
     """Unknown (None), never taken as free: an unreadable part, more used than there is, a used list that does
@@ -137,6 +141,8 @@ def test_a_typed_gpu_needs_its_type_free_and_an_untyped_one_any_type_the_typed_l
     assert not could_start(more, [typed], ours_pending=False), "the untyped one has no GPU left to take"
     assert not could_start(request(gres_per_node=(("gpu:h100", 1),)), [typed], ours_pending=False)
     assert not could_start(request(gres_per_node=(("fpga", 1),)), [typed], ours_pending=False)
+    twice = request(gres_per_node=(("gpu:v100", 1), ("gpu:v100", 2)))
+    assert not could_start(twice, [typed], ours_pending=False), "a GRES asked for twice adds up"
 
 
 def test_a_gpu_gang_needs_as_many_nodes_with_the_gpus_free() -> None:

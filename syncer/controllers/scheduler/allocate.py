@@ -12,6 +12,8 @@ many of each are free (`gres_free`).
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -26,6 +28,7 @@ _HARMLESS: Final = frozenset({"CLOUD", "DYNAMIC_NORM"})
 # GRES that share a GPU between jobs: a GPU a shard or MPS job uses does not show in the gpu count used, so a
 # node that has them says nothing plain about its free GPUs
 _SHARING: Final = frozenset({"shard", "mps"})
+_ANNOTATION: Final = re.compile(r"\([^)]*\)")  # `(S:0-1)`, `(IDX:0,2-3)` after a count: not read
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,29 +59,18 @@ def _features(constraint: str) -> tuple[str, ...] | None:
     return names
 
 
-def _split(text: str) -> list[str]:
-    """`a(x,y),b` -> [`a(x,y)`, `b`]: Slurm's GRES lists, whose `(IDX:0,2-3)` / `(S:0,1)` hold commas."""
-    parts, depth, start = [], 0, 0
-    for at, char in enumerate(text):
-        depth += (char == "(") - (char == ")")
-        if char == "," and depth == 0:
-            parts.append(text[start:at])
-            start = at + 1
-    parts.append(text[start:])
-    return [part for part in parts if part]
-
-
-def _counts(text: str) -> dict[str, int] | None:
-    """Slurm's GRES list (`gpu:4`, `gpu:a100:2(S:0-1),gpu:v100:2`, `gpu:a100:1(IDX:0)`) as counts by name and
-    by name:type; None for anything else (a count with a unit, `no_consume`, a part it cannot read)."""
-    counts: dict[str, int] = {}
-    for part in _split(text):
-        fields = part.split("(", 1)[0].split(":")
+def _counts(text: str) -> Counter[str] | None:
+    """Slurm's GRES list (`gpu:4`, `gpu:a100:2(S:0-1),gpu:v100:2`, `gpu:a100:1(IDX:0,2)`) as counts by name
+    and by name:type; None for anything else (a count with a unit, `no_consume`, a part it cannot read)."""
+    counts: Counter[str] = Counter()
+    for part in _ANNOTATION.sub("", text).split(","):
+        fields = part.split(":")
         if len(fields) not in (2, 3) or not fields[-1].isdigit() or not all(fields[:-1]):
             return None
         count = int(fields[-1])
-        for key in {fields[0], ":".join(fields[:-1])}:
-            counts[key] = counts.get(key, 0) + count
+        counts[fields[0]] += count
+        if len(fields) == 3:
+            counts[f"{fields[0]}:{fields[1]}"] += count
     return counts
 
 
@@ -90,24 +82,24 @@ def gres_free(gres: str, used: str) -> tuple[tuple[str, int], ...] | None:
     node's GRES and types, more used than there is, GPUs shared by shards or MPS)."""
     if not gres or gres == "(null)":
         return ()
-    total, taken = _counts(gres), _counts(used) if used else None
+    total, taken = _counts(gres), _counts(used)
     if total is None or taken is None or _SHARING & total.keys():
         return None
-    if taken.keys() != total.keys() or any(taken[key] > total[key] for key in taken):
+    if taken.keys() != total.keys() or any(taken[key] > total[key] for key in total):
         return None  # slurmrestd lists each GRES (each type) of the node as used, 0 included (measured)
-    return tuple(sorted((key, count - taken.get(key, 0)) for key, count in total.items()))
+    return tuple(sorted((key, total[key] - taken[key]) for key in total))
 
 
 def _gres_fit(wanted: Iterable[tuple[str, int]], free: Mapping[str, int]) -> bool:
     """Each typed GRES asked for (`gpu:a100`) is free of its type, and all asked of one name (typed or not)
     together of that name: an untyped `gpu` takes any type the typed ones leave."""
-    by_name: dict[str, int] = {}
+    demand: Counter[str] = Counter()
     for key, count in wanted:
-        name = key.split(":", 1)[0]
-        by_name[name] = by_name.get(name, 0) + count
-        if free.get(key, 0) < count:
-            return False
-    return all(free.get(name, 0) >= count for name, count in by_name.items())
+        demand[key] += count
+        name, _, kind = key.partition(":")
+        if kind:
+            demand[name] += count
+    return all(free.get(key, 0) >= count for key, count in demand.items())
 
 
 def could_start(request: JobRequest, nodes: Iterable[Room], *, ours_pending: bool) -> bool:
