@@ -142,7 +142,8 @@ def test_a_typed_gpu_needs_its_type_free_and_an_untyped_one_any_type_the_typed_l
     assert not could_start(request(gres_per_node=(("gpu:h100", 1),)), [typed], ours_pending=False)
     assert not could_start(request(gres_per_node=(("fpga", 1),)), [typed], ours_pending=False)
     twice = request(gres_per_node=(("gpu:v100", 1), ("gpu:v100", 2)))
-    assert not could_start(twice, [typed], ours_pending=False), "a GRES asked for twice adds up"
+    roomy = room(free_gres=(("gpu", 7), ("gpu:a100", 5), ("gpu:v100", 2)))
+    assert not could_start(twice, [roomy], ours_pending=False), "a GRES asked for twice adds up"
 
 
 def test_a_gpu_gang_needs_as_many_nodes_with_the_gpus_free() -> None:
