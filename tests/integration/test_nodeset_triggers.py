@@ -211,9 +211,22 @@ async def test_a_power_up_pod_is_the_first_write_of_its_pass_and_its_nodeset_is_
         slurm_says(pw_0=down, pw_1=starting)
         await controller.reconcile(owner.key)  # pw-1's pod
         await wait_for(lambda: bool(service.kube_cache.pods_for("pw-1")), what="pw-1's pod cached")
+        await controller.reconcile(owner.key)  # its status counts the pod
+
+        def status_seen() -> bool:
+            stored = kube_api.get(GROUP, VERSION, "nodesets", "pw", namespace=NAMESPACE) or {}
+            return controller.informer.items[owner.key].status == stored.get("status")
+
+        await wait_for(status_seen, what="the NodeSet's status as stored, in its informer")
+        stored = kube_api.get(GROUP, VERSION, "nodesets", "pw", namespace=NAMESPACE) or {}
+        assert stored["status"]["power"].get("declaring") == [], "the intent is kept (the schema pruned it)"
+        kube_api.server.record_requests = True
+        await controller.reconcile(owner.key)
+        writes = [(method, path) for _, method, path in kube_api.server.requests if method != "GET"]
+        assert writes == [], "nothing changed: a pass writes nothing, so it queues no pass of its own"
         # Slurm powered pw-1 down (its pod goes after a fresh read, which fails) and powers pw-0 up
         slurm_says(pw_0=starting, pw_1=down)
-        kube_api.server.record_requests = True
+        kube_api.server.requests.clear()
         with pytest.raises(PassIncomplete, match="power-down of pw-1"):
             await controller.reconcile(owner.key)
         # its writes (an informer's watch or re-list may go on beside)
