@@ -14,6 +14,7 @@ from syncer.controllers.scheduler.controller import (
     LIVE_INTERVAL_S,
     allocation_refused,
     delete_read_age,
+    submit_refused,
 )
 from syncer.controllers.scheduler.values import Job, PodRef
 from syncer.slurm.errors import SlurmApiError, SlurmMessage
@@ -71,3 +72,32 @@ def test_an_answer_without_slurms_refusal_says_nothing_and_the_job_is_looked_for
 ) -> None:
     """A 5xx (slurmrestd's own failure), a 4xx without Slurm's errors: the job may run (found by marker)."""
     assert not allocation_refused(refusal(status, *numbers))
+
+
+@pytest.mark.parametrize(
+    ("status", "numbers"),
+    [
+        (422, (2000,)),
+        (500, (2000,)),
+        (500, (2029,)),
+        (500, (2014,)),
+        (400, ()),
+        (401, ()),
+        (429, ()),
+        (499, ()),
+    ],
+)
+def test_a_submit_slurm_refused_is_said_on_the_pods_and_tried_again_later(
+    status: int, numbers: tuple[int, ...]
+) -> None:
+    """26.05 refuses with 422, 24.11 with 500 and Slurm's error number; a 4xx was turned away before a job."""
+    assert submit_refused(refusal(status, *numbers))
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 0])
+def test_a_submit_answered_without_slurms_word_may_have_made_its_job_which_is_looked_for(status: int) -> None:
+    """A gateway's 504 after slurmrestd took the submit: a second submit could make a second job."""
+    assert not submit_refused(refusal(status))
+    described = SlurmApiError("slurmrestd failed", endpoint="job_submit", status=status,
+                              errors=(SlurmMessage(description="injected fault"),))  # fmt: skip
+    assert not submit_refused(described), "a description without Slurm's number is not Slurm's refusal"

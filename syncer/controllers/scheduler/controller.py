@@ -533,10 +533,15 @@ class SchedulerController(Controller):
             return
         except SlurmApiError as exc:
             self.stats.errors["submit"] += 1
-            await self._refuse(
-                key, request.pods, pods, f"Slurm refused the job: {exc}", self.core.retry_after_s
-            )
-            return
+            if submit_refused(exc):
+                await self._refuse(
+                    key, request.pods, pods, f"Slurm refused the job: {exc}", self.core.retry_after_s
+                )
+                return
+            self._lost.add(key)
+            raise RetryAfter(
+                1.0, f"submit of {request.name} answered without Slurm's word ({exc}): its job is looked for"
+            ) from exc
         except SlurmError as exc:
             # the answer was lost: the job may exist; nothing is submitted again before a whole list
             self.stats.errors["submit"] += 1
@@ -723,6 +728,15 @@ def allocation_refused(exc: SlurmApiError) -> bool:
     wait for too (a bad partition, a QOS limit: the submit then says so). Anything else (a 5xx, an answer
     without Slurm's errors) says nothing of the job, which may run: it is looked for by its marker."""
     return bool(exc.errors) and 400 <= exc.status < 500
+
+
+def submit_refused(exc: SlurmApiError) -> bool:
+    """A submit Slurm refused (said on the pods, tried again after retry_after_s): a 4xx, or any status
+    carrying Slurm's error numbers (24.11 answers a bad partition or constraint with HTTP 500 and 2000 or
+    2029; 26.05 with 422). A 5xx without them (slurmrestd failing after the job was made; a gateway's
+    502-504 never get here: the client raises them as lost) says nothing of the job, which may exist: it is
+    looked for by its marker before another submit."""
+    return 400 <= exc.status < 500 or any(error.error_number for error in exc.errors)
 
 
 def delete_read_age(planned: Job | None) -> float:
