@@ -2,6 +2,10 @@
 
     python benchmarks/partition_latency.py --nodes 1000 --changes 400 --compare [--out DIR]
 
+--compare: changes take turns between the code before (a CR change planned 50 ms after it arrives, and
+waiting for the reconcile before to re-read Slurm and write its statuses) and this code (planned at once; a
+reconcile that sees a CR change arrive while it writes leaves its re-read and statuses to the next one).
+
 The sandbox and service of benchmarks/partitions.py (Slurm 26.05, N+1 CLOUD nodes with KeepPartInfo, N+1
 node-bound Nodes, the syncer's service with --partitions-enabled in this process), partition `bench-a` over
 every node, then `--changes` patches of its `maxTime`, one after another, each until `GET /partitions/`
@@ -15,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +28,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo root
 from benchmarks.partitions import CONFIG, GROUP, PLURAL, VERSION, Paths
 from benchmarks.power import percentile
-from benchmarks.run import progress
+from benchmarks.run import machine_reference_s, progress
 from benchmarks.service_bench import main, service_bench
 from benchmarks.slurmctld_load import machine_load
 from syncer.slurm.auth import TokenFile
@@ -75,10 +80,37 @@ def instrument(bench: Any, trace: Trace) -> None:
     controller.scope.subscribe(seen)
 
 
+BEFORE_CR_BATCH_S = 0.05  # the code before: a CR's change planned this long after it arrived
+
+
+def as_before(controller: Any, before: Callable[[], bool]) -> None:
+    """While `before()`: the code before this change, in the same process. The runner's CR watch (which now
+    queues the key at once) queues it after BEFORE_CR_BATCH_S as `Watch(after_s=...)` did, and a reconcile
+    never leaves its re-read and statuses to the next one."""
+    queue, informer = controller.runner.queue, controller.informer
+    [notify] = [h for h in informer.handlers if "_connect" in getattr(h, "__qualname__", "")]
+
+    def cr_event(old: Any, new: Any) -> None:
+        if not before():
+            notify(old, new)
+            return
+        for key in controller._cr_moved(old, new):
+            queue.add_after(key, BEFORE_CR_BATCH_S)
+
+    informer.handlers[informer.handlers.index(notify)] = cr_event
+    changed_since = controller._cr_changed_since
+    controller._cr_changed_since = lambda mark: False if before() else changed_since(mark)
+
+
 async def run(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
     nodes = args.nodes
     names = sim_node_names(nodes + 1)
-    results: dict[str, Any] = {"nodes": nodes, "changes": args.changes, "load_before": machine_load()}
+    results: dict[str, Any] = {
+        "nodes": nodes,
+        "changes": args.changes,
+        "load_before": machine_load(),
+        "machine_reference_s": round(machine_reference_s(), 3),
+    }
     keep = "ReconfigFlags=KeepPartInfo\n"
     labels = {"bench-pool": "a"}
     async with (
@@ -104,16 +136,8 @@ async def run(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
         samples: list[dict[str, Any]] = []
         controller = bench.service.partitions
         assert controller is not None
-        wanted_all = controller._wanted_all
         mode = ["after"]
-
-        def as_before(crs: Any) -> Any:
-            """The code before: every plan resolves every selected Node's binding afresh."""
-            if mode[0] == "before":
-                controller._bound_on.clear()
-            return wanted_all(crs)
-
-        controller._wanted_all = as_before  # type: ignore[method-assign]
+        as_before(controller, lambda: mode[0] == "before")
         for index in range(args.changes):
             # changes take turns (--compare): the code before, then this code, so both meet the same load
             mode[0] = "before" if args.compare and index % 2 == 0 else "after"
@@ -151,7 +175,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--compare",
         action="store_true",
-        help="changes take turns: the code before (bindings resolved per plan)",
+        help="changes take turns: the code before (a CR change planned after 50 ms, behind the statuses)",
     )
 
 

@@ -329,7 +329,8 @@ SERVICE_OPTIONS: tuple[Option, ...] = (
         "workers",
         positive_int,
         8,
-        "Slurm nodes reconciled at once; three times as many more for Kubernetes changes only",
+        "Slurm nodes reconciled at once; twelve times as many more for Kubernetes changes only (at most "
+        "four times as many reading Slurm at once)",
         "Sync",
     ),
     Option("dry-run", parse_bool, False, "compute and log every action, write nothing", "Sync", "flag"),

@@ -24,7 +24,10 @@ from tests.e2e.test_nodeset import VERSION as NODESET_VERSION
 from tests.e2e.test_nodeset import delete_slurm_nodes, ensure_pool, manifest
 from tests.e2e.test_nodeset_power import power_manifest
 from tests.e2e.test_partitions import (
+    GROUP,
     ON,
+    PLURAL,
+    VERSION,
     cleanup,
     cr,
     create_cr,
@@ -163,6 +166,70 @@ async def admin_down_is_kept(rig: Rig, service: SyncerService, jobs: list[str]) 
     await wait_for(reason_is(rig, name, READY), 15, what=f"{name} Ready again")
 
 
+async def admin_stop_after_a_write_is_kept(rig: Rig, service: SyncerService) -> None:
+    """Issue 47: a CR change that arrives while a reconcile writes leaves that reconcile's re-read and
+    statuses to the next one. An admin's DOWN made right after the write of the CR's change (before any
+    status says that change was seen) is kept all the same: the change counts as seen once written, and
+    the state is lifted once per author's change, not again by the reconcile that follows."""
+    name = "e2e-s-after-write"
+    create_cr(rig, name, {"nodes": {"hosts": [rig.sandbox.real_node]}, "state": "UP", "maxTime": 30})
+    await wait_for(reason_is(rig, name, READY), 15, what=f"{name} Ready")
+    controller = service.partitions
+    assert controller is not None
+    writer = controller.context.slurm_writer
+    put_one, put_many = writer.put_partition, writer.put_partitions
+    hooked: list[str] = []
+
+    async def then_admin_and_author() -> None:
+        """Right after Slurm took the write of maxTime 31: the admin stops the partition, and its CR changes
+        (an annotation: the same generation) while the reconcile that wrote is still running."""
+        hooked.append(name)
+        rig.scontrol("update", f"partitionname={name}", "state=DOWN")
+        rig.kube.patch(GROUP, VERSION, PLURAL, name, {"metadata": {"annotations": {"e2e/touched": "1"}}})
+
+        def shown() -> bool:
+            seen = [o.body for o in controller.informer.items.values() if o.name == name]
+            return bool(seen) and "e2e/touched" in (seen[0]["metadata"].get("annotations") or {})
+
+        await wait_for(shown, 10, what="the CR's change seen by the controller")
+
+    def ours(partition: str, settings: Any) -> bool:
+        return partition == name and settings.max_time == 31 and not hooked
+
+    async def one(partition: str, settings: Any, *, nodes: str | None) -> bool:
+        written = await put_one(partition, settings, nodes=nodes)
+        if ours(partition, settings):
+            await then_admin_and_author()
+        return written
+
+    async def many(writes: Any) -> bool:
+        written = await put_many(writes)
+        if any(ours(w.name, w.settings) for w in writes):
+            await then_admin_and_author()
+        return written
+
+    writer.put_partition, writer.put_partitions = one, many  # type: ignore[method-assign,assignment]
+    try:
+        patch_cr(rig, name, {"maxTime": 31})
+        generation = int((cr(rig, name) or {})["metadata"]["generation"])
+        await wait_for(lambda: bool(hooked), 15, what="the write of maxTime 31")
+        # that reconcile stopped after its write: no status of it says the change was seen
+        await wait_for(lambda: name in controller._looked_at, 15, what="its statuses left to the next")
+        await wait_for(
+            lambda: ready(rig, name).get("reason") == HELD or _is(slurm_state(rig, name), "UP"),
+            15, what="the next reconcile to decide on the admin's DOWN",
+        )  # fmt: skip
+        assert await slurm_state(rig, name) == "DOWN", "the admin's DOWN made after the write was undone"
+        status = (cr(rig, name) or {}).get("status") or {}
+        assert status.get("observedGeneration") == generation, status
+        await resynced(service)
+        assert await slurm_state(rig, name) == "DOWN"
+        found = await partition(rig, name)
+        assert found is not None and found.settings.max_time == 31
+    finally:
+        writer.put_partition, writer.put_partitions = put_one, put_many  # type: ignore[method-assign]
+
+
 async def unmanaged_state_is_left_alone(rig: Rig, service: SyncerService) -> None:
     """Item 6: a CR without `state` does not manage it (no default UP): an admin's DOWN stays, Ready."""
     name = "e2e-s-nostate"
@@ -193,6 +260,20 @@ async def test_what_stops_jobs_in_slurm_is_never_undone_by_a_delete_or_a_resync(
             )
     finally:
         await cleanup(rig, names, names, jobs)
+
+
+@needs_writes
+async def test_an_admins_stop_right_after_a_write_is_kept_when_a_cr_change_leaves_the_status_to_the_next(
+    rig: Rig,
+):
+    """A syncer of its own: a change of another CR in the same reconcile (a delete Slurm refuses) would make
+    that reconcile re-read and write the statuses itself, and the rule would go untested."""
+    name = "e2e-s-after-write"
+    try:
+        async with keep_part_info(rig), running_syncer(rig, partitions=ON) as service:
+            await admin_stop_after_a_write_is_kept(rig, service)
+    finally:
+        await cleanup(rig, [name], [name], [])
 
 
 # -- item 6: a relabelled busy node does not get its jobs preempted ----------------------------------------

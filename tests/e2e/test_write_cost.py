@@ -4,10 +4,12 @@ burst are folded into one summary on the syncer's Lease. Real Slurm, emulator.""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any
 
 import pytest
+import structlog
 
 from syncer.app.service import SyncerService
 from syncer.kube.ratelimit import TokenBucket
@@ -131,6 +133,53 @@ async def test_a_cordoned_rack_reaches_slurm_in_bulk_requests(rig: Rig, why: str
 
         await wait_for(none_drained, deadline_s=30, what="every node undrained in Slurm")
         assert stats.nodes == 2 * len(names) and stats.requests - drains < len(names), stats
+
+
+async def test_a_cordon_storm_waits_for_its_group_commits_together_with_its_slurm_reads_bounded(rig: Rig):
+    """Issue 47: a cordon's reconcile spends most of its time waiting for its drain's group commit, so the
+    workers for Kubernetes changes are 12 x `--workers`, while their fresh reads of Slurm stay at most
+    4 x `--workers` at once (as many as every worker together could make before). With slurmrestd's
+    single-node reads held: 30 cordons and `--workers 2` are 26 reconciles at once (24 + 2), 8 of them
+    reading Slurm; released, every node drains."""
+    names = fresh_slurm_nodes(30)
+    nodes = [rig.bind_pod(n)[0] for n in names]
+    async with running_syncer(rig, workers=2) as service:
+        await first_pass_done(rig, service, names)
+        slurm = service.context.slurm
+        get_node = slurm.get_node
+        release = asyncio.Event()
+        reading: set[str] = set()
+        most = 0
+
+        async def held(name: str) -> Any:
+            nonlocal most
+            if structlog.contextvars.get_contextvars().get("controller") != "sync":
+                return await get_node(name)  # another controller's read: not the engine's bound
+            reading.add(name)
+            most = max(most, len(reading))
+            try:
+                await release.wait()
+                return await get_node(name)
+            finally:
+                reading.discard(name)
+
+        slurm.get_node = held  # type: ignore[method-assign]
+        try:
+            for node in nodes:
+                rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
+            queue = service.engine.queue
+            await wait_for(lambda: queue.in_flight == 26, 30, what="every worker taking cordons busy")
+            assert len(reading) == 8 and most == 8, (len(reading), most)
+        finally:
+            release.set()
+            slurm.get_node = get_node  # type: ignore[method-assign]
+
+        async def all_drained() -> bool:
+            listing = await rig.reader.list_all_nodes()
+            return {n.name for n in listing.nodes if n.drain_flag} >= set(names)
+
+        await wait_for(all_drained, deadline_s=30, what="every cordoned node drained in Slurm")
+        assert most == 8, most
 
 
 async def test_a_restart_with_nothing_changed_writes_nothing(rig: Rig):

@@ -7,7 +7,7 @@ and writes none of the partitions they declare.
 One key for the whole cluster, like the maintenance reservations: one `GET /partitions/` decides every
 partition, and a name two CRs declare or two default partitions need every CR at once. A change is looked at
 `BATCH_S` after it arrives, so a label change that moves many nodes becomes one `POST` of `+a,+b,...`; a
-CR's own change after `CR_BATCH_S`.
+CR's own change at once (CRs changing while a reconcile runs are planned together by the next).
 
 Each reconcile reads Slurm's partitions (again after a write, for the status), takes each partition's jobs
 from the service's one job poll (`context.jobs`: never a job list of its own, so its cost does not grow with
@@ -19,8 +19,9 @@ defers it), delete (Slurm's 2075 "Partition is in use": retried after
 applies each entry it can; the refused ones are sent again alone, so that each CR gets its own error). A
 value Slurm refuses (2018 unknown node, 2066 unknown QOS, 9001) stops that CR with its condition, and is not
 sent again until the CR changes, what it would send changes, or slurmctld reloads; the others go on. Then each
-CR's status through /status and an Event whenever its Ready reason changes.
-
+CR's status through /status and an Event whenever its Ready reason changes. A CR change that arrives while a
+reconcile writes leaves that reconcile's re-read and statuses to the next one, which starts at once and reads
+Slurm afresh: the change is not queued behind a status it makes stale (issue 47).
 What starts a reconcile grows with changes, not with the cluster: a Node's change only when it moves a CR's
 selector (`SelectorIndex`), a slurmd pod's only on a Node some selector matches (or where a CR names
 NodeSets), a job poll only when a managed partition's counts moved, a Slurm node's change only when it is
@@ -96,7 +97,9 @@ KIND = "SlurmPartition"
 API_VERSION = "slurm-syncer.dev/v1alpha1"
 PATH = "/apis/slurm-syncer.dev/v1alpha1/slurmpartitions"
 BATCH_S = 0.5  # Node and pod changes arriving together (a relabelled rack) planned once: one POST
-CR_BATCH_S = 0.05  # a CR's change: rarely a storm, and its author waits for it
+# a CR's change: at once (its author waits for it; 50 ms here was half a change's p50, issue 47); CRs applied
+# together still meet in one or two POSTs: those arriving while a reconcile runs are planned by the next
+CR_BATCH_S = 0.0
 BUSY_S = 1.0  # a CR still creating or updating after the re-read is looked at again this soon
 BUSY = frozenset({CREATING, UPDATING})
 CONF_MAX_AGE_S = 60.0  # /conf (KeepPartInfo, preemption) read again after this, and after a slurmctld reload
@@ -216,13 +219,18 @@ class PartitionController(Controller):
         self._closing: dict[
             str, tuple[int, int]
         ] = {}  # partition a deleted CR closes -> its jobs last counted
+        self._cr_changes = 0  # CR changes the mapper has named the key for (a reconcile follows each)
+        # CR -> (uid, generation) a reconcile planned and wrote for, its status left to the next reconcile
+        # (a newer CR change came): counted as observed, as the status it would have written would say
+        self._looked_at: dict[str, tuple[str, int]] = {}
         self.slinky = SlinkyPartitions(context.kube) if options.slinky else None
 
     # -- what names the key -----------------------------------------------------------------------
     def watches(self) -> Watches:
-        """A CR's change is looked at after CR_BATCH_S; what moves nodes or jobs after BATCH_S (a relabelled
-        rack: one POST); a slurmctld reload at once (one without KeepPartInfo forgot REST-made partitions).
-        Each mapper names the key only for a change that can move a partition (module docstring)."""
+        """A CR's change is looked at at once (CR_BATCH_S); what moves nodes or jobs after BATCH_S (a
+        relabelled rack: one POST); a slurmctld reload at once (one without KeepPartInfo forgot REST-made
+        partitions). Each mapper names the key only for a change that can move a partition (module
+        docstring)."""
         cache = self.context.slurm_cache
         crs = [Watch(self.scope.subscribe, self._cr_moved, after_s=CR_BATCH_S)]
         if self.slinky is not None:
@@ -245,7 +253,13 @@ class PartitionController(Controller):
         """Every CR change but one of its status alone (our own status write coming back: nothing to plan)."""
         if old is not None and new is not None and _planned_part(old.body) == _planned_part(new.body):
             return ()
+        self._cr_changes += 1
         return (KEY,)
+
+    def _cr_changed_since(self, mark: int) -> bool:
+        """A CR change arrived after `mark` (`_cr_changes` then): the key is queued again, and its reconcile
+        follows this one at once."""
+        return self._cr_changes != mark
 
     def tick(self) -> bool:
         """While a deleted CR's partition is closed behind its jobs: look again once slurmctld's metrics (read
@@ -350,6 +364,8 @@ class PartitionController(Controller):
         return taken
 
     async def _reconcile(self, crs: dict[str, dict[str, Any]]) -> Result:
+        mark = self._cr_changes  # taken with `crs`, before the first await
+        self._looked_at = {n: seen for n, seen in self._looked_at.items() if n in crs}
         world, counts = await self._world(crs)
         result = plan(self._wanted_all(crs), world)
         self._held_nodes = frozenset(result.held_out)
@@ -383,8 +399,12 @@ class PartitionController(Controller):
         told = self._still_refused([a for a in batch if a.cr not in stopped and a.cr not in deferred], crs)
         batch = [a for a in batch if a.cr not in stopped and a.cr not in deferred and a.cr not in told]
         wrote |= await self._write_all(batch, crs, stopped)
+        if wrote and not stopped and not in_use and self._cr_changed_since(mark):
+            return self._left_to_next(crs, released)
         if wrote:  # what the status says is what Slurm has now, not what it had before our writes
             world, counts = await self._world(crs, read_conf=False)  # our writes leave /conf as it was
+            if not stopped and not in_use and self._cr_changed_since(mark):
+                return self._left_to_next(crs, released)
             result = plan(self._wanted_all(crs), world)
             if await self._confirm(result, crs):  # Slurm shows what we created: the claims say `created`
                 world = replace(world, owned=records(self._record(cr) for cr in crs.values()),
@@ -400,6 +420,19 @@ class PartitionController(Controller):
             raise Terminal("; ".join(f"SlurmPartition {n}: {o.message}" for n, o in sorted(stopped.items())))
         busy = deferred or any(o.reason in BUSY for o in outcomes.values())
         return Result(requeue_after=BUSY_S) if busy else DONE
+
+    def _left_to_next(self, crs: Mapping[str, Mapping[str, Any]], released: set[str]) -> Result:
+        """A CR changed while this reconcile wrote: the next reconcile (queued, it starts at once) reads Slurm
+        again, plans from it and writes every status; this one stops here, so the change does not wait for a
+        re-read and statuses it makes stale. Each CR planned here counts as observed at the generation planned
+        (as its status would have said): a state held in Slurm is lifted once per author's change, not again
+        by the next reconcile."""
+        for name, cr in crs.items():
+            if name not in released:
+                meta = cr.get("metadata") or {}
+                self._looked_at[name] = (str(meta.get("uid", "")), int(meta.get("generation", 0)))
+        log.debug("partition statuses left to the next reconcile: a CR changed meanwhile")
+        return DONE
 
     async def _confirm(self, result: Plan, crs: Mapping[str, Mapping[str, Any]]) -> bool:
         """The `created` claims of partitions Slurm now shows this reconcile made; True if any was written."""
@@ -511,6 +544,9 @@ class PartitionController(Controller):
         nodes = [node for node in map(cache.node, sorted(self.index.matched(name))) if node is not None]
         status = self._written.get(name) or cr.get("status") or {}
         observed = status.get("observedGeneration")
+        looked = self._looked_at.get(name)
+        if looked is not None and looked[0] == str(cr["metadata"].get("uid", "")):
+            observed = max(int(observed), looked[1]) if observed is not None else looked[1]
         bound = self._bound_on
 
         def on(node: str) -> tuple[str, ...]:
@@ -721,6 +757,7 @@ class PartitionController(Controller):
         self._claimed.pop(name, None)
         self._said.pop(name, None)
         self._written.pop(name, None)
+        self._looked_at.pop(name, None)
         self._refused.pop(name, None)
         self._made.discard(partition_name(cr))
 

@@ -127,7 +127,7 @@ class Applier:
             # The cache may be a poll old: read the node again, so an admin's new reason is never lifted
             # and a drain someone else just made (Slinky's operator reacts to the same cordon) keeps its
             # reason instead of being overwritten by ours.
-            current = read_now if read_now is not None else await self.context.slurm.get_node(name)
+            current = read_now if read_now is not None else await self.reader.fresh(name)
             # that read can take seconds (retries, a slow slurmrestd): decide again on what Kubernetes
             # shows now too, so a drain never goes out after the uncordon that arrived meanwhile
             again = self._decided_again(name, current)

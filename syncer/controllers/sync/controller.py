@@ -11,6 +11,7 @@ cannot leave the two systems apart. Its runner reconciles only on the leader; a 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterable
 from dataclasses import replace
@@ -36,6 +37,8 @@ from syncer.slurm.cache import NodeChange
 log = structlog.get_logger("syncer.controllers.sync")
 # how soon a Slurm action held for a Kubernetes watch gap is looked at again (a reconnect takes a request)
 WATCH_GAP_RECHECK_S = 0.5
+FIRST_WORKERS_PER_WORKER = 12  # workers for Kubernetes changes only, per `--workers`
+FRESH_READS_PER_WORKER = 4  # single-node reads of Slurm in flight at once, per `--workers` (as before)
 
 
 class SyncController(Controller):
@@ -51,17 +54,22 @@ class SyncController(Controller):
         self.slurm_writes = WrittenSlurm()
         self.clock = context.clock
         self.actions = context.actions  # (kind, direction, slurm node, details): metrics and test recorders
-        # three times as many workers again for Kubernetes changes only (they never wait for the Kubernetes
-        # rate limit, the others may all be waiting for it in a storm of Slurm changes): 1,000 cordons drained
-        # in 5.0 s with 8 workers, 1.9 s with 32 (issue 30)
-        self.first_workers = 3 * context.workers
+        # workers for Kubernetes changes only (they never wait for the Kubernetes rate limit, the others may
+        # all be waiting for it in a storm of Slurm changes): 1,000 cordons drained in 5.0 s with 8 workers,
+        # 1.9 s with 32 (issue 30). A cordon's worker waits for its drain's group commit (~0.1-0.2 s, most of
+        # its time): so many that a storm's cordons wait there together, while their fresh reads of Slurm stay
+        # at most FRESH_READS_PER_WORKER x workers at once, as with 3 x workers before (issue 47)
+        self.first_workers = FIRST_WORKERS_PER_WORKER * context.workers
+        self.fresh_reads = asyncio.Semaphore(FRESH_READS_PER_WORKER * context.workers)
         self.stats = EngineStats()
         # Slurm node -> the NodeSet scaling it in, by identity (set by the NodeSet controller)
         self.scale_in = context.scale_in
         # Slurm node -> why the one-pool scheduler holds it (a pod whose job ended still terminates there)
         self.holds = context.holds
         self._observed_at: dict[str, float] = {}  # monotonic time a change was first seen, per key
-        self.reader = Reader(context, written=self.written, slurm_writes=self.slurm_writes)
+        self.reader = Reader(
+            context, written=self.written, slurm_writes=self.slurm_writes, fresh_reads=self.fresh_reads
+        )
         self.reports = Reports(context, stats=self.stats, missing_grace_s=options.missing_grace_s)
         self.applier = Applier(
             context, options=options, valve=self.valve, written=self.written, slurm_writes=self.slurm_writes,

@@ -8,6 +8,7 @@ nodes of the others."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from dataclasses import dataclass, replace
 
@@ -37,11 +38,22 @@ class Reading:
 
 class Reader:
     def __init__(
-        self, context: ControllerContext, *, written: WrittenAnnotations, slurm_writes: WrittenSlurm
+        self,
+        context: ControllerContext,
+        *,
+        written: WrittenAnnotations,
+        slurm_writes: WrittenSlurm,
+        fresh_reads: asyncio.Semaphore,
     ) -> None:
         self.context = context  # clients, caches, writers: shared by every controller
         self.written = written
         self.slurm_writes = slurm_writes
+        self.fresh_reads = fresh_reads  # bounds the reads of single nodes in flight (workers outnumber it)
+
+    async def fresh(self, name: str) -> SlurmNode:
+        """The node as slurmrestd shows it now (`GET /node/{name}`), once a read slot is free."""
+        async with self.fresh_reads:
+            return await self.context.slurm.get_node(name)
 
     async def read_node(self, name: str) -> Reading:
         binding = self.binding(name)
@@ -62,7 +74,7 @@ class Reader:
                 slurm_node = read_after
             else:
                 with contextlib.suppress(SlurmError):
-                    slurm_node = read_now = await self.context.slurm.get_node(name)
+                    slurm_node = read_now = await self.fresh(name)
                     self.slurm_writes.read_after_write[name] = slurm_node
         return Reading(
             binding, now, slurm_node, fresh, owed, read_now, self._node_slurm(binding, slurm_node),
