@@ -43,7 +43,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo root
 from benchmarks.power import GROUP, HOSTS, NAMESPACE, VERSION, nodeset, short_power_saving, summary, uptime
-from benchmarks.run import progress
+from benchmarks.power_trace import PowerTrace, pass_seconds, traced_parts
+from benchmarks.run import machine_reference_s, progress
 from benchmarks.service_bench import CONFIG as SERVICE_CONFIG
 from benchmarks.service_bench import report
 from syncer.app.logs import configure_logging
@@ -150,6 +151,7 @@ async def power_ups(
     count: int,
     batch: int,
     probes: Callable[[int], str] | None = None,
+    trace: PowerTrace | None = None,
 ) -> list[dict[str, Any]]:
     """`count` jobs from member lat-<first> on, `batch` at a time; each one's timeline. `probes(i)`, when
     given, sets the syncer's probe interval before batch i and names the setting (kept in each sample)."""
@@ -184,6 +186,7 @@ async def power_ups(
             sample["pod_ready"] = seen.ready.get(member)
             sample["registered"] = registered.get(member)
             sample["running"], sample["by"] = configured.get(job, (None, ""))
+            sample.update(trace.of(member) if trace is not None else {})
             samples.append(sample)
         ran = sum(1 for s in samples[-len(jobs) :] if s["running"])
         progress(f"  jobs on lat-{start}..: {ran}/{len(jobs)} ran")
@@ -286,12 +289,16 @@ async def run(
         str(kube.write_kubeconfig(directory / "kubeconfig")), qps=500, burst=1000
     )
     service = SyncerService(slurm, client, config)
-    results: dict[str, Any] = {"slurm": sandbox.slurm_version, "uptime_before": uptime()}
+    reference = machine_reference_s()
+    results: dict[str, Any] = {
+        "slurm": sandbox.slurm_version, "uptime_before": uptime(), "machine_reference_s": reference,
+    }  # fmt: skip
     try:
         # on 24.11 the sandbox starts a slurm.conf member's slurmd without -Z (Sandbox.named_in_conf)
         async with SlurmdStandIn(kube, sandbox, boot=True, port_base=port_base, nodesets=("lat",)) as standin:
             await service.start()
             await service.wait_ready(120)
+            trace = PowerTrace(service)  # the syncer's own way, part by part
             kube.create(GROUP, VERSION, "nodesets", nodeset("lat", members), namespace=NAMESPACE)
             await wait(lambda: _declared(reader, members), f"{members} members declared", 120)
             url = f"http://127.0.0.1:{service.http_port}"
@@ -306,7 +313,7 @@ async def run(
                     cache.probe_interval_s = quick if index % 2 else cache.poll_interval_s
                     return f"every {cache.probe_interval_s:g} s"
 
-                with_prolog = await power_ups(sandbox, reader, seen, 0, samples, batch, probes)
+                with_prolog = await power_ups(sandbox, reader, seen, 0, samples, batch, probes, trace)
                 results["by_probe_interval"] = {
                     setting: parts([s for s in with_prolog if s["probes"] == setting])
                     for setting in sorted({s["probes"] for s in with_prolog})
@@ -318,11 +325,14 @@ async def run(
                     "changed_as_200": stats.changed_as_200,
                 }  # fmt: skip
             else:
-                with_prolog = await power_ups(sandbox, reader, seen, 0, samples, batch)
+                with_prolog = await power_ups(sandbox, reader, seen, 0, samples, batch, trace=trace)
             prolog.point(sandbox.directory, "")
             progress(f"{without} power-ups with the prolog asking nobody (Slurm's own way)")
-            without_prolog = await power_ups(sandbox, reader, seen, samples, without, batch)
+            without_prolog = await power_ups(sandbox, reader, seen, samples, without, batch, trace=trace)
             results["with_prolog"] = parts(with_prolog)
+            results["syncer_parts"] = traced_parts(with_prolog + without_prolog, summary)
+            results["pass_seconds"] = pass_seconds(trace.passes(), summary)
+            results["passes"] = trace.passes()
             results["without_prolog"] = parts(without_prolog)
             results["samples"] = with_prolog + without_prolog
             results["prolog_answers"] = dict(service.job_readiness.stats.answers)

@@ -205,10 +205,14 @@ def same_figure(one: float, two: float, expr: str) -> bool:
 PROM_SCHEDULER = "prometheus-test"
 SCHEDULER_PANELS = dashboards.SCHEDULER[:4]
 LEADING = replace(
-    FAST, leader_election=True, lease_name="prometheus-test", lease_duration_s=6.0, renew_deadline_s=4.0,
+    FAST, leader_election=True, lease_name="prometheus-test", lease_duration_s=30.0, renew_deadline_s=20.0,
     retry_period_s=0.5, jobs_poll_interval_s=1.0,
 ).replace(scheduler=SchedulerOptions(name=PROM_SCHEDULER, namespaces=(NAMESPACE,)))  # fmt: skip
 REFUSED = replace(LEADING, lease_name="prometheus-refused", dry_run=True)
+# The comparison of release one (the leader alone) with two (leader and standby) holds while one replica
+# leads throughout: after a hand-over each holds counters of its own term. A long lease keeps a loaded CI
+# machine's slow renewal (6 s lease, 4 s deadline: CI 2026-12-02 saw the standby's drain) from moving it,
+# and the Lease's transitions are read so that a hand-over fails with its name, not as a panel mismatch.
 HEALTHY = ("one", "two")
 # signals that select failures only (refused tokens, failed writes): their metric is there when healthy
 ONLY_IN_FAILURE = {
@@ -319,8 +323,13 @@ async def test_real_prometheus_panels_and_alerts_with_two_replicas_and_two_relea
                     return not await differences(http, base, other)
 
                 with contextlib.suppress(AssertionError):  # settled, or the assertion below names why not
-                    await wait_for(panels_agree, deadline_s=30, what="both scrapes settled")
-                assert not (mismatched := await differences(http, base, other)), "\n".join(mismatched)
+                    await wait_for(panels_agree, deadline_s=60, what="both scrapes settled")
+                where = {"namespace": LEADING.lease_namespace}
+                lease = rig.kube.get("coordination.k8s.io", "v1", "leases", LEADING.lease_name, **where)
+                lease = lease or {"spec": {}}
+                assert not lease["spec"].get("leaseTransitions"), f"leadership moved: {lease['spec']}"
+                mismatched = await differences(http, base, other)
+                assert not mismatched, "\n".join([*mismatched, *await scrape_health(http, base)])
                 latency = await query(http, base, P99_K8S_TO_SLURM)
                 assert 0 < float(latency[0]["value"][1]) < 2.0  # the drain above, measured
 
@@ -457,6 +466,18 @@ async def differences(http: aiohttp.ClientSession, base: str, standby: str) -> l
                 elif one.keys() != two.keys() or not all(same_figure(one[k], two[k], expr) for k in one):
                     found.append(f"{board} / {panel.title}: {expr}\n  one: {one}\n  two: {two}")
     return found
+
+
+async def scrape_health(http: aiohttp.ClientSession, base: str) -> list[str]:
+    """Each target's scrapes over the last minute: a mismatch from failed scrapes names them."""
+    counted = await query(http, base, 'count_over_time(up{job="slurm-syncer"}[1m])')
+    good = await query(http, base, 'sum_over_time(up{job="slurm-syncer"}[1m])')
+    kept = {(r["metric"]["release"], r["metric"]["instance"]): r["value"][1] for r in good}
+    return [
+        f"  scrapes in the last minute, {r['metric']['release']} {r['metric']['instance']}: "
+        f"{kept.get((r['metric']['release'], r['metric']['instance']), '?')} of {r['value'][1]} up"
+        for r in counted
+    ]
 
 
 async def true_for(http: aiohttp.ClientSession, base: str, rules: dict[str, Any], alert: str) -> set[str]:

@@ -199,8 +199,9 @@ async def test_status_is_written_through_the_status_subresource_only(
         **status, "replicas": 2, "readyReplicas": 1, "updatedReplicas": 2, "availableReplicas": 1,
         "selector": manifests.selector("gpu"), "templateHash": "abc123",
         "slurm": {"idle": 1, "allocated": 0, "mixed": 0, "drained": 1, "down": 0},
+        # declaring: the intent that makes a record with no comment yet ours (pruned before: not in schema)
         "power": {"declared": 4, "poweredDown": 1, "poweringUp": 1, "poweredUp": 1, "poweringDown": 1,
-                  "heldByAdmin": 0},
+                  "heldByAdmin": 0, "declaring": ["gpu-3"]},
     }  # fmt: skip
     written = await kube.patch(path + "/status", {"status": full, "spec": {"replicas": 9}}, MERGE_PATCH)
     assert written["status"] == full, "every status field the reconciler writes survives the schema's pruning"

@@ -5,19 +5,27 @@ so a reconcile only counts itself and writes nothing; Slurm is never contacted."
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from syncer.app.service import ServiceConfig, SyncerService
 from syncer.controllers.nodeset.controller import NodeSetController
+from syncer.controllers.nodeset.plan import removal_stamp
+from syncer.controllers.nodeset.power import declared_stamp
+from syncer.controllers.nodeset.power_actions import PassIncomplete
 from syncer.kube.client import KubeClient
 from syncer.model.cluster import LABEL
 from syncer.model.keys import Keys
+from syncer.model.slurm import SlurmNode
+from syncer.runtime.queue import Lane
 from syncer.runtime.tasks import cancel_and_wait
 from syncer.slurm.auth import NoToken
+from syncer.slurm.cache import NodeChange
 from syncer.slurm.client import SlurmClient
 from syncer.testing.kubeapi import KubeApiEmulator, SeedOptions
 from tests.helpers import wait_for
@@ -162,5 +170,83 @@ async def test_a_pod_gone_before_its_label_write_is_skipped_not_a_failed_pass(
         assert stored is not None and stored["metadata"]["labels"][Keys.BUSY_LABEL] == "true"
     finally:
         await cache.stop()
+        await kube.close()
+        await slurm.close()
+
+
+async def test_a_power_up_pod_is_the_first_write_of_its_pass_and_its_nodeset_is_queued_first(
+    kube_api: KubeApiEmulator, kubeconfig: Path
+):
+    """Slurm waits on a member it powers up (its job CONFIGURING): the member's pod is POSTed before any
+    other write of the NodeSet's pass, here before the Warning that a power-down's Slurm read failed (the
+    pod used to come after every other write); the rest of the pass still runs and its failure is raised.
+    A member starting to power up queues its NodeSet in the urgent lane, ahead of a resync."""
+    kube = await KubeClient.from_config(str(kubeconfig))
+    slurm = SlurmClient("http://127.0.0.1:9", NoToken())  # never started: every Slurm read fails
+    service = SyncerService(slurm, kube, ServiceConfig(listen_port=None, leader_election=False))
+    controller = service.nodesets
+    assert controller is not None
+    power = {"minReplicas": 0, "maxReplicas": 2, "node": {"cpus": 1, "realMemory": 400}}
+    kube_api.create("", "v1", "namespaces", {"metadata": {"name": NAMESPACE}})
+    kube_api.create(GROUP, VERSION, "nodesets", nodeset("pw", power=power), NAMESPACE)
+    service.kube_cache.start()
+    tasks = [asyncio.ensure_future(loop()) for loop in controller.loops().values()]
+    try:
+        await wait_for(lambda: f"{NAMESPACE}/pw" in controller.informer.items, what="NodeSet cached")
+        owner = controller.informer.items[f"{NAMESPACE}/pw"]
+        mine = declared_stamp(removal_stamp(owner))
+        down = ("IDLE", "CLOUD", "DYNAMIC_NORM", "POWERED_DOWN")
+        starting = ("ALLOCATED", "CLOUD", "DYNAMIC_NORM", "NOT_RESPONDING", "POWERING_UP")
+
+        def slurm_says(**flags: tuple[str, ...]) -> None:
+            cache = service.slurm_cache
+            cache.nodes = {
+                name.replace("_", "-"): SlurmNode(
+                    name=name.replace("_", "-"), state=frozenset(f), comment=mine
+                )
+                for name, f in flags.items()
+            }
+            cache.synced, cache.last_success, cache.stale_after_s = True, time.monotonic(), 3600.0
+
+        slurm_says(pw_0=down, pw_1=starting)
+        await controller.reconcile(owner.key)  # pw-1's pod
+        await wait_for(lambda: bool(service.kube_cache.pods_for("pw-1")), what="pw-1's pod cached")
+        await controller.reconcile(owner.key)  # its status counts the pod
+
+        def status_seen() -> bool:
+            stored = kube_api.get(GROUP, VERSION, "nodesets", "pw", namespace=NAMESPACE) or {}
+            return controller.informer.items[owner.key].status == stored.get("status")
+
+        await wait_for(status_seen, what="the NodeSet's status as stored, in its informer")
+        stored = kube_api.get(GROUP, VERSION, "nodesets", "pw", namespace=NAMESPACE) or {}
+        assert stored["status"]["power"].get("declaring") == [], "the intent is kept (the schema pruned it)"
+        kube_api.server.record_requests = True
+        await controller.reconcile(owner.key)
+        writes = [(method, path) for _, method, path in kube_api.server.requests if method != "GET"]
+        assert writes == [], "nothing changed: a pass writes nothing, so it queues no pass of its own"
+        # Slurm powered pw-1 down (its pod goes after a fresh read, which fails) and powers pw-0 up
+        slurm_says(pw_0=starting, pw_1=down)
+        kube_api.server.requests.clear()
+        with pytest.raises(PassIncomplete, match="power-down of pw-1"):
+            await controller.reconcile(owner.key)
+        # its writes (an informer's watch or re-list may go on beside)
+        sent = [
+            (method, path.split("?")[0]) for _, method, path in kube_api.server.requests if method != "GET"
+        ]
+        assert sent[0] == ("POST", f"/api/v1/namespaces/{NAMESPACE}/pods"), sent
+        assert kube_api.get("", "v1", "pods", "pw-0", namespace=NAMESPACE) is not None
+        assert ("POST", f"/api/v1/namespaces/{NAMESPACE}/events") in sent[1:], (
+            "the pass's other writes follow"
+        )
+
+        urgent = [w for w in controller.watches() if w.lane == Lane.URGENT]
+        before, after = service.slurm_cache.nodes["pw-1"], SlurmNode(name="pw-1", state=frozenset(starting))
+        change = NodeChange("pw-1", "changed", before, after)
+        assert [list(w.keys([change])) for w in urgent] == [[owner.key]]
+        other = NodeChange("other-1", "changed", before, msgspec.structs.replace(after, name="other-1"))
+        assert [list(w.keys([other])) for w in urgent] == [[]], "no NodeSet of that name"
+    finally:
+        await cancel_and_wait(tasks)
+        await service.kube_cache.stop()
         await kube.close()
         await slurm.close()

@@ -20,6 +20,7 @@ from syncer.controllers.nodeset.power import (
     declared_stamp,
     name_collision_message,
     slurmd_silent,
+    starts_powering_up,
 )
 from syncer.controllers.nodeset.spec import NodeSetSpec, parse
 from tests.unit.test_nodeset_plan import NOW, NS, REASON, pod, slurm
@@ -447,3 +448,20 @@ def test_the_name_collision_message_in_full() -> None:
     )
     assert " and " not in name_collision_message([f"gpu-{i}" for i in range(10)]).split(" exist")[0]
     assert "gpu-9 and 1 more exist" in name_collision_message([f"gpu-{i}" for i in range(11)])
+
+
+def test_a_member_starting_to_power_up_names_its_nodeset_and_nothing_else_does() -> None:
+    """The trigger that queues a NodeSet ahead of the others: a record under `<nodeset>-<ordinal>` that is
+    POWERING_UP now and was not before (or is new). Which NodeSet owns it, and whether a pod follows, is
+    still the plan's decision (above)."""
+    down, starting = rec("gpu-3", *DOWN), rec("gpu-3", *UP)
+    assert starts_powering_up("gpu-3", down, starting) == "gpu"
+    assert starts_powering_up("gpu-3", None, starting) == "gpu", "a record first seen powering up"
+    assert starts_powering_up("big-gpu-12", down, starting) == "big-gpu", "the last dash splits"
+    assert starts_powering_up("gpu-3", starting, starting) is None, "powering up already: told before"
+    assert starts_powering_up("gpu-3", starting, down) is None, "powered down: not a power-up"
+    assert starts_powering_up("gpu-3", down, None) is None, "gone"
+    assert starts_powering_up("gpu-3", None, down) is None, "declared, powered down"
+    assert starts_powering_up("gpu-x", down, starting) is None, "no ordinal: no member of a NodeSet"
+    assert starts_powering_up("-3", down, starting) is None, "no NodeSet name"
+    assert starts_powering_up("gpu3", down, starting) is None, "no dash"

@@ -7,6 +7,7 @@ identity (owner UID, the removal stamp on Slurm records; see plan.py), never by 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ from syncer.controllers.nodeset.plan import (
     removed_by_us,
     slurm_name,
 )
+from syncer.controllers.nodeset.power import starts_powering_up
 from syncer.controllers.nodeset.power_actions import PassIncomplete, PowerActions, Problems
 from syncer.controllers.nodeset.spec import NodeSetSpec, SpecError, parse
 from syncer.controllers.nodeset.status import compute_status, invalid_status
@@ -40,7 +42,7 @@ from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
 from syncer.model.times import rfc3339
 from syncer.runtime.controller import DONE, Controller, Result
-from syncer.runtime.queue import WorkQueue
+from syncer.runtime.queue import Lane, WorkQueue
 from syncer.runtime.watch import Watch, Watches
 from syncer.slurm.cache import NodeChange
 from syncer.slurm.errors import SlurmApiError, SlurmError, SlurmNotFound
@@ -49,6 +51,7 @@ log = structlog.get_logger("syncer.controllers.nodeset")
 
 
 CREATE_EXPECTATION_S = 30.0  # a pod we created and the informer has not shown yet is not POSTed again
+CREATES_AT_ONCE = 16  # powered-up members' pod POSTs in flight at once (the writer's QPS limit still holds)
 
 
 @dataclass
@@ -124,6 +127,8 @@ class NodeSetController(Controller):
             Watch(self.context.kube_cache.pods.subscribe, self._pod_keys),
             Watch(self.context.kube_cache.nodes.subscribe, self._node_keys),
             Watch(self.context.slurm_cache.subscribe, self._slurm_keys),
+            # a member Slurm starts powering up: its NodeSet ahead of other NodeSets' keys (a resync)
+            Watch(self.context.slurm_cache.subscribe, self._power_up_keys, lane=Lane.URGENT),
         )
 
     @property
@@ -171,6 +176,18 @@ class NodeSetController(Controller):
             nodeset.key
             for nodeset in self.informer.items.values()
             if any(name.startswith(nodeset.name + "-") for name in names)
+        ]
+
+    def _power_up_keys(self, changes: list[NodeChange]) -> list[str]:
+        """The power-managed NodeSets whose member (`<name>-<ordinal>`, exactly) a change shows starting to
+        power up."""
+        starting = {starts_powering_up(c.name, c.before, c.after) for c in changes} - {None}
+        if not starting:
+            return []
+        return [
+            nodeset.key
+            for nodeset in self.informer.items.values()
+            if nodeset.name in starting and "power" in nodeset.spec
         ]
 
     async def keys(self) -> list[str]:
@@ -267,6 +284,12 @@ class NodeSetController(Controller):
         self.stats.desired[nodeset.key] = result.desired
         self.stats.timed_out[nodeset.key] = len(result.timed_out)
         by_name = {p.name: p for p in pods}
+        problems = Problems()
+        # Slurm waits on these (a job CONFIGURING on each): their pods first, side by side, before any other
+        # write of the pass; the plan chose them from Slurm saying POWERING_UP, as for any create
+        powered_up = result.power.powered_up if result.power is not None else set()
+        first = [m for m in result.create if m.name in powered_up]
+        await self._create_pods(nodeset, spec, first, problems, logger, powered_up=True)
         await self._ensure_pdb(nodeset)
         await self._busy_labels(nodeset, by_name, result)
         await self._cluster_labels(by_name)
@@ -274,13 +297,12 @@ class NodeSetController(Controller):
         await self._mark(nodeset, by_name, result, now, logger)
         await self._stamp(nodeset, result, logger)
         self._scale_in_marks(nodeset, by_name, result)
-        problems = Problems()
         if spec.power is not None and result.power is not None:
 
             async def event(type_: str, reason: str, message: str) -> None:
                 await self._event(nodeset, type_, reason, message)
 
-            problems = await self.power.apply(
+            problems += await self.power.apply(
                 nodeset, spec.power, result.power, by_name, self.context.slurm_cache.nodes, event, logger
             )
         # one member's failed write stops no other member's: each is listed, the pass raises at its end
@@ -290,11 +312,8 @@ class NodeSetController(Controller):
             )
         for name in result.delete_slurm_nodes:
             await problems.guard(f"delete of {name}", self._delete_slurm_node(nodeset, name, logger), logger)
-        for member in result.create:
-            # told by the plan's view: the cache may have moved on while the pod was created
-            powered_up = result.power is not None and member.name in result.power.powered_up
-            step = self._create_pod(nodeset, spec, member, logger, powered_up=powered_up)
-            await problems.guard(f"create of pod {member.name}", step, logger)
+        rest = [m for m in result.create if m.name not in powered_up]
+        await self._create_pods(nodeset, spec, rest, problems, logger)
         timeout_check = await self._report_timeouts(nodeset, spec, by_name, result, logger)
         status = compute_status(
             nodeset, spec, result, pods, self.context.slurm_cache.nodes,
@@ -451,19 +470,46 @@ class NodeSetController(Controller):
             nodeset, "Normal", "DeletedSlurmNode", f"deleted Slurm node {name}: its pod is gone"
         )
 
-    async def _create_pod(
-        self, nodeset: KubeNodeSet, spec: NodeSetSpec, member: Any, logger: Any, *, powered_up: bool = False
-    ) -> None:
+    async def _create_pods(
+        self, nodeset: KubeNodeSet, spec: NodeSetSpec, members: list[Any], problems: Problems, logger: Any,
+        *, powered_up: bool = False,
+    ) -> None:  # fmt: skip
+        """The members' pods, then their Events. `powered_up` (told by the plan's view: the cache may have
+        moved on meanwhile): Slurm waits on each, so they are POSTed side by side (a batch costs one round
+        trip, not one per pod) and no Event goes in front of one. One refused create stops no other."""
+        limit = asyncio.Semaphore(CREATES_AT_ONCE if powered_up else 1)
+
+        async def create(member: Any) -> bool | None:
+            async with limit:
+                step = self._create_pod(nodeset, spec, member, logger)
+                return await problems.guard(f"create of pod {member.name}", step, logger)
+
+        outcomes = await asyncio.gather(*(create(m) for m in members), return_exceptions=True)
+        for outcome in outcomes:  # each ran to its end; one that ended the pass (NotLeader) is raised now
+            if isinstance(outcome, BaseException):
+                raise outcome
+        for member, done in zip(members, outcomes, strict=True):
+            if not done:
+                continue
+            await self._event(nodeset, "Normal", "CreatedPod", f"created pod {member.name}")
+            if powered_up:
+                self.power.powering_up(member.name)
+                await self._event(
+                    nodeset, "Normal", "PoweringUp", f"Slurm powers {member.name} up: created its pod"
+                )
+
+    async def _create_pod(self, nodeset: KubeNodeSet, spec: NodeSetSpec, member: Any, logger: Any) -> bool:
+        """True when this call created the pod (its Events are the caller's)."""
         key = f"{nodeset.namespace}/{member.name}"
         since = self._created.get(key)
         if since is not None and self.clock() - since < CREATE_EXPECTATION_S:
-            return  # created a moment ago; the informer has not shown it yet
+            return False  # created a moment ago; the informer has not shown it yet
         try:
             outcome = await self.writes.create_pod(nodeset, spec, member)
             if outcome != DRY_RUN:
                 self._created[key] = self.clock()
             if outcome != CREATED:
-                return  # exists already (the cache has not seen it yet), or a dry run
+                return False  # exists already (the cache has not seen it yet), or a dry run
         except KubeError as exc:
             if exc.status in (400, 422):
                 if self._once("bad-template", f"{nodeset.key}@{nodeset.generation}"):
@@ -471,16 +517,11 @@ class NodeSetController(Controller):
                         nodeset, "Warning", "FailedCreate", f"pod {member.name} rejected: {exc.message}"
                     )
                 logger.warning("pod rejected by the API server: fix spec.template", error=exc.message)
-                return
+                return False
             raise
         self.stats.pods_created += 1
         logger.info("pod created", pod=member.name)
-        await self._event(nodeset, "Normal", "CreatedPod", f"created pod {member.name}")
-        if powered_up:
-            self.power.powering_up(member.name)
-            await self._event(
-                nodeset, "Normal", "PoweringUp", f"Slurm powers {member.name} up: created its pod"
-            )
+        return True
 
     async def _report_timeouts(
         self, nodeset: KubeNodeSet, spec: NodeSetSpec, by_name: dict[str, KubePod], result: Plan, logger: Any

@@ -68,6 +68,16 @@ def powering_up(slurm: SlurmNode) -> bool:
     return bool(slurm.state & POWERING_UP)
 
 
+def starts_powering_up(name: str, before: SlurmNode | None, after: SlurmNode | None) -> str | None:
+    """The NodeSet name whose member `name` (`<nodeset>-<ordinal>`) a Slurm change shows starting to power
+    up (POWERING_UP now, not before); None for any other change or name. A trigger only: which NodeSet
+    owns the record, and whether it gets a pod, the plan decides."""
+    if after is None or not powering_up(after) or (before is not None and powering_up(before)):
+        return None
+    nodeset, _, ordinal = name.rpartition("-")
+    return nodeset if nodeset and ordinal.isdigit() else None
+
+
 def slurmd_silent(slurm: SlurmNode) -> bool:
     """slurmctld cannot reach the member's slurmd: it never registered (powering up), or pings fail."""
     return "NOT_RESPONDING" in slurm.state
