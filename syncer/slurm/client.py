@@ -41,7 +41,6 @@ from syncer.slurm.errors import (
     SlurmDecodeError,
     SlurmError,
     SlurmMessage,
-    SlurmNoRoom,
     SlurmNotFound,
     SlurmTimeout,
     SlurmUnsupported,
@@ -50,7 +49,6 @@ from syncer.slurm.errors import (
 from syncer.slurm.hostlist import expand
 from syncer.slurm.jobs import (
     JOB_GONE_CODES,
-    NO_ROOM_CODES,
     STATE_CHUNK,
     CancelResponse,
     JobDetailsResponse,
@@ -765,9 +763,10 @@ class SlurmClient:
         """Allocates an external job now (`POST /job/allocate`, `immediate`): its id, the job RUNNING (or
         CONFIGURING) when this returns; REST v0.0.43+ only (SlurmUnsupported before any request otherwise).
         Slurm allocates within the request only when the job could start now and no pending job of higher
-        priority may use the same nodes (`job_allocate()`'s `_top_priority`); else it refuses at once:
-        SlurmNoRoom (HTTP 422, a code of NO_ROOM_CODES) or another SlurmApiError, each leaving a FAILED job
-        record (reason BadConstraints, no nodes) that names the job's marker. No id is given for it.
+        priority may use the same nodes (`job_allocate()`'s `_top_priority`); else it refuses at once with
+        a SlurmApiError (HTTP 422 and Slurm's error: 2016 nodes busy, 2013 not first in line, ...; the
+        scheduler's `allocation_refused`), leaving a FAILED job record (reason BadConstraints, no nodes) that
+        names the job's marker. No id is given for it.
 
         Never retried, like a submit: a lost answer (timeout, connection cut) may have made a RUNNING job,
         which the caller finds by its marker before it allocates or submits again."""
@@ -776,18 +775,10 @@ class SlurmClient:
                 f"REST API {self.version.name if self.version else '?'} has no external jobs to allocate",
                 endpoint="job_allocate",
             )
-        try:
-            answer = await self._call(
-                "POST", "/job/allocate", SubmitResponse, endpoint="job_allocate",
-                body=allocate_body(submission), idempotent=False,
-            )  # fmt: skip
-        except SlurmApiError as exc:
-            if exc.status == 422 and any(e.error_number in NO_ROOM_CODES for e in exc.errors):
-                raise SlurmNoRoom(
-                    "Slurm cannot start the job now", endpoint="job_allocate", status=exc.status,
-                    errors=exc.errors, warnings=exc.warnings,
-                ) from exc  # fmt: skip
-            raise
+        answer = await self._call(
+            "POST", "/job/allocate", SubmitResponse, endpoint="job_allocate",
+            body=allocate_body(submission), idempotent=False,
+        )  # fmt: skip
         job_id = answer.decoded.job_id if answer.decoded is not None else 0
         if not job_id:
             raise SlurmDecodeError("an allocation answered without a job id", endpoint="job_allocate")

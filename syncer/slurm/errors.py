@@ -77,9 +77,5 @@ class SlurmApiError(SlurmError):
         return any(text in (e.description + " " + e.error) for e in self.errors)
 
 
-class SlurmNoRoom(SlurmApiError):
-    """An immediate allocation Slurm refused as the job cannot start now (busy, not first in line)."""
-
-
 class SlurmNotFound(SlurmApiError):
     """The named object (node, job) does not exist in Slurm."""

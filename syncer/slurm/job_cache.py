@@ -39,7 +39,6 @@ forgotten by Slurm; while it is stale, absence proves nothing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -130,7 +129,8 @@ class JobCache(Polled[JobChange]):
         self.list_interval_s = list_interval_s
         self.jobs: dict[int, SlurmJob] = {}
         self.stats = JobCacheStats()
-        self._wake = asyncio.Event()
+        self._wake = asyncio.Event()  # set to end the poll loop's pause early (`_pause`)
+        self._read_now = False  # ... to poll at once (a job to read, a nudge, a resync), not only sooner
         self._lock = asyncio.Lock()  # one read-and-apply at a time (the poll loop, fresh(), resync())
         self._tracked_at: dict[int, float] = {}  # job -> time.monotonic() track() was called
         # job -> time.monotonic() the read applied last was sent: an older read answering later (a long list
@@ -169,7 +169,7 @@ class JobCache(Polled[JobChange]):
     def nudge(self) -> None:
         """Read the states now instead of at the next interval."""
         self._stated_at = -math.inf
-        self._wake.set()
+        self._poll_now()
 
     def track(self, job_id: int, *, read: bool = False) -> None:
         """Follow a job just submitted: it is read whole at the next poll (and a list that started before
@@ -177,7 +177,7 @@ class JobCache(Polled[JobChange]):
         self._tracked_at[job_id] = time.monotonic()
         if not read:
             self._unread.add(job_id)
-            self._wake.set()
+            self._poll_now()
 
     def _untrack(self, job_id: int) -> None:
         """A tracked job Slurm no longer has (a read sent after its track() found none) is followed no more;
@@ -351,6 +351,8 @@ class JobCache(Polled[JobChange]):
             self._untrack(job_id)
         else:
             self.jobs[job_id] = job
+            if not job.ended and self.live_interval_s is not None:
+                self._wake.set()  # a job to follow quickly (e.g. fresh() after an allocation): `_pause`
         if change is not None:
             self._tell([change])
 
@@ -455,6 +457,7 @@ class JobCache(Polled[JobChange]):
         """Poll until cancelled; every failure is logged, counted, kept with its cause and retried."""
         while True:
             self._wake.clear()
+            self._read_now = False
             self._polling_since = self._clock()
             try:
                 await self.poll_once()
@@ -465,9 +468,24 @@ class JobCache(Polled[JobChange]):
                 self._failed(f"unexpected {type(exc).__name__}: {exc}", exc_info=True)
             finally:
                 self._polling_since = None
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._poll_delay()):
+            await self._pause()
+
+    async def _pause(self) -> None:
+        """Until the next poll: `_poll_delay()`; at once when told to read (`track()` of a job not read yet,
+        `nudge()`, `request_resync()`); sooner when another read brought in a job not yet ended (`fresh()`
+        right after an allocation, while the pause was a whole `poll_interval_s` as no job was live): its
+        states are then read `live_interval_s` after the last such read, as every live job's are."""
+        until = self._clock() + self._poll_delay()
+        while (left := until - self._clock()) > 0:
+            try:
+                async with asyncio.timeout(left):
                     await self._wake.wait()
+            except TimeoutError:
+                return
+            if self._read_now:
+                return
+            self._wake.clear()
+            until = min(until, self._lived_at + self._poll_delay())
 
     def _failed(self, error: str, exc_info: bool = False) -> None:
         self.stats.errors += 1
@@ -478,4 +496,8 @@ class JobCache(Polled[JobChange]):
     def request_resync(self) -> None:
         """A whole list at the next poll (without waiting for it, unlike `resync()`)."""
         self._resync = True
+        self._poll_now()
+
+    def _poll_now(self) -> None:
+        self._read_now = True
         self._wake.set()

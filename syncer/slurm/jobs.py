@@ -178,13 +178,6 @@ MARKER_DECODER = msgspec.json.Decoder(RawMarker)
 STATE_CHUNK = 100
 # what slurmctld answers a cancel of a job it no longer runs: 2017 (no such job), 2021 (already ended)
 JOB_GONE_CODES = frozenset({2017, 2021})
-# What slurmctld answers an immediate allocation it cannot start now (`job_allocate()` with `immediate`,
-# Slurm's src/slurmctld/job_mgr.c), as slurmrestd passes it on: HTTP 422, no job id (measured on 26.05.5).
-# 2013 not top priority (a pending job of higher priority, or of a higher partition tier, may use the same
-# nodes), 2016 nodes busy, 2035 fragmentation (a job completing within CompleteWait), 2038 dependency. The
-# other codes a submitted job would wait on (held, QOS, reservation busy...) come as other 422s. Each refusal
-# leaves a FAILED job record (reason BadConstraints, no nodes) until MinJobAge, and one in accounting.
-NO_ROOM_CODES = frozenset({2013, 2016, 2035, 2038})
 # jobs decoded between two turns of the event loop (as node lists are: client.DECODE_CHUNK)
 DECODE_CHUNK = 500
 

@@ -43,6 +43,9 @@ class FaultProxy:
         self.answer_delay_s = 0.0
         self.truncate = False
         self.corrupt = False
+        # an answer to writes in place of slurmrestd's, after it took the write (a gateway's, or a 500 of
+        # slurmrestd's own): no word of Slurm's in it
+        self.gateway_status = 0
         self.requests = 0
         self.upstream_failures = 0  # requests whose upstream could not be reached or answered
         # (monotonic time, method, path, body) of non-GETs: who wrote what, and when
@@ -71,6 +74,7 @@ class FaultProxy:
         self._fail.clear()
         self.delay_s = self.answer_delay_s = 0.0
         self.truncate = self.corrupt = False
+        self.gateway_status = 0
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1
@@ -120,6 +124,10 @@ class FaultProxy:
             return web.Response(status=502)
         if self.answer_delay_s:
             await asyncio.sleep(self.answer_delay_s)  # the injected fault itself
+        if self.gateway_status and request.method != "GET":
+            return web.Response(
+                text="<html>gateway</html>", status=self.gateway_status, content_type="text/html"
+            )
         if answer and self.truncate:
             answer = answer[: len(answer) // 2]
         if answer and self.corrupt:

@@ -615,9 +615,10 @@ async def test_allocate_at_once_keeps_slurms_order_and_a_lost_answer_makes_no_se
 ) -> None:
     """Allocate at once, else submit (docs/scheduler.md): a pod whose allocation's answer is lost is bound to
     the job that allocation made, found by its marker (no second job); a pod that a Slurm job of higher
-    priority waits ahead of is not started before it (allocating at once on): its job waits, and the pod runs
-    once the job ahead has had the node. (A refused try and its FAILED record: tests/integration/
-    test_slurm_jobs.py, on a node where a CPU is free; these nodes' 2 CPUs are one core.)"""
+    priority waits ahead of is not started before it (allocating at once on): its job waits (its submit
+    answered HTTP 500 without Slurm's error number after slurmrestd made the job: found by its marker, no
+    second job), and the pod runs once the job ahead has had the node. (A refused try and its FAILED record:
+    tests/integration/test_slurm_jobs.py, on a node where a CPU is free; these nodes' 2 CPUs are one core.)"""
     lossy_node, busy = view.names[0], view.names[1]
     async with FaultProxy(rig.sandbox.rest_url) as proxy:
 
@@ -656,7 +657,15 @@ async def test_allocate_at_once_keeps_slurms_order_and_a_lost_answer_makes_no_se
             ahead = (await view.sh("sbatch", "--parsable", "-w", busy, "-c", "2", "--mem=100",
                                    "--priority=100000", "--wrap", "sleep 600")).split(";")[0]  # fmt: skip
             await view.wait(lambda: _is(view.job_state(ahead), "PENDING"), "a job of higher priority waiting")
+
+            def lose_submits(write: tuple[float, str, str, bytes]) -> None:  # slurmrestd takes it: a bare 500
+                if write[2].endswith("/job/submit"):
+                    proxy.gateway_status = 500
+
+            proxy.on_write = lose_submits
             later = view.pod("later", annotations={"slurm-syncer.dev/constraint": f"f{busy}"})
+            await view.wait(lambda: scheduler_.stats.errors["submit"] >= 1, "a submit answered 500")
+            proxy.on_write, proxy.gateway_status = None, 0
             await view.wait(lambda: view.scheduled(later).get("reason") == "SlurmJobPending", "its job waits")
             waiting = _job_id(view.scheduled(later)["message"])
             assert await view.job_state(waiting) == "PENDING" and not view.deleting(later)
@@ -672,3 +681,5 @@ async def test_allocate_at_once_keeps_slurms_order_and_a_lost_answer_makes_no_se
             await view.sh("scancel", ahead)
             await view.wait(lambda: view.node_of(later) == f"k8s-{busy}", "the pod bound after it")
             assert view.job_of(later) == waiting and await view.jobs_named(f"{NS}/{later}") == [waiting]
+            submits = [w for w in proxy.writes if w[2].endswith("/job/submit") and later.encode() in w[3]]
+            assert len(submits) == 1, "the job of the submit answered 500 was adopted, not made again"

@@ -135,6 +135,28 @@ async def test_the_frequent_read_sees_a_start_and_an_end_long_before_the_states_
         assert cache.stats.reads["state"] == states, "an ended job is not read by the frequent read"
 
 
+async def test_a_job_brought_in_by_a_fresh_read_is_followed_quickly_though_the_poll_slept_long(
+    client: SlurmClient,
+) -> None:
+    """What the scheduler does after an allocation (the job RUNNING in the answer): `fresh()`, then
+    `track(read=True)`. With no job live, the poll loop had paused for `poll_interval_s`; the live job cuts
+    that pause to `live_interval_s`, so its end is seen within it (scancel -> pod deleted), not a pause
+    later."""
+    cache = JobCache(
+        client, owned=ours, poll_interval_s=120.0, live_interval_s=0.1, detail_interval_s=60,
+        list_interval_s=None,
+    )  # fmt: skip
+    async with running(cache):
+        job_id = await submit(client)
+        await wait_for(lambda: running_now(client, job_id), 20, what="the job running", interval_s=0.2)
+        read = await cache.fresh(job_id)
+        cache.track(job_id, read=True)
+        assert read is not None and read.running
+        await client.cancel_job(job_id)
+        await wait_for(lambda: cache.jobs[job_id].ended, 30, what="the end seen long before the 120 s pause")
+        assert cache.stats.reads["fresh"] == 1
+
+
 async def running_now(client: SlurmClient, job_id: int) -> bool:
     return (await client.get_job(job_id)).running
 

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import aiohttp
@@ -17,12 +17,15 @@ import pytest
 
 from syncer.controllers.scheduler import edges
 from syncer.controllers.scheduler import marker as job_marker
-from syncer.controllers.scheduler.allocate import VIA
+from syncer.controllers.scheduler.allocate import VIA, could_start
+from syncer.controllers.scheduler.controller import allocation_refused
+from syncer.controllers.scheduler.request import JobRequest
 from syncer.controllers.scheduler.values import PodRef
 from syncer.model.jobs import JobSubmission, SlurmJob
+from syncer.model.slurm import SlurmNode
 from syncer.slurm.auth import StaticToken, TokenFile
 from syncer.slurm.client import SlurmClient
-from syncer.slurm.errors import SlurmApiError, SlurmError, SlurmNoRoom, SlurmNotFound, SlurmUnsupported
+from syncer.slurm.errors import SlurmApiError, SlurmError, SlurmNotFound, SlurmUnsupported
 from syncer.slurm.job_cache import JobCache
 from syncer.slurm.jobs import Placeholder
 from syncer.testing.faultproxy import FaultProxy
@@ -251,6 +254,63 @@ async def test_end_job_cancels_a_job_that_does_not_run_a_placeholder(client: Slu
     assert (await until(client, pending, "released")).base_state == "CANCELLED"
 
 
+GPU_NODE = "gres-typed"  # a real slurmd with one a100 and two v100 (config.GRES: GresTypes=gpu)
+
+
+@pytest.fixture
+def gpu_node(slurm_sandbox: Sandbox) -> Iterator[str]:
+    gres = [slurm_sandbox.write_gres(GPU_NODE, count=n, kind=kind) for kind, n in (("a100", 1), ("v100", 2))]
+    slurm_sandbox.start_slurmd(GPU_NODE, cpus=4, memory_mb=500, gres=",".join(gres))  # 2 cores: room left
+    try:
+        yield GPU_NODE
+    finally:
+        slurm_sandbox.delete_node(GPU_NODE)
+
+
+async def listed(client: SlurmClient, name: str) -> SlurmNode:
+    """The node as the node cache reads it: in a whole list (a single node's read, `GET /node/{name}`, showed
+    it ALLOCATED with alloc_cpus 0 for 20 s under a 1-CPU job on 26.05.5, where the list said MIXED, 1)."""
+    listing = await client.list_all_nodes()
+    return next(node for node in listing.nodes if node.name == name)
+
+
+def gpu_request(*gres: tuple[str, int]) -> JobRequest:
+    pod = PodRef(namespace="ns", name="gpu-0", uid="u-gpu")
+    return JobRequest(
+        key="ns/pod/gpu-0", name="ns/gpu-0", comment="", pods=(pod,), nodes=1, cpus_per_node=1,
+        memory_mib_per_node=100, gres_per_node=gres,
+    )  # fmt: skip
+
+
+async def test_a_gpu_nodes_free_gres_are_read_from_its_gres_and_gres_used(
+    client: SlurmClient, gpu_node: str
+) -> None:
+    """What allocate.could_start reads of a GPU node (edges.room: `gres`, `gres_used`) as slurmrestd lists
+    it on this release: every type free, then, with a job holding the a100, the v100 only."""
+    node = await listed(client, gpu_node)
+    assert set(node.gres.split(",")) == {"gpu:a100:1", "gpu:v100:2"}
+    assert edges.room(node).free_gres == (("gpu", 3), ("gpu:a100", 1), ("gpu:v100", 2))
+    job_id = await submit(
+        client, pod_job(marker(), required_nodes=(gpu_node,), tres_per_node="gres/gpu:a100:1")
+    )
+    try:
+        await until(client, job_id, "running")
+
+        async def a100_taken() -> bool:
+            room = edges.room(await listed(client, gpu_node))
+            return "MIXED" in room.state and room.free_gres == (("gpu", 2), ("gpu:a100", 0), ("gpu:v100", 2))
+
+        await wait_for(a100_taken, 20, what="the a100 shown in use, the node MIXED")
+        room = edges.room(await listed(client, gpu_node))
+        assert not could_start(gpu_request(("gpu:a100", 1)), [room], ours_pending=False)
+        assert could_start(gpu_request(("gpu:v100", 2)), [room], ours_pending=False)
+        assert could_start(gpu_request(("gpu", 2)), [room], ours_pending=False)
+        assert not could_start(gpu_request(("gpu", 3)), [room], ours_pending=False)
+    finally:
+        await client.cancel_job(job_id)
+        await until(client, job_id, "released")
+
+
 # --- allocate at once, else submit (docs/scheduler.md "Allocate at once") ---------------------------------
 RELEASE = "test:alloc"
 EXTERNAL = SELECTED.name != "24.11"
@@ -305,9 +365,10 @@ if EXTERNAL:  # REST v0.0.43+ (25.05+); 24.11 refuses before any request (the te
         async with allocations(client) as texts:
             texts.extend((blocker := scheduler_marker(), refused := scheduler_marker(), later := marker()))
             await client.allocate_job(pod_job(blocker, cpus_per_task=2))  # the node's every CPU
-            with pytest.raises(SlurmNoRoom) as raised:
+            with pytest.raises(SlurmApiError) as raised:
                 await client.allocate_job(pod_job(refused))
             assert raised.value.status == 422 and [e.error_number for e in raised.value.errors] == [2016]
+            assert allocation_refused(raised.value), "the scheduler reads it as Slurm's refusal: it submits"
             [record] = await by_marker(client, refused)
             assert record.base_state == "FAILED" and record.reason == "BadConstraints" and record.nodes == ()
             assert edges.job(record, RELEASE) is None, "a refused try is never the pod's job"
@@ -325,9 +386,10 @@ if EXTERNAL:  # REST v0.0.43+ (25.05+); 24.11 refuses before any request (the te
             held = await client.allocate_job(pod_job(blocker))  # 1 of the node's 2 CPUs
             ahead = await client.submit_job(pod_job(first, cpus_per_task=2, priority=100_000))
             await until(client, ahead, "pending")
-            with pytest.raises(SlurmNoRoom) as raised:
+            with pytest.raises(SlurmApiError) as raised:
                 await client.allocate_job(pod_job(second))  # 1 CPU is free, but the job ahead waits for it
             assert [e.error_number for e in raised.value.errors] == [2013]
+            assert raised.value.status == 422 and allocation_refused(raised.value)
             assert raised.value.has_error("insufficient priority")
             assert (await client.get_job(ahead)).pending, "still first in line"
             await client.cancel_job(held)

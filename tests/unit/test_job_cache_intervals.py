@@ -5,6 +5,7 @@ this process submitted is read whole again (its reason: 1, 2, 4, ... s after the
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from typing import Any
@@ -95,3 +96,35 @@ def test_a_job_tracked_right_after_its_fresh_read_is_not_read_whole_again() -> N
     assert found.tracked == {9} and found._unread == set(), "no second whole read of it at the next poll"
     found.track(10)
     assert found._unread == {10}
+
+
+async def test_a_live_job_brought_in_by_another_read_cuts_a_long_pause_to_the_live_interval() -> None:
+    """After an allocation the scheduler reads the job (`fresh()`, RUNNING) while the poll loop may be in a
+    pause of `poll_interval_s` (no job was live when it began): the pause then ends `live_interval_s` after
+    the last live read, so the job's end is not seen a whole poll interval late."""
+    found = cache(poll_interval_s=600.0, live_interval_s=0.25)
+    found._lived_at = time.monotonic() - 1.0  # the last live read a second ago: due at once
+    pause = asyncio.create_task(found._pause())
+    await asyncio.sleep(0)
+    assert not pause.done(), "nothing live: a whole poll interval"
+    found._apply_one(9, job(9, "RUNNING"), time.monotonic())  # as fresh() leaves it
+    await asyncio.wait_for(pause, 10)
+    found._lived_at = time.monotonic()  # just read: the pause ends one live interval later
+    pause = asyncio.create_task(found._pause())
+    await asyncio.wait_for(pause, 10)
+
+
+async def test_an_ended_job_read_does_not_end_the_pause_and_a_job_to_read_ends_it_at_once() -> None:
+    found = cache(poll_interval_s=600.0, live_interval_s=0.25)
+    found._lived_at = time.monotonic() - 1.0
+    found._apply_one(3, job(3, "CANCELLED"), time.monotonic())
+    assert not found._wake.is_set(), "nothing to follow quickly"
+    without = cache(poll_interval_s=600.0)
+    without._apply_one(4, job(4, "RUNNING"), time.monotonic())
+    assert not without._wake.is_set(), "no live interval: the poll interval holds"
+    found._lived_at = time.monotonic()
+    pause = asyncio.create_task(found._pause())  # no job live: a pause of 600 s
+    await asyncio.sleep(0)
+    found.track(6)  # submitted, not read yet: read at once
+    await asyncio.wait_for(pause, 10)
+    assert found._read_now

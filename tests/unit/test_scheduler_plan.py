@@ -583,7 +583,7 @@ def test_a_duplicate_job_is_cancelled() -> None:
         Cancel(
             job_id=6,
             cause="duplicate",
-            message="Slurm job 6 duplicates another job for the same pods: cancelled",
+            message="Slurm job 6 duplicates Slurm job 5 for pods both name: cancelled",
         ),
     )
     # the one the pod runs under stands, whatever its id; then a running one
@@ -592,7 +592,7 @@ def test_a_duplicate_job_is_cancelled() -> None:
         Cancel(
             job_id=5,
             cause="duplicate",
-            message="Slurm job 5 duplicates another job for the same pods: cancelled",
+            message="Slurm job 5 gives way to Slurm job 6, which pod ns/a runs under: cancelled",
         ),
     )
     running = run([pod()], [job(5, "a", state="PENDING"), job(6, "a", nodes=("n1",))])
@@ -601,7 +601,7 @@ def test_a_duplicate_job_is_cancelled() -> None:
         Cancel(
             job_id=5,
             cause="duplicate",
-            message="Slurm job 5 duplicates another job for the same pods: cancelled",
+            message="Slurm job 5 duplicates Slurm job 6 for pods both name: cancelled",
         ),
     )
 
@@ -614,7 +614,9 @@ def test_a_pod_running_under_a_duplicate_goes_before_the_duplicate() -> None:
         job(6, "a", "b", key="ns/group/g", nodes=("n2", "n3")),
     ]
     result = run(pods, jobs)
-    message = "Slurm job 6 duplicates another job for the same pods: pod deleted (grace period 30 s)"
+    message = (
+        "Slurm job 6 gives way to Slurm job 5, which pod ns/a runs under: pod deleted (grace period 30 s)"
+    )
     assert DeletePod(pod=ref("b"), grace_s=30, cause="duplicate", job_id=6, message=message) in result.actions
     assert not any(isinstance(a, Cancel) and a.job_id == 6 for a in result.actions)
     # already going: not deleted again, and the duplicate stays until it is gone (the gang, broken, goes)
@@ -663,7 +665,7 @@ def test_a_job_naming_part_of_a_gang_gives_way_to_one_naming_all_of_it() -> None
         Cancel(
             job_id=2,
             cause="duplicate",
-            message="Slurm job 2 duplicates another job for the same pods: cancelled",
+            message="Slurm job 2 names 1 of the gang's pods, Slurm job 3 names 2: cancelled",
         ),
     )
     # even running: no pod holds resources under it yet
@@ -672,7 +674,7 @@ def test_a_job_naming_part_of_a_gang_gives_way_to_one_naming_all_of_it() -> None
         Cancel(
             job_id=2,
             cause="duplicate",
-            message="Slurm job 2 duplicates another job for the same pods: cancelled",
+            message="Slurm job 2 names 1 of the gang's pods, Slurm job 3 names 2: cancelled",
         )
         in run(GANG, [running, whole]).actions
     )
@@ -683,7 +685,7 @@ def test_a_job_naming_part_of_a_gang_gives_way_to_one_naming_all_of_it() -> None
         Cancel(
             job_id=3,
             cause="duplicate",
-            message="Slurm job 3 duplicates another job for the same pods: cancelled",
+            message="Slurm job 3 gives way to Slurm job 2, which pod ns/a runs under: cancelled",
         )
         in result.actions
     )

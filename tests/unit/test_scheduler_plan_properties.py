@@ -346,3 +346,13 @@ def test_stale_data_changes_nothing(scene: Scene) -> None:
 @given(scenes())
 def test_the_plan_is_a_function_of_its_inputs(scene: Scene) -> None:
     assert scene.plans() == scene.plans()
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenes(), st.sampled_from(["ns/pod/a", "ns/group/g", "ns/pod/none"]))
+def test_one_gang_alone_is_the_gang_the_whole_grouping_makes(scene: Scene, extra: str) -> None:
+    """A reconcile groups with `only=` its key: the same gang (its pods, jobs and request), and no other."""
+    every = scene.gangs()
+    for key in [*every, extra]:
+        alone = group(scene.pods.values(), scene.jobs.values(), {}, {"ns": {}}, OPTIONS, only=key)
+        assert alone == ({key: every[key]} if key in every else {})

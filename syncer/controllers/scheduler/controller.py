@@ -5,8 +5,9 @@ One key per gang (`<namespace>/<kind>/<name>`, gang.py). A reconcile reads its i
 scheduler pods' informer, the job cache that follows only our jobs, the Kubernetes cache's Nodes and
 bindings), maps them onto the core's values (edges.py), asks the pure `plan` what to do and carries the
 actions out in order, stopping at the first that fails (the next reconcile plans again). Before a bind or a
-pod deletion the job is read fresh: when Slurm shows anything other than what was planned on, nothing is
-written and the gang is planned again on the fresh job.
+pod deletion the job is read fresh (or taken from the job cache's own read of it, if that is at most 0.25 s
+old: a bind, and the deletion of a pod whose job has ended): when Slurm shows anything other than what was
+planned on, nothing is written and the gang is planned again on the fresh job.
 
 Its memory is only what the plan takes: the jobs it submitted that the job cache does not show yet, the jobs
 it cancelled as they could not be placed until the pod cache shows its condition saying so, and the nodes it
@@ -77,6 +78,11 @@ LIVE_INTERVAL_S: Final = 0.25
 # live job's state this often anyway; a job that ends after the bind is torn down as any other). It spares a
 # second read of ~12 KB right after the cache's own read of the job that moved (docs/scheduler.md "How fast").
 BIND_READ_AGE_S: Final = LIVE_INTERVAL_S
+# A pod whose job has ended is deleted on the job cache's read of that end if it is at most this old (the read
+# that saw the end, made when the state read found it moved): an ended job stays ended, so a second read of
+# ~9 KB per pod only delayed the next pod's deletion (docs/scheduler.md "How fast"). A pod deleted while its
+# job still runs (preempted, a duplicate, its Node gone) waits for a read of the job made now.
+ENDED_READ_AGE_S: Final = LIVE_INTERVAL_S
 # a job submitted is read whole again this long after (then at twice its age): Slurm's pending reason shows
 PENDING_FIRST_S: Final = 1.0
 SUBMIT_SHOWS_S: Final = 30.0  # a submitted job the job cache does not show after this: a whole list is read
@@ -161,6 +167,8 @@ class SchedulerController(Controller):
         self._torn: set[int] = set()  # job ids whose tear-down was counted (once per job)
         self._unplaced: set[int] = set()  # job ids cancelled for placement, until the pods show it (plan)
         self._adopted: set[int] = set()
+        # job id -> (the cache's read of it, that read mapped, its namespace): `_jobs_of`
+        self._mapped: dict[int, tuple[SlurmJob, Job | None, str]] = {}
         self._settling: set[str] | None = None  # keys still to plan once before the holds are settled
 
     # -- inputs ---------------------------------------------------------------------------------------
@@ -187,6 +195,8 @@ class SchedulerController(Controller):
     def _jobs_moved(self, changes: list[JobChange]) -> list[str]:
         keys: set[str] = set()
         for change in changes:
+            if change.kind == "removed":
+                self._mapped.pop(change.job_id, None)
             for job in (change.before, change.after):
                 read = marker.read(job.marker, self.release) if job is not None else None
                 if read is None:
@@ -271,16 +281,12 @@ class SchedulerController(Controller):
         learned = await self._read_batch_jobs(found)
         annotations = await self._namespace(namespace)
         pods = [edges.pod(pod) for pod in found]
-        jobs = [
-            job
-            for sj in list(self.jobs.jobs.values())
-            if (job := edges.job(sj, self.release)) is not None
-            and job.marker.key.split("/", 1)[0] == namespace
-        ]
+        jobs = self._jobs_of(namespace)
         batch = {uid: job for uid, (_, job) in self._batch_jobs.items()}
         gangs = gang.group(
-            pods, jobs, batch, {namespace: annotations} if annotations is not None else {}, self.core
-        )
+            pods, jobs, batch, {namespace: annotations} if annotations is not None else {}, self.core,
+            only=None if learned else key,
+        )  # fmt: skip
         if learned:  # a Job now known moves its pods to their gang's key (parallelism 1: a pod alone)
             for other in gangs:
                 if other != key:
@@ -317,6 +323,22 @@ class SchedulerController(Controller):
         if self.holds.of(key):
             waits.append(self.context.resync_s)
         return Result(requeue_after=max(0.05, min(waits))) if waits else DONE
+
+    def _jobs_of(self, namespace: str) -> list[Job]:
+        """The namespace's jobs of ours as the core reads them. Each job the cache holds is mapped once per
+        read of it, not at every reconcile: the cache keeps ended jobs until Slurm forgets them (MinJobAge),
+        hundreds while pods come and go, and mapping them all per pod was most of a tear-down's time
+        (benchmarks/RESULTS.md "scancel -> pod deleted")."""
+        found = []
+        for read in list(self.jobs.jobs.values()):
+            memo = self._mapped.get(read.job_id)
+            if memo is None or memo[0] is not read:
+                mapped = edges.job(read, self.release)
+                memo = (read, mapped, mapped.marker.key.split("/", 1)[0] if mapped is not None else "")
+                self._mapped[read.job_id] = memo
+            if memo[1] is not None and memo[2] == namespace:
+                found.append(memo[1])
+        return found
 
     def _still_submitted(self, key: str, jobs: Iterable[Job]) -> int | None:
         """The job this controller submitted for the gang while the job cache does not show it yet."""
@@ -465,7 +487,8 @@ class SchedulerController(Controller):
             elif isinstance(action, Cancel):
                 await self._cancel(action, current)
             elif isinstance(action, DeletePod):
-                if not await self._same(action.job_id, jobs.get(action.job_id)):
+                planned = jobs.get(action.job_id)
+                if not await self._same(action.job_id, planned, max_age_s=delete_read_age(planned)):
                     return False
                 await self._delete(action, pods.get(action.pod.uid))
         return True
@@ -510,10 +533,15 @@ class SchedulerController(Controller):
             return
         except SlurmApiError as exc:
             self.stats.errors["submit"] += 1
-            await self._refuse(
-                key, request.pods, pods, f"Slurm refused the job: {exc}", self.core.retry_after_s
-            )
-            return
+            if submit_refused(exc):
+                await self._refuse(
+                    key, request.pods, pods, f"Slurm refused the job: {exc}", self.core.retry_after_s
+                )
+                return
+            self._lost.add(key)
+            raise RetryAfter(
+                1.0, f"submit of {request.name} answered without Slurm's word ({exc}): its job is looked for"
+            ) from exc
         except SlurmError as exc:
             # the answer was lost: the job may exist; nothing is submitted again before a whole list
             self.stats.errors["submit"] += 1
@@ -563,7 +591,7 @@ class SchedulerController(Controller):
         except SlurmUnsupported:
             return None
         except SlurmApiError as exc:
-            if exc.errors and 400 <= exc.status < 500:  # Slurm's own refusal: it made no job that runs
+            if allocation_refused(exc):
                 self.stats.jobs["allocate-refused"] += 1
                 log.info("slurm job not allocated at once: submitted", key=key, why=str(exc))
                 return None
@@ -691,6 +719,30 @@ class SchedulerController(Controller):
                 continue
             states.append(PodState(pod.key, state, age_s=age))
         return sorted(states, key=lambda s: s.key)
+
+
+def allocation_refused(exc: SlurmApiError) -> bool:
+    """An immediate allocation Slurm refused (then the job is submitted): slurmrestd passed on slurmctld's
+    error (HTTP 4xx with Slurm's errors), so no job runs for it. Whatever the error: no room (2016 busy,
+    2013 a job of higher priority waits for the nodes, 2035, 2038) or anything a submit would be refused or
+    wait for too (a bad partition, a QOS limit: the submit then says so). Anything else (a 5xx, an answer
+    without Slurm's errors) says nothing of the job, which may run: it is looked for by its marker."""
+    return bool(exc.errors) and 400 <= exc.status < 500
+
+
+def submit_refused(exc: SlurmApiError) -> bool:
+    """A submit Slurm refused (said on the pods, tried again after retry_after_s): a 4xx, or any status
+    carrying Slurm's error numbers (24.11 answers a bad partition or constraint with HTTP 500 and 2000 or
+    2029; 26.05 with 422). A 5xx without them (slurmrestd failing after the job was made; a gateway's
+    502-504 never get here: the client raises them as lost) says nothing of the job, which may exist: it is
+    looked for by its marker before another submit."""
+    return 400 <= exc.status < 500 or any(error.error_number for error in exc.errors)
+
+
+def delete_read_age(planned: Job | None) -> float:
+    """How old the read of its job a pod's deletion rests on may be: ENDED_READ_AGE_S when the plan saw the
+    job ended, else 0 (read now; a job Slurm no longer shows is read now too)."""
+    return ENDED_READ_AGE_S if planned is not None and planned.ended else 0.0
 
 
 REGISTRATION = Registration(

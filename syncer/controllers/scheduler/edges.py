@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from syncer.controllers.scheduler import marker
-from syncer.controllers.scheduler.allocate import Room, refused_try
+from syncer.controllers.scheduler.allocate import Room, gres_free, refused_try
 from syncer.controllers.scheduler.placement import summed
 from syncer.controllers.scheduler.request import JobRequest
 from syncer.controllers.scheduler.values import (
@@ -123,6 +123,7 @@ def room(node: SlurmNode) -> Room:
         features=node.active_features or node.features,
         free_cpus=node.cpus - node.alloc_cpus,
         free_memory_mb=node.real_memory_mb - node.alloc_memory_mb,
+        free_gres=gres_free(node.gres, node.gres_used),
     )
 
 

@@ -79,9 +79,12 @@ def group(
     batch_jobs: Mapping[str, BatchJob],
     namespaces: Mapping[str, Mapping[str, str]],
     options: Options,
+    *,
+    only: str | None = None,
 ) -> dict[str, Gang]:
     """Every gang of these pods and jobs (the jobs ours, by marker). `namespaces`: each Namespace's
-    annotations (one missing: not known yet, nothing submitted there)."""
+    annotations (one missing: not known yet, nothing submitted there). `only`: that gang alone, as the
+    whole grouping makes it (a reconcile plans one gang: the others' requests are not made)."""
     jobs = sorted(jobs, key=lambda job: job.job_id)
     by_id = {job.job_id: job for job in jobs}
     claimed: dict[str, str] = {}  # pod UID -> the key of the first job naming it
@@ -112,6 +115,7 @@ def group(
             ),
         )
         for key in sorted(members.keys() | standing.keys())
+        if only is None or key == only
     }
 
 

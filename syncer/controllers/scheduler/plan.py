@@ -55,7 +55,6 @@ SAID: Final = {
     "job-ended": "ended",
     "job-gone": "is no longer in Slurm",
     "node-deleted": "has a pod on a Kubernetes Node that no longer exists",
-    "duplicate": "duplicates another job for the same pods",
     "placement": "cannot run where Slurm placed it",
     "pod-deleted": "lost a pod (deleted)",
     "pod-failed": "has a pod that failed",
@@ -145,18 +144,18 @@ class _Out:
         if pod.scheduled != Scheduled(status="False", reason=reason, message=message):
             self.actions.append(SetScheduled(pod=pod.ref, reason=reason, message=message))
 
-    def delete(self, pod: Pod, cause: str, job_id: int, grace: int | None = None) -> None:
+    def delete(self, pod: Pod, cause: str, job_id: int, grace: int | None = None, said: str = "") -> None:
         if pod.deleting or pod.uid in self.deleted:
             return
         self.deleted.add(pod.uid)
         grace_s = pod.grace_period_s if grace is None else min(pod.grace_period_s, grace)
-        message = f"Slurm job {job_id} {SAID[cause]}: pod deleted (grace period {grace_s} s)"
+        message = f"Slurm job {job_id} {said or SAID[cause]}: pod deleted (grace period {grace_s} s)"
         self.actions.append(
             DeletePod(pod=pod.ref, grace_s=grace_s, cause=cause, message=message, job_id=job_id)
         )
 
-    def cancel(self, job: Job, cause: str, why: str = "") -> None:
-        message = f"Slurm job {job.job_id} {SAID[cause]}: cancelled" + (f" ({why})" if why else "")
+    def cancel(self, job: Job, cause: str, why: str = "", said: str = "") -> None:
+        message = f"Slurm job {job.job_id} {said or SAID[cause]}: cancelled" + (f" ({why})" if why else "")
         self.actions.append(Cancel(job_id=job.job_id, cause=cause, message=message))
 
 
@@ -176,15 +175,17 @@ def plan(
         job = unknown[0]
         return Plan(blocked=f"Slurm job {job.job_id} is {job.state}, a state the scheduler does not know")
     out = _Out(world=world, options=options)
-    claimed: set[str] = set()
+    claimed: dict[str, Job] = {}  # pod UID -> the best-ranked live job standing for it
     for job in sorted((job for job in gang.jobs if not job.ended), key=lambda job: _rank(job, gang.pods)):
         members = [pod for pod in gang.pods if _stands_for(job, pod)]
-        if any(pod.uid in claimed for pod in members):
-            _duplicate(job, members, out)
+        better = next((claimed[pod.uid] for pod in members if pod.uid in claimed), None)
+        if better is not None:
+            _duplicate(job, members, better, gang.pods, out)
         else:
             _live(job, members, gang, out)
-        claimed.update(pod.uid for pod in members)
-    _unclaimed(gang, claimed, submitted, unplaced, out)
+        for pod in members:
+            claimed.setdefault(pod.uid, job)
+    _unclaimed(gang, set(claimed), submitted, unplaced, out)
     _holds(gang, out)
     hold = [Hold(slurm_node=node, reason=why) for node, why in sorted(out.holds.items()) if node not in held]
     release = [Release(slurm_node=node) for node in sorted(held - out.holds.keys())]
@@ -212,12 +213,27 @@ def _rank(job: Job, pods: Sequence[Pod]) -> tuple[bool, int, bool, int]:
     return not bound, -sum(_stands_for(job, pod) for pod in pods), job.state != "RUNNING", job.job_id
 
 
-def _duplicate(job: Job, members: Sequence[Pod], out: _Out) -> None:
+def _duplicate(job: Job, members: Sequence[Pod], better: Job, pods: Sequence[Pod], out: _Out) -> None:
+    """A live job naming pods a better-ranked one stands for (`_rank`): its pods go, then it (`duplicate`)."""
+    said = _gives_way(job, better, pods)
     holders = [pod for pod in members if _bound_to(job, pod)]
     for pod in holders:
-        out.delete(pod, "duplicate", job.job_id)
+        out.delete(pod, "duplicate", job.job_id, said=said)
     if not holders:
-        out.cancel(job, "duplicate")
+        out.cancel(job, "duplicate", said=said)
+
+
+def _gives_way(job: Job, better: Job, pods: Sequence[Pod]) -> str:
+    """Why `job` gives way to `better`, in the order `_rank` weighs it: a pod runs under the better one, the
+    better one names more of the gang (`job` names part of it: the gang grew after its submit), or the two
+    name the same number of pods (the better runs, or is older)."""
+    runs = next((pod for pod in pods if _bound_to(better, pod)), None)
+    if runs is not None:
+        return f"gives way to Slurm job {better.job_id}, which pod {runs.namespace}/{runs.name} runs under"
+    mine, theirs = (sum(_stands_for(one, pod) for pod in pods) for one in (job, better))
+    if mine < theirs:
+        return f"names {mine} of the gang's pods, Slurm job {better.job_id} names {theirs}"
+    return f"duplicates Slurm job {better.job_id} for pods both name"
 
 
 def _slurm_end(job: Job, members: Sequence[Pod], now: float) -> str:

@@ -52,6 +52,9 @@ TIER_LOW = "tier_low"  # no GraceTime: a preemptor may start beside a stopping p
 TIER_GRACE = "tier_grace"  # GraceTime 30 s: a pod is deleted and its node held before its job ends
 TIER_HIGH = "tier_high"  # preempts the two others
 TIER_GRACE_S = 30
+# GPUs as GRES in the tests' shared sandbox: a node a test starts with `write_gres` has them; inert for the
+# others (no node declares any otherwise)
+GRES = ("GresTypes=gpu",)
 TIERS = (
     "PreemptType=preempt/partition_prio",
     "PreemptMode=CANCEL",

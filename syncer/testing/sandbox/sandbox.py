@@ -344,17 +344,20 @@ class Sandbox:
             lambda: self.log_tail(name), lambda: self._exited(name),
         )  # fmt: skip
 
-    def write_gres(self, node: str, name: str = "gpu", count: int = 4) -> str:
-        """Declares `count` devices of GRES `name` on `node` in etc/gres.conf (stand-in device files under the
-        instance directory, so Slurm hands out indices as on a GPU node) and returns the node's Gres string
-        for `start_slurmd(gres=...)`. slurm.conf needs `GresTypes=<name>` (a private sandbox's extra_conf)."""
+    def write_gres(self, node: str, name: str = "gpu", count: int = 4, kind: str = "") -> str:
+        """Declares `count` devices of GRES `name` (of type `kind`, if given) on `node` in etc/gres.conf
+        (stand-in device files under the instance directory, so Slurm hands out indices as on a GPU node) and
+        returns the node's Gres string for `start_slurmd(gres=...)` (several: joined by commas). slurm.conf
+        needs `GresTypes=<name>` (config.GRES in the tests' shared sandbox, or a private one's extra_conf)."""
         devices = self.directory / "dev"
         devices.mkdir(exist_ok=True)
+        stem = f"{node}-{name}{kind}"
         for index in range(count):
-            (devices / f"{node}-{name}{index}").touch()
+            (devices / f"{stem}{index}").touch()
+        typed = f" Type={kind}" if kind else ""
         with open(self.directory / "etc" / "gres.conf", "a") as conf:
-            conf.write(f"NodeName={node} Name={name} File={INNER}/dev/{node}-{name}[0-{count - 1}]\n")
-        return f"{name}:{count}"
+            conf.write(f"NodeName={node} Name={name}{typed} File={INNER}/dev/{stem}[0-{count - 1}]\n")
+        return f"{name}:{kind}:{count}" if kind else f"{name}:{count}"
 
     def named_in_conf(self, node: str) -> bool:
         """A node of this sandbox's own slurm.conf lines (`extra_conf`): a static record, never deleted."""

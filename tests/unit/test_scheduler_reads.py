@@ -1,0 +1,103 @@
+"""The controller's two rules on what Slurm said (controller.py): how old the read of a job may be that a
+pod's deletion rests on (the job cache's own read of the job's end if it is at most ENDED_READ_AGE_S old:
+an ended job stays ended; any other deletion reads the job now), and which answers to an immediate
+allocation are Slurm's refusal (the job is then submitted) rather than a lost answer (the job may run: it is
+looked for)."""
+
+from __future__ import annotations
+
+import pytest
+
+from syncer.controllers.scheduler import marker
+from syncer.controllers.scheduler.controller import (
+    ENDED_READ_AGE_S,
+    LIVE_INTERVAL_S,
+    allocation_refused,
+    delete_read_age,
+    submit_refused,
+)
+from syncer.controllers.scheduler.values import Job, PodRef
+from syncer.slurm.errors import SlurmApiError, SlurmMessage
+
+RELEASE = "me:slurm-syncer"
+POD = PodRef(namespace="ns", name="web-0", uid="u-1")
+MARKER = marker.read(marker.write(RELEASE, "ns/pod/web-0", [POD]), RELEASE)
+
+
+def job(state: str, *flags: str) -> Job:
+    assert MARKER is not None
+    return Job(job_id=7, state=state, flags=frozenset(flags), marker=MARKER, nodes=("n1",))
+
+
+@pytest.mark.parametrize(
+    ("state", "flags"),
+    [("CANCELLED", ()), ("COMPLETED", ()), ("TIMEOUT", ()), ("NODE_FAIL", ()), ("PREEMPTED", ()),
+     ("FAILED", ()), ("RUNNING", ("COMPLETING",))],
+)  # fmt: skip
+def test_an_ended_jobs_pod_is_deleted_on_the_caches_read_of_the_end(state: str, flags: tuple[str]) -> None:
+    assert delete_read_age(job(state, *flags)) == ENDED_READ_AGE_S > 0
+
+
+@pytest.mark.parametrize("state", ["RUNNING", "PENDING", "SUSPENDED"])
+def test_a_pod_whose_job_still_holds_its_resources_is_deleted_only_on_a_read_made_now(state: str) -> None:
+    """Preempted (GraceTime), a duplicate, a pod on a Node gone, requeued: the job is read again first."""
+    assert delete_read_age(job(state)) == 0.0
+
+
+def test_a_job_slurm_no_longer_shows_is_read_now_and_the_age_is_no_older_than_the_live_reads() -> None:
+    assert delete_read_age(None) == 0.0
+    assert ENDED_READ_AGE_S <= LIVE_INTERVAL_S, "never older than the cache's own live state reads"
+
+
+def refusal(status: int, *numbers: int) -> SlurmApiError:
+    errors = tuple(SlurmMessage(error_number=n, error="Requested nodes are busy") for n in numbers)
+    return SlurmApiError("Slurm refused", endpoint="job_allocate", status=status, errors=errors)
+
+
+@pytest.mark.parametrize("number", [2016, 2013, 2035, 2038, 2011, 9999])
+def test_any_error_slurm_gives_an_allocation_is_its_refusal_and_the_job_is_then_submitted(
+    number: int,
+) -> None:
+    """No room (busy, not first in line) or anything else Slurm refuses (a bad partition, a QOS): no job
+    runs for the try, so the job is submitted (which waits, or is refused saying why)."""
+    assert allocation_refused(refusal(422, number))
+    assert allocation_refused(refusal(400, number)) and allocation_refused(refusal(499, number))
+
+
+@pytest.mark.parametrize(
+    ("status", "numbers"), [(500, (2016,)), (502, ()), (422, ()), (399, (2016,)), (0, ())]
+)
+def test_an_answer_without_slurms_refusal_says_nothing_and_the_job_is_looked_for(
+    status: int, numbers: tuple[int, ...]
+) -> None:
+    """A 5xx (slurmrestd's own failure), a 4xx without Slurm's errors: the job may run (found by marker)."""
+    assert not allocation_refused(refusal(status, *numbers))
+
+
+@pytest.mark.parametrize(
+    ("status", "numbers"),
+    [
+        (422, (2000,)),
+        (500, (2000,)),
+        (500, (2029,)),
+        (500, (2014,)),
+        (400, ()),
+        (401, ()),
+        (429, ()),
+        (499, ()),
+    ],
+)
+def test_a_submit_slurm_refused_is_said_on_the_pods_and_tried_again_later(
+    status: int, numbers: tuple[int, ...]
+) -> None:
+    """26.05 refuses with 422, 24.11 with 500 and Slurm's error number; a 4xx was turned away before a job."""
+    assert submit_refused(refusal(status, *numbers))
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 0])
+def test_a_submit_answered_without_slurms_word_may_have_made_its_job_which_is_looked_for(status: int) -> None:
+    """A gateway's 504 after slurmrestd took the submit: a second submit could make a second job."""
+    assert not submit_refused(refusal(status))
+    described = SlurmApiError("slurmrestd failed", endpoint="job_submit", status=status,
+                              errors=(SlurmMessage(description="injected fault"),))  # fmt: skip
+    assert not submit_refused(described), "a description without Slurm's number is not Slurm's refusal"
