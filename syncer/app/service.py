@@ -12,7 +12,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, cast
 
 import structlog
 from aiohttp import web
@@ -56,6 +56,7 @@ log = structlog.get_logger("syncer.app")
 # the hint reads slurmctld every poll; older than this (hint failing or slow) the exporter asks slurmrestd
 JOB_COUNTS_MAX_AGE_S = 10.0
 HINT_FIRST_S = 10.0  # the first job poll waits this long at most for slurmctld's metrics to answer or fail
+C = TypeVar("C")
 METRICS = "slurmctld_metrics"  # the exporter's figures came from slurmctld, not slurmrestd
 
 
@@ -121,6 +122,16 @@ class ServiceConfig:
         if name in self.controllers:
             return self.controllers[name]
         return next(r.defaults for r in registrations() if r.name == name)
+
+
+class _Running(Generic[C]):
+    """The running controller of this name, as its own type (one line a controller in SyncerService)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, service: SyncerService, owner: type[SyncerService]) -> C:
+        return cast(C, service.controller(self.name))
 
 
 class SyncerService:
@@ -221,30 +232,14 @@ class SyncerService:
         """The running controller `name`, if its options turned it on."""
         return next((c for c in self.controllers if c.name == name), None)
 
-    @property
-    def engine(self) -> SyncController:
-        """The sync controller (always registered, always on: the safety valve and readiness are its)."""
-        return cast(SyncController, self.controller("sync"))
-
-    @property
-    def attributes(self) -> AttributeController | None:
-        return cast(AttributeController | None, self.controller("attributes"))
-
-    @property
-    def nodesets(self) -> NodeSetController | None:
-        return cast(NodeSetController | None, self.controller("nodeset"))
-
-    @property
-    def maintenance(self) -> MaintenanceController:
-        return cast(MaintenanceController, self.controller("maintenance"))
-
-    @property
-    def partitions(self) -> PartitionController | None:
-        return cast(PartitionController | None, self.controller("partitions"))
-
-    @property
-    def scheduler(self) -> SchedulerController | None:
-        return cast(SchedulerController | None, self.controller("scheduler"))
+    # the running controllers, typed (None where its options turned it off; sync is always registered and
+    # always on: the safety valve and readiness are its)
+    engine = _Running[SyncController]("sync")
+    attributes = _Running[AttributeController | None]("attributes")
+    nodesets = _Running[NodeSetController | None]("nodeset")
+    maintenance = _Running[MaintenanceController]("maintenance")
+    partitions = _Running[PartitionController | None]("partitions")
+    scheduler = _Running[SchedulerController | None]("scheduler")
 
     def _waiting_for_slurm(self, why: str) -> None:
         self.slurm_wait_cause = why

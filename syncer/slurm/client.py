@@ -750,14 +750,7 @@ class SlurmClient:
                     endpoint="job_submit",
                 )
             kind = "placeholder"
-        answer = await self._call(
-            "POST", "/job/submit", SubmitResponse, endpoint="job_submit",
-            body=submit_body(submission, kind), idempotent=False,
-        )  # fmt: skip
-        job_id = answer.decoded.job_id if answer.decoded is not None else 0
-        if not job_id:
-            raise SlurmDecodeError("a submit answered without a job id", endpoint="job_submit")
-        return job_id
+        return await self._new_job("/job/submit", "job_submit", submit_body(submission, kind), "a submit")
 
     async def allocate_job(self, submission: JobSubmission) -> int:
         """Allocates an external job now (`POST /job/allocate`, `immediate`): its id, the job RUNNING (or
@@ -775,13 +768,17 @@ class SlurmClient:
                 f"REST API {self.version.name if self.version else '?'} has no external jobs to allocate",
                 endpoint="job_allocate",
             )
+        body = allocate_body(submission)
+        return await self._new_job("/job/allocate", "job_allocate", body, "an allocation")
+
+    async def _new_job(self, path: str, endpoint: str, body: dict[str, Any], what: str) -> int:
+        """POSTs a job (never retried: see submit_job) and gives the id Slurm answered with."""
         answer = await self._call(
-            "POST", "/job/allocate", SubmitResponse, endpoint="job_allocate",
-            body=allocate_body(submission), idempotent=False,
-        )  # fmt: skip
+            "POST", path, SubmitResponse, endpoint=endpoint, body=body, idempotent=False
+        )
         job_id = answer.decoded.job_id if answer.decoded is not None else 0
         if not job_id:
-            raise SlurmDecodeError("an allocation answered without a job id", endpoint="job_allocate")
+            raise SlurmDecodeError(f"{what} answered without a job id", endpoint=endpoint)
         return job_id
 
     async def get_job(self, job_id: int) -> SlurmJob:

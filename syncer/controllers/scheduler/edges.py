@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from syncer.controllers.scheduler import marker
 from syncer.controllers.scheduler.allocate import Room, gres_free, refused_try
+from syncer.controllers.scheduler.placement import summed
 from syncer.controllers.scheduler.request import JobRequest
 from syncer.controllers.scheduler.values import (
     TERMINAL_PHASES,
@@ -81,14 +82,7 @@ def batch_job(found: KubeJob) -> BatchJob:
 def node(found: KubeNode, on_node: Iterable[PodUsage]) -> Node:
     """The Node with what the pods bound there take (kube-scheduler counts every pod until its phase is
     terminal, terminating ones too)."""
-    used: dict[str, int] = {}
-    count = 0
-    for other in on_node:
-        if other.phase in TERMINAL_PHASES:
-            continue
-        count += 1
-        for name, amount in other.requests.items():
-            used[name] = used.get(name, 0) + amount
+    used, count = summed(other.requests for other in on_node if other.phase not in TERMINAL_PHASES)
     return Node(
         name=found.name,
         labels=found.labels,

@@ -100,12 +100,15 @@ def placed(node: Node, requests: Mapping[str, int]) -> Node:
 def usage(pods: Iterable[Pod]) -> tuple[dict[str, int], int]:
     """What the pods bound to a Node take from it as kube-scheduler counts (its `requested` and `pods`): every
     pod not in a terminal phase, terminating ones included, whatever scheduler placed it."""
+    return summed(canonical_requests(pod) for pod in pods if pod.phase not in TERMINAL_PHASES)
+
+
+def summed(requests: Iterable[Mapping[str, int]]) -> tuple[dict[str, int], int]:
+    """Pods' requests added up by resource, and how many pods (a Node's `requested` and `pods`)."""
     used: dict[str, int] = {}
     count = 0
-    for pod in pods:
-        if pod.phase in TERMINAL_PHASES:
-            continue
+    for one in requests:
         count += 1
-        for name, amount in canonical_requests(pod).items():
+        for name, amount in one.items():
             used[name] = used.get(name, 0) + amount
     return used, count

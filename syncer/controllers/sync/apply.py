@@ -114,8 +114,7 @@ class Applier:
         if new_drain and not await self._valve_admits(name, binding, decision, action.reason, logger):
             return False
         sent = self.slurm_writes.sent.get(name)
-        signature = (action.kind, action.reason)
-        repeat = sent is not None and sent[:2] == signature
+        repeat = sent is not None and sent[:2] == (action.kind, action.reason)
         if (
             repeat
             and sent is not None
@@ -124,27 +123,41 @@ class Applier:
             return False  # already sent; the Slurm cache has not caught up yet
         current = self.context.slurm_cache.nodes.get(name)
         if action.kind == "undrain" or not action.redrain:
-            # The cache may be a poll old: read the node again, so an admin's new reason is never lifted
-            # and a drain someone else just made (Slinky's operator reacts to the same cordon) keeps its
-            # reason instead of being overwritten by ours.
-            current = read_now if read_now is not None else await self.reader.fresh(name)
-            # that read can take seconds (retries, a slow slurmrestd): decide again on what Kubernetes
-            # shows now too, so a drain never goes out after the uncordon that arrived meanwhile
-            again = self._decided_again(name, current)
-            if again is None or again.kind != action.kind:
-                # mostly a list older than our own write: the node already is as wanted
-                wanted_flag = action.kind == "drain"
-                done = again is None and current is not None and current.drain_flag == wanted_flag
-                logger.info(
-                    f"{action.kind} skipped: "
-                    + ("Slurm already shows it" if done else "Slurm or Kubernetes changed meanwhile"),
-                    reason=current.reason if current else None,
-                )
+            confirmed = await self._confirmed(name, action, read_now, logger)
+            if confirmed is None:
                 return False
-            # the reason too is the one decided on what both sides show now (a drain annotation or a
-            # condition that arrived during the read joins it)
-            action = again
-            signature = (action.kind, action.reason)
+            action, current = confirmed
+        return await self._send(name, action, current, logger, repeat=repeat)
+
+    async def _confirmed(
+        self, name: str, action: SlurmAction, read_now: SlurmNode | None, logger: Any
+    ) -> tuple[SlurmAction, SlurmNode | None] | None:
+        """The action decided again on the node as read now, with that node; None (logged) when it is no
+        longer wanted. The cache may be a poll old: read the node again, so an admin's new reason is never
+        lifted and a drain someone else just made (Slinky's operator reacts to the same cordon) keeps its
+        reason instead of being overwritten by ours."""
+        current = read_now if read_now is not None else await self.reader.fresh(name)
+        # that read can take seconds (retries, a slow slurmrestd): decide again on what Kubernetes shows now
+        # too, so a drain never goes out after the uncordon that arrived meanwhile
+        again = self._decided_again(name, current)
+        if again is None or again.kind != action.kind:
+            # mostly a list older than our own write: the node already is as wanted
+            wanted_flag = action.kind == "drain"
+            done = again is None and current is not None and current.drain_flag == wanted_flag
+            logger.info(
+                f"{action.kind} skipped: "
+                + ("Slurm already shows it" if done else "Slurm or Kubernetes changed meanwhile"),
+                reason=current.reason if current else None,
+            )
+            return None
+        # the reason too is the one decided on what both sides show now (a drain annotation or a condition
+        # that arrived during the read joins it)
+        return again, current
+
+    async def _send(
+        self, name: str, action: SlurmAction, current: SlurmNode | None, logger: Any, *, repeat: bool
+    ) -> bool:
+        """Sends the drain or undrain through the writer; True when it was sent now as a new transition."""
         kind = action.kind
 
         def still_wanted() -> bool:
@@ -169,12 +182,10 @@ class Applier:
             logger.info(f"dry-run: would {kind} in Slurm", reason=action.reason)
             self.record(kind, "k8s_to_slurm", "dry_run", name)
             return True
-        self.slurm_writes.sent[name] = (*signature, time.monotonic())
+        self.slurm_writes.sent[name] = (kind, action.reason, time.monotonic())
         self.slurm_writes.read_after_write.pop(name, None)
-        logger.info(
-            f"slurm node {action.kind}ed", reason=action.reason, redrain=action.redrain, resent=repeat
-        )
-        self.record(action.kind, "k8s_to_slurm", "ok", name, reason=action.reason)
+        logger.info(f"slurm node {kind}ed", reason=action.reason, redrain=action.redrain, resent=repeat)
+        self.record(kind, "k8s_to_slurm", "ok", name, reason=action.reason)
         self.context.slurm_cache.nudge()  # read the result back soon, so Kubernetes shows it
         # a resend while the Slurm cache cannot confirm the first write is the same transition: no new Event
         return not repeat
