@@ -531,24 +531,15 @@ class SchedulerController(Controller):
             )
             await self._refuse(key, request.pods, pods, why, UNSUPPORTED_RETRY_S)
             return
-        except SlurmApiError as exc:
+        except SlurmError as exc:
             self.stats.errors["submit"] += 1
-            if submit_refused(exc):
+            if isinstance(exc, SlurmApiError) and submit_refused(exc):
                 await self._refuse(
                     key, request.pods, pods, f"Slurm refused the job: {exc}", self.core.retry_after_s
                 )
                 return
-            self._lost.add(key)
-            raise RetryAfter(
-                1.0, f"submit of {request.name} answered without Slurm's word ({exc}): its job is looked for"
-            ) from exc
-        except SlurmError as exc:
-            # the answer was lost: the job may exist; nothing is submitted again before a whole list
-            self.stats.errors["submit"] += 1
-            self._lost.add(key)
-            raise RetryAfter(
-                1.0, f"submit of {request.name} unanswered ({exc}): its job is looked for"
-            ) from exc
+            # no answer, or one without Slurm's word: the job may exist; no second submit before a whole list
+            raise self._looked_for(key, f"submit of {request.name}", exc) from exc
         if job_id is None:
             return  # dry run
         read = False
@@ -599,10 +590,13 @@ class SchedulerController(Controller):
         except SlurmError as exc:
             lost = exc
         self.stats.errors["allocate"] += 1
+        raise self._looked_for(key, f"allocation of {request.name}", lost) from lost
+
+    def _looked_for(self, key: str, what: str, lost: SlurmError) -> RetryAfter:
+        """A submit or allocation whose answer says nothing of its job: the gang waits for a whole list,
+        which finds the job by its marker if one was made."""
         self._lost.add(key)
-        raise RetryAfter(
-            1.0, f"allocation of {request.name} unanswered ({lost}): its job is looked for"
-        ) from lost
+        return RetryAfter(1.0, f"{what} unanswered ({lost}): its job is looked for")
 
     async def _refuse(
         self, key: str, refs: Iterable[Any], pods: Mapping[str, SchedulerPod], why: str, retry_s: float
