@@ -11,7 +11,6 @@ cannot leave the two systems apart. Its runner reconciles only on the leader; a 
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable
 from dataclasses import replace
@@ -60,7 +59,6 @@ class SyncController(Controller):
         # its time): so many that a storm's cordons wait there together, while their fresh reads of Slurm stay
         # at most FRESH_READS_PER_WORKER x workers at once, as with 3 x workers before (issue 47)
         self.first_workers = FIRST_WORKERS_PER_WORKER * context.workers
-        self.fresh_reads = asyncio.Semaphore(FRESH_READS_PER_WORKER * context.workers)
         self.stats = EngineStats()
         # Slurm node -> the NodeSet scaling it in, by identity (set by the NodeSet controller)
         self.scale_in = context.scale_in
@@ -68,7 +66,10 @@ class SyncController(Controller):
         self.holds = context.holds
         self._observed_at: dict[str, float] = {}  # monotonic time a change was first seen, per key
         self.reader = Reader(
-            context, written=self.written, slurm_writes=self.slurm_writes, fresh_reads=self.fresh_reads
+            context,
+            written=self.written,
+            slurm_writes=self.slurm_writes,
+            fresh_reads=FRESH_READS_PER_WORKER * context.workers,
         )
         self.reports = Reports(context, stats=self.stats, missing_grace_s=options.missing_grace_s)
         self.applier = Applier(

@@ -43,12 +43,13 @@ class Reader:
         *,
         written: WrittenAnnotations,
         slurm_writes: WrittenSlurm,
-        fresh_reads: asyncio.Semaphore,
+        fresh_reads: int,
     ) -> None:
         self.context = context  # clients, caches, writers: shared by every controller
         self.written = written
         self.slurm_writes = slurm_writes
-        self.fresh_reads = fresh_reads  # bounds the reads of single nodes in flight (workers outnumber it)
+        # the reads of single nodes in flight at once, at most `fresh_reads` (workers outnumber it)
+        self.fresh_reads = asyncio.Semaphore(fresh_reads)
 
     async def fresh(self, name: str) -> SlurmNode:
         """The node as slurmrestd shows it now (`GET /node/{name}`), once a read slot is free."""
