@@ -49,7 +49,7 @@ import structlog
 
 from syncer.model.jobs import SlurmJob
 from syncer.slurm.client import SlurmClient
-from syncer.slurm.errors import SlurmError, SlurmNotFound
+from syncer.slurm.errors import SlurmNotFound
 from syncer.slurm.jobs import STATE_CHUNK, JobListing
 from syncer.slurm.metrics_hint import HintReader, SlurmMetricsError
 from syncer.slurm.metrics_jobs import JOBS_PATH, JobFingerprint, job_fingerprint
@@ -145,7 +145,6 @@ class JobCache(Polled[JobChange]):
         self._hint_seen: JobFingerprint | None = None
         self._hint_retry_at = 0.0
         self._resync = False
-        self._polling_since: float | None = None
 
     # --- what consumers read (and age_s, stale, wait_synced, subscribe: Polled's) ---------------------------
     @property
@@ -458,16 +457,7 @@ class JobCache(Polled[JobChange]):
         while True:
             self._wake.clear()
             self._read_now = False
-            self._polling_since = self._clock()
-            try:
-                await self.poll_once()
-                self.last_error = ""
-            except SlurmError as exc:
-                self._failed(str(exc))
-            except Exception as exc:  # a bug or an unmapped library error must not end polling silently
-                self._failed(f"unexpected {type(exc).__name__}: {exc}", exc_info=True)
-            finally:
-                self._polling_since = None
+            await self._guarded(self.poll_once)
             await self._pause()
 
     async def _pause(self) -> None:
