@@ -68,7 +68,7 @@ from syncer.runtime.tasks import cancel_and_wait
 from syncer.slurm.client import NodeListing, SlurmClient
 from syncer.slurm.errors import SlurmApiError, SlurmError
 from syncer.slurm.metrics_hint import Fingerprint, HintReader, SlurmMetricsError
-from syncer.slurm.polled import Polled
+from syncer.slurm.polled import Change, Polled
 from syncer.slurm.reload import ReloadWatch
 
 log = structlog.get_logger("syncer.slurm.cache")
@@ -76,13 +76,10 @@ Strategy = Literal["conditional", "full"]
 NODE_FIELDS: tuple[str, ...] = SlurmNode.__struct_fields__
 
 
-@dataclass(frozen=True)
-class NodeChange:
-    name: str
-    kind: Literal["added", "removed", "changed"]
-    before: SlurmNode | None
-    after: SlurmNode | None
-    fields: tuple[str, ...] = ()
+class NodeChange(Change[str, SlurmNode]):
+    @property
+    def name(self) -> str:
+        return self.key
 
 
 # What jobs move on a node every few seconds; the hint's counts leave them out (metrics_hint.JOB_DRIVEN).

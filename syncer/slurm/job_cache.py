@@ -43,7 +43,6 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
 
 import structlog
 
@@ -53,7 +52,7 @@ from syncer.slurm.errors import SlurmNotFound
 from syncer.slurm.jobs import STATE_CHUNK, JobListing
 from syncer.slurm.metrics_hint import HintReader, SlurmMetricsError
 from syncer.slurm.metrics_jobs import JOBS_PATH, JobFingerprint, job_fingerprint
-from syncer.slurm.polled import Polled
+from syncer.slurm.polled import Change, Polled
 
 log = structlog.get_logger("syncer.slurm.job_cache")
 JOB_FIELDS: tuple[str, ...] = SlurmJob.__struct_fields__
@@ -61,13 +60,10 @@ READ_PATHS = ("list", "state", "detail", "fresh", "metrics")
 DETAIL_BYTES = 9000  # a job read whole, as measured on 26.05.5 (8.9 KB): the estimate before one is read
 
 
-@dataclass(frozen=True)
-class JobChange:
-    job_id: int
-    kind: Literal["added", "removed", "changed"]
-    before: SlurmJob | None
-    after: SlurmJob | None
-    fields: tuple[str, ...] = ()
+class JobChange(Change[int, SlurmJob]):
+    @property
+    def job_id(self) -> int:
+        return self.key
 
 
 def diff_one(job_id: int, before: SlurmJob | None, after: SlurmJob | None) -> JobChange | None:
