@@ -8,7 +8,6 @@ shares one connection pool.
 from __future__ import annotations
 
 import json
-import ssl
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -20,7 +19,6 @@ from syncer.kube import credentials
 from syncer.kube.errors import KubeConnectionError, KubeError, config_error
 from syncer.kube.kubeconfig import resolve
 from syncer.kube.ratelimit import TokenBucket
-from syncer.kube.tokens import TokenSource
 from syncer.runtime.backoff import Backoff
 from syncer.runtime.proxy import proxy_for
 from syncer.runtime.retry import retrying
@@ -47,27 +45,25 @@ def _server_wait(exc: BaseException) -> float | None:
 class KubeClient:
     def __init__(
         self,
-        server: str,
+        server: credentials.Credentials | str,
         *,
-        headers: Mapping[str, str] | None = None,
-        ssl_context: ssl.SSLContext | bool | None = None,
-        token: TokenSource | None = None,
-        tls_server_name: str | None = None,
         qps: float = 50.0,
         burst: int = 100,
         timeout_s: float = 30.0,
-        proxy: str | None = None,
-        client_tls: credentials.RotatingClientTls | None = None,
     ) -> None:
-        self.server = server.rstrip("/")
-        self._headers = dict(headers or {})
-        self._ssl = ssl_context
+        """A client of the server these credentials name, or of a plain URL (no credentials at all)."""
+        found = (
+            server if isinstance(server, credentials.Credentials) else credentials.Credentials(server, None)
+        )
+        self.server = found.server.rstrip("/")
+        self._headers = dict(found.headers)
+        self._ssl = found.ssl_context
         # the kubeconfig's proxy-url, else HTTPS_PROXY / NO_PROXY as client-go reads them
-        self.proxy = proxy or proxy_for(self.server)
-        self._client_tls = client_tls
+        self.proxy = found.proxy_url or proxy_for(self.server)
+        self._client_tls = found.client_tls
         self._retired: aiohttp.ClientSession | None = None  # the session of the certificate before
-        self._token = token
-        self._server_name = tls_server_name
+        self._token = found.token
+        self._server_name = found.tls_server_name
         self.limiter = TokenBucket(qps, burst)
         self.timeout_s = timeout_s
         self._session: aiohttp.ClientSession | None = None
@@ -101,17 +97,7 @@ class KubeClient:
         except KubeError as exc:
             what = f"cannot load Kubernetes credentials from {source.origin}"
             raise config_error(f"{what}: {exc.message}") from None
-        client = cls(
-            found.server,
-            headers=found.headers,
-            ssl_context=found.ssl_context,
-            token=found.token,
-            tls_server_name=found.tls_server_name,
-            qps=qps,
-            burst=burst,
-            proxy=found.proxy_url,
-            client_tls=found.client_tls,
-        )
+        client = cls(found, qps=qps, burst=burst)
         client.credentials = source.origin
         return client
 

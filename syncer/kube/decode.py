@@ -14,6 +14,7 @@ from syncer.kube.decode_base import (
     RawEvent,
     RawList,
     RawMeta,
+    RawObject,
     StatusBody,
     conditions,
     epoch,
@@ -56,22 +57,16 @@ class _RawPodStatus(_RawStatus):
     containerStatuses: list[_RawContainerStatus] | None = None
 
 
-class _RawObject(msgspec.Struct):
-    metadata: RawMeta = msgspec.field(default_factory=RawMeta)
-    status: _RawStatus = msgspec.field(default_factory=_RawStatus)
-
-
 class _RawNodeStatus(_RawStatus):
     allocatable: dict[str, Any] | None = None
 
 
-class _RawNode(msgspec.Struct):
-    metadata: RawMeta = msgspec.field(default_factory=RawMeta)
+class _RawNode(RawObject):
     status: _RawNodeStatus = msgspec.field(default_factory=_RawNodeStatus)
     spec: _RawNodeSpec = msgspec.field(default_factory=_RawNodeSpec)
 
 
-class _RawPod(_RawObject):
+class _RawPod(RawObject):
     spec: _RawPodSpec = msgspec.field(default_factory=_RawPodSpec)
     status: _RawPodStatus = msgspec.field(default_factory=_RawPodStatus)
 

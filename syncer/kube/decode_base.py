@@ -43,6 +43,12 @@ class RawMeta(msgspec.Struct):
     ownerReferences: list[RawOwner] | None = None
 
 
+class RawObject(msgspec.Struct):
+    """Any object: its metadata; each decoder's object adds the spec and status it reads."""
+
+    metadata: RawMeta = msgspec.field(default_factory=RawMeta)
+
+
 class ListMeta(msgspec.Struct):
     resourceVersion: str = ""
     # `continue` is a Python keyword: renamed on decode

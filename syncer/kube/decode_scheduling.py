@@ -18,7 +18,7 @@ import msgspec
 
 from syncer.kube.decode_base import (
     RawCondition,
-    RawMeta,
+    RawObject,
     RawOwner,
     conditions,
     epoch,
@@ -77,11 +77,16 @@ class _RawAffinity(msgspec.Struct):
     nodeAffinity: _RawNodeAffinity | None = None
 
 
-class _RawToleration(msgspec.Struct):
+class RawTaint(msgspec.Struct):
     key: str = ""
-    operator: str = ""
     value: str = ""
     effect: str = ""
+
+
+class _RawToleration(RawTaint):
+    """The taint it tolerates (an empty key or effect: any) and how it matches."""
+
+    operator: str = ""
     tolerationSeconds: int | None = None
 
 
@@ -107,25 +112,24 @@ class _RawPodSpec(_RawUsageSpec):
     priority: int | None = None
 
 
-class _RawPodStatus(msgspec.Struct):
-    phase: str = ""
-    conditions: list[RawCondition] | None = None
-
-
-class RawSchedulerPod(msgspec.Struct):
-    metadata: RawMeta = msgspec.field(default_factory=RawMeta)
-    spec: _RawPodSpec = msgspec.field(default_factory=_RawPodSpec)
-    status: _RawPodStatus = msgspec.field(default_factory=_RawPodStatus)
-
-
 class _RawUsageStatus(msgspec.Struct):
     phase: str = ""
 
 
-class RawPodUsage(msgspec.Struct):
-    metadata: RawMeta = msgspec.field(default_factory=RawMeta)
+class RawPodUsage(RawObject):
     spec: _RawUsageSpec = msgspec.field(default_factory=_RawUsageSpec)
     status: _RawUsageStatus = msgspec.field(default_factory=_RawUsageStatus)
+
+
+class _RawPodStatus(_RawUsageStatus):
+    conditions: list[RawCondition] | None = None
+
+
+class RawSchedulerPod(RawPodUsage):
+    """A pod its scheduler name owns: what any pod's usage reads, and what scheduling it reads."""
+
+    spec: _RawPodSpec = msgspec.field(default_factory=_RawPodSpec)
+    status: _RawPodStatus = msgspec.field(default_factory=_RawPodStatus)
 
 
 class _RawJobSpec(msgspec.Struct):
@@ -144,16 +148,9 @@ class _RawJobStatus(msgspec.Struct):
     conditions: list[RawCondition] | None = None
 
 
-class RawJob(msgspec.Struct):
-    metadata: RawMeta = msgspec.field(default_factory=RawMeta)
+class RawJob(RawObject):
     spec: _RawJobSpec = msgspec.field(default_factory=_RawJobSpec)
     status: _RawJobStatus = msgspec.field(default_factory=_RawJobStatus)
-
-
-class RawTaint(msgspec.Struct):
-    key: str = ""
-    value: str = ""
-    effect: str = ""
 
 
 # -- sharing ---------------------------------------------------------------------------------------------

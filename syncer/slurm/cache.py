@@ -68,7 +68,7 @@ from syncer.runtime.tasks import cancel_and_wait
 from syncer.slurm.client import NodeListing, SlurmClient
 from syncer.slurm.errors import SlurmApiError, SlurmError
 from syncer.slurm.metrics_hint import Fingerprint, HintReader, SlurmMetricsError
-from syncer.slurm.polled import Polled
+from syncer.slurm.polled import Change, Polled
 from syncer.slurm.reload import ReloadWatch
 
 log = structlog.get_logger("syncer.slurm.cache")
@@ -76,13 +76,10 @@ Strategy = Literal["conditional", "full"]
 NODE_FIELDS: tuple[str, ...] = SlurmNode.__struct_fields__
 
 
-@dataclass(frozen=True)
-class NodeChange:
-    name: str
-    kind: Literal["added", "removed", "changed"]
-    before: SlurmNode | None
-    after: SlurmNode | None
-    fields: tuple[str, ...] = ()
+class NodeChange(Change[str, SlurmNode]):
+    @property
+    def name(self) -> str:
+        return self.key
 
 
 # What jobs move on a node every few seconds; the hint's counts leave them out (metrics_hint.JOB_DRIVEN).
@@ -196,7 +193,6 @@ class NodeCache(Polled[NodeChange]):
         self.last_update = 0
         self.stats = CacheStats()
         self._next_full_at = 0.0
-        self._polling_since: float | None = None  # set while a poll waits for slurmrestd
         self._conditional_refused = False  # the server rejected update_time: full lists only
         self._changed_is_list = False  # the last probe that said "changed" said it with the whole list
         self._last_reconnect = clock()
@@ -658,29 +654,23 @@ class NodeCache(Polled[NodeChange]):
     async def _poll_forever(self) -> None:
         while True:
             self._wake.clear()  # before polling, so a nudge that lands during the poll is kept
-            self._polling_since = self._clock()
             previous_success = self.last_success
-            try:
-                await self._reconnect_if_silent()
-                await self.poll_once()
-                self.last_error = ""
+            if await self._guarded(self._reconnect_and_poll):
                 # a poll that hangs until slurmctld is back (26.05's slurmrestd waits 10 s for it) fails
                 # nothing, yet the data was older than the bound meanwhile: that counts too
                 gap = self.last_success - previous_success
                 if previous_success and gap > self.stale_after_s:
                     self.stats.stale_periods += 1
-            except SlurmError as exc:
-                self._failed(str(exc))
-            except Exception as exc:  # a bug or an unmapped library error must not end polling silently
-                self._failed(f"unexpected {type(exc).__name__}: {exc}", exc_info=True)
-            finally:
-                self._polling_since = None
             delay = self._poll_delay()
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that lands
             # as a nudge wakes it, and the cache would then never stop
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._wake.wait()
+
+    async def _reconnect_and_poll(self) -> None:
+        await self._reconnect_if_silent()
+        await self.poll_once()
 
     def _failed(self, error: str, exc_info: bool = False) -> None:
         self.stats.errors += 1

@@ -43,17 +43,16 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
 
 import structlog
 
 from syncer.model.jobs import SlurmJob
 from syncer.slurm.client import SlurmClient
-from syncer.slurm.errors import SlurmError, SlurmNotFound
+from syncer.slurm.errors import SlurmNotFound
 from syncer.slurm.jobs import STATE_CHUNK, JobListing
 from syncer.slurm.metrics_hint import HintReader, SlurmMetricsError
 from syncer.slurm.metrics_jobs import JOBS_PATH, JobFingerprint, job_fingerprint
-from syncer.slurm.polled import Polled
+from syncer.slurm.polled import Change, Polled
 
 log = structlog.get_logger("syncer.slurm.job_cache")
 JOB_FIELDS: tuple[str, ...] = SlurmJob.__struct_fields__
@@ -61,13 +60,10 @@ READ_PATHS = ("list", "state", "detail", "fresh", "metrics")
 DETAIL_BYTES = 9000  # a job read whole, as measured on 26.05.5 (8.9 KB): the estimate before one is read
 
 
-@dataclass(frozen=True)
-class JobChange:
-    job_id: int
-    kind: Literal["added", "removed", "changed"]
-    before: SlurmJob | None
-    after: SlurmJob | None
-    fields: tuple[str, ...] = ()
+class JobChange(Change[int, SlurmJob]):
+    @property
+    def job_id(self) -> int:
+        return self.key
 
 
 def diff_one(job_id: int, before: SlurmJob | None, after: SlurmJob | None) -> JobChange | None:
@@ -145,7 +141,6 @@ class JobCache(Polled[JobChange]):
         self._hint_seen: JobFingerprint | None = None
         self._hint_retry_at = 0.0
         self._resync = False
-        self._polling_since: float | None = None
 
     # --- what consumers read (and age_s, stale, wait_synced, subscribe: Polled's) ---------------------------
     @property
@@ -458,16 +453,7 @@ class JobCache(Polled[JobChange]):
         while True:
             self._wake.clear()
             self._read_now = False
-            self._polling_since = self._clock()
-            try:
-                await self.poll_once()
-                self.last_error = ""
-            except SlurmError as exc:
-                self._failed(str(exc))
-            except Exception as exc:  # a bug or an unmapped library error must not end polling silently
-                self._failed(f"unexpected {type(exc).__name__}: {exc}", exc_info=True)
-            finally:
-                self._polling_since = None
+            await self._guarded(self.poll_once)
             await self._pause()
 
     async def _pause(self) -> None:

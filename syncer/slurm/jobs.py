@@ -20,7 +20,7 @@ import msgspec
 from syncer.model.jobs import JobSubmission, NodeAllocation, SlurmJob
 from syncer.slurm.errors import SlurmDecodeError
 from syncer.slurm.hostlist import expand
-from syncer.slurm.models import Envelope, MaybeNumber, unwrap
+from syncer.slurm.models import Envelope, MaybeNumber, RawJob, unwrap
 
 # the field that names a job's pods: REST returns it in every job read; only administrators (SlurmUser, root,
 # AdminLevel) can set or change it, so a job's owner cannot take it over with `scontrol update` (measured)
@@ -63,20 +63,15 @@ class RawResources(msgspec.Struct, gc=False):
     nodes: RawResourceNodes | None = None
 
 
-class RawJobDetail(msgspec.Struct, gc=False):
-    """One job of `GET /job/{id}` or `GET /jobs/` (v0.0.40 .. v0.0.45 alike for these fields)."""
+class RawJobDetail(RawJob, gc=False):
+    """One job of `GET /job/{id}` or `GET /jobs/` (v0.0.40 .. v0.0.45 alike for these fields): the fields the
+    job counts read (RawJob: id, name, state, partition, nodes, user, end time) and the scheduler's."""
 
-    job_id: int = 0
-    name: str = ""
-    job_state: list[str] | str = []
     state_reason: str = ""
     state_description: str = ""
     admin_comment: str = ""
-    partition: str = ""
     account: str = ""
     qos: str = ""
-    user_name: str = ""
-    nodes: str = ""
     job_resources: RawResources | None = None
     gres_detail: list[str] = []
     flags: list[str] = []
@@ -88,7 +83,6 @@ class RawJobDetail(msgspec.Struct, gc=False):
     restart_cnt: int = 0
     submit_time: MaybeNumber = None
     start_time: MaybeNumber = None
-    end_time: MaybeNumber = None
     preempt_time: MaybeNumber = None
     time_limit: MaybeNumber = None
 

@@ -1,17 +1,36 @@
 """What a cache that polls slurmrestd offers its readers, the NodeCache's and the JobCache's alike: how old
-its data is, a wait for its first answer, and its changes to subscribe to."""
+its data is, a wait for its first answer, its changes (`Change`: a node's or a job's) to subscribe to; and
+the guard around each poll that keeps polling whatever a poll raises."""
 
 from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
-from typing import Generic, TypeVar
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Generic, Literal, TypeVar
 
-Change = TypeVar("Change")
+from syncer.slurm.errors import SlurmError
+
+Key = TypeVar("Key")
+Item = TypeVar("Item")
 
 
-class Polled(Generic[Change]):
+@dataclass(frozen=True)
+class Change(Generic[Key, Item]):
+    """One item's change between two answers: added, removed, or changed (`fields`: those that differ)."""
+
+    key: Key
+    kind: Literal["added", "removed", "changed"]
+    before: Item | None
+    after: Item | None
+    fields: tuple[str, ...] = ()
+
+
+Changed = TypeVar("Changed")
+
+
+class Polled(Generic[Changed]):
     def __init__(
         self, *, poll_interval_s: float, stale_after_s: float | None, clock: Callable[[], float]
     ) -> None:
@@ -22,8 +41,9 @@ class Polled(Generic[Change]):
         self.synced = False  # a first answer has been applied
         self.last_success = 0.0  # clock() of the last good answer
         self.last_error = ""
+        self._polling_since: float | None = None  # set while a poll waits for slurmrestd
         self._first_answer = asyncio.Event()
-        self._subscribers: list[Callable[[list[Change]], None]] = []
+        self._subscribers: list[Callable[[list[Changed]], None]] = []
 
     @property
     def age_s(self) -> float:
@@ -37,6 +57,25 @@ class Polled(Generic[Change]):
         """Until the first answer has been applied."""
         await self._first_answer.wait()
 
-    def subscribe(self, callback: Callable[[list[Change]], None]) -> None:
+    def subscribe(self, callback: Callable[[list[Changed]], None]) -> None:
         """`callback(changes)` after each answer applied that changed something."""
         self._subscribers.append(callback)
+
+    async def _guarded(self, poll: Callable[[], Awaitable[None]]) -> bool:
+        """Run one poll; whatever it raises goes to `_failed` (counted, logged, kept as `last_error`) and
+        polling goes on. True when it answered."""
+        self._polling_since = self._clock()
+        try:
+            await poll()
+            self.last_error = ""
+            return True
+        except SlurmError as exc:
+            self._failed(str(exc))
+        except Exception as exc:  # a bug or an unmapped library error must not end polling silently
+            self._failed(f"unexpected {type(exc).__name__}: {exc}", exc_info=True)
+        finally:
+            self._polling_since = None
+        return False
+
+    def _failed(self, error: str, exc_info: bool = False) -> None:
+        raise NotImplementedError

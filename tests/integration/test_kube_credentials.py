@@ -329,7 +329,7 @@ async def test_an_in_cluster_token_reaches_the_server_and_follows_rotation(
         {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": echo.url.rsplit(":", 1)[1]},
         tmp_path,
     )
-    client = KubeClient(found.server, ssl_context=found.ssl_context, token=found.token)
+    client = KubeClient(found)
     try:
         assert (await client.get("/whoami"))["authorization"] == "Bearer sa-1"
         (tmp_path / "token").write_text("sa-2\n")

@@ -250,3 +250,56 @@ async def test_a_power_up_pod_is_the_first_write_of_its_pass_and_its_nodeset_is_
         await service.kube_cache.stop()
         await kube.close()
         await slurm.close()
+
+
+async def test_a_status_the_stored_one_already_holds_is_not_written_again(
+    kube_api: KubeApiEmulator, kubeconfig: Path
+):
+    """A status write is a merge patch: a key the pass no longer writes (`power`, kept from when the NodeSet
+    had spec.power) stays stored. A pass whose status differs from the stored one only by such a key changes
+    nothing, and writes nothing (it used to PATCH the same status on every pass)."""
+    kube = await KubeClient.from_config(str(kubeconfig))
+    slurm = SlurmClient("http://127.0.0.1:9", NoToken())  # never started: Slurm data stays stale
+    service = SyncerService(slurm, kube, ServiceConfig(listen_port=None, leader_election=False))
+    controller = service.nodesets
+    assert controller is not None
+    kube_api.create("", "v1", "namespaces", {"metadata": {"name": NAMESPACE}})
+    kube_api.create(GROUP, VERSION, "nodesets", nodeset("quiet", replicas=0), NAMESPACE)
+    service.kube_cache.start()
+    tasks = [asyncio.ensure_future(loop()) for loop in controller.loops().values()]
+    key = f"{NAMESPACE}/quiet"
+
+    def stored_status() -> dict[str, Any]:
+        stored = kube_api.get(GROUP, VERSION, "nodesets", "quiet", namespace=NAMESPACE) or {}
+        return dict(stored.get("status") or {})
+
+    def writes() -> list[tuple[str, str]]:
+        return [(m, path.split("?")[0]) for _, m, path in kube_api.server.requests if m != "GET"]
+
+    try:
+        await wait_for(lambda: key in controller.informer.items, what="NodeSet cached")
+        await controller.reconcile(key)
+        await wait_for(lambda: controller.informer.items[key].status == stored_status() != {}, what="status")
+        kube_api.server.record_requests = True
+        await controller.reconcile(key)
+        assert writes() == [], "the status the pass computes is the stored one: nothing written"
+
+        left = {"poweredDown": 1, "declaring": []}  # as an earlier spec.power's passes wrote it
+        kube_api.patch(
+            GROUP, VERSION, "nodesets", "quiet", {"status": {"power": left}},
+            namespace=NAMESPACE, subresource="status",
+        )  # fmt: skip
+        await wait_for(
+            lambda: controller.informer.items[key].status.get("power") == left, what="power in the informer"
+        )
+        kube_api.server.requests.clear()
+        await controller.reconcile(key)
+        assert writes() == [], (
+            "only `power` differs, and a merge patch without it leaves it: nothing to write"
+        )
+        assert stored_status()["power"] == left
+    finally:
+        await cancel_and_wait(tasks)
+        await service.kube_cache.stop()
+        await kube.close()
+        await slurm.close()

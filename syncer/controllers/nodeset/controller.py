@@ -33,7 +33,7 @@ from syncer.controllers.nodeset.plan import (
 from syncer.controllers.nodeset.power import starts_powering_up
 from syncer.controllers.nodeset.power_actions import PassIncomplete, PowerActions, Problems
 from syncer.controllers.nodeset.spec import NodeSetSpec, SpecError, parse
-from syncer.controllers.nodeset.status import compute_status, invalid_status
+from syncer.controllers.nodeset.status import compute_status, invalid_status, merge_patched
 from syncer.controllers.nodeset.writes import CREATED, DRY_RUN, NodeSetWrites
 from syncer.kube.errors import KubeError
 from syncer.kube.informer import Informer
@@ -345,7 +345,9 @@ class NodeSetController(Controller):
     async def _write_status(
         self, nodeset: KubeNodeSet, status: dict[str, Any], *, force: bool = False
     ) -> None:
-        if force or status != nodeset.status:
+        # compared as stored after the merge patch: a key this pass no longer writes (`power` once spec.power
+        # is removed) stays, and a status that differs only by it would be written again every pass
+        if force or merge_patched(nodeset.status, status) != nodeset.status:
             await self.writes.status(nodeset, status)
 
     async def _ensure_pdb(self, nodeset: KubeNodeSet) -> None:

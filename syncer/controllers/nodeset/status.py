@@ -29,6 +29,20 @@ def slurm_counts(nodes: list[SlurmNode]) -> dict[str, int]:
     return counts
 
 
+def merge_patched(stored: Any, patch: Any) -> Any:
+    """`stored` with the JSON merge patch `patch` applied (RFC 7386), as the API server stores it: what a
+    status write leaves, keys it does not name included."""
+    if not isinstance(patch, dict):
+        return patch
+    merged = dict(stored) if isinstance(stored, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patched(merged.get(key), value)
+    return merged
+
+
 def _condition(
     previous: list[Any], type_: str, status: str, reason: str, message: str, now: str, generation: int
 ) -> dict[str, Any]:

@@ -47,6 +47,7 @@ from syncer.controllers.scheduler.plan import (
     Release,
     SetScheduled,
     Submit,
+    Teardown,
     plan,
 )
 from syncer.controllers.scheduler.request import JobRequest
@@ -645,10 +646,10 @@ class SchedulerController(Controller):
             f"runs on Slurm node {action.slurm_node}",
         )  # fmt: skip
 
-    def _torn_down(self, job_id: int, cause: str) -> None:
-        if job_id not in self._torn:
-            self._torn.add(job_id)
-            self.stats.teardowns[cause] = self.stats.teardowns.get(cause, 0) + 1
+    def _torn_down(self, action: Teardown) -> None:
+        if action.job_id not in self._torn:
+            self._torn.add(action.job_id)
+            self.stats.teardowns[action.cause] = self.stats.teardowns.get(action.cause, 0) + 1
 
     async def _cancel(self, action: Cancel, current: gang.Gang) -> None:
         job = self.jobs.jobs.get(action.job_id) or SlurmJob(job_id=action.job_id)
@@ -660,7 +661,7 @@ class SchedulerController(Controller):
             self.stats.errors["cancel"] += 1
             raise
         self.stats.jobs["cancelled"] += 1
-        self._torn_down(action.job_id, action.cause)
+        self._torn_down(action)
         self.jobs.nudge()
         log.info("slurm job ended", job_id=action.job_id, cause=action.cause)
         self.context.actions("scheduler_cancel", "k8s_to_slurm", str(action.job_id), {"result": "ok"})
@@ -676,7 +677,7 @@ class SchedulerController(Controller):
         )
         if outcome is not Outcome.DONE:
             return
-        self._torn_down(action.job_id, action.cause)
+        self._torn_down(action)
         log.info("pod deleted", pod=f"{ref.namespace}/{ref.name}", cause=action.cause, job_id=action.job_id)
         self.context.actions(
             "scheduler_delete", "slurm_to_k8s", f"{ref.namespace}/{ref.name}", {"result": "ok"}

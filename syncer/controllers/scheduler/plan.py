@@ -88,21 +88,25 @@ class Bind:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Cancel:
+class Teardown:
+    """Ends what job `job_id` holds, for `cause` (the tear-downs' metric label), said in `message`."""
+
     job_id: int
     cause: str
     message: str
 
 
 @dataclass(frozen=True, kw_only=True)
-class DeletePod:
+class Cancel(Teardown):
+    """Cancel the job."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeletePod(Teardown):
     """Delete the pod with this grace period; `job_id`: the job whose end causes it (read it fresh first)."""
 
     pod: PodRef
     grace_s: int
-    cause: str
-    message: str
-    job_id: int
 
 
 @dataclass(frozen=True, kw_only=True)

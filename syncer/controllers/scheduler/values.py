@@ -70,12 +70,18 @@ class Owner:
 
 
 @dataclass(frozen=True, kw_only=True)
-class BatchJob:
-    """A `batch/v1` Job owning pods: with parallelism > 1 its pods are one gang."""
+class Named:
+    """A namespaced object's identity (a pod's, a Job's)."""
 
     namespace: str
     name: str
     uid: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchJob(Named):
+    """A `batch/v1` Job owning pods: with parallelism > 1 its pods are one gang."""
+
     parallelism: int = 1
     completions: int | None = None
 
@@ -90,19 +96,14 @@ class Scheduled:
 
 
 @dataclass(frozen=True, kw_only=True)
-class PodRef:
-    namespace: str
-    name: str
-    uid: str
+class PodRef(Named):
+    """A pod as an action names it."""
 
 
 @dataclass(frozen=True, kw_only=True)
-class Pod:
+class Pod(Named):
     """A pod with `schedulerName: slurm-syncer` (spec, the fields placement reads, and status)."""
 
-    namespace: str
-    name: str
-    uid: str
     containers: tuple[Container, ...] = ()
     init_containers: tuple[Container, ...] = ()
     # spec.overhead (RuntimeClass): counted as Kubernetes counts it

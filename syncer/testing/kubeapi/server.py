@@ -7,6 +7,7 @@ import json
 import math
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
@@ -41,6 +42,20 @@ USER = web.RequestKey("kube_user", str)  # the request's RBAC-judged user, set b
 _encoder = msgspec.json.Encoder()
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass
+class _Watcher:
+    """One watch's stream and where it stands: the newest version it has seen (`position`) and the newest
+    it was sent (`last_sent`: a bookmark says only a newer one)."""
+
+    response: web.StreamResponse
+    resource: Resource
+    namespace: str | None
+    selection: Selection
+    as_table: bool
+    position: int
+    last_sent: int
 
 
 def response_or_empty(response: Any) -> web.StreamResponse:
@@ -448,10 +463,12 @@ class KubeApiServer:
         self, request: web.Request, resource: Resource, namespace: str | None, selection: Selection
     ) -> web.StreamResponse:
         query = request.query
-        if _flag(request, "sendInitialEvents"):
+        send_initial = _flag(request, "sendInitialEvents")
+        if send_initial:
             _check_initial_events(request)
         store = self.api.store
         queue = store.subscribe()  # before reading state, so nothing falls between the two
+        response: web.StreamResponse | None = None
         try:
             timeout_s = min(
                 float(query.get("timeoutSeconds", self.max_watch_s) or self.max_watch_s), self.max_watch_s
@@ -459,7 +476,6 @@ class KubeApiServer:
             start_rv = query.get("resourceVersion", "")
             initial: list[dict[str, Any]] = []
             replay: list[Change] = []
-            send_initial = _flag(request, "sendInitialEvents")
             position = store.rv
             if send_initial or start_rv in ("", "0"):
                 initial = [
@@ -477,63 +493,70 @@ class KubeApiServer:
                     await self._send(response, {"type": "ERROR", "object": gone.status()})
                     return response
             response = await self._open_stream(request)
-            as_table = _wants_table(request)
-            for obj in initial:
-                await self._send(response, self._event("ADDED", resource, obj, as_table))
-            if send_initial:
-                await self._send(response, self._bookmark(resource, position, initial_end=True))
             # kube-apiserver bookmarks only a version newer than the last one this watch was sent
             last_sent = position if start_rv in ("", "0") or send_initial else int(start_rv)
+            watcher = _Watcher(
+                response, resource, namespace, selection, _wants_table(request), position, last_sent
+            )
+            for obj in initial:
+                await self._send(response, self._event("ADDED", resource, obj, watcher.as_table))
+            if send_initial:
+                await self._send(response, self._bookmark(resource, position, initial_end=True))
             for change in replay:
-                event = self._filter(change, resource, namespace, selection)
-                if event is not None:
-                    await self._send(response, self._event(event[0], resource, event[1], as_table))
-                    last_sent = change.rv
-                position = change.rv
-            position = max(position, replay[-1].rv if replay else position)
-            bookmarks = _flag(request, "allowWatchBookmarks")
-            deadline = time.monotonic() + timeout_s
-            next_bookmark = self._next_bookmark(time.monotonic(), deadline)
-            while True:
-                now = time.monotonic()
-                if now >= deadline:
-                    break
-                if bookmarks and now >= next_bookmark:
-                    if position > last_sent:
-                        await self._send(response, self._bookmark(resource, position))
-                        last_sent = position
-                    next_bookmark = self._next_bookmark(time.monotonic(), deadline)
-                    continue
-                # Every change queued so far at once, as kube-apiserver hands a watcher its backlog: taken one
-                # by one through wait_for (three event-loop turns each, matching or not) a watch fell tens of
-                # seconds behind a busy store, and informers kept pods the server had deleted.
-                batch: list[Change | None] = []
-                if queue.empty():
-                    wait_s = min(deadline, next_bookmark) - now if bookmarks else deadline - now
-                    try:
-                        batch.append(await asyncio.wait_for(queue.get(), timeout=max(wait_s, 0.001)))
-                    except TimeoutError:
-                        continue
-                while not queue.empty():
-                    batch.append(queue.get_nowait())
-                for queued in batch:
-                    if queued is None:  # fault injection: drop the connection
-                        if request.transport is not None:
-                            request.transport.close()
-                        return response
-                    if queued.rv <= position:
-                        continue
-                    position = queued.rv
-                    event = self._filter(queued, resource, namespace, selection)
-                    if event is not None:
-                        await self._send(response, self._event(event[0], resource, event[1], as_table))
-                        last_sent = position
-            await response.write_eof()
+                await self._deliver(watcher, change)
+            if await self._follow(request, watcher, queue, time.monotonic() + timeout_s):
+                await response.write_eof()
             return response
         except ConnectionResetError:
-            return response_or_empty(locals().get("response"))  # the client went away: nothing to tell it
+            return response_or_empty(response)  # the client went away: nothing to tell it
         finally:
             store.unsubscribe(queue)
+
+    async def _follow(
+        self, request: web.Request, watcher: _Watcher, queue: asyncio.Queue[Change | None], deadline: float
+    ) -> bool:
+        """A watch's live part: each change as the store queues it, and bookmarks if asked for, until
+        `deadline` (True), or until fault injection drops the connection (False: nothing more to write)."""
+        bookmarks = _flag(request, "allowWatchBookmarks")
+        next_bookmark = self._next_bookmark(time.monotonic(), deadline)
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                return True
+            if bookmarks and now >= next_bookmark:
+                if watcher.position > watcher.last_sent:
+                    await self._send(watcher.response, self._bookmark(watcher.resource, watcher.position))
+                    watcher.last_sent = watcher.position
+                next_bookmark = self._next_bookmark(time.monotonic(), deadline)
+                continue
+            # Every change queued so far at once, as kube-apiserver hands a watcher its backlog: taken one
+            # by one through wait_for (three event-loop turns each, matching or not) a watch fell tens of
+            # seconds behind a busy store, and informers kept pods the server had deleted.
+            batch: list[Change | None] = []
+            if queue.empty():
+                wait_s = min(deadline, next_bookmark) - now if bookmarks else deadline - now
+                try:
+                    batch.append(await asyncio.wait_for(queue.get(), timeout=max(wait_s, 0.001)))
+                except TimeoutError:
+                    continue
+            while not queue.empty():
+                batch.append(queue.get_nowait())
+            for queued in batch:
+                if queued is None:  # fault injection: drop the connection
+                    if request.transport is not None:
+                        request.transport.close()
+                    return False
+                if queued.rv > watcher.position:
+                    await self._deliver(watcher, queued)
+
+    async def _deliver(self, watcher: _Watcher, change: Change) -> None:
+        """`change` to the watch if it matches what it watches; either way the watch has now seen it."""
+        watcher.position = change.rv
+        event = self._filter(change, watcher.resource, watcher.namespace, watcher.selection)
+        if event is not None:
+            type_, obj = event
+            await self._send(watcher.response, self._event(type_, watcher.resource, obj, watcher.as_table))
+            watcher.last_sent = change.rv
 
     def _next_bookmark(self, now: float, deadline: float) -> float:
         """When kube-apiserver's watch cache sends the next bookmark: every `bookmark_interval_s` (a
