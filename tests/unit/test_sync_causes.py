@@ -256,7 +256,7 @@ def test_recheck_at_is_the_moment_the_cause_appears() -> None:
 
 def test_ready_true_never_pending() -> None:
     drain = drain_causes(kpod(), knode(), now=NOW, opts=OPTS)
-    assert (drain.causes, drain.recheck_at) == ((), None)
+    assert (drain.causes, drain.recheck_at, drain.reason) == ((), None, "")  # no cause composes no reason
 
 
 def test_grace_is_configurable() -> None:

@@ -77,7 +77,7 @@ class Drain:
 
     causes: tuple[Cause, ...]  # in a stable order (drain_causes)
     recheck_at: float | None  # when a pending Ready grace period runs out
-    reason: str  # the Slurm reason the causes compose: `<owner_prefix><cause>; <cause>`, capped
+    reason: str  # the Slurm reason the causes compose: `<owner_prefix><cause>; <cause>`, capped ("": none)
 
 
 def drain_causes(
@@ -90,7 +90,7 @@ def drain_causes(
     held: str | None = None,
 ) -> Drain:
     """The drain causes in a stable order, when a pending Ready grace period runs out (else None), and the
-    reason they compose, capped at `opts.max_reason_bytes` (prefix included).
+    reason they compose, capped at `opts.max_reason_bytes` (prefix included; "" without a cause).
 
     Order: cordon, not-ready, configured conditions (in option order), drain annotation on the pod, then
     on the Node, terminating pod, scale-in, the scheduler's hold (`held`: its text, syncer/control/holds.py).
@@ -99,7 +99,8 @@ def drain_causes(
     """
     found, recheck_at = _found(pod, node, now=now, opts=opts, scale_in_of=scale_in_of, held=held)
     causes = tuple(Cause(kind, text) for kind, text in distinct(found, opts.max_reason_bytes))
-    reason = compose(opts.owner_prefix, [cause.text for cause in causes], opts.max_reason_bytes)
+    # most reconciles find no cause: nothing to compose then
+    reason = compose(opts.owner_prefix, [c.text for c in causes], opts.max_reason_bytes) if causes else ""
     return Drain(causes, recheck_at, reason)
 
 
