@@ -113,6 +113,13 @@ def pod_bound_on_node(binding: Binding, cache: KubeCache) -> tuple[str, ...] | N
     return tuple(sorted(names))
 
 
+def claim(name: str, cache: KubeCache) -> tuple[Binding, tuple[str, ...] | None]:
+    """All that a sync reconcile asks of the binding, in one call: the Slurm node's `resolve`d binding, and
+    the Slurm nodes bound through pods on its Node when that Node hosts several (`pod_bound_on_node`)."""
+    found = resolve(name, cache)
+    return found, pod_bound_on_node(found, cache)
+
+
 def node_slurm(
     binding: Binding, cache: KubeCache, slurm_nodes: Mapping[str, SlurmNode]
 ) -> list[tuple[str, SlurmNode | None]] | None:

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
+from syncer.model.slurm import SlurmNode
+
 HOLD_TAG: Final = "scheduler hold: "  # the drain cause's text starts so (after the owner prefix)
 SEPARATOR: Final = "; "  # between the causes of one drain reason (syncer/controllers/sync/reason.py)
 
@@ -59,6 +61,17 @@ class NodeHolds:
         if not holders:
             return None
         return holders[min(holders)]
+
+    def cause_of(self, name: str, slurm_node: SlurmNode | None, owner_prefix: str) -> str | None:
+        """The hold on Slurm node `name` as the sync engine's drain cause text. Until the scheduler has
+        settled, a drain of ours that reads as a hold (in `slurm_node`, as Slurm shows it now) is kept as it
+        is: a restart must not lift a hold still needed."""
+        held = self.get(name)
+        if held is not None:
+            return hold_text(held)
+        if self.settled or slurm_node is None:
+            return None
+        return held_in(slurm_node.reason, owner_prefix)
 
     def of(self, holder: str) -> frozenset[str]:
         """The nodes this holder holds."""

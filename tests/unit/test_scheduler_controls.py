@@ -20,6 +20,7 @@ from syncer.controllers.scheduler.options import (
     scheduler_name,
 )
 from syncer.controllers.scheduler.request import DEFAULT_GRES
+from syncer.model.slurm import SlurmNode
 
 WHY = "pod a/b still runs: Slurm job 7 was cancelled in Slurm"
 
@@ -66,6 +67,18 @@ def test_settling_tells_the_engine_about_held_looking_nodes_once() -> None:
 )
 def test_a_hold_is_read_back_from_a_drain_reason_of_ours(reason: str, found: str | None) -> None:
     assert held_in(reason, "k8s: ") == found
+
+
+def test_the_drain_cause_of_a_hold_is_the_holds_own_or_one_of_ours_kept_until_settled() -> None:
+    ours = SlurmNode(name="n1", state=frozenset({"IDLE", "DRAIN"}), reason=f"k8s: {hold_text('old')}")
+    settled = NodeHolds()
+    settled.hold("n1", "gang-a", WHY)
+    assert settled.cause_of("n1", ours, "k8s: ") == hold_text(WHY)  # the hold itself, whatever Slurm shows
+    assert settled.cause_of("n2", ours, "k8s: ") is None  # settled: a drain that reads as a hold is not one
+    starting = NodeHolds(settled=False)
+    assert starting.cause_of("n1", ours, "k8s: ") == hold_text("old")  # kept until the scheduler has planned
+    assert starting.cause_of("n1", None, "k8s: ") is None  # nothing read of Slurm: nothing to keep
+    assert starting.cause_of("n1", ours, "mine> ") is None  # not our drain
 
 
 def test_option_parsers_name_what_they_take() -> None:

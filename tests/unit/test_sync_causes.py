@@ -58,7 +58,7 @@ def causes_of(
     opts: SyncOptions = OPTS,
     held: str | None = None,
 ) -> tuple[Cause, ...]:
-    return drain_causes(pod, node, now=NOW, opts=opts, scale_in_of=scale_in_of, held=held)[0]
+    return drain_causes(pod, node, now=NOW, opts=opts, scale_in_of=scale_in_of, held=held).causes
 
 
 GPU_BAD = Condition(type="GpuUnhealthy", status="True", reason="XidError", message="Xid 79 on GPU 3")
@@ -240,22 +240,23 @@ def test_configured_ready_condition_does_not_duplicate_not_ready() -> None:
     ],
 )
 def test_recheck_at_when_ready_grace_is_pending(since: float, expected_recheck: float | None) -> None:
-    found, recheck_at = drain_causes(None, knode(conditions=(not_ready(since),)), now=NOW, opts=OPTS)
-    assert recheck_at == expected_recheck
-    assert bool(found) == (expected_recheck is None)
+    drain = drain_causes(None, knode(conditions=(not_ready(since),)), now=NOW, opts=OPTS)
+    assert drain.recheck_at == expected_recheck
+    assert bool(drain.causes) == (expected_recheck is None)
 
 
 def test_recheck_at_is_the_moment_the_cause_appears() -> None:
     node = knode(conditions=(not_ready(NOW - 10),))
-    _, recheck_at = drain_causes(None, node, now=NOW, opts=OPTS)
+    recheck_at = drain_causes(None, node, now=NOW, opts=OPTS).recheck_at
     assert recheck_at is not None
-    later, again = drain_causes(None, node, now=recheck_at, opts=OPTS)
-    assert [c.kind for c in later] == ["not-ready"]
-    assert again is None
+    later = drain_causes(None, node, now=recheck_at, opts=OPTS)
+    assert [c.kind for c in later.causes] == ["not-ready"]
+    assert later.recheck_at is None
 
 
 def test_ready_true_never_pending() -> None:
-    assert drain_causes(kpod(), knode(), now=NOW, opts=OPTS) == ((), None)
+    drain = drain_causes(kpod(), knode(), now=NOW, opts=OPTS)
+    assert (drain.causes, drain.recheck_at, drain.reason) == ((), None, "")  # no cause composes no reason
 
 
 def test_grace_is_configurable() -> None:
@@ -288,6 +289,6 @@ def test_cordon_reason_labels_are_configurable():
         unschedulable=True, labels={"example.com/why": "rack-7-power", NVSentinel.CORDON_REASON_LABEL: "x"}
     )
     opts = SyncOptions(cordon_reason_labels=("example.com/why",))
-    assert drain_causes(None, node, now=NOW, opts=opts)[0] == (Cause("cordon", "rack-7-power"),)
+    assert drain_causes(None, node, now=NOW, opts=opts).causes == (Cause("cordon", "rack-7-power"),)
     none = SyncOptions(cordon_reason_labels=())
-    assert drain_causes(None, node, now=NOW, opts=none)[0] == (Cause("cordon", "Node cordoned"),)
+    assert drain_causes(None, node, now=NOW, opts=none).causes == (Cause("cordon", "Node cordoned"),)

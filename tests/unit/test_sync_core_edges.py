@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 from syncer.controllers.nodeset.plan import member_name, plan, slurm_name
-from syncer.controllers.sync.causes import Cause, compose_reason, drain_causes
+from syncer.controllers.sync.causes import drain_causes
 from syncer.controllers.sync.options import SyncOptions
-from syncer.controllers.sync.reason import cap_utf8
+from syncer.controllers.sync.reason import cap_utf8, compose
 from syncer.model import Condition, KubeNode
 from syncer.model.keys import Keys
 from tests.unit.test_nodeset_plan import NS, make_spec, pod, run, slurm
@@ -20,8 +20,8 @@ def test_a_ready_transition_time_that_is_not_a_number_counts_as_long_ago() -> No
     for odd in (math.inf, math.nan):
         ready = Condition(type="Ready", status="False", reason="KubeletNotReady", last_transition_time=odd)
         node = KubeNode(name="k1", conditions=(ready,))
-        causes, recheck = drain_causes(None, node, now=NOW, opts=SyncOptions())
-        assert [c.kind for c in causes] == ["not-ready"] and recheck is None, (odd, causes)
+        drain = drain_causes(None, node, now=NOW, opts=SyncOptions())
+        assert [c.kind for c in drain.causes] == ["not-ready"] and drain.recheck_at is None, (odd, drain)
 
 
 def test_capping_a_text_with_a_lone_surrogate_never_raises() -> None:
@@ -32,7 +32,7 @@ def test_capping_a_text_with_a_lone_surrogate_never_raises() -> None:
 
 def test_a_cut_reason_keeps_a_trailing_capital_x() -> None:
     opts = SyncOptions(max_reason_bytes=20)
-    assert compose_reason([Cause("cordon", "X" * 100)], opts) == "k8s: " + "X" * 15
+    assert compose(opts.owner_prefix, ["X" * 100], opts.max_reason_bytes) == "k8s: " + "X" * 15
 
 
 def test_member_names_keep_a_trailing_capital_x() -> None:

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syncer.controllers.sync.causes import is_automatic, is_ours
+from syncer.controllers.sync.causes import is_automatic
 from syncer.controllers.sync.options import SyncOptions
-from syncer.controllers.sync.plan import Decision, EventSpec, SlurmAction, decide, drift
+from syncer.controllers.sync.plan import Decision, EventSpec, SlurmAction, decide, drift, is_ours
 from syncer.controllers.sync.reason import UNSAFE_CHARS
 from syncer.model import Condition, KubeNode, KubePod, SlurmNode
 from syncer.model.keys import Keys

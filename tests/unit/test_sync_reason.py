@@ -6,9 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from syncer.controllers.sync.causes import Cause, compose_reason, is_ours
+from syncer.controllers.sync.causes import Cause
 from syncer.controllers.sync.options import SyncOptions
-from syncer.controllers.sync.reason import UNSAFE_CHARS, cap_utf8, sanitise, sanitise_capped
+from syncer.controllers.sync.plan import is_ours
+from syncer.controllers.sync.reason import UNSAFE_CHARS, cap_utf8, compose, sanitise, sanitise_capped
 
 OPTS = SyncOptions()
 OTHER_OPTS = SyncOptions(owner_prefix="mine> ")
@@ -18,6 +19,11 @@ ANY_TEXT = st.text(alphabet=st.characters(exclude_categories=()), max_size=400)
 
 def cause(text: str) -> Cause:
     return Cause("cordon", text)
+
+
+def composed(causes: list[Cause], opts: SyncOptions) -> str:
+    """The Slurm reason these causes compose (as `drain_causes` composes it)."""
+    return compose(opts.owner_prefix, [c.text for c in causes], opts.max_reason_bytes)
 
 
 @pytest.mark.parametrize(
@@ -45,20 +51,20 @@ def test_sanitise(raw: str, clean: str) -> None:
 
 
 def test_compose_joins_causes_after_the_owner_prefix() -> None:
-    assert compose_reason([cause("Node cordoned"), cause("(Ready: KubeletNotReady)")], OTHER_OPTS) == (
+    assert composed([cause("Node cordoned"), cause("(Ready: KubeletNotReady)")], OTHER_OPTS) == (
         "mine> Node cordoned; (Ready: KubeletNotReady)"
     )
-    assert compose_reason([cause("a"), cause("b")], OPTS) == "k8s: a; b"
+    assert composed([cause("a"), cause("b")], OPTS) == "k8s: a; b"
 
 
 def test_compose_sanitises_cause_texts_and_skips_empty_ones() -> None:
-    assert compose_reason([cause("a\nb"), cause(" \t "), cause("c")], OPTS) == "k8s: a b; c"
+    assert composed([cause("a\nb"), cause(" \t "), cause("c")], OPTS) == "k8s: a b; c"
 
 
 @pytest.mark.parametrize("max_bytes", [6, 7, 8, 9, 10, 11, 12, 64, 256])
 def test_compose_caps_bytes_without_splitting_characters(max_bytes: int) -> None:
     opts = SyncOptions(max_reason_bytes=max_bytes)
-    reason = compose_reason([cause("日本語🚀" * 100)], opts)
+    reason = composed([cause("日本語🚀" * 100)], opts)
     assert len(reason.encode()) <= max_bytes
     assert reason.startswith("k8s: ")
     assert ("k8s: " + "日本語🚀" * 100).startswith(reason)  # a clean prefix: no broken character
@@ -66,7 +72,7 @@ def test_compose_caps_bytes_without_splitting_characters(max_bytes: int) -> None
 
 def test_one_megabyte_of_hostile_text_is_capped() -> None:
     hostile = ("\x00\n\t\x1b" + "ä" * 7 + "🚀\u202e") * 80_000  # > 1 MB
-    reason = compose_reason([cause(hostile), cause("second")], OPTS)
+    reason = composed([cause(hostile), cause("second")], OPTS)
     assert len(reason.encode()) <= 256
     assert not UNSAFE_CHARS.search(reason)
     reason.encode("utf-8")  # strict: no surrogates, nothing split
@@ -74,7 +80,7 @@ def test_one_megabyte_of_hostile_text_is_capped() -> None:
 
 def test_cut_does_not_leave_a_dangling_separator() -> None:
     opts = SyncOptions(max_reason_bytes=12)
-    assert compose_reason([cause("abcde"), cause("fghij")], opts) == "k8s: abcde"
+    assert composed([cause("abcde"), cause("fghij")], opts) == "k8s: abcde"
 
 
 def test_is_ours() -> None:
@@ -112,11 +118,11 @@ def test_options_refuse_nonsense(kwargs: dict[str, object]) -> None:
 @given(st.lists(ANY_TEXT, max_size=6), st.integers(min_value=6, max_value=300))
 def test_compose_never_exceeds_cap_nor_carries_controls(texts: list[str], max_bytes: int) -> None:
     opts = SyncOptions(max_reason_bytes=max_bytes)
-    reason = compose_reason([cause(text) for text in texts], opts)
+    reason = composed([cause(text) for text in texts], opts)
     assert len(reason.encode("utf-8")) <= max_bytes  # strict encode: would raise on a surrogate
     assert is_ours(reason, opts)
     assert not UNSAFE_CHARS.search(reason)
-    assert compose_reason([cause(text) for text in texts], opts) == reason  # deterministic
+    assert composed([cause(text) for text in texts], opts) == reason  # deterministic
 
 
 @given(ANY_TEXT)

@@ -4,17 +4,19 @@
   cordon_on_slurm_drain=False, max_reason_bytes=256)`: frozen; refuses an empty/control-laden prefix
   or a cap without room after it.
 - `reason`: `sanitise(text) -> str` (controls incl. newlines/tabs, bidi overrides, lone surrogates -> space,
-  whitespace collapsed, stripped); `compose_reason(causes, opts) -> str` (`<prefix><cause>; <cause>`,
-  capped in UTF-8 bytes, prefix included, never splitting a character); `is_ours(reason, opts) -> bool`;
-  `cap_utf8(text, max_bytes) -> str`; `sanitise_capped(text, max_bytes) -> str` (both at once, fast on
-  megabytes); `UNSAFE_CHARS` (the pattern sanitise replaces).
+  whitespace collapsed, stripped); `cap_utf8(text, max_bytes) -> str`; `sanitise_capped(text, max_bytes)
+  -> str` (both at once, fast on megabytes); `distinct(found, max_bytes)` (each (key, raw, fallback) text
+  sanitised and capped, none twice); `compose(prefix, texts, max_bytes) -> str` (`<prefix><text>; <text>`,
+  capped in UTF-8 bytes, prefix included, never splitting a character); `UNSAFE_CHARS` (the pattern
+  sanitise replaces).
 - `causes`: `Cause(kind, text)` with kinds `cordon`, `not-ready`, `condition`, `drain-annotation`,
-  `terminating`, `scale-in`; `drain_causes(pod, node, *, now, opts, scale_in_of=None) -> (causes, recheck_at)`
-  (stable order; `recheck_at` = when a pending Ready grace period ends, else None); `condition_text(cond)`;
+  `terminating`, `scale-in`, `scheduler-hold`; `drain_causes(pod, node, *, now, opts, scale_in_of=None,
+  held=None) -> Drain(causes, recheck_at, reason)` (stable order; `recheck_at` = when a pending Ready grace
+  period ends, else None; `reason` = the Slurm reason they compose); `condition_text(cond)`;
   `is_automatic(causes)` (every cause in `AUTOMATIC` = not-ready, condition: the valve may hold it back;
   any `EXPLICIT` cause makes the drain an intent the valve never holds nor counts).
-- `decide`: `decide(slurm, pod, node, *, now, opts, slurm_fresh, scale_in_of=None, node_slurm=None)
-  -> Decision` with
+- `plan`: `decide(slurm, pod, node, *, now, opts, slurm_fresh, scale_in_of=None, node_slurm=None,
+  held=None) -> Decision` (it asks `drain_causes` once) with
   `slurm_action: SlurmAction(kind "drain"|"undrain", reason, redrain=False) | None`, `annotations`
   (changes only, None deletes) on `annotations_on` ("pod"|"node"|None), `pod_conditions`, `node_conditions`,
   `cordon` ("cordon"|"uncordon"|None), `events: tuple[EventSpec(reason, message, type, on), ...]`, `causes`,
@@ -22,7 +24,8 @@
   node_slurm=None) -> bool`. `node_slurm`: [(Slurm name, SlurmNode | None)] of every bound slurmd pod on
   `node` when it hosts several; the Node's conditions then come from all of them through
   `shared_node_conditions(members, *, slurm_fresh) -> (drained, healthy) | None` (None: leave them).
-  Event and condition reason names are constants in `decide` (EVENT_*, DRAINED, ...).
+  Event and condition reason names are constants in `plan` (EVENT_*, DRAINED, ...); `is_ours(reason, opts)`
+  (a reason the syncer wrote).
 - `valve.DrainValve(max_fraction=0.10, window_s=60.0, min_nodes=3)`: `admit(key, now, bound_nodes) -> bool`
   (automatic drains only), `tick(now, bound_nodes=None) -> bool` (lets it close while idle), `reset()`,
   `forget(key)` (drained explicitly meanwhile), `threshold(bound_nodes)` = max(min_nodes,

@@ -1,14 +1,14 @@
-"""Kubernetes -> Slurm: why a bound Slurm node should be drained, recomputed from current state."""
+"""Kubernetes -> Slurm: why a bound Slurm node should be drained, recomputed from current state, and the
+Slurm reason those causes compose: found here in order, their texts cleaned and composed by reason.py."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
 from syncer.controllers.sync.options import SyncOptions
-from syncer.controllers.sync.reason import SEPARATOR, cap_utf8, sanitise, sanitise_capped
+from syncer.controllers.sync.reason import compose, distinct
 from syncer.model import Condition, KubeNode, KubePod
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
 
@@ -71,6 +71,15 @@ def cordon_note(node: KubeNode, opts: SyncOptions) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class Drain:
+    """The drain side of one decision: what `decide` asks of this module, in one call."""
+
+    causes: tuple[Cause, ...]  # in a stable order (drain_causes)
+    recheck_at: float | None  # when a pending Ready grace period runs out
+    reason: str  # the Slurm reason the causes compose: `<owner_prefix><cause>; <cause>`, capped ("": none)
+
+
 def drain_causes(
     pod: KubePod | None,
     node: KubeNode | None,
@@ -79,64 +88,60 @@ def drain_causes(
     opts: SyncOptions,
     scale_in_of: str | None = None,
     held: str | None = None,
-) -> tuple[tuple[Cause, ...], float | None]:
-    """The drain causes in a stable order, and when a pending Ready grace period runs out (else None).
+) -> Drain:
+    """The drain causes in a stable order, when a pending Ready grace period runs out (else None), and the
+    reason they compose, capped at `opts.max_reason_bytes` (prefix included; "" without a cause).
 
     Order: cordon, not-ready, configured conditions (in option order), drain annotation on the pod, then
     on the Node, terminating pod, scale-in, the scheduler's hold (`held`: its text, syncer/control/holds.py).
-    A text already present is not repeated.
+    Each text is sanitised and capped too (a 1 MB annotation must not travel into logs or the Decision); a
+    text already present is not repeated.
     """
-    found: list[Cause] = []
+    found, recheck_at = _found(pod, node, now=now, opts=opts, scale_in_of=scale_in_of, held=held)
+    causes = tuple(Cause(kind, text) for kind, text in distinct(found, opts.max_reason_bytes))
+    # most reconciles find no cause: nothing to compose then
+    reason = compose(opts.owner_prefix, [c.text for c in causes], opts.max_reason_bytes) if causes else ""
+    return Drain(causes, recheck_at, reason)
+
+
+def _found(
+    pod: KubePod | None,
+    node: KubeNode | None,
+    *,
+    now: float,
+    opts: SyncOptions,
+    scale_in_of: str | None,
+    held: str | None,
+) -> tuple[list[tuple[str, str, str | None]], float | None]:
+    """Each cause that holds, in order, as (kind, raw text, the text standing in where nothing is left of the
+    raw one once sanitised), and when a pending Ready grace period runs out."""
+    found: list[tuple[str, str, str | None]] = []
     recheck_at: float | None = None
-
-    def add(kind: str, raw: str) -> None:
-        # Each text is capped too: a 1 MB annotation must not travel into logs or the Decision.
-        text = sanitise_capped(raw, opts.max_reason_bytes)
-        if text and all(other.text != text for other in found):  # the same text twice adds nothing
-            found.append(Cause(kind, text))
-
     if node is not None:
         # Our own echo of a Slurm drain is not a Kubernetes-side cause (no feedback loop).
         if node.unschedulable and node.annotations.get(Keys.CORDONED_BY) != CORDONED_BY_SLURM:
-            raw = cordon_note(node, opts)
-            note = sanitise_capped(raw, opts.max_reason_bytes)
-            add(CORDON, note or CORDON_TEXT)
+            found.append((CORDON, cordon_note(node, opts), CORDON_TEXT))
         ready = node.condition("Ready") or MISSING_READY
         if ready.status != "True":
             since = ready.last_transition_time if math.isfinite(ready.last_transition_time) else 0.0
             due = since + opts.ready_grace_s
             if now >= due:
-                add(NOT_READY, condition_text(ready))
+                found.append((NOT_READY, condition_text(ready), None))
             else:
                 recheck_at = due
         for type_, status in opts.drain_on_conditions:
             cond = node.condition(type_)
             if cond is not None and cond.status == status:
-                add(CONDITION, condition_text(cond))
+                found.append((CONDITION, condition_text(cond), None))
     for holder in (pod, node):
         if holder is not None and Keys.DRAIN_REQUEST in holder.annotations:
-            request = sanitise_capped(holder.annotations[Keys.DRAIN_REQUEST], opts.max_reason_bytes)
-            add(DRAIN_ANNOTATION, request or DEFAULT_DRAIN_TEXT)
-    if pod is not None and pod.terminating:
-        add(TERMINATING, f"pod {pod.namespace}/{pod.name} terminating")
+            found.append((DRAIN_ANNOTATION, holder.annotations[Keys.DRAIN_REQUEST], DEFAULT_DRAIN_TEXT))
+    # a pod deleted by a power-managed NodeSet because Slurm powered the node down: a drain would only keep
+    # Slurm from powering it up again
+    if pod is not None and pod.terminating and Keys.POWER_DOWN not in pod.annotations:
+        found.append((TERMINATING, f"pod {pod.namespace}/{pod.name} terminating", None))
     if scale_in_of is not None:
-        add(SCALE_IN, f"scale-in of NodeSet {scale_in_of}")
+        found.append((SCALE_IN, f"scale-in of NodeSet {scale_in_of}", None))
     if held is not None:
-        add(SCHEDULER_HOLD, held)
-    return tuple(found), recheck_at
-
-
-def compose_reason(causes: Iterable[Cause], opts: SyncOptions) -> str:
-    """`<owner_prefix><cause>; <cause>`, sanitised and capped at `opts.max_reason_bytes` (prefix included)."""
-    texts = [text for text in (sanitise(cause.text) for cause in causes) if text]
-    full = opts.owner_prefix + SEPARATOR.join(texts)
-    reason = cap_utf8(full, opts.max_reason_bytes)
-    if len(reason) == len(full):
-        return full
-    # A cut may end in a space or a dangling separator; drop it so the text reads cleanly.
-    return opts.owner_prefix + reason[len(opts.owner_prefix) :].rstrip(" ;")
-
-
-def is_ours(reason: str, opts: SyncOptions) -> bool:
-    """A reason the syncer wrote (and so may change or clear)."""
-    return reason.startswith(opts.owner_prefix)
+        found.append((SCHEDULER_HOLD, held, None))
+    return found, recheck_at

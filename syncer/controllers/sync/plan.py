@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from syncer.controllers.sync.causes import TERMINATING, Cause, compose_reason, drain_causes, is_ours
+from syncer.controllers.sync.causes import Cause, Drain, drain_causes
 from syncer.controllers.sync.options import SyncOptions
 from syncer.controllers.sync.reason import sanitise_capped
 from syncer.model import Condition, KubeNode, KubePod, SlurmNode
@@ -114,30 +114,35 @@ def has_drain(slurm: SlurmNode) -> bool:
     return bool(slurm.state & DRAIN_FLAGS)
 
 
+def is_ours(reason: str, opts: SyncOptions) -> bool:
+    """A reason the syncer wrote (and so may change or clear)."""
+    return reason.startswith(opts.owner_prefix)
+
+
 def _message(text: str) -> str:
     return sanitise_capped(text, MAX_MESSAGE_BYTES)
 
 
 def slurm_action(
-    slurm: SlurmNode | None, causes: tuple[Cause, ...], *, opts: SyncOptions, slurm_fresh: bool
+    slurm: SlurmNode | None, drain: Drain, *, opts: SyncOptions, slurm_fresh: bool
 ) -> SlurmAction | None:
-    """Kubernetes -> Slurm for a bound node (the caller checks binding)."""
+    """Kubernetes -> Slurm for a bound node (the caller checks binding): `drain.reason` is what its causes
+    ask for."""
     if slurm is None:
         return None
     ours = is_ours(slurm.reason, opts)
     if has_drain(slurm):
         if not ours:
             return None  # an admin's or health check's drain (or one without reason) wins
-        if causes:
-            wanted = compose_reason(causes, opts)
-            return None if slurm.reason == wanted else SlurmAction("drain", wanted, redrain=True)
+        if drain.causes:
+            return None if slurm.reason == drain.reason else SlurmAction("drain", drain.reason, redrain=True)
         # Fail closed: stale data may hide a cause that still holds.
         return SlurmAction("undrain", slurm.reason) if slurm_fresh else None
-    if not causes:
+    if not drain.causes:
         return None
     if slurm.reason and not ours:
         return None  # e.g. DOWN with an admin's reason: never overwritten; drained once it is cleared
-    return SlurmAction("drain", compose_reason(causes, opts))
+    return SlurmAction("drain", drain.reason)
 
 
 def desired_annotations(slurm: SlurmNode) -> dict[str, str | None]:
@@ -354,11 +359,7 @@ def decide(
     one included; the Node's conditions then come from all of them (`shared_node_conditions`).
     `held`: the scheduler's hold on this node (syncer/control/holds.py), a drain cause.
     """
-    causes, recheck_at = drain_causes(pod, node, now=now, opts=opts, scale_in_of=scale_in_of, held=held)
-    if pod is not None and Keys.POWER_DOWN in pod.annotations:
-        # deleted by a power-managed NodeSet because Slurm powered the node down: a drain would only keep
-        # Slurm from powering it up again
-        causes = tuple(c for c in causes if c.kind != TERMINATING)
+    drain = drain_causes(pod, node, now=now, opts=opts, scale_in_of=scale_in_of, held=held)
     holder: KubePod | KubeNode
     on: Target
     if pod is not None:
@@ -366,8 +367,8 @@ def decide(
     elif node is not None:
         holder, on = node, "node"
     else:
-        return Decision(causes=causes, recheck_at=recheck_at)
-    action = slurm_action(slurm, causes, opts=opts, slurm_fresh=slurm_fresh)
+        return Decision(causes=drain.causes, recheck_at=drain.recheck_at)
+    action = slurm_action(slurm, drain, opts=opts, slurm_fresh=slurm_fresh)
     annotations: dict[str, str | None] = {}
     pod_conditions: tuple[Condition, ...] = ()
     node_conditions: tuple[Condition, ...] = ()
@@ -397,8 +398,8 @@ def decide(
         node_conditions=node_conditions,
         cordon=cordon,
         events=tuple(events),
-        causes=causes,
-        recheck_at=recheck_at,
+        causes=drain.causes,
+        recheck_at=drain.recheck_at,
     )
 
 

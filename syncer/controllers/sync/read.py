@@ -12,9 +12,8 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, replace
 
-from syncer.control.binding import Binding, node_slurm, resolve
+from syncer.control.binding import Binding, claim
 from syncer.control.context import ControllerContext
-from syncer.control.holds import held_in, hold_text
 from syncer.controllers.sync.written import WrittenAnnotations, WrittenSlurm
 from syncer.model.slurm import SlurmNode
 from syncer.slurm.errors import SlurmError
@@ -57,7 +56,10 @@ class Reader:
             return await self.context.slurm.get_node(name)
 
     async def read_node(self, name: str) -> Reading:
-        binding = self.binding(name)
+        """One ordered pass: the binding (our own recent writes laid over it), the Slurm side (read once from
+        slurmrestd since our own write while its echo is owed), what other controllers say of the node, and
+        the Slurm nodes of the others on a Node several slurmd pods share."""
+        binding, sharing = self._kube_side(name)
         if not binding.bound:
             return Reading(binding)
         now = self.context.clock()
@@ -75,56 +77,44 @@ class Reader:
                 slurm_node = read_after
             else:
                 with contextlib.suppress(SlurmError):
-                    slurm_node = read_now = await self.fresh(name)
+                    async with self.fresh_reads:
+                        slurm_node = read_now = await self.context.slurm.get_node(name)
                     self.slurm_writes.read_after_write[name] = slurm_node
+        # what other controllers say of it: the NodeSet scaling it in, the scheduler's hold (drain causes)
+        scale_in = self.context.scale_in.get(name)
+        held = self.context.holds.cause_of(name, slurm_node, self.context.owner_prefix)
+        # the Node's conditions are decided from all its Slurm nodes, so that each of their reconciles writes
+        # the same: this node's own data as read above, the others' from the Slurm cache
+        node_slurm = (
+            None
+            if sharing is None
+            else [(n, slurm_node if n == name else cache.nodes.get(n)) for n in sharing]
+        )
         return Reading(
-            binding, now, slurm_node, fresh, owed, read_now, self._node_slurm(binding, slurm_node),
-            self._scale_in_of(name), self._held_of(name, slurm_node),
+            binding, now, slurm_node, fresh, owed, read_now, node_slurm,
+            scale_in.name if scale_in is not None else None, held,
         )  # fmt: skip
 
     def again(self, name: str, slurm_node: SlurmNode | None) -> Reading:
         """Kubernetes as the cache shows it now, beside `slurm_node` as just read from slurmrestd: for the
         Slurm action decided again before it is sent (the Node's other Slurm nodes are not read: they
         decide its conditions only)."""
-        binding = self.binding(name)
+        binding, _sharing = self._kube_side(name)
         if not binding.bound:
             return Reading(binding)
+        scale_in = self.context.scale_in.get(name)
+        held = self.context.holds.cause_of(name, slurm_node, self.context.owner_prefix)
         return Reading(
-            binding, self.context.clock(), slurm_node, fresh=True, scale_in=self._scale_in_of(name),
-            held=self._held_of(name, slurm_node),
+            binding, self.context.clock(), slurm_node, fresh=True,
+            scale_in=scale_in.name if scale_in is not None else None, held=held,
         )  # fmt: skip
 
-    def binding(self, name: str) -> Binding:
-        """The node's Kubernetes objects as the cache shows them now, with our own recent writes laid over."""
-        found = resolve(name, self.context.kube_cache)
+    def _kube_side(self, name: str) -> tuple[Binding, tuple[str, ...] | None]:
+        """The node's Kubernetes objects as the cache shows them now, with our own recent writes laid over,
+        and the Slurm nodes sharing its Node (`claim`)."""
+        found, sharing = claim(name, self.context.kube_cache)
         if not found.bound:
-            return found
-        return replace(found, pod=self.written.overlay(found.pod), node=self.written.overlay(found.node))
-
-    def _scale_in_of(self, slurm_name: str) -> str | None:
-        """The name of the NodeSet scaling this node in, for the drain reason's text."""
-        owner = self.context.scale_in.get(slurm_name)
-        return owner.name if owner is not None else None
-
-    def _held_of(self, slurm_name: str, slurm_node: SlurmNode | None) -> str | None:
-        """The scheduler's hold on this node, as the drain cause's text. Until the scheduler has planned
-        every gang once after a start, a drain of ours that reads as a hold is kept as it is: a restart
-        must not lift a hold still needed (syncer/control/holds.py)."""
-        holds = self.context.holds
-        reason = holds.get(slurm_name)
-        if reason is not None:
-            return hold_text(reason)
-        if holds.settled or slurm_node is None:
-            return None
-        return held_in(slurm_node.reason, self.context.owner_prefix)
-
-    def _node_slurm(
-        self, binding: Binding, slurm_node: SlurmNode | None
-    ) -> list[tuple[str, SlurmNode | None]] | None:
-        """The Slurm nodes of every bound slurmd pod on this one's Kubernetes Node, when there are several:
-        the Node's conditions are decided from all of them, so that each of their reconciles writes the same
-        (this node's own data as read for this reconcile, the others' from the Slurm cache)."""
-        members = node_slurm(binding, self.context.kube_cache, self.context.slurm_cache.nodes)
-        if members is None:
-            return None
-        return [(n, slurm_node if n == binding.slurm_name else found) for n, found in members]
+            return found, sharing
+        return replace(
+            found, pod=self.written.overlay(found.pod), node=self.written.overlay(found.node)
+        ), sharing

@@ -1,13 +1,17 @@
-"""Drain reason text: sanitised and capped in UTF-8 bytes (no project imports: options and causes use it)."""
+"""Drain reason text: each cause's text sanitised and capped in UTF-8 bytes, none twice, then composed into
+one Slurm reason (no project imports: options, causes and the decision's messages use it)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from typing import TypeVar
 
 # C0/C1 controls (newlines and tabs too), line/paragraph separators, bidi overrides that could make a
 # reason read differently in `sinfo` than it is, and lone surrogates (not encodable in UTF-8).
 UNSAFE_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 SEPARATOR = "; "
+K = TypeVar("K")
 
 
 def sanitise(text: str) -> str:
@@ -35,3 +39,29 @@ def sanitise_capped(text: str, max_bytes: int) -> str:
         if chars >= len(text) or len(clean.encode("utf-8")) >= max_bytes:
             return cap_utf8(clean, max_bytes)
         chars *= 4
+
+
+def distinct(found: Iterable[tuple[K, str, str | None]], max_bytes: int) -> list[tuple[K, str]]:
+    """(key, text) for each (key, raw text, fallback) in order: the text sanitised and capped (where nothing
+    is left of it, the `fallback`, when there is one, sanitised and capped too); an empty text, or one
+    already taken, is left out (the same text twice adds nothing to a reason)."""
+    taken: list[tuple[K, str]] = []
+    for key, raw, fallback in found:
+        text = sanitise_capped(raw, max_bytes)
+        if fallback is not None:
+            text = sanitise_capped(text or fallback, max_bytes)
+        if text and all(other != text for _key, other in taken):
+            taken.append((key, text))
+    return taken
+
+
+def compose(prefix: str, texts: Iterable[str], max_bytes: int) -> str:
+    """`<prefix><text>; <text>`, each text sanitised (empty ones left out), capped at `max_bytes` (prefix
+    included)."""
+    kept = [text for text in (sanitise(text) for text in texts) if text]
+    full = prefix + SEPARATOR.join(kept)
+    reason = cap_utf8(full, max_bytes)
+    if len(reason) == len(full):
+        return full
+    # A cut may end in a space or a dangling separator; drop it so the text reads cleanly.
+    return prefix + reason[len(prefix) :].rstrip(" ;")

@@ -20,6 +20,9 @@ from syncer.model.keys import Keys
 log = structlog.get_logger("syncer.controllers.sync")
 
 
+Warning = tuple[ObjectRef, str, str]  # where, the Event's reason, its message
+
+
 @dataclass(frozen=True)
 class Reported:
     decide: bool = True  # False: a conflict, or no binding: nothing to decide
@@ -34,47 +37,53 @@ class Reports:
         self._missing_since: dict[str, float] = {}
 
     async def report(self, reading: Reading) -> Reported:
+        """Whether to decide, and the Warnings to record first (each once, while its state lasts)."""
+        warnings, reported = self._judged(reading)
+        for ref, reason, message in warnings:
+            await self.context.events.record(ref, "Warning", reason, message)
+        return reported
+
+    def _judged(self, reading: Reading) -> tuple[list[Warning], Reported]:
         binding = reading.binding
         name = binding.slurm_name
         if binding.conflict:
-            await self._conflict(binding)
-            return Reported(decide=False)
+            return self._conflict(binding), Reported(decide=False)
         self.stats.conflicts.discard(name)
         if not binding.bound:
             self.forget_missing(name)
-            return Reported(decide=False)
+            return [], Reported(decide=False)
         if reading.fresh and reading.slurm_node is None and not reading.echo_owed:
-            return Reported(look_again_s=await self._missing(binding))
+            warnings, look_again_s = self._missing(binding)
+            return warnings, Reported(look_again_s=look_again_s)
         self.forget_missing(name)
-        return Reported()
+        return [], Reported()
 
-    async def _conflict(self, binding: Binding) -> None:
+    def _conflict(self, binding: Binding) -> list[Warning]:
+        """A Warning on every pod and Node that claims the name, when the conflict is first seen."""
         name = binding.slurm_name
         if name in self.stats.conflicts:
-            return
+            return []
         self.stats.conflicts.add(name)
         log.warning("conflicting bindings: Slurm node left alone", slurm_node=name, conflict=binding.conflict)
         cache = self.context.kube_cache
-        # a Warning on every pod and Node that claims it
         refs = [ObjectRef.pod(p.namespace, p.name, p.uid) for p in cache.pods_for(name)]
         refs += [ObjectRef.node(n.name) for n in cache.nodes_for(name)]
-        for ref in refs:
-            await self.context.events.record(ref, "Warning", "SlurmBindingConflict", binding.conflict)
+        return [(ref, "SlurmBindingConflict", binding.conflict) for ref in refs]
 
-    async def _missing(self, binding: Binding) -> float | None:
+    def _missing(self, binding: Binding) -> tuple[list[Warning], float | None]:
         """A label naming a Slurm node that Slurm does not know is reported once it has lasted
         `missing_grace_s` with slurmd's pod running: slurmd registers a dynamic node only after its pod has
-        started. Returns when to look again, if the grace runs."""
+        started. Returns the Warning to record, and when to look again if the grace runs."""
         name, pod = binding.slurm_name, binding.pod
         if pod is not None and (pod.phase != "Running" or pod.terminating):
             self.forget_missing(name)
-            return None
+            return [], None
         first = self._missing_since.setdefault(name, time.monotonic())
         waited = time.monotonic() - first
         if waited < self.missing_grace_s:
-            return self.missing_grace_s - waited + 0.05
+            return [], self.missing_grace_s - waited + 0.05
         if name in self.stats.missing:
-            return None
+            return [], None
         self.stats.missing.add(name)
         labels = pod.labels if pod is not None else {}
         label = next(
@@ -92,9 +101,7 @@ class Reports:
             node=binding.node.name if binding.node else None,
         )
         ref = binding.ref("pod")
-        if ref is not None:
-            await self.context.events.record(ref, "Warning", "SlurmNodeNotFound", message)
-        return None
+        return ([(ref, "SlurmNodeNotFound", message)] if ref is not None else []), None
 
     def forget_missing(self, name: str) -> None:
         self._missing_since.pop(name, None)
