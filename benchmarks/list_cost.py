@@ -14,6 +14,9 @@ Real Slurm sandbox with `--nodes` CLOUD nodes. Three parts, one after another:
   in that list? Tells which drains a list in flight can still bring.
 - **single**: `GET /node/{name}` and a node update (a comment) one after another, alone, then while one list
   and while two lists run back to back: p50 / p99 / max of each.
+
+`--relay` sends every request through the wire relay the other benchmarks put in front of slurmrestd
+(benchmarks/wire.py, in this process); `--parts single` runs only the last part.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo root
 from benchmarks.power import percentile, uptime
 from benchmarks.run import cpu_seconds, machine_reference_s
+from benchmarks.wire import WireCounter
 from syncer.testing.sandbox import Sandbox, up
 
 RPC = re.compile(r"^\s*(REQUEST_\w+)\s+\(\s*\d+\)\s+count:(\d+)\s+ave_time:\d+\s+total_time:(\d+)", re.M)
@@ -59,8 +63,9 @@ class Got:
 
 
 class Rest:
-    def __init__(self, sandbox: Sandbox) -> None:
+    def __init__(self, sandbox: Sandbox, base: str = "") -> None:
         self.sandbox = sandbox
+        self.base = base or sandbox.rest_url  # slurmrestd, or the benchmarks' wire relay in front of it
         self.headers = {"X-SLURM-USER-TOKEN": sandbox.token_file.read_text().strip()}
         self.newest = sandbox.release.newest_api_version
         self.sessions: list[aiohttp.ClientSession] = []
@@ -72,7 +77,7 @@ class Rest:
         return session
 
     def url(self, path: str, version: str | None = None) -> str:
-        return f"{self.sandbox.rest_url}/slurm/{version or self.newest}{path}"
+        return f"{self.base}/slurm/{version or self.newest}{path}"
 
     async def timed_get(self, session: aiohttp.ClientSession, url: str) -> Got:
         started = time.perf_counter()
@@ -223,28 +228,38 @@ async def timed(label: str, step: Callable[[], Awaitable[Any]]) -> Any:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-listcost-") as tmp:
         sandbox = up(Path(tmp) / "slurm", nodes=args.nodes, slurm=args.slurm)
-        rest = Rest(sandbox)
         try:
-            results: dict[str, Any] = {
-                "slurm": sandbox.slurm_version,
-                "nodes": args.nodes,
-                "load_before": uptime(),
-                "machine_reference_s": round(machine_reference_s(), 3),
-            }
-            names = sandbox.node_names[1:]
-            await rest.timed_get(rest.session(), rest.url("/nodes/"))  # warm: the first list loads plugins
+            async with WireCounter(sandbox.rest_url) as wire:
+                return await measure(args, Rest(sandbox, wire.url if args.relay else ""))
+        finally:
+            sandbox.down()
+
+
+async def measure(args: argparse.Namespace, rest: Rest) -> dict[str, Any]:
+    try:
+        results: dict[str, Any] = {
+            "slurm": rest.sandbox.slurm_version,
+            "nodes": args.nodes,
+            "through_the_wire_relay": args.relay,
+            "load_before": uptime(),
+            "machine_reference_s": round(machine_reference_s(), 3),
+        }
+        names = rest.sandbox.node_names[1:]
+        await rest.timed_get(rest.session(), rest.url("/nodes/"))  # warm: the first list loads plugins
+        if "variants" in args.parts:
             results["variants"] = await timed("variants", lambda: variants(rest, args.lists))
+        if "when" in args.parts:
             delays = [d for d in (0.0, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.3) for _ in range(args.repeats)]
             results["when"] = await timed("when", lambda: when(rest, names[:50], delays))
+        if "single" in args.parts:
             results["single"] = []
             for flights in (0, 1, 2):
                 step = functools.partial(single, rest, names[-1], args.singles, flights)
                 results["single"].append(await timed(f"single, {flights} lists", step))
-            results["load_after"] = uptime()
-            return results
-        finally:
-            await rest.close()
-            sandbox.down()
+        results["load_after"] = uptime()
+        return results
+    finally:
+        await rest.close()
 
 
 def main() -> int:
@@ -254,6 +269,8 @@ def main() -> int:
     parser.add_argument("--lists", type=int, default=4, help="lists per variant")
     parser.add_argument("--repeats", type=int, default=3, help="drains per delay")
     parser.add_argument("--singles", type=int, default=200, help="single reads and updates per case")
+    parser.add_argument("--relay", action="store_true", help="through the wire relay of benchmarks/run.py")
+    parser.add_argument("--parts", nargs="+", default=["variants", "when", "single"])
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     results = asyncio.run(run(args))
