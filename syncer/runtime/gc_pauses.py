@@ -1,11 +1,12 @@
 """Keep the cyclic garbage collector's full passes short: what survives one is frozen until the next thaw.
 
 A full (generation 2) pass of CPython's collector walks every tracked object and holds the event loop the
-whole time. At 10,000 nodes the caches hold enough of them that a full pass took 240-440 ms on this 2-core
-machine at load 4-6 (benchmarks/RESULTS.md, issue 47), several a minute while lists and Kubernetes events
-come in: a cordon or a drain's mirror write caught behind one waits for all of it. The caches' objects
-(pods, Nodes, Slurm nodes) form no cycles and are freed by reference counting when replaced, frozen or
-not; a full pass only needs to look at what became long-lived since the last one.
+whole time. At 10,000 nodes the caches hold enough of them that a full pass took 78-243 ms on this 2-core
+machine at load ~2 and 240-440 ms at load 4-7 (benchmarks/RESULTS.md, issue 47), one or more a minute while
+lists and Kubernetes events come in: a cordon or a drain's mirror write caught behind one waits for all of it.
+Frozen as below: 9 ms (median of the full passes over the same rounds), one full-length pass per thaw.
+The caches' objects (pods, Nodes, Slurm nodes) form no cycles and are freed by reference counting when
+replaced, frozen or not; a full pass only needs to look at what became long-lived since the last one.
 
 So, after each full pass, its survivors are moved to the permanent generation (`gc.freeze()`): the next
 full pass walks only what was promoted since. Every `thaw_every_s` the permanent generation is put back
