@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 from benchmarks.run import (
     CLI,
     NAMESPACE,
+    STAMPED,
     Bench,
     Syncer,
     _process,
@@ -425,6 +426,7 @@ async def main_async(args: argparse.Namespace) -> int:
                         worst = {d: max(v) for d, v in rounds.items() if v}
                         progress(f"round {number}/{args.rounds}: worst {worst}")
                     results["latency_s"] = {d: percentiles(v) for d, v in samples.items()}
+                    (out / "samples.json").write_text(json.dumps(STAMPED))  # each with its wall-clock start
                     results["latency_spent"] = (await spent(handle, bench, figures))[1]
                     if profiler is not None:  # the latency rounds only: where the syncer's own time goes
                         results["profile_top"] = await stop_profiler(profiler, out)

@@ -301,6 +301,10 @@ class Bench:
         raise TimeoutError(f"Kubernetes never showed the change on {pod}")
 
 
+# (direction, wall-clock start, seconds) of every sample, to be read beside the syncer's log
+STAMPED: list[tuple[str, float, float, str]] = []
+
+
 async def latency_round(
     bench: Bench,
     changes: int,
@@ -315,10 +319,12 @@ async def latency_round(
     `phase_s`: a random wait up to that long before the Slurm-side changes (the baselines' cycle)."""
     out: dict[str, list[float]] = {"k8s_to_slurm": [], "annotation_to_slurm": [], "slurm_to_k8s": []}
 
-    async def measured(direction: str, shown: Awaitable[float], started: float) -> None:
+    async def measured(direction: str, shown: Awaitable[float], started: float, name: str = "") -> None:
         """One sample; a change not shown within the deadline is a sample too (infinite), not a crash."""
+        wall = time.time() - (time.monotonic() - started)
         try:
             out[direction].append(await shown - started)
+            STAMPED.append((direction, round(wall, 3), round(out[direction][-1], 4), name))
         except TimeoutError as exc:
             progress(f"{direction}: {exc} within {deadline_s:.0f} s (counted as not shown)")
             out[direction].append(math.inf)
@@ -333,7 +339,7 @@ async def latency_round(
         node = f"k8s-{name}"
         started = time.monotonic()
         bench.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
-        await measured("k8s_to_slurm", bench.slurm_shows(name, True, deadline_s), started)
+        await measured("k8s_to_slurm", bench.slurm_shows(name, True, deadline_s), started, name)
         bench.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": None}})
         await settle(bench.slurm_shows(name, False, deadline_s))
 
@@ -369,7 +375,7 @@ async def latency_round(
         def shown(obj: dict[str, Any]) -> bool:
             return bool(((obj.get("metadata") or {}).get("annotations") or {}).get(Keys.REASON) == reason)
 
-        await measured("slurm_to_k8s", bench.kube_shows(pod, shown, deadline_s), started)
+        await measured("slurm_to_k8s", bench.kube_shows(pod, shown, deadline_s), started, name)
         await bench.reader.update_node(name, state=["UNDRAIN"])
 
     # one direction at a time: the syncer reads Slurm back right after its own writes, which would

@@ -16,6 +16,7 @@ from syncer.app.output import EXIT_USAGE, load_settings
 from syncer.app.service import SyncerService
 from syncer.app.wiring import build_service
 from syncer.kube.errors import KubeError
+from syncer.runtime.gc_pauses import FreezeAfterFullPasses
 from syncer.runtime.memory import keep_big_buffers_off_the_heap
 from syncer.slurm.errors import SlurmError
 
@@ -42,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     if settings is None:
         return EXIT_USAGE
     keep_big_buffers_off_the_heap()  # a 10,000-node list is 23 MB: its pages must not stay resident
+    FreezeAfterFullPasses().install()  # a full GC pass over 10,000 nodes' caches held the loop 0.2-0.4 s
     return asyncio.run(_run(settings))
 
 

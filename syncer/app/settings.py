@@ -201,7 +201,8 @@ SERVICE_OPTIONS: tuple[Option, ...] = (
         positive_int,
         2,
         "with --slurm-metrics-url and duty 1.0: while a list runs and the counts move again, start the next "
-        "list at once, up to this many at a time (1: one after another)",
+        "list beside it, up to this many at a time, each a list's time over this number after the one "
+        "before (1: one after another)",
         "Slurm",
     ),
     Option(

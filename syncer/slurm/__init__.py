@@ -20,7 +20,8 @@
   `run()` polls; `subscribe(callback(list[NodeChange]))`; `nodes`, `synced`, `stale`, `age_s`, `nudge()`.
 - `cache.NodeCache(..., hint=MetricsReader(url), hint_floor_s=30)`: slurmctld's node-state counts decide
   when to list; a full check at least every `hint_floor_s`; a failing hint falls back to probes; while the
-  counts keep moving, a list starts when they move again during one (`lists_in_flight=2`).
+  counts keep moving, a list starts when they move again during one (`lists_in_flight=2`), half a list's
+  time after it (`list_spacing()`: evenly spaced starts).
 - `cache.NodeCache.subscribe_reloads(callback())`: called once slurmctld reloaded (reconfigure, restart) and a
   list asked for after it is applied; `reload.ReloadWatch` reads slurmctld's start marker for it.
 - `metrics_hint.MetricsReader(url, timeout_s=2, max_bytes=4 MiB).read() -> Reading(fingerprint, ...)`:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import math
 import time
 from collections.abc import AsyncIterator, Iterator
 
@@ -115,15 +117,16 @@ if SELECTED.openmetrics:
         slurm_sandbox: Sandbox, lists_in_flight: int
     ) -> None:
         # slurmrestd slowed to a 10,000-node list's time, where a 0.25 duty spaces lists three lists apart:
-        # while the counts move, a list must start within a count read of a slot being free after each drain
-        # (one list at a time: back to back; two: at once, beside the one in flight), never after the duty's
-        # gap or, with two, after the list in flight. Judged against the lists as they ran (their length
-        # follows the machine's load: 0.85 s idle, 1.2-1.8 s with a core busy), not against fixed seconds.
+        # while the counts move, a list must start within a count read of a slot being free and of the
+        # spacing since the list before (one list at a time: back to back; two: half a list apart), never
+        # after the duty's gap or, with two, after the list in flight. Judged against the lists as they ran
+        # (their length follows the machine's load: 0.85 s idle, 1.2-1.8 s with a core busy), not against
+        # fixed seconds.
         nodes = [f"node009{i:02d}" for i in range(30, 42)]
         drained_at: dict[str, float] = {}  # before `scontrol update`: the drain lands after this
         applied_at: dict[str, float] = {}  # `scontrol update` returned: slurmctld has applied it
         seen_at: dict[str, float] = {}
-        ran: list[tuple[float, float]] = []  # each list the cache ran: (started, answer back)
+        ran: list[tuple[float, float, float]] = []  # each list the cache ran: (started, answer back, spacing)
         async with (
             FaultProxy(slurm_sandbox.rest_url) as proxy,
             hinted_cache(
@@ -140,9 +143,9 @@ if SELECTED.openmetrics:
             fetch = cache._fetch
 
             async def timed_fetch() -> NodeListing:
-                started = time.monotonic()
+                started, spacing = time.monotonic(), cache.list_spacing()
                 listing = await fetch()
-                ran.append((started, time.monotonic()))
+                ran.append((started, time.monotonic(), spacing))
                 return listing
 
             cache._fetch = timed_fetch  # type: ignore[method-assign]  # the test's clock on each list
@@ -170,12 +173,16 @@ if SELECTED.openmetrics:
                 for node in nodes:
                     slurm_sandbox.scontrol("update", f"nodename={node}", "state=undrain")
         assert cache.stats.full_fetches - lists >= 3
-        burst = [(start, end) for start, end in ran if start >= drained_at[nodes[0]]]
+        ran.sort()
+        burst = [(start, end) for start, end, _ in ran if start >= drained_at[nodes[0]]]
 
-        def slot_free(at: float) -> float:
-            """The first moment from `at` when fewer than `lists_in_flight` lists run."""
-            moments = sorted({at} | {end for _, end in ran if end > at})
-            return next(t for t in moments if sum(start <= t < end for start, end in ran) < lists_in_flight)
+        def start_due(at: float) -> float:
+            """The first moment from `at` when fewer than `lists_in_flight` lists run and the spacing since
+            the newest list started then has passed."""
+            moments = sorted({at} | {end for _, end, _ in ran if end > at})
+            free = next(t for t in moments if sum(s <= t < e for s, e, _ in ran) < lists_in_flight)
+            newest = max(((s, gap) for s, _, gap in ran if s <= free), default=(-math.inf, 0.0))
+            return max(free, newest[0] + newest[1])
 
         # a count read (hint_interval_s) and, on a busy machine, the read's own time and the loop's turns
         slack = cache.hint_interval_s + 0.4
@@ -184,9 +191,9 @@ if SELECTED.openmetrics:
         assert len(judged) >= 6, (judged, burst)
         late = {}
         for node in judged:
-            due = slot_free(applied_at[node]) + slack  # a list started by then has the drain
+            due = start_due(applied_at[node]) + slack  # a list started by then has the drain
             # answers are applied in the order the lists started: every list started by `due` is back
-            back = max(end for start, end in ran if start <= due)
+            back = max(end for start, end in burst if start <= due)
             if seen_at[node] > back + 0.25:  # the answer applied: a loop turn or two
                 late[node] = round(seen_at[node] - drained_at[node], 2)
         timeline = [
@@ -197,6 +204,57 @@ if SELECTED.openmetrics:
             assert cache.stats.early_lists == 0
         else:
             assert cache.stats.early_lists >= 2
+
+    async def test_lists_that_follow_the_counts_start_evenly_spaced(slurm_sandbox: Sandbox) -> None:
+        # two lists at a time, each ~1 s (slurmrestd answers 0.8 s late), drains every 0.15 s: the counts
+        # move at every read. Two lists started a count read apart run as a pair and leave nearly a whole
+        # list with none starting (a drain landing then waits for the pair to end, then for its own list);
+        # spaced by half a list's time, no drain waits longer than that for a list to start.
+        nodes = [f"node009{i:02d}" for i in range(60, 80)]
+        starts: list[tuple[float, float]] = []  # (started, the spacing the cache held then)
+        async with (
+            FaultProxy(slurm_sandbox.rest_url) as proxy,
+            hinted_cache(
+                slurm_sandbox, slurm_sandbox.metrics_url, rest_url=proxy.url, poll_interval_s=1.0,
+                hint_floor_s=600, lists_in_flight=2,
+            ) as cache,
+        ):  # fmt: skip
+            fetch = cache._fetch
+
+            async def timed_fetch() -> NodeListing:
+                starts.append((time.monotonic(), cache.list_spacing()))
+                return await fetch()
+
+            cache._fetch = timed_fetch  # type: ignore[method-assign]
+            await wait_for(
+                lambda: cache.stats.hint_unchanged >= 1 and list_allowed(cache),
+                deadline_s=20, what="the hint settles and a list is allowed",
+            )  # fmt: skip
+            proxy.answer_delay_s = 0.8
+            await cache.refresh()  # one list at the slowed pace: the spacing follows a list's time
+            first = len(starts)
+            try:
+                for node in nodes:
+                    await asyncio.to_thread(
+                        slurm_sandbox.scontrol,
+                        "update",
+                        f"nodename={node}",
+                        "state=drain",
+                        "reason=admin: burst",
+                    )
+                    await asyncio.sleep(0.15)  # the burst's pace, not a synchronisation
+                await wait_for(
+                    lambda: all(cache.nodes[n].drain_flag for n in nodes), deadline_s=20, what="every drain"
+                )
+            finally:
+                for node in nodes:
+                    slurm_sandbox.scontrol("update", f"nodename={node}", "state=undrain")
+        burst = starts[first:]
+        assert len(burst) >= 3 and cache.stats.early_lists >= 1, burst
+        assert all(spacing >= 0.4 for _, spacing in burst), burst  # half a list of 0.8 s and more
+        gaps = [(round(b - a, 2), round(spacing, 2)) for (a, spacing), (b, _) in itertools.pairwise(burst)]
+        # never closer than the spacing (a loop turn's rounding aside)
+        assert all(gap >= spacing - 0.05 for gap, spacing in gaps), gaps
 
     def lists_running() -> int:
         return sum("NodeCache._fetch" in repr(t.get_coro()) for t in asyncio.all_tasks())
