@@ -330,7 +330,7 @@ SERVICE_OPTIONS: tuple[Option, ...] = (
         "workers",
         positive_int,
         8,
-        "Slurm nodes reconciled at once; twelve times as many more for Kubernetes changes only (at most "
+        "Slurm nodes reconciled at once; 32 times as many more for Kubernetes changes only (at most "
         "four times as many reading Slurm at once)",
         "Sync",
     ),

@@ -36,7 +36,7 @@ from syncer.slurm.cache import NodeChange
 log = structlog.get_logger("syncer.controllers.sync")
 # how soon a Slurm action held for a Kubernetes watch gap is looked at again (a reconnect takes a request)
 WATCH_GAP_RECHECK_S = 0.5
-FIRST_WORKERS_PER_WORKER = 12  # workers for Kubernetes changes only, per `--workers`
+FIRST_WORKERS_PER_WORKER = 32  # workers for Kubernetes changes only, per `--workers`
 FRESH_READS_PER_WORKER = 4  # single-node reads of Slurm in flight at once, per `--workers` (as before)
 
 
@@ -57,7 +57,9 @@ class SyncController(Controller):
         # all be waiting for it in a storm of Slurm changes): 1,000 cordons drained in 5.0 s with 8 workers,
         # 1.9 s with 32 (issue 30). A cordon's worker waits for its drain's group commit (~0.1-0.2 s, most of
         # its time): so many that a storm's cordons wait there together, while their fresh reads of Slurm stay
-        # at most FRESH_READS_PER_WORKER x workers at once, as with 3 x workers before (issue 47)
+        # at most FRESH_READS_PER_WORKER x workers at once, as with 3 x workers before (issue 47). With 12 x
+        # every worker was busy through a 1,000-cordon storm (~0.2 s each under load) and a cordon waited
+        # 0.9 s (p50) for one: at 32 x they wait for the read slots, the bound slurmrestd sees, instead
         self.first_workers = FIRST_WORKERS_PER_WORKER * context.workers
         self.stats = EngineStats()
         # Slurm node -> the NodeSet scaling it in, by identity (set by the NodeSet controller)
