@@ -233,6 +233,7 @@ if SELECTED.openmetrics:
             proxy.answer_delay_s = 0.8
             await cache.refresh()  # one list at the slowed pace: the spacing follows a list's time
             first = len(starts)
+            undrained: list[str] = []
             try:
                 for node in nodes:
                     await asyncio.to_thread(
@@ -243,9 +244,20 @@ if SELECTED.openmetrics:
                         "reason=admin: burst",
                     )
                     await asyncio.sleep(0.15)  # the burst's pace, not a synchronisation
+                # a slow machine's lists are longer: the counts go on moving (undrains, same pace) until the
+                # burst has started three lists, so that there are gaps to judge
+                for node in nodes:
+                    if len(starts) - first >= 3:
+                        break
+                    await asyncio.to_thread(
+                        slurm_sandbox.scontrol, "update", f"nodename={node}", "state=undrain"
+                    )
+                    undrained.append(node)
+                    await asyncio.sleep(0.15)
                 await wait_for(
-                    lambda: all(cache.nodes[n].drain_flag for n in nodes), deadline_s=20, what="every drain"
-                )
+                    lambda: all(cache.nodes[n].drain_flag == (n not in undrained) for n in nodes),
+                    deadline_s=20, what="every drain and undrain",
+                )  # fmt: skip
             finally:
                 for node in nodes:
                     slurm_sandbox.scontrol("update", f"nodename={node}", "state=undrain")
