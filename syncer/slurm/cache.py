@@ -156,12 +156,6 @@ MAX_DUTY = 0.25  # without the hint: slurmrestd lists for us at most this share 
 POLLER_LISTS_PER_MINUTE = 2.0  # the usual full poller: a whole list every 30 s
 
 
-def spacing(list_s: float, lists_in_flight: int) -> float:
-    """Seconds from one list's start to the next one's while the counts keep moving: `list_s` (the last
-    list's time) over the lists allowed at once, so that their starts are evenly spread."""
-    return max(0.0, list_s) / max(1, lists_in_flight)
-
-
 def busiest_lists_per_minute(list_s: float, poll_interval_s: float, max_duty: float = MAX_DUTY) -> float:
     """Full lists a minute without the hint when something changes at every poll (job starts and ends on
     a busy cluster): one per poll, or fewer where the duty limit spaces lists that take `list_s` each."""
@@ -634,7 +628,7 @@ class NodeCache(Polled[NodeChange]):
         none starting, and a drain landing in that gap waits for the pair to end before a list can carry
         it (measured at 10,000 nodes: up to two lists and more); evenly spaced, no drain waits for a list to
         start longer than this, and slurmrestd lists no more often."""
-        return spacing(self.stats.last_full_seconds, self.lists_in_flight)
+        return max(0.0, self.stats.last_full_seconds) / max(1, self.lists_in_flight)
 
     async def _reconnect_if_silent(self) -> None:
         """No good answer for longer than the staleness bound: start over with a new connection."""

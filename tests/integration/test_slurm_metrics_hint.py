@@ -59,6 +59,13 @@ async def hinted_cache(
             await reader.close()
 
 
+async def burst_drain(sandbox: Sandbox, node: str) -> None:
+    """One drain of a burst, as an admin's scontrol makes it (off the loop: the cache keeps polling)."""
+    await asyncio.to_thread(
+        sandbox.scontrol, "update", f"nodename={node}", "state=drain", "reason=admin: burst"
+    )
+
+
 def list_allowed(cache: NodeCache) -> bool:
     """The duty limit left by the cache's last list has passed. A test that times or counts the lists a
     change starts waits for this first: that limit is three lists' time at the default 0.25 duty, 1-3 s
@@ -159,13 +166,7 @@ if SELECTED.openmetrics:
             try:
                 for node in nodes:
                     drained_at[node] = time.monotonic()
-                    await asyncio.to_thread(
-                        slurm_sandbox.scontrol,
-                        "update",
-                        f"nodename={node}",
-                        "state=drain",
-                        "reason=admin: burst",
-                    )
+                    await burst_drain(slurm_sandbox, node)
                     applied_at[node] = time.monotonic()
                     await asyncio.sleep(0.3)  # the burst's pace, not a synchronisation
                 await wait_for(lambda: set(seen_at) >= set(nodes), deadline_s=20, what="every drain")
@@ -236,13 +237,7 @@ if SELECTED.openmetrics:
             undrained: list[str] = []
             try:
                 for node in nodes:
-                    await asyncio.to_thread(
-                        slurm_sandbox.scontrol,
-                        "update",
-                        f"nodename={node}",
-                        "state=drain",
-                        "reason=admin: burst",
-                    )
+                    await burst_drain(slurm_sandbox, node)
                     await asyncio.sleep(0.15)  # the burst's pace, not a synchronisation
                 # a slow machine's lists are longer: the counts go on moving (undrains, same pace) until the
                 # burst has started three lists, so that there are gaps to judge
