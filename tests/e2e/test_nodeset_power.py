@@ -280,7 +280,7 @@ async def jobs_power_exactly_their_members_up_and_idle_ones_go(rig: Rig, service
     await wait_slurm(
         lambda: job_is(rig, ordinary, "COMPLETED"), deadline_s=SLOW_S, what="the ordinary job ran"
     )
-    assert service.job_readiness.stats.answers.get("ready", 0) >= 2
+    assert asked_and_answered(service) >= 2
     assert (condition(first.obj(), "PowerSaving") or {}).get("status") == "True"
     assert first.status()["power"]["declared"] == 3
     assert first.status()["power"]["heldByAdmin"] == 1
@@ -587,7 +587,7 @@ async def test_slurm_24_11_a_powered_up_job_starts_by_its_prolog_and_without_the
                 assert configured - registered <= 5.0, (
                     f"job {job} RUNNING {configured - registered:.1f} s late"
                 )
-                assert service.job_readiness.stats.answers.get("ready", 0) >= 1
+                assert asked_and_answered(service) >= 1
             # the syncer is down, the prolog still asks it: an ordinary job starts as ever
             ordinary = sbatch(rig, "-w", REAL_NODE, "--wrap", "true")
             await wait_slurm(
@@ -613,6 +613,14 @@ async def test_slurm_24_11_a_powered_up_job_starts_by_its_prolog_and_without_the
             GROUP, VERSION, "nodesets", CONF_SET, {"metadata": {"finalizers": None}}, namespace=NAMESPACE
         )
         rig.kube.api.delete(rig.kube.api.resource(GROUP, VERSION, "nodesets"), NAMESPACE, CONF_SET)
+
+
+def asked_and_answered(service: SyncerService) -> int:
+    """The prolog's asks that ended the prolog rightly: "ready" when the syncer saw the member powering up
+    and waited for it, "none" when the member had registered before the prolog's first ask (a busy machine
+    runs the prolog late). Which of the two a run gets is how the race fell; the timing asserts judge."""
+    answers = service.job_readiness.stats.answers
+    return answers.get("ready", 0) + answers.get("none", 0)
 
 
 async def _powering_up(rig: Rig, node: str) -> bool:
