@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from syncer.control.binding import Binding, claim
 from syncer.control.context import ControllerContext
 from syncer.controllers.sync.written import WrittenAnnotations, WrittenSlurm
+from syncer.kube.cache import KubeCache
 from syncer.model.slurm import SlurmNode
 from syncer.slurm.errors import SlurmError
 
@@ -111,8 +112,10 @@ class Reader:
 
     def _kube_side(self, name: str) -> tuple[Binding, tuple[str, ...] | None]:
         """The node's Kubernetes objects as the cache shows them now, with our own recent writes laid over,
-        and the Slurm nodes sharing its Node (`claim`)."""
-        found, sharing = claim(name, self.context.kube_cache)
+        and the Slurm nodes sharing its Node: its claimants read here, then judged once (`claim`)."""
+        cache: KubeCache = self.context.kube_cache
+        pods, nodes = cache.pods_for(name), cache.nodes_for(name)
+        found, sharing = claim(name, pods, nodes, cache)
         if not found.bound:
             return found, sharing
         return replace(
