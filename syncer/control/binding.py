@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 
 from syncer.kube.cache import KubeCache
@@ -41,9 +41,16 @@ class Binding:
 
 
 def resolve(name: str, cache: KubeCache) -> Binding:
-    pods = cache.pods_for(name)
-    # node-bound: the Node's label, or its name with --bind-by-node-name
-    claiming_nodes = cache.nodes_for(name)
+    """The binding of Slurm node `name`, its claimants read from the cache."""
+    return from_claimants(name, cache.pods_for(name), cache.nodes_for(name), cache)
+
+
+def from_claimants(
+    name: str, pods: Sequence[KubePod], claiming_nodes: Sequence[KubeNode], cache: KubeCache
+) -> Binding:
+    """The binding of Slurm node `name` from its claimants as read from the cache: the pods labelled with it
+    (`pods_for`) and the Nodes bound to it (`nodes_for`: the Node's label, or its name with
+    --bind-by-node-name); `cache` gives a claiming pod's Node."""
     if len(pods) > 1:
         claimants = ", ".join(p.key for p in pods)
         return Binding(name, conflict=f"pods {claimants} all claim Slurm node {name}")
@@ -113,10 +120,13 @@ def pod_bound_on_node(binding: Binding, cache: KubeCache) -> tuple[str, ...] | N
     return tuple(sorted(names))
 
 
-def claim(name: str, cache: KubeCache) -> tuple[Binding, tuple[str, ...] | None]:
-    """All that a sync reconcile asks of the binding, in one call: the Slurm node's `resolve`d binding, and
-    the Slurm nodes bound through pods on its Node when that Node hosts several (`pod_bound_on_node`)."""
-    found = resolve(name, cache)
+def claim(
+    name: str, pods: Sequence[KubePod], claiming_nodes: Sequence[KubeNode], cache: KubeCache
+) -> tuple[Binding, tuple[str, ...] | None]:
+    """All that a sync reconcile asks of the binding, in one call, given the claimants its read pass took
+    from the cache (`pods_for`, `nodes_for`): the Slurm node's binding (`from_claimants`), and the Slurm
+    nodes bound through pods on its Node when that Node hosts several (`pod_bound_on_node`)."""
+    found = from_claimants(name, pods, claiming_nodes, cache)
     return found, pod_bound_on_node(found, cache)
 
 

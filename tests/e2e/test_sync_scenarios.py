@@ -349,10 +349,12 @@ async def test_conflicting_bindings_are_left_alone(rig: Rig):
     rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"unschedulable": True}})
     async with running_syncer(rig) as service:
         await wait_for(lambda: name in service.engine.stats.conflicts, what="conflict noticed")
-        await wait_for(
-            lambda: any(e["reason"] == "SlurmBindingConflict" for e in rig.events_for(f"slurmd-{name}")),
-            what="Event",
-        )
+
+        def warned(pod: str) -> bool:
+            return any(e["reason"] == "SlurmBindingConflict" for e in rig.events_for(pod))
+
+        # on every claimant
+        await wait_for(lambda: warned(f"slurmd-{name}") and warned(f"impostor-{name}"), what="Events")
         await service.engine.queue.wait_idle()
         assert not (await rig.slurm(name)).drain_flag
 

@@ -158,9 +158,13 @@ def test_pods_sharing_a_node_are_listed_sorted_with_this_one() -> None:
     assert pod_bound_on_node(binding, kube) == ("node1", "node2", "node3")
     idle = SlurmNode(name="node1", state=frozenset({"IDLE"}))
     assert node_slurm(binding, kube, {"node1": idle}) == [("node1", idle), ("node2", None), ("node3", None)]
-    # what a sync reconcile asks in one call: the binding and the Slurm nodes sharing its Node
-    assert claim("node2", kube) == (binding, ("node1", "node2", "node3"))
-    assert claim("node9", kube) == (resolve("node9", kube), None)
+    # what a sync reconcile asks in one call, given the claimants it read: the binding and the Slurm nodes
+    # sharing its Node
+    assert claim("node2", kube.pods_for("node2"), kube.nodes_for("node2"), kube) == (
+        binding,
+        ("node1", "node2", "node3"),
+    )
+    assert claim("node9", kube.pods_for("node9"), [], kube) == (resolve("node9", kube), None)
 
 
 def test_siblings_in_conflict_or_bound_elsewhere_are_left_out() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -24,8 +25,8 @@ from syncer.controllers.sync.plan import (
     EVENT_REDRAIN,
     EVENT_UNCORDON,
     EVENT_UNDRAIN,
+    CordonAction,
     Decision,
-    EventSpec,
     SlurmAction,
     decide,
 )
@@ -248,40 +249,20 @@ class Applier:
     async def _kube_side(
         self, name: str, binding: Binding, decision: Decision, logger: Any, *, slurm_acted: bool, wait: bool
     ) -> bool:
-        """The pod and Node writes, then the Events; True when a write was left for later (`wait`)."""
-        pod, node = binding.pod, binding.node
+        """The decision's Kubernetes writes (`kube_writes`), in one loop, then the Events; True when a write
+        was left for later (`wait`)."""
         wrote = False
         cordoned = False
         left = False  # a write left for a later reconcile: it would have waited for the rate limit
         annotations_left = False  # that write carried the state recorded, so its transition Events wait too
-        on_pod = decision.annotations_on == "pod" and pod is not None
-        writes_pod = pod is not None and bool(decision.pod_conditions or (on_pod and decision.annotations))
-        writes_node = node is not None and bool(
-            decision.node_conditions or (not on_pod and decision.annotations)
-        )
-        if pod is not None and writes_pod:
+        for write in kube_writes(binding, decision):
             if self._later(wait):
                 left = True
-                annotations_left |= on_pod and bool(decision.annotations)
-            else:
-                written_pod = await self._status(
-                    pod, decision.pod_conditions, decision.annotations if on_pod else {}
-                )
-                wrote |= written_pod is not None
-        if node is not None and writes_node:
-            if self._later(wait):
-                left = True
-                annotations_left |= not on_pod and bool(decision.annotations)
-            else:
-                annotations = {} if on_pod else decision.annotations
-                written_node = await self._status(node, decision.node_conditions, annotations)
-                wrote |= written_node is not None
-        if decision.cordon and node is not None:
-            if self._later(wait):
-                left = True
-            else:
-                cordoned = await self._cordon(name, node, decision.cordon, logger)
-                wrote |= cordoned
+                annotations_left |= bool(write.annotations)
+                continue
+            done = await self._write(name, write, logger)
+            wrote |= done
+            cordoned |= done and write.cordon is not None
         if wrote:
             state = self.context.slurm_cache.nodes.get(name)
             logger.info("kubernetes updated from slurm", state=state.state_text if state else None)
@@ -296,7 +277,9 @@ class Applier:
                     continue
             elif annotations_left:
                 continue  # a transition's Event goes with the write that records the new state
-            await self._event(binding, event, wait=wait)
+            ref = binding.ref(event.on)
+            if ref is not None:
+                await self.context.events.record(ref, event.type, event.reason, event.message, wait=wait)
         return left
 
     def _later(self, wait: bool) -> bool:
@@ -307,60 +290,68 @@ class Applier:
         and the write's token."""
         return not wait and self.context.writer.throttled()
 
-    async def _status(
-        self,
-        obj: KubePod | KubeNode,
-        conditions: tuple[Condition, ...],
-        annotations: dict[str, str | None],
-    ) -> dict[str, Any] | None:
-        """The object's conditions and annotations in one write; the written object, or None if none."""
-        path = pod_path(obj.namespace, obj.name) if isinstance(obj, KubePod) else node_path(obj.name)
-        written = await self.context.writer.set_status(
-            path,
-            list(conditions),
-            rfc3339(self.clock()) or "",
-            annotations=annotations,
-            current=self.objects.current(obj, _cached(obj, with_conditions=True)),
-            what="slurm state",
-        )
-        if written is not None:
-            self.objects.remember(obj, written)
-            if annotations:
-                self.written.remember(obj, annotations)
-        return written
-
-    async def _cordon(self, name: str, node: KubeNode, action: str, logger: Any) -> bool:
-        """Cordons or uncordons the Node of Slurm node `name` (recorded, its latency too, by that name)."""
-        current = self.objects.current(node, _cached(node, with_conditions=True))
-        if action == "cordon":
-
-            def allowed(obj: dict[str, Any]) -> dict[str, Any] | None:
-                return obj  # cordoning is always safe; the annotation records that it is ours
-
-            written = await self.context.writer.set_unschedulable(
-                node.name, True, {Keys.CORDONED_BY: CORDONED_BY_SLURM}, only_if=allowed,
-                current=current,
+    async def _write(self, name: str, write: KubeWrite, logger: Any) -> bool:
+        """One write: the object's conditions and annotations in one /status patch, or the Node's cordon or
+        uncordon (recorded, its latency too, by the Slurm node's name); False when nothing changed (or the
+        cordon is not ours to lift)."""
+        obj = write.obj
+        current = self.objects.current(obj, _cached(obj, with_conditions=True))
+        writer = self.context.writer
+        if write.cordon is None:
+            path = pod_path(obj.namespace, obj.name) if isinstance(obj, KubePod) else node_path(obj.name)
+            written = await writer.set_status(
+                path, list(write.conditions), rfc3339(self.clock()) or "", annotations=write.annotations,
+                current=current, what="slurm state",
             )  # fmt: skip
-        else:
-
-            def ours(obj: dict[str, Any]) -> dict[str, Any] | None:
-                annotations = (obj.get("metadata") or {}).get("annotations") or {}
-                return obj if annotations.get(Keys.CORDONED_BY) == CORDONED_BY_SLURM else None
-
-            written = await self.context.writer.set_unschedulable(
-                node.name, False, {Keys.CORDONED_BY: None}, only_if=ours, current=current
-            )
+        else:  # a cordon is always ours to set (its annotation records that); an uncordon lifts only ours
+            cordon = write.cordon == "cordon"
+            written = await writer.set_unschedulable(
+                obj.name, cordon, {Keys.CORDONED_BY: CORDONED_BY_SLURM if cordon else None},
+                only_if=None if cordon else _ours, current=current,
+            )  # fmt: skip
         if written is None:
-            return False  # nothing to change (or not ours to lift)
-        self.objects.remember(node, written)
-        logger.info(f"kubernetes node {action}ed for slurm")
-        self.record(action, "slurm_to_k8s", "ok", name, node=node.name)
+            return False
+        self.objects.remember(obj, written)
+        if write.annotations:
+            self.written.remember(obj, write.annotations)
+        if write.cordon is not None:
+            logger.info(f"kubernetes node {write.cordon}ed for slurm")
+            self.record(write.cordon, "slurm_to_k8s", "ok", name, node=obj.name)
         return True
 
-    async def _event(self, binding: Binding, event: EventSpec, *, wait: bool = True) -> None:
-        ref = binding.ref(event.on)
-        if ref is not None:
-            await self.context.events.record(ref, event.type, event.reason, event.message, wait=wait)
+
+@dataclass(frozen=True)
+class KubeWrite:
+    """One Kubernetes write of a decision: `obj`'s conditions and annotations (one /status patch), or, with
+    `cordon`, the Node's cordon or uncordon."""
+
+    obj: KubePod | KubeNode
+    conditions: tuple[Condition, ...] = ()
+    annotations: dict[str, str | None] = field(default_factory=dict)
+    cordon: CordonAction | None = None
+
+
+def kube_writes(binding: Binding, decision: Decision) -> list[KubeWrite]:
+    """The writes the decision asks of Kubernetes, in their order: the pod's status, the Node's, the Node's
+    cordon (the annotations go on the object `annotations_on` names, on the Node when there is no pod)."""
+    pod, node = binding.pod, binding.node
+    on_pod = decision.annotations_on == "pod" and pod is not None
+    writes: list[KubeWrite] = []
+    if pod is not None and (decision.pod_conditions or (on_pod and decision.annotations)):
+        writes.append(KubeWrite(pod, decision.pod_conditions, decision.annotations if on_pod else {}))
+    if node is not None:
+        annotations = {} if on_pod else decision.annotations
+        if decision.node_conditions or annotations:
+            writes.append(KubeWrite(node, decision.node_conditions, annotations))
+        if decision.cordon:
+            writes.append(KubeWrite(node, cordon=decision.cordon))
+    return writes
+
+
+def _ours(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """An uncordon lifts only a cordon marked as ours."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return obj if annotations.get(Keys.CORDONED_BY) == CORDONED_BY_SLURM else None
 
 
 def _cached(obj: KubePod | KubeNode, with_conditions: bool = False) -> dict[str, Any]:

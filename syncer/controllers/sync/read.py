@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 from syncer.control.binding import Binding, claim
 from syncer.control.context import ControllerContext
 from syncer.controllers.sync.written import WrittenAnnotations, WrittenSlurm
+from syncer.kube.cache import KubeCache
+from syncer.model.kube import KubeNode, KubePod
 from syncer.model.slurm import SlurmNode
 from syncer.slurm.errors import SlurmError
 
@@ -33,6 +35,8 @@ class Reading:
     node_slurm: list[tuple[str, SlurmNode | None]] | None = None
     scale_in: str | None = None  # the NodeSet scaling it in, by name
     held: str | None = None  # the scheduler's hold, as the drain cause's text
+    # every pod and Node claiming the name, as read with the binding: a conflict's Warnings go on each
+    claimants: tuple[KubePod | KubeNode, ...] = ()
 
 
 class Reader:
@@ -59,9 +63,9 @@ class Reader:
         """One ordered pass: the binding (our own recent writes laid over it), the Slurm side (read once from
         slurmrestd since our own write while its echo is owed), what other controllers say of the node, and
         the Slurm nodes of the others on a Node several slurmd pods share."""
-        binding, sharing = self._kube_side(name)
+        binding, sharing, claimants = self._kube_side(name)
         if not binding.bound:
-            return Reading(binding)
+            return Reading(binding, claimants=claimants)
         now = self.context.clock()
         cache = self.context.slurm_cache
         slurm_node = cache.nodes.get(name)
@@ -92,14 +96,14 @@ class Reader:
         )
         return Reading(
             binding, now, slurm_node, fresh, owed, read_now, node_slurm,
-            scale_in.name if scale_in is not None else None, held,
+            scale_in.name if scale_in is not None else None, held, claimants,
         )  # fmt: skip
 
     def again(self, name: str, slurm_node: SlurmNode | None) -> Reading:
         """Kubernetes as the cache shows it now, beside `slurm_node` as just read from slurmrestd: for the
         Slurm action decided again before it is sent (the Node's other Slurm nodes are not read: they
         decide its conditions only)."""
-        binding, _sharing = self._kube_side(name)
+        binding, _sharing, _claimants = self._kube_side(name)
         if not binding.bound:
             return Reading(binding)
         scale_in = self.context.scale_in.get(name)
@@ -109,12 +113,15 @@ class Reader:
             scale_in=scale_in.name if scale_in is not None else None, held=held,
         )  # fmt: skip
 
-    def _kube_side(self, name: str) -> tuple[Binding, tuple[str, ...] | None]:
+    def _kube_side(self, name: str) -> tuple[Binding, tuple[str, ...] | None, tuple[KubePod | KubeNode, ...]]:
         """The node's Kubernetes objects as the cache shows them now, with our own recent writes laid over,
-        and the Slurm nodes sharing its Node (`claim`)."""
-        found, sharing = claim(name, self.context.kube_cache)
+        the Slurm nodes sharing its Node, and every claimant: the claimants read here, once, then judged
+        (`claim`)."""
+        cache: KubeCache = self.context.kube_cache
+        pods, nodes = cache.pods_for(name), cache.nodes_for(name)
+        found, sharing = claim(name, pods, nodes, cache)
+        claimants: tuple[KubePod | KubeNode, ...] = (*pods, *nodes)
         if not found.bound:
-            return found, sharing
-        return replace(
-            found, pod=self.written.overlay(found.pod), node=self.written.overlay(found.node)
-        ), sharing
+            return found, sharing, claimants
+        bound = replace(found, pod=self.written.overlay(found.pod), node=self.written.overlay(found.node))
+        return bound, sharing, claimants

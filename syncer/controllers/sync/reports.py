@@ -16,6 +16,7 @@ from syncer.controllers.sync.read import Reading
 from syncer.controllers.sync.stats import EngineStats
 from syncer.kube.events import ObjectRef
 from syncer.model.keys import Keys
+from syncer.model.kube import KubePod
 
 log = structlog.get_logger("syncer.controllers.sync")
 
@@ -47,7 +48,7 @@ class Reports:
         binding = reading.binding
         name = binding.slurm_name
         if binding.conflict:
-            return self._conflict(binding), Reported(decide=False)
+            return self._conflict(reading), Reported(decide=False)
         self.stats.conflicts.discard(name)
         if not binding.bound:
             self.forget_missing(name)
@@ -58,16 +59,18 @@ class Reports:
         self.forget_missing(name)
         return [], Reported()
 
-    def _conflict(self, binding: Binding) -> list[Warning]:
-        """A Warning on every pod and Node that claims the name, when the conflict is first seen."""
+    def _conflict(self, reading: Reading) -> list[Warning]:
+        """A Warning on every pod and Node that claims the name (as read), when the conflict is first seen."""
+        binding = reading.binding
         name = binding.slurm_name
         if name in self.stats.conflicts:
             return []
         self.stats.conflicts.add(name)
         log.warning("conflicting bindings: Slurm node left alone", slurm_node=name, conflict=binding.conflict)
-        cache = self.context.kube_cache
-        refs = [ObjectRef.pod(p.namespace, p.name, p.uid) for p in cache.pods_for(name)]
-        refs += [ObjectRef.node(n.name) for n in cache.nodes_for(name)]
+        refs = [
+            ObjectRef.pod(c.namespace, c.name, c.uid) if isinstance(c, KubePod) else ObjectRef.node(c.name)
+            for c in reading.claimants
+        ]
         return [(ref, "SlurmBindingConflict", binding.conflict) for ref in refs]
 
     def _missing(self, binding: Binding) -> tuple[list[Warning], float | None]:
