@@ -13,6 +13,7 @@ the node cache replaces its dict on every list it applies but keeps an unchanged
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -53,10 +54,16 @@ class _Entry(msgspec.Struct, frozen=True, gc=False):
     gpus_used: int
 
 
+@functools.lru_cache(maxsize=4096)
+def _beyond_base(state: frozenset[str]) -> frozenset[str]:
+    """A state's flags other than base states: one set per distinct state (few in a cluster), not per node."""
+    return state - BASE_STATES
+
+
 def _entry(node: SlurmNode) -> _Entry:
     base, drain = node.base_state, "true" if node.drain_flag else "false"
     line = f'{INFO}{{drain="{drain}",node="{_escape(node.name)}",state="{_escape(base.lower())}"}} 1.0\n'
-    return _Entry(node, line, base, node.state - BASE_STATES, gpu_count(node.gres), gpu_count(node.gres_used))
+    return _Entry(node, line, base, _beyond_base(node.state), gpu_count(node.gres), gpu_count(node.gres_used))
 
 
 @dataclass(frozen=True)
