@@ -18,7 +18,9 @@ ticker's own, and the body's bytes. Three kinds of scrape, `--scrapes` each:
 - **unchanged**: no list since the last scrape.
 
 `--baseline REV` measures that revision too, from a `git archive` with this file laid over it, before this
-tree, for each node count: before and after in one run.
+tree, for each node count: before and after in one run, and says whether both wrote the same text for the
+same nodes (a last scrape each; only the process's own CPU, memory and start times and the counters'
+creation times may differ).
 """
 
 from __future__ import annotations
@@ -121,18 +123,28 @@ class Ticker:
         return max((w for w, _ in during), default=0.0), max((c for _, c in during), default=0.0)
 
 
-async def scrape(url: str) -> tuple[float, float, int, float]:
-    """One scrape by curl: (start, end, bytes, process CPU seconds meanwhile)."""
+async def scrape(url: str, body: Path | None = None) -> tuple[float, float, int, float]:
+    """One scrape by curl (its body kept in `body`): (start, end, bytes, process CPU seconds meanwhile)."""
     process = await asyncio.create_subprocess_exec(
-        "curl", "-s", "-o", "/dev/null", "-w", "%{size_download}", url, stdout=asyncio.subprocess.PIPE
-    )
+        "curl", "-s", "-o", str(body or "/dev/null"), "-w", "%{size_download}", url,
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
     start, cpu = time.perf_counter(), time.process_time()
     out, _ = await process.communicate()
     end, cpu = time.perf_counter(), time.process_time() - cpu
     return start, end, int(out or b"0"), cpu
 
 
-async def measure(nodes: int, scrapes: int) -> dict[str, Any]:
+def comparable(text: str) -> list[str]:
+    """A scrape's lines but the values that differ from process to process: its own CPU, memory and start
+    (process_*) and when each counter was created (*_created)."""
+    return [
+        line.rpartition(" ")[0] if line.startswith("process_") or "_created" in line.split(" ")[0] else line
+        for line in text.splitlines()
+    ]
+
+
+async def measure(nodes: int, scrapes: int, keep: Path | None = None) -> dict[str, Any]:
     import msgspec
 
     from benchmarks.kube_cache import start_emulator
@@ -189,6 +201,7 @@ async def measure(nodes: int, scrapes: int) -> dict[str, Any]:
                             }
                         )
                 task.cancel()
+                await scrape(url, keep)  # the text after the last "unchanged": the same nodes for every code
             finally:
                 await service.kube_cache.stop()
                 await service.stop()
@@ -211,7 +224,7 @@ def summary(rows: list[dict[str, float]]) -> dict[str, float]:
     }
 
 
-def child(tree: Path, nodes: int, scrapes: int) -> dict[str, Any]:
+def child(tree: Path, nodes: int, scrapes: int, body: Path) -> dict[str, Any]:
     """One measurement in a process of its own, the code of `tree` imported (its root first on the path)."""
     command = [
         sys.executable,
@@ -221,6 +234,8 @@ def child(tree: Path, nodes: int, scrapes: int) -> dict[str, Any]:
         str(nodes),
         "--scrapes",
         str(scrapes),
+        "--body",
+        str(body),
     ]
     out = subprocess.run(command, cwd=tree, capture_output=True, text=True, check=False)
     if out.returncode != 0:
@@ -238,9 +253,10 @@ def main() -> int:
     parser.add_argument("--baseline", default="", help="a revision measured before this tree (e.g. main)")
     parser.add_argument("--out", type=Path, default=None, help="write every scrape's figures here (JSON)")
     parser.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--body", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(asyncio.run(measure(args.child, args.scrapes))))
+        print(json.dumps(asyncio.run(measure(args.child, args.scrapes, args.body))))
         return 0
     sys.path.insert(0, str(ROOT))  # run as a script: the repo root
     from benchmarks.run import machine_reference_s
@@ -263,9 +279,12 @@ def main() -> int:
             ).stdout.strip()
             trees.insert(0, (f"{args.baseline} ({commit})", base))
         for nodes in args.nodes:
-            for label, tree in trees:
+            texts: list[list[str]] = []
+            for index, (label, tree) in enumerate(trees):
                 print(f"[{nodes} nodes, {label}] measuring ...", flush=True)
-                result = child(tree, nodes, args.scrapes)
+                body = Path(tmp) / f"body-{nodes}-{index}.txt"
+                result = child(tree, nodes, args.scrapes, body)
+                texts.append(comparable(body.read_text()))
                 result["code"] = label
                 results.append(result)
                 for kind in KINDS:
@@ -278,6 +297,9 @@ def main() -> int:
                         f" {s['bytes'] / 1e3:7.1f} kB (n={n}, load {result['load']:.1f})",
                         flush=True,
                     )
+            if len(texts) == 2:
+                same = texts[0] == texts[1]
+                print(f"  the same text as {trees[0][0]}: {'yes' if same else 'NO'} ({len(texts[1])} lines)")
     print(f"uptime after: {uptime()}")
     if args.out is not None:
         args.out.write_text(json.dumps(results, indent=1))

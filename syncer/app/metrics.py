@@ -5,12 +5,13 @@ else is bounded by partitions, states, endpoints and fixed label sets (docs/oper
 
 /metrics is written by `SyncerMetrics.exposition()`: the node cache's figures first, a chunk of nodes per
 event-loop turn, each node's `slurm_node_info` line kept while its object is (metrics_nodes.py), then the
-whole text in one go, as prometheus_client's `generate_latest` writes it (issue 47)."""
+text a few families per turn, as prometheus_client's `generate_latest` writes it (issue 47)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry, Histogram, PlatformCollector, ProcessCollector
@@ -125,14 +126,13 @@ class SyncerMetrics:
 
     async def exposition(self) -> bytes:
         """The registry in Prometheus' text format, as generate_latest() writes it, without holding the
-        event loop for the node figures: those are worked out a chunk of nodes at a time first (the node
-        cache as the scrape started), then everything is written in one go (issue 47)."""
-        figures = await self._state.nodes.refresh(self._service.slurm_cache.nodes)
-        self._state.pinned = figures
+        event loop: the node figures are worked out a chunk of nodes at a time first (the node cache as the
+        scrape began), then the text is written a few families at a time (issue 47)."""
+        pinned = _PINNED.set(await self._state.nodes.refresh(self._service.slurm_cache.nodes))
         try:
-            return exposition(self.registry)
+            return await exposition(self.registry)
         finally:
-            self._state.pinned = None
+            _PINNED.reset(pinned)
 
     def on_action(self, kind: str, direction: str, _slurm_node: str, details: dict[str, Any]) -> None:
         result = str(details.get("result", "ok"))
@@ -170,11 +170,14 @@ def _one(value: float) -> tuple[tuple[tuple[()], float]]:
     return (((), value),)
 
 
+# the node figures SyncerMetrics.exposition() worked out, while it writes (its own: scrapes run side by side)
+_PINNED: ContextVar[NodeFigures | None] = ContextVar("pinned_node_figures", default=None)
+
+
 class _StateCollector(Collector):
     def __init__(self, service: Observed) -> None:
         self.service = service
         self.nodes = NodeExposition()
-        self.pinned: NodeFigures | None = None  # set by SyncerMetrics.exposition while it writes
 
     def collect(self) -> Iterator[Metric]:
         yield from self._slurm()
@@ -185,7 +188,7 @@ class _StateCollector(Collector):
     def _slurm(self) -> Iterator[Metric]:
         service = self.service
         # worked out beside the loop by exposition(); anything else reading the registry, in one go
-        figures = self.pinned or self.nodes.figures(service.slurm_cache.nodes)
+        figures = _PINNED.get() or self.nodes.figures(service.slurm_cache.nodes)
         by_state = figures.by_state
         states = _gauge("slurm_nodes", "Slurm nodes by base state.", ["state"])
         for state in sorted(BASE_STATES):

@@ -7,7 +7,8 @@ benchmark run; no cordon or drain reconciled meanwhile, issue 47). Here each nod
 is rendered once per node object, in prometheus_client's text (labels sorted, values escaped as it does):
 the node cache replaces its dict on every list it applies but keeps an unchanged node's object
 (`NodeDecoder`), so most lines are reused; the figures of one dict are kept until the cache holds another.
-`exposition()` writes those lines as they are and every other family through prometheus_client.
+`exposition()` writes those lines as they are and every other family through prometheus_client, letting the
+loop run every millisecond.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
+import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -27,7 +29,8 @@ from prometheus_client.samples import Sample
 
 from syncer.model.slurm import BASE_STATES, SlurmNode
 
-CHUNK = 500  # nodes per loop turn: ~1-2 ms of work when every node is new
+CHUNK = 250  # nodes per loop turn: ~1 ms of work when every node is new, less when most are known
+TURN_S = 0.001  # the longest the text is written before the loop runs again
 INFO = "slurm_node_info"
 INFO_DOC = "One series per Slurm node: its base state and whether it is drained."
 _GPU = re.compile(r"gpu(?::[^:,()]+)?:(\d+)")
@@ -167,14 +170,19 @@ class _One(Collector):
         yield self.family
 
 
-def exposition(registry: Collector) -> bytes:
-    """What prometheus_client's `generate_latest(registry)` answers, a family at a time: `NodeInfo`'s lines
-    as they were rendered, its header and every other family by prometheus_client itself."""
+async def exposition(registry: Collector) -> bytes:
+    """What prometheus_client's `generate_latest(registry)` answers, a family at a time, the loop running
+    every `TURN_S`: `NodeInfo`'s lines as they were rendered, its header and every other family by
+    prometheus_client itself."""
     parts: list[bytes] = []
+    turn = time.perf_counter()
     for family in registry.collect():
         if isinstance(family, NodeInfo):
             parts.append(generate_latest(_One(Metric(family.name, family.documentation, family.type))))
             parts.append(family.figures.info.encode())
         else:
             parts.append(generate_latest(_One(family)))
+        if time.perf_counter() - turn > TURN_S:
+            await asyncio.sleep(0)
+            turn = time.perf_counter()
     return b"".join(parts)
