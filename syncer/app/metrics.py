@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 
 from syncer import __version__
 from syncer.app.job_ready import JobReadiness
+from syncer.app.metric_families import counter, gauge
 from syncer.app.metrics_nodes import NodeExposition, NodeFigures, NodeInfo, exposition
 from syncer.control.gate import WriteGate
 from syncer.controllers.attributes.controller import AttributeController, AttributeStats
@@ -142,15 +143,7 @@ class SyncerMetrics:
             self.latency.labels(direction).observe(float(latency))
 
 
-def _gauge(name: str, documentation: str, labels: list[str] | None = None) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, documentation, labels=labels)
-
-
 _Family = TypeVar("_Family", GaugeMetricFamily, CounterMetricFamily)
-
-
-def _counter(name: str, documentation: str, labels: list[str] | None = None) -> CounterMetricFamily:
-    return CounterMetricFamily(name, documentation, labels=labels)
 
 
 def _rows(family: _Family, rows: Iterable[tuple[Sequence[str], float]]) -> _Family:
@@ -162,7 +155,12 @@ def _rows(family: _Family, rows: Iterable[tuple[Sequence[str], float]]) -> _Fami
 
 def _keyed(counts: Mapping[str, float]) -> Iterator[tuple[tuple[str], float]]:
     """One row per key of `counts`, labelled by the key, in key order."""
-    return (((key,), value) for key, value in sorted(counts.items()))
+    return _labelled(dict(sorted(counts.items())))
+
+
+def _labelled(counts: Mapping[str, float]) -> Iterator[tuple[tuple[str], float]]:
+    """One row per key of `counts`, labelled by the key, in the mapping's order (a fixed label set)."""
+    return (((key,), value) for key, value in counts.items())
 
 
 def _one(value: float) -> tuple[tuple[tuple[()], float]]:
@@ -190,14 +188,12 @@ class _StateCollector(Collector):
         # worked out beside the loop by exposition(); anything else reading the registry, in one go
         figures = _PINNED.get() or self.nodes.figures(service.slurm_cache.nodes)
         by_state = figures.by_state
-        states = _gauge("slurm_nodes", "Slurm nodes by base state.", ["state"])
+        states = gauge("slurm_nodes")
         for state in sorted(BASE_STATES):
             states.add_metric([state.lower()], by_state.get(state, 0))
         yield states
         flags = figures.flags
-        flag_gauge = _gauge(
-            "slurm_node_flags", "Slurm nodes carrying each state flag (DRAIN, NOT_RESPONDING ...).", ["flag"]
-        )
+        flag_gauge = gauge("slurm_node_flags")
         for flag in sorted(
             flags | Counter(dict.fromkeys(("DRAIN", "NOT_RESPONDING", "COMPLETING", "FAIL"), 0))
         ):
@@ -206,48 +202,42 @@ class _StateCollector(Collector):
         yield NodeInfo(figures)
         totals = figures.totals
         names = (
-            ("slurm_partition_nodes", "Nodes in the partition."),
-            ("slurm_partition_cpus", "CPUs in the partition."),
-            ("slurm_partition_cpus_allocated", "CPUs allocated to jobs in the partition."),
-            ("slurm_partition_memory_bytes", "Memory in the partition."),
-            ("slurm_partition_memory_allocated_bytes", "Memory allocated to jobs in the partition."),
-            ("slurm_partition_gpus", "GPUs (gres gpu) in the partition."),
-            ("slurm_partition_gpus_allocated", "GPUs allocated to jobs in the partition."),
-        )
-        for index, (name, doc) in enumerate(names):
-            family = _gauge(name, doc, ["partition"])
+            "slurm_partition_nodes",
+            "slurm_partition_cpus",
+            "slurm_partition_cpus_allocated",
+            "slurm_partition_memory_bytes",
+            "slurm_partition_memory_allocated_bytes",
+            "slurm_partition_gpus",
+            "slurm_partition_gpus_allocated",
+        )  # the columns of `totals`' rows
+        for index, name in enumerate(names):
+            family = gauge(name)
             for partition, row in sorted(totals.items()):
                 family.add_metric([partition], row[index])
             yield family
         by_partition = figures.by_partition
-        partition_states = _gauge(
-            "slurm_partition_node_states", "Nodes in the partition by base state.", ["partition", "state"]
-        )
+        partition_states = gauge("slurm_partition_node_states")
         for partition in sorted(totals):
             for state in sorted(BASE_STATES):  # every state, zeros too: a panel's lines stay whole
                 partition_states.add_metric(
                     [partition, state.lower()], by_partition.get((partition, state), 0)
                 )
         yield partition_states
-        jobs = _gauge(
-            "slurm_jobs",
-            "Jobs by partition and state (every --jobs-poll-interval: slurmctld's metrics, else slurmrestd).",
-            ["partition", "state"],
-        )
+        jobs = gauge("slurm_jobs")
         for (partition, state), count in sorted(service.job_counts.items()):
             jobs.add_metric([partition, state.lower()], count)
         yield jobs
         for key, (suffix, divisor, doc) in DIAG_FIELDS.items():
             value = service.diag.get(key)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                family = _gauge(f"slurm_scheduler_{suffix}", doc.capitalize() + ".")
+                family = GaugeMetricFamily(f"slurm_scheduler_{suffix}", doc.capitalize() + ".")
                 family.add_metric([], value / divisor)
                 yield family
 
     # -- the syncer ------------------------------------------------------------------------------
     def _syncer(self) -> Iterator[Metric]:
         service = self.service
-        build = _gauge("slurm_syncer_build_info", "Version of the running syncer.", ["version", "slurm_api"])
+        build = gauge("slurm_syncer_build_info")
         build.add_metric([__version__, service.slurm.version.name if service.slurm.version else ""], 1)
         yield build
         yield from self._slurm_requests()
@@ -266,199 +256,100 @@ class _StateCollector(Collector):
         """What the Slurm client asked slurmrestd: requests, seconds and bytes by endpoint."""
         stats = self.service.slurm.stats
         yield _rows(
-            _counter(
-                "slurm_syncer_slurm_requests",
-                "Requests to slurmrestd by endpoint and HTTP status.",
-                ["endpoint", "status"],
-            ),
+            counter("slurm_syncer_slurm_requests"),
             (
                 ((endpoint, str(status)), count)
                 for (endpoint, status), count in sorted(stats.requests.items())
             ),
         )
-        for name, doc, totals in (
-            (
-                "slurm_syncer_slurm_request_seconds",
-                "Time spent in slurmrestd requests by endpoint.",
-                stats.seconds,
-            ),
-            (
-                "slurm_syncer_slurm_response_bytes",
-                "Bytes received from slurmrestd by endpoint.",
-                stats.body_bytes,
-            ),
+        for name, totals in (
+            ("slurm_syncer_slurm_request_seconds", stats.seconds),
+            ("slurm_syncer_slurm_response_bytes", stats.body_bytes),
         ):
-            yield _rows(
-                _counter(name, doc, ["endpoint"]), (((e,), total) for e, total in sorted(totals.items()))
-            )
+            yield _rows(counter(name), _keyed(totals))
 
     def _slurm_cache(self) -> Iterator[Metric]:
         """The node cache: its polls, read paths and slurmctld hints."""
         service = self.service
         cache = service.slurm_cache.stats
-        yield _rows(
-            _counter(
-                "slurm_syncer_slurm_fetches",
-                "Node cache polls: answered 304/unchanged, full lists, errors.",
-                ["result"],
-            ),
-            (
-                (("not_modified",), cache.not_modified),
-                (("full",), cache.full_fetches),
-                (("error",), cache.errors),
-            ),
-        )
+        fetches = {"not_modified": cache.not_modified, "full": cache.full_fetches, "error": cache.errors}
+        yield _rows(counter("slurm_syncer_slurm_fetches"), _labelled(fetches))
         paths = sorted(cache.reads)
         yield _rows(
-            _counter(
-                "slurm_syncer_slurm_cache_reads",
-                "Node cache reads by path: probe (update_time), list (full list), metrics (slurmctld hint).",
-                ["path"],
-            ),
+            counter("slurm_syncer_slurm_cache_reads"),
             (((path,), cache.reads[path]) for path in paths),
         )
         yield _rows(
-            _counter(
-                "slurm_syncer_slurm_cache_read_bytes",
-                "Bytes the node cache received by read path (probe: 200 answers that carried every node).",
-                ["path"],
-            ),
+            counter("slurm_syncer_slurm_cache_read_bytes"),
             (((path,), cache.read_bytes[path]) for path in paths),
         )
-        hint = _counter(
-            "slurm_syncer_slurm_metrics_hint",
-            "slurmctld metrics hint reads: changed (list now), unchanged (slurmrestd spared), "
-            "floor (full check due), trailing (a list once a burst of moving counts ended), error (fell back "
-            "to probes).",
-            ["result"],
-        )
-        yield _rows(
-            hint,
-            (
-                (("changed",), cache.hint_changed),
-                (("unchanged",), cache.hint_unchanged),
-                (("floor",), cache.hint_floor),
-                (("trailing",), cache.hint_trailing),
-                (("error",), cache.hint_errors),
-            ),
-        )
+        hints = {
+            "changed": cache.hint_changed, "unchanged": cache.hint_unchanged, "floor": cache.hint_floor,
+            "trailing": cache.hint_trailing, "error": cache.hint_errors,
+        }  # fmt: skip
+        yield _rows(counter("slurm_syncer_slurm_metrics_hint"), _labelled(hints))
         yield from self._slurm_cache_state()
 
     def _slurm_cache_state(self) -> Iterator[Metric]:
         """The node cache's own state: whether the hint fails, its early lists and waits, what it holds."""
         service = self.service
         cache = service.slurm_cache.stats
-        failing = _gauge(
-            "slurm_syncer_slurm_metrics_hint_failing",
-            "1 while the last slurmctld metrics read failed (the cache polls without the hint).",
-        )
+        failing = gauge("slurm_syncer_slurm_metrics_hint_failing")
         yield _rows(failing, (((), int(cache.hint_failing)),))
-        early = _counter(
-            "slurm_syncer_slurm_early_lists",
-            "Full node lists started while another was in flight, because slurmctld's counts moved again.",
-        )
+        early = counter("slurm_syncer_slurm_early_lists")
         yield _rows(early, (((), cache.early_lists),))
-        waits = _counter(
-            "slurm_syncer_slurm_own_work_waits",
-            "Full node lists the counts asked for that first waited for the syncer's own drains and undrains "
-            "in flight at slurmrestd (at most 2 s each).",
-        )
+        waits = counter("slurm_syncer_slurm_own_work_waits")
         yield _rows(waits, (((), cache.own_work_waits),))
-        snapshot = _gauge("slurm_syncer_slurm_snapshot_bytes", "Size of the last full node list.")
+        snapshot = gauge("slurm_syncer_slurm_snapshot_bytes")
         yield _rows(snapshot, (((), cache.last_snapshot_bytes),))
         expiry = service.slurm.token.expiry()
         if expiry is not None:  # no series without a token or an `exp` claim: nothing to count down
-            token = _gauge(
-                "slurm_syncer_slurm_token_expiry_timestamp_seconds",
-                "When the Slurm token in use expires (its `exp`), by source: file (--slurm-token-file, "
-                "re-read when it changes), static (given in code), jwt_key (minted from the key, renewed "
-                "early).",
-                ["source"],
-            )
+            token = gauge("slurm_syncer_slurm_token_expiry_timestamp_seconds")
             yield _rows(token, (((expiry[1],), expiry[0]),))
-        age = _gauge(
-            "slurm_syncer_slurm_snapshot_age_seconds",
-            "Seconds since slurmrestd last answered the node cache.",
-        )
+        age = gauge("slurm_syncer_slurm_snapshot_age_seconds")
         yield _rows(age, (((), min(service.slurm_cache.age_s, 1e9)),))
 
     def _kube(self) -> Iterator[Metric]:
         """The Kubernetes side: the pod and Node informers' streams, the client's requests and waits."""
         service = self.service
         informers = (("pods", service.kube_cache.pods), ("nodes", service.kube_cache.nodes))
-        for name, doc, attr in (
-            (
-                "slurm_syncer_kube_watch_restarts",
-                "Kubernetes watch streams ended and reopened.",
-                "watch_restarts",
-            ),
-            (
-                "slurm_syncer_kube_relists",
-                "Kubernetes full lists (the first, and after 410 Gone or errors).",
-                "lists",
-            ),
-            ("slurm_syncer_kube_watch_errors", "Kubernetes list/watch errors.", "errors"),
-            ("slurm_syncer_kube_watch_events", "Kubernetes watch events received.", "events"),
+        for name, attr in (
+            ("slurm_syncer_kube_watch_restarts", "watch_restarts"),
+            ("slurm_syncer_kube_relists", "lists"),
+            ("slurm_syncer_kube_watch_errors", "errors"),
+            ("slurm_syncer_kube_watch_events", "events"),
         ):
-            family = _counter(name, doc, ["resource"])
-            yield _rows(family, (((resource,), getattr(i.stats, attr)) for resource, i in informers))
+            yield _rows(counter(name), (((resource,), getattr(i.stats, attr)) for resource, i in informers))
         kube = service.kube
-        kube_requests = _counter("slurm_syncer_kube_requests", "Requests to the Kubernetes API.", ["result"])
-        yield _rows(kube_requests, ((("all",), kube.requests_total), (("error",), kube.errors_total)))
-        kube_errors = _counter(
-            "slurm_syncer_kube_request_errors",
-            "Kubernetes API requests answered with an error, by HTTP method and status (409: a write raced "
-            "another and is retried on the fresh object; 0: no answer).",
-            ["method", "status"],
-        )
+        kube_requests = counter("slurm_syncer_kube_requests")
+        yield _rows(kube_requests, _labelled({"all": kube.requests_total, "error": kube.errors_total}))
+        kube_errors = counter("slurm_syncer_kube_request_errors")
         yield _rows(
             kube_errors, (((m, str(code)), count) for (m, code), count in sorted(kube.errors.items()))
         )
-        throttled = _counter(
-            "slurm_syncer_kube_throttled_seconds",
-            "Wall time Kubernetes API requests were held back by the client-side rate limit (--kube-qps).",
-        )
+        throttled = counter("slurm_syncer_kube_throttled_seconds")
         yield _rows(throttled, (((), kube.limiter.waited_s),))
 
     def _engine(self) -> Iterator[Metric]:
         """The sync engine: its queue, the valve, drift, leadership and readiness."""
         service = self.service
         queue = service.engine.queue
-        for name, doc, value in (
-            ("slurm_syncer_queue_depth", "Slurm nodes waiting to be reconciled.", queue.depth),
-            ("slurm_syncer_queue_in_flight", "Slurm nodes being reconciled now.", queue.in_flight),
-            (
-                "slurm_syncer_leader",
-                "1 while this process holds the lease and may write.",
-                int(service.gate.leading),
-            ),
-            (
-                "slurm_syncer_safety_valve_open",
-                "1 while the drain safety valve holds Kubernetes-side drains back.",
-                int(service.engine.valve.is_open),
-            ),
-            (
-                "slurm_syncer_drift_nodes",
-                "Bound Slurm nodes whose two sides disagree right now.",
-                len(service.engine.stats.drifted),
-            ),
-            (
-                "slurm_syncer_conflicting_nodes",
-                "Slurm nodes claimed by more than one pod or Node.",
-                len(service.engine.stats.conflicts),
-            ),
-            (
-                "slurm_syncer_missing_slurm_nodes",
-                "Slurm node names a running pod or a Node is labelled with that Slurm does not know.",
-                len(service.engine.stats.missing),
-            ),
-            ("slurm_syncer_ready", "1 when /readyz answers ok.", int(service.readiness()[0])),
-            ("slurm_syncer_dry_run", "1 while --dry-run holds every write back.", int(service.gate.dry_run)),
-        ):
-            yield _rows(_gauge(name, doc), (((), value),))
-        retries = _counter("slurm_syncer_queue_retries", "Reconciles retried after an error.")
+        values = {
+            "slurm_syncer_queue_depth": queue.depth,
+            "slurm_syncer_queue_in_flight": queue.in_flight,
+            "slurm_syncer_leader": int(service.gate.leading),
+            "slurm_syncer_safety_valve_open": int(service.engine.valve.is_open),
+            "slurm_syncer_drift_nodes": len(service.engine.stats.drifted),
+            "slurm_syncer_conflicting_nodes": len(service.engine.stats.conflicts),
+            "slurm_syncer_missing_slurm_nodes": len(service.engine.stats.missing),
+            "slurm_syncer_ready": int(service.readiness()[0]),
+            "slurm_syncer_dry_run": int(service.gate.dry_run),
+        }
+        for name, value in values.items():
+            yield _rows(gauge(name), _one(value))
+        retries = counter("slurm_syncer_queue_retries")
         yield _rows(retries, (((), service.engine.runner.retries_total),))
-        refusals = _counter("slurm_syncer_safety_valve_refusals", "Drains held back by the safety valve.")
+        refusals = counter("slurm_syncer_safety_valve_refusals")
         yield _rows(refusals, (((), service.engine.stats.valve_refusals),))
 
     def _bindings(self) -> Iterator[Metric]:
@@ -466,28 +357,16 @@ class _StateCollector(Collector):
         service = self.service
         bound_pod = len(service.kube_cache.pods_by_slurm_node)
         bound_names = service.kube_cache.slurm_names()
-        bound = _gauge(
-            "slurm_syncer_bound_nodes", "Slurm nodes bound to Kubernetes objects, by binding mode.", ["mode"]
-        )
-        yield _rows(bound, ((("pod",), bound_pod), (("node",), max(0, len(bound_names) - bound_pod))))
-        unbound = _gauge("slurm_syncer_unbound_nodes", "Slurm nodes no pod or Node claims (exported only).")
+        bound = gauge("slurm_syncer_bound_nodes")
+        yield _rows(bound, _labelled({"pod": bound_pod, "node": max(0, len(bound_names) - bound_pod)}))
+        unbound = gauge("slurm_syncer_unbound_nodes")
         yield _rows(unbound, (((), len(set(service.slurm_cache.nodes) - bound_names)),))
-        events = _counter(
-            "slurm_syncer_events",
-            "Kubernetes Events: created, aggregated into an existing one, dropped by the per-object limit, "
-            "folded into a storm summary on the Lease.",
-            ["result"],
-        )
         recorder = service.events
-        yield _rows(
-            events,
-            (
-                (("created",), recorder.created),
-                (("aggregated",), recorder.aggregated),
-                (("dropped",), recorder.dropped),
-                (("folded",), recorder.folded),
-            ),
-        )
+        events = {
+            "created": recorder.created, "aggregated": recorder.aggregated, "dropped": recorder.dropped,
+            "folded": recorder.folded,
+        }  # fmt: skip
+        yield _rows(counter("slurm_syncer_events"), _labelled(events))
 
     def _partitions(self) -> Iterator[Metric]:
         """SlurmPartition CRs and their Ready condition as the leader's last reconcile left them (a
@@ -495,25 +374,9 @@ class _StateCollector(Collector):
         controller, service = self.service.partitions, self.service
         if controller is None:
             return
-        ready = _gauge(
-            "slurm_syncer_partition_ready",
-            "SlurmPartition CRs the leader reconciles: 1 while the Ready condition is True, by CR, its Slurm "
-            "partition and the condition's reason.",
-            ["cr", "partition", "reason"],
-        )
-        state = _gauge(
-            "slurm_syncer_partition_state",
-            "SlurmPartition CRs the leader reconciles: 1, by CR, its Slurm partition and the partition's "
-            "state in Slurm (UP, DOWN, DRAIN, INACTIVE; ABSENT when Slurm has no such partition).",
-            ["cr", "partition", "state"],
-        )
-        held = _gauge(
-            "slurm_syncer_partition_held",
-            "SlurmPartition CRs whose partition's state set in Slurm stops what the CR's state allows (an "
-            "admin's DOWN under a CR saying UP): 1, by CR, partition and the state kept until the CR "
-            "changes.",
-            ["cr", "partition", "state"],
-        )
+        ready = gauge("slurm_syncer_partition_ready")
+        state = gauge("slurm_syncer_partition_state")
+        held = gauge("slurm_syncer_partition_held")
         if service.gate.leading:
             for name, outcome in sorted(controller.outcomes.items()):
                 ready.add_metric([name, outcome.partition, outcome.reason], int(outcome.ready))
@@ -532,23 +395,9 @@ class _StateCollector(Collector):
         controller = self.service.scheduler
         if controller is None:
             return
-        pods = _gauge(
-            "slurm_syncer_scheduler_pods",
-            "Pods with the scheduler's name, by state: pending (no Node yet), bound, terminating.",
-            ["state"],
-        )
-        pending = _gauge(
-            "slurm_syncer_scheduler_pending_pods",
-            "Pending scheduler pods by their PodScheduled reason (SlurmJobPending, SlurmGangWaiting, "
-            "SlurmRequestRefused, SlurmPlacementFailed, SlurmJobStarting, NoCondition) and Slurm's pending "
-            "reason (Priority, Resources, ...; empty when Slurm gives none).",
-            ["reason", "slurm_reason"],
-        )
-        oldest = _gauge(
-            "slurm_syncer_scheduler_pending_oldest_seconds",
-            "Age of the oldest pending scheduler pod, by PodScheduled reason (an alert's input).",
-            ["reason"],
-        )
+        pods = gauge("slurm_syncer_scheduler_pods")
+        pending = gauge("slurm_syncer_scheduler_pending_pods")
+        oldest = gauge("slurm_syncer_scheduler_pending_oldest_seconds")
         if self.service.gate.leading:
             states = controller.pod_states()
             counts = Counter(state.state for state in states)
@@ -567,32 +416,13 @@ class _StateCollector(Collector):
         yield pending
         yield oldest
         stats = controller.stats
-        jobs = _counter(
-            "slurm_syncer_scheduler_jobs",
-            "Slurm jobs standing for scheduler pods: submitted, cancelled (ended by the scheduler), adopted "
-            "(found by their marker at the start: made before a restart or by another leader).",
-            ["action"],
-        )
+        jobs = counter("slurm_syncer_scheduler_jobs")
         yield _rows(jobs, _keyed(stats.jobs))
-        errors = _counter(
-            "slurm_syncer_scheduler_job_errors",
-            "Submits and cancels Slurm refused or did not answer, by call (submit, cancel).",
-            ["call"],
-        )
+        errors = counter("slurm_syncer_scheduler_job_errors")
         yield _rows(errors, _keyed(stats.errors))
-        teardowns = _counter(
-            "slurm_syncer_scheduler_teardowns",
-            "Scheduler pods' jobs torn down (the pods deleted or the job ended), once per job, by cause: "
-            "Slurm's side (cancelled, time-limit, preempted, suspended, requeued, node-failure, job-ended, "
-            "job-gone), Kubernetes' (pod-deleted, pod-failed, pod-succeeded, node-deleted) and the "
-            "scheduler's own (duplicate, placement).",
-            ["cause"],
-        )
+        teardowns = counter("slurm_syncer_scheduler_teardowns")
         yield _rows(teardowns, _keyed(stats.teardowns))
-        held = _gauge(
-            "slurm_syncer_scheduler_held_nodes",
-            "Slurm nodes the scheduler holds (drained) while a pod whose job ended still terminates there.",
-        )
+        held = gauge("slurm_syncer_scheduler_held_nodes")
         yield _rows(held, _one(len(controller.holds)))
         yield from controller.bind_latency.collect()
 
@@ -600,93 +430,52 @@ class _StateCollector(Collector):
         """Node labels carried to Slurm as features and topology (issue 29)."""
         controller = self.service.attributes
         stats = controller.stats if controller is not None else AttributeStats()  # zeros: panels stay whole
-        writes = _counter(
-            "slurm_syncer_node_attribute_writes",
-            "Slurm node updates from Node labels, by kind (features, topology) and result (ok, error, "
-            "refused by Slurm, dry-run).",
-            ["kind", "result"],
-        )
+        writes = counter("slurm_syncer_node_attribute_writes")
         kinds, results = ("features", "topology"), ("ok", "error", "refused", "dry-run")
         yield _rows(writes, (((k, r), stats.writes[k, r]) for k in kinds for r in results))
-        refused = _counter(
-            "slurm_syncer_feature_labels_refused",
-            "Label values Slurm cannot take as a feature (one Event each).",
-        )
+        refused = counter("slurm_syncer_feature_labels_refused")
         yield _rows(refused, _one(stats.refused_labels))
-        unsupported = _gauge(
-            "slurm_syncer_topology_unsupported",
-            "1 when topology from labels is configured but Slurm's REST API has no topology_str "
-            "(needs Slurm 25.05+, REST v0.0.43+): nothing is written.",
-        )
+        unsupported = gauge("slurm_syncer_topology_unsupported")
         yield _rows(unsupported, _one(int(stats.topology_unsupported)))
 
     def _slurm_updates(self) -> Iterator[Metric]:
         """Drains and undrains sent to Slurm: how well identical ones were batched (issue 18)."""
         bulk = self.service.engine.context.slurm_writer.bulk.stats
-        requests = _counter(
-            "slurm_syncer_slurm_update_requests",
-            "Node update requests sent to Slurm (drain, undrain, features, topology): for one node, or one "
-            "bulk POST for many.",
-            ["kind"],
-        )
+        requests = counter("slurm_syncer_slurm_update_requests")
         yield _rows(
-            requests, ((("single",), bulk.requests - bulk.bulk_requests), (("bulk",), bulk.bulk_requests))
+            requests, _labelled({"single": bulk.requests - bulk.bulk_requests, "bulk": bulk.bulk_requests})
         )
-        nodes = _counter(
-            "slurm_syncer_slurm_updated_nodes",
-            "Node updates those requests carried (nodes per request: the ratio of the two).",
-        )
+        nodes = counter("slurm_syncer_slurm_updated_nodes")
         yield _rows(nodes, _one(bulk.nodes))
-        partial = _counter(
-            "slurm_syncer_slurm_bulk_refused",
-            "Bulk updates Slurm refused part-way (a node it does not know): it failed, the rest went again.",
-        )
+        partial = counter("slurm_syncer_slurm_bulk_refused")
         yield _rows(partial, _one(bulk.partial))
 
     def _maintenance(self) -> Iterator[Metric]:
         summary = self.service.maintenance.summary
-        windows = _gauge(
-            "slurm_syncer_maintenance_windows",
-            "Nodes with a maintenance window, by state: reserved (its Slurm reservation exists), invalid "
-            "(input refused, Event on the Node), unsupported (Slurm before 25.05 cannot create "
-            "reservations).",
-            ["state"],
-        )
+        windows = gauge("slurm_syncer_maintenance_windows")
         counts = {
             "reserved": summary.reserved,
             "invalid": summary.invalid,
             "unsupported": summary.unsupported,
         }
-        yield _rows(windows, (((state,), count) for state, count in counts.items()))
-        yield GaugeMetricFamily(
-            "slurm_syncer_maintenance_reservations",
-            "Slurm MAINT reservations the syncer owns (k8s-maint-...), as of its last look.",
-            value=summary.reservations,
-        )
+        yield _rows(windows, _labelled(counts))
+        yield _rows(gauge("slurm_syncer_maintenance_reservations"), _one(summary.reservations))
 
     def _nodesets(self) -> Iterator[Metric]:
         reconciler = self.service.nodesets
         if reconciler is None:
             return
-        desired = _gauge("slurm_syncer_nodeset_desired_members", "Members a NodeSet wants.", ["nodeset"])
+        desired = gauge("slurm_syncer_nodeset_desired_members")
         yield _rows(desired, _keyed(reconciler.stats.desired))
-        overdue = _gauge(
-            "slurm_syncer_nodeset_drain_timeouts",
-            "Members of a NodeSet being removed that still run jobs after drainTimeout (never forced).",
-            ["nodeset"],
-        )
+        overdue = gauge("slurm_syncer_nodeset_drain_timeouts")
         yield _rows(overdue, _keyed(reconciler.stats.timed_out))
-        actions = _counter(
-            "slurm_syncer_nodeset_actions",
-            "NodeSet actions: pods created and deleted, removals started, Slurm nodes deleted.",
-            ["action"],
-        )
+        actions = counter("slurm_syncer_nodeset_actions")
         stats = reconciler.stats
         done = {
             "pod_created": stats.pods_created, "pod_deleted": stats.pods_deleted,
             "removal_started": stats.removals_started, "slurm_node_deleted": stats.slurm_nodes_deleted,
         }  # fmt: skip
-        yield _rows(actions, (((action,), count) for action, count in done.items()))
+        yield _rows(actions, _labelled(done))
         yield from _nodeset_power(reconciler.power)
 
 
@@ -694,42 +483,22 @@ def _nodeset_power(power: PowerActions) -> Iterator[Metric]:
     """Power-managed NodeSets (spec.power): members by Slurm power state, what the syncer did, how long a
     member takes from POWERING_UP to its slurmd registered, and the zones where lost-Node power-downs wait."""
     stats = power.stats
-    members = _gauge(
-        "slurm_syncer_nodeset_power_members",
-        "Members of a power-managed NodeSet by Slurm power state (declared counts every record).",
-        ["nodeset", "state"],
-    )
+    members = gauge("slurm_syncer_nodeset_power_members")
     by_state = sorted(stats.by_state.items())
     yield _rows(
         members, (((key, state), n) for key, counts in by_state for state, n in sorted(counts.items()))
     )
-    actions = _counter(
-        "slurm_syncer_nodeset_power_actions",
-        "Power-managed NodeSets: power_up (pod created for a member Slurm powers up), power_down (pod "
-        "deleted for a member Slurm powered down), failure (POWER_DOWN_FORCE: a member that could not come "
-        "up), declare and undeclare (Slurm records created, and deleted above a lowered ceiling).",
-        ["action"],
-    )
+    actions = counter("slurm_syncer_nodeset_power_actions")
     done = {
         "power_up": stats.power_ups, "power_down": stats.power_downs, "failure": stats.failures,
         "declare": stats.declared, "undeclare": stats.undeclared, "held": stats.held,
     }  # fmt: skip
-    yield _rows(actions, (((action,), count) for action, count in done.items()))
-    disruption = _gauge(
-        "slurm_syncer_nodeset_power_disruption",
-        "1 while most Nodes of a zone (topology.kubernetes.io/zone; empty: Nodes without one) are NotReady "
-        "at once (more than 2, at least 55 %): members there are not forced down for a lost Node.",
-        ["zone"],
-    )
+    yield _rows(actions, _labelled(done))
+    disruption = gauge("slurm_syncer_nodeset_power_disruption")
     yield _rows(
         disruption, (((zone,), 1 if nodes.disrupted else 0) for zone, nodes in power.zones.zones().items())
     )
-    held = _gauge(
-        "slurm_syncer_nodeset_power_held_members",
-        "Members of a power-managed NodeSet whose lost-Node power-down waits: their Node's zone is "
-        "disrupted.",
-        ["nodeset"],
-    )
+    held = gauge("slurm_syncer_nodeset_power_held_members")
     yield _rows(held, _keyed(power.held))
     registered = HistogramMetricFamily(
         "slurm_syncer_nodeset_power_up_seconds",
@@ -742,15 +511,6 @@ def _nodeset_power(power: PowerActions) -> Iterator[Metric]:
 def _prolog(readiness: JobReadiness) -> Iterator[Metric]:
     """slurm-syncer's PrologSlurmctld (issue 47): its questions by answer, and those held now."""
     stats = readiness.stats
-    answers = _counter(
-        "slurm_syncer_prolog_answers",
-        "Answers to the PrologSlurmctld's question (may the job start): none (no node was powering up), "
-        "ready (what was powering up registered, its pods Ready), failed (a node failed), waiting (the wait "
-        "ran out; it asks again), unusable (caches not synced or Slurm data stale), bad (a bad request).",
-        ["outcome"],
-    )
+    answers = counter("slurm_syncer_prolog_answers")
     yield _rows(answers, _keyed(stats.answers))
-    yield GaugeMetricFamily(
-        "slurm_syncer_prolog_waiting", "PrologSlurmctld questions held now (jobs waiting for their nodes).",
-        value=stats.waiting,
-    )  # fmt: skip
+    yield _rows(gauge("slurm_syncer_prolog_waiting"), _one(stats.waiting))  # fmt: skip

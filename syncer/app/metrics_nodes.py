@@ -27,12 +27,12 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
+from syncer.app.metric_families import GAUGES
 from syncer.model.slurm import BASE_STATES, SlurmNode
 
 CHUNK = 250  # nodes per loop turn: ~1 ms of work when every node is new, less when most are known
 TURN_S = 0.001  # the longest the text is written before the loop runs again
-INFO = "slurm_node_info"
-INFO_DOC = "One series per Slurm node: its base state and whether it is drained."
+INFO = "slurm_node_info"  # declared in metric_families.GAUGES (labels node, state, drain)
 _GPU = re.compile(r"gpu(?::[^:,()]+)?:(\d+)")
 
 
@@ -87,7 +87,7 @@ class NodeInfo(Metric):
     Anything else reading `samples` (generate_latest, a parser's caller) gets them built from the nodes."""
 
     def __init__(self, figures: NodeFigures) -> None:
-        super().__init__(INFO, INFO_DOC, "gauge")
+        super().__init__(INFO, GAUGES[INFO].help, "gauge")
         self.figures = figures
 
     @property

@@ -18,6 +18,7 @@ from syncer.kube.decode_base import (
     StatusBody,
     conditions,
     epoch,
+    identity,
     shared_keys,
 )
 from syncer.model.kube import KubeCustomObject, KubeNode, KubeNodeSet, KubePod
@@ -102,10 +103,7 @@ def _pod(raw: _RawPod) -> KubePod:
     meta = raw.metadata
     owner = next((o for o in meta.ownerReferences or () if o.controller), None)
     return KubePod(
-        namespace=meta.namespace,
-        name=meta.name,
-        uid=meta.uid,
-        resource_version=meta.resourceVersion,
+        **identity(meta),
         node_name=raw.spec.nodeName,
         hostname=raw.spec.hostname,
         host_network=raw.spec.hostNetwork,
@@ -134,10 +132,7 @@ def _waiting(status: _RawPodStatus) -> tuple[tuple[str, str], ...]:
 def _nodeset(raw: _RawNodeSet) -> KubeNodeSet:
     meta = raw.metadata
     return KubeNodeSet(
-        namespace=meta.namespace,
-        name=meta.name,
-        uid=meta.uid,
-        resource_version=meta.resourceVersion,
+        **identity(meta),
         generation=meta.generation,
         deleting=meta.deletionTimestamp is not None,
         spec=raw.spec,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import sys
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Generic, TypedDict, TypeVar
 
 import msgspec
 
@@ -89,6 +89,26 @@ def shared(text: str) -> str:
 
 def shared_keys(raw: dict[str, str] | None) -> dict[str, str]:
     return {sys.intern(k): v for k, v in raw.items()} if raw else {}
+
+
+class Identity(TypedDict):
+    """The fields a namespaced object's struct (syncer.model.kube) starts with, from its metadata."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+
+
+def identity(meta: RawMeta) -> Identity:
+    """What every namespaced struct takes from `meta`, the same way: `KubePod(**identity(meta), ...)` (mypy
+    checks each key against the struct's fields). Namespaces are few: shared."""
+    return {
+        "namespace": shared(meta.namespace),
+        "name": meta.name,
+        "uid": meta.uid,
+        "resource_version": meta.resourceVersion,
+    }
 
 
 @functools.lru_cache(maxsize=4096)  # transition times repeat across objects: one float each

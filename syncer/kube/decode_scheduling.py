@@ -22,6 +22,7 @@ from syncer.kube.decode_base import (
     RawOwner,
     conditions,
     epoch,
+    identity,
     shared,
     shared_keys,
 )
@@ -294,10 +295,7 @@ def scheduler_pod(raw: RawSchedulerPod) -> SchedulerPod:
     requests, limits = effective(spec, "requests", errors), effective(spec, "limits", errors)
     grace = spec.terminationGracePeriodSeconds
     return SchedulerPod(
-        namespace=shared(meta.namespace),
-        name=meta.name,
-        uid=meta.uid,
-        resource_version=meta.resourceVersion,
+        **identity(meta),
         creation_timestamp=epoch(meta.creationTimestamp),
         scheduler_name=shared(spec.schedulerName),
         node_name=shared(spec.nodeName),
@@ -335,10 +333,7 @@ def pod_usage(raw: RawPodUsage) -> PodUsage:
 def job(raw: RawJob) -> KubeJob:
     meta, spec, status = raw.metadata, raw.spec, raw.status
     return KubeJob(
-        namespace=meta.namespace,
-        name=meta.name,
-        uid=meta.uid,
-        resource_version=meta.resourceVersion,
+        **identity(meta),
         labels=shared_keys(meta.labels),
         annotations=shared_keys(meta.annotations),
         parallelism=1 if spec.parallelism is None else spec.parallelism,

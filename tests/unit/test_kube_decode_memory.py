@@ -86,3 +86,28 @@ def test_scheduler_pods_pool_what_a_deployments_pods_repeat() -> None:
     assert first.labels is last.labels and first.owners is last.owners
     print(f"\n{per_pod:.0f} bytes held per decoded scheduler pod")
     assert per_pod < 1_400, per_pod  # measured 1,054 (3,062 before pooling, all conditions kept)
+
+
+def test_namespaced_objects_take_their_identity_alike_and_share_the_namespace() -> None:
+    """Pods, NodeSets, scheduler pods and Jobs: namespace, name, uid and resourceVersion as served, and the
+    namespace one string for every object of it (few namespaces, many objects)."""
+    for kind in ("Pod", "NodeSet", "SchedulerPod", "Job"):
+        codec = Codec(kind)
+        first, last = (
+            codec.decode_object(
+                json.dumps(
+                    {
+                        "metadata": {
+                            "name": f"o{i}",
+                            "namespace": "team-a",
+                            "uid": f"u{i}",
+                            "resourceVersion": f"{i}",
+                        }
+                    }
+                ).encode()
+            )
+            for i in (1, 2)
+        )
+        assert (first.namespace, first.name, first.uid, first.resource_version) == ("team-a", "o1", "u1", "1")
+        assert (last.name, last.uid, last.resource_version) == ("o2", "u2", "2"), kind
+        assert first.namespace is last.namespace, kind

@@ -1,4 +1,4 @@
-"""The edges' structs (syncer/kube's SchedulerPod, KubeJob, KubeNode, PodUsage) as the scheduler core takes
+"""The edges' structs (syncer/kube's SchedulerPod, KubeNode, PodUsage) as the scheduler core takes
 them, and a pod read by the Kubernetes edge carried through gangs and the plan to its job request."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from syncer.controllers.scheduler.plan import Submit, plan
 from syncer.controllers.scheduler.request import JobRequest
 from syncer.controllers.scheduler.settings import Settings
 from syncer.controllers.scheduler.values import (
-    BatchJob,
     Job,
     Marker,
     Node,
@@ -27,7 +26,6 @@ from syncer.controllers.scheduler.values import (
 from syncer.model.jobs import JobSubmission, SlurmJob
 from syncer.model.kube import (
     Condition,
-    KubeJob,
     KubeNode,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -116,13 +114,6 @@ def test_a_plain_scheduler_pod() -> None:
     assert mapped.scheduled is None
     assert not mapped.gated
     assert not mapped.deleting
-
-
-def test_a_batch_job() -> None:
-    found = KubeJob(namespace="ns", name="train", uid="j", parallelism=4, completions=4)
-    assert edges.batch_job(found) == BatchJob(
-        namespace="ns", name="train", uid="j", parallelism=4, completions=4
-    )
 
 
 def test_a_node_with_its_pods() -> None:

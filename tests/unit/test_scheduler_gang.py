@@ -11,8 +11,9 @@ from syncer.controllers.scheduler.gang import Gang, Waiting, group, key_of, want
 from syncer.controllers.scheduler.options import Options
 from syncer.controllers.scheduler.request import JobRequest
 from syncer.controllers.scheduler.settings import Refusal, Settings
-from syncer.controllers.scheduler.values import BatchJob, Container, Job, Marker, Owner, Pod, PodRef
+from syncer.controllers.scheduler.values import Container, Job, Marker, Owner, Pod, PodRef
 from syncer.model.keys import Keys
+from syncer.model.kube import KubeJob
 
 OPTIONS = Options(release="r1")
 NS: dict[str, dict[str, str]] = {"ns": {}}
@@ -66,8 +67,8 @@ def test_marker_of_another_release_or_malformed_is_not_ours() -> None:
 
 def test_keys() -> None:
     jobs = {
-        "j1": BatchJob(namespace="ns", name="train", uid="j1", parallelism=4),
-        "j2": BatchJob(namespace="ns", name="one", uid="j2", parallelism=1),
+        "j1": KubeJob(namespace="ns", name="train", uid="j1", parallelism=4),
+        "j2": KubeJob(namespace="ns", name="one", uid="j2", parallelism=1),
     }
     assert key_of(pod("a"), jobs) == "ns/pod/a"
     assert key_of(pod("a", group_="g"), jobs) == "ns/group/g"
@@ -209,31 +210,31 @@ def test_more_pods_than_the_size() -> None:
 def test_batch_job_gangs() -> None:
     owner = Owner(kind="Job", name="train", uid="j1")
     pods = [pod(n, owner=owner) for n in ("train-x", "train-y")]
-    jobs = {"j1": BatchJob(namespace="ns", name="train", uid="j1", parallelism=2)}
+    jobs = {"j1": KubeJob(namespace="ns", name="train", uid="j1", parallelism=2)}
     request = group(pods, [], jobs, NS, OPTIONS)["ns/job/j1"].want
     assert isinstance(request, JobRequest)
     assert request.name == "ns/train"
     assert request.nodes == 2
     assert want("ns/job/j9", pods, {}, NS, OPTIONS) == Waiting(message="Job train is not known yet")
     assert want("ns/job/j9", [pod("x")], {}, NS, OPTIONS) == Waiting(message="Job j9 is not known yet")
-    three = {"j1": BatchJob(namespace="ns", name="train", uid="j1", parallelism=3)}
+    three = {"j1": KubeJob(namespace="ns", name="train", uid="j1", parallelism=3)}
     assert want("ns/job/j1", pods, three, NS, OPTIONS) == Waiting(
         message="2 of the 3 pods of Job train are here; its Slurm job is submitted when all are (pods of "
         "namespace ns only)"
     )
-    one = {"j1": BatchJob(namespace="ns", name="train", uid="j1", parallelism=1)}
+    one = {"j1": KubeJob(namespace="ns", name="train", uid="j1", parallelism=1)}
     assert want("ns/job/j1", pods, one, NS, OPTIONS) == Refusal(
         field="metadata.ownerReferences",
         message="2 pods wait in Job train, more than its size 1; delete the extra pods or raise the size",
     )
-    waves = {"j1": BatchJob(namespace="ns", name="train", uid="j1", parallelism=2, completions=6)}
+    waves = {"j1": KubeJob(namespace="ns", name="train", uid="j1", parallelism=2, completions=6)}
     assert want("ns/job/j1", pods, waves, NS, OPTIONS) == Refusal(
         field="spec.completions",
         object="Job ns/train",
         message="6 with parallelism 2: a gang runs all its pods at once and ends together; set completions "
         "to parallelism or leave it unset",
     )
-    same = {"j1": BatchJob(namespace="ns", name="train", uid="j1", parallelism=2, completions=2)}
+    same = {"j1": KubeJob(namespace="ns", name="train", uid="j1", parallelism=2, completions=2)}
     assert isinstance(want("ns/job/j1", pods, same, NS, OPTIONS), JobRequest)
 
 

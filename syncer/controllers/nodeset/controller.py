@@ -345,8 +345,8 @@ class NodeSetController(Controller):
     async def _write_status(
         self, nodeset: KubeNodeSet, status: dict[str, Any], *, force: bool = False
     ) -> None:
-        # compared as stored after the merge patch: a key this pass no longer writes (`power` once spec.power
-        # is removed) stays, and a status that differs only by it would be written again every pass
+        # compared as stored after the merge patch: a key the patch does not name stays, so a status that
+        # differs only by such a key would be written again every pass
         if force or merge_patched(nodeset.status, status) != nodeset.status:
             await self.writes.status(nodeset, status)
 

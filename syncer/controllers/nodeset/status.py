@@ -120,6 +120,8 @@ def compute_status(
         extra["power"] = {**result.power.counts, "declaring": list(declaring or [])}
         conditions.append(_power_condition(nodeset, spec, result, power_unsupported, previous, now))
         conditions.extend(_power_failures(result, declare_failed or {}, previous, now, gen))
+    elif "power" in nodeset.status:
+        extra["power"] = None  # spec.power removed: the merge patch deletes the counts it would leave stale
     return {
         **extra,
         "observedGeneration": gen,

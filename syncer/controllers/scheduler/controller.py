@@ -51,7 +51,7 @@ from syncer.controllers.scheduler.plan import (
     plan,
 )
 from syncer.controllers.scheduler.request import JobRequest
-from syncer.controllers.scheduler.values import BatchJob, Job, Node, World
+from syncer.controllers.scheduler.values import Job, Node, World
 from syncer.kube.errors import KubeError
 from syncer.kube.events import ObjectRef
 from syncer.kube.scheduler_pods import SchedulerPods
@@ -59,7 +59,7 @@ from syncer.kube.scheduling_reads import SchedulingReads
 from syncer.kube.writer import Outcome
 from syncer.model.jobs import JobSubmission, SlurmJob
 from syncer.model.keys import Keys
-from syncer.model.kube import KubeNode, SchedulerPod
+from syncer.model.kube import KubeJob, KubeNode, SchedulerPod
 from syncer.runtime.controller import DONE, Controller, Result
 from syncer.runtime.errors import RetryAfter
 from syncer.runtime.watch import Watch, Watches
@@ -156,7 +156,7 @@ class SchedulerController(Controller):
         self._namespaces: dict[
             str, tuple[float, Mapping[str, str] | None]
         ] = {}  # ns -> (read at, annotations)
-        self._batch_jobs: dict[str, tuple[float, BatchJob]] = {}  # Job UID -> (read at, Job)
+        self._batch_jobs: dict[str, tuple[float, KubeJob]] = {}  # Job UID -> (read at, Job)
         self._uid_key: dict[str, str] = {}  # pod UID -> the gang key a job of ours names it in
         self._submitted: dict[
             str, tuple[int, float]
@@ -425,7 +425,7 @@ class SchedulerController(Controller):
             if read is None or read.uid != uid:
                 continue  # gone, or the name holds another Job now: its pods wait
             learned = learned or uid not in self._batch_jobs
-            self._batch_jobs[uid] = (now, edges.batch_job(read))
+            self._batch_jobs[uid] = (now, read)
         alive = set(wanted)
         for uid in [
             uid for uid in self._batch_jobs if uid not in alive and now - self._batch_jobs[uid][0] > 600

@@ -1,6 +1,6 @@
-"""The edges' structs <-> the core's values: what the controller reads (syncer/kube's SchedulerPod, KubeJob,
-KubeNode and PodUsage; syncer/slurm's SlurmJob) as `plan` takes it, and a `Submit`'s request as the Slurm
-client's JobSubmission. Pure."""
+"""The edges' structs <-> the core's values: what the controller reads (syncer/kube's SchedulerPod, KubeNode
+and PodUsage; syncer/slurm's SlurmJob) as `plan` takes it, and a `Submit`'s request as the Slurm client's
+JobSubmission (a batch/v1 Job, KubeJob, the core reads as it is). Pure."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from syncer.controllers.scheduler.placement import summed
 from syncer.controllers.scheduler.request import JobRequest
 from syncer.controllers.scheduler.values import (
     TERMINAL_PHASES,
-    BatchJob,
     Job,
     Node,
     Owner,
@@ -24,7 +23,7 @@ from syncer.controllers.scheduler.values import (
     Toleration,
 )
 from syncer.model.jobs import BASE_STATES, JobSubmission, SlurmJob
-from syncer.model.kube import KubeJob, KubeNode, NodeSelectorRequirement, PodUsage, SchedulerPod
+from syncer.model.kube import KubeNode, NodeSelectorRequirement, PodUsage, SchedulerPod
 from syncer.model.slurm import SlurmNode
 
 
@@ -66,16 +65,6 @@ def pod(found: SchedulerPod) -> Pod:
         scheduled=Scheduled(status=scheduled.status, reason=scheduled.reason, message=scheduled.message)
         if scheduled
         else None,
-    )
-
-
-def batch_job(found: KubeJob) -> BatchJob:
-    return BatchJob(
-        namespace=found.namespace,
-        name=found.name,
-        uid=found.uid,
-        parallelism=found.parallelism,
-        completions=found.completions,
     )
 
 

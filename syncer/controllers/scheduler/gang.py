@@ -4,7 +4,7 @@ A gang is keyed `<namespace>/<kind>/<name>`:
 - `group`: pods sharing the label `slurm-syncer.dev/group` (in one namespace, as every Kubernetes grouping
   is), each with the annotation `slurm-syncer.dev/group-size`;
 - `job`: the pods of a `batch/v1` Job with parallelism > 1 (keyed by the Job's UID: a Job deleted and made
-  again is another gang), size = parallelism;
+  again is another gang), size = parallelism (the Job as syncer/model's KubeJob: no copy of it here);
 - `pod`: any other pod alone.
 A pod a job of ours names keeps that job's key (the job it is bound to first), so relabelling a pod never
 makes a second job for it. The request is made once every pod of the gang is there, unbound and alive.
@@ -27,8 +27,9 @@ from syncer.controllers.scheduler.settings import (
     annotation_field,
     resolve,
 )
-from syncer.controllers.scheduler.values import BatchJob, Job, Pod
+from syncer.controllers.scheduler.values import Job, Pod
 from syncer.model.keys import Keys
+from syncer.model.kube import KubeJob
 
 POD: Final = "pod"
 GROUP: Final = "group"
@@ -60,7 +61,7 @@ class Gang:
         return self.key.split("/", 1)[0]
 
 
-def key_of(pod: Pod, batch_jobs: Mapping[str, BatchJob]) -> str:
+def key_of(pod: Pod, batch_jobs: Mapping[str, KubeJob]) -> str:
     """The gang a pod belongs to by its own labels and owner."""
     group = pod.labels.get(Keys.GROUP_LABEL)
     if group is not None:
@@ -76,7 +77,7 @@ def key_of(pod: Pod, batch_jobs: Mapping[str, BatchJob]) -> str:
 def group(
     pods: Iterable[Pod],
     jobs: Iterable[Job],
-    batch_jobs: Mapping[str, BatchJob],
+    batch_jobs: Mapping[str, KubeJob],
     namespaces: Mapping[str, Mapping[str, str]],
     options: Options,
     *,
@@ -122,7 +123,7 @@ def group(
 def want(
     key: str,
     pods: Sequence[Pod],
-    batch_jobs: Mapping[str, BatchJob],
+    batch_jobs: Mapping[str, KubeJob],
     namespaces: Mapping[str, Mapping[str, str]],
     options: Options,
 ) -> Want:
@@ -165,7 +166,7 @@ def want(
 Sized = tuple[int, str] | Refusal | Waiting
 
 
-def _size(kind: str, name: str, waiting: Sequence[Pod], batch_jobs: Mapping[str, BatchJob]) -> Sized:
+def _size(kind: str, name: str, waiting: Sequence[Pod], batch_jobs: Mapping[str, KubeJob]) -> Sized:
     """The gang's size and how to call it, from its label or its Job."""
     if kind == POD:
         return 1, f"pod {name}"

@@ -71,19 +71,11 @@ class Owner:
 
 @dataclass(frozen=True, kw_only=True)
 class Named:
-    """A namespaced object's identity (a pod's, a Job's)."""
+    """A pod's identity: what an action names it by, and what a Pod starts with."""
 
     namespace: str
     name: str
     uid: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class BatchJob(Named):
-    """A `batch/v1` Job owning pods: with parallelism > 1 its pods are one gang."""
-
-    parallelism: int = 1
-    completions: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
