@@ -1,13 +1,17 @@
 """Prometheus metrics: Slurm as the caches see it (no extra polling of slurmctld) and the syncer's
 own health. Gauges are read from live state at scrape time; latencies and actions are observed as
 they happen. Cardinality: per-node series (`slurm_node_info`) are one per Slurm node; everything
-else is bounded by partitions, states, endpoints and fixed label sets (docs/operations.md)."""
+else is bounded by partitions, states, endpoints and fixed label sets (docs/operations.md).
+
+/metrics is written by `SyncerMetrics.exposition()`: the node cache's figures first, a chunk of nodes per
+event-loop turn, each node's `slurm_node_info` line kept while its object is (metrics_nodes.py), then the
+text a few families per turn, as prometheus_client's `generate_latest` writes it (issue 47)."""
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry, Histogram, PlatformCollector, ProcessCollector
@@ -18,6 +22,7 @@ from prometheus_client.registry import Collector
 from syncer import __version__
 from syncer.app.job_ready import JobReadiness
 from syncer.app.metric_families import counter, gauge
+from syncer.app.metrics_nodes import NodeExposition, NodeFigures, NodeInfo, exposition
 from syncer.control.gate import WriteGate
 from syncer.controllers.attributes.controller import AttributeController, AttributeStats
 from syncer.controllers.maintenance.controller import MaintenanceController
@@ -29,7 +34,7 @@ from syncer.controllers.sync.controller import SyncController
 from syncer.kube.cache import KubeCache
 from syncer.kube.client import KubeClient
 from syncer.kube.events import EventRecorder
-from syncer.model.slurm import BASE_STATES, SlurmNode
+from syncer.model.slurm import BASE_STATES
 from syncer.slurm.cache import NodeCache
 from syncer.slurm.client import SlurmClient
 
@@ -69,7 +74,6 @@ class Observed(Protocol):
 
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
-_GPU = re.compile(r"gpu(?::[^:,()]+)?:(\d+)")
 # diag fields exported as gauges: name in diag -> (metric suffix, unit divisor, help)
 DIAG_FIELDS: dict[str, tuple[str, float, str]] = {
     "server_thread_count": ("server_threads", 1, "slurmctld server threads in use"),
@@ -83,11 +87,6 @@ DIAG_FIELDS: dict[str, tuple[str, float, str]] = {
     "jobs_pending": ("jobs_pending", 1, "pending jobs (slurmctld statistics)"),
     "jobs_running": ("jobs_running", 1, "running jobs (slurmctld statistics)"),
 }
-
-
-def gpu_count(gres: str) -> int:
-    """GPUs in a gres string such as `gpu:8`, `gpu:a100:4(S:0-1)` or `gpu:a100:4(IDX:0-3)`."""
-    return sum(int(m.group(1)) for m in _GPU.finditer(gres or ""))
 
 
 class SyncerMetrics:
@@ -119,10 +118,22 @@ class SyncerMetrics:
         )
         for direction in ("k8s_to_slurm", "slurm_to_k8s"):
             self.latency.labels(direction)  # present from the start, so dashboards never see gaps
-        self.registry.register(_StateCollector(service))
+        self._service = service
+        self._state = _StateCollector(service)
+        self.registry.register(self._state)
         # process_* (CPU, RSS, open fds, start time) and python_info, as the default registry has them
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
+
+    async def exposition(self) -> bytes:
+        """The registry in Prometheus' text format, as generate_latest() writes it, without holding the
+        event loop: the node figures are worked out a chunk of nodes at a time first (the node cache as the
+        scrape began), then the text is written a few families at a time (issue 47)."""
+        pinned = _PINNED.set(await self._state.nodes.refresh(self._service.slurm_cache.nodes))
+        try:
+            return await exposition(self.registry)
+        finally:
+            _PINNED.reset(pinned)
 
     def on_action(self, kind: str, direction: str, _slurm_node: str, details: dict[str, Any]) -> None:
         result = str(details.get("result", "ok"))
@@ -157,9 +168,14 @@ def _one(value: float) -> tuple[tuple[tuple[()], float]]:
     return (((), value),)
 
 
+# the node figures SyncerMetrics.exposition() worked out, while it writes (its own: scrapes run side by side)
+_PINNED: ContextVar[NodeFigures | None] = ContextVar("pinned_node_figures", default=None)
+
+
 class _StateCollector(Collector):
     def __init__(self, service: Observed) -> None:
         self.service = service
+        self.nodes = NodeExposition()
 
     def collect(self) -> Iterator[Metric]:
         yield from self._slurm()
@@ -169,34 +185,22 @@ class _StateCollector(Collector):
     # -- Slurm, from the caches --------------------------------------------------------------------
     def _slurm(self) -> Iterator[Metric]:
         service = self.service
-        nodes: list[SlurmNode] = list(service.slurm_cache.nodes.values())
-        by_state = Counter(n.base_state for n in nodes)
+        # worked out beside the loop by exposition(); anything else reading the registry, in one go
+        figures = _PINNED.get() or self.nodes.figures(service.slurm_cache.nodes)
+        by_state = figures.by_state
         states = gauge("slurm_nodes")
         for state in sorted(BASE_STATES):
             states.add_metric([state.lower()], by_state.get(state, 0))
         yield states
-        flags = Counter(flag for n in nodes for flag in n.state - BASE_STATES)
+        flags = figures.flags
         flag_gauge = gauge("slurm_node_flags")
         for flag in sorted(
             flags | Counter(dict.fromkeys(("DRAIN", "NOT_RESPONDING", "COMPLETING", "FAIL"), 0))
         ):
             flag_gauge.add_metric([flag.lower()], flags.get(flag, 0))
         yield flag_gauge
-        info = gauge("slurm_node_info")
-        for node in nodes:
-            info.add_metric([node.name, node.base_state.lower(), "true" if node.drain_flag else "false"], 1)
-        yield info
-        totals: dict[str, list[int]] = {}
-        for node in nodes:
-            for partition in node.partitions:
-                row = totals.setdefault(partition, [0, 0, 0, 0, 0, 0, 0])
-                row[0] += 1
-                row[1] += node.cpus
-                row[2] += node.alloc_cpus
-                row[3] += node.real_memory_mb * 1024 * 1024
-                row[4] += node.alloc_memory_mb * 1024 * 1024
-                row[5] += gpu_count(node.gres)
-                row[6] += gpu_count(node.gres_used)
+        yield NodeInfo(figures)
+        totals = figures.totals
         names = (
             "slurm_partition_nodes",
             "slurm_partition_cpus",
@@ -211,7 +215,7 @@ class _StateCollector(Collector):
             for partition, row in sorted(totals.items()):
                 family.add_metric([partition], row[index])
             yield family
-        by_partition = Counter((p, n.base_state) for n in nodes for p in n.partitions)
+        by_partition = figures.by_partition
         partition_states = gauge("slurm_partition_node_states")
         for partition in sorted(totals):
             for state in sorted(BASE_STATES):  # every state, zeros too: a panel's lines stay whole
@@ -351,7 +355,7 @@ class _StateCollector(Collector):
     def _bindings(self) -> Iterator[Metric]:
         """Slurm nodes bound to pods or Nodes, those no one claims, and the Events written."""
         service = self.service
-        bound_pod = sum(1 for n in service.kube_cache.pods_by_slurm_node)
+        bound_pod = len(service.kube_cache.pods_by_slurm_node)
         bound_names = service.kube_cache.slurm_names()
         bound = gauge("slurm_syncer_bound_nodes")
         yield _rows(bound, _labelled({"pod": bound_pod, "node": max(0, len(bound_names) - bound_pod)}))

@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar, cast
 
 import structlog
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 
 from syncer.app.job_ready import PATH as PROLOG_PATH
 from syncer.app.job_ready import JobReadiness
@@ -437,7 +437,7 @@ class SyncerService:
             return web.Response(status=503, text="not ready: " + "; ".join(reasons) + "\n")
 
         async def metrics(_request: web.Request) -> web.Response:
-            body = generate_latest(self.metrics.registry)
+            body = await self.metrics.exposition()
             return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
         app = web.Application()
