@@ -74,6 +74,7 @@ class Observed(Protocol):
 
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
+ALWAYS_EXPORTED_FLAGS = ("DRAIN", "NOT_RESPONDING", "COMPLETING", "FAIL")
 # diag fields exported as gauges: name in diag -> (metric suffix, unit divisor, help)
 DIAG_FIELDS: dict[str, tuple[str, float, str]] = {
     "server_thread_count": ("server_threads", 1, "slurmctld server threads in use"),
@@ -194,9 +195,8 @@ class _StateCollector(Collector):
         yield states
         flags = figures.flags
         flag_gauge = gauge("slurm_node_flags")
-        for flag in sorted(
-            flags | Counter(dict.fromkeys(("DRAIN", "NOT_RESPONDING", "COMPLETING", "FAIL"), 0))
-        ):
+        # the usual flags are exported at 0 too: an alert adding `flag="drain"` to the DOWN count needs it
+        for flag in sorted({*flags, *ALWAYS_EXPORTED_FLAGS}):
             flag_gauge.add_metric([flag.lower()], flags.get(flag, 0))
         yield flag_gauge
         yield NodeInfo(figures)

@@ -135,3 +135,11 @@ async def test_a_scrape_at_many_nodes_lets_other_work_run_and_shows_the_cache_as
     assert turns >= 7, f"the scrape held the loop: {turns} turns for other work while it ran"
     check_figures(exposition.result().decode(), before)
     check_figures((await service.metrics.exposition()).decode(), after)
+
+
+async def test_the_usual_flags_are_exported_at_zero_when_no_node_carries_them(service: SyncerService) -> None:
+    """SlurmManyNodesDrainedOrDown adds `slurm_node_flags{flag="drain"}` to the DOWN count: with no drained
+    node the series must be 0, not absent: the sum is empty and the alert never fires on DOWN nodes alone."""
+    service.slurm_cache.nodes = await decoded(NodeDecoder(), [node_json(i, ["DOWN"]) for i in range(4)])
+    flags = {labels["flag"]: v for labels, v in samples(await scrape(service), "slurm_node_flags")}
+    assert flags == {"completing": 0.0, "drain": 0.0, "fail": 0.0, "not_responding": 0.0}
