@@ -38,13 +38,17 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from syncer.runtime.backoff import Backoff
 from syncer.runtime.errors import NotLeader, RetryAfter, Terminal
-from syncer.runtime.queue import WorkQueue
+from syncer.runtime.queue import Lane, WorkQueue
+from syncer.runtime.spread import Spread
 from syncer.runtime.tasks import cancel_and_wait
 from syncer.runtime.watch import Watch, Watches
 
 log = structlog.get_logger("syncer.runtime")
 RECONCILE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 RESULTS = ("ok", "requeue", "error", "terminal", "not_leader")
+# a periodic resync hands its keys to the queue (its RESYNC lane) over this share of its period: 10,000 keys
+# queued at once took one worker ~3 s of the event loop every minute, and cordons waited for it (issue 47)
+RESYNC_SPREAD = 0.5
 _reconcile_ids = itertools.count(1)
 
 
@@ -139,6 +143,7 @@ class ControllerRunner:
         self.metrics = metrics
         self.resync_s = resync_s
         self.leading = leading
+        self._spread = Spread(resync_s * RESYNC_SPREAD)  # the periodic resync's keys not queued yet
         self.queue = WorkQueue(self._handle, workers=workers, first_workers=first_workers)
         self.retries_total = 0  # retries scheduled after a failure (a reconcile's or a write's beside it)
         self._attempts: dict[str, int] = {}  # consecutive failures per key
@@ -171,9 +176,12 @@ class ControllerRunner:
 
     async def serve(self) -> None:
         """The one run loop of a controller: once `prepare()` returns, every key (when leading), then the
-        queue's workers plus the level-triggered safety net: every key again every `resync_s`, when this
-        replica gains leadership, and when `tick()` (called once a second) asks. Runs until cancelled or one
-        of the two fails; both are stopped then, and the writes still running beside a reconcile cancelled."""
+        queue's workers plus the level-triggered safety net: every key again every `resync_s` (handed to the
+        queue's RESYNC lane over half that period: behind every event-driven key, never starved, every key
+        reconciled within the period while its keys' reconciles take less than half of it), and at once
+        when this replica gains leadership and when `tick()` (called once a second) asks. Runs until
+        cancelled or one of the two fails; both are stopped then, and the writes still running beside a
+        reconcile cancelled."""
         try:
             await self.controller.prepare()
             self._led = self.leading()
@@ -192,12 +200,19 @@ class ControllerRunner:
             await cancel_and_wait([t for running in self._beside.values() for t in running])
 
     async def resync(self) -> int:
-        """Every key of the controller queued now (what the periodic resync does); how many."""
+        """Every key of the controller queued now, ahead of a periodic resync's (at the start, on gaining
+        leadership, when `tick()` asks); how many."""
+        self._spread.clear()  # these are every key: the periodic resync's rest is among them
         added = 0
         for key in await self.controller.keys():
             self.queue.add(key)
             added += 1
         return added
+
+    @property
+    def resync_pending(self) -> int:
+        """Keys of the periodic resync not handed to the queue yet."""
+        return self._spread.left
 
     async def _leads(self) -> bool:
         """Whether this replica leads now. On becoming the leader: `elected()`, then every key again."""
@@ -216,9 +231,23 @@ class ControllerRunner:
         while True:
             await asyncio.sleep(1.0)  # the housekeeping's tick, not a synchronisation
             asked = self.controller.tick()
-            if await self._leads() and (asked or time.monotonic() >= next_resync):
+            if not await self._leads():
+                self._spread.clear()  # a follower resyncs nothing
+                continue
+            if asked:
                 await self.resync()
                 next_resync = time.monotonic() + self.resync_s
+            elif time.monotonic() >= next_resync:
+                self._hand_over()  # the last periodic resync's rest (all of it by now)
+                self._spread.start(await self.controller.keys(), time.monotonic())
+                next_resync = time.monotonic() + self.resync_s
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """The periodic resync's keys whose turn has come, to the queue's RESYNC lane (a key waiting in a
+        faster lane stays there; one waiting in RESYNC keeps its place in line)."""
+        for key in self._spread.due(time.monotonic()):
+            self.queue.add(key, lane=Lane.RESYNC)
 
     # -- one key ----------------------------------------------------------------------------------
     async def _handle(self, key: str) -> None:

@@ -343,3 +343,67 @@ async def test_first_only_workers_serve_first_keys_while_the_others_are_busy():
         release.set()
         await wait_for(lambda: len(done) == 3, what="the rest")
     assert done == ["cordon", "slow-urgent", "another-urgent"]
+
+
+async def test_resync_keys_wait_for_their_own_worker_behind_every_event_key():
+    """A periodic resync's keys (RESYNC) are taken by the resync worker alone: the general worker takes
+    event keys only, and a NORMAL key is not queued behind them; a RESYNC key an event asks for moves up and
+    is taken by the general worker while the resync worker is busy; each key once, never twice at once."""
+    release = asyncio.Event()
+    seen: list[tuple[str, Lane]] = []
+    active: set[str] = set()
+    overlaps = 0
+
+    async def handler(key: str) -> None:
+        nonlocal overlaps
+        overlaps += key in active
+        active.add(key)
+        seen.append((key, taken_from()))
+        if key in ("resync-0", "event-slow"):
+            await release.wait()  # the resync worker (then the general one) held in a reconcile
+        active.discard(key)
+
+    queue = WorkQueue(handler, workers=1)
+    for index in range(100):
+        queue.add(f"resync-{index}", lane=Lane.RESYNC)
+    async with running(queue):
+        await wait_for(lambda: seen == [("resync-0", Lane.RESYNC)], what="the resync worker busy")
+        queue.add("event")  # NORMAL: not behind the 99 RESYNC keys
+        queue.add("resync-7", lane=Lane.URGENT)  # an event for a key of the resync: moves up
+        queue.add("resync-0", lane=Lane.FIRST)  # in flight on the resync worker: once more after, FIRST
+        await wait_for(lambda: len(seen) == 3, what="the event keys by the general worker")
+        assert seen[1:] == [("resync-7", Lane.URGENT), ("event", Lane.NORMAL)]
+        queue.add("event-slow")
+        await wait_for(lambda: len(seen) == 4, what="the general worker busy")
+        assert queue.depth == 98, "the general worker never takes a RESYNC key, the resync worker is held"
+        release.set()
+        await queue.wait_idle()
+    assert overlaps == 0
+    assert [key for key, _ in seen].count("resync-0") == 2 and ("resync-0", Lane.FIRST) in seen
+    rest = [key for key, lane in seen[4:] if lane == Lane.RESYNC]
+    assert rest == [f"resync-{i}" for i in range(1, 100) if i != 7], "the rest in order, each once"
+
+
+async def test_a_worker_lets_the_loop_run_between_two_keys():
+    """Handlers that never suspend (keys in agreement): another task still runs between two of them, so a
+    backlog of thousands cannot hold the event loop (a cordon's watch event, its reads and writes)."""
+    handled = 0
+
+    async def handler(_key: str) -> None:
+        nonlocal handled
+        handled += 1
+
+    queue = WorkQueue(handler, workers=2)
+    for index in range(20_000):
+        queue.add(f"n{index}")
+    seen_by_another_task: list[int] = []
+
+    async def another_task() -> None:
+        while handled < 20_000:
+            await asyncio.sleep(0)
+            seen_by_another_task.append(handled)
+
+    async with running(queue):
+        await asyncio.wait_for(another_task(), 30)
+    steps = [b - a for a, b in itertools.pairwise([0, *seen_by_another_task])]  # keys handled per turn
+    assert max(steps) <= 3, f"at most one key per worker between two turns of another task, got {max(steps)}"
