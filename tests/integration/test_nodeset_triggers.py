@@ -255,9 +255,9 @@ async def test_a_power_up_pod_is_the_first_write_of_its_pass_and_its_nodeset_is_
 async def test_a_status_the_stored_one_already_holds_is_not_written_again(
     kube_api: KubeApiEmulator, kubeconfig: Path
 ):
-    """A status write is a merge patch: a key the pass no longer writes (`power`, kept from when the NodeSet
-    had spec.power) stays stored. A pass whose status differs from the stored one only by such a key changes
-    nothing, and writes nothing (it used to PATCH the same status on every pass)."""
+    """A status write is a merge patch: a pass whose status is what the stored one already holds writes
+    nothing (it used to PATCH the same status on every pass). `power`, left from when the NodeSet had
+    spec.power, is deleted by one write (the patch names it null), and then nothing is written again."""
     kube = await KubeClient.from_config(str(kubeconfig))
     slurm = SlurmClient("http://127.0.0.1:9", NoToken())  # never started: Slurm data stays stale
     service = SyncerService(slurm, kube, ServiceConfig(listen_port=None, leader_election=False))
@@ -294,10 +294,13 @@ async def test_a_status_the_stored_one_already_holds_is_not_written_again(
         )
         kube_api.server.requests.clear()
         await controller.reconcile(key)
-        assert writes() == [], (
-            "only `power` differs, and a merge patch without it leaves it: nothing to write"
-        )
-        assert stored_status()["power"] == left
+        status_path = f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/nodesets/quiet/status"
+        assert writes() == [("PATCH", status_path)], "the stale `power` is deleted by one status write"
+        assert "power" not in stored_status()
+        await wait_for(lambda: "power" not in controller.informer.items[key].status, what="power gone")
+        kube_api.server.requests.clear()
+        await controller.reconcile(key)
+        assert writes() == [], "the status the pass computes is the stored one again: nothing written"
     finally:
         await cancel_and_wait(tasks)
         await service.kube_cache.stop()
