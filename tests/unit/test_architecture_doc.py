@@ -11,6 +11,7 @@ import re
 import tomllib
 from pathlib import Path
 
+from syncer.app.metric_families import COUNTERS, GAUGES
 from syncer.app.registry import registrations
 from syncer.app.settings import OPTIONS
 from syncer.controllers import CONTROLLERS
@@ -196,3 +197,22 @@ def test_one_retry_policy() -> None:
             if any(name.split(".")[0] == "tenacity" for name in imported(node)):
                 found.append(f"{line} imports tenacity")
     assert found == []
+
+
+def test_every_metric_the_page_names_is_declared() -> None:
+    """A metric the page names is a family of metric_families.py or one a module builds itself (the reconcile
+    counter and histogram of the runtime, ...), named as Prometheus shows it (`_total` of a counter)."""
+    declared = set(GAUGES) | set(COUNTERS)
+    for path in sources():
+        declared |= set(re.findall(r"(?:Histogram|Counter|Gauge)\(\s*\"([a-z_]+)\"", path.read_text()))
+    named = set(re.findall(r"`(slurm_[a-z_]+)`", PAGE))
+    modules = {path.stem for path in sources()}
+    suffixes = ("_total", "_bucket", "_sum", "_count")
+    unknown = [
+        name
+        for name in sorted(named - modules)
+        if name not in declared
+        and not any(name.removesuffix(s) in declared for s in suffixes if name.endswith(s))
+    ]
+    assert len(named - modules) >= 3, named
+    assert unknown == []
