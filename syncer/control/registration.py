@@ -1,6 +1,7 @@
 """How a controller joins the syncer: one `REGISTRATION` in its `controller.py`, and its folder's name in
-`syncer/controllers/__init__.py`'s `CONTROLLERS` (the one registration line). The service reads the
-registry; nothing else names a controller.
+`syncer/controllers/__init__.py`'s `CONTROLLERS` (the one registration line). The service builds every
+controller from the registry and calls no controller class (its typed accessors and the exporter name the
+classes only to read them).
 
     REGISTRATION = Registration(
         "toy",

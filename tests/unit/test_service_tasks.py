@@ -1,5 +1,6 @@
 """The Manager's task list as docs/architecture.md gives it is the service's, with every option that adds a
-loop turned on (leader election, node attributes, NodeSets, SlurmPartitions and Slinky's): the same names."""
+loop turned on (leader election, node attributes, NodeSets, SlurmPartitions and Slinky's, the scheduler):
+the same names."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from syncer.app.service import ServiceConfig, SyncerService
 from syncer.controllers.attributes.features import FeatureLabel
 from syncer.controllers.attributes.options import AttributeOptions
 from syncer.controllers.partitions.options import PartitionOptions
+from syncer.controllers.scheduler.options import SchedulerOptions
 from syncer.kube.client import KubeClient
 from syncer.slurm.auth import NoToken
 from syncer.slurm.client import SlurmClient
@@ -29,6 +31,7 @@ async def test_the_documented_tasks_are_the_services() -> None:
     config = ServiceConfig(listen_port=None).replace(
         partitions=PartitionOptions(enabled=True, slinky=True),
         attributes=AttributeOptions(feature_labels=(FeatureLabel.parse("example.com/rack"),)),
+        scheduler=SchedulerOptions(name="slurm-syncer"),  # every namespace: one informer
     )
     service = SyncerService(slurm, kube, config)  # never started: no I/O
     try:
