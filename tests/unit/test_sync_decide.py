@@ -820,6 +820,7 @@ def test_a_new_drain_is_automatic_only_when_every_cause_is(
     decision = run(snode(), pod, node, scale_in_of=scale_in_of)
     assert decision.slurm_action is not None and decision.slurm_action.kind == "drain"
     assert is_automatic(decision.causes) is automatic
+    assert decision.automatic is automatic  # what the admission (admit.py) asks
 
 
 def test_no_causes_is_not_an_automatic_drain() -> None:

@@ -11,18 +11,20 @@
   sanitise replaces).
 - `causes`: `Cause(kind, text)` with kinds `cordon`, `not-ready`, `condition`, `drain-annotation`,
   `terminating`, `scale-in`, `scheduler-hold`; `drain_causes(pod, node, *, now, opts, scale_in_of=None,
-  held=None) -> Drain(causes, recheck_at, reason)` (stable order; `recheck_at` = when a pending Ready grace
-  period ends, else None; `reason` = the Slurm reason they compose); `condition_text(cond)`;
+  held=None) -> Drain(causes, recheck_at, reason, automatic)` (stable order; `recheck_at` = when a pending
+  Ready grace period ends, else None; `reason` = the Slurm reason they compose; `automatic` =
+  `is_automatic(causes)`); `condition_text(cond)`;
   `is_automatic(causes)` (every cause in `AUTOMATIC` = not-ready, condition: the valve may hold it back;
   any `EXPLICIT` cause makes the drain an intent the valve never holds nor counts).
 - `plan`: `decide(slurm, pod, node, *, now, opts, slurm_fresh, scale_in_of=None, node_slurm=None,
-  held=None) -> Decision` (it asks `drain_causes` once) with
+  held=None) -> Decision` (`drain_causes`, then `decide_with(slurm, pod, node, drain, *, now, opts,
+  slurm_fresh, node_slurm=None)` on them: the two steps the reconcile takes) with
   `slurm_action: SlurmAction(kind "drain"|"undrain", reason, redrain=False) | None`, `annotations`
   (changes only, None deletes) on `annotations_on` ("pod"|"node"|None), `pod_conditions`, `node_conditions`,
   `cordon` ("cordon"|"uncordon"|None), `events: tuple[EventSpec(reason, message, type, on), ...]`, `causes`,
-  `recheck_at`, `acts`; `drift(slurm, pod, node, opts, now, *, slurm_fresh=True, scale_in_of=None,
-  node_slurm=None) -> bool`. `node_slurm`: [(Slurm name, SlurmNode | None)] of every bound slurmd pod on
-  `node` when it hosts several; the Node's conditions then come from all of them through
+  `recheck_at`, `automatic`, `acts`; `drift(slurm, pod, node, opts, now, *, slurm_fresh=True,
+  scale_in_of=None, node_slurm=None) -> bool`. `node_slurm`: [(Slurm name, SlurmNode | None)] of every
+  bound slurmd pod on `node` when it hosts several; the Node's conditions then come from all of them through
   `shared_node_conditions(members, *, slurm_fresh) -> (drained, healthy) | None` (None: leave them).
   Event and condition reason names are constants in `plan` (EVENT_*, DRAINED, ...); `is_ours(reason, opts)`
   (a reason the syncer wrote).
@@ -33,7 +35,8 @@
 - `drift.drift_rows(cache, slurm_nodes, opts, now, *, include_unbound=False) -> [Row]`: the one drift
   computation of `status` and the demo (a NodeSet member being removed is judged with its scale-in cause).
 
-Beside the core, with I/O: `controller.SyncController` (a runtime controller: read -> decide -> apply),
-`read.Reader` (the read step: one `Reading` per reconcile), `reports.Reports` (conflicts, missing nodes) and
-`apply.Applier` (the decision's writes, in order, behind the write gate). See docs/architecture.md.
+Beside the core, with I/O: `controller.SyncController` (a runtime controller: read -> decide -> admit ->
+apply), `read.Reader` (the read step: one `Reading` per pass), `reports.Reports` (conflicts, missing nodes),
+`admit.Admission` (the Slurm action's watch gap, valve and echo; on the fresh read, the action decided again)
+and `apply.Applier` (the decision's writes, in order, behind the write gate). See docs/architecture.md.
 """

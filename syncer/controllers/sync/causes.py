@@ -78,6 +78,7 @@ class Drain:
     causes: tuple[Cause, ...]  # in a stable order (drain_causes)
     recheck_at: float | None  # when a pending Ready grace period runs out
     reason: str  # the Slurm reason the causes compose: `<owner_prefix><cause>; <cause>`, capped ("": none)
+    automatic: bool  # every cause automatic (`is_automatic`): the safety valve may hold its drain back
 
 
 def drain_causes(
@@ -90,7 +91,8 @@ def drain_causes(
     held: str | None = None,
 ) -> Drain:
     """The drain causes in a stable order, when a pending Ready grace period runs out (else None), and the
-    reason they compose, capped at `opts.max_reason_bytes` (prefix included; "" without a cause).
+    reason they compose, capped at `opts.max_reason_bytes` (prefix included; "" without a cause), and
+    whether they are all automatic (what the safety valve may hold back).
 
     Order: cordon, not-ready, configured conditions (in option order), drain annotation on the pod, then
     on the Node, terminating pod, scale-in, the scheduler's hold (`held`: its text, syncer/control/holds.py).
@@ -101,7 +103,7 @@ def drain_causes(
     causes = tuple(Cause(kind, text) for kind, text in distinct(found, opts.max_reason_bytes))
     # most reconciles find no cause: nothing to compose then
     reason = compose(opts.owner_prefix, [c.text for c in causes], opts.max_reason_bytes) if causes else ""
-    return Drain(causes, recheck_at, reason)
+    return Drain(causes, recheck_at, reason, is_automatic(causes))
 
 
 def _found(

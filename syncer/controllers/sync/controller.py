@@ -14,16 +14,20 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import structlog
 
+from syncer.control.binding import Binding
 from syncer.control.context import ControllerContext
 from syncer.control.registration import Registration
+from syncer.controllers.sync.admit import Admission, Admitted
 from syncer.controllers.sync.apply import Applier
+from syncer.controllers.sync.causes import drain_causes
 from syncer.controllers.sync.options import OPTIONS, SyncOptions, options_from
-from syncer.controllers.sync.plan import decide
-from syncer.controllers.sync.read import Reader
+from syncer.controllers.sync.plan import Decision, decide, decide_with
+from syncer.controllers.sync.read import Reader, Reading
 from syncer.controllers.sync.reports import Reports
 from syncer.controllers.sync.stats import EngineStats
 from syncer.controllers.sync.valve import DrainValve
@@ -74,9 +78,15 @@ class SyncController(Controller):
             fresh_reads=FRESH_READS_PER_WORKER * context.workers,
         )
         self.reports = Reports(context, stats=self.stats, missing_grace_s=options.missing_grace_s)
+        # nodes whose Slurm action waited for a watch gap to close: their reconcile looks again soon
+        self.held_for_watch: set[str] = set()
+        self.admission = Admission(
+            context, self.valve, slurm_writes=self.slurm_writes, stats=self.stats, record=self._record,
+            held_for_watch=self.held_for_watch,
+        )  # fmt: skip
         self.applier = Applier(
-            context, options=options, valve=self.valve, written=self.written, slurm_writes=self.slurm_writes,
-            reader=self.reader, stats=self.stats, record=self._record, clock=self.clock,
+            context, written=self.written, slurm_writes=self.slurm_writes, record=self._record,
+            clock=self.clock, held_for_watch=self.held_for_watch,
         )  # fmt: skip
         self._was_open = False  # the valve at the last housekeeping
 
@@ -150,40 +160,82 @@ class SyncController(Controller):
 
     # -- one key ----------------------------------------------------------------------------------
     async def reconcile(self, name: str) -> Result:
-        """One Slurm node: read both sides once, report or decide (pure), then apply the decision's writes."""
+        """One Slurm node: read both sides once, report or find its drain causes and decide (pure), admit the
+        decision's Slurm action; a drain or undrain is read and decided once more before it goes out (the
+        loop's second pass); then the writes."""
         self.stats.reconciles += 1
         if not self.context.kube_cache.synced or not self.context.slurm_cache.synced:
             return Result(requeue_after=1.0)
-        reading = await self.reader.read_node(name)
-        reported = await self.reports.report(reading)
-        if not reported.decide:
-            if not reading.binding.conflict:
-                self._observed_at.pop(name, None)
-            return DONE
-        binding, now, slurm_node = reading.binding, reading.now, reading.slurm_node
-        requeue = [reported.look_again_s] if reported.look_again_s is not None else []
-        decision = decide(
-            slurm_node, binding.pod, binding.node, now=now, opts=self.options, slurm_fresh=reading.fresh,
-            scale_in_of=reading.scale_in, node_slurm=reading.node_slurm, held=reading.held,
-        )  # fmt: skip
-        if decision.recheck_at is not None:
-            requeue.append(max(0.05, decision.recheck_at - now))
-        after = Result(requeue_after=min(requeue)) if requeue else DONE
-        if decision.acts:
-            self.stats.drifted.add(name)
-        else:
-            self.stats.drifted.discard(name)
-        if not decision.acts and not decision.events:
-            self._observed_at.pop(name, None)
-            return after
+        caches: Reading | None = None  # the first pass's reading, of the caches
+        binding, written = Binding(name), Decision()  # its binding and decision: what the writes go by
+        admitted: Admitted | None = None
+        requeue: list[float] = []
+        logger = log
+        # twice at most: on the caches; then, for a drain or undrain the admission let through, on the node as
+        # read from slurmrestd now and Kubernetes as the cache shows it then (that read can take seconds: a
+        # drain never goes out after an uncordon that arrived meanwhile)
+        for _pass in range(2):
+            reading = await self.reader.read_node(name, after=caches)
+            if caches is None:
+                reported = await self.reports.report(reading)
+                if not reported.decide:
+                    if not reading.binding.conflict:
+                        self._observed_at.pop(name, None)
+                    return DONE
+                if reported.look_again_s is not None:
+                    requeue.append(reported.look_again_s)
+            pod, node, now = reading.binding.pod, reading.binding.node, reading.now
+            drain = drain_causes(
+                pod, node, now=now, opts=self.options, scale_in_of=reading.scale_in, held=reading.held
+            )
+            decision = decide_with(
+                reading.slurm_node, pod, node, drain, now=now, opts=self.options, slurm_fresh=reading.fresh,
+                node_slurm=reading.node_slurm,
+            )  # fmt: skip
+            if caches is None:
+                caches, binding = reading, reading.binding
+                written = decision
+                if decision.recheck_at is not None:
+                    requeue.append(max(0.05, decision.recheck_at - now))
+                if decision.acts:
+                    self.stats.drifted.add(name)
+                else:
+                    self.stats.drifted.discard(name)
+                if not decision.acts and not decision.events:
+                    self._observed_at.pop(name, None)
+                    return Result(requeue_after=min(requeue)) if requeue else DONE
+                logger = log.bind(
+                    slurm_node=name, pod=pod.key if pod else None, node=node.name if node else None,
+                    causes=[c.text for c in decision.causes] or None,
+                )  # fmt: skip
+            admitted = await self.admission.admit_action(reading, decision, logger, admitted=admitted)
+            if admitted is None or not admitted.confirm:
+                break
+        still = None if admitted is None else partial(self._still_wanted, name, admitted)
         # a key taken from the first lane never waits for Kubernetes' rate limit: those writes come later
         wait = taken_from() != Lane.FIRST
-        if await self.applier.apply(name, binding, decision, wait=wait, read_now=reading.read_now):
+        if await self.applier.apply(
+            name, binding, written, wait=wait, send=admitted, still=still, logger=logger
+        ):
             self.queue.add(name, lane=Lane.URGENT)
-        if name in self.applier.held_for_watch:
-            self.applier.held_for_watch.discard(name)
+        if name in self.held_for_watch:
+            self.held_for_watch.discard(name)
             return Result(requeue_after=min([*requeue, WATCH_GAP_RECHECK_S]))
-        return after
+        return Result(requeue_after=min(requeue)) if requeue else DONE
+
+    def _still_wanted(self, name: str, admitted: Admitted) -> bool:
+        """Asked by the Slurm writer when the update's turn in its group commit comes (it may have waited
+        behind a slow request to slurmrestd): the same read (`Reader.again`, on the node as read before it
+        was admitted) and decision once more; True while they still give an action of the same kind."""
+        reading = self.reader.again(name, admitted.current)
+        if not reading.kube_current:
+            self.held_for_watch.add(name)
+            return False
+        again = decide(
+            reading.slurm_node, reading.binding.pod, reading.binding.node, now=reading.now, opts=self.options,
+            slurm_fresh=True, scale_in_of=reading.scale_in, held=reading.held,
+        ).slurm_action  # fmt: skip
+        return again is not None and again.kind == admitted.action.kind
 
     def _record(self, kind: str, direction: str, result: str, name: str, **details: Any) -> None:
         self.stats.count(kind, direction, result)

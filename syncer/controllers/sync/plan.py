@@ -84,7 +84,8 @@ class Decision:
     - `pod_conditions` / `node_conditions`: conditions to set (only those that change) on pod / Node status.
     - `cordon`: "cordon" = set spec.unschedulable and annotation Keys.CORDONED_BY="slurm";
       "uncordon" = clear spec.unschedulable and remove that annotation.
-    - `causes`, `recheck_at`: the drain causes and when a pending grace period runs out (for logs, requeue).
+    - `causes`, `recheck_at`: the drain causes and when a pending grace period runs out (for logs, requeue);
+      `automatic`: every cause is automatic (`causes.is_automatic`).
     """
 
     slurm_action: SlurmAction | None = None
@@ -96,6 +97,7 @@ class Decision:
     events: tuple[EventSpec, ...] = ()
     causes: tuple[Cause, ...] = ()
     recheck_at: float | None = None
+    automatic: bool = False  # every cause automatic: the safety valve may hold a new drain back
 
     @property
     def acts(self) -> bool:
@@ -351,15 +353,35 @@ def decide(
     node_slurm: Sequence[tuple[str, SlurmNode | None]] | None = None,
     held: str | None = None,
 ) -> Decision:
-    """Both directions for one Slurm node bound to `pod` (pod-bound) or only to `node` (node-bound).
+    """Both directions for one Slurm node bound to `pod` (pod-bound) or only to `node` (node-bound): its
+    drain causes (`drain_causes`), then the decision on them (`decide_with`), as the sync controller's
+    reconcile takes those two steps. `held`: the scheduler's hold on this node (syncer/control/holds.py), a
+    drain cause."""
+    drain = drain_causes(pod, node, now=now, opts=opts, scale_in_of=scale_in_of, held=held)
+    return decide_with(
+        slurm, pod, node, drain, now=now, opts=opts, slurm_fresh=slurm_fresh, node_slurm=node_slurm
+    )
+
+
+def decide_with(
+    slurm: SlurmNode | None,
+    pod: KubePod | None,
+    node: KubeNode | None,
+    drain: Drain,
+    *,
+    now: float,
+    opts: SyncOptions,
+    slurm_fresh: bool,
+    node_slurm: Sequence[tuple[str, SlurmNode | None]] | None = None,
+) -> Decision:
+    """Both directions for one Slurm node bound to `pod` (pod-bound) or only to `node` (node-bound), its
+    drain causes found (`drain`).
 
     With neither pod nor Node the Slurm node is unbound and left alone. With `slurm` None or stale
     (`slurm_fresh` False) nothing is written to Kubernetes and nothing is undrained.
     `node_slurm`: when `node` hosts several bound slurmd pods, (Slurm node name, Slurm data) of each, this
     one included; the Node's conditions then come from all of them (`shared_node_conditions`).
-    `held`: the scheduler's hold on this node (syncer/control/holds.py), a drain cause.
     """
-    drain = drain_causes(pod, node, now=now, opts=opts, scale_in_of=scale_in_of, held=held)
     holder: KubePod | KubeNode
     on: Target
     if pod is not None:
@@ -400,6 +422,7 @@ def decide(
         events=tuple(events),
         causes=drain.causes,
         recheck_at=drain.recheck_at,
+        automatic=drain.automatic,
     )
 
 

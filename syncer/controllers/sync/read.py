@@ -37,6 +37,8 @@ class Reading:
     held: str | None = None  # the scheduler's hold, as the drain cause's text
     # every pod and Node claiming the name, as read with the binding: a conflict's Warnings go on each
     claimants: tuple[KubePod | KubeNode, ...] = ()
+    # False: a Kubernetes watch was reconnecting (a change made meanwhile may be missing): not read (`again`)
+    kube_current: bool = True
 
 
 class Reader:
@@ -59,19 +61,30 @@ class Reader:
         async with self.fresh_reads:
             return await self.context.slurm.get_node(name)
 
-    async def read_node(self, name: str) -> Reading:
+    async def read_node(self, name: str, *, after: Reading | None = None) -> Reading:
         """One ordered pass: the binding (our own recent writes laid over it), the Slurm side (read once from
         slurmrestd since our own write while its echo is owed), what other controllers say of the node, and
-        the Slurm nodes of the others on a Node several slurmd pods share."""
+        the Slurm nodes of the others on a Node several slurmd pods share.
+
+        `after`: the reading a drain or undrain was decided on. The node is read again from slurmrestd first
+        (unless that reading just did), then Kubernetes as the cache shows it now (not at all in a watch gap),
+        for the action to be decided again before it is sent (the Node's other Slurm nodes are not read: they
+        decide its conditions only)."""
+        slurm_node: SlurmNode | None = None
+        if after is not None:
+            slurm_node = after.read_now if after.read_now is not None else await self.fresh(name)
+            if not self.context.kube_cache.current:
+                return Reading(Binding(name), slurm_node=slurm_node, fresh=True, kube_current=False)
         binding, sharing, claimants = self._kube_side(name)
         if not binding.bound:
-            return Reading(binding, claimants=claimants)
+            return Reading(binding, slurm_node=slurm_node, fresh=after is not None, claimants=claimants)
         now = self.context.clock()
         cache = self.context.slurm_cache
-        slurm_node = cache.nodes.get(name)
-        fresh = not cache.stale
-        owed = fresh and self.slurm_writes.owed(name, cache.listed_at)
-        read_now = None
+        fresh, owed, read_now = True, False, None
+        if after is None:
+            slurm_node = cache.nodes.get(name)
+            fresh = not cache.stale
+            owed = fresh and self.slurm_writes.owed(name, cache.listed_at)
         if owed:
             # we wrote this node and the cache has not caught up (a full list of a big cluster takes
             # seconds): read this one node rather than decide on what it was before our write, once per
@@ -91,7 +104,7 @@ class Reader:
         # the same: this node's own data as read above, the others' from the Slurm cache
         node_slurm = (
             None
-            if sharing is None
+            if sharing is None or after is not None
             else [(n, slurm_node if n == name else cache.nodes.get(n)) for n in sharing]
         )
         return Reading(
@@ -100,12 +113,14 @@ class Reader:
         )  # fmt: skip
 
     def again(self, name: str, slurm_node: SlurmNode | None) -> Reading:
-        """Kubernetes as the cache shows it now, beside `slurm_node` as just read from slurmrestd: for the
-        Slurm action decided again before it is sent (the Node's other Slurm nodes are not read: they
-        decide its conditions only)."""
+        """Kubernetes as the cache shows it now, beside `slurm_node` as read from slurmrestd (not read in a
+        watch gap): as `read_node(after=...)` reads it, for the Slurm action decided again when its turn to
+        be sent comes (the controller's `_still_wanted`, the writer asks it)."""
+        if not self.context.kube_cache.current:
+            return Reading(Binding(name), slurm_node=slurm_node, fresh=True, kube_current=False)
         binding, _sharing, _claimants = self._kube_side(name)
         if not binding.bound:
-            return Reading(binding)
+            return Reading(binding, slurm_node=slurm_node, fresh=True)
         scale_in = self.context.scale_in.get(name)
         held = self.context.holds.cause_of(name, slurm_node, self.context.owner_prefix)
         return Reading(

@@ -2,7 +2,7 @@
 
 Only drains whose causes are all automatic (Ready past the grace, listed problem conditions) are asked
 here; explicit intents (cordon, drain annotation, terminating pod, scale-in) bypass the valve entirely
-(`causes.is_automatic`, checked by the applier)."""
+(`causes.is_automatic`, carried by the Decision, checked by the admission in admit.py)."""
 
 from __future__ import annotations
 
