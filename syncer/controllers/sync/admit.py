@@ -95,9 +95,8 @@ class Admission:
         longer wanted."""
         action, current = admitted.action, reading.slurm_node
         if not reading.kube_current:
-            self.held_for_watch.add(
-                name
-            )  # Kubernetes was not decided on: looked at again once the gap closes
+            # Kubernetes was not decided on: looked at again once the gap closes
+            self.held_for_watch.add(name)
         if again is None or again.kind != action.kind:
             # mostly a list older than our own write: the node already is as wanted
             wanted_flag = action.kind == "drain"
