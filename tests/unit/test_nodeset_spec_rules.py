@@ -80,10 +80,10 @@ def test_max_unavailable_edges_and_a_flag_or_fraction_refused() -> None:
         assert refusal(
             {"template": TEMPLATE, "updateStrategy": {"rollingUpdate": {"maxUnavailable": bad}}}
         ) == (f"spec.updateStrategy.rollingUpdate.maxUnavailable {bad!r} must be 1..100%")
-    for bad in (True, 1.5):
+    for flag_or_fraction in (True, 1.5):
         assert refusal(
-            {"template": TEMPLATE, "updateStrategy": {"rollingUpdate": {"maxUnavailable": bad}}}
-        ) == (f"spec.updateStrategy.rollingUpdate.maxUnavailable {bad!r} must be >= 1")
+            {"template": TEMPLATE, "updateStrategy": {"rollingUpdate": {"maxUnavailable": flag_or_fraction}}}
+        ) == (f"spec.updateStrategy.rollingUpdate.maxUnavailable {flag_or_fraction!r} must be >= 1")
 
 
 def test_a_name_of_forty_characters_is_the_longest_accepted() -> None:
