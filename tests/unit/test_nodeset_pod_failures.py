@@ -357,7 +357,7 @@ def test_a_notready_node_without_a_reason_is_named_by_its_status() -> None:
 
 def test_by_default_a_notready_node_is_lost_at_once() -> None:
     n = node("False", "KubeletNotReady")
-    n["status"]["conditions"][1]["lastTransitionTime"] = rfc3339(NOW - 0.5)
+    n["status"]["conditions"][1]["lastTransitionTime"] = rfc3339(NOW)  # this very second
     assert start_failure(pod(containerStatuses=RUNNING), n, NOW, unschedulable_after_s=BOUND_S) == (
         "pod slurm/gpu-3 lost its Node kw-1: NotReady (KubeletNotReady)"
     )
@@ -378,3 +378,16 @@ def test_a_cut_reason_never_splits_a_character_whichever_byte_the_cap_falls_on()
         )
         assert text is not None and text.endswith("\u00e9")
         assert MAX_REASON_BYTES - 1 <= len(text.encode()) <= MAX_REASON_BYTES
+
+
+def test_a_pod_held_by_scheduling_gates_says_so_in_the_schedulers_words() -> None:
+    gated = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "SchedulingGated",
+        "message": "Scheduling is blocked due to non-empty scheduling gates",
+        "lastTransitionTime": CREATED,
+    }
+    assert failure(pod(node_name="", phase="Pending", conditions=[gated])) == (
+        "pod slurm/gpu-3 SchedulingGated for 600s: Scheduling is blocked due to non-empty scheduling gates"
+    )
