@@ -35,3 +35,7 @@ def test_a_controller_declares_the_partitions_of_its_extra_conf_and_none_without
     assert controller_partitions(controller) == ["debug"]
     assert controller_partitions({"spec": {}}) == []
     assert controller_partitions({}) == []
+
+
+def test_a_commented_out_line_declares_nothing_whatever_follows_its_hash() -> None:
+    assert extra_conf_partitions("# PartitionName=old # kept for reference\nPartitionName=a # x # b") == ["a"]
