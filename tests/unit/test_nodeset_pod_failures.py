@@ -326,3 +326,68 @@ def test_the_slurmd_path_is_slurmd_and_the_init_containers_but_native_sidecars()
     assert slurmd_path(template) == frozenset({"munge-key", "slurmd"})
     assert slurmd_path({"spec": {"containers": [{"name": "first"}, {"name": "other"}]}}) == {"first"}
     assert slurmd_path({}) == frozenset()
+
+
+def test_unschedulable_without_a_reason_or_message_reads_unschedulable_alone() -> None:
+    bare = {"type": "PodScheduled", "status": "False", "lastTransitionTime": CREATED}
+    assert failure(pod(node_name="", phase="Pending", conditions=[bare])) == (
+        "pod slurm/gpu-3 Unschedulable for 600s"
+    )
+
+
+def test_unschedulable_exactly_at_the_bound_is_reported() -> None:
+    p = pod(node_name="", phase="Pending", conditions=[UNSCHEDULABLE])
+    assert failure(p, now=NOW - 600 + BOUND_S) is not None
+
+
+def test_only_the_schedulers_final_period_is_dropped_whatever_the_message_ends_with() -> None:
+    scheduled = {**UNSCHEDULABLE, "message": "0/1 nodes are available: 1 Insufficient example.com/nicX."}
+    assert failure(pod(node_name="", phase="Pending", conditions=[scheduled])) == (
+        "pod slurm/gpu-3 Unschedulable for 600s: 0/1 nodes are available: 1 Insufficient example.com/nicX"
+    )
+
+
+def test_a_notready_node_without_a_reason_is_named_by_its_status() -> None:
+    n = node("Unknown")
+    del n["status"]["conditions"][1]["reason"]
+    assert (
+        failure(pod(containerStatuses=RUNNING), n) == "pod slurm/gpu-3 lost its Node kw-1: NotReady (Unknown)"
+    )
+
+
+def test_by_default_a_notready_node_is_lost_at_once() -> None:
+    n = node("False", "KubeletNotReady")
+    n["status"]["conditions"][1]["lastTransitionTime"] = rfc3339(NOW)  # this very second
+    assert start_failure(pod(containerStatuses=RUNNING), n, NOW, unschedulable_after_s=BOUND_S) == (
+        "pod slurm/gpu-3 lost its Node kw-1: NotReady (KubeletNotReady)"
+    )
+
+
+def test_a_failed_pod_names_the_init_container_that_ended_and_an_exit_without_a_reason() -> None:
+    init = [{"name": "fetch-conf", "state": {"terminated": {"exitCode": 137}}, "restartCount": 0}]
+    assert failure(pod(phase="Failed", initContainerStatuses=init), node()) == (
+        "pod slurm/gpu-3 Failed: container fetch-conf exit 137"
+    )
+
+
+def test_a_cut_reason_never_splits_a_character_whichever_byte_the_cap_falls_on() -> None:
+    for pad in ("", "x"):
+        message = pad + "\u00e9" * 400
+        text = failure(
+            pod(phase="Pending", containerStatuses=waiting("CreateContainerConfigError", message)), node()
+        )
+        assert text is not None and text.endswith("\u00e9")
+        assert MAX_REASON_BYTES - 1 <= len(text.encode()) <= MAX_REASON_BYTES
+
+
+def test_a_pod_held_by_scheduling_gates_says_so_in_the_schedulers_words() -> None:
+    gated = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "SchedulingGated",
+        "message": "Scheduling is blocked due to non-empty scheduling gates",
+        "lastTransitionTime": CREATED,
+    }
+    assert failure(pod(node_name="", phase="Pending", conditions=[gated])) == (
+        "pod slurm/gpu-3 SchedulingGated for 600s: Scheduling is blocked due to non-empty scheduling gates"
+    )

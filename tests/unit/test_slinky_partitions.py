@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from syncer.controllers.partitions.slinky import extra_conf_partitions, nodeset_partition
+from syncer.controllers.partitions.slinky_conf import (
+    controller_partitions,
+    extra_conf_partitions,
+    nodeset_partition,
+)
 
 
 def test_a_nodeset_declares_its_name_or_its_trimmed_hostname_unless_its_partition_is_off() -> None:
@@ -24,3 +28,14 @@ def test_extra_conf_declares_every_partition_name_but_defaults_and_comments() ->
     )
     assert extra_conf_partitions(text) == ["debug", "all", "notreally"]
     assert extra_conf_partitions("") == []
+
+
+def test_a_controller_declares_the_partitions_of_its_extra_conf_and_none_without_one() -> None:
+    controller = {"spec": {"extraConf": "PartitionName=debug Nodes=ALL\nPartitionName=DEFAULT MaxTime=5"}}
+    assert controller_partitions(controller) == ["debug"]
+    assert controller_partitions({"spec": {}}) == []
+    assert controller_partitions({}) == []
+
+
+def test_a_commented_out_line_declares_nothing_whatever_follows_its_hash() -> None:
+    assert extra_conf_partitions("# PartitionName=old # kept for reference\nPartitionName=a # x # b") == ["a"]

@@ -40,3 +40,16 @@ def test_a_custom_label_list_and_a_bad_one() -> None:
     assert rule.of(pod({"example.com/slurm-node": "a1", Keys.NODE_NAME_LABEL: "b1"})) == "a1"
     with pytest.raises(ValueError, match="at least one"):
         SlurmNameRule(())
+
+
+def test_slinkys_rule_reads_slinkys_label_only_never_ours() -> None:
+    """Our label names the Slurm node as it is: a pod carrying Slinky's scaling-mode label as well is not
+    renamed by Slinky's rule."""
+    labels = {Keys.NODE_NAME_LABEL: "ours-1", Slinky.SCALING_MODE_LABEL: "StatefulSet"}
+    assert SlurmNameRule().of(pod(labels, hostname="host-9")) == "ours-1"
+
+
+def test_a_label_list_with_an_empty_label_is_refused_in_these_words() -> None:
+    for labels in ((), (Keys.NODE_NAME_LABEL, "")):
+        with pytest.raises(ValueError, match=r"^at least one non-empty node-name label is needed$"):
+            SlurmNameRule(labels)

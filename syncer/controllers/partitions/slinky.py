@@ -1,22 +1,18 @@
 """The partitions Slinky's slurm-operator declares in slurm.conf, read live from its own objects: the
 SlurmPartition controller never writes them, adopt or not (docs/partitions.md, docs/interop.md).
 
-From Slinky's `slinky.slurm.net/v1beta1` source (api/v1beta1, internal/builder/controllerbuilder):
-- a NodeSet with `spec.partition.enabled` (the CRD's default is true: absent counts as true) gets the line
-  `PartitionName=<name> Nodes=<name> <spec.partition.config>`, <name> being the NodeSet's name or, when set,
-  `spec.template.spec.hostname` with its '-' trimmed;
-- a Controller's `spec.extraConf` is appended to slurm.conf as written: each `PartitionName=` in it.
+Which objects declare which partitions: slinky_conf.py (pure).
 
 Each kind is watched only where its CRD is served (syncer/kube/optional_informer.py). Where it is not: one
 INFO line, no watch, and a silent look again every `PROBE_S` (Slinky installed later)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from syncer.controllers.partitions.slinky_conf import controller_partitions, nodeset_partition
 from syncer.kube.client import KubeClient
 from syncer.kube.informer import Informer
 from syncer.kube.optional_informer import OptionalInformer
@@ -24,26 +20,6 @@ from syncer.model.kube import KubeCustomObject
 
 GROUP, VERSION = "slinky.slurm.net", "v1beta1"
 PROBE_S = 300.0  # an absent CRD is looked for again this often (one GET, no log line)
-# `PartitionName=x`, case as Slurm parses it (any), up to a blank; `PartitionName=DEFAULT` sets defaults only
-_PARTITION = re.compile(r"(?i)(?:^|\s)PartitionName=(\S+)")
-
-
-def nodeset_partition(obj: Mapping[str, Any]) -> str | None:
-    """The partition a Slinky NodeSet declares, or None (`spec.partition.enabled: false`)."""
-    spec = obj.get("spec") or {}
-    if (spec.get("partition") or {}).get("enabled", True) is False:
-        return None
-    hostname = str((((spec.get("template") or {}).get("spec")) or {}).get("hostname") or "").strip("-")
-    return hostname or str((obj.get("metadata") or {}).get("name") or "") or None
-
-
-def extra_conf_partitions(text: str) -> list[str]:
-    """The partitions a Controller's extraConf declares (comments and `PartitionName=DEFAULT` left out)."""
-    found = []
-    for line in text.splitlines():
-        line = line.split("#", 1)[0]
-        found += [name for name in _PARTITION.findall(line) if name.upper() != "DEFAULT"]
-    return found
 
 
 def _key(obj: KubeCustomObject) -> str:
@@ -62,8 +38,7 @@ class _Kind:
 KINDS = (
     _Kind("SlinkyNodeSet", "nodesets", "NodeSet",
           lambda obj: [name] if (name := nodeset_partition(obj)) else []),
-    _Kind("SlinkyController", "controllers", "Controller",
-          lambda obj: extra_conf_partitions(str((obj.get("spec") or {}).get("extraConf") or ""))),
+    _Kind("SlinkyController", "controllers", "Controller", controller_partitions),
 )  # fmt: skip
 
 
