@@ -1,8 +1,10 @@
 """The sync controller (the sync engine): turns cache changes into keys, and each key's
-reconcile into read -> decide -> apply: read both sides once (`Reader`, syncer/controllers/sync/read.py:
-the caches, plus one fresh read of a node we just wrote), report a conflict or a missing node instead of
-deciding (reports.py), call the pure `decide`, hand the decision to the `Applier`
-(syncer/controllers/sync/apply.py), which owns ordering, the write gate, the safety valve and Events.
+reconcile into read -> report -> causes -> decide -> admit -> apply: read both sides once (`Reader`,
+syncer/controllers/sync/read.py: the caches, plus one fresh read of a node we just wrote), report a conflict
+or a missing node instead of deciding (reports.py), find the drain causes and decide on them (pure), let the
+Slurm action through the `Admission` (admit.py: watch gap, safety valve, echo; a drain or undrain is read
+from slurmrestd and decided again first, the loop's second pass), hand the decision to the `Applier`
+(syncer/controllers/sync/apply.py), which owns the order of writes and Events.
 
 Level-triggered: a change on either side only says which Slurm node to look at; each reconcile
 recomputes everything for that node from both caches, so a missed event, a restart or a re-list
