@@ -205,7 +205,8 @@ async def test_a_kubernetes_change_leaves_any_write_that_would_wait_for_the_rate
         )  # fmt: skip
         folded = service.context.events.folded
         service.kube.limiter = TokenBucket(qps=0.001, burst=1)  # one write now, the next in 1,000 s
-        left = await asyncio.wait_for(applier.apply(name, binding, decision, wait=False), timeout=20)
+        sent = applier.apply(name, binding, decision, send=None, wait=False)
+        left = await asyncio.wait_for(sent, timeout=20)
         assert left  # the Node's write is left for later: the caller queues the key again
         assert condition(rig.pod_obj(name), "example.com/Checked") is not None
         assert condition(rig.node_obj(kube_node), "example.com/Checked") is None
@@ -215,7 +216,7 @@ async def test_a_kubernetes_change_leaves_any_write_that_would_wait_for_the_rate
 
         service.kube.limiter = TokenBucket(qps=200, burst=400)
         binding = service.engine.reader.again(name, None).binding
-        assert not await applier.apply(name, binding, decision, wait=True)
+        assert not await applier.apply(name, binding, decision, send=None, wait=True)
         assert annotations_of(rig.node_obj(kube_node)).get("example.com/state") == "recorded"
         assert condition(rig.node_obj(kube_node), "example.com/Checked") is not None
         assert [e for e in rig.events_for(kube_node) if e["reason"] == "ExampleTransition"]

@@ -64,13 +64,14 @@ class Applier:
         binding: Binding,
         decision: Decision,
         *,
+        send: Admitted | None,
         wait: bool = True,
-        send: Admitted | None = None,
         still: Still | None = None,
         logger: Any = log,
     ) -> bool:
-        """Carries the decision out: `send`, the Slurm action admitted (and, for a drain or undrain, decided
-        again on the node as read now: `admit.py`), then the decision's Kubernetes writes and Events.
+        """Carries the decision out: `send`, the Slurm action admitted (for a drain or undrain, decided again
+        on the node as read now: `admit.py`; None: nothing is sent, whatever the decision's `slurm_action`),
+        then the decision's Kubernetes writes and Events.
         `still`: asked by the writer when the update's turn in its group commit comes. `wait=False`:
         Kubernetes writes that would wait for the client's rate limit are left for a later reconcile (True is
         returned then), so that Slurm-bound work never queues behind thousands of Kubernetes writes; the Event

@@ -169,7 +169,7 @@ class SyncController(Controller):
         if not self.context.kube_cache.synced or not self.context.slurm_cache.synced:
             return Result(requeue_after=1.0)
         caches: Reading | None = None  # the first pass's reading, of the caches
-        binding, written = Binding(name), Decision()  # its binding and decision: what the writes go by
+        binding, decided = Binding(name), Decision()  # its binding and decision: what the writes go by
         admitted: Admitted | None = None
         requeue: list[float] = []
         logger = log
@@ -196,7 +196,7 @@ class SyncController(Controller):
             )  # fmt: skip
             if caches is None:
                 caches, binding = reading, reading.binding
-                written = decision
+                decided = decision
                 if decision.recheck_at is not None:
                     requeue.append(max(0.05, decision.recheck_at - now))
                 if decision.acts:
@@ -217,7 +217,7 @@ class SyncController(Controller):
         # a key taken from the first lane never waits for Kubernetes' rate limit: those writes come later
         wait = taken_from() != Lane.FIRST
         if await self.applier.apply(
-            name, binding, written, wait=wait, send=admitted, still=still, logger=logger
+            name, binding, decided, wait=wait, send=admitted, still=still, logger=logger
         ):
             self.queue.add(name, lane=Lane.URGENT)
         if name in self.held_for_watch:
