@@ -50,15 +50,9 @@ class Admission:
         # nodes whose Slurm action waited for a watch gap to close: their reconcile looks again soon
         self.held_for_watch = held_for_watch
 
-    async def admit_action(
-        self, reading: Reading, decision: Decision, logger: Any, *, admitted: Admitted | None = None
-    ) -> Admitted | None:
-        """The decision's Slurm action, if it may go on (None: nothing to send). `admitted`: the action let
-        through on the caches' reading, `reading` then being the node read again from slurmrestd and
-        Kubernetes as the cache shows it now, `decision` the one decided again on it."""
+    async def admit_action(self, reading: Reading, decision: Decision, logger: Any) -> Admitted | None:
+        """The Slurm action decided on the caches' reading, if it may go on (None: nothing to send)."""
         name = reading.binding.slurm_name
-        if admitted is not None:
-            return self._confirmed(name, admitted, reading, decision.slurm_action, logger)
         action = decision.slurm_action
         if action is None:
             return None
@@ -88,11 +82,13 @@ class Admission:
         confirm = action.kind == "undrain" or not action.redrain
         return Admitted(action, current, repeat, confirm)
 
-    def _confirmed(
-        self, name: str, admitted: Admitted, reading: Reading, again: SlurmAction | None, logger: Any
+    def confirm_action(
+        self, admitted: Admitted, reading: Reading, decision: Decision, logger: Any
     ) -> Admitted | None:
-        """The action decided again on the node as read now, with that node; None (logged) when it is no
-        longer wanted."""
+        """The action `admitted` on the caches' reading, decided again (`decision`) on `reading`: the node as
+        read from slurmrestd now and Kubernetes as the cache shows it now; with that node, or None (logged)
+        when it is no longer wanted."""
+        name, again = reading.binding.slurm_name, decision.slurm_action
         action, current = admitted.action, reading.slurm_node
         if not reading.kube_current:
             # Kubernetes was not decided on: looked at again once the gap closes

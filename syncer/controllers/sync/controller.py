@@ -210,7 +210,11 @@ class SyncController(Controller):
                     slurm_node=name, pod=pod.key if pod else None, node=node.name if node else None,
                     causes=[c.text for c in decision.causes] or None,
                 )  # fmt: skip
-            admitted = await self.admission.admit_action(reading, decision, logger, admitted=admitted)
+            admitted = (
+                self.admission.confirm_action(admitted, reading, decision, logger)
+                if admitted is not None
+                else await self.admission.admit_action(reading, decision, logger)
+            )
             if admitted is None or not admitted.confirm:
                 break
         still = None if admitted is None else partial(self._still_wanted, name, admitted)
