@@ -167,6 +167,30 @@ async def running_syncer(
         await service.stop()
 
 
+@dataclass
+class HeldRead:
+    """The next `GET /node/{name}` of a running syncer held until `release` is set (`held`: it began):
+    slurmrestd slow to answer the fresh read before a drain."""
+
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    held: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def hold_fresh_read(service: SyncerService, name: str) -> HeldRead:
+    hold = HeldRead()
+    slurm = service.context.slurm
+    get_node = slurm.get_node
+
+    async def slow_read(wanted: str) -> SlurmNode:
+        if wanted == name and not hold.release.is_set():
+            hold.held.set()
+            await hold.release.wait()
+        return await get_node(wanted)
+
+    slurm.get_node = slow_read  # type: ignore[method-assign,assignment]
+    return hold
+
+
 async def settled(
     service: SyncerService, seen: Callable[[], bool], what: str, *, polls: int = 3, deadline_s: float = 20.0
 ) -> None:

@@ -5,7 +5,6 @@ once, with one drain Event."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
 import pytest
@@ -15,7 +14,7 @@ from syncer.controllers.sync.plan import EVENT_DRAIN
 from syncer.model.keys import Keys
 from syncer.model.slurm import SlurmNode
 from syncer.slurm.errors import SlurmError
-from tests.e2e.rig import NAMESPACE, Rig, fresh_slurm_nodes, running_syncer
+from tests.e2e.rig import NAMESPACE, Rig, fresh_slurm_nodes, hold_fresh_read, running_syncer
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
@@ -51,24 +50,16 @@ async def test_a_binding_changed_during_the_drains_fresh_read_sends_no_drain(
 ):
     (name,) = fresh_slurm_nodes(1)
     node, _pod = rig.bind_pod(name)
-    release, held = asyncio.Event(), asyncio.Event()
     async with running_syncer(rig) as service:
         await service.engine.queue.wait_idle()
-        slurm, bulk = service.context.slurm, service.context.slurm_writer.bulk
-        get_node, sent_before = slurm.get_node, bulk.stats.requests
-
-        async def slow_read(wanted: str) -> SlurmNode:
-            if wanted == name and not release.is_set():
-                held.set()
-                await release.wait()  # slurmrestd slow to answer the read before the drain
-            return await get_node(wanted)
-
-        slurm.get_node = slow_read  # type: ignore[method-assign,assignment]
+        bulk = service.context.slurm_writer.bulk
+        sent_before = bulk.stats.requests
+        read = hold_fresh_read(service, name)  # slurmrestd slow to answer the read before the drain
         rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
-        await wait_for(held.is_set, deadline_s=20, what="the drain's fresh read of the Slurm node")
+        await wait_for(read.held.is_set, deadline_s=20, what="the drain's fresh read of the Slurm node")
         change(rig, name)
         await wait_for(lambda: seen(service, name), deadline_s=20, what="the change in the syncer's cache")
-        release.set()
+        read.release.set()
         await service.engine.queue.wait_idle()
         assert bulk.stats.requests == sent_before, "a drain went out for a binding changed meanwhile"
         assert not (await rig.slurm(name)).drain_flag

@@ -5,10 +5,7 @@ Node informer re-listed after a 410)."""
 
 from __future__ import annotations
 
-import asyncio
-
-from syncer.model.slurm import SlurmNode
-from tests.e2e.rig import Rig, fresh_slurm_nodes, running_syncer
+from tests.e2e.rig import Rig, fresh_slurm_nodes, hold_fresh_read, running_syncer
 from tests.helpers import wait_for
 
 
@@ -21,21 +18,13 @@ async def test_a_drain_decided_while_the_node_watch_reconnects_waits_and_never_l
     drain is sent at all."""
     (name,) = fresh_slurm_nodes(1)
     node, _pod = rig.bind_pod(name)
-    release, held = asyncio.Event(), asyncio.Event()
     async with running_syncer(rig) as service:
         await service.engine.queue.wait_idle()
-        slurm, bulk = service.context.slurm, service.context.slurm_writer.bulk
-        get_node, sent_before = slurm.get_node, bulk.stats.requests
-
-        async def slow_read(wanted: str) -> SlurmNode:
-            if wanted == name and not release.is_set():
-                held.set()
-                await release.wait()  # slurmrestd slow to answer the read before the drain
-            return await get_node(wanted)
-
-        slurm.get_node = slow_read  # type: ignore[method-assign,assignment]
+        bulk = service.context.slurm_writer.bulk
+        sent_before = bulk.stats.requests
+        read = hold_fresh_read(service, name)  # slurmrestd slow to answer the read before the drain
         rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
-        await wait_for(held.is_set, deadline_s=20, what="the drain's fresh read of the Slurm node")
+        await wait_for(read.held.is_set, deadline_s=20, what="the drain's fresh read of the Slurm node")
         informer = service.kube_cache.nodes
         ended = informer.stats.watch_restarts + informer.stats.errors
         rig.kube.faults.pause()  # the watches' reconnects hang: the gap stays open
@@ -48,7 +37,7 @@ async def test_a_drain_decided_while_the_node_watch_reconnects_waits_and_never_l
                 what="the Node watch ended",
             )
             rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": False}})
-            release.set()
+            read.release.set()
             # the read returns with the cache still showing the cordon: the drain waits for the watch
             await wait_for(
                 lambda: (
