@@ -191,6 +191,14 @@ def hold_fresh_read(service: SyncerService, name: str) -> HeldRead:
     return hold
 
 
+async def cordoned_while_its_read_is_held(rig: Rig, service: SyncerService, name: str, node: str) -> HeldRead:
+    """`node` cordoned, and the drain it asks for held in its fresh read of Slurm node `name`."""
+    read = hold_fresh_read(service, name)
+    rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
+    await wait_for(read.held.is_set, deadline_s=20, what="the drain's fresh read of the Slurm node")
+    return read
+
+
 async def settled(
     service: SyncerService, seen: Callable[[], bool], what: str, *, polls: int = 3, deadline_s: float = 20.0
 ) -> None:

@@ -14,7 +14,7 @@ from syncer.controllers.sync.plan import EVENT_DRAIN
 from syncer.model.keys import Keys
 from syncer.model.slurm import SlurmNode
 from syncer.slurm.errors import SlurmError
-from tests.e2e.rig import NAMESPACE, Rig, fresh_slurm_nodes, hold_fresh_read, running_syncer
+from tests.e2e.rig import NAMESPACE, Rig, cordoned_while_its_read_is_held, fresh_slurm_nodes, running_syncer
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
@@ -54,9 +54,8 @@ async def test_a_binding_changed_during_the_drains_fresh_read_sends_no_drain(
         await service.engine.queue.wait_idle()
         bulk = service.context.slurm_writer.bulk
         sent_before = bulk.stats.requests
-        read = hold_fresh_read(service, name)  # slurmrestd slow to answer the read before the drain
-        rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
-        await wait_for(read.held.is_set, deadline_s=20, what="the drain's fresh read of the Slurm node")
+        # slurmrestd slow to answer the read before the drain
+        read = await cordoned_while_its_read_is_held(rig, service, name, node)
         change(rig, name)
         await wait_for(lambda: seen(service, name), deadline_s=20, what="the change in the syncer's cache")
         read.release.set()

@@ -5,7 +5,7 @@ Node informer re-listed after a 410)."""
 
 from __future__ import annotations
 
-from tests.e2e.rig import Rig, fresh_slurm_nodes, hold_fresh_read, running_syncer
+from tests.e2e.rig import Rig, cordoned_while_its_read_is_held, fresh_slurm_nodes, running_syncer
 from tests.helpers import wait_for
 
 
@@ -22,9 +22,8 @@ async def test_a_drain_decided_while_the_node_watch_reconnects_waits_and_never_l
         await service.engine.queue.wait_idle()
         bulk = service.context.slurm_writer.bulk
         sent_before = bulk.stats.requests
-        read = hold_fresh_read(service, name)  # slurmrestd slow to answer the read before the drain
-        rig.kube.patch("", "v1", "nodes", node, {"spec": {"unschedulable": True}})
-        await wait_for(read.held.is_set, deadline_s=20, what="the drain's fresh read of the Slurm node")
+        # slurmrestd slow to answer the read before the drain
+        read = await cordoned_while_its_read_is_held(rig, service, name, node)
         informer = service.kube_cache.nodes
         ended = informer.stats.watch_restarts + informer.stats.errors
         rig.kube.faults.pause()  # the watches' reconnects hang: the gap stays open
