@@ -75,9 +75,8 @@ class BulkWriter:
             queue.sending = True
             batch: list[Entry] = []
             try:
-                await asyncio.sleep(
-                    linger_s
-                )  # the updates decided meanwhile (at least this turn) join the first
+                # the updates decided meanwhile (at least this turn) join the first
+                await asyncio.sleep(linger_s)
                 while queue.waiting:
                     batch, queue.waiting = queue.waiting[: self.max_batch], queue.waiting[self.max_batch :]
                     await self._send(batch, key)

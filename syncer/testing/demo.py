@@ -7,7 +7,8 @@ NodeSet down while a job runs, announce a maintenance window on the real node (a
 short one placed), declare a partition in Kubernetes, drain it in an emergency and reconfigure slurmctld
 (syncer/testing/demo_partitions.py), let a pod and a Slurm job queue for one node in Slurm, each waiting
 for the other (syncer/testing/demo_scheduler.py), and let Slurm's power saving bring a NodeSet's pod for a
-job and take it away once idle (syncer/testing/demo_power.py). The screen is the story: each claim is
+job, start the job as slurm-syncer's PrologSlurmctld says the member is ready, and take the pod away once
+idle (syncer/testing/demo_power.py). The screen is the story: each claim is
 printed once the demo has seen it hold, with a short line per syncer action it tells of; the syncer's log
 goes to a file named at the start (`--verbose`: to the terminal instead). `--keep` leaves everything
 running for kubectl and scontrol; Ctrl-C ends it.
@@ -40,6 +41,7 @@ from syncer.kube.client import KubeClient
 from syncer.model.keys import Keys
 from syncer.slurm.auth import TokenFile
 from syncer.slurm.client import SlurmClient
+from syncer.testing import prolog
 from syncer.testing.demo_log import ActionTap, log_path, logging_to
 from syncer.testing.demo_partitions import FEATURE_LABELS, partitions
 from syncer.testing.demo_power import NODESET as POWER_NODESET
@@ -183,8 +185,12 @@ async def world(
     )
     if not rootfs_path(RELEASES[args.slurm], cache_dir()).exists():
         detail("first run: its Debian root file system is built first (30 s to 2 min)")
-    # KeepPartInfo: the partition scene's partition (made over REST) outlives its reconfigure
-    sandbox = await asyncio.to_thread(up, directory, args.nodes, slurm=args.slurm, keep_partitions=True)
+    # KeepPartInfo: the partition scene's partition (made over REST) outlives its reconfigure; slurm-syncer's
+    # PrologSlurmctld starts the power scene's job once its member is ready (asks nobody till the syncer runs)
+    prolog.install(directory)
+    sandbox = await asyncio.to_thread(
+        up, directory, args.nodes, slurm=args.slurm, keep_partitions=True, extra_conf=(prolog.CONF_LINE,)
+    )
     try:
         detail(f"slurmrestd {sandbox.slurm_version} at {sandbox.rest_url}")
         kube = KubeApiEmulator(bookmark_interval_s=1.0, kubelet_termination_s=0.5)
@@ -197,9 +203,8 @@ async def world(
                 f"{len(BOUND)} slurmd pods bound to {', '.join(BOUND)}; "
                 f"NodeSet {NODESET} with {args.replicas} replicas"
             )
-            power_port = free_port_block(
-                1
-            )  # the power scene's one member listens there (a slurmd per member here)
+            # the power scene's one member listens there (a slurmd per member here)
+            power_port = free_port_block(1)
             async with (
                 SlurmdStandIn(kube, sandbox, nodesets=(NODESET,)),
                 SlurmdStandIn(kube, sandbox, boot=True, port_base=power_port, nodesets=(POWER_NODESET,)),
@@ -230,6 +235,8 @@ async def world(
                 try:
                     await service.wait_ready(60)
                     detail(f"ready; metrics at http://127.0.0.1:{service.http_port}/metrics")
+                    prolog.point(sandbox.directory, f"http://127.0.0.1:{service.http_port}")
+                    detail("slurmctld's PrologSlurmctld is `slurm-syncer prolog`, asking this syncer")
                     yield World(sandbox, kube, kubeconfig, service, reader, tap)
                 finally:
                     await reader.close()

@@ -1,6 +1,7 @@
 """The demo's power-saving scene (issue 39, docs/nodeset.md Power saving): a job on an empty power-managed
 NodeSet (floor 0) makes Slurm power a member up, the syncer creates its pod, its slurmd registers, the job
-runs, and once the member has been idle for SuspendTime Slurm powers it down and the pod goes.
+runs as slurm-syncer's PrologSlurmctld (demo.py installs it) ends, not at slurmctld's 30 s check, and once
+the member has been idle for SuspendTime Slurm powers it down and the pod goes.
 
 The demo's sandbox powers nodes down after 600 s; the scene shortens that with `scontrol reconfigure` and
 excludes every node the earlier scenes use (SuspendExcNodes), so only the new NodeSet's member is powered
@@ -13,6 +14,7 @@ import re
 import time
 from typing import Any
 
+from syncer.testing import prolog
 from syncer.testing.demo_story import DemoError, Stage, detail, ready_node, say, wait
 
 NAMESPACE, GROUP, VERSION = "slurm", "slurm-syncer.dev", "v1alpha1"
@@ -20,6 +22,11 @@ NODESET = "burst"
 MEMBER = f"{NODESET}-0"
 HOST = "burst-node-0"  # the Kubernetes Node its pod lands on
 SUSPEND_TIME_S = 5  # idle seconds before Slurm powers a node down (the demo's: 600)
+STARTED_BY = {
+    prolog.BY_PROLOG: "slurmctld started it as slurm-syncer's PrologSlurmctld ended, the member ready",
+    prolog.BY_PERIODIC_CHECK: "slurmctld started it at its 30 s periodic check (the prolog ended early: "
+    "see the syncer's log)",
+}
 SUSPEND_TIMEOUT_S = 5  # POWERING_DOWN lasts this long before POWERED_DOWN (Slurm's default: 30)
 SPEC: dict[str, Any] = {
     "slurm": {"features": [NODESET]},
@@ -70,6 +77,12 @@ def _job_state(w: Stage, job: str) -> str:
     return w.sandbox.run("scontrol", "-o", "show", "job", job).stdout.partition("JobState=")[2].split(" ")[0]
 
 
+def _configured_by(w: Stage, job: str) -> str:
+    """Which slurmctld function let `job` leave CONFIGURING (prolog.BY_*); "" until its log says so."""
+    found = prolog.configured(prolog.slurmctld_log(w.sandbox.directory), job)
+    return "" if found is None else found[1]
+
+
 def _pod(w: Stage) -> dict[str, Any] | None:
     return w.kube.pod(NAMESPACE, MEMBER)
 
@@ -108,10 +121,14 @@ async def power(w: Stage, step: int) -> None:
     detail(f"job {job}: pod {MEMBER} created {created:.1f} s after the submission")
     await wait(lambda: "POWERING_UP" not in _states(w) and "POWERED_DOWN" not in _states(w),
                f"the slurmd of {MEMBER} to register", 60)  # fmt: skip
-    detail(f"its slurmd registered {time.monotonic() - submitted:.1f} s after the submission")
+    registered = time.monotonic()
+    detail(f"its slurmd registered {registered - submitted:.1f} s after the submission")
     await wait(lambda: _job_state(w, job) in ("RUNNING", "COMPLETED"), f"job {job} to run", 60)
-    detail(f"job {job} runs {time.monotonic() - submitted:.1f} s after the submission "
-           "(Slurm starts a job on a powered-up node at its 30 s periodic check)")  # fmt: skip
+    runs = time.monotonic()
+    await wait(lambda: _configured_by(w, job) != "", f"slurmctld to log job {job}'s start", 10)
+    how = _configured_by(w, job)
+    detail(f"job {job} runs {runs - submitted:.1f} s after the submission, {runs - registered:.1f} s after "
+           f"its slurmd registered: {STARTED_BY.get(how, how)}")  # fmt: skip
     await wait(lambda: _job_state(w, job) == "COMPLETED", f"job {job} to finish", 60)
     detail(f"job {job} COMPLETED")
     ended = time.monotonic()

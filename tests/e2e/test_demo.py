@@ -201,6 +201,7 @@ async def test_demo_plays_the_scenario_shows_only_its_story_and_tears_down(tmp_p
                 "declared to Slurm: burst-0 CLOUD+DYNAMIC_NORM+IDLE+POWERED_DOWN; no pod",
                 "syncer: created pod burst-0",
                 "its slurmd registered",
+                "slurmctld started it as slurm-syncer's PrologSlurmctld ended, the member ready",
                 "COMPLETED",
                 "syncer: deleted pod burst-0: Slurm powered its node down",
                 "Slurm powered burst-0 down and its pod is gone",

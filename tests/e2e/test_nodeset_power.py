@@ -275,7 +275,7 @@ async def jobs_power_exactly_their_members_up_and_idle_ones_go(rig: Rig, service
     for job, members in ((two, powered), (one, [second.member(0)])):
         registered = max(logged_at(log, f"Node {member} now responding") for member in members)
         configured, how = configured_at(log, job)
-        assert how == "prolog_running_decr", f"job {job} left CONFIGURING by {how}, not its prolog's end"
+        assert how == prolog.BY_PROLOG, f"job {job} left CONFIGURING by {how}, not its prolog's end"
         assert configured - registered <= 5.0, f"job {job} RUNNING {configured - registered:.1f} s late"
     await wait_slurm(
         lambda: job_is(rig, ordinary, "COMPLETED"), deadline_s=SLOW_S, what="the ordinary job ran"
@@ -430,10 +430,10 @@ async def a_lost_node_powers_its_member_down_and_the_job_runs_once_capacity_retu
 
 
 def slurmctld_log(rig: Rig) -> str:
-    return (rig.sandbox.directory / "log" / "slurmctld.log").read_text(errors="replace")
+    return prolog.slurmctld_log(rig.sandbox.directory)
 
 
-_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] (.*)$", re.M)
+_STAMP = prolog.LOG_LINE
 
 
 def logged_at(log: str, text: str) -> float:
@@ -457,11 +457,10 @@ def reason_set(rig: Rig, node: str, prefix: str) -> str:
 def configured_at(log: str, job: str) -> tuple[float, str]:
     """When and by which function (job_time_limit: the 30 s check; prolog_running_decr: its prolog's end)
     slurmctld found job `job`'s nodes ready."""
-    done = re.compile(rf"^(\w+): Configuration for JobId={job} (?:is )?complete")
-    for stamp, line in _STAMP.findall(log):
-        if found := done.match(line):
-            return datetime.fromisoformat(stamp).timestamp(), found.group(1)
-    raise AssertionError(f"slurmctld never logged job {job}'s configuration complete")
+    found = prolog.configured(log, job)
+    if found is None:
+        raise AssertionError(f"slurmctld never logged job {job}'s configuration complete")
+    return found
 
 
 Scenario = Callable[[Rig, SyncerService], Awaitable[None]]
@@ -581,9 +580,7 @@ async def test_slurm_24_11_a_powered_up_job_starts_by_its_prolog_and_without_the
                 log = await asyncio.to_thread(slurmctld_log, rig)
                 registered = logged_at(log, f"Node {nodeset.member(0)} now responding")
                 configured, how = configured_at(log, job)
-                assert how == "prolog_running_decr", (
-                    f"job {job} left CONFIGURING by {how}, not its prolog's end"
-                )
+                assert how == prolog.BY_PROLOG, f"job {job} left CONFIGURING by {how}, not its prolog's end"
                 assert configured - registered <= 5.0, (
                     f"job {job} RUNNING {configured - registered:.1f} s late"
                 )
@@ -604,7 +601,7 @@ async def test_slurm_24_11_a_powered_up_job_starts_by_its_prolog_and_without_the
                     lambda: job_is(rig, late, "COMPLETED"), deadline_s=90, what="the late job ran"
                 )
             _, how = configured_at(await asyncio.to_thread(slurmctld_log, rig), late)
-            assert how == "job_time_limit", how  # its prolog found nobody and ended: Slurm's own way
+            assert how == prolog.BY_PERIODIC_CHECK, how  # its prolog found nobody and ended: Slurm's own way
             assert not standin.failures, standin.failures
     finally:
         prolog.point(rig.sandbox.directory, "")
@@ -673,7 +670,7 @@ async def test_a_power_up_while_the_syncer_is_down_is_not_lost_nor_doubled(power
                 )  # none twice
             # its prolog found no syncer and ended: Slurm's own 30 s check started the job
             _, how = configured_at(await asyncio.to_thread(slurmctld_log, rig), job)
-            assert how == "job_time_limit", how
+            assert how == prolog.BY_PERIODIC_CHECK, how
             assert not standin.failures, standin.failures
     finally:
         prolog.point(rig.sandbox.directory, "")
