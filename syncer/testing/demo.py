@@ -45,7 +45,7 @@ from syncer.testing import prolog
 from syncer.testing.demo_log import ActionTap, log_path, logging_to
 from syncer.testing.demo_partitions import FEATURE_LABELS, partitions
 from syncer.testing.demo_power import NODESET as POWER_NODESET
-from syncer.testing.demo_power import power
+from syncer.testing.demo_power import member_conf, power
 from syncer.testing.demo_scheduler import OPTIONS as SCHEDULER_OPTIONS
 from syncer.testing.demo_scheduler import one_pool
 from syncer.testing.demo_story import DemoError, detail, ready_node, say, syncer_did
@@ -188,8 +188,11 @@ async def world(
     # KeepPartInfo: the partition scene's partition (made over REST) outlives its reconfigure; slurm-syncer's
     # PrologSlurmctld starts the power scene's job once its member is ready (asks nobody till the syncer runs)
     prolog.install(directory)
+    # the power scene's one member listens there (a slurmd per member here)
+    power_port = free_port_block(1)
+    extra_conf = (prolog.CONF_LINE, *member_conf(RELEASES[args.slurm], power_port))
     sandbox = await asyncio.to_thread(
-        up, directory, args.nodes, slurm=args.slurm, keep_partitions=True, extra_conf=(prolog.CONF_LINE,)
+        up, directory, args.nodes, slurm=args.slurm, keep_partitions=True, extra_conf=extra_conf
     )
     try:
         detail(f"slurmrestd {sandbox.slurm_version} at {sandbox.rest_url}")
@@ -203,8 +206,6 @@ async def world(
                 f"{len(BOUND)} slurmd pods bound to {', '.join(BOUND)}; "
                 f"NodeSet {NODESET} with {args.replicas} replicas"
             )
-            # the power scene's one member listens there (a slurmd per member here)
-            power_port = free_port_block(1)
             async with (
                 SlurmdStandIn(kube, sandbox, nodesets=(NODESET,)),
                 SlurmdStandIn(kube, sandbox, boot=True, port_base=power_port, nodesets=(POWER_NODESET,)),
