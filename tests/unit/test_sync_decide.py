@@ -149,6 +149,14 @@ DRAIN = SlurmAction("drain", OURS)
             id="admin undrained ours: drain again",
         ),
         pytest.param(
+            snode("IDLE", "CLOUD", "NOT_RESPONDING", "POWERED_DOWN", reason=OURS),
+            None,
+            knode(unschedulable=True),
+            True,
+            DRAIN,
+            id="undrained, our reason kept (24.11 does): ours still, drained again",
+        ),
+        pytest.param(
             snode("DOWN", reason=ADMIN),
             None,
             knode(unschedulable=True),
