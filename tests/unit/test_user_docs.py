@@ -1,0 +1,130 @@
+"""The user-facing pages (README.md and docs/ but architecture.md and emulator.md, which have tests of their
+own) against the code: every metric they name is one the syncer exports, with the labels they give it; every
+`slurm-syncer.dev/` key is one the code reads or writes; every repository path is there. Elsewhere: the
+commands they show (test_cli.py), the alerts and their runbook headings (tests/e2e/test_prometheus.py)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from syncer.app.metric_families import COUNTERS, GAUGES
+from syncer.app.metrics import DIAG_FIELDS
+
+REPO = Path(__file__).resolve().parents[2]
+PAGES = [
+    "README.md",
+    *(f"docs/{p}.md" for p in ("operations", "contract", "nodeset", "partitions", "scheduler", "interop")),
+]
+# labels every series carries from the scrape (the chart's monitor), not from the syncer
+SCRAPE_LABELS = {"job", "namespace", "release", "instance", "le"}
+
+
+def texts() -> dict[str, str]:
+    return {page: (REPO / page).read_text() for page in PAGES}
+
+
+def sources() -> list[Path]:
+    return sorted(p for p in (REPO / "syncer").rglob("*.py") if "testing" not in p.relative_to(REPO).parts)
+
+
+def built(path: Path) -> dict[str, set[str] | None]:
+    """The metric families a module builds itself (a prometheus_client Histogram/Counter/Gauge, or a
+    *MetricFamily at scrape time) -> their label names, where the call gives them as a literal."""
+    found: dict[str, set[str] | None] = {}
+    for call in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(call, ast.Call) or not call.args or not isinstance(call.args[0], ast.Constant):
+            continue
+        func = ast.unparse(call.func).rsplit(".", 1)[-1]
+        if not re.fullmatch(r"(Prom)?(Histogram|Counter|Gauge)|\w*MetricFamily", func):
+            continue
+        given = [k.value for k in call.keywords if k.arg in ("labelnames", "labels")]
+        given += call.args[2:3]
+        labels = given[0] if given else None
+        if isinstance(labels, (ast.List, ast.Tuple)):
+            found[str(call.args[0].value)] = {
+                str(e.value) for e in labels.elts if isinstance(e, ast.Constant)
+            }
+        else:
+            found[str(call.args[0].value)] = set() if not given else None
+    return found
+
+
+def families() -> dict[str, set[str] | None]:
+    """Every metric family the daemon exports -> its label names (None: not read from the code)."""
+    found: dict[str, set[str] | None] = {n: set(f.labels) for n, f in {**GAUGES, **COUNTERS}.items()}
+    for path in sources():
+        for name, labels in built(path).items():
+            found.setdefault(name, labels)
+    found |= {f"slurm_scheduler_{suffix}": set() for suffix, _, _ in DIAG_FIELDS.values()}  # slurmctld's diag
+    return found
+
+
+def family_of(name: str, known: dict[str, set[str] | None]) -> str | None:
+    if name in known:
+        return name
+    for suffix in ("_total", "_bucket", "_sum", "_count"):
+        if name.endswith(suffix) and name.removesuffix(suffix) in known:
+            return name.removesuffix(suffix)
+    return None
+
+
+def test_every_metric_the_pages_name_is_exported_with_the_labels_they_give() -> None:
+    known = families()
+    # a log event's name; a fixture; Slurm's reason (a label value); prefixes of families named in prose
+    others = {
+        "slurm_metrics_hint_failed",
+        "slurm_sandbox",
+        "slurm_reason",
+        "slurm_partition_jobs",
+        "slurm_scheduler",
+    }
+    unknown, bad_labels, checked = [], [], 0
+    for page, text in texts().items():
+        for name, labels in re.findall(r"`(slurm_(?:syncer_)?[a-z_]+[a-z])(\{[^}`]*\})?", text):
+            if name in others:
+                continue
+            family = family_of(name, known)
+            if family is None:
+                unknown.append(f"{page}: {name}")
+                continue
+            checked += 1
+            given = (
+                set(re.findall(r"([a-z_]+)\s*(?:=~|!=|=|,|\}|$)", labels.strip("{}") + "}"))
+                if labels
+                else set()
+            )
+            declared = known[family]
+            if declared is not None and given - declared - SCRAPE_LABELS:
+                bad_labels.append(f"{page}: {name}{labels} (labels {sorted(declared)})")
+    assert checked >= 40
+    assert unknown == []
+    assert bad_labels == []
+
+
+def test_every_key_the_pages_name_is_the_codes() -> None:
+    """An annotation, label, condition or finalizer key under slurm-syncer.dev/ that the pages name appears in
+    the code or the chart (a key with a variable part, `partition-<cluster name>`, by its fixed part)."""
+    code = "".join(p.read_text() for p in sources())
+    code += "".join(p.read_text() for p in (REPO / "deploy/helm").rglob("*") if p.is_file())
+    named = {
+        k for text in texts().values() for k in re.findall(r"slurm-syncer\.dev/[a-z0-9-]*[a-z0-9]", text)
+    }
+    assert len(named) >= 20
+    unknown = [k for k in named if k not in code and f'"{k.removeprefix("slurm-syncer.dev/")}' not in code]
+    assert sorted(unknown) == []
+
+
+def test_every_repository_path_the_pages_name_exists() -> None:
+    missing = []
+    for page, text in texts().items():
+        for match in re.finditer(
+            r"(?<![\w/.-])((?:syncer|tests|deploy|scripts|benchmarks)/[\w./-]*\w)", text
+        ):
+            path = match.group(1)
+            if path == "deploy/slurm-syncer" or text[match.end()] == "*":  # kubectl's deploy/<name>; a glob
+                continue
+            if not any((REPO / p).exists() for p in (path, f"{path}.py", path.rsplit(".", 1)[0] + ".py")):
+                missing.append(f"{page}: {path}")
+    assert missing == []
