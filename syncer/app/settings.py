@@ -459,7 +459,8 @@ def add_arguments(parser: argparse.ArgumentParser, only: Collection[str] | None 
     for section in dict.fromkeys(o.section for o in shown):
         group = parser.add_argument_group(section)
         for option in (o for o in shown if o.section == section):
-            help_text = f"{option.help} [env {option.env}]"
+            # argparse %-formats help: a literal % (as in "25 % duty") must reach it doubled
+            help_text = f"{option.help} [env {option.env}]".replace("%", "%%")
             if option.kind == "flag":
                 group.add_argument(
                     f"--{option.name}",

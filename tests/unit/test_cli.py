@@ -88,6 +88,21 @@ def test_each_sub_command_lists_only_its_own_options() -> None:
     assert done.returncode == 0 and "--workers" not in done.stdout and "--drifting" in done.stdout
 
 
+@pytest.mark.parametrize("command", ["run", "status", "check", "prolog", "version"])
+def test_each_sub_commands_help_prints(command: str) -> None:
+    done = cli(command, "--help")
+    assert done.returncode == 0 and done.stdout.startswith("usage: slurm-syncer"), done.stderr[-500:]
+    assert "Traceback" not in done.stderr
+
+
+def test_a_percent_sign_in_an_options_help_reaches_the_help_as_written() -> None:
+    percent = [o for o in settings_mod.OPTIONS if "%" in o.help]
+    assert percent, "no option's help has a % sign: this test checks nothing"
+    shown = " ".join(cli("run", "--help").stdout.split())
+    for option in percent:
+        assert " ".join(f"{option.help} [env {option.env}]".split())[:60] in shown
+
+
 def test_status_reads_the_daemon_options_it_does_not_list_from_the_environment() -> None:
     args = build_parser(["status"]).parse_args(["status"])
     env = {"SLURM_SYNCER_SLURM_URL": "http://slurmrestd:6820", "SLURM_SYNCER_READY_GRACE_PERIOD": "2m"}
