@@ -17,6 +17,7 @@ from syncer.app.service import SyncerService
 from syncer.controllers.partitions.controller import (
     DELETE_REFUSED,
     EVENT_CREATED,
+    EVENT_DELETED,
     EVENT_UPDATED,
     PATH,
 )
@@ -287,6 +288,11 @@ async def test_a_partition_from_a_label_runs_jobs_follows_labels_drains_is_put_b
                 assert end_state(rig, running) == "COMPLETED"
             await wait_for(lambda: _not(partition(rig, name)), 10, what="the partition deleted")
             await wait_for(lambda: cr(rig, name) is None, 10, what="the CR gone (finalizer released)")
+            assert f"partition {name} deleted" in messages(rig, name) and EVENT_DELETED in reasons(rig, name)
+            _status, text = await get(service, "/metrics")
+            for kind in ("partition_create", "partition_update", "partition_drain", "partition_delete"):
+                labels = {"kind": kind, "direction": "k8s_to_slurm", "result": "ok"}
+                assert (sample(text, "slurm_syncer_actions_total", **labels) or 0) >= 1, kind
     finally:
         await cleanup(rig, [name], [name], jobs)
 

@@ -624,9 +624,7 @@ class PartitionController(Controller):
             if action.kind == "delete":
                 if not await writer.delete_partition(action.partition):
                     return False
-                await self._event(cr, "Normal", EVENT_DELETED, f"partition {action.partition} deleted")
-                return True
-            if not await writer.put_partition(action.partition, action.settings, nodes=action.nodes):
+            elif not await writer.put_partition(action.partition, action.settings, nodes=action.nodes):
                 return False
         except InvalidPartition as exc:
             raise Stopped(self._stop(action, INVALID, f"spec.{exc.field}: {exc}")) from exc
@@ -676,6 +674,8 @@ class PartitionController(Controller):
             await self._event(
                 cr, "Normal", EVENT_CREATED, message + (f" with {settings}" if settings else "")
             )
+        elif action.kind == "delete":
+            await self._event(cr, "Normal", EVENT_DELETED, f"partition {name} deleted")
         elif action.kind == "drain":
             state = action.settings.state
             await self._event(cr, "Normal", EVENT_DRAINING,
