@@ -274,12 +274,14 @@ COUNTERS: Final[dict[str, Family]] = {
         ("result",),
     ),
     "slurm_syncer_scheduler_jobs": Family(
-        "Slurm jobs standing for scheduler pods: submitted, cancelled (ended by the scheduler), adopted "
-        "(found by their marker at the start: made before a restart or by another leader).",
+        "Slurm jobs standing for scheduler pods: submitted, allocated (at once), allocate-refused (a refused "
+        "try, then submitted), cancelled (ended by the scheduler), adopted (found by their marker at the "
+        "start: made before a restart or by another leader).",
         ("action",),
     ),
     "slurm_syncer_scheduler_job_errors": Family(
-        "Submits and cancels Slurm refused or did not answer, by call (submit, cancel).",
+        "Submits, allocations and cancels Slurm refused or did not answer, by call (submit, allocate, "
+        "cancel).",
         ("call",),
     ),
     "slurm_syncer_scheduler_teardowns": Family(
