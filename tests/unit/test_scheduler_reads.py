@@ -112,7 +112,8 @@ def test_a_cancelled_job_is_awaited_while_the_cache_shows_it_from_a_read_sent_be
     reads = {7: 99.9, 8: 99.9, 9: 50.0}
     live = [job("RUNNING", job_id=7), job("PENDING", job_id=8), job("RUNNING", job_id=9)]
     assert awaited_cancels(cancels, live, reads.get) == {7, 8}  # 9: not cancelled here
-    assert awaited_cancels(cancels, live, {}.get) == {7, 8}  # never read whole: as old
+    unread: dict[int, float] = {}
+    assert awaited_cancels(cancels, live, unread.get) == {7, 8}  # never read whole: as old
     assert awaited_cancels(cancels, live, {7: 100.0, 8: 100.0}.get) == {7, 8}  # sent as it was answered
     assert awaited_cancels(cancels, live, {7: 100.1, 8: 99.9}.get) == {8}  # a later read shows 7 live
     ended = [job("CANCELLED", job_id=7), job("RUNNING", "COMPLETING", job_id=8)]
