@@ -676,11 +676,11 @@ class SchedulerController(Controller):
         if action.cause == "placement":  # noted first: a lost answer may have ended it all the same
             self._unplaced.add(action.job_id)
         try:
-            await self.context.slurm_writer.end_job(job)
+            ended = await self.context.slurm_writer.end_job(job)
         except SlurmError:
             self.stats.errors["cancel"] += 1
             raise
-        finally:  # answered or not (a lost answer may have ended it): awaited until a read made after now
+        if ended:  # the cache may show it live from a read sent before now: awaited until a later read
             self._cancelled[action.job_id] = time.monotonic()
         self.stats.jobs["cancelled"] += 1
         self._torn_down(action)
