@@ -161,6 +161,10 @@ class JobCache(Polled[JobChange]):
         """The jobs followed since `track()` that Slurm has not forgotten yet."""
         return frozenset(self._tracked_at)
 
+    def read_at(self, job_id: int) -> float | None:
+        """When the read the cache's copy of the job came from was sent (`time.monotonic()`); None: unread."""
+        return self._read_at.get(job_id)
+
     def nudge(self) -> None:
         """Read the states now instead of at the next interval."""
         self._stated_at = -math.inf

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator
 
@@ -296,3 +297,29 @@ async def test_fresh_reads_again_only_when_the_cached_read_is_older_than_asked(c
         again = await cache.fresh(job_id)  # no max age: read now
         assert cache.stats.reads["fresh"] == reads + 1 and again is not None and not again.hold
         assert await cache.fresh(999_999_996, max_age_s=60) is None, "not cached: read, and absent"
+
+
+async def test_a_read_sent_after_slurm_answered_an_end_shows_the_job_ended(client: SlurmClient) -> None:
+    """What the scheduler's memory of its own cancels rests on (controller.awaited_cancels): `read_at` is when
+    the read the cached copy came from was sent; that copy, read before Slurm answered `end_job`, still shows
+    the job running (and `fresh(max_age_s=...)` answers with it), while any read sent after the answer shows
+    the job ended."""
+    cache = JobCache(client, owned=ours, poll_interval_s=60.0, detail_interval_s=60, list_interval_s=None)
+    async with running(cache):
+        job_id = await submit(client)
+        cache.track(job_id)
+
+        async def runs() -> bool:
+            job = await cache.fresh(job_id)
+            return job is not None and job.running
+
+        await wait_for(runs, 20, what="the job running", interval_s=0.2)
+        sent = cache.read_at(job_id)
+        assert sent is not None and sent <= time.monotonic()
+        assert await client.end_job(cache.jobs[job_id])
+        answered = time.monotonic()
+        stale = await cache.fresh(job_id, max_age_s=60)
+        assert stale is not None and stale.running and cache.read_at(job_id) == sent < answered
+        after = await cache.fresh(job_id)
+        read = cache.read_at(job_id)
+        assert after is not None and after.ended and read is not None and read > answered

@@ -257,6 +257,47 @@ def test_a_job_we_cancelled_for_placement_is_retried_before_its_pods_show_why() 
     assert [type(a) for a in run(pods, [cancelled], unplaced=frozenset({4})).actions] == [DeletePod]
 
 
+def test_a_job_we_cancelled_is_neither_bound_nor_torn_down_while_the_cache_shows_it_live() -> None:
+    # CI (26.05): job 5 cancelled for placement (a taint), the taint removed at once, and the next plan read
+    # the job cache's copy from before the cancel: it bound pod a for job 5, then saw 5 cancelled, took that
+    # for Slurm's cancel and deleted the pod (the gang never ran)
+    failed = Scheduled(status="False", reason=PLACEMENT_FAILED, message="Slurm job 5 cannot run here: x; y")
+    pods = [pod("a", group_="g", scheduled=failed), pod("b", group_="g", scheduled=failed)]
+    stale = job(5, "a", "b", key="ns/group/g", nodes=("n1", "n2"))  # as read before our cancel
+    assert [type(a) for a in run(pods, [stale]).actions] == [Bind, Bind]  # without the memory
+    waiting = "Slurm job 5 was cancelled by the scheduler: its end is awaited"
+    assert run(pods, [stale], cancelled=frozenset({5}), unplaced=frozenset({5})) == Plan(blocked=waiting)
+    # pods bound under it, the job shown preempted: no deletion and no second cancel; their nodes held (a hold
+    # only keeps Slurm off a node where a pod runs)
+    bound = [pod("a", group_="g", node_name="k1", job_id=5), pod("b", group_="g", node_name="k2", job_id=5)]
+    ending = job(5, "a", "b", key="ns/group/g", nodes=("n1", "n2"), preempt_time=990.0, end_time=1020.0)
+    assert DeletePod in {type(a) for a in run(bound, [ending]).actions}  # without the memory
+    result = run(bound, [ending], cancelled=frozenset({5}))
+    assert {type(a) for a in result.actions} == {Hold} and result.blocked == waiting
+    gone = job(5, "a", "b", key="ns/group/g", nodes=("n1", "n2"))
+    assert run([], [gone], key="ns/group/g", cancelled=frozenset({5})) == Plan(blocked=waiting)
+    # once the cache shows it ended: the gang is submitted again after the retry delay, as a new job
+    ended = job(5, "a", "b", key="ns/group/g", state="CANCELLED", end_time=990.0)
+    assert run(pods, [ended], cancelled=frozenset({5}), unplaced=frozenset({5})) == Plan(recheck_at=1050.0)
+    later = run(pods, [ended], world=at(1050.0), cancelled=frozenset({5}))
+    assert [type(action) for action in later.actions] == [Submit]
+
+
+def test_a_job_we_cancelled_gives_way_to_any_other() -> None:
+    # job 5 (running: it would rank first) is ours to end: job 6 stands for pod a, not a duplicate of 5
+    jobs = [job(5, "a", nodes=("n1",)), job(6, "a", state="PENDING", reason="Priority")]
+    said = "Slurm job 6 duplicates Slurm job 5 for pods both name: cancelled"
+    duplicate = Cancel(job_id=6, cause="duplicate", message=said)
+    assert duplicate in run([pod()], jobs).actions  # without the memory
+    result = run([pod()], jobs, cancelled=frozenset({5}))
+    pending = SetScheduled(pod=ref(), reason=PENDING, message="Slurm job 6 is pending (Priority)")
+    assert result.actions == (pending,)
+    # a job we cancelled standing for a pod alone keeps it: no second job meanwhile
+    unplaceable = [job(5, "a", nodes=("n9",))]
+    assert isinstance(run([pod()], unplaceable, cancelled=frozenset({6})).actions[-1], Cancel)
+    assert run([pod()], unplaceable, cancelled=frozenset({5})).actions == ()
+
+
 def test_partly_bound_gang_binds_the_rest() -> None:  # a restart between two binds
     pods = [pod("a", group_="g", node_name="k1", job_id=5), pod("b", group_="g")]
     result = run(pods, [job(5, "a", "b", key="ns/group/g", nodes=("n1", "n2"))])

@@ -6,7 +6,9 @@ a model of what each action does to Kubernetes and Slurm. The invariants of docs
 - never both at once: no job is cancelled while a pod of it holds resources, and a pod of ours whose job
   Slurm ended still running on a node keeps that node held;
 - idempotent and convergent: carrying out a plan and planning again repeats no action, and a few rounds
-  reach a plan with nothing to do.
+  reach a plan with nothing to do;
+- our own cancel is not Slurm's: a job the controller cancelled that the job cache still shows live (the model
+  shows a cancel one round late) is not bound for, cancelled again, nor are its pods deleted.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class Scene:
     world: World
     held: dict[str, frozenset[str]] = field(default_factory=dict)  # gang key -> nodes it holds
     submitted: int | None = None
+    cancelled: frozenset[int] = frozenset()  # cancelled by the controller, shown live still
 
     def gangs(self) -> dict[str, Gang]:
         return group(self.pods.values(), self.jobs.values(), {}, {"ns": {}}, OPTIONS)
@@ -67,7 +70,12 @@ class Scene:
     def plans(self) -> dict[str, Plan]:
         return {
             key: plan(
-                gang, self.world, OPTIONS, held=self.held.get(key, frozenset()), submitted=self.submitted
+                gang,
+                self.world,
+                OPTIONS,
+                held=self.held.get(key, frozenset()),
+                submitted=self.submitted,
+                cancelled=self.cancelled,
             )
             for key, gang in self.gangs().items()
         }
@@ -159,12 +167,17 @@ def scenes(draw: st.DrawFn) -> Scene:
     world = World(bindings=BINDINGS, nodes=nodes, fresh=draw(st.integers(0, 7)) > 0, now=NOW)
     held: frozenset[str] = draw(often(frozenset(), frozenset({"n1"}), frozenset({"n2", "n3"})))
     submitted = draw(often(None, 42))
-    return Scene(pods=pods, jobs=jobs, world=world, held={key: held}, submitted=submitted)
+    live = sorted(job_id for job_id, job in jobs.items() if not job.ended)
+    cancelled = frozenset(draw(st.lists(st.sampled_from(live), unique=True)) if live and not calm else ())
+    return Scene(
+        pods=pods, jobs=jobs, world=world, held={key: held}, submitted=submitted, cancelled=cancelled
+    )
 
 
 def carry_out(scene: Scene, plans: dict[str, Plan]) -> Scene:
-    """What Kubernetes and Slurm look like once every action is done (a model of each)."""
-    pods, jobs, held = dict(scene.pods), dict(scene.jobs), dict(scene.held)
+    """What Kubernetes and Slurm look like once every action is done (a model of each); a cancel shows in the
+    job cache one round late (`shown`)."""
+    pods, jobs, held, cancelled = dict(scene.pods), dict(scene.jobs), dict(scene.held), set(scene.cancelled)
     for key, result in plans.items():
         nodes = set(held.get(key, frozenset()))
         for action in result.actions:
@@ -184,7 +197,7 @@ def carry_out(scene: Scene, plans: dict[str, Plan]) -> Scene:
                 annotations = {**pod.annotations, Keys.SCHEDULER_JOB_ID: str(action.job_id)}
                 pods[action.pod.name] = replace(pod, node_name=action.node, annotations=annotations)
             elif isinstance(action, Cancel):
-                jobs[action.job_id] = replace(jobs[action.job_id], state="CANCELLED", end_time=NOW)
+                cancelled.add(action.job_id)
             elif isinstance(action, DeletePod):
                 pod = pods[action.pod.name]
                 if pod.node_name and action.grace_s:
@@ -196,7 +209,19 @@ def carry_out(scene: Scene, plans: dict[str, Plan]) -> Scene:
             elif isinstance(action, Release):
                 nodes.discard(action.slurm_node)
         held[key] = frozenset(nodes)
-    return Scene(pods=pods, jobs=jobs, world=scene.world, held=held, submitted=scene.submitted)
+    return Scene(
+        pods=pods, jobs=jobs, world=scene.world, held=held, submitted=scene.submitted,
+        cancelled=frozenset(cancelled),
+    )  # fmt: skip
+
+
+def shown(scene: Scene, cancels: frozenset[int]) -> Scene:
+    """The job cache shows these cancels of the controller: those jobs ended."""
+    jobs = {
+        job_id: replace(job, state="CANCELLED", end_time=NOW) if job_id in cancels else job
+        for job_id, job in scene.jobs.items()
+    }
+    return replace(scene, jobs=jobs, cancelled=scene.cancelled - cancels)
 
 
 def slurm_starts(scene: Scene) -> Scene:
@@ -254,6 +279,8 @@ def check(scene: Scene, plans: dict[str, Plan]) -> None:
         for action in result.actions:
             if isinstance(action, DeletePod):
                 assert not by_uid[action.pod.uid].deleting
+            if isinstance(action, Bind | Cancel | DeletePod):  # never for a job cancelled here, shown live
+                assert action.job_id not in scene.cancelled, (action, scene.cancelled)
 
 
 def check_held(scene: Scene) -> None:
@@ -325,12 +352,13 @@ def test_invariants_and_convergence(scene: Scene, starts: list[bool]) -> None:
         actions = {action for result in plans.values() for action in result.actions}
         if seen:
             assert not actions & seen[-1], actions & seen[-1]  # nothing done twice
-        if not actions:
+        if not actions and not scene.cancelled:
             break
         seen.append(actions)
-        scene = carry_out(scene, plans)
+        after = carry_out(scene, plans)
         if scene.world.fresh:
-            check_held(scene)
+            check_held(after)
+        scene = shown(after, scene.cancelled)  # the cancels of the round before show now
     else:
         raise AssertionError(f"no fixpoint in {len(starts)} rounds: {seen}")
 

@@ -1,8 +1,8 @@
-"""The controller's two rules on what Slurm said (controller.py): how old the read of a job may be that a
+"""The controller's rules on what Slurm said (controller.py): how old the read of a job may be that a
 pod's deletion rests on (the job cache's own read of the job's end if it is at most ENDED_READ_AGE_S old:
-an ended job stays ended; any other deletion reads the job now), and which answers to an immediate
+an ended job stays ended; any other deletion reads the job now), which answers to an immediate
 allocation are Slurm's refusal (the job is then submitted) rather than a lost answer (the job may run: it is
-looked for)."""
+looked for), and which jobs it cancelled the job cache shows from a read older than the cancel."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from syncer.controllers.scheduler.controller import (
     ENDED_READ_AGE_S,
     LIVE_INTERVAL_S,
     allocation_refused,
+    awaited_cancels,
     delete_read_age,
     submit_refused,
 )
@@ -24,9 +25,9 @@ POD = PodRef(namespace="ns", name="web-0", uid="u-1")
 MARKER = marker.read(marker.write(RELEASE, "ns/pod/web-0", [POD]), RELEASE)
 
 
-def job(state: str, *flags: str) -> Job:
+def job(state: str, *flags: str, job_id: int = 7) -> Job:
     assert MARKER is not None
-    return Job(job_id=7, state=state, flags=frozenset(flags), marker=MARKER, nodes=("n1",))
+    return Job(job_id=job_id, state=state, flags=frozenset(flags), marker=MARKER, nodes=("n1",))
 
 
 @pytest.mark.parametrize(
@@ -101,3 +102,19 @@ def test_a_submit_answered_without_slurms_word_may_have_made_its_job_which_is_lo
     described = SlurmApiError("slurmrestd failed", endpoint="job_submit", status=status,
                               errors=(SlurmMessage(description="injected fault"),))  # fmt: skip
     assert not submit_refused(described), "a description without Slurm's number is not Slurm's refusal"
+
+
+def test_a_cancelled_job_is_awaited_while_the_cache_shows_it_from_a_read_sent_before_the_answer() -> None:
+    """The CI race (26.05): the cache's copy of job 7, read 0.1 s before our cancel was answered, showed it
+    RUNNING; a bind rested on it. Awaited until a read sent after the answer shows it (ended, or live: the
+    cancel did not take, and the plan decides again)."""
+    cancels = {7: 100.0, 8: 100.0}
+    reads = {7: 99.9, 8: 99.9, 9: 50.0}
+    live = [job("RUNNING", job_id=7), job("PENDING", job_id=8), job("RUNNING", job_id=9)]
+    assert awaited_cancels(cancels, live, reads.get) == {7, 8}  # 9: not cancelled here
+    unread: dict[int, float] = {}
+    assert awaited_cancels(cancels, live, unread.get) == {7, 8}  # never read whole: as old
+    assert awaited_cancels(cancels, live, {7: 100.0, 8: 100.0}.get) == {7, 8}  # sent as it was answered
+    assert awaited_cancels(cancels, live, {7: 100.1, 8: 99.9}.get) == {8}  # a later read shows 7 live
+    ended = [job("CANCELLED", job_id=7), job("RUNNING", "COMPLETING", job_id=8)]
+    assert awaited_cancels(cancels, ended, reads.get) == frozenset()  # shown ended, whenever read

@@ -10,7 +10,9 @@ old: a bind, and the deletion of a pod whose job has ended): when Slurm shows an
 planned on, nothing is written and the gang is planned again on the fresh job.
 
 Its memory is only what the plan takes: the jobs it submitted that the job cache does not show yet, the jobs
-it cancelled as they could not be placed until the pod cache shows its condition saying so, and the nodes it
+it cancelled as they could not be placed until the pod cache shows its condition saying so, the jobs it
+cancelled until the job cache shows a read of them made after the cancel (the cache can show a job live from
+a read sent just before: never bound, nor its pods deleted, for a job ended here), and the nodes it
 holds (syncer/control/holds.py, shared with the sync engine, which drains them). A submit whose
 answer was lost blocks the gang until a whole job list has been read (the marker finds the job if it was
 made). Slurm refusing a submit is said on the pods and tried again after `retry_after_s`.
@@ -22,7 +24,7 @@ import contextlib
 import dataclasses
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -86,6 +88,7 @@ BIND_READ_AGE_S: Final = LIVE_INTERVAL_S
 ENDED_READ_AGE_S: Final = LIVE_INTERVAL_S
 # a job submitted is read whole again this long after (then at twice its age): Slurm's pending reason shows
 PENDING_FIRST_S: Final = 1.0
+CANCEL_SHOWS_S: Final = 1.0  # a gang whose job's cancel the job cache does not show yet: planned again after
 SUBMIT_SHOWS_S: Final = 30.0  # a submitted job the job cache does not show after this: a whole list is read
 EVENT_SUBMITTED: Final = "SlurmJobSubmitted"
 EVENT_SUBMIT_FAILED: Final = "SlurmSubmitFailed"
@@ -167,6 +170,8 @@ class SchedulerController(Controller):
         self._refused: dict[str, tuple[float, str]] = {}  # gang key -> (retry at, why) after Slurm refused
         self._torn: set[int] = set()  # job ids whose tear-down was counted (once per job)
         self._unplaced: set[int] = set()  # job ids cancelled for placement, until the pods show it (plan)
+        # job id -> time.monotonic() its cancel was answered, until the job cache shows a later read (plan)
+        self._cancelled: dict[int, float] = {}
         self._adopted: set[int] = set()
         # job id -> (the cache's read of it, that read mapped, its namespace): `_jobs_of`
         self._mapped: dict[int, tuple[SlurmJob, Job | None, str]] = {}
@@ -206,6 +211,7 @@ class SchedulerController(Controller):
                 if change.kind == "removed":  # Slurm forgot it: so does this controller's bookkeeping
                     self._torn.discard(change.job_id)
                     self._unplaced.discard(change.job_id)
+                    self._cancelled.pop(change.job_id, None)
                     self._adopted.discard(change.job_id)
                     for uid in read.uids:
                         if self._uid_key.get(uid) == read.key:
@@ -297,10 +303,12 @@ class SchedulerController(Controller):
             self._refused.pop(key, None)
         submitted = self._still_submitted(key, current.jobs)
         unplaced = self._still_unplaced(current)
+        cancelled = self._still_cancelled(current)
         world = await self._world(current)
         decided = plan(
-            current, world, self.core, held=self.holds.of(key), submitted=submitted, unplaced=unplaced
-        )
+            current, world, self.core, held=self.holds.of(key), submitted=submitted, unplaced=unplaced,
+            cancelled=cancelled,
+        )  # fmt: skip
         done = await self._carry_out(key, current, decided, found)
         if self._settling is not None:
             self._settling.discard(key)
@@ -310,11 +318,13 @@ class SchedulerController(Controller):
             return await self.reconcile(key)
         if decided.blocked:
             log.debug("gang waits", blocked=decided.blocked)
-        return self._next(decided, done, key)
+        return self._next(decided, done, key, awaiting=bool(cancelled))
 
-    def _next(self, decided: Plan, done: bool, key: str) -> Result:
+    def _next(self, decided: Plan, done: bool, key: str, *, awaiting: bool = False) -> Result:
         now = self.clock()
         waits = [decided.recheck_at - now] if decided.recheck_at is not None else []
+        if awaiting:  # a cancel the job cache does not show yet: its read moves no state if the cancel failed
+            waits.append(CANCEL_SHOWS_S)
         if not done:
             waits.append(0.05)  # planned on what Slurm no longer shows: plan again on the fresh job
         if key in self._submitted or key in self._lost:
@@ -376,6 +386,16 @@ class SchedulerController(Controller):
             else:
                 self._unplaced.discard(job.job_id)
         return frozenset(still)
+
+    def _still_cancelled(self, current: gang.Gang) -> frozenset[int]:
+        """The gang's jobs this controller cancelled that the job cache shows live from a read sent before the
+        cancel was answered (`awaited_cancels`); forgotten once a later read shows them (ended; or live: the
+        cancel did not take, and the plan decides again)."""
+        still = awaited_cancels(self._cancelled, current.jobs, self.jobs.read_at)
+        for job in current.jobs:
+            if job.job_id in self._cancelled and job.job_id not in still:
+                del self._cancelled[job.job_id]
+        return still
 
     async def _list_after_lost(self, key: str) -> None:
         """A submit whose answer was lost may have made a job: a whole list finds it by its marker."""
@@ -656,10 +676,12 @@ class SchedulerController(Controller):
         if action.cause == "placement":  # noted first: a lost answer may have ended it all the same
             self._unplaced.add(action.job_id)
         try:
-            await self.context.slurm_writer.end_job(job)
+            ended = await self.context.slurm_writer.end_job(job)
         except SlurmError:
             self.stats.errors["cancel"] += 1
             raise
+        if ended:  # the cache may show it live from a read sent before now: awaited until a later read
+            self._cancelled[action.job_id] = time.monotonic()
         self.stats.jobs["cancelled"] += 1
         self._torn_down(action)
         self.jobs.nudge()
@@ -732,6 +754,19 @@ def submit_refused(exc: SlurmApiError) -> bool:
     502-504 never get here: the client raises them as lost) says nothing of the job, which may exist: it is
     looked for by its marker before another submit."""
     return 400 <= exc.status < 500 or any(error.error_number for error in exc.errors)
+
+
+def awaited_cancels(
+    cancels: Mapping[int, float], jobs: Iterable[Job], read_at: Callable[[int], float | None]
+) -> frozenset[int]:
+    """Of the jobs cancelled (`cancels`: job id -> when the cancel was answered), those shown live from a read
+    sent (`read_at`) before that: the job cache's view of them predates the cancel (plan's `cancelled`)."""
+    still = set()
+    for job in jobs:
+        read = read_at(job.job_id)
+        if job.job_id in cancels and not job.ended and (read is None or read <= cancels[job.job_id]):
+            still.add(job.job_id)
+    return frozenset(still)
 
 
 def delete_read_age(planned: Job | None) -> float:

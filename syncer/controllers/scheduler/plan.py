@@ -4,13 +4,17 @@ binding of Slurm nodes to Kubernetes Nodes -> what to do now (docs/scheduler.md,
 Level-triggered: computed from current state alone, so a restart or a missed event changes nothing; the
 only memory it takes is the controller's own (`held`: the nodes it holds for this gang; `submitted`: a
 job it submitted that the job cache does not show yet; `unplaced`: jobs it cancelled as they could not be
-placed, whose pods' conditions the pod cache may not show yet). Rules:
+placed, whose pods' conditions the pod cache may not show yet; `cancelled`: jobs it cancelled that the job
+cache still shows live, from a read made before the cancel). Rules:
 - One job per pod: a pod a live job stands for gets no other; a second live job for a pod is cancelled.
 - All or nothing: a gang's pods are bound together once every one passes kube-scheduler's checks, or
   none is and the job is cancelled (and submitted again after `retry_after_s`).
 - Never both at once: a job is cancelled only once no pod of it holds resources (gone, or in a terminal
   phase); a pod whose job Slurm ends (or is ending: preemption's grace window, the time limit ahead, a
   suspend, a requeue) is deleted, and its node held (drained) until the pod is gone.
+- Our own cancel is not Slurm's: a job the controller cancelled that the job cache still shows live keeps its
+  pods (no other job for them) and gets nothing else: no bind, no condition, no deletion, no second cancel;
+  once the cache shows it ended the usual rules apply (a placement retry: submitted again later).
 - Fail closed: on stale data nothing at all; a job state it does not know stops the gang.
 """
 
@@ -171,6 +175,7 @@ def plan(
     held: frozenset[str] = frozenset(),
     submitted: int | None = None,
     unplaced: frozenset[int] = frozenset(),
+    cancelled: frozenset[int] = frozenset(),
 ) -> Plan:
     if not world.fresh:
         return Plan(blocked=STALE)
@@ -180,10 +185,17 @@ def plan(
         return Plan(blocked=f"Slurm job {job.job_id} is {job.state}, a state the scheduler does not know")
     out = _Out(world=world, options=options)
     claimed: dict[str, Job] = {}  # pod UID -> the best-ranked live job standing for it
-    for job in sorted((job for job in gang.jobs if not job.ended), key=lambda job: _rank(job, gang.pods)):
+    # a job we cancelled ranks last: it never makes a job that stands a duplicate
+    live = sorted(
+        (job for job in gang.jobs if not job.ended),
+        key=lambda job: (job.job_id in cancelled, _rank(job, gang.pods)),
+    )
+    for job in live:
         members = [pod for pod in gang.pods if _stands_for(job, pod)]
         better = next((claimed[pod.uid] for pod in members if pod.uid in claimed), None)
-        if better is not None:
+        if job.job_id in cancelled:  # the cache shows it from before our cancel: its end is awaited
+            out.blocked = f"Slurm job {job.job_id} was cancelled by the scheduler: its end is awaited"
+        elif better is not None:
             _duplicate(job, members, better, gang.pods, out)
         else:
             _live(job, members, gang, out)
