@@ -1220,8 +1220,8 @@ async def _members_running_jobs(stage: Stage, members: list[str], done: str) -> 
 
     async def registered() -> bool:
         # registered: neither powered down (a POWER_UP request waits for Slurm's power-save pass, up to
-        # 10 s), powering up nor silent. Without POWERED_DOWN this passed at once, and the jobs went to
-        # members not up yet: each then waited for its power-up and slurmctld's 30 s check
+        # 10 s), powering up nor silent. Without POWERED_DOWN this passed at once and the jobs went to
+        # members not up yet (one allocated before its slurmd registered waits for the 30 s check)
         states = [await asyncio.to_thread(stage.sandbox.node_state, n) for n in members]
         not_up = {"POWERED_DOWN", "POWERING_UP", "NOT_RESPONDING"}
         return all(flags and not flags & not_up for flags in states)

@@ -1,9 +1,10 @@
 """A member an admin powers up (`scontrol update state=POWER_UP`) gets its pod once Slurm's power-save pass
 carries the request out (POWERING_UP), not before: a slurmd started before that pass registered first and
 left POWER_UP set for good on a node that is up, or was ignored as booted before the power-up until
-ResumeTimeout, its job CONFIGURING (docs/slurm-releases.md; benchmarks/faults.py power_not_ready timed out
-so on 24.11). A sandbox of its own whose pass runs at most every PASS_EVERY_S: a request made right after
-a pass waits that long for the next one, as one can for power_save_interval (10 s) anywhere."""
+ResumeTimeout, its job CONFIGURING (docs/slurm-releases.md; the likely cause of benchmarks/faults.py
+power_not_ready timing out on 24.11 in CI). A sandbox of its own whose pass runs at most every
+PASS_EVERY_S: a request made right after a pass waits that long for the next one, as one can for
+power_save_interval (10 s) anywhere."""
 
 from __future__ import annotations
 
