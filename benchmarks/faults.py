@@ -537,7 +537,8 @@ class Stage:
         Storm summaries on the syncer's Lease are counted apart: ("(summaries)", reason) and
         ("(folded)", reason), the Events they stand for. A SlurmStateChanged is one per state transition, and
         a node running jobs has several (a power member: up, job started, job ended, and COMPLETING between
-        when a poll catches it): it is counted by its transition, "reason (before -> after)"."""
+        when a poll catches it): it is counted by its transition, "reason (before -> after)". A NodeSet's
+        Event by its message, which names the member ("created pod fpw-1")."""
         counts: Counter[tuple[str, str]] = Counter()
         for event in self.kube.api.store.objects_of(("", "events")):
             times = int(event.get("count") or 1)
@@ -547,6 +548,9 @@ class Stage:
             elif event["reason"] == EVENT_STATE_CHANGED:
                 transition = event["message"].rsplit(": ", 1)[-1]
                 counts[(event["involvedObject"]["name"], f"{event['reason']} ({transition})")] += times
+            elif event["involvedObject"].get("kind") == "NodeSet":
+                # a NodeSet's Events name the member in the message: one CreatedPod per member is no repeat
+                counts[(event["involvedObject"]["name"], f"{event['reason']} ({event['message']})")] += times
             else:
                 counts[(event["involvedObject"]["name"], event["reason"])] += times
         return counts
@@ -1101,11 +1105,16 @@ async def squeue(stage: Stage, jobs: list[str]) -> dict[str, str]:
     return found
 
 
-async def until(check: Callable[[], Awaitable[bool]], deadline_s: float, what: str) -> None:
+async def until(
+    check: Callable[[], Awaitable[bool]], deadline_s: float, what: str,
+    seen: Callable[[], Awaitable[str]] | None = None,
+) -> None:  # fmt: skip
+    """`seen`: what to tell about the state of things when the deadline passes."""
     deadline = time.monotonic() + deadline_s
     while not await check():
         if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {deadline_s} s waiting for {what}")
+            told = f": {await seen()}" if seen is not None else ""
+            raise RuntimeError(f"timed out after {deadline_s} s waiting for {what}{told}")
         await asyncio.sleep(0.2)  # condition poll
 
 
@@ -1210,10 +1219,14 @@ async def _members_running_jobs(stage: Stage, members: list[str], done: str) -> 
     await asyncio.to_thread(stage.sandbox.scontrol, "update", f"nodename={names}", "state=POWER_UP")
 
     async def registered() -> bool:
+        # registered: neither powered down (a POWER_UP request waits for Slurm's power-save pass, up to
+        # 10 s), powering up nor silent. Without POWERED_DOWN this passed at once and the jobs went to
+        # members not up yet (one allocated before its slurmd registered waits for the 30 s check)
         states = [await asyncio.to_thread(stage.sandbox.node_state, n) for n in members]
-        return all(not flags & {"POWERING_UP", "NOT_RESPONDING"} and flags for flags in states)
+        not_up = {"POWERED_DOWN", "POWERING_UP", "NOT_RESPONDING"}
+        return all(flags and not flags & not_up for flags in states)
 
-    await until(registered, 120, "the members' slurmd registered")
+    await until(registered, 120, "the members' slurmd registered", lambda: _states(stage, members, []))
     jobs = []
     for member in members:
         out = await asyncio.to_thread(
@@ -1225,8 +1238,19 @@ async def _members_running_jobs(stage: Stage, members: list[str], done: str) -> 
     async def running() -> bool:
         return all(s == "RUNNING" for s in (await squeue(stage, jobs)).values())
 
-    await until(running, 90, "a job running on each member")
+    # registered and idle: each job starts at its submission or the next scheduling pass (seconds)
+    await until(running, 90, "a job running on each member", lambda: _states(stage, members, jobs))
     return jobs
+
+
+async def _states(stage: Stage, members: list[str], jobs: list[str]) -> str:
+    """What a timed-out wait saw: each member's Slurm state, each job's state and reason."""
+    nodes = {n: "+".join(sorted(await asyncio.to_thread(stage.sandbox.node_state, n))) for n in members}
+    shown = {}
+    for job in jobs:
+        out = (await asyncio.to_thread(stage.sandbox.run, "scontrol", "show", "job", job)).stdout.split()
+        shown[job] = " ".join(w for w in out if w.startswith(("JobState=", "Reason=", "NodeList=")))
+    return f"members {nodes}, jobs {shown}"
 
 
 async def _power_cleanup(stage: Stage, members: list[str], jobs: list[str]) -> None:

@@ -37,9 +37,15 @@ def test_powering_up_powered_down_and_power_up_asked_are_powering() -> None:
     for flags in (
         ("ALLOCATED", "CLOUD", "NOT_RESPONDING", "POWERING_UP"),
         ("ALLOCATED", "CLOUD", "POWERED_DOWN"),  # allocated, its power-up a moment away
-        ("IDLE", "CLOUD", "POWER_UP"),
+        ("IDLE", "CLOUD", "POWERED_DOWN", "POWER_UP"),  # asked, Slurm's power-save pass not there yet
     ):
         assert node_readiness(node(*flags), [pod()]) is R.POWERING, flags
+
+
+def test_a_power_up_flag_left_on_a_registered_node_is_ready() -> None:
+    """Slurm clears POWER_UP only on a powered-down node: a slurmd that registered before Slurm's pass
+    leaves it on a node that is up, whose job Slurm starts (its readiness ignores the flag)."""
+    assert node_readiness(node("ALLOCATED", "CLOUD", "POWER_UP"), [pod()]) is R.READY
 
 
 def test_down_or_being_powered_down_is_failed_even_while_powering_up() -> None:

@@ -89,7 +89,7 @@ def test_a_member_slurm_powers_up_gets_exactly_its_pod() -> None:
     nodes = [
         rec("gpu-0", *DOWN),
         rec("gpu-1", *UP),
-        rec("gpu-2", "IDLE", "CLOUD", "POWER_UP"),
+        rec("gpu-2", "IDLE", "CLOUD", "NOT_RESPONDING", "POWERING_UP"),  # an admin's POWER_UP, carried out
         rec("gpu-3", *DOWN),
     ]
     result = run(spec, [], nodes)
@@ -99,6 +99,35 @@ def test_a_member_slurm_powers_up_gets_exactly_its_pod() -> None:
     # created already (the cache saw it): nothing more
     again = run(spec, [pod("gpu-1", spec), pod("gpu-2", spec)], nodes)
     assert again.create == []
+
+
+def test_a_power_up_request_gets_its_pod_only_once_slurm_carries_it_out() -> None:
+    """`scontrol update state=POWER_UP` sets POWER_UP on the powered-down record; Slurm's power-save pass
+    (up to 10 s later) makes it POWERING_UP and stamps the power-up. A slurmd started before that stamp
+    is ignored until ResumeTimeout (its boot is older), or registers first and leaves POWER_UP for good."""
+    spec = power(2)
+    asked = [rec("gpu-0", *DOWN, "POWER_UP"), rec("gpu-1", *DOWN)]
+    result = run(spec, [], asked)
+    assert result.create == []
+    assert result.power is not None and result.power.counts["poweringUp"] == 0
+    carried_out = [rec("gpu-0", "IDLE", "CLOUD", "DYNAMIC_NORM", "NOT_RESPONDING", "POWERING_UP"), asked[1]]
+    assert [m.name for m in run(spec, [], carried_out).create] == ["gpu-0"]
+    # a request on a member whose pod is still there (Slurm powered it down meanwhile) keeps the pod
+    kept = run(spec, [pod("gpu-0", spec)], asked).power
+    assert kept is not None and kept.power_down_pods == [] and kept.members == {"gpu-0": 0}
+
+
+def test_a_power_up_flag_left_on_a_registered_member_is_up() -> None:
+    """A slurmd that registered before Slurm's pass took the request leaves POWER_UP set on a node that is
+    up (Slurm clears it only on a powered-down one): not powering up, so never forced down as one above a
+    lowered ceiling (its job would be requeued) and counted as powered up."""
+    spec = power(1)
+    nodes = [rec("gpu-0", "IDLE", "CLOUD", "POWER_UP"), rec("gpu-1", "ALLOCATED", "CLOUD", "POWER_UP")]
+    result = run(spec, [pod("gpu-0", spec), pod("gpu-1", spec)], nodes)
+    assert result.power is not None
+    assert result.power.force_down == {}
+    assert result.mark_removal == {"gpu-1": SCALE_IN}  # busy above the ceiling: drained first, as any
+    assert result.power.counts["poweredUp"] == 1 and result.power.counts["poweringUp"] == 0
 
 
 def test_a_running_member_keeps_its_pod_until_slurm_powers_it_down() -> None:

@@ -28,7 +28,9 @@ class NodeReadiness(Enum):
     READY = "ready"  # registered and every pod of it Ready (or none)
 
 
-POWERING_FLAGS = frozenset({"POWERING_UP", "POWER_UP", "POWERED_DOWN"})
+# not POWER_UP: requested, it comes with POWERED_DOWN; left on a node whose slurmd registered before Slurm's
+# power-save pass took the request, it stays set while the node is up (Slurm's own readiness ignores it)
+POWERING_FLAGS = frozenset({"POWERING_UP", "POWERED_DOWN"})
 FAILED_FLAGS = frozenset({"POWERING_DOWN", "POWER_DOWN", "POWER_DOWN_FORCE"})
 
 

@@ -25,7 +25,11 @@ from syncer.model.kube import KubePod
 from syncer.model.slurm import SlurmNode
 from syncer.model.slurm import powered_down as powered_down_state
 
-POWERING_UP = frozenset({"POWERING_UP", "POWER_UP"})
+# Only POWERING_UP: Slurm's power-save pass has stamped the power-up (boot_req_time). A POWER_UP request
+# waits for that pass (up to power_save_interval, 10 s: 10.3 s measured on 24.11.5). A slurmd started
+# before the stamp either registers first, leaving POWER_UP set for good on a node that is up, or is
+# ignored as booted too early ("Still waiting for boot") until ResumeTimeout, its job CONFIGURING meanwhile
+POWERING_UP = frozenset({"POWERING_UP"})
 # Slurm writes of records a pass makes at most (a declare is two: the create and its comment); the rest go on
 # the next pass, queued at once, so one large ceiling does not hold a worker for minutes
 DECLARES_PER_PASS = 50
