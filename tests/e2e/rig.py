@@ -45,6 +45,17 @@ FAST = ServiceConfig(
 )
 
 
+@asynccontextmanager
+async def rig_over(sandbox: Sandbox, kube: KubeApiEmulator, kubeconfig: Path) -> AsyncIterator[Rig]:
+    """A Rig over a test module's own sandbox, with its own REST reader (closed after)."""
+    reader = SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file))
+    await reader.start()
+    try:
+        yield Rig(sandbox, kube, kubeconfig, reader)
+    finally:
+        await reader.close()
+
+
 def sync(**fields: Any) -> SyncOptions:
     """The sync controller's options of FAST with these changed (`sync(max_drain_fraction=1.0)`)."""
     return replace(FAST_SYNC, **fields)

@@ -21,8 +21,6 @@ import pytest
 from syncer.app.service import SyncerService
 from syncer.controllers.nodeset.options import NodeSetOptions
 from syncer.controllers.partitions.options import PartitionOptions
-from syncer.slurm.auth import TokenFile
-from syncer.slurm.client import SlurmClient
 from syncer.testing import prolog
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.kubeapi.store import Change
@@ -30,7 +28,7 @@ from syncer.testing.sandbox import REAL_NODE, Sandbox, SandboxError, up
 from syncer.testing.sandbox.config import free_port_block
 from syncer.testing.sandbox.processes import wait_until
 from syncer.testing.slurmd_standin import SlurmdStandIn
-from tests.e2e.rig import NAMESPACE, Rig, condition, node_body, running_syncer, sync
+from tests.e2e.rig import NAMESPACE, Rig, condition, node_body, rig_over, running_syncer, sync
 from tests.e2e.test_nodeset import (
     GROUP,
     VERSION,
@@ -103,12 +101,8 @@ def wait_for_config(sandbox: Sandbox) -> None:
 async def power_rig(
     power_sandbox: Sandbox, kube_api: KubeApiEmulator, kubeconfig: Path
 ) -> AsyncIterator[Rig]:
-    reader = SlurmClient(power_sandbox.rest_url, TokenFile(power_sandbox.token_file))
-    await reader.start()
-    try:
-        yield Rig(power_sandbox, kube_api, kubeconfig, reader)
-    finally:
-        await reader.close()
+    async with rig_over(power_sandbox, kube_api, kubeconfig) as rig:
+        yield rig
 
 
 def power_manifest(name: str, ceiling: int, floor: int = 0, **spec: Any) -> dict[str, Any]:

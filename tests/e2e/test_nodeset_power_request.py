@@ -15,13 +15,11 @@ from pathlib import Path
 import pytest
 
 from syncer.controllers.nodeset.options import NodeSetOptions
-from syncer.slurm.auth import TokenFile
-from syncer.slurm.client import SlurmClient
 from syncer.testing.kubeapi import KubeApiEmulator
 from syncer.testing.sandbox import Sandbox, SandboxError, up
 from syncer.testing.sandbox.config import free_port_block
 from syncer.testing.slurmd_standin import SlurmdStandIn
-from tests.e2e.rig import NAMESPACE, Rig, running_syncer, sync
+from tests.e2e.rig import NAMESPACE, Rig, rig_over, running_syncer, sync
 from tests.e2e.test_nodeset import GROUP, VERSION, Set, end_jobs, ensure_pool
 from tests.e2e.test_nodeset_power import declared, power_body, state_of, wait_slurm
 from tests.fixtures.slurm import SELECTED
@@ -53,12 +51,8 @@ def request_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbo
 
 @pytest.fixture
 async def rig(request_sandbox: Sandbox, kube_api: KubeApiEmulator, kubeconfig: Path) -> AsyncIterator[Rig]:
-    reader = SlurmClient(request_sandbox.rest_url, TokenFile(request_sandbox.token_file))
-    await reader.start()
-    try:
-        yield Rig(request_sandbox, kube_api, kubeconfig, reader)
-    finally:
-        await reader.close()
+    async with rig_over(request_sandbox, kube_api, kubeconfig) as rig:
+        yield rig
 
 
 async def test_a_requested_power_up_gets_its_pod_once_slurm_carries_it_out(rig: Rig) -> None:
