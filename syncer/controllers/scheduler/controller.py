@@ -51,6 +51,7 @@ from syncer.controllers.scheduler.plan import (
     Submit,
     Teardown,
     plan,
+    shown_bound,
 )
 from syncer.controllers.scheduler.request import JobRequest
 from syncer.controllers.scheduler.values import Job, Node, World
@@ -89,6 +90,8 @@ ENDED_READ_AGE_S: Final = LIVE_INTERVAL_S
 # a job submitted is read whole again this long after (then at twice its age): Slurm's pending reason shows
 PENDING_FIRST_S: Final = 1.0
 CANCEL_SHOWS_S: Final = 1.0  # a gang whose job's cancel the job cache does not show yet: planned again after
+# a bind of ours the pod informer does not show after this is forgotten, logged (its lag is milliseconds)
+BIND_SHOWS_S: Final = 30.0
 SUBMIT_SHOWS_S: Final = 30.0  # a submitted job the job cache does not show after this: a whole list is read
 EVENT_SUBMITTED: Final = "SlurmJobSubmitted"
 EVENT_SUBMIT_FAILED: Final = "SlurmSubmitFailed"
@@ -172,6 +175,8 @@ class SchedulerController(Controller):
         self._unplaced: set[int] = set()  # job ids cancelled for placement, until the pods show it (plan)
         # job id -> time.monotonic() its cancel was answered, until the job cache shows a later read (plan)
         self._cancelled: dict[int, float] = {}
+        self._unanswered: set[int] = set()  # job ids whose cancel failed: read now before planning again
+        self._binds: dict[str, MadeBind] = {}  # pod UID -> our bind, until the pod informer shows it (plan)
         self._adopted: set[int] = set()
         # job id -> (the cache's read of it, that read mapped, its namespace): `_jobs_of`
         self._mapped: dict[int, tuple[SlurmJob, Job | None, str]] = {}
@@ -212,6 +217,7 @@ class SchedulerController(Controller):
                     self._torn.discard(change.job_id)
                     self._unplaced.discard(change.job_id)
                     self._cancelled.pop(change.job_id, None)
+                    self._unanswered.discard(change.job_id)
                     self._adopted.discard(change.job_id)
                     for uid in read.uids:
                         if self._uid_key.get(uid) == read.key:
@@ -284,6 +290,7 @@ class SchedulerController(Controller):
         namespace = key.split("/", 1)[0]
         if key in self._lost:
             await self._list_after_lost(key)
+        await self._settle_cancels(key)
         found = [pod for pod in list(self.pods.items.values()) if pod.namespace == namespace]
         learned = await self._read_batch_jobs(found)
         annotations = await self._namespace(namespace)
@@ -304,10 +311,11 @@ class SchedulerController(Controller):
         submitted = self._still_submitted(key, current.jobs)
         unplaced = self._still_unplaced(current)
         cancelled = self._still_cancelled(current)
-        world = await self._world(current)
+        bound = await self._still_bound(current)
+        world = await self._world(shown_bound(current, bound))
         decided = plan(
             current, world, self.core, held=self.holds.of(key), submitted=submitted, unplaced=unplaced,
-            cancelled=cancelled,
+            cancelled=cancelled, bound=bound,
         )  # fmt: skip
         done = await self._carry_out(key, current, decided, found)
         if self._settling is not None:
@@ -396,6 +404,66 @@ class SchedulerController(Controller):
             if job.job_id in self._cancelled and job.job_id not in still:
                 del self._cancelled[job.job_id]
         return still
+
+    async def _settle_cancels(self, key: str) -> None:
+        """A cancel of the gang's job that failed may have ended it all the same (its answer lost): the job
+        is read now, before the gang is planned, so the plan sees it ended, or live (cancelled again at
+        once), and never binds or deletes on the cache's copy from before the cancel."""
+        for job_id in sorted(self._unanswered):
+            found = self.jobs.jobs.get(job_id)
+            read = marker.read(found.marker, self.release) if found is not None else None
+            if read is not None and read.key != key:
+                continue  # another gang's
+            if read is not None:
+                try:
+                    await self.jobs.fresh(job_id)
+                except SlurmError as exc:
+                    raise RetryAfter(
+                        1.0, f"Slurm job {job_id}'s cancel failed and it cannot be read: {exc}"
+                    ) from exc
+            self._unanswered.discard(job_id)
+
+    async def _still_bound(self, current: gang.Gang) -> frozenset[Bind]:
+        """The binds this controller made that the pod informer does not show yet, of the gang's pods (plan's
+        `bound`). A bind whose answer was lost is settled first by a read of its pod made now (the gang waits
+        while the pod cannot be read). A bind is forgotten once the informer shows the pod bound, once no pod
+        of that UID is there, or after BIND_SHOWS_S (logged)."""
+        now = time.monotonic()
+        for uid, made in list(self._binds.items()):
+            ref = made.bind.pod
+            why = unshown_bind(made, self.pods.get(ref.namespace, ref.name), now)
+            if why:
+                del self._binds[uid]
+            if why == "expired":
+                log.warning(
+                    "bind not shown by the pod informer: forgotten", pod=f"{ref.namespace}/{ref.name}",
+                    node=made.bind.node, job_id=made.bind.job_id, after_s=BIND_SHOWS_S,
+                )  # fmt: skip
+        ours = {pod.uid for pod in current.pods}
+        for made in [made for uid, made in self._binds.items() if uid in ours and not made.answered]:
+            await self._settle_bind(made)
+        return frozenset(made.bind for uid, made in self._binds.items() if uid in ours)
+
+    async def _settle_bind(self, made: MadeBind) -> None:
+        """A bind whose answer was lost, read back: the pod on that Node (it was bound: remembered as
+        answered), or anything else (not bound: the plan decides again; gone; or bound elsewhere, which the
+        informer shows)."""
+        ref = made.bind.pod
+        try:
+            read = await self.reads.pod(ref.namespace, ref.name)
+        except KubeError as exc:
+            raise RetryAfter(
+                1.0, f"a bind's answer was lost and pod {ref.namespace}/{ref.name} cannot be read: {exc}"
+            ) from exc
+        if read is not None and read.uid == ref.uid and read.node_name == made.bind.node:
+            self._binds[ref.uid] = MadeBind(made.bind, time.monotonic())
+            log.info(
+                "a bind whose answer was lost was made",
+                pod=f"{ref.namespace}/{ref.name}",
+                node=read.node_name,
+            )
+        else:
+            del self._binds[ref.uid]
 
     async def _list_after_lost(self, key: str) -> None:
         """A submit whose answer was lost may have made a job: a whole list finds it by its marker."""
@@ -647,10 +715,17 @@ class SchedulerController(Controller):
 
     async def _bind(self, action: Bind, found: SchedulerPod | None) -> None:
         ref = action.pod
-        outcome = await self.context.writer.bind(
-            ref.namespace, ref.name, ref.uid, action.node,
-            annotations={Keys.SCHEDULER_JOB_ID: str(action.job_id)},
-        )  # fmt: skip
+        try:
+            outcome = await self.context.writer.bind(
+                ref.namespace, ref.name, ref.uid, action.node,
+                annotations={Keys.SCHEDULER_JOB_ID: str(action.job_id)},
+            )  # fmt: skip
+        except KubeError as exc:
+            if bind_unanswered(exc):  # it may have bound the pod: read back before the gang is planned again
+                self._binds[ref.uid] = MadeBind(action, time.monotonic(), answered=False)
+            raise
+        if outcome in (Outcome.DONE, Outcome.ALREADY):  # the pod informer may not show it yet
+            self._binds[ref.uid] = MadeBind(action, time.monotonic())
         if outcome is not Outcome.DONE:
             return
         self.stats.bound += 1
@@ -679,6 +754,7 @@ class SchedulerController(Controller):
             ended = await self.context.slurm_writer.end_job(job)
         except SlurmError:
             self.stats.errors["cancel"] += 1
+            self._unanswered.add(action.job_id)  # it may have ended the job: read before planning again
             raise
         if ended:  # the cache may show it live from a read sent before now: awaited until a later read
             self._cancelled[action.job_id] = time.monotonic()
@@ -767,6 +843,33 @@ def awaited_cancels(
         if job.job_id in cancels and not job.ended and (read is None or read <= cancels[job.job_id]):
             still.add(job.job_id)
     return frozenset(still)
+
+
+@dataclass(frozen=True)
+class MadeBind:
+    """A bind this controller made: `at` its answer (time.monotonic()); `answered` False when the answer was
+    lost (the pod may or may not be bound: read back before the gang is planned again)."""
+
+    bind: Bind
+    at: float
+    answered: bool = True
+
+
+def unshown_bind(made: MadeBind, pod: SchedulerPod | None, now: float) -> str:
+    """Why a bind of ours is forgotten now, as the pod informer shows its pod (`pod`: the informer's of that
+    name); "" while it is kept (the plan counts the pod bound): "shown" (bound, there or elsewhere: the
+    informer's word), "gone" (no pod of that UID), "expired" (not shown after BIND_SHOWS_S)."""
+    if pod is None or pod.uid != made.bind.pod.uid:
+        return "gone"
+    if pod.node_name:
+        return "shown"
+    return "expired" if now - made.at > BIND_SHOWS_S else ""
+
+
+def bind_unanswered(exc: KubeError) -> bool:
+    """A bind that failed without saying it was not made: no answer (a lost connection, a timeout: status 0)
+    or a 5xx (the API server may have written the pod before failing). A 4xx says it was not made."""
+    return exc.status == 0 or exc.status >= 500
 
 
 def delete_read_age(planned: Job | None) -> float:

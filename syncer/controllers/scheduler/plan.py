@@ -5,7 +5,8 @@ Level-triggered: computed from current state alone, so a restart or a missed eve
 only memory it takes is the controller's own (`held`: the nodes it holds for this gang; `submitted`: a
 job it submitted that the job cache does not show yet; `unplaced`: jobs it cancelled as they could not be
 placed, whose pods' conditions the pod cache may not show yet; `cancelled`: jobs it cancelled that the job
-cache still shows live, from a read made before the cancel). Rules:
+cache still shows live, from a read made before the cancel; `bound`: binds it made that the pod cache does not
+show yet). Rules:
 - One job per pod: a pod a live job stands for gets no other; a second live job for a pod is cancelled.
 - All or nothing: a gang's pods are bound together once every one passes kube-scheduler's checks, or
   none is and the job is cancelled (and submitted again after `retry_after_s`).
@@ -15,14 +16,16 @@ cache still shows live, from a read made before the cancel). Rules:
 - Our own cancel is not Slurm's: a job the controller cancelled that the job cache still shows live keeps its
   pods (no other job for them) and gets nothing else: no bind, no condition, no deletion, no second cancel;
   once the cache shows it ended the usual rules apply (a placement retry: submitted again later).
+- Our own bind is a bind: a pod in `bound` that the pod cache shows unbound is planned as bound there under
+  that job (`shown_bound`): never placed again, its job never cancelled for placement, no condition on it.
 - Fail closed: on stale data nothing at all; a job state it does not know stops the gang.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from syncer.controllers.scheduler.gang import Gang
@@ -31,6 +34,7 @@ from syncer.controllers.scheduler.placement import misfit, placed
 from syncer.controllers.scheduler.request import JobRequest, canonical_requests
 from syncer.controllers.scheduler.settings import Refusal
 from syncer.controllers.scheduler.values import Job, Node, Pod, PodRef, Scheduled, World
+from syncer.model.keys import Keys
 
 # PodScheduled=False reasons (and the Event reasons beside them)
 PENDING: Final = "SlurmJobPending"
@@ -176,9 +180,11 @@ def plan(
     submitted: int | None = None,
     unplaced: frozenset[int] = frozenset(),
     cancelled: frozenset[int] = frozenset(),
+    bound: frozenset[Bind] = frozenset(),
 ) -> Plan:
     if not world.fresh:
         return Plan(blocked=STALE)
+    gang = shown_bound(gang, bound)
     unknown = [job for job in gang.jobs if not job.known]
     if unknown:
         job = unknown[0]
@@ -210,6 +216,20 @@ def plan(
         blocked=out.blocked,
         recheck_at=min(out.times, default=None),
     )
+
+
+def shown_bound(gang: Gang, bound: Iterable[Bind]) -> Gang:
+    """The gang as the pod cache will show it once it shows our binds: a pod it shows unbound that we bound is
+    on that Node, annotated with the job (the API server copies the Binding's annotation onto the pod)."""
+    binds = {bind.pod.uid: bind for bind in bound}
+    return replace(gang, pods=tuple(_as_bound(pod, binds.get(pod.uid)) for pod in gang.pods))
+
+
+def _as_bound(pod: Pod, bind: Bind | None) -> Pod:
+    if bind is None or pod.node_name:  # the cache shows a bind: its word wins
+        return pod
+    annotations = {**pod.annotations, Keys.SCHEDULER_JOB_ID: str(bind.job_id)}
+    return replace(pod, node_name=bind.node, annotations=annotations)
 
 
 def _stands_for(job: Job, pod: Pod) -> bool:
