@@ -298,6 +298,80 @@ def test_a_job_we_cancelled_gives_way_to_any_other() -> None:
     assert run([pod()], unplaceable, cancelled=frozenset({5})).actions == ()
 
 
+def made(name: str, node: str, job_id: int = 5, slurm_node: str = "n1") -> Bind:
+    """A bind the controller made that the pod cache does not show yet."""
+    return Bind(pod=ref(name), node=node, job_id=job_id, slurm_node=slurm_node)
+
+
+def test_a_pod_we_bound_is_planned_as_bound_while_the_pod_cache_shows_it_unbound() -> None:
+    """Our own bind is a bind: the gang bound, a Node turned unfit before the pod cache showed the binds. Not
+    cancelled for placement (the pods would then be deleted as if Slurm had cancelled their job)."""
+    tainted = dict(NODES, k2=Node(name="k2", allocatable=ROOM, taints=(Taint(key="x"),)))
+    world = World(bindings=WORLD.bindings, nodes=tainted, fresh=True, now=1000.0)
+    running = [job(5, "a", "b", key="ns/group/g", nodes=("n1", "n2"))]
+    lagging = run(GANG, running, world=world)  # without the memory
+    assert [type(a) for a in lagging.actions] == [SetScheduled, SetScheduled, Cancel]
+    binds = frozenset({made("a", "k1"), made("b", "k2", slurm_node="n2")})
+    assert run(GANG, running, world=world, bound=binds) == Plan()
+    # ... nor bound again where the Node still fits
+    assert [type(a) for a in run(GANG, running).actions] == [Bind, Bind]
+    assert run(GANG, running, bound=binds) == Plan()
+    # one bound, the other's Node unfit: the gang goes whole, the pod we bound too (partly bound)
+    partly = run(GANG, running, world=world, bound=frozenset({made("a", "k1")}))
+    assert [(type(a), a.pod.name) for a in partly.actions if isinstance(a, DeletePod)] == [
+        (DeletePod, "a"),
+        (DeletePod, "b"),
+    ]
+    assert not any(isinstance(a, Cancel | SetScheduled) for a in partly.actions)
+    # one bound, the other fits: only the other is bound
+    rest = run(GANG, running, bound=frozenset({made("a", "k1")}))
+    assert rest.actions == (Bind(pod=ref("b"), node="k2", job_id=5, slurm_node="n2"),)
+
+
+def test_a_pod_we_bound_gets_no_condition_of_an_unbound_pod() -> None:
+    """Our own bind is a bind: a pod whose job Slurm shows pending again (requeued) is deleted and its node
+    held, not told that its job is pending."""
+    requeued = [job(5, "a", state="PENDING", nodes=("n1",))]
+    told = run([pod()], requeued)  # without the memory
+    assert told.actions == (SetScheduled(pod=ref(), reason=PENDING, message="Slurm job 5 is pending"),)
+    result = run([pod()], requeued, bound=frozenset({made("a", "k1")}))
+    assert [type(a) for a in result.actions] == [Hold, DeletePod]
+
+
+def test_a_pod_we_bound_whose_job_ended_is_deleted_and_its_node_held() -> None:
+    """Our own bind is a bind: Slurm ends the job before the pod cache shows the bind; the pod is deleted with
+    the job's cause and its node held until it is gone (a pod shown unbound would hold no node)."""
+    ended = [job(5, "a", state="CANCELLED", nodes=("n1",))]
+    assert [type(a) for a in run([pod()], ended).actions] == [DeletePod]  # without the memory: no hold
+    result = run([pod()], ended, bound=frozenset({made("a", "k1")}))
+    assert result.actions == (
+        Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 5 was cancelled in Slurm"),
+        DeletePod(pod=ref(), grace_s=30, cause="cancelled", job_id=5,
+                  message="Slurm job 5 was cancelled in Slurm: pod deleted (grace period 30 s)"),
+    )  # fmt: skip
+
+
+def test_a_pod_we_bound_runs_under_the_job_we_bound_it_for() -> None:
+    """Our own bind names its job (the Binding's annotation): of two jobs naming the pod, the one we bound it
+    for stands and the other gives way, though it is older."""
+    jobs = [job(5, "a", nodes=("n1",)), job(6, "a", nodes=("n2",))]
+    result = run([pod()], jobs, bound=frozenset({made("a", "k2", job_id=6, slurm_node="n2")}))
+    said = "Slurm job 5 gives way to Slurm job 6, which pod ns/a runs under: cancelled"
+    assert result.actions == (Cancel(job_id=5, cause="duplicate", message=said),)
+
+
+def test_the_pod_caches_bind_wins_over_ours() -> None:
+    """A pod the pod cache shows bound is planned where it shows it, whatever the controller remembers."""
+    shown = [pod(node_name="k1", job_id=5)]
+    running = [job(5, "a", nodes=("n1",))]
+    elsewhere = frozenset({made("a", "k9", job_id=7, slurm_node="n9")})
+    assert run(shown, running, bound=elsewhere) == run(shown, running) == Plan()
+    # a bind of another pod (another UID) changes nothing here
+    other = frozenset({Bind(pod=PodRef(namespace="ns", name="a", uid="u-old"), node="k1", job_id=5,
+                            slurm_node="n1")})  # fmt: skip
+    assert run([pod()], running, bound=other) == run([pod()], running)
+
+
 def test_partly_bound_gang_binds_the_rest() -> None:  # a restart between two binds
     pods = [pod("a", group_="g", node_name="k1", job_id=5), pod("b", group_="g")]
     result = run(pods, [job(5, "a", "b", key="ns/group/g", nodes=("n1", "n2"))])

@@ -8,7 +8,10 @@ a model of what each action does to Kubernetes and Slurm. The invariants of docs
 - idempotent and convergent: carrying out a plan and planning again repeats no action, and a few rounds
   reach a plan with nothing to do;
 - our own cancel is not Slurm's: a job the controller cancelled that the job cache still shows live (the model
-  shows a cancel one round late) is not bound for, cancelled again, nor are its pods deleted.
+  shows a cancel one round late) is not bound for, cancelled again, nor are its pods deleted;
+- our own bind is a bind: a pod the controller bound that the pod cache shows unbound still (the model shows a
+  bind one round late, and a Node may turn unfit meanwhile) is not bound again, gets no condition, and its job
+  is not cancelled while it holds resources (the invariants are checked against the pods as they are).
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ class Scene:
     held: dict[str, frozenset[str]] = field(default_factory=dict)  # gang key -> nodes it holds
     submitted: int | None = None
     cancelled: frozenset[int] = frozenset()  # cancelled by the controller, shown live still
+    bound: frozenset[Bind] = frozenset()  # bound by the controller, shown unbound still
 
     def gangs(self) -> dict[str, Gang]:
         return group(self.pods.values(), self.jobs.values(), {}, {"ns": {}}, OPTIONS)
@@ -76,6 +80,7 @@ class Scene:
                 held=self.held.get(key, frozenset()),
                 submitted=self.submitted,
                 cancelled=self.cancelled,
+                bound=self.bound,
             )
             for key, gang in self.gangs().items()
         }
@@ -174,10 +179,22 @@ def scenes(draw: st.DrawFn) -> Scene:
     )
 
 
+def truth(scene: Scene) -> dict[str, Pod]:
+    """The pods as the API server has them: the controller's binds the pod cache does not show yet made."""
+    pods = dict(scene.pods)
+    for bind in scene.bound:
+        pod = pods.get(bind.pod.name)
+        if pod is not None and pod.uid == bind.pod.uid and not pod.node_name:
+            annotations = {**pod.annotations, Keys.SCHEDULER_JOB_ID: str(bind.job_id)}
+            pods[bind.pod.name] = replace(pod, node_name=bind.node, annotations=annotations)
+    return pods
+
+
 def carry_out(scene: Scene, plans: dict[str, Plan]) -> Scene:
     """What Kubernetes and Slurm look like once every action is done (a model of each); a cancel shows in the
-    job cache one round late (`shown`)."""
+    job cache, and a bind in the pod cache, one round late (`shown`)."""
     pods, jobs, held, cancelled = dict(scene.pods), dict(scene.jobs), dict(scene.held), set(scene.cancelled)
+    bound, real = set(scene.bound), truth(scene)
     for key, result in plans.items():
         nodes = set(held.get(key, frozenset()))
         for action in result.actions:
@@ -193,14 +210,12 @@ def carry_out(scene: Scene, plans: dict[str, Plan]) -> Scene:
                     pod, scheduled=Scheduled(status="False", reason=action.reason, message=action.message)
                 )
             elif isinstance(action, Bind):
-                pod = pods[action.pod.name]
-                annotations = {**pod.annotations, Keys.SCHEDULER_JOB_ID: str(action.job_id)}
-                pods[action.pod.name] = replace(pod, node_name=action.node, annotations=annotations)
+                bound.add(action)
             elif isinstance(action, Cancel):
                 cancelled.add(action.job_id)
             elif isinstance(action, DeletePod):
                 pod = pods[action.pod.name]
-                if pod.node_name and action.grace_s:
+                if real[action.pod.name].node_name and action.grace_s:
                     pods[action.pod.name] = replace(pod, deleting=True)
                 else:  # never started, or forced: gone at once
                     del pods[action.pod.name]
@@ -211,17 +226,27 @@ def carry_out(scene: Scene, plans: dict[str, Plan]) -> Scene:
         held[key] = frozenset(nodes)
     return Scene(
         pods=pods, jobs=jobs, world=scene.world, held=held, submitted=scene.submitted,
-        cancelled=frozenset(cancelled),
+        cancelled=frozenset(cancelled), bound=frozenset(bound),
     )  # fmt: skip
 
 
-def shown(scene: Scene, cancels: frozenset[int]) -> Scene:
-    """The job cache shows these cancels of the controller: those jobs ended."""
+def shown(scene: Scene, cancels: frozenset[int], binds: frozenset[Bind] = frozenset()) -> Scene:
+    """The job cache shows these cancels of the controller (those jobs ended), the pod cache these binds."""
     jobs = {
         job_id: replace(job, state="CANCELLED", end_time=NOW) if job_id in cancels else job
         for job_id, job in scene.jobs.items()
     }
-    return replace(scene, jobs=jobs, cancelled=scene.cancelled - cancels)
+    made = replace(scene, bound=binds)
+    pods = {name: pod for name, pod in truth(made).items() if name in scene.pods}
+    return replace(
+        scene, jobs=jobs, cancelled=scene.cancelled - cancels, pods=pods, bound=scene.bound - binds
+    )
+
+
+def unfit(scene: Scene) -> Scene:
+    """Every Node turns unfit (a taint no pod tolerates): a pod not bound yet cannot be placed now."""
+    nodes = {name: replace(node, taints=(Taint(key="late"),)) for name, node in scene.world.nodes.items()}
+    return replace(scene, world=replace(scene.world, nodes=nodes))
 
 
 def slurm_starts(scene: Scene) -> Scene:
@@ -248,7 +273,9 @@ def check(scene: Scene, plans: dict[str, Plan]) -> None:
     if not scene.world.fresh:
         assert all(result.actions == () for result in plans.values())
         return
-    by_uid = {pod.uid: pod for pod in scene.pods.values()}
+    real = truth(scene)
+    by_uid = {pod.uid: pod for pod in real.values()}
+    ours = {bind.pod.uid for bind in scene.bound}
     for result in plans.values():
         binds = [action for action in result.actions if isinstance(action, Bind)]
         submits = [action for action in result.actions if isinstance(action, Submit)]
@@ -265,12 +292,12 @@ def check(scene: Scene, plans: dict[str, Plan]) -> None:
         for cancel in cancelled:  # never while a pod of it holds resources
             job = scene.jobs[cancel]
             assert not job.ended
-            assert not any(holds_under(pod, job) for pod in scene.pods.values()), (job, scene.pods)
+            assert not any(holds_under(pod, job) for pod in real.values()), (job, real)
         for job_id in {bind.job_id for bind in binds}:  # all or nothing, on a running job
             job = scene.jobs[job_id]
             assert job.state == "RUNNING" and "CONFIGURING" not in job.flags and job.preempt_time == 0
             assert job_id not in cancelled
-            members = [pod for pod in scene.pods.values() if pod.uid in job.marker.uids]
+            members = [pod for pod in real.values() if pod.uid in job.marker.uids]
             assert job.marker.uids <= {pod.uid for pod in members}  # none gone
             newly = {bind.pod.uid for bind in binds if bind.job_id == job_id}
             assert all(not pod.ended for pod in members)
@@ -281,12 +308,14 @@ def check(scene: Scene, plans: dict[str, Plan]) -> None:
                 assert not by_uid[action.pod.uid].deleting
             if isinstance(action, Bind | Cancel | DeletePod):  # never for a job cancelled here, shown live
                 assert action.job_id not in scene.cancelled, (action, scene.cancelled)
+            if isinstance(action, Bind | SetScheduled):  # never for a pod bound here, shown unbound
+                assert action.pod.uid not in ours, (action, scene.bound)
 
 
 def check_held(scene: Scene) -> None:
     """A pod of ours still holding resources after its job ended (or vanished) keeps its nodes held."""
     held = frozenset().union(*scene.held.values())
-    for pod in scene.pods.values():
+    for pod in truth(scene).values():
         if not pod.holds or pod.job_id is None:
             continue
         job = scene.jobs.get(pod.job_id)
@@ -336,31 +365,34 @@ def split_gang(third: str, scheduled_b: Scheduled | None) -> Scene:
 
 
 @settings(max_examples=1000, deadline=None)
-@given(scenes(), st.lists(st.booleans(), min_size=6, max_size=6))
-@example(split_gang("BOOT_FAIL", None), [False] * 6)
+@given(scenes(), st.lists(st.sampled_from(["", "start", "unfit"]), min_size=6, max_size=6))
+@example(split_gang("BOOT_FAIL", None), [""] * 6)
 @example(
     split_gang("PENDING", Scheduled(status="False", reason=PLACEMENT_FAILED, message="Slurm job 1 cannot")),
-    [False] * 6,
+    [""] * 6,
 )
-def test_invariants_and_convergence(scene: Scene, starts: list[bool]) -> None:
+def test_invariants_and_convergence(scene: Scene, meanwhile: list[str]) -> None:
     seen: list[set[Action]] = []
-    for start in starts:
-        if start:  # Slurm, meanwhile, starts what waits
+    for event in meanwhile:
+        if event == "start":  # Slurm, meanwhile, starts what waits
             scene = slurm_starts(scene)
+        elif event == "unfit":  # or a Node turns unfit before the pod cache shows the binds made on it
+            scene = unfit(scene)
         plans = scene.plans()
         check(scene, plans)
         actions = {action for result in plans.values() for action in result.actions}
         if seen:
             assert not actions & seen[-1], actions & seen[-1]  # nothing done twice
-        if not actions and not scene.cancelled:
+        if not actions and not scene.cancelled and not scene.bound:
             break
         seen.append(actions)
         after = carry_out(scene, plans)
         if scene.world.fresh:
             check_held(after)
-        scene = shown(after, scene.cancelled)  # the cancels of the round before show now
+        # the cancels and binds of the round before show now
+        scene = shown(after, scene.cancelled, scene.bound)
     else:
-        raise AssertionError(f"no fixpoint in {len(starts)} rounds: {seen}")
+        raise AssertionError(f"no fixpoint in {len(meanwhile)} rounds: {seen}")
 
 
 @settings(max_examples=200, deadline=None)
