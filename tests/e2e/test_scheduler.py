@@ -481,6 +481,77 @@ async def test_one_pool_stories(rig: Rig, view: Pool) -> None:
         )
 
 
+async def bound_unseen(p: Pool, service: SyncerService, node: str, *, lose_answer: bool) -> None:
+    """A pod bound (its bind's answer lost, `lose_answer`) while the scheduler's pod informer lags (its watch
+    held back by the emulator), its Node turned unfit before the informer shows the bind: the gang is planned
+    again in that window and neither its job is cancelled for placement nor, once the informer shows the
+    bind, the pod deleted as if Slurm had cancelled the job (before the fix both happened, every time)."""
+    scheduler_ = service.scheduler
+    assert isinstance(scheduler_, SchedulerController)
+    name = f"unseen-{'lost' if lose_answer else 'lag'}"
+    key, kube_node = f"{NS}/pod/{name}", f"k8s-{node}"
+    blocker = await p.sbatch(node)
+    await p.wait(lambda: _is(p.job_state(blocker), "RUNNING"), f"a Slurm job on {node}")
+    pod = p.pod(name, annotations={"slurm-syncer.dev/constraint": f"f{node}"})
+
+    def shown() -> Any:  # the pod as the scheduler's informer shows it
+        return scheduler_.pods.get(NS, pod)
+
+    def pending_shown() -> bool:
+        found = shown()
+        cond = found.condition("PodScheduled") if found is not None else None
+        return cond is not None and cond.reason == "SlurmJobPending"
+
+    await p.wait(pending_shown, "the informer shows the pod waiting for its job")
+    job = _job_id(p.scheduled(pod)["message"])
+    faults = p.rig.kube.faults
+    faults.hold_watches(f"/namespaces/{NS}/pods", f"spec.schedulerName={p.scheduler}")
+    try:
+        if lose_answer:
+            faults.lose_answers("POST", f"/pods/{pod}/binding")
+        await p.sh("scancel", blocker)
+        await p.wait(lambda: p.node_of(pod) == kube_node, "the pod bound (as the API server has it)")
+        assert shown().node_name == "", "the informer shows the bind: the window is not open"
+        assert p.job_of(pod) == job
+        taint = {"key": "late", "effect": "NoSchedule"}
+        p.rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"taints": [taint]}})
+
+        def tainted() -> bool:
+            found = service.context.kube_cache.node(kube_node)
+            return found is not None and any(t.key == "late" for t in found.taints)
+
+        await p.wait(tainted, "the syncer's Node cache shows the taint")
+        scheduler_.runner.queue.add(key)  # the gang planned again in the window (a resync, another event)
+        await asyncio.wait_for(scheduler_.runner.queue.wait_idle(), DEADLINE)
+        assert shown().node_name == "", "the informer shows the bind: the window closed too early"
+        assert await p.job_state(job) == "RUNNING", "the job of a bound pod was cancelled"
+        assert p.scheduled(pod).get("reason") != "SlurmPlacementFailed"
+    finally:
+        faults.release_watches()
+    await p.wait(
+        lambda: shown() is not None and shown().node_name == kube_node, "the informer shows the bind"
+    )
+    scheduler_.runner.queue.add(key)
+    await asyncio.wait_for(scheduler_.runner.queue.wait_idle(), DEADLINE)
+    assert not p.deleting(pod) and await p.job_state(job) == "RUNNING", "the bound pod or its job was ended"
+    p.rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"taints": None}})
+    await p.delete(pod)
+    await p.wait(lambda: p.get(pod) is None, "the pod gone")
+    await p.wait(lambda: _is(p.job_state(job), "GONE", "COMPLETED", "CANCELLED"), "its job ended")
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
+async def test_a_bind_the_pod_informer_does_not_show_yet_is_a_bind(rig: Rig, view: Pool) -> None:
+    """Our own bind is a bind (docs/scheduler.md "Never both at once"): a pod the scheduler bound, the pod
+    informer lagging and the Node turned unfit meanwhile, keeps its job; so does one whose bind's answer was
+    lost (read back before the gang is planned again)."""
+    async with scheduler(rig, view) as service:
+        await bound_unseen(view, service, view.names[2], lose_answer=False)
+        await bound_unseen(view, service, view.names[5], lose_answer=True)
+
+
 @pytest.mark.only_where(
     EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
 )

@@ -25,6 +25,7 @@ from syncer.kube import (
 )
 from syncer.kube.errors import KubeError
 from syncer.kube.informer import Informer
+from syncer.kube.scheduler_pods import SchedulerPods
 from syncer.model.keys import Keys
 from syncer.model.kube import Condition, KubeNode
 from syncer.runtime.tasks import cancel_and_wait
@@ -697,3 +698,39 @@ async def test_clean_shutdown_releases_the_lease(kube_api: KubeApiEmulator, kube
     finally:
         for client in clients:
             await client.close()
+
+
+async def test_a_held_watch_lags_the_api_server_and_a_lost_answer_still_did_the_write(
+    kube_api: KubeApiEmulator, kube_client: KubeClient
+) -> None:
+    """The emulator's two faults behind the scheduler's bind race (tests/e2e/test_scheduler.py): a watch held
+    back shows nothing the API server did until released, then all of it; a bind whose answer is lost (a
+    gateway's 504) was made all the same."""
+    kube_api.create("", "v1", "namespaces", {"metadata": {"name": "lag"}})
+    kube_api.create("", "v1", "nodes", {"metadata": {"name": "k-lag"}})
+    pod = {"metadata": {"name": "p"}, "spec": {"schedulerName": "lagging", "containers": [{"name": "c"}]}}
+    uid = kube_api.create("", "v1", "pods", pod, namespace="lag")["metadata"]["uid"]
+    pods = SchedulerPods(kube_client, "lagging", ("lag",))
+    nodes: Informer[KubeNode] = Informer(kube_client, "/api/v1/nodes", "Node", lambda node: node.name)
+    tasks = [asyncio.create_task(informer.run()) for informer in pods.informers.values()]
+    tasks.append(asyncio.create_task(nodes.run()))
+    try:
+        await wait_for(lambda: pods.get("lag", "p") is not None, deadline_s=10, what="the pod listed")
+        kube_api.faults.hold_watches("/namespaces/lag/pods", "spec.schedulerName=lagging")
+        kube_api.faults.lose_answers("POST", "/pods/p/binding")
+        writer = KubeWriter(kube_client, WriteGate(always_leader=True))
+        with pytest.raises(KubeError) as lost:
+            await writer.bind("lag", "p", uid, "k-lag")
+        assert lost.value.status == 504
+        assert must(kube_api.pod("lag", "p"))["spec"]["nodeName"] == "k-lag", "made, its answer lost"
+        # a later change on another watch arrives: the held one, whose change came first, still shows none
+        kube_api.create("", "v1", "nodes", {"metadata": {"name": "k-after"}})
+        await wait_for(lambda: "k-after" in nodes.items, deadline_s=10, what="the Node watch's change")
+        assert must(pods.get("lag", "p")).node_name == "", "the held watch shows the bind"
+        kube_api.faults.release_watches()
+        await wait_for(
+            lambda: must(pods.get("lag", "p")).node_name == "k-lag", deadline_s=10, what="the bind shown"
+        )
+    finally:
+        kube_api.faults.clear()
+        await cancel_and_wait(tasks)

@@ -18,10 +18,16 @@ class Faults:
     late_answers: list[tuple[str, str, float, int]] = field(default_factory=list)
     # (method, path fragment, answers left): requests refused with 409 Conflict, not applied
     conflicts: list[tuple[str, str, int]] = field(default_factory=list)
+    # (method, path fragment, status, answers left): requests applied, then answered with that error
+    lost_answers: list[tuple[str, str, int, int]] = field(default_factory=list)
+    # (path fragment, field selector fragment): watches that send nothing until release_watches()
+    held_watches: list[tuple[str, str]] = field(default_factory=list)
     _running: asyncio.Event = field(default_factory=asyncio.Event)
+    _watches_free: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
         self._running.set()
+        self._watches_free.set()
 
     def fail_next(self, count: int, status: int = 500, retry_after_s: int = 1) -> None:
         """The next `count` API requests (not watches already open) get `status` (429 adds Retry-After)."""
@@ -59,6 +65,40 @@ class Faults:
                 return True
         return False
 
+    def lose_answers(self, method: str, path_part: str, status: int = 504, count: int = 1) -> None:
+        """The next `count` `method` requests whose path contains `path_part` are carried out, then answered
+        with `status`: a gateway that timed out (504) after the API server did the write."""
+        self.lost_answers.append((method, path_part, status, count))
+
+    def lost_status(self, method: str, path: str) -> int:
+        """The error status to answer this request with once carried out (taking one from its rule), 0 for
+        none."""
+        for index, (wanted, part, status, left) in enumerate(self.lost_answers):
+            if method == wanted and part in path:
+                if left <= 1:
+                    del self.lost_answers[index]
+                else:
+                    self.lost_answers[index] = (wanted, part, status, left - 1)
+                return status
+        return 0
+
+    def hold_watches(self, path_part: str, selector_part: str = "") -> None:
+        """Watch streams whose path contains `path_part` (and whose field selector contains `selector_part`)
+        send nothing more until release_watches(), then everything they missed, in order: an informer that
+        lags the API server (its client has not read the stream yet)."""
+        self.held_watches.append((path_part, selector_part))
+        self._watches_free.clear()
+
+    def release_watches(self) -> None:
+        self.held_watches.clear()
+        self._watches_free.set()
+
+    def watch_held(self, path: str, selector: str) -> bool:
+        return any(part in path and wanted in selector for part, wanted in self.held_watches)
+
+    async def wait_watches_released(self) -> None:
+        await self._watches_free.wait()
+
     def pause(self) -> None:
         """Requests hang (accepted, unanswered) until resume(): an API server that stopped responding."""
         self._running.clear()
@@ -78,4 +118,6 @@ class Faults:
         self.latency_s = 0.0
         self.late_answers.clear()
         self.conflicts.clear()
+        self.lost_answers.clear()
+        self.release_watches()
         self.resume()

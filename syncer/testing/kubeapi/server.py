@@ -158,9 +158,15 @@ class KubeApiServer:
             kind, _, name = request.path.rstrip("/").removesuffix("/status").rpartition("/")
             return _error(ApiError.conflict(kind.rpartition("/")[2], name))
         late_s = self.faults.answer_delay(request.method, request.path)
+        lost = self.faults.lost_status(request.method, request.path)
         response = await handler(request)
         if late_s:
             await asyncio.sleep(late_s)  # the injected fault itself: done already, answered late
+        if lost:  # done already, and the answer lost on the way back
+            self.faults.requests_failed += 1
+            return _error(
+                ApiError(lost, "GatewayTimeout", f"injected fault: {lost} after the request was done")
+            )
         return response
 
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
@@ -541,6 +547,10 @@ class KubeApiServer:
                     continue
             while not queue.empty():
                 batch.append(queue.get_nowait())
+            if self.faults.watch_held(request.path, request.query.get("fieldSelector", "")):
+                await self.faults.wait_watches_released()  # the injected lag: what came meanwhile follows
+                while not queue.empty():
+                    batch.append(queue.get_nowait())
             for queued in batch:
                 if queued is None:  # fault injection: drop the connection
                     if request.transport is not None:
