@@ -507,8 +507,8 @@ async def bound_unseen(p: Pool, service: SyncerService, node: str, *, lose_answe
     faults = p.rig.kube.faults
     faults.hold_watches(f"/namespaces/{NS}/pods", f"spec.schedulerName={p.scheduler}")
     try:
-        if lose_answer:
-            faults.lose_answers("POST", f"/pods/{pod}/binding")
+        if lose_answer:  # made, and its answer (a gateway's 504) held until the Node is unfit
+            faults.lose_answers("POST", f"/pods/{pod}/binding", held=True)
         await p.sh("scancel", blocker)
         await p.wait(lambda: p.node_of(pod) == kube_node, "the pod bound (as the API server has it)")
         assert shown().node_name == "", "the informer shows the bind: the window is not open"
@@ -521,7 +521,10 @@ async def bound_unseen(p: Pool, service: SyncerService, node: str, *, lose_answe
             return found is not None and any(t.key == "late" for t in found.taints)
 
         await p.wait(tainted, "the syncer's Node cache shows the taint")
-        scheduler_.runner.queue.add(key)  # the gang planned again in the window (a resync, another event)
+        # the gang planned again in the window (a resync, another event); with a lost answer, queued while
+        # the reconcile that bound waits for it: planned again right after the bind failed
+        faults.release_answers()
+        scheduler_.runner.queue.add(key)
         await asyncio.wait_for(scheduler_.runner.queue.wait_idle(), DEADLINE)
         assert shown().node_name == "", "the informer shows the bind: the window closed too early"
         assert await p.job_state(job) == "RUNNING", "the job of a bound pod was cancelled"

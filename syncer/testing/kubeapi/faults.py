@@ -24,10 +24,12 @@ class Faults:
     held_watches: list[tuple[str, str]] = field(default_factory=list)
     _running: asyncio.Event = field(default_factory=asyncio.Event)
     _watches_free: asyncio.Event = field(default_factory=asyncio.Event)
+    _answers_free: asyncio.Event = field(default_factory=asyncio.Event)  # a held lost answer: once set
 
     def __post_init__(self) -> None:
         self._running.set()
         self._watches_free.set()
+        self._answers_free.set()
 
     def fail_next(self, count: int, status: int = 500, retry_after_s: int = 1) -> None:
         """The next `count` API requests (not watches already open) get `status` (429 adds Retry-After)."""
@@ -65,10 +67,21 @@ class Faults:
                 return True
         return False
 
-    def lose_answers(self, method: str, path_part: str, status: int = 504, count: int = 1) -> None:
+    def lose_answers(
+        self, method: str, path_part: str, status: int = 504, count: int = 1, *, held: bool = False
+    ) -> None:
         """The next `count` `method` requests whose path contains `path_part` are carried out, then answered
-        with `status`: a gateway that timed out (504) after the API server did the write."""
+        with `status`: a gateway that timed out (504) after the API server did the write. `held`: that answer
+        waits for release_answers() (the client still waiting while the test acts)."""
         self.lost_answers.append((method, path_part, status, count))
+        if held:
+            self._answers_free.clear()
+
+    def release_answers(self) -> None:
+        self._answers_free.set()
+
+    async def wait_answers_released(self) -> None:
+        await self._answers_free.wait()
 
     def lost_status(self, method: str, path: str) -> int:
         """The error status to answer this request with once carried out (taking one from its rule), 0 for
@@ -119,5 +132,6 @@ class Faults:
         self.late_answers.clear()
         self.conflicts.clear()
         self.lost_answers.clear()
+        self.release_answers()
         self.release_watches()
         self.resume()

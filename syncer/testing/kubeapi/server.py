@@ -163,6 +163,7 @@ class KubeApiServer:
         if late_s:
             await asyncio.sleep(late_s)  # the injected fault itself: done already, answered late
         if lost:  # done already, and the answer lost on the way back
+            await self.faults.wait_answers_released()
             self.faults.requests_failed += 1
             return _error(
                 ApiError(lost, "GatewayTimeout", f"injected fault: {lost} after the request was done")
