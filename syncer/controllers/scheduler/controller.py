@@ -12,10 +12,13 @@ planned on, nothing is written and the gang is planned again on the fresh job.
 Its memory is only what the plan takes: the jobs it submitted that the job cache does not show yet, the jobs
 it cancelled as they could not be placed until the pod cache shows its condition saying so, the jobs it
 cancelled until the job cache shows a read of them made after the cancel (the cache can show a job live from
-a read sent just before: never bound, nor its pods deleted, for a job ended here), and the nodes it
-holds (syncer/control/holds.py, shared with the sync engine, which drains them). A submit whose
-answer was lost blocks the gang until a whole job list has been read (the marker finds the job if it was
-made). Slurm refusing a submit is said on the pods and tried again after `retry_after_s`.
+a read sent just before: never bound, nor its pods deleted, for a job ended here), the binds it made until
+the pod informer shows them (the informer can show a pod unbound just after the bind: never placed again, nor
+its job cancelled for placement; 30 s at most), and the nodes it holds (syncer/control/holds.py, shared with
+the sync engine, which drains them). Answers lost: a submit's blocks the gang until a whole job list has been
+read (the marker finds the job if it was made); a cancel that failed has its job read now, and a bind without
+an answer (or a 5xx) its pod, before the gang is planned again. Slurm refusing a submit is said on the pods
+and tried again after `retry_after_s`.
 """
 
 from __future__ import annotations
