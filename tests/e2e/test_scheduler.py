@@ -558,6 +558,64 @@ async def test_a_bind_the_pod_informer_does_not_show_yet_is_a_bind(rig: Rig, vie
 @pytest.mark.only_where(
     EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
 )
+async def test_a_cancel_whose_answer_was_lost_is_read_back_before_the_gang_is_planned_again(
+    rig: Rig, view: Pool
+) -> None:
+    """A placement cancel slurmrestd carried out, its answer lost (a gateway's 504), the taint that refused
+    the pod removed meanwhile and the job cache's copy of the job read just before the cancel (RUNNING): the
+    job is read now before the gang is planned again, so the pod is not bound for the cancelled job (then
+    deleted as if Slurm had cancelled it) but waits and runs under a new job. (Without the read-back the plan
+    rests on the cache's copy: it binds whenever the next pass comes within the 0.25 s the bind takes that
+    copy for fresh and before the cache's next poll sees the end.)"""
+    node = view.names[2]
+    kube_node = f"k8s-{node}"
+    async with FaultProxy(rig.sandbox.rest_url) as proxy:
+        config = FAST.replace(
+            scheduler=SchedulerOptions(name=view.scheduler, namespaces=(NS,), retry_after_s=2.0),
+            lease_name=f"e2e-{view.scheduler}",
+        )
+        async with running_syncer(rig, config, slurm_url=proxy.url) as service:
+            scheduler_ = service.scheduler
+            assert isinstance(scheduler_, SchedulerController)
+            blocker = await view.sbatch(node)
+            await view.wait(lambda: _is(view.job_state(blocker), "RUNNING"), f"a Slurm job on {node}")
+            pod = view.pod("uncancelled", annotations={"slurm-syncer.dev/constraint": f"f{node}"})
+            await view.wait(lambda: view.scheduled(pod).get("reason") == "SlurmJobPending", "its job waits")
+            job = _job_id(view.scheduled(pod)["message"])
+
+            def taint_seen(wanted: bool) -> Callable[[], bool]:
+                def seen() -> bool:
+                    found = service.context.kube_cache.node(kube_node)
+                    return found is not None and any(t.key == "refuse" for t in found.taints) == wanted
+
+                return seen
+
+            taint = {"key": "refuse", "effect": "NoSchedule"}
+            view.rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"taints": [taint]}})
+            await view.wait(taint_seen(True), "the syncer's Node cache shows the taint")
+            cancel = proxy.hold_next("DELETE", f"/job/{job}")
+            await view.sh("scancel", blocker)
+            await view.wait(cancel.arrived.is_set, "the placement cancel sent")
+            view.rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"taints": None}})
+            await view.wait(taint_seen(False), "the syncer's Node cache shows the taint gone")
+            await scheduler_.jobs.resync()  # the cache's copy: RUNNING, read just before the cancel lands
+            proxy.gateway_status = 504  # slurmrestd carries the cancel out; its answer is lost
+            cancel.release.set()
+            await view.wait(lambda: scheduler_.stats.errors["cancel"] >= 1, "the cancel's answer lost")
+            proxy.gateway_status = 0
+            await view.wait(
+                lambda: _is(view.job_state(job), "GONE", "CANCELLED"), "the job cancelled all the same"
+            )
+            await view.wait(lambda: bool(view.node_of(pod)), "the pod bound once the retry is due")
+            assert view.job_of(pod) != job, f"bound for job {job}, which the scheduler had cancelled"
+            assert not view.deleting(pod) and not view.events(pod, "SlurmPodDeleted")
+            await view.delete(pod)
+            await view.wait(lambda: view.get(pod) is None, "the pod gone")
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
 async def test_preemption_both_ways(rig: Rig, view: Pool) -> None:
     """Slurm preempts a pod's job and a pod's job preempts a batch job (the sandbox's tiers), side by side
     under their own syncer (beside the other stories they added to the event loop's load on a busy
