@@ -537,6 +537,9 @@ async def bound_unseen(p: Pool, service: SyncerService, node: str, *, lose_answe
     scheduler_.runner.queue.add(key)
     await asyncio.wait_for(scheduler_.runner.queue.wait_idle(), DEADLINE)
     assert not p.deleting(pod) and await p.job_state(job) == "RUNNING", "the bound pod or its job was ended"
+    await p.wait(
+        lambda: p.told(pod, "Scheduled", job), "a Scheduled Event naming the job (answer lost or not)"
+    )
     p.rig.kube.patch("", "v1", "nodes", kube_node, {"spec": {"taints": None}})
     await p.delete(pod)
     await p.wait(lambda: p.get(pod) is None, "the pod gone")

@@ -460,11 +460,8 @@ class SchedulerController(Controller):
             ) from exc
         if read is not None and read.uid == ref.uid and read.node_name == made.bind.node:
             self._binds[ref.uid] = MadeBind(made.bind, time.monotonic())
-            log.info(
-                "a bind whose answer was lost was made",
-                pod=f"{ref.namespace}/{ref.name}",
-                node=read.node_name,
-            )
+            log.info("a bind whose answer was lost was made", pod=f"{ref.namespace}/{ref.name}")
+            await self._said_bound(made.bind, read)
         else:
             del self._binds[ref.uid]
 
@@ -729,8 +726,12 @@ class SchedulerController(Controller):
             raise
         if outcome in (Outcome.DONE, Outcome.ALREADY):  # the pod informer may not show it yet
             self._binds[ref.uid] = MadeBind(action, time.monotonic())
-        if outcome is not Outcome.DONE:
-            return
+        if outcome is Outcome.DONE:
+            await self._said_bound(action, found)
+
+    async def _said_bound(self, action: Bind, found: SchedulerPod | None) -> None:
+        """A bind made: counted, timed, logged and told on the pod."""
+        ref = action.pod
         self.stats.bound += 1
         if found is not None and found.creation_timestamp:
             self.bind_latency.observe(max(0.0, time.time() - found.creation_timestamp))
