@@ -31,6 +31,7 @@ from syncer.controllers.sync.options import OPTIONS, SyncOptions, options_from
 from syncer.controllers.sync.plan import Decision, decide, decide_with
 from syncer.controllers.sync.read import Reader, Reading
 from syncer.controllers.sync.reports import Reports
+from syncer.controllers.sync.shown import shown
 from syncer.controllers.sync.stats import EngineStats
 from syncer.controllers.sync.valve import DrainValve
 from syncer.controllers.sync.written import WrittenAnnotations, WrittenSlurm
@@ -190,9 +191,10 @@ class SyncController(Controller):
             drain = drain_causes(
                 pod, node, now=now, opts=self.options, scale_in_of=reading.scale_in, held=reading.held
             )
+            facts = shown(reading.slurm_node, reading.node_slurm)
             decision = decide_with(
-                reading.slurm_node, pod, node, drain, now=now, opts=self.options, slurm_fresh=reading.fresh,
-                node_slurm=reading.node_slurm,
+                reading.slurm_node, pod, node, drain, facts, now=now, opts=self.options,
+                slurm_fresh=reading.fresh, node_slurm=reading.node_slurm,
             )  # fmt: skip
             if caches is None:
                 caches, binding = reading, reading.binding
