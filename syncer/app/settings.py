@@ -588,6 +588,8 @@ def markdown() -> str:
                 default = str(option.default).lower()
             elif option.default in ("", ()):
                 default = "(empty)"
+            elif isinstance(option.default, tuple):  # as the flag and the environment take it
+                default = ",".join(str(item) for item in option.default)
             else:
                 default = str(option.default)
             flag = f"`--{option.name}`" + (" (repeatable)" if option.kind == "list" else "")

@@ -297,3 +297,14 @@ def test_node_attribute_options():
         load(parse(*base), {"SLURM_SYNCER_FEATURE_LABEL": "example.com/x=a=b"})
     with pytest.raises(SettingsError, match="--feature-prefix"):
         load(parse(*base, "--feature-prefix", ""), {})
+
+
+def test_a_list_default_is_documented_as_the_environment_takes_it():
+    """A reader copies the default into SLURM_SYNCER_...: a comma list, not a Python tuple."""
+    documented = markdown()
+    for option in settings.OPTIONS:
+        if option.kind == "list" and option.default and not option.shown_default:
+            shown = ",".join(option.default)
+            assert f"| `{shown}` |" in documented, option.name
+            loaded = load(parse("--slurm-url", "http://s:1"), {option.env: shown})
+            assert loaded.values[option.attr] == option.default, option.name

@@ -131,7 +131,8 @@ OPTIONS = (
         "scheduler-retry-after",
         positive_duration,
         _DEFAULTS.retry_after_s,
-        "a job cancelled as its pod did not fit the Node Slurm placed it on is submitted again after this",
+        "a job cancelled as its pod did not fit the Node Slurm placed it on, or a submit Slurm refused, is "
+        "submitted again after this",
         SECTION,
         shown_default="60s",
     ),
