@@ -303,8 +303,11 @@ def cordon_action(
 _Said = tuple[str, EventType, str]  # an Event's reason, type and message
 
 
-def transition_events(slurm: SlurmNode, current: Mapping[str, str], on: Target) -> list[EventSpec]:
-    """Events for what changed in Slurm since the state recorded on the bound object (none on first sight)."""
+def transition_events(
+    slurm: SlurmNode, shown: Shown, current: Mapping[str, str], on: Target
+) -> list[EventSpec]:
+    """Events for what changed in Slurm since the state recorded on the bound object (none on first sight);
+    `shown`: the node's derived facts (its faults now)."""
     before = current.get(Keys.STATE)
     after = slurm.state_text
     if before is None:
@@ -328,7 +331,7 @@ def transition_events(slurm: SlurmNode, current: Mapping[str, str], on: Target) 
         ),
         (
             bool(unhealthy_flags(flags)),
-            slurm.unhealthy,
+            bool(shown.faults),
             (EVENT_UNHEALTHY, "Warning", f"Slurm node {name} is {after}: {slurm.reason}"),
             (EVENT_RECOVERED, "Normal", f"Slurm node {name} recovered (state {after})"),
         ),
@@ -403,7 +406,7 @@ def decide_with(
     if slurm is not None and slurm_fresh:
         own = facts[slurm.name]
         annotations = annotation_changes(desired_annotations(slurm, own), holder.annotations)
-        events.extend(transition_events(slurm, holder.annotations, on))
+        events.extend(transition_events(slurm, own, holder.annotations, on))
         desired = desired_conditions(slurm, own)
         if pod is not None:
             pod_conditions = condition_changes(desired, pod.conditions, now)
