@@ -7,6 +7,7 @@ every controller and the import contracts (test_boundaries.py), the walkthrough 
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 import tomllib
 from pathlib import Path
@@ -216,3 +217,23 @@ def test_every_metric_the_page_names_is_declared() -> None:
     ]
     assert len(named - modules) >= 3, named
     assert unknown == []
+
+
+def test_the_walks_stays_are_functions_of_their_modules() -> None:
+    """Each row of the name's walk through a reconcile names functions its module defines, in a module the
+    table names, none twice in a row (a stay is one module until the way leaves it)."""
+    table = PAGE[PAGE.index("| # | module | stay |") :].split("\n\n")[0].splitlines()[2:]
+    modules = []
+    for row in table:
+        _number, module, stay = (cell.strip() for cell in row.strip("|").split("|"))
+        path = REPO / "syncer" / ticked(module)[0]
+        defined = {
+            node.name
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        }
+        named = [name.removesuffix("()").split(".")[-1] for name in ticked(stay)]
+        assert named and [name for name in named if name not in defined] == [], row
+        modules.append(path)
+    assert len(modules) >= 10
+    assert all(before != after for before, after in itertools.pairwise(modules))

@@ -18,6 +18,7 @@ from syncer.controllers.sync.plan import (
     desired_annotations,
     drift,
 )
+from syncer.controllers.sync.shown import shown_of
 from syncer.model import Condition, KubeNode, KubePod, SlurmNode
 from syncer.model.keys import Keys
 from syncer.model.times import rfc3339
@@ -164,11 +165,11 @@ def test_an_unbound_node_decides_nothing_but_reports_its_causes() -> None:
 
 def test_reason_by_and_at_only_with_a_reason() -> None:
     no_reason = snode("IDLE", by="root", at=1_700_000_000)
-    assert desired_annotations(no_reason)[Keys.REASON_BY] is None
-    assert desired_annotations(no_reason)[Keys.REASON_AT] is None
+    assert desired_annotations(no_reason, shown_of(no_reason))[Keys.REASON_BY] is None
+    assert desired_annotations(no_reason, shown_of(no_reason))[Keys.REASON_AT] is None
     early = snode("IDLE", "DRAIN", reason="x", by="root", at=1)
-    assert desired_annotations(early)[Keys.REASON_AT] == "1970-01-01T00:00:01Z"
-    assert desired_annotations(early)[Keys.REASON_BY] == "root"
+    assert desired_annotations(early, shown_of(early))[Keys.REASON_AT] == "1970-01-01T00:00:01Z"
+    assert desired_annotations(early, shown_of(early))[Keys.REASON_BY] == "root"
 
 
 def test_rfc3339_is_utc_whatever_the_local_zone() -> None:

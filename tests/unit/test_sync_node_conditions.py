@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from syncer.controllers.sync.options import SyncOptions
 from syncer.controllers.sync.plan import decide, desired_conditions, shared_node_conditions
+from syncer.controllers.sync.shown import shown, shown_of
 from syncer.model import Condition, KubeNode, KubePod, SlurmNode
 from syncer.model.keys import Keys
 
@@ -40,7 +41,7 @@ def summary(conditions: tuple[Condition, ...] | None) -> dict[str, tuple[str, st
 
 def shared(*nodes: SlurmNode | None, names: tuple[str, ...] = ()) -> dict[str, tuple[str, str, str]] | None:
     members = [(node.name if node else names[i], node) for i, node in enumerate(nodes)]
-    return summary(shared_node_conditions(members, slurm_fresh=True))
+    return summary(shared_node_conditions(members, shown(None, members), slurm_fresh=True))
 
 
 SINGLES = [
@@ -57,7 +58,9 @@ SINGLES = [
 
 @pytest.mark.parametrize("slurm", SINGLES, ids=lambda s: s.state_text)
 def test_one_pod_gives_todays_conditions(slurm: SlurmNode) -> None:
-    assert shared_node_conditions([("a", slurm)], slurm_fresh=True) == desired_conditions(slurm)
+    assert shared_node_conditions([("a", slurm)], shown(slurm), slurm_fresh=True) == desired_conditions(
+        slurm, shown_of(slurm)
+    )
     pod = kpod("a")
     alone = decide(slurm, pod, knode(), now=NOW, opts=OPTS, slurm_fresh=True)
     listed = decide(slurm, pod, knode(), now=NOW, opts=OPTS, slurm_fresh=True, node_slurm=[("a", slurm)])
@@ -142,24 +145,24 @@ def test_missing_or_stale_data_for_any_writes_nothing() -> None:
     drained = snode("node-a", "IDLE", "DRAIN", reason=OURS)
     assert shared(drained, None, names=("", "node-b")) is None
     assert (
-        shared_node_conditions([("node-a", drained), ("node-b", snode("node-b"))], slurm_fresh=False) is None
+        shared_node_conditions([("node-a", drained), ("node-b", snode("node-b"))], {}, slurm_fresh=False)
+        is None
     )
-    assert shared_node_conditions([], slurm_fresh=True) is None
+    assert shared_node_conditions([], {}, slurm_fresh=True) is None
     # in decide(): the pod's own conditions and annotations are still written, the Node's are not
     decision = decide(
         drained, kpod("node-a"), knode(), now=NOW, opts=OPTS, slurm_fresh=True,
         node_slurm=[("node-a", drained), ("node-b", None)],
     )  # fmt: skip
     assert decision.node_conditions == ()
-    assert summary(decision.pod_conditions) == summary(desired_conditions(drained))
+    assert summary(decision.pod_conditions) == summary(desired_conditions(drained, shown_of(drained)))
     assert decision.annotations
 
 
 def test_messages_are_clean_and_capped() -> None:
     hostile = "line one\nline\ttwo\u202e" + "x" * 2000
-    got = shared_node_conditions(
-        [(n, snode(n, "DOWN", "DRAIN", reason=hostile)) for n in ("node-a", "node-b")], slurm_fresh=True
-    )
+    members = [(n, snode(n, "DOWN", "DRAIN", reason=hostile)) for n in ("node-a", "node-b")]
+    got = shared_node_conditions(members, shown(None, members), slurm_fresh=True)
     assert got is not None
     for cond in got:
         assert len(cond.message.encode()) <= 1024
@@ -183,7 +186,7 @@ def test_every_sibling_decides_the_same_node_conditions_and_they_settle() -> Non
         "SlurmNodeHealthy": ("True", "Healthy", ""),
     }
     # the pods keep their own Slurm node's conditions
-    assert summary(second.pod_conditions) == summary(desired_conditions(b))
+    assert summary(second.pod_conditions) == summary(desired_conditions(b, shown_of(b)))
     written = knode((READY, *first.node_conditions))
     for slurm in (a, b):
         again = decide(
@@ -216,10 +219,10 @@ STATES = st.sampled_from(
 )
 def test_any_order_same_answer_and_no_drift_once_written(nodes: list[SlurmNode]) -> None:
     members = [(n.name, n) for n in nodes]
-    want = shared_node_conditions(members, slurm_fresh=True)
+    want = shared_node_conditions(members, shown(None, members), slurm_fresh=True)
     assert want is not None
     for order in itertools.permutations(members):
-        assert shared_node_conditions(list(order), slurm_fresh=True) == want
+        assert shared_node_conditions(list(order), shown(None, members), slurm_fresh=True) == want
     drained, healthy = want
     assert (drained.status == "True") == any(n.drain_flag for n in nodes)
     assert (healthy.status == "False") == any(n.unhealthy for n in nodes)

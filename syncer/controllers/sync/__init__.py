@@ -16,16 +16,19 @@
   `is_automatic(causes)`); `condition_text(cond)`;
   `is_automatic(causes)` (every cause in `AUTOMATIC` = not-ready, condition: the valve may hold it back;
   any `EXPLICIT` cause makes the drain an intent the valve never holds nor counts).
+- `shown`: `shown(slurm, node_slurm=None) -> {Slurm name: Shown(reason_at, faults, message)}` for `slurm`
+  and each known Slurm node in `node_slurm` (`shown_of(node)` for one): the reason's time in RFC 3339 (None
+  without a reason or a time), `unhealthy_flags`, the reason sanitised and capped at `MAX_MESSAGE_BYTES`.
 - `plan`: `decide(slurm, pod, node, *, now, opts, slurm_fresh, scale_in_of=None, node_slurm=None,
-  held=None) -> Decision` (`drain_causes`, then `decide_with(slurm, pod, node, drain, *, now, opts,
-  slurm_fresh, node_slurm=None)` on them: the two steps the reconcile takes) with
+  held=None) -> Decision` (`drain_causes`, `shown`, then `decide_with(slurm, pod, node, drain, facts, *,
+  now, opts, slurm_fresh, node_slurm=None)` on them: the three steps the reconcile takes) with
   `slurm_action: SlurmAction(kind "drain"|"undrain", reason, redrain=False) | None`, `annotations`
   (changes only, None deletes) on `annotations_on` ("pod"|"node"|None), `pod_conditions`, `node_conditions`,
   `cordon` ("cordon"|"uncordon"|None), `events: tuple[EventSpec(reason, message, type, on), ...]`, `causes`,
   `recheck_at`, `automatic`, `acts`; `drift(slurm, pod, node, opts, now, *, slurm_fresh=True,
   scale_in_of=None, node_slurm=None) -> bool`. `node_slurm`: [(Slurm name, SlurmNode | None)] of every
   bound slurmd pod on `node` when it hosts several; the Node's conditions then come from all of them through
-  `shared_node_conditions(members, *, slurm_fresh) -> (drained, healthy) | None` (None: leave them).
+  `shared_node_conditions(members, facts, *, slurm_fresh) -> (drained, healthy) | None` (None: leave them).
   Event and condition reason names are constants in `plan` (EVENT_*, DRAINED, ...); `is_ours(reason, opts)`
   (a reason the syncer wrote).
 - `valve.DrainValve(max_fraction=0.10, window_s=60.0, min_nodes=3)`: `admit(key, now, bound_nodes) -> bool`
@@ -35,8 +38,9 @@
 - `drift.drift_rows(cache, slurm_nodes, opts, now, *, include_unbound=False) -> [Row]`: the one drift
   computation of `status` and the demo (a NodeSet member being removed is judged with its scale-in cause).
 
-Beside the core, with I/O: `controller.SyncController` (a runtime controller: read -> decide -> admit ->
-apply), `read.Reader` (the read step: one `Reading` per pass), `reports.Reports` (conflicts, missing nodes),
-`admit.Admission` (the Slurm action's watch gap, valve and echo; on the fresh read, the action decided again)
-and `apply.Applier` (the decision's writes, in order, behind the write gate). See docs/architecture.md.
+Beside the core, with I/O: `controller.SyncController` (a runtime controller: read -> causes -> shown ->
+decide -> admit -> apply), `read.Reader` (the read step: one `Reading` per pass), `reports.Reports`
+(conflicts, missing nodes), `admit.Admission` (the Slurm action's watch gap, valve and echo; on the fresh
+read, the action decided again) and `apply.Applier` (the decision's writes, in order, behind the write
+gate). See docs/architecture.md.
 """

@@ -1,10 +1,11 @@
 """The sync controller (the sync engine): turns cache changes into keys, and each key's
-reconcile into read -> report -> causes -> decide -> admit -> apply: read both sides once (`Reader`,
-syncer/controllers/sync/read.py: the caches, plus one fresh read of a node we just wrote), report a conflict
-or a missing node instead of deciding (reports.py), find the drain causes and decide on them (pure), let the
-Slurm action through the `Admission` (admit.py: watch gap, safety valve, echo; a drain or undrain is read
-from slurmrestd and decided again first, the loop's second pass), hand the decision to the `Applier`
-(syncer/controllers/sync/apply.py), which owns the order of writes and Events.
+reconcile into read -> report -> causes -> shown -> decide -> admit -> apply: read both sides once
+(`Reader`, syncer/controllers/sync/read.py: the caches, plus one fresh read of a node we just wrote), report a
+conflict or a missing node instead of deciding (reports.py), find the drain causes and the Slurm node's
+derived facts (shown.py) and decide on them (pure), let the Slurm action through the `Admission` (admit.py:
+watch gap, safety valve, echo; a drain or undrain is read from slurmrestd and decided again first, the loop's
+second pass), hand the decision to the `Applier` (syncer/controllers/sync/apply.py), which owns the order of
+writes and Events.
 
 Level-triggered: a change on either side only says which Slurm node to look at; each reconcile
 recomputes everything for that node from both caches, so a missed event, a restart or a re-list
@@ -31,6 +32,7 @@ from syncer.controllers.sync.options import OPTIONS, SyncOptions, options_from
 from syncer.controllers.sync.plan import Decision, decide, decide_with
 from syncer.controllers.sync.read import Reader, Reading
 from syncer.controllers.sync.reports import Reports
+from syncer.controllers.sync.shown import shown
 from syncer.controllers.sync.stats import EngineStats
 from syncer.controllers.sync.valve import DrainValve
 from syncer.controllers.sync.written import WrittenAnnotations, WrittenSlurm
@@ -162,9 +164,9 @@ class SyncController(Controller):
 
     # -- one key ----------------------------------------------------------------------------------
     async def reconcile(self, name: str) -> Result:
-        """One Slurm node: read both sides once, report or find its drain causes and decide (pure), admit the
-        decision's Slurm action; a drain or undrain is read and decided once more before it goes out (the
-        loop's second pass); then the writes."""
+        """One Slurm node: read both sides once, report or find its drain causes and its Slurm facts and
+        decide (pure), admit the decision's Slurm action; a drain or undrain is read and decided once more
+        before it goes out (the loop's second pass); then the writes."""
         self.stats.reconciles += 1
         if not self.context.kube_cache.synced or not self.context.slurm_cache.synced:
             return Result(requeue_after=1.0)
@@ -190,9 +192,10 @@ class SyncController(Controller):
             drain = drain_causes(
                 pod, node, now=now, opts=self.options, scale_in_of=reading.scale_in, held=reading.held
             )
+            facts = shown(reading.slurm_node, reading.node_slurm)
             decision = decide_with(
-                reading.slurm_node, pod, node, drain, now=now, opts=self.options, slurm_fresh=reading.fresh,
-                node_slurm=reading.node_slurm,
+                reading.slurm_node, pod, node, drain, facts, now=now, opts=self.options,
+                slurm_fresh=reading.fresh, node_slurm=reading.node_slurm,
             )  # fmt: skip
             if caches is None:
                 caches, binding = reading, reading.binding

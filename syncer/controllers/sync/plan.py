@@ -13,10 +13,10 @@ from typing import Final, Literal
 from syncer.controllers.sync.causes import Cause, Drain, drain_causes
 from syncer.controllers.sync.options import SyncOptions
 from syncer.controllers.sync.reason import sanitise_capped
+from syncer.controllers.sync.shown import MAX_MESSAGE_BYTES, Shown, shown
 from syncer.model import Condition, KubeNode, KubePod, SlurmNode
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
 from syncer.model.slurm import DRAIN_FLAGS, unhealthy_flags
-from syncer.model.times import rfc3339
 
 SlurmActionKind = Literal["drain", "undrain"]
 CordonAction = Literal["cordon", "uncordon"]
@@ -47,8 +47,6 @@ EVENT_REDRAIN: Final = "UpdatingSlurmDrainReason"
 EVENT_UNDRAIN: Final = "UndrainingSlurmNode"
 EVENT_CORDON: Final = "CordoningForSlurmDrain"
 EVENT_UNCORDON: Final = "UncordoningAfterSlurmUndrain"
-
-MAX_MESSAGE_BYTES: Final = 1024  # Kubernetes truncates longer event notes anyway
 
 
 @dataclass(frozen=True)
@@ -147,14 +145,15 @@ def slurm_action(
     return SlurmAction("drain", drain.reason)
 
 
-def desired_annotations(slurm: SlurmNode) -> dict[str, str | None]:
-    """Slurm -> Kubernetes annotations for the bound object (None: the key should be absent)."""
+def desired_annotations(slurm: SlurmNode, shown: Shown) -> dict[str, str | None]:
+    """Slurm -> Kubernetes annotations for the bound object (None: the key should be absent); `shown`: the
+    node's derived facts (shown.py)."""
     reason = slurm.reason or None
     return {
         Keys.STATE: slurm.state_text,
         Keys.REASON: reason,
         Keys.REASON_BY: (slurm.reason_set_by or None) if reason else None,
-        Keys.REASON_AT: rfc3339(slurm.reason_changed_at) if reason and slurm.reason_changed_at > 0 else None,
+        Keys.REASON_AT: shown.reason_at,
     }
 
 
@@ -164,32 +163,35 @@ def annotation_changes(
     return {key: value for key, value in desired.items() if current.get(key) != value}
 
 
-def desired_conditions(slurm: SlurmNode) -> tuple[Condition, Condition]:
-    """SlurmNodeDrained and SlurmNodeHealthy (last_transition_time left 0; see condition_changes)."""
+def desired_conditions(slurm: SlurmNode, shown: Shown) -> tuple[Condition, Condition]:
+    """SlurmNodeDrained and SlurmNodeHealthy (last_transition_time left 0; see condition_changes);
+    `shown`: the node's derived facts (shown.py)."""
     if has_drain(slurm):
         drained = Condition(
             type=Keys.CONDITION_DRAINED,
             status="True",
             reason=DRAINING if slurm.busy else DRAINED,
-            message=_message(slurm.reason),
+            message=shown.message,
         )
     else:
         drained = Condition(type=Keys.CONDITION_DRAINED, status="False", reason=NOT_DRAINED)
-    faults = unhealthy_flags(slurm.state)
+    faults = shown.faults
     bad = next((reason for flag, reason in UNHEALTHY_REASONS if flag in faults), None)
     if bad is None:
         healthy = Condition(type=Keys.CONDITION_HEALTHY, status="True", reason=HEALTHY)
     else:
-        text = slurm.reason or f"Slurm reports {'+'.join(sorted(faults))}"
-        healthy = Condition(type=Keys.CONDITION_HEALTHY, status="False", reason=bad, message=_message(text))
+        # the flags are a few fixed ASCII names: no cap to apply
+        text = shown.message if slurm.reason else f"Slurm reports {'+'.join(sorted(faults))}"
+        healthy = Condition(type=Keys.CONDITION_HEALTHY, status="False", reason=bad, message=text)
     return drained, healthy
 
 
 def shared_node_conditions(
-    members: Sequence[tuple[str, SlurmNode | None]], *, slurm_fresh: bool
+    members: Sequence[tuple[str, SlurmNode | None]], facts: Mapping[str, Shown], *, slurm_fresh: bool
 ) -> tuple[Condition, Condition] | None:
     """SlurmNodeDrained and SlurmNodeHealthy for a Kubernetes Node hosting the slurmd pods of `members`
-    (Slurm node name, its Slurm data), all of them together; None: do not write the Node's conditions.
+    (Slurm node name, its Slurm data), all of them together, `facts` their derived facts by Slurm node name
+    (`shown`); None: do not write the Node's conditions.
 
     The same members give the same conditions whichever of them is being reconciled (they are taken in name
     order). One member gives exactly its own `desired_conditions`. Fail closed: stale data, or no data for
@@ -205,9 +207,9 @@ def shared_node_conditions(
             return None
         known.append((name, slurm))
     if len(known) == 1:
-        return desired_conditions(known[0][1])
+        return desired_conditions(known[0][1], facts[known[0][1].name])
     # each member's own conditions, combined: the Node is as drained and as unhealthy as its worst member
-    own = [(name, *desired_conditions(slurm)) for name, slurm in known]
+    own = [(name, *desired_conditions(slurm, facts[slurm.name])) for name, slurm in known]
     drained = [(name, cond) for name, cond, _healthy in own if cond.status == "True"]
     if drained:
         drained_cond = Condition(
@@ -301,8 +303,11 @@ def cordon_action(
 _Said = tuple[str, EventType, str]  # an Event's reason, type and message
 
 
-def transition_events(slurm: SlurmNode, current: Mapping[str, str], on: Target) -> list[EventSpec]:
-    """Events for what changed in Slurm since the state recorded on the bound object (none on first sight)."""
+def transition_events(
+    slurm: SlurmNode, shown: Shown, current: Mapping[str, str], on: Target
+) -> list[EventSpec]:
+    """Events for what changed in Slurm since the state recorded on the bound object (none on first sight);
+    `shown`: the node's derived facts (its faults now)."""
     before = current.get(Keys.STATE)
     after = slurm.state_text
     if before is None:
@@ -326,7 +331,7 @@ def transition_events(slurm: SlurmNode, current: Mapping[str, str], on: Target) 
         ),
         (
             bool(unhealthy_flags(flags)),
-            slurm.unhealthy,
+            bool(shown.faults),
             (EVENT_UNHEALTHY, "Warning", f"Slurm node {name} is {after}: {slurm.reason}"),
             (EVENT_RECOVERED, "Normal", f"Slurm node {name} recovered (state {after})"),
         ),
@@ -358,8 +363,9 @@ def decide(
     reconcile takes those two steps. `held`: the scheduler's hold on this node (syncer/control/holds.py), a
     drain cause."""
     drain = drain_causes(pod, node, now=now, opts=opts, scale_in_of=scale_in_of, held=held)
+    facts = shown(slurm, node_slurm)
     return decide_with(
-        slurm, pod, node, drain, now=now, opts=opts, slurm_fresh=slurm_fresh, node_slurm=node_slurm
+        slurm, pod, node, drain, facts, now=now, opts=opts, slurm_fresh=slurm_fresh, node_slurm=node_slurm
     )
 
 
@@ -368,6 +374,7 @@ def decide_with(
     pod: KubePod | None,
     node: KubeNode | None,
     drain: Drain,
+    facts: Mapping[str, Shown],
     *,
     now: float,
     opts: SyncOptions,
@@ -375,7 +382,8 @@ def decide_with(
     node_slurm: Sequence[tuple[str, SlurmNode | None]] | None = None,
 ) -> Decision:
     """Both directions for one Slurm node bound to `pod` (pod-bound) or only to `node` (node-bound), its
-    drain causes found (`drain`).
+    drain causes found (`drain`) and its derived facts, and those of the other Slurm nodes in `node_slurm`,
+    by Slurm node name (`facts`, shown.py).
 
     With neither pod nor Node the Slurm node is unbound and left alone. With `slurm` None or stale
     (`slurm_fresh` False) nothing is written to Kubernetes and nothing is undrained.
@@ -396,14 +404,17 @@ def decide_with(
     node_conditions: tuple[Condition, ...] = ()
     events: list[EventSpec] = []
     if slurm is not None and slurm_fresh:
-        annotations = annotation_changes(desired_annotations(slurm), holder.annotations)
-        events.extend(transition_events(slurm, holder.annotations, on))
-        desired = desired_conditions(slurm)
+        own = facts[slurm.name]
+        annotations = annotation_changes(desired_annotations(slurm, own), holder.annotations)
+        events.extend(transition_events(slurm, own, holder.annotations, on))
+        desired = desired_conditions(slurm, own)
         if pod is not None:
             pod_conditions = condition_changes(desired, pod.conditions, now)
         if node is not None:
             wanted = (
-                desired if node_slurm is None else shared_node_conditions(node_slurm, slurm_fresh=slurm_fresh)
+                desired
+                if node_slurm is None
+                else shared_node_conditions(node_slurm, facts, slurm_fresh=slurm_fresh)
             )
             if wanted is not None:
                 node_conditions = condition_changes(wanted, node.conditions, now)
