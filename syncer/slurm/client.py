@@ -367,7 +367,7 @@ class SlurmClient:
                     log.warning(
                         "slurm_api_version_not_chosen", why=why, error=str(exc),
                         kept=self.version.name if self.version else None,
-                        again_every_s=self.follow.min_interval_s,
+                        again_in_s=round(self.follow.wait_s(), 1),
                     )  # fmt: skip
                 self._not_chosen = str(exc)
 

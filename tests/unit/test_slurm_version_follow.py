@@ -49,38 +49,54 @@ def test_an_event_owes_one_negotiation_and_what_was_sent_before_it_began_owes_no
     follow.owe("slurmrestd could not be reached", sent_at=99.0)
     assert follow.due()
     follow.begin()
+    clock.now += 0.5  # the OpenAPI document read
     follow.end("chosen", "26.05.5")
     assert not follow.due() and follow.release == "26.05.5"
-    # calls in flight while it ran fail for the old slurmrestd's reasons: nothing more is owed
+    # calls sent before it ended met the old slurmrestd (cut, its old path not served, its release): nothing
+    # more is owed
     follow.owe("slurmrestd's answer was cut", sent_at=99.5)
-    follow.answered_by("24.11.5", sent_at=99.9)
+    follow.owe("/slurm/v0.0.42/ answered as not served", sent_at=100.2)
+    follow.answered_by("24.11.5", sent_at=100.4)
     clock.now += 3600
     assert not follow.due()
     follow.owe("slurmrestd could not be reached", sent_at=clock.now)
     assert follow.due()
 
 
-def test_negotiations_are_spaced_retry_s_while_unreachable_and_min_interval_s_after_an_answer() -> None:
+def test_tries_that_do_not_reach_slurmrestd_are_spaced_retry_s_and_cost_nothing() -> None:
     clock = Clock()
-    follow = VersionFollow(min_interval_s=10.0, retry_s=1.0, clock=clock)
+    follow = VersionFollow(burst=1, refill_s=60.0, retry_s=1.0, clock=clock)
     follow.owe("slurmrestd could not be reached", sent_at=clock.now)
-    follow.begin()
-    follow.end("unreachable")
-    assert not follow.due(), "still away: not tried again at once"
-    clock.now += 1.0
-    assert follow.due(), "tried again a second later: that costs slurmrestd nothing"
+    for _ in range(5):
+        follow.begin()
+        follow.end("unreachable")
+        assert not follow.due() and follow.wait_s() == 1.0, "still away: not tried again at once"
+        clock.now += 1.0
+        assert follow.due(), "tried again a second later: slurmrestd is not there to pay for it"
     follow.begin()
     follow.end("chosen")
-    follow.owe("/slurm/v0.0.42/ answered as not served", sent_at=clock.now)
-    clock.now += 9.9
-    assert not follow.due(), "its OpenAPI document is large: not twice within min_interval_s"
-    clock.now += 0.1
+    assert not follow.why
+
+
+def test_negotiations_that_reach_slurmrestd_come_in_a_burst_then_one_per_refill_s() -> None:
+    clock = Clock()
+    follow = VersionFollow(burst=3, refill_s=60.0, clock=clock)
+    for _ in range(3):  # e.g. the start, slurmctld restarted, slurmrestd replaced: each at once
+        follow.owe("slurmctld started anew", sent_at=clock.now)
+        assert follow.due()
+        follow.begin()
+        follow.end("chosen")
+        clock.now += 1.0
+    follow.owe("slurmrestd's release changed from 25.05.1 to 26.05.5", sent_at=clock.now)
+    assert not follow.due() and 56.9 < follow.wait_s() < 57.1, "the burst spent: one a minute"
+    clock.now += 57.1
     assert follow.due()
     follow.begin()
-    follow.end("refused")  # answered, no usable version: owed still, at the slow pace
-    clock.now += 9.9
+    follow.end("refused")  # answered, no usable version: owed still, at the same pace
+    assert follow.why and not follow.due()
+    clock.now += 59.9
     assert not follow.due()
-    clock.now += 0.1
+    clock.now += 0.2
     assert follow.due()
 
 
@@ -164,10 +180,8 @@ async def slurmrestd() -> AsyncIterator[Slurmrestd]:
 
 @pytest.fixture
 async def client(slurmrestd: Slurmrestd) -> AsyncIterator[tuple[SlurmClient, list[str]]]:
-    """A started client and, per version change it told, the version then in use. Negotiations unspaced:
-    what keeps them to one per replacement here is which requests count, not the spacing."""
+    """A started client and, per version change it told, the version then in use."""
     async with SlurmClient(slurmrestd.url, StaticToken("t"), attempts=3) as started:
-        started.follow.min_interval_s = 0.0
         changes: list[str] = []
         started.subscribe_versions(lambda: changes.append(started.version.name if started.version else ""))
         assert started.version is not None and started.version.name == "v0.0.42"
@@ -240,19 +254,19 @@ async def test_another_release_answering_chooses_again_and_the_same_release_neve
     assert slurm.release == "25.05.1"
 
 
-async def test_events_within_min_interval_s_wait_and_one_after_it_is_served(
+async def test_past_the_burst_an_event_waits_for_the_rate_limit_and_is_then_served(
     slurmrestd: Slurmrestd, client: tuple[SlurmClient, list[str]]
 ) -> None:
     slurm, changes = client
+    slurm.follow.burst, slurm.follow.refill_s = 1, 3600.0  # one negotiation left after the start
     slurm.version_may_change("slurmctld started anew")  # e.g. a reconfigure: the same versions again
     assert await slurm.ping()
     assert slurmrestd.openapi_reads() == 2 and changes == []
-    slurm.follow.min_interval_s = 3600.0
     slurmrestd.served = ("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43")
     slurm.version_may_change("slurmctld started anew")
     for _ in range(5):
         assert await slurm.ping()
-    assert slurmrestd.openapi_reads() == 2, "not again within min_interval_s"
-    slurm.follow.min_interval_s = 0.0
+    assert slurmrestd.openapi_reads() == 2, "not again within the rate limit"
+    slurm.follow.refill_s = 0.0
     assert await slurm.ping()
     assert slurmrestd.openapi_reads() == 3 and changes == ["v0.0.43"]
