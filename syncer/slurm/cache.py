@@ -47,10 +47,10 @@ until those calls have ended, at most `own_work_wait_s` (2 s) at a time.
 A slurmctld reload (`scontrol reconfigure`, a restart) forgets what was written over REST and moves no count:
 slurmctld's start marker (syncer/slurm/reload.py) tells it, read while the hint works every
 `reload_interval_s` (0.5 s, by a task beside the polls) or, without it, from slurmrestd before a list a probe
-asked for and a second after each list. A
-reload lists at once and, once a list asked for after it is applied, calls the `subscribe_reloads()`
-callbacks. The first list waits (at most 5 s) for a set marker, so a syncer started as slurmctld reloads
-lists once, not twice.
+asked for and a second after each list. A reload lists at once and, once a list asked for after it is applied,
+calls the `subscribe_reloads()` callbacks; the client chooses its API version again before its next request
+(an upgrade restarts slurmctld). The first list waits (at most 5 s) for a set marker, so a syncer started as
+slurmctld reloads lists once, not twice.
 """
 
 from __future__ import annotations

@@ -349,9 +349,9 @@ class SlurmClient:
 
     async def _follow_version(self) -> None:
         """Chooses the version again before a request when an event owes it (version_follow.py) and the
-        spacing allows; one caller negotiates, the others wait for it. Where slurmrestd cannot be reached the
-        request is not sent (that error is raised); where it answers without a usable version the version
-        in use stays (logged)."""
+        rate limit allows; one caller negotiates, the others wait for it. Where slurmrestd cannot be reached
+        the request is not sent (that error is raised); where it answers without a usable version the
+        version in use stays (logged)."""
         if not self.follow.due():
             return
         async with self._negotiating:
