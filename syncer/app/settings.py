@@ -115,7 +115,8 @@ SERVICE_OPTIONS: tuple[Option, ...] = (
         "slurm-api-version",
         str,
         "auto",
-        "REST API version (v0.0.40 ... v0.0.45) or auto (newest both sides speak)",
+        "REST API version (v0.0.40 ... v0.0.45) or auto (newest both sides speak; chosen again when "
+        "slurmrestd is replaced, e.g. by a Slurm upgrade)",
         "Slurm",
     ),
     Option(

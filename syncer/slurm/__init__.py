@@ -5,7 +5,10 @@
   `ping()`, `list_nodes(update_time=None) -> NodeListing | None` (None: HTTP 304, nothing changed),
   `list_all_nodes()`, `get_node(name)`, `update_node(name, state=, reason=, comment=, features=)`,
   `delete_node(name)`, `list_partitions()`, `list_jobs()`, `diag()`, `diag_sized()`; `stats` counts
-  requests, seconds and bytes per endpoint. URLs: http://, https://, unix:///path.
+  requests, seconds and bytes per endpoint. URLs: http://, https://, unix:///path. The version is chosen
+  again whenever slurmrestd may have been replaced (`version_follow`: seen away, a path answered as not
+  served (`SlurmPathNotServed`), another release answering, `version_may_change(why)`: slurmctld started
+  anew); `subscribe_versions(callback())` tells of a change.
   `slurmctld_conf()` (`GET /conf`, v0.0.45: SlurmctldPort, MetricsType, ReconfigFlags ->
   `keeps_partitions`, the power-saving Suspend*/Resume* settings; None before). Partitions:
   `partition_states()` (typed, any version), `put_partition(name, settings, nodes=)` and
@@ -15,7 +18,8 @@
 - `auth`: `StaticToken`, `TokenFile` (re-read on change or rejection), `JwtKeyToken` (minted HS256,
   renewed before expiry), `NoToken` (rest_auth/local over a unix socket). Tokens never reach logs or errors.
 - `errors`: `SlurmError` > `SlurmConnectionError`, `SlurmTimeout`, `SlurmAuthError`, `SlurmDecodeError`,
-  `SlurmVersionError`, `SlurmApiError` (carries Slurm's errors and warnings) > `SlurmNotFound`.
+  `SlurmVersionError`, `SlurmPathNotServed`, `SlurmApiError` (carries Slurm's errors and warnings) >
+  `SlurmNotFound`.
 - `cache.NodeCache(client, poll_interval_s=1, strategy="conditional"|"full", max_duty=0.25, stale_after_s=)`:
   `run()` polls; `subscribe(callback(list[NodeChange]))`; `nodes`, `synced`, `stale`, `age_s`, `nudge()`.
 - `cache.NodeCache(..., hint=MetricsReader(url), hint_floor_s=30)`: slurmctld's node-state counts decide

@@ -47,10 +47,10 @@ until those calls have ended, at most `own_work_wait_s` (2 s) at a time.
 A slurmctld reload (`scontrol reconfigure`, a restart) forgets what was written over REST and moves no count:
 slurmctld's start marker (syncer/slurm/reload.py) tells it, read while the hint works every
 `reload_interval_s` (0.5 s, by a task beside the polls) or, without it, from slurmrestd before a list a probe
-asked for and a second after each list. A
-reload lists at once and, once a list asked for after it is applied, calls the `subscribe_reloads()`
-callbacks. The first list waits (at most 5 s) for a set marker, so a syncer started as slurmctld reloads
-lists once, not twice.
+asked for and a second after each list. A reload lists at once and, once a list asked for after it is applied,
+calls the `subscribe_reloads()` callbacks; the client chooses its API version again before its next request
+(an upgrade restarts slurmctld). The first list waits (at most 5 s) for a set marker, so a syncer started as
+slurmctld reloads lists once, not twice.
 """
 
 from __future__ import annotations
@@ -233,6 +233,7 @@ class NodeCache(Polled[NodeChange]):
         self._reload_error = ""
         self._list_asked = False  # a node list has been asked for: marker reads before it only record
         self._settle_since: float | None = None  # the first list began waiting for a set marker
+        client.subscribe_versions(self._version_changed)
 
     # --- what consumers read (and age_s, stale, wait_synced, subscribe: Polled's) ---------------------------
     @property
@@ -261,6 +262,10 @@ class NodeCache(Polled[NodeChange]):
     def nudge(self) -> None:
         """Probe now instead of at the next interval."""
         self._wake.set()
+
+    def _version_changed(self) -> None:
+        """Another API version (slurmrestd replaced): how it answers "changed since?" is learnt anew."""
+        self._conditional_refused = self._changed_is_list = False
 
     # --- polling ------------------------------------------------------------------------
     def _full_allowed(self) -> bool:
@@ -460,6 +465,8 @@ class NodeCache(Polled[NodeChange]):
         self.stats.read_bytes["reload"] += size
         if self.reload_watch.moved(marker, listed=self._list_asked):
             self.stats.reloads += 1
+            # an upgrade restarts slurmctld too: the API version is chosen again before the next request
+            self._client.version_may_change("slurmctld started anew")
             self._reload_seen_at = time.monotonic()  # the clock of listing.started
             self._changed_pending = True
             self._next_full_at = min(self._next_full_at, self._clock())  # a reload is rare: list at once

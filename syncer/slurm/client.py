@@ -9,6 +9,10 @@
 A unix socket works with `SlurmClient("unix:///run/slurmrestd.sock", NoToken())`.
 Reads are retried with exponential backoff and jitter, never past `deadline_s`; writes are not (a
 retried write can land after the decision it carried is stale: the syncer decides again instead).
+
+The API version is chosen again whenever slurmrestd may have been replaced (syncer/slurm/version_follow.py:
+after it could not be reached, a path it no longer serves, another Slurm release answering, slurmctld
+started anew), before the next request; `subscribe_versions(callback())` tells of a change.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from syncer.slurm.errors import (
     SlurmError,
     SlurmMessage,
     SlurmNotFound,
+    SlurmPathNotServed,
     SlurmTimeout,
     SlurmUnsupported,
     SlurmVersionError,
@@ -84,6 +89,7 @@ from syncer.slurm.models import (
 from syncer.slurm.partitions import PartitionSettings, PartitionState, PartitionWrite, body
 from syncer.slurm.partitions import PartitionsResponse as PartitionDetails
 from syncer.slurm.updates import NodeUpdate
+from syncer.slurm.version_follow import VersionFollow, unserved
 from syncer.slurm.versions import VERSIONS, ApiVersion, choose
 
 log = structlog.get_logger("syncer.slurm")
@@ -205,6 +211,16 @@ class _Retryable(SlurmError):
 
 
 _RELEASE = re.compile(rb'"release"\s*:\s*"(\d+\.\d+\.\d+)"')
+_OPENAPI_RELEASE = re.compile(r"(\d+\.\d+\.\d+)")
+
+
+def _openapi_release(info: Any) -> str:
+    """Slurm's release from an OpenAPI document's `info` ("" when it names none)."""
+    if not isinstance(info, dict):
+        return ""
+    named = (info.get("x-slurm") or {}).get("release") if isinstance(info.get("x-slurm"), dict) else None
+    found = _OPENAPI_RELEASE.search(str(named or info.get("version") or ""))
+    return found.group(1) if found else ""
 
 
 def _release_of(payload: bytes) -> str:
@@ -215,7 +231,8 @@ def _release_of(payload: bytes) -> str:
 
 
 _RETRY = Backoff(0.1, 2.0)  # the runtime's one policy, short: a request has its own deadline
-_RETRYABLE = (SlurmConnectionError, SlurmTimeout, _Retryable)
+# a path not served: tried again after the version is chosen again (reads only)
+_RETRYABLE = (SlurmConnectionError, SlurmTimeout, _Retryable, SlurmPathNotServed)
 
 
 def _messages(items: list[Any]) -> tuple[SlurmMessage, ...]:
@@ -261,6 +278,10 @@ class SlurmClient:
         self._node_calls = 0  # per-node reads and writes in flight (the syncer acting on nodes)
         self._node_calls_ended = -math.inf  # monotonic time the last one ended
         self._wrote: dict[str, float] = {}  # node name -> monotonic time our last write to it was sent
+        self.follow = VersionFollow()
+        self._negotiating = asyncio.Lock()
+        self._version_subscribers: list[Callable[[], None]] = []
+        self._not_chosen = ""  # why the last negotiation chose no version (said once)
 
     @property
     def token(self) -> TokenSource:
@@ -273,15 +294,19 @@ class SlurmClient:
         if self._session is None:
             self._session = self._new_session()
         if self.version is None:
-            self.version = await self._negotiate()
+            async with self._negotiating:
+                if self.version is None:
+                    await self._renegotiate("start")
+        assert self.version is not None
         return self.version
 
     def _new_session(self) -> aiohttp.ClientSession:
         connector = aiohttp.UnixConnector(path=self._unix_path) if self._unix_path else aiohttp.TCPConnector()
         return aiohttp.ClientSession(connector=connector)
 
-    async def _negotiate(self) -> ApiVersion:
-        served = await self.served_versions()
+    async def _negotiate(self) -> tuple[ApiVersion, str]:
+        """The version to use and the Slurm release the OpenAPI document names ("" if none)."""
+        served, release = await self._served()
         chosen = choose(served, self._pinned)
         if chosen is None:
             wanted = self._pinned or ", ".join(VERSIONS)
@@ -291,7 +316,70 @@ class SlurmClient:
             )
         if not chosen.verified_live:
             log.warning("slurm_api_version_unverified", version=chosen.name)
-        return chosen
+        return chosen, release
+
+    async def _renegotiate(self, why: str) -> None:
+        """One negotiation (under `_negotiating`); the version in use stays when it fails (raised)."""
+        self.follow.begin()
+        try:
+            chosen, release = await self._negotiate()
+        except (SlurmConnectionError, SlurmTimeout):
+            self.follow.end("unreachable")
+            raise
+        except SlurmError:
+            self.follow.end("refused")
+            raise
+        except BaseException:  # cancelled: tried again soon
+            self.follow.end("unreachable")
+            raise
+        self.follow.end("chosen", release)
+        self._not_chosen = ""
+        self.release = release or self.release
+        old, self.version = self.version, chosen
+        if old is None or chosen == old:
+            return
+        log.warning(
+            "slurm_api_version_changed", old=old.name, new=chosen.name, why=why, release=release or None
+        )
+        for callback in self._version_subscribers:
+            try:
+                callback()
+            except Exception:  # a subscriber's bug must not stop the client
+                log.exception("slurm_api_version_subscriber_failed")
+
+    async def _follow_version(self) -> None:
+        """Chooses the version again before a request when an event owes it (version_follow.py) and the
+        rate limit allows; one caller negotiates, the others wait for it. Where slurmrestd cannot be reached
+        the request is not sent (that error is raised); where it answers without a usable version the
+        version in use stays (logged)."""
+        if not self.follow.due():
+            return
+        async with self._negotiating:
+            if not self.follow.due():
+                return  # another caller just did it
+            why = self.follow.why
+            try:
+                await self._renegotiate(why)
+            except (SlurmConnectionError, SlurmTimeout):
+                raise
+            except SlurmError as exc:
+                if str(exc) != self._not_chosen:  # said once, not at every try
+                    log.warning(
+                        "slurm_api_version_not_chosen", why=why, error=str(exc),
+                        kept=self.version.name if self.version else None,
+                        again_in_s=round(self.follow.wait_s(), 1),
+                    )  # fmt: skip
+                self._not_chosen = str(exc)
+
+    def version_may_change(self, why: str) -> None:
+        """slurmrestd may have been replaced (the node cache saw slurmctld start anew): choose the version
+        again before the next request."""
+        self.follow.owe(why, time.monotonic())
+
+    def subscribe_versions(self, callback: Callable[[], None]) -> None:
+        """`callback()` after the version in use changed (`client.version` is the new one): whoever decided
+        on a capability flag (`external_jobs`, `partition_writes`, ...) decides again."""
+        self._version_subscribers.append(callback)
 
     async def reconnect(self) -> None:
         """A new connection pool and a fresh version negotiation (slurmrestd may have been replaced).
@@ -303,12 +391,8 @@ class SlurmClient:
         old, self._session = self._session, self._new_session()
         if old is not None:
             await old.close()
-        chosen = await self._negotiate()
-        if chosen != self.version:
-            log.info(
-                "slurm_api_version_changed", old=self.version.name if self.version else None, new=chosen.name
-            )
-            self.version = chosen
+        async with self._negotiating:
+            await self._renegotiate("reconnect after silence")
 
     async def close(self) -> None:
         if self._session is not None:
@@ -323,19 +407,26 @@ class SlurmClient:
         await self.close()
 
     async def served_versions(self) -> set[str]:
+        return (await self._served())[0]
+
+    async def _served(self) -> tuple[set[str], str]:
+        """The versions served, and Slurm's release as the OpenAPI document names it (26.05:
+        `info.x-slurm.release`; 24.11: `info.version`, "Slurm-24.11.5&openapi/slurmctld")."""
         status, body = await self._send("GET", "/openapi/v3", endpoint="openapi")
         if status == 200:
             try:
-                paths = msgspec.json.decode(body, type=dict[str, Any]).get("paths", {})
+                document = msgspec.json.decode(body, type=dict[str, Any])
             except msgspec.DecodeError as exc:
                 raise SlurmDecodeError(f"unreadable OpenAPI document: {exc}", endpoint="openapi") from exc
-            return {p.split("/")[2] for p in paths if p.startswith("/slurm/v") and p.endswith("/ping/")}
+            paths = document.get("paths") or {}
+            served = {p.split("/")[2] for p in paths if p.startswith("/slurm/v") and p.endswith("/ping/")}
+            return served, _openapi_release(document.get("info"))
         served = set()
         for name in VERSIONS:  # older servers without /openapi/v3: probe each ping
             probe, _ = await self._send("GET", f"/slurm/{name}/ping/", endpoint="ping")
             if probe in (200, *AUTH_STATUSES):
                 served.add(name)
-        return served
+        return served, ""
 
     # --- transport ------------------------------------------------------------------------
     async def _send(
@@ -375,11 +466,13 @@ class SlurmClient:
             ) from exc
         except (aiohttp.ClientConnectionError, OSError) as exc:
             self.stats.requests[(endpoint, "error")] += 1
+            self.follow.owe("slurmrestd could not be reached", started)  # replaced? chosen again once back
             raise SlurmConnectionError(
                 f"cannot reach slurmrestd at {self.url}: {exc}", endpoint=endpoint
             ) from exc
         except aiohttp.ClientError as exc:  # anything else aiohttp refuses: still one of our errors
             self.stats.requests[(endpoint, "error")] += 1
+            self.follow.owe("slurmrestd's answer was cut", started)
             raise SlurmConnectionError(
                 f"broken answer from slurmrestd at {self.url}: {type(exc).__name__}: {exc}", endpoint=endpoint
             ) from exc
@@ -434,14 +527,23 @@ class SlurmClient:
         """
 
         async def once() -> Answer[T]:
+            await self._follow_version()
             started = time.monotonic()
+            prefix = self._prefix()
             with self._counted_if_on_nodes(endpoint):
                 status, payload = await self._send(
-                    method, self._prefix() + path, endpoint=endpoint, params=params, body=body
+                    method, prefix + path, endpoint=endpoint, params=params, body=body
                 )
             seconds = time.monotonic() - started
             if decoded_release := _release_of(payload):
                 self.release = decoded_release
+                self.follow.answered_by(decoded_release, started)
+            if unserved(status, payload):
+                self.follow.owe(f"{prefix}/ answered as not served", started)
+                raise SlurmPathNotServed(
+                    f"slurmrestd at {self.url} does not serve {prefix}{path} (HTTP 404): its API versions "
+                    "may have changed; the version is chosen again", endpoint=endpoint,
+                )  # fmt: skip
             if status == 304 and 304 in ok:
                 return Answer(status, None, 0, seconds, started)
             if status in RETRY_STATUSES:

@@ -50,6 +50,11 @@ class SlurmVersionError(SlurmError):
     """No API version both sides support, or a pinned version the server does not serve."""
 
 
+class SlurmPathNotServed(SlurmError):
+    """slurmrestd has no such path (its plain-text 404, not a Slurm answer): the API version in use is no
+    longer served, as after an upgrade; the client chooses the version again."""
+
+
 class SlurmUnsupported(SlurmVersionError):
     """This Slurm cannot do what was asked (e.g. an external job on 24.11 where no placeholder is allowed);
     raised before any request, naming what would be needed."""

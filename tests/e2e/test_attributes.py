@@ -43,7 +43,7 @@ from tests.e2e.rig import (
 from tests.e2e.test_commands import command
 from tests.e2e.test_nodeset import nodeset_rig
 from tests.fixtures.kube_targets import KUEUE_CRD
-from tests.fixtures.slurm import SELECTED
+from tests.fixtures.slurm import SELECTED, served_only
 from tests.helpers import captured_logs, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
@@ -257,6 +257,34 @@ async def test_topology_needs_slurm_25_05(rig: Rig) -> None:
             assert "slurm_syncer_topology_unsupported 1.0" in metrics
             assert not service.attributes.stats.writes["topology", "ok"]
         assert (await rig.slurm(a)).topology == before
+
+
+@pytest.mark.only_where(SELECTED.topology, "26.05's slurmrestd serving v0.0.42, then all of its own")
+async def test_topology_is_written_once_slurmrestd_serves_a_version_that_takes_it(rig: Rig) -> None:
+    """slurmrestd serving v0.0.42 only: topology not written (gauge 1). Replaced by one that serves v0.0.43+
+    too (an upgrade): the syncer, not restarted, decides again (gauge 0) and sends the node's topology; no
+    resync comes within the test (an hour away). The session sandbox has no topology.yaml: Slurm refuses the
+    unit, which is enough to see the write was sent."""
+    with real_nodes(rig, 1) as (a,):
+        rig.bind_pod(a, node_labels={GPU: "h100", NVLINK: "b1", SPINE: "spine1", LEAF: "leafx"})
+        config = FAST.replace(attributes=ATTRIBUTES, resync_s=3600.0)
+        async with served_only(rig.sandbox, ["v0.0.42"]), running_syncer(rig, config) as service:
+            attributes = service.attributes
+            assert attributes is not None
+            await wait_for(lambda: features_are(rig, a, {f"admin-{a}", "k8s.gpu:h100"}), 10, what="features")
+            assert attributes.stats.topology_unsupported
+
+            def topology_writes() -> int:
+                return sum(n for (kind, _), n in attributes.stats.writes.items() if kind == "topology")
+
+            assert topology_writes() == 0
+            await asyncio.to_thread(rig.sandbox.stop_slurmrestd)
+            await wait_for(lambda: bool(service.slurm.follow.why), 10, what="slurmrestd seen away")
+            await asyncio.to_thread(rig.sandbox.start_slurmrestd)  # every version: topology from v0.0.43
+            await wait_for(lambda: topology_writes() > 0, 20, what="the node's topology sent")
+            assert not attributes.stats.topology_unsupported
+            _, metrics = await get(service, "/metrics")
+            assert "slurm_syncer_topology_unsupported 0.0" in metrics
 
 
 async def test_check_says_topology_needs_slurm_25_05(rig: Rig) -> None:

@@ -4,8 +4,10 @@ these run on the Kubernetes API emulator only."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable
 from datetime import UTC, datetime
 
 import pytest
@@ -26,7 +28,7 @@ from syncer.slurm.client import SlurmClient
 from syncer.slurm.models import Reservation
 from syncer.testing.sandbox import SandboxError
 from tests.e2e.rig import NAMESPACE, Rig, condition, fresh_slurm_nodes, get, running_syncer, sample, settled
-from tests.fixtures.slurm import SELECTED
+from tests.fixtures.slurm import SELECTED, served_only
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
@@ -250,6 +252,38 @@ async def test_on_slurm_24_11_a_window_is_reported_as_needing_25_05(rig: Rig):
             sample(text, "slurm_syncer_actions_total", kind="reservation_create", result="unsupported") == 1
         )
     annotate(rig, node, None)
+
+
+@needs_writes
+async def test_a_window_too_old_for_slurmrestd_is_reserved_once_it_serves_a_version_that_can(rig: Rig):
+    """slurmrestd serving v0.0.42 only (24.11's REST: no reservation writes), then replaced by one serving
+    v0.0.43+ too (an upgrade): the syncer, not restarted, reserves the window; no resync comes within the test
+    (an hour away)."""
+    node = rig.bind_node(fresh_slurm_nodes(1)[0])
+
+    def reason() -> str:
+        return str((condition(rig.node_obj(node), Keys.CONDITION_MAINTENANCE) or {}).get("reason", ""))
+
+    async def reserved() -> int:
+        return len(await ours(rig))
+
+    try:
+        async with served_only(rig.sandbox, ["v0.0.42"]), running_syncer(rig, resync_s=3600.0) as service:
+            annotate(rig, node, f"{iso(time.time() + 3600)}/PT1H")
+            await wait_for(lambda: reason() == "SlurmTooOld", 20, what="the window refused as too old")
+            await asyncio.to_thread(rig.sandbox.stop_slurmrestd)
+            await wait_for(lambda: bool(service.slurm.follow.why), 10, what="slurmrestd seen away")
+            await asyncio.to_thread(rig.sandbox.start_slurmrestd)  # every version: reservations from v0.0.43
+            await wait_for(lambda: reason() == "Reserved", 20, what="the window reserved")
+            assert await reserved() == 1
+            annotate(rig, node, None)
+            await wait_for(lambda: _zero(reserved()), 20, what="its reservation removed with the window")
+    finally:
+        annotate(rig, node, None)
+
+
+async def _zero(count: Awaitable[int]) -> bool:
+    return await count == 0
 
 
 @needs_writes

@@ -31,7 +31,7 @@ from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.kubeapi.api import rfc3339
 from syncer.testing.sandbox import SandboxError
 from tests.e2e.rig import FAST, NAMESPACE, Rig, condition, fresh_slurm_nodes, get, running_syncer, sample
-from tests.fixtures.slurm import SELECTED
+from tests.fixtures.slurm import API_VERSIONS, SELECTED, served_only
 from tests.helpers import captured_logs, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
@@ -469,6 +469,29 @@ async def test_before_26_05_nothing_is_written_and_the_condition_says_it_needs_2
             assert slurm_writes(service) == {}
     finally:
         await cleanup(rig, [name], [], [])
+
+
+@needs_writes
+async def test_an_upgrade_that_brings_partition_writes_is_followed_without_restarting_the_syncer(rig: Rig):
+    """slurmrestd serving v0.0.42-44 (as 25.05/25.11 do: no partition writes), then replaced by one that
+    serves v0.0.45 too. The syncer saw it away, chose the version again once it answered, and the controller,
+    told of the change, writes the partition; no resync comes within the test (an hour away)."""
+    name = "e2e-upgrade"
+    try:
+        async with keep_part_info(rig), served_only(rig.sandbox, API_VERSIONS[:-1]):
+            async with running_syncer(rig, partitions=ON, resync_s=3600.0) as service:
+                create_cr(rig, name, {"nodes": {"hosts": [rig.sandbox.real_node]}})
+                await wait_for(reason_is(rig, name, UNSUPPORTED), 10, what="Unsupported")
+                assert service.slurm.version is not None and service.slurm.version.name == "v0.0.44"
+                await asyncio.to_thread(rig.sandbox.stop_slurmrestd)
+                await wait_for(lambda: bool(service.slurm.follow.why), 10, what="slurmrestd seen away")
+                await asyncio.to_thread(rig.sandbox.start_slurmrestd)  # every version: v0.0.45 too
+                await wait_for(reason_is(rig, name, READY), 20, what="Ready once v0.0.45 is in use")
+                assert service.slurm.version.name == "v0.0.45"
+                assert await partition(rig, name) is not None
+                assert EVENT_CREATED in reasons(rig, name)
+    finally:
+        await cleanup(rig, [name], [name], [])
 
 
 async def test_check_fails_without_keep_part_info_naming_the_line_and_before_26_05_says_it_needs_26_05(

@@ -28,7 +28,7 @@ from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.sandbox import Sandbox, SandboxError
 from syncer.testing.sandbox.config import TIER_GRACE, TIER_GRACE_S, TIER_HIGH, TIER_LOW, TIERED
 from tests.e2e.rig import FAST, Rig, condition, get, node_body, running_syncer, sample
-from tests.fixtures.slurm import SELECTED
+from tests.fixtures.slurm import SELECTED, served_only
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
@@ -177,10 +177,13 @@ class Pool:
 
 
 @asynccontextmanager
-async def scheduler(rig: Rig, pool_view: Pool, **options: Any) -> AsyncIterator[SyncerService]:
+async def scheduler(
+    rig: Rig, pool_view: Pool, *, resync_s: float = FAST.resync_s, **options: Any
+) -> AsyncIterator[SyncerService]:
     config = FAST.replace(
         scheduler=SchedulerOptions(name=pool_view.scheduler, namespaces=(NS,), retry_after_s=2.0, **options),
         lease_name=f"e2e-{pool_view.scheduler}",
+        resync_s=resync_s,
     )
     async with running_syncer(rig, config) as service:
         yield service
@@ -740,6 +743,30 @@ async def test_24_11_refuses_without_placeholder(rig: Rig, view: Pool) -> None:
         assert (
             slurm_side[0] and slurm_side[3] and "a placeholder batch job stands for each pod" in slurm_side[1]
         )
+        await view.delete(pod)
+        await view.wait(lambda: _is(view.job_state(job), "GONE", "COMPLETED", "CANCELLED"), "its job ended")
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "26.05's slurmrestd first serving 24.11's REST (v0.0.42), then all of its own"
+)
+async def test_a_pod_refused_for_want_of_external_jobs_runs_once_slurmrestd_has_them(
+    rig: Rig, view: Pool
+) -> None:
+    """slurmrestd serving v0.0.42 only (no external jobs: the pod is refused, to be tried again in 5 minutes),
+    then replaced by one serving v0.0.43+ too (an upgrade). The syncer, not restarted, saw it away, chose the
+    version again once it answered, and submitted the refused pod's job at once; no resync comes within the
+    test (an hour away)."""
+    async with served_only(rig.sandbox, ["v0.0.42"]), scheduler(rig, view, resync_s=3600.0) as service:
+        pod = view.pod("upgraded", annotations={"slurm-syncer.dev/constraint": f"f{view.names[0]}"})
+        await view.wait(lambda: view.scheduled(pod).get("reason") == "SlurmRequestRefused", "the pod refused")
+        assert "REST v0.0.42" in view.scheduled(pod)["message"]
+        await asyncio.to_thread(rig.sandbox.stop_slurmrestd)
+        await view.wait(lambda: bool(service.slurm.follow.why), "slurmrestd seen away")
+        await asyncio.to_thread(rig.sandbox.start_slurmrestd)  # every version: external jobs from v0.0.43
+        await view.wait(lambda: view.node_of(pod) == f"k8s-{view.names[0]}", "bound under its Slurm job")
+        assert service.slurm.external_jobs
+        job = view.job_of(pod)
         await view.delete(pod)
         await view.wait(lambda: _is(view.job_state(job), "GONE", "COMPLETED", "CANCELLED"), "its job ended")
 

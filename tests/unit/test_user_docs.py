@@ -98,6 +98,8 @@ def test_every_metric_the_pages_name_is_exported_with_the_labels_they_give() -> 
     # a log event's name; a fixture; Slurm's reason (a label value); prefixes of families named in prose
     others = {
         "slurm_metrics_hint_failed",
+        "slurm_api_version_changed",
+        "slurm_api_version_not_chosen",
         "slurm_sandbox",
         "slurm_reason",
         "slurm_partition_jobs",

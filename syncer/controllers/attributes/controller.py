@@ -75,6 +75,8 @@ class AttributeController(Controller):
             Watch(
                 cache.subscribe_reloads, lambda: set(self.context.kube_cache.slurm_names()), lane=Lane.URGENT
             ),
+            # another REST API version (Slurm upgraded): topology may be writable now, or no longer
+            Watch(self.context.slurm.subscribe_versions, self._version_changed),
         )
 
     @property
@@ -125,12 +127,18 @@ class AttributeController(Controller):
 
     def _check_topology_support(self) -> None:
         version = self.context.slurm.version
-        if self.options.topology.enabled and version is not None and not version.topology:
-            self.stats.topology_unsupported = True
+        unsupported = self.options.topology.enabled and version is not None and not version.topology
+        if unsupported and version is not None and not self.stats.topology_unsupported:
             log.warning(
                 "node topology from labels needs Slurm 25.05+ (REST v0.0.43+): not written",
                 api_version=version.name, release=self.context.slurm.release or None,
             )  # fmt: skip
+        self.stats.topology_unsupported = unsupported
+
+    def _version_changed(self) -> set[str]:
+        """Topology writable or not is decided again; where it is configured, every bound node again."""
+        self._check_topology_support()
+        return set(self.context.kube_cache.slurm_names()) if self.options.topology.enabled else set()
 
     # -- one key ----------------------------------------------------------------------------------
     async def reconcile(self, name: str) -> Result:

@@ -42,7 +42,7 @@ from syncer.kube.writer import node_path
 from syncer.model.keys import Keys
 from syncer.model.kube import Condition, KubeNode, KubePod
 from syncer.runtime.controller import Controller, Result
-from syncer.runtime.watch import Watch, Watches
+from syncer.runtime.watch import Watch, Watches, every
 from syncer.slurm.errors import SlurmError
 from syncer.slurm.hostlist import expand
 
@@ -93,6 +93,8 @@ class MaintenanceController(Controller):
         return (
             Watch(self.context.kube_cache.nodes.subscribe, self._node_moved, after_s=BATCH_S),
             Watch(self.context.kube_cache.pods.subscribe, self._pod_moved, after_s=BATCH_S),
+            # another REST API version (Slurm upgraded to 25.05+): windows can become reservations now
+            Watch(self.context.slurm.subscribe_versions, every(KEY)),
         )
 
     async def keys(self) -> list[str]:

@@ -129,6 +129,8 @@ class NodeSetController(Controller):
             Watch(self.context.slurm_cache.subscribe, self._slurm_keys),
             # a member Slurm starts powering up: its NodeSet ahead of other NodeSets' keys (a resync)
             Watch(self.context.slurm_cache.subscribe, self._power_up_keys, lane=Lane.URGENT),
+            # another REST API version (Slurm upgraded to 25.11+): members can be declared (`POST /new/node/`)
+            Watch(self.context.slurm.subscribe_versions, lambda: list(self.informer.items)),
         )
 
     @property

@@ -12,9 +12,9 @@ CR's own change at once (CRs changing while a reconcile runs are planned togethe
 Each reconcile reads Slurm's partitions (again after a write, for the status), takes each partition's jobs
 from the service's one job poll (`context.jobs`: never a job list of its own, so its cost does not grow with
 the queue) and `GET /conf` (KeepPartInfo, preemption) at most once a `CONF_MAX_AGE_S` and after a slurmctld
-reload, plans, and carries the actions out: claim (the ownership annotation and the finalizer on the CR,
-before anything is created; a failed claim stops that CR, a record that moved since the informer showed it
-defers it), delete (Slurm's 2075 "Partition is in use": retried after
+reload or an API version change, plans, and carries the actions out: claim (the ownership annotation and the
+finalizer on the CR, before anything is created; a failed claim stops that CR, a record that moved since the
+informer showed it defers it), delete (Slurm's 2075 "Partition is in use": retried after
 `IN_USE_RETRY_S`) and release in the plan's order, then every create/update/drain in one `POST` (Slurm
 applies each entry it can; the refused ones are sent again alone, so that each CR gets its own error). A
 value Slurm refuses (2018 unknown node, 2066 unknown QOS, 9001) stops that CR with its condition, and is not
@@ -229,8 +229,8 @@ class PartitionController(Controller):
     def watches(self) -> Watches:
         """A CR's change is looked at at once (CR_BATCH_S); what moves nodes or jobs after BATCH_S (a
         relabelled rack: one POST); a slurmctld reload at once (one without KeepPartInfo forgot REST-made
-        partitions). Each mapper names the key only for a change that can move a partition (module
-        docstring)."""
+        partitions), and an API version change (an upgrade to 26.05 lets partitions be written). Each mapper
+        names the key only for a change that can move a partition (module docstring)."""
         cache = self.context.slurm_cache
         crs = [Watch(self.scope.subscribe, self._cr_moved, after_s=CR_BATCH_S)]
         if self.slinky is not None:
@@ -242,6 +242,8 @@ class PartitionController(Controller):
             Watch(self.context.jobs.subscribe, self._jobs_moved, after_s=BATCH_S),
             Watch(cache.subscribe, self._slurm_moved, after_s=BATCH_S),
             Watch(cache.subscribe_reloads, self._reloaded),
+            # another REST API version (Slurm upgraded): writes may be possible now (v0.0.45), or no longer
+            Watch(self.context.slurm.subscribe_versions, self._reloaded),
         )
 
     def _ours(self, moved: bool) -> tuple[str, ...]:
@@ -284,7 +286,8 @@ class PartitionController(Controller):
         return partition_jobs(counts) if counts is not None else None
 
     def _reloaded(self) -> tuple[str, ...]:
-        """slurmctld restarted or reconfigured: /conf may say otherwise now, a refused value may pass."""
+        """slurmctld restarted or reconfigured, or the REST API version changed: /conf may say otherwise now
+        (or be there at all), a refused value may pass."""
         self._conf_read_at = -float("inf")
         self._refused.clear()
         return (KEY,)

@@ -18,7 +18,8 @@ its job cancelled for placement; 30 s at most), and the nodes it holds (syncer/c
 the sync engine, which drains them). Answers lost: a submit's blocks the gang until a whole job list has been
 read (the marker finds the job if it was made); a cancel that failed has its job read now, and a bind without
 an answer (or a 5xx) its pod, before the gang is planned again. Slurm refusing a submit is said on the pods
-and tried again after `retry_after_s`.
+and tried again after `retry_after_s`; a REST API without external jobs (24.11) every 5 minutes, and at
+once when the client's version changes to one with them (Slurm upgraded: syncer/slurm/version_follow.py).
 """
 
 from __future__ import annotations
@@ -174,6 +175,8 @@ class SchedulerController(Controller):
         # gang keys whose job this pass allocated: planned again at once
         self._allocated_now: set[str] = set()
         self._refused: dict[str, tuple[float, str]] = {}  # gang key -> (retry at, why) after Slurm refused
+        # ... for want of external jobs: tried again at once when the API version has them (an upgrade)
+        self._unsupported: set[str] = set()
         self._torn: set[int] = set()  # job ids whose tear-down was counted (once per job)
         self._unplaced: set[int] = set()  # job ids cancelled for placement, until the pods show it (plan)
         # job id -> time.monotonic() its cancel was answered, until the job cache shows a later read (plan)
@@ -191,6 +194,8 @@ class SchedulerController(Controller):
             Watch(self.pods.subscribe, self._pod_moved),
             Watch(self.jobs.subscribe, self._jobs_moved),
             Watch(self.context.kube_cache.nodes.subscribe, self._node_moved),
+            # slurmrestd replaced (an upgrade): gangs refused for want of external jobs are looked at again
+            Watch(self.context.slurm.subscribe_versions, lambda: sorted(self._unsupported)),
         )
 
     def loops(self) -> dict[str, Any]:
@@ -311,6 +316,7 @@ class SchedulerController(Controller):
         current = gangs.get(key) or gang.Gang(key=key, pods=(), jobs=(), want=None)
         if not current.pods and not current.jobs:  # nothing left of the gang: forget what was noted of it
             self._refused.pop(key, None)
+            self._unsupported.discard(key)
         submitted = self._still_submitted(key, current.jobs)
         unplaced = self._still_unplaced(current)
         cancelled = self._still_cancelled(current)
@@ -596,6 +602,8 @@ class SchedulerController(Controller):
         request = action.request
         now = self.clock()
         retry_at, why = self._refused.get(key, (0.0, ""))
+        if key in self._unsupported and self.context.slurm.external_jobs:
+            retry_at = 0.0  # the API version in use has external jobs now (Slurm upgraded): submit
         if now < retry_at:
             for ref in request.pods:
                 await self._set_scheduled(
@@ -603,6 +611,7 @@ class SchedulerController(Controller):
                 )
             return
         self._refused.pop(key, None)
+        self._unsupported.discard(key)
         placeholder: Placeholder = "fallback" if self.options.placeholder else "never"
         submission = edges.submission(request)
         job_id = await self._allocate(key, request, submission)
@@ -619,6 +628,7 @@ class SchedulerController(Controller):
                 f"batch job per pod) ({exc})"
             )
             await self._refuse(key, request.pods, pods, why, UNSUPPORTED_RETRY_S)
+            self._unsupported.add(key)
             return
         except SlurmError as exc:
             self.stats.errors["submit"] += 1

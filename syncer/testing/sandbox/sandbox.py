@@ -392,11 +392,11 @@ class Sandbox:
 
         wait_until(deleted, timeout, f"delete node {node}", abort=busy)
 
-    def _rest_answers(self) -> bool:
+    def _rest_answers(self, version: str = API_VERSION) -> bool:
         # An authenticated read (ping answers 200 even to a bad token): proves token and slurmctld link.
         token = self.token_file.read_text().strip()
         request = urllib.request.Request(
-            f"{self.rest_url}/slurm/{API_VERSION}/node/{REAL_NODE}", headers={"X-SLURM-USER-TOKEN": token}
+            f"{self.rest_url}/slurm/{version}/node/{REAL_NODE}", headers={"X-SLURM-USER-TOKEN": token}
         )
         try:
             with urllib.request.urlopen(request, timeout=5) as response:
@@ -404,9 +404,13 @@ class Sandbox:
         except (urllib.error.URLError, OSError):
             return False
 
-    def start_slurmrestd(self) -> None:
+    def start_slurmrestd(self, api_versions: Sequence[str] = ()) -> None:
+        """`api_versions` (e.g. ["v0.0.42"]): serve only those (`-d data_parser/<v>,...`: the data parsers
+        loaded are the /slurm/<v> paths served, on both releases); empty: all of this release's."""
+        parsers = ["-d", ",".join(f"data_parser/{v}" for v in api_versions)] if api_versions else []
         self._spawn(
-            "slurmrestd", ["slurmrestd", "-s", "openapi/slurmctld", f"127.0.0.1:{self.ports.rest}"],
+            "slurmrestd",
+            ["slurmrestd", "-s", "openapi/slurmctld", *parsers, f"127.0.0.1:{self.ports.rest}"],
             user=REST_USER, ctld_socket=False, jwt=True,
         )  # fmt: skip
 
@@ -418,8 +422,10 @@ class Sandbox:
             )
             return busy + self.log_tail("slurmrestd")
 
+        version = api_versions[0] if api_versions else API_VERSION
         wait_until(
-            self._rest_answers, START_TIMEOUT_S, f"slurmrestd start on 127.0.0.1:{self.ports.rest}",
+            lambda: self._rest_answers(version), START_TIMEOUT_S,
+            f"slurmrestd start on 127.0.0.1:{self.ports.rest}",
             why_not, lambda: self._exited("slurmrestd"),
         )  # fmt: skip
 
