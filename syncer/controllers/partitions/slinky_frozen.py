@@ -48,6 +48,4 @@ class FrozenPartitions:
         for partition, where in sorted(set(self._said) - set(found)):
             log.info("Slinky's partition agrees with slurm.conf again", partition=partition, object=where)
         self._said = found
-        declared = self.slinky.names()
-        kept = {k: 0 for k in self.drift if k[0] in declared or k[0] in present}  # 0 while it still exists
-        self.drift = {**kept, **dict.fromkeys(found, 1)}
+        self.drift = {**dict.fromkeys(self.drift, 0), **dict.fromkeys(found, 1)}  # a few series, kept at 0
