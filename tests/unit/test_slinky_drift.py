@@ -34,8 +34,11 @@ def keys(declared: dict[str, str], live: PartitionSettings = LIVE) -> list[str]:
 
 
 def test_a_line_gives_its_pairs_with_keys_in_any_case_and_the_name_left_out() -> None:
-    text = "partitionname=gpu nodes=gpu MAXTIME=60 state=down  # MaxTime=5 is a comment\n"
+    text = "partitionname=gpu nodes=gpu MAXTIME=60 state=down  # MaxTime=5 # State=UP: comments\n"
     assert partition_lines(text) == {"gpu": {"nodes": "gpu", "maxtime": "60", "state": "down"}}
+    # a value may hold `=`: the first one splits the pair
+    weights = partition_lines("PartitionName=a TRESBillingWeights=CPU=1.0,Mem=0.25G")
+    assert weights == {"a": {"tresbillingweights": "CPU=1.0,Mem=0.25G"}}
 
 
 def test_only_a_line_whose_first_key_is_partitionname_declares_and_a_word_without_equals_is_skipped() -> None:
@@ -74,6 +77,8 @@ def test_a_nodesets_line_is_rendered_as_the_operator_does_and_extra_confs_defaul
     nodeset = {"metadata": {"name": "gpu"}, "spec": {"partition": {"config": "MaxTime=60 State=UP"}}}
     assert nodeset_lines(nodeset) == {"gpu": {"nodes": "gpu", "maxtime": "60", "state": "UP"}}
     assert nodeset_lines({"metadata": {"name": "gpu"}, "spec": {}}) == {"gpu": {"nodes": "gpu"}}
+    # a NodeSet named `default` renders slurm.conf's DEFAULT line: no partition of its own
+    assert nodeset_lines({"metadata": {"name": "default"}, "spec": {}}) == {}
     off = {"metadata": {"name": "gpu"}, "spec": {"partition": {"enabled": False, "config": "MaxTime=5"}}}
     assert nodeset_lines(off) == {}
 
@@ -83,7 +88,7 @@ def test_a_controllers_lines_are_those_of_its_extra_conf() -> None:
         "spec": {"extraConf": "ReconfigFlags=KeepPartInfo\nPartitionName=debug Nodes=ALL MaxTime=5"}
     }
     assert controller_lines(controller) == {"debug": {"nodes": "ALL", "maxtime": "5"}}
-    assert controller_lines({}) == {}
+    assert controller_lines({}) == {} and controller_lines({"spec": {"extraConf": ""}}) == {}
 
 
 # -- comparing ----------------------------------------------------------------------------------------------
@@ -111,6 +116,8 @@ def test_each_compared_key_that_differs_is_named_with_both_values_sorted_by_key(
         Difference("PriorityTier", "3", "1"),
         Difference("State", "DOWN", "UP"),
     ]
+    # an agreeing key before a differing one does not hide it
+    assert keys({"state": "UP", "maxtime": "60"}) == ["MaxTime"]
 
 
 def test_uncomparable_keys_and_values_are_ignored() -> None:
@@ -124,6 +131,7 @@ def test_uncomparable_keys_and_values_are_ignored() -> None:
     assert keys(bad) == []
     # a value slurmctld does not show (None: an older REST version) is not compared
     assert keys({"default": "YES", "defaulttime": "5"}, replace(LIVE, default=None)) == []
+    assert keys({"default": "maybe", "hidden": "2"}, replace(LIVE, default=True, hidden=True)) == []
 
 
 def test_slurmctlds_shown_values_name_yes_no_lists_and_empty_values_as_scontrol_takes_them() -> None:
@@ -140,7 +148,8 @@ def test_slurmctlds_shown_values_name_yes_no_lists_and_empty_values_as_scontrol_
 
 def test_time_limits_are_read_in_every_slurm_form_seconds_rounding_up() -> None:
     forms: tuple[tuple[str, Limit], ...] = (
-        ("90", 90), ("1:30", 2), ("2:00:00", 120), ("1-0", 1440), ("1-1:1", 1501), ("0-0:0:59", 1), ("0", 0),
+        ("90", 90), ("1:30", 2), ("2:00", 2), ("0:90", 2), ("2:00:00", 120), ("0:0:90", 2), ("1-0", 1440),
+        ("1-1:1", 1501), ("0-0:0:59", 1), ("0", 0),
         ("UNLIMITED", "UNLIMITED"), ("infinite", "UNLIMITED"), ("-1", "UNLIMITED"),
     )  # fmt: skip
     for text, minutes in forms:
@@ -153,6 +162,7 @@ def test_time_limits_are_read_in_every_slurm_form_seconds_rounding_up() -> None:
 def test_node_counts_take_unlimited_and_names_take_all_as_no_restriction() -> None:
     assert keys({"maxnodes": "infinite"}) == [] and keys({"maxnodes": "UNLIMITED"}) == []
     assert keys({"maxnodes": "4"}) == ["MaxNodes"]
+    assert keys({"maxnodes": "unlimited"}, replace(LIVE, max_nodes=4)) == ["MaxNodes"]
     assert keys({"allowaccounts": "all", "allowqos": "ALL", "allowgroups": "All"}) == []
     assert keys({"allowaccounts": "a,,b"}, replace(LIVE, allow_accounts=("a", "b"))) == []
 
@@ -160,10 +170,11 @@ def test_node_counts_take_unlimited_and_names_take_all_as_no_restriction() -> No
 def test_oversubscribe_is_read_as_slurmctld_stores_it() -> None:
     for text, stored in (("YES", ("YES", 4)), ("yes:8", ("YES", 8)), ("FORCE", ("FORCE", 4)),
                          ("FORCE:1", ("FORCE", 1)), ("YES:1", ("NO", 0)), ("FORCE:0", ("NO", 0)),
-                         ("YES:x", ("NO", 0)), ("no", ("NO", 0))):  # fmt: skip
+                         ("YES:x", ("NO", 0)), ("FORCE:x", ("NO", 0)), ("YES:2", ("YES", 2)),
+                         ("no", ("NO", 0))):  # fmt: skip
         live = replace(LIVE, oversubscribe=OverSubscribe(*stored))
         assert keys({"oversubscribe": text}, live) == [], text
-        assert keys({"oversubscribe": text}, replace(LIVE, oversubscribe=OverSubscribe("YES", 2))) == [
+        assert keys({"oversubscribe": text}, replace(LIVE, oversubscribe=OverSubscribe("YES", 3))) == [
             "OverSubscribe"
         ], text
     assert keys({"oversubscribe": "NO:2"}) == []  # not a value slurmctld takes
@@ -200,6 +211,13 @@ def test_frozen_tells_differing_present_partitions_and_removed_ones_slurmctld_ke
     present = {"gpu": replace(LIVE, max_time=30), "same": LIVE, "old": LIVE}
     told = frozen(declared, removed, present)
     assert sorted(told) == [("gpu", "NodeSet slurm/gpu"), ("old", "Controller slurm/slurm")]
-    assert "MaxTime=60 (slurmctld has MaxTime=30)" in told["gpu", "NodeSet slurm/gpu"]
+    assert told["gpu", "NodeSet slurm/gpu"] == frozen_message(
+        "gpu", "NodeSet slurm/gpu", [Difference("MaxTime", "60", "30")]
+    )
     assert told["old", "Controller slurm/slurm"] == removed_message("old", "Controller slurm/slurm")
     assert frozen({}, {}, present) == {}
+
+
+def test_a_qos_name_is_compared_in_any_case() -> None:
+    assert keys({"qos": "high"}, replace(LIVE, qos="High")) == []
+    assert differences({"qos": "low"}, replace(LIVE, qos="High")) == [Difference("QOS", "low", "High")]

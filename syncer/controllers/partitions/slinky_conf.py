@@ -26,13 +26,13 @@ def _logical_lines(text: str) -> list[str]:
     """slurm.conf's lines: comments cut, a trailing `\\` joining a line to the next."""
     lines, pending = [], ""
     for raw in text.splitlines():
-        line = pending + raw.split("#", 1)[0]
+        line = pending + raw.partition("#")[0]
         pending = ""
         if line.endswith("\\"):
             pending = line[:-1] + " "
             continue
         lines.append(line)
-    return [*lines, pending] if pending else lines
+    return [*lines, pending]  # a last line ending in `\\` counts as it is
 
 
 def _pairs(line: str) -> list[tuple[str, str]]:
@@ -88,10 +88,13 @@ def nodeset_lines(obj: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     name = nodeset_partition(obj)
     if name is None:
         return {}
-    config = str((((obj.get("spec") or {}).get("partition")) or {}).get("config") or "")
-    return {name: partition_lines(f"PartitionName={name} Nodes={name} {config}").get(name, {})}
+    config = (((obj.get("spec") or {}).get("partition")) or {}).get("config")
+    line = f"PartitionName={name} Nodes={name}" + (f" {config}" if config else "")
+    found = partition_lines(line)
+    return {name: found[name]} if name in found else {}  # a NodeSet named `default` declares defaults
 
 
 def controller_lines(obj: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     """The settings of each partition line of a Controller's `spec.extraConf`."""
-    return partition_lines(str((obj.get("spec") or {}).get("extraConf") or ""))
+    extra = (obj.get("spec") or {}).get("extraConf")
+    return partition_lines(str(extra)) if extra else {}

@@ -60,15 +60,19 @@ def _minutes(text: str) -> Any:
     return -(-seconds // 60)
 
 
-def _names(lower: bool) -> Callable[[str], tuple[str, ...]]:
+def _names(text: str, lower: bool) -> tuple[str, ...]:
     """A comma list, sorted; `ALL` is no restriction (read as (), as the partition view reads it). slurmctld
     lower-cases account and QOS names."""
+    names = tuple(sorted(n.lower() if lower else n for n in text.split(",") if n))
+    return () if tuple(n.upper() for n in names) == ("ALL",) else names
 
-    def read(text: str) -> tuple[str, ...]:
-        names = tuple(sorted(n.lower() if lower else n for n in text.split(",") if n))
-        return () if tuple(n.upper() for n in names) == ("ALL",) else names
 
-    return read
+def _lowered_names(text: str) -> tuple[str, ...]:
+    return _names(text, lower=True)
+
+
+def _kept_names(text: str) -> tuple[str, ...]:
+    return _names(text, lower=False)
 
 
 def _oversubscribe(text: str) -> OverSubscribe | None:
@@ -114,11 +118,11 @@ KEYS = {
         _Key("PriorityTier", "priority_tier", _number),
         _Key("PriorityJobFactor", "priority_job_factor", _number),
         _Key("GraceTime", "grace_time", _number),
-        _Key("AllowAccounts", "allow_accounts", _names(lower=True), "ALL"),
-        _Key("DenyAccounts", "deny_accounts", _names(lower=True)),
-        _Key("AllowGroups", "allow_groups", _names(lower=False), "ALL"),
-        _Key("AllowQos", "allow_qos", _names(lower=True), "ALL"),
-        _Key("DenyQos", "deny_qos", _names(lower=True)),
+        _Key("AllowAccounts", "allow_accounts", _lowered_names, "ALL"),
+        _Key("DenyAccounts", "deny_accounts", _lowered_names),
+        _Key("AllowGroups", "allow_groups", _kept_names, "ALL"),
+        _Key("AllowQos", "allow_qos", _lowered_names, "ALL"),
+        _Key("DenyQos", "deny_qos", _lowered_names),
         _Key("QOS", "qos", _lower),
         _Key("OverSubscribe", "oversubscribe", _oversubscribe),
         _Key("Alternate", "alternate", _text),
