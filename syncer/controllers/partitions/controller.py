@@ -375,7 +375,8 @@ class PartitionController(Controller):
         (the `scontrol update` that fixes it changes no node and starts no reconcile)."""
         if self.frozen is None or not self.frozen.standing:
             return result
-        return Result(requeue_after=min(result.requeue_after or SLINKY_RECHECK_S, SLINKY_RECHECK_S))
+        after = result.requeue_after
+        return Result(requeue_after=SLINKY_RECHECK_S if after is None else min(after, SLINKY_RECHECK_S))
 
     async def _adopt(self) -> bool:
         """Take the CRs no release has labelled (this release adopting): True when one was taken."""
