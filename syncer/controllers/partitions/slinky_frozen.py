@@ -31,9 +31,12 @@ class FrozenPartitions:
         return bool(self._said)
 
     async def check(self, keeps: bool | None, present: Mapping[str, PartitionState]) -> None:
-        """Compare Slinky's lines with the partitions just read. Without KeepPartInfo (or unknown) nothing is
-        frozen: the next reconfigure applies slurm.conf."""
+        """Compare Slinky's lines with the partitions just read. Without KeepPartInfo nothing is frozen: the
+        next reconfigure applies slurm.conf. Unknown (/conf unread: an error): what was told stands, neither
+        cleared nor told again."""
         self.slinky.forget(present)
+        if keeps is None:
+            return
         settings = {name: state.settings for name, state in present.items()}
         found = frozen(self.slinky.lines(), self.slinky.removed, settings) if keeps else {}
         for key, message in found.items():
