@@ -367,7 +367,7 @@ class PartitionController(Controller):
             return DONE
         present = {p.name: p for p in await slurm.partition_states()}
         await self._read_conf()
-        await self.frozen.check(self.keeps_partitions, present)
+        await self.frozen.compare(self.keeps_partitions, present)
         return self._recheck(DONE)
 
     def _recheck(self, result: Result) -> Result:
@@ -440,7 +440,7 @@ class PartitionController(Controller):
         outcomes = {**result.outcomes, **told, **stopped, **in_use}
         await self._tell_all(crs, outcomes, world, counts, released)
         if self.frozen is not None:
-            await self.frozen.check(self.keeps_partitions, world.present)
+            await self.frozen.compare(self.keeps_partitions, world.present)
         if in_use:
             busy_ones = ", ".join(o.partition for o in in_use.values())
             raise RetryAfter(IN_USE_RETRY_S, f"partition(s) {busy_ones} in use: deleted after their jobs")

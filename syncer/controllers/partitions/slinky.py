@@ -113,19 +113,19 @@ class SlinkyPartitions:
         # partition -> the object whose change dropped its line: slurmctld keeps it (KeepPartInfo) until it is
         # deleted; forgotten once slurmctld no longer has it or a line declares it again (`forget`)
         self.removed: dict[str, str] = {}
-        for source in self.sources:
-            source.watch.informer.subscribe(self._dropped_by(source))
 
-    def _dropped_by(self, source: _Source) -> Callable[[_Obj, _Obj], None]:
-        def handler(old: _Obj, new: _Obj) -> None:
+    def subscribe(self, handler: Callable[[_Obj, _Obj], None]) -> None:
+        """`handler(old, new)` on every change of a watched Slinky object, once the partitions it dropped are
+        noted (`removed`)."""
+        for source in self.sources:
+            source.watch.informer.subscribe(self._noting(source, handler))
+
+    def _noting(self, source: _Source, handler: Callable[[_Obj, _Obj], None]) -> Callable[[_Obj, _Obj], None]:
+        def noted(old: _Obj, new: _Obj) -> None:
             self.removed.update(source.dropped(old, new))
+            handler(old, new)
 
-        return handler
-
-    def subscribe(self, handler: Callable[[KubeCustomObject | None, KubeCustomObject | None], None]) -> None:
-        """`handler(old, new)` on every change of a watched Slinky object."""
-        for source in self.sources:
-            source.watch.informer.subscribe(handler)
+        return noted
 
     def names(self) -> dict[str, str]:
         """partition -> the Slinky object declaring it."""

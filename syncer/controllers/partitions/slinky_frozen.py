@@ -30,7 +30,7 @@ class FrozenPartitions:
     def standing(self) -> bool:
         return bool(self._said)
 
-    async def check(self, keeps: bool | None, present: Mapping[str, PartitionState]) -> None:
+    async def compare(self, keeps: bool | None, present: Mapping[str, PartitionState]) -> None:
         """Compare Slinky's lines with the partitions just read. Without KeepPartInfo nothing is frozen: the
         next reconfigure applies slurm.conf. Unknown (/conf unread: an error): what was told stands, neither
         cleared nor told again."""
