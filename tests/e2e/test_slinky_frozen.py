@@ -15,6 +15,7 @@ import pytest
 
 from syncer.app.service import SyncerService
 from syncer.controllers.partitions.slinky_frozen import REASON
+from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.sandbox import SandboxError
 from tests.e2e.rig import Rig, get, running_syncer, sample
 from tests.e2e.test_partitions import (
@@ -111,6 +112,43 @@ async def test_a_changed_line_kept_by_keep_part_info_is_told_once_and_cleared_by
                     assert await partition(rig, NAME) is not None
                     rig.scontrol("delete", f"partitionname={NAME}")
                     await wait_for(drift_is(service, 0), 30, what="the drift gauge at 0 once deleted")
+                    assert slurm_writes(service) == {}, "the syncer wrote a partition"
+    finally:
+        with contextlib.suppress(SandboxError):
+            rig.scontrol("delete", f"partitionname={NAME}")
+
+
+@needs_writes
+async def test_a_conf_read_refused_is_tried_again_by_itself_and_the_kept_line_told_then(rig: Rig):
+    """/conf refused (KeepPartInfo unknown): nothing is compared, and the controller looks again by itself,
+    as no change of Slinky's or Slurm's may come to start a reconcile (resyncs 600 s apart here)."""
+    real, conf = rig.sandbox.real_node, rig.sandbox.slurm_conf
+    conf_read = ("GET", "/conf")
+    try:
+        async with keep_part_info(rig), FaultProxy(rig.sandbox.rest_url) as proxy:
+            with_keep = conf.read_text()
+            line = f"PartitionName={NAME} Nodes={real} MaxTime=30 State=UP"
+            conf.write_text(with_keep + line + "\n")
+            rig.scontrol("reconfigure")
+            await wait_for(max_time_is(rig, 30), 30, what="slurm.conf's partition in slurmctld")
+            changed = line.replace("MaxTime=30", "MaxTime=60")
+            conf.write_text(with_keep + changed + "\n")
+            rig.scontrol("reconfigure")  # KeepPartInfo keeps MaxTime=30
+            with slinky_served(rig):
+                slinky_object(
+                    rig, "controllers", "Controller", "slurm", {"extraConf": f"{KEEP_ONLY}\n{changed}"}
+                )
+                proxy.failing[conf_read] = 500  # an answer the client does not retry: one per look
+                async with running_syncer(
+                    rig, slurm_url=proxy.url, partitions=SLINKY, resync_s=600.0
+                ) as service:
+                    # more looks than the start's own reconciles make
+                    await wait_for(lambda: proxy.failed.get(conf_read, 0) >= 3, 30, what="/conf asked again")
+                    assert await drift(service) is None and told(rig) == [], "compared without /conf"
+                    del proxy.failing[conf_read]
+                    await wait_for(drift_is(service, 1), 30, what="the drift gauge at 1 once /conf answers")
+                    (event,) = told(rig)
+                    assert "MaxTime=60 (slurmctld has MaxTime=30)" in event["message"], event
                     assert slurm_writes(service) == {}, "the syncer wrote a partition"
     finally:
         with contextlib.suppress(SandboxError):

@@ -372,11 +372,18 @@ class PartitionController(Controller):
 
     def _recheck(self, result: Result) -> Result:
         """While one of Slinky's partitions is kept unlike slurm.conf: looked at again within SLINKY_RECHECK_S
-        (the `scontrol update` that fixes it changes no node and starts no reconcile)."""
-        if self.frozen is None or not self.frozen.standing:
+        (the `scontrol update` that fixes it changes no node and starts no reconcile). While /conf could not
+        be read, nothing was compared: again within UNREACHABLE_RETRY_S, as for slurmrestd unreachable (no
+        change of Slinky's or Slurm's need come to start another reconcile)."""
+        if self.frozen is None:
+            return result
+        within = (
+            UNREACHABLE_RETRY_S if self.frozen.unknown else SLINKY_RECHECK_S if self.frozen.standing else None
+        )
+        if within is None:
             return result
         after = result.requeue_after
-        return Result(requeue_after=SLINKY_RECHECK_S if after is None else min(after, SLINKY_RECHECK_S))
+        return Result(requeue_after=within if after is None else min(after, within))
 
     async def _adopt(self) -> bool:
         """Take the CRs no release has labelled (this release adopting): True when one was taken."""
