@@ -122,18 +122,14 @@ async def test_a_changed_line_kept_by_keep_part_info_is_told_once_and_cleared_by
 async def test_a_conf_read_refused_is_tried_again_by_itself_and_the_kept_line_told_then(rig: Rig):
     """/conf refused (KeepPartInfo unknown): nothing is compared, and the controller looks again by itself,
     as no change of Slinky's or Slurm's may come to start a reconcile (resyncs 600 s apart here)."""
-    real, conf = rig.sandbox.real_node, rig.sandbox.slurm_conf
+    real = rig.sandbox.real_node
     conf_read = ("GET", "/conf")
     try:
         async with keep_part_info(rig), FaultProxy(rig.sandbox.rest_url) as proxy:
-            with_keep = conf.read_text()
-            line = f"PartitionName={NAME} Nodes={real} MaxTime=30 State=UP"
-            conf.write_text(with_keep + line + "\n")
-            rig.scontrol("reconfigure")
-            await wait_for(max_time_is(rig, 30), 30, what="slurm.conf's partition in slurmctld")
-            changed = line.replace("MaxTime=30", "MaxTime=60")
-            conf.write_text(with_keep + changed + "\n")
-            rig.scontrol("reconfigure")  # KeepPartInfo keeps MaxTime=30
+            # where the first test ends up after Slinky's change (slurmctld kept MaxTime=30), without its two
+            # reconfigures: the syncer reads the Controller's line, not the file
+            rig.scontrol("create", f"partitionname={NAME}", f"nodes={real}", "maxtime=30", "state=up")
+            changed = f"PartitionName={NAME} Nodes={real} MaxTime=60 State=UP"
             with slinky_served(rig):
                 slinky_object(
                     rig, "controllers", "Controller", "slurm", {"extraConf": f"{KEEP_ONLY}\n{changed}"}
