@@ -142,6 +142,12 @@ GAUGES: Final[dict[str, Family]] = {
         "admin's DOWN under a CR saying UP): 1, by CR, partition and the state kept until the CR changes.",
         ("cr", "partition", "state"),
     ),
+    "slurm_syncer_slinky_partition_drift": Family(
+        "With --slinky-partitions: 1 while slurmctld keeps a partition of Slinky's unlike the slurm.conf "
+        "line a NodeSet or Controller declares (ReconfigFlags=KeepPartInfo; a SlinkyPartitionFrozen Event "
+        "names the keys and the scontrol update to run), 0 once they agree; by partition and Slinky object.",
+        ("partition", "object"),
+    ),
     "slurm_syncer_scheduler_pods": Family(
         "Pods with the scheduler's name, by state: pending (no Node yet), bound, terminating.",
         ("state",),

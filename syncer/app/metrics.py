@@ -377,6 +377,7 @@ class _StateCollector(Collector):
         ready = gauge("slurm_syncer_partition_ready")
         state = gauge("slurm_syncer_partition_state")
         held = gauge("slurm_syncer_partition_held")
+        slinky = gauge("slurm_syncer_slinky_partition_drift")
         if service.gate.leading:
             for name, outcome in sorted(controller.outcomes.items()):
                 ready.add_metric([name, outcome.partition, outcome.reason], int(outcome.ready))
@@ -384,9 +385,13 @@ class _StateCollector(Collector):
                 state.add_metric([name, controller.outcomes[name].partition, slurm_state], 1)
             for name, kept in sorted(controller.held.items()):
                 held.add_metric([name, controller.outcomes[name].partition, kept], 1)
+            drift = controller.frozen.drift if controller.frozen is not None else {}
+            for (partition, where), value in sorted(drift.items()):
+                slinky.add_metric([partition, where], value)
         yield ready
         yield state
         yield held
+        yield slinky
 
     def _scheduler(self) -> Iterator[Metric]:
         """The one-pool scheduler (docs/scheduler.md): its pods by state, pending ones by why, its Slurm jobs,

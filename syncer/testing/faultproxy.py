@@ -7,6 +7,7 @@ corrupted bodies. Tests and the fault benchmarks use it instead of a hand-writte
 
 `hold_next(method, path)` keeps the next such request until the test releases it: the test changes Slurm
 meanwhile (a job submitted between the syncer's read and its write), and slurmrestd answers for real.
+`failing[("GET", "/conf")] = 500` refuses every such request (counted in `failed`) until removed.
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ class FaultProxy:
         # very instant (the fault benchmarks keep it as evidence of a wrong write)
         self.on_write: Callable[[tuple[float, str, str, bytes]], None] | None = None
         self._fail: list[int] = []
+        # (method, path suffix) -> HTTP status: every such request is answered so until removed; `failed`
+        # counts them (one endpoint refused while the rest of slurmrestd answers)
+        self.failing: dict[tuple[str, str], int] = {}
+        self.failed: dict[tuple[str, str], int] = {}
         self._holds: list[Hold] = []
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -72,6 +77,7 @@ class FaultProxy:
 
     def clear_faults(self) -> None:
         self._fail.clear()
+        self.failing.clear()
         self.delay_s = self.answer_delay_s = 0.0
         self.truncate = self.corrupt = False
         self.gateway_status = 0
@@ -92,6 +98,10 @@ class FaultProxy:
                 hold.arrived.set()
                 await hold.release.wait()
                 break
+        for (method, suffix), status in self.failing.items():
+            if request.method == method and request.path.endswith(suffix):
+                self.failed[(method, suffix)] = self.failed.get((method, suffix), 0) + 1
+                return web.json_response({"errors": [{"description": "injected fault"}]}, status=status)
         if self._fail:
             if request.method != "GET":
                 self.unforwarded.append(write)

@@ -36,7 +36,7 @@ FOREIGN_FLAGS = {
 FOREIGN_NAMES = {
     "AllocNodes", "BadConstraints", "CompleteWait", "GresTypes", "JobRequeue", "MinJobAge", "NodeAddr",
     "PartitionDown", "ResumeFailProgram", "ResumeRate", "SchedulerParameters", "SelectType", "SlurmctldHost",
-    "SlurmctldParameters", "SuspendRate", "TopologyPlugin", "NotResponding",
+    "SlurmctldParameters", "SuspendRate", "TopologyPlugin", "NotResponding", "ExclusiveUser",
     "PodRequests",
     "GetSlurmNodeName", "NodeSetPowerState", "SlurmNodeState", "SlurmNodeStateDrain",
     "SetLabelKeys",

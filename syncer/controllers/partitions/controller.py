@@ -2,7 +2,9 @@
 (docs/partitions.md; the decision is plan.py, the CR's reading spec.py).
 
 With `PartitionOptions.slinky` it also watches Slinky's NodeSets and Controllers (slinky.py)
-and writes none of the partitions they declare.
+and writes none of the partitions they declare; where KeepPartInfo keeps one unlike its slurm.conf line, it
+says so (slinky_frozen.py) from the partitions each reconcile reads anyway (with no CR, read for that alone),
+and reads them again every `SLINKY_RECHECK_S` while one disagrees (an `scontrol update` starts no reconcile).
 
 One key for the whole cluster, like the maintenance reservations: one `GET /partitions/` decides every
 partition, and a name two CRs declare or two default partitions need every CR at once. A change is looked at
@@ -61,6 +63,7 @@ from syncer.controllers.partitions.plan import (
     records,
 )
 from syncer.controllers.partitions.slinky import SlinkyPartitions
+from syncer.controllers.partitions.slinky_frozen import FrozenPartitions
 from syncer.controllers.partitions.spec import (
     NodeSetMembers,
     partition_jobs,
@@ -106,6 +109,7 @@ CONF_MAX_AGE_S = 60.0  # /conf (KeepPartInfo, preemption) read again after this,
 # slurmctld's metrics as the node cache's hint last read them (every 250 ms by default), no older than this:
 # job counts a second fresh at no request of ours, where the service's job poll is 30 s old
 HINT_COUNTS_MAX_AGE_S = 2.0
+SLINKY_RECHECK_S = 10.0  # Slinky's partitions read again this often while one is kept unlike slurm.conf
 IN_USE_RETRY_S = 5.0  # Slurm's 2075: a job arrived between our read and the DELETE
 UNREACHABLE_RETRY_S = 2.0  # slurmrestd did not answer: the next reconcile decides again from a fresh read
 # Slurm's "Invalid node name specified", "Invalid qos specification" (a QOS it does not know: measured on
@@ -224,6 +228,7 @@ class PartitionController(Controller):
         # (a newer CR change came): counted as observed, as the status it would have written would say
         self._looked_at: dict[str, tuple[str, int]] = {}
         self.slinky = SlinkyPartitions(context.kube) if options.slinky else None
+        self.frozen = FrozenPartitions(self.slinky, context.events) if self.slinky is not None else None
 
     # -- what names the key -----------------------------------------------------------------------
     def watches(self) -> Watches:
@@ -347,13 +352,41 @@ class PartitionController(Controller):
         if await self._adopt():
             return Result(requeue_after=BUSY_S)  # planned once the informer shows them as this release's
         crs = {o.name: o.body for o in self.informer.items.values()}
-        if not crs:
-            self.outcomes, self.slurm_states = {}, {}
-            return DONE  # nothing declared: Slurm is not even read
         try:
-            return await self._reconcile(crs)
+            if not crs:
+                self.outcomes, self.slurm_states = {}, {}
+                return await self._slinky_alone()
+            return self._recheck(await self._reconcile(crs))
         except (SlurmConnectionError, SlurmTimeout) as exc:
             raise RetryAfter(UNREACHABLE_RETRY_S, f"slurmrestd unreachable: {exc}") from exc
+
+    async def _slinky_alone(self) -> Result:
+        """No CR: Slurm is read only where Slinky's partitions are compared (26.05+: /conf says KeepPartInfo),
+        one `GET /partitions/` per reconcile; else not at all."""
+        slinky, slurm = self.slinky, self.context.slurm
+        if self.frozen is None or slinky is None or not slurm.partition_writes:
+            return DONE
+        if not slinky.names() and not slinky.removed and not self.frozen.standing:
+            return DONE
+        present = {p.name: p for p in await slurm.partition_states()}
+        await self._read_conf()
+        await self.frozen.compare(self.keeps_partitions, present)
+        return self._recheck(DONE)
+
+    def _recheck(self, result: Result) -> Result:
+        """While one of Slinky's partitions is kept unlike slurm.conf: looked at again within SLINKY_RECHECK_S
+        (the `scontrol update` that fixes it changes no node and starts no reconcile). While /conf could not
+        be read, nothing was compared: again within UNREACHABLE_RETRY_S, as for slurmrestd unreachable (no
+        change of Slinky's or Slurm's need come to start another reconcile)."""
+        if self.frozen is None:
+            return result
+        within = (
+            UNREACHABLE_RETRY_S if self.frozen.unknown else SLINKY_RECHECK_S if self.frozen.standing else None
+        )
+        if within is None:
+            return result
+        after = result.requeue_after
+        return Result(requeue_after=within if after is None else min(after, within))
 
     async def _adopt(self) -> bool:
         """Take the CRs no release has labelled (this release adopting): True when one was taken."""
@@ -416,6 +449,8 @@ class PartitionController(Controller):
             self._held_nodes = frozenset(result.held_out)
         outcomes = {**result.outcomes, **told, **stopped, **in_use}
         await self._tell_all(crs, outcomes, world, counts, released)
+        if self.frozen is not None:
+            await self.frozen.compare(self.keeps_partitions, world.present)
         if in_use:
             busy_ones = ", ".join(o.partition for o in in_use.values())
             raise RetryAfter(IN_USE_RETRY_S, f"partition(s) {busy_ones} in use: deleted after their jobs")

@@ -31,7 +31,7 @@
 - apiGroups: [""]
   resources: [pods/status]
   verbs: [patch]
-# Events about pods (and NodeSets), aggregated when repeated
+# Events about pods, NodeSets, SlurmPartitions and Slinky's NodeSets and Controllers, aggregated when repeated
 - apiGroups: [""]
   resources: [events]
   verbs: [create, patch]
