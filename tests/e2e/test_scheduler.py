@@ -178,14 +178,14 @@ class Pool:
 
 @asynccontextmanager
 async def scheduler(
-    rig: Rig, pool_view: Pool, *, resync_s: float = FAST.resync_s, **options: Any
+    rig: Rig, pool_view: Pool, *, resync_s: float = FAST.resync_s, slurm_url: str = "", **options: Any
 ) -> AsyncIterator[SyncerService]:
     config = FAST.replace(
         scheduler=SchedulerOptions(name=pool_view.scheduler, namespaces=(NS,), retry_after_s=2.0, **options),
         lease_name=f"e2e-{pool_view.scheduler}",
         resync_s=resync_s,
     )
-    async with running_syncer(rig, config) as service:
+    async with running_syncer(rig, config, slurm_url=slurm_url) as service:
         yield service
 
 
@@ -576,11 +576,7 @@ async def test_a_cancel_whose_answer_was_lost_is_read_back_before_the_gang_is_pl
     node = view.names[2]
     kube_node = f"k8s-{node}"
     async with FaultProxy(rig.sandbox.rest_url) as proxy:
-        config = FAST.replace(
-            scheduler=SchedulerOptions(name=view.scheduler, namespaces=(NS,), retry_after_s=2.0),
-            lease_name=f"e2e-{view.scheduler}",
-        )
-        async with running_syncer(rig, config, slurm_url=proxy.url) as service:
+        async with scheduler(rig, view, slurm_url=proxy.url) as service:
             scheduler_ = service.scheduler
             assert isinstance(scheduler_, SchedulerController)
             blocker = await view.sbatch(node)
@@ -788,11 +784,7 @@ async def test_allocate_at_once_keeps_slurms_order_and_a_lost_answer_makes_no_se
             proxy.truncate = proxy.truncate or write[2].endswith("/job/allocate")  # its answer cut in half
 
         proxy.on_write = lose_allocations
-        config = FAST.replace(
-            scheduler=SchedulerOptions(name=view.scheduler, namespaces=(NS,), retry_after_s=2.0),
-            lease_name=f"e2e-{view.scheduler}",
-        )
-        async with running_syncer(rig, config, slurm_url=proxy.url) as service:
+        async with scheduler(rig, view, slurm_url=proxy.url) as service:
             scheduler_ = service.scheduler
             assert isinstance(scheduler_, SchedulerController)
 
