@@ -494,6 +494,33 @@ async def test_an_upgrade_that_brings_partition_writes_is_followed_without_resta
         await cleanup(rig, [name], [name], [])
 
 
+@needs_writes
+async def test_a_conf_read_refused_leaves_the_cr_waiting_and_it_is_made_by_itself_once_conf_answers(rig: Rig):
+    """/conf refused (KeepPartInfo unknown): the CR is `KeepPartInfoMissing` "(could not be read)" and nothing
+    is written; the controller reads /conf again by itself within 2 s, as no other change may come to start
+    a reconcile (no Slinky partition here, resyncs an hour apart), and makes the partition once it answers."""
+    name, conf_read = "e2e-conf-retry", ("GET", "/conf")
+    try:
+        async with keep_part_info(rig), FaultProxy(rig.sandbox.rest_url) as proxy:
+            proxy.failing[conf_read] = 500  # an answer the client does not retry: one per look
+            async with running_syncer(rig, slurm_url=proxy.url, partitions=ON, resync_s=3600.0) as service:
+                create_cr(rig, name, {"nodes": {"hosts": [rig.sandbox.real_node]}})
+                await wait_for(reason_is(rig, name, PRECONDITION), 10, what="KeepPartInfoMissing")
+                assert "could not be read" in ready(rig, name)["message"], ready(rig, name)
+                # more looks than the CR's arrival makes: the controller comes back by itself
+                asked = proxy.failed.get(conf_read, 0)
+                await wait_for(
+                    lambda: proxy.failed.get(conf_read, 0) >= asked + 2, 30, what="/conf asked again"
+                )
+                assert await partition(rig, name) is None and slurm_writes(service) == {}
+                del proxy.failing[conf_read]
+                await wait_for(reason_is(rig, name, READY), 30, what="Ready once /conf answers")
+                assert await partition(rig, name) is not None
+                assert EVENT_CREATED in reasons(rig, name)
+    finally:
+        await cleanup(rig, [name], [name], [])
+
+
 async def test_check_fails_without_keep_part_info_naming_the_line_and_before_26_05_says_it_needs_26_05(
     rig: Rig,
 ):

@@ -142,6 +142,16 @@ def _sent(action: Action) -> tuple[Any, ...]:
     return action.kind, action.nodes, action.settings
 
 
+def recheck_after(after: float | None, *, conf_failed: bool, standing: bool) -> float | None:
+    """When the reconcile comes back (None: only when something changes): within UNREACHABLE_RETRY_S after a
+    failed /conf read, within SLINKY_RECHECK_S while a Slinky partition is told as kept unlike slurm.conf,
+    sooner if the reconcile asked for it (`after`)."""
+    within = UNREACHABLE_RETRY_S if conf_failed else SLINKY_RECHECK_S if standing else None
+    if within is None:
+        return after
+    return within if after is None else min(after, within)
+
+
 def _busy(state: frozenset[str]) -> bool:
     return bool(state & BUSY_STATES) or "COMPLETING" in state
 
@@ -201,6 +211,9 @@ class PartitionController(Controller):
         self.keeps_partitions: bool | None = None  # the last /conf read; None: not read or failed
         self.preempts = ""  # the last /conf read: how slurmctld preempts by partition priority, or ""
         self._conf_read_at = -float("inf")  # monotonic; -inf: read at the next reconcile
+        # the last /conf read failed (an error, not an API version without /conf): nothing else may come to
+        # start the reconcile that reads it again, so it comes back within UNREACHABLE_RETRY_S
+        self._conf_failed = False
         self.outcomes: dict[str, Outcome] = {}  # by CR: the last reconcile's (for the exporter, tests)
         self.slurm_states: dict[str, str] = {}  # by CR: its state in Slurm or ABSENT (exporter)
         self._claimed: dict[
@@ -374,19 +387,14 @@ class PartitionController(Controller):
         return self._recheck(DONE)
 
     def _recheck(self, result: Result) -> Result:
-        """While one of Slinky's partitions is kept unlike slurm.conf: looked at again within SLINKY_RECHECK_S
-        (the `scontrol update` that fixes it changes no node and starts no reconcile). While /conf could not
-        be read, nothing was compared: again within UNREACHABLE_RETRY_S, as for slurmrestd unreachable (no
-        change of Slinky's or Slurm's need come to start another reconcile)."""
-        if self.frozen is None:
-            return result
-        within = (
-            UNREACHABLE_RETRY_S if self.frozen.unknown else SLINKY_RECHECK_S if self.frozen.standing else None
-        )
-        if within is None:
-            return result
-        after = result.requeue_after
-        return Result(requeue_after=within if after is None else min(after, within))
+        """While /conf could not be read (KeepPartInfo unknown: each CR `KeepPartInfoMissing`, Slinky's
+        partitions not compared): looked at again within UNREACHABLE_RETRY_S, as for slurmrestd unreachable
+        (no change of a CR's, Slinky's or Slurm's need come to start another reconcile). While one of Slinky's
+        partitions is kept unlike slurm.conf: within SLINKY_RECHECK_S (the `scontrol update` that fixes it
+        changes no node and starts no reconcile)."""
+        standing = self.frozen is not None and self.frozen.standing
+        after = recheck_after(result.requeue_after, conf_failed=self._conf_failed, standing=standing)
+        return result if after == result.requeue_after else Result(requeue_after=after)
 
     async def _adopt(self) -> bool:
         """Take the CRs no release has labelled (this release adopting): True when one was taken."""
@@ -542,14 +550,18 @@ class PartitionController(Controller):
 
     async def _read_conf(self) -> None:
         slurm = self.context.slurm
-        if not slurm.partition_writes or self.clock() - self._conf_read_at < CONF_MAX_AGE_S:
+        if not slurm.partition_writes:
+            self._conf_failed = False  # no /conf to read (REST before v0.0.45): nothing to try again
+            return
+        if self.clock() - self._conf_read_at < CONF_MAX_AGE_S:
             return
         try:
             conf = await slurm.slurmctld_conf()
         except SlurmError as exc:
             log.warning("slurmctld's /conf not read: no partition created or changed", error=str(exc))
-            self.keeps_partitions, self._conf_read_at = None, -float("inf")
+            self.keeps_partitions, self._conf_read_at, self._conf_failed = None, -float("inf"), True
             return
+        self._conf_failed = False  # read, or absent (None): either way nothing to try again soon
         self.keeps_partitions = conf.keeps_partitions if conf is not None else None
         self.preempts = conf.preempts_by_partition if conf is not None else ""
         self._conf_read_at = self.clock()

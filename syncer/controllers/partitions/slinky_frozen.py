@@ -25,8 +25,6 @@ class FrozenPartitions:
         # (partition, "NodeSet ns/name") -> 1 while slurmctld keeps it unlike slurm.conf, 0 once they agree
         self.drift: dict[tuple[str, str], int] = {}
         self._said: dict[tuple[str, str], str] = {}  # the message last told, by (partition, object)
-        # Slinky declares (or dropped) a partition, /conf unread: nothing compared; looked at again soon
-        self.unknown = False
 
     @property
     def standing(self) -> bool:
@@ -35,9 +33,8 @@ class FrozenPartitions:
     async def compare(self, keeps: bool | None, present: Mapping[str, PartitionState]) -> None:
         """Compare Slinky's lines with the partitions just read. Without KeepPartInfo nothing is frozen: the
         next reconfigure applies slurm.conf. Unknown (/conf unread: an error): what was told stands, neither
-        cleared nor told again, and `unknown` says to look again soon (no other change may come)."""
+        cleared nor told again (the controller reads /conf again soon)."""
         self.slinky.forget(present)
-        self.unknown = keeps is None and bool(self.slinky.names() or self.slinky.removed)
         if keeps is None:
             return
         settings = {name: state.settings for name, state in present.items()}
