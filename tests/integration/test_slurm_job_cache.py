@@ -93,7 +93,9 @@ async def test_a_submit_whose_answer_was_lost_is_found_by_resync(client: SlurmCl
     cache = JobCache(client, owned=ours, poll_interval_s=0.1, list_interval_s=None)
     async with running(cache):
         lost = await submit(client, hold=True)  # as if its answer never came: not tracked
-        await asyncio.sleep(0.3)  # a few polls: state reads cover only the jobs the cache knows
+        for _ in range(3):  # polls after the submit: state reads cover only the jobs the cache knows
+            since = time.monotonic()
+            await wait_for(lambda: cache.last_success > since, 10, what="a poll")  # noqa: B023
         assert lost not in cache.jobs
         await cache.resync()
         assert lost in cache.jobs and cache.jobs[lost].marker.startswith(PREFIX)
