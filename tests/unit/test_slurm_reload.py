@@ -8,7 +8,13 @@ import pytest
 
 from syncer.slurm.errors import SlurmDecodeError
 from syncer.slurm.metrics_hint import SlurmMetricsDecodeError
-from syncer.slurm.reload import SETTLE_S, ReloadWatch, started_from_diag, started_from_metrics
+from syncer.slurm.reload import (
+    SETTLE_S,
+    ReloadWatch,
+    started_from_diag,
+    started_from_metrics,
+    stats_reads_from_diag,
+)
 
 SCHEDULER_PAGE = """\
 # HELP slurm_sdiag_job_states_ts Job states timestamp
@@ -80,6 +86,37 @@ def test_reads_before_the_first_list_only_record(
     watch = ReloadWatch(None, None)  # type: ignore[arg-type]  # moved() reads nothing
     assert not any(watch.moved(marker, listed=False) for marker in before_list)
     assert [watch.moved(marker) for marker in after_list] == told
+
+
+@pytest.mark.parametrize(
+    ("reads", "told"),
+    [
+        # one slurmctld: it counted each read before (and another client's sdiag): no reload
+        ([(5, 3), (5, 4), (5, 9)], [False, False, False]),
+        # a reconfigure in the second the last one started: the same marker, the count started again
+        ([(5, 3), (5, 0), (5, 1)], [False, True, False]),
+        ([(5, 3), (5, 3)], [False, True]),
+        # a read without the count (the metrics page) compares markers only, as before
+        ([(5, 3), (5, None), (5, 0)], [False, False, False]),
+        ([(5, 3), (7, 0)], [False, True]),
+    ],
+)
+def test_a_slurmctld_started_in_the_same_second_is_told_by_its_statistics_count(
+    reads: list[tuple[int, int | None]], told: list[bool]
+) -> None:
+    watch = ReloadWatch(None, None)  # type: ignore[arg-type]  # moved() reads nothing
+    assert [watch.moved(marker, stats_reads=count) for marker, count in reads] == told
+
+
+def test_the_statistics_count_is_read_from_diag() -> None:
+    rpcs = [
+        {"message_type": "REQUEST_PING", "count": 1},
+        {"type_id": 2035, "message_type": "REQUEST_STATS_INFO", "count": 7, "queued": 0},
+    ]
+    assert stats_reads_from_diag({"rpcs_by_message_type": rpcs}) == 7
+    assert stats_reads_from_diag({"rpcs_by_message_type": rpcs[:1]}) == 0, "a new slurmctld lists none yet"
+    assert stats_reads_from_diag({}) is None
+    assert stats_reads_from_diag({"rpcs_by_message_type": [{"message_type": "REQUEST_STATS_INFO"}]}) is None
 
 
 def test_the_first_list_waits_while_the_marker_reads_0_and_no_longer_than_settle_s() -> None:
