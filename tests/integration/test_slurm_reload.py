@@ -24,8 +24,8 @@ pytestmark = pytest.mark.slurm
 NODE = "node00971"
 HINTS = ("hint", "probes") if SELECTED.openmetrics else ("probes",)
 # What these tests guard is that a reload is told (and only a reload), not how fast: a reconfigure is told in
-# 1-3 s here even at load 20 (a poll, a probe that is a 1,200-node list on 26.05, /diag, a list), but on a
-# busy CI machine (load 11-20) slurmctld's state save, its restart and each list stretch: 10 s ran out once
+# 1-3 s here even at load 20 (a poll, a probe that is a 1,200-node list on 26.05, /diag, a list); a busy
+# machine stretches slurmctld's state save, its restart and each list
 DEADLINE_S = 30.0
 
 
