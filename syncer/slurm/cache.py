@@ -453,7 +453,7 @@ class NodeCache(Polled[NodeChange]):
         which tells its start time a moment later), read again at the next poll."""
         self.stats.reads["reload"] += 1
         try:
-            marker, size = await self.reload_watch.read(metrics=metrics)
+            marker, size, stats_reads = await self.reload_watch.read(metrics=metrics)
         except SlurmError as exc:
             self.stats.reload_errors += 1
             self._reload_owed = self._reload_retry = True
@@ -463,7 +463,7 @@ class NodeCache(Polled[NodeChange]):
             return
         self._reload_owed, self._reload_retry, self._reload_error = False, marker == 0, ""
         self.stats.read_bytes["reload"] += size
-        if self.reload_watch.moved(marker, listed=self._list_asked):
+        if self.reload_watch.moved(marker, listed=self._list_asked, stats_reads=stats_reads):
             self.stats.reloads += 1
             # an upgrade restarts slurmctld too: the API version is chosen again before the next request
             self._client.version_may_change("slurmctld started anew")

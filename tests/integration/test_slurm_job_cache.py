@@ -93,7 +93,9 @@ async def test_a_submit_whose_answer_was_lost_is_found_by_resync(client: SlurmCl
     cache = JobCache(client, owned=ours, poll_interval_s=0.1, list_interval_s=None)
     async with running(cache):
         lost = await submit(client, hold=True)  # as if its answer never came: not tracked
-        await asyncio.sleep(0.3)  # a few polls: state reads cover only the jobs the cache knows
+        for _ in range(3):  # polls after the submit: state reads cover only the jobs the cache knows
+            since = time.monotonic()
+            await wait_for(lambda: cache.last_success > since, 10, what="a poll")  # noqa: B023
         assert lost not in cache.jobs
         await cache.resync()
         assert lost in cache.jobs and cache.jobs[lost].marker.startswith(PREFIX)
@@ -243,20 +245,29 @@ async def test_never_synced_while_slurmrestd_cannot_be_reached() -> None:
 async def test_the_job_gauges_spare_state_reads_while_no_job_moves(
     client: SlurmClient, slurm_sandbox: Sandbox
 ) -> None:
+    """With the hint, a poll reads the states only when a gauge moved (`poll_interval_s` would read them at
+    every poll). The gauges count every job of the cluster: another test's job ending, or purged MinJobAge
+    after its end, moves them as well (the gauges cannot tell whose job moved) and costs one state read,
+    whenever that falls. So: one state read per move, none per still read."""
     mine = await submit(client, hold=True)
-    hint = MetricsReader(slurm_sandbox.metrics_url)
+    # a slow answer on a busy machine is no failed hint (which would read the states every poll instead)
+    hint = MetricsReader(slurm_sandbox.metrics_url, timeout_s=10)
     cache = JobCache(
-        client, owned=ours, hint=hint, hint_interval_s=0.1, hint_floor_s=60, detail_interval_s=60,
-        list_interval_s=None,
+        client, owned=ours, hint=hint, poll_interval_s=0.1, hint_interval_s=0.1, hint_floor_s=60,
+        detail_interval_s=60, list_interval_s=None,
     )  # fmt: skip
+    stats = cache.stats
     try:
         async with running(cache):
-            await wait_for(lambda: cache.stats.hint_unchanged >= 10, 10, what="ten quiet gauge reads")
-            states = cache.stats.reads["state"]
-            assert states <= 2, "no state read while the gauges stand still (the first read records them)"
+            await wait_for(lambda: stats.hint_changed >= 1, 20, what="the first gauge read (a move)")
+            states, moves, still = stats.reads["state"], stats.hint_changed, stats.hint_unchanged
+            await wait_for(lambda: stats.hint_unchanged >= still + 10, 30, what="ten still gauge reads")
+            read, moved = stats.reads["state"] - states, stats.hint_changed - moves
+            assert read == moved, f"{read} state reads for {moved} gauge moves: one a move, none a still read"
+            states, moves = stats.reads["state"], stats.hint_changed
             await client.update_job(mine, hold=False)
             await wait_for(lambda: cache.jobs[mine].running, 20, what="the start seen by a gauge move")
-            assert cache.stats.hint_changed >= 1 and cache.stats.reads["state"] > states
+            assert stats.hint_changed > moves and stats.reads["state"] > states
             assert not cache.stale
     finally:
         await hint.close()

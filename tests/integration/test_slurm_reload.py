@@ -23,14 +23,18 @@ from tests.helpers import wait_for
 pytestmark = pytest.mark.slurm
 NODE = "node00971"
 HINTS = ("hint", "probes") if SELECTED.openmetrics else ("probes",)
+# What these tests guard is that a reload is told (and only a reload), not how fast: a reconfigure is told in
+# 1-3 s here even at load 20 (a poll, a probe that is a 1,200-node list on 26.05, /diag, a list); a busy
+# machine stretches slurmctld's state save, its restart and each list
+DEADLINE_S = 30.0
 
 
 @contextlib.asynccontextmanager
 async def watched_cache(sandbox: Sandbox, how: str) -> AsyncIterator[tuple[NodeCache, list[set[str]]]]:
-    """A running cache (with the hint: a floor far away and probes every 5 s, so only the start marker can
-    bring the reload within the test's deadline) and, per reload told, NODE's features as the cache had
-    them then."""
-    hint = MetricsReader(sandbox.metrics_url) if how == "hint" else None
+    """A running cache (with the hint: a floor far away, so only the start marker brings the reload; the
+    hint test checks no probe ran) and, per reload told, NODE's features as the cache had them then."""
+    # a metrics read waits out a slow reconfigure (a failed one falls back to probes, as it should)
+    hint = MetricsReader(sandbox.metrics_url, timeout_s=10) if how == "hint" else None
     told: list[set[str]] = []
     async with SlurmClient(sandbox.rest_url, TokenFile(sandbox.token_file)) as client:
         cache = NodeCache(
@@ -40,7 +44,7 @@ async def watched_cache(sandbox: Sandbox, how: str) -> AsyncIterator[tuple[NodeC
         cache.subscribe_reloads(lambda: told.append(set(cache.nodes[NODE].features)))
         task = asyncio.create_task(cache.run())
         try:
-            await wait_for(lambda: cache.synced, deadline_s=20, what="first full list")
+            await wait_for(lambda: cache.synced, DEADLINE_S, what="first full list")
             yield cache, told
             assert not task.done(), "the cache's poll loop ended"
         finally:
@@ -55,8 +59,9 @@ async def settled(cache: NodeCache) -> None:
     before, the first read may have found 0, and the start read after it is told (it may be a later
     slurmctld's), which a test must not count as its own reload."""
     await wait_for(
-        lambda: cache.reload_watch.started != 0 and not cache.reloading, 10, what="slurmctld's start read"
-    )
+        lambda: cache.reload_watch.started != 0 and not cache.reloading, DEADLINE_S,
+        what="slurmctld's start read",
+    )  # fmt: skip
 
 
 def give_feature(sandbox: Sandbox) -> None:
@@ -73,12 +78,14 @@ async def test_a_reconfigure_is_told_once_a_list_shows_what_it_forgot(
         await settled(cache)
         if how == "hint":  # read every reload_interval_s, and moves on no other read
             reads = cache.stats.reads["reload"]
-            await wait_for(lambda: cache.stats.reads["reload"] >= reads + 3, 10, what="three more reads")
+            await wait_for(
+                lambda: cache.stats.reads["reload"] >= reads + 3, DEADLINE_S, what="three more reads"
+            )
             probes = cache.stats.reads["probe"]
         reloads, seen = cache.stats.reloads, len(told)
         started = time.monotonic()
         await asyncio.to_thread(slurm_sandbox.scontrol, "reconfigure")
-        await wait_for(lambda: len(told) > seen, 10, what="the reload told")
+        await wait_for(lambda: len(told) > seen, DEADLINE_S, what="the reload told")
         print(f"reload told {time.monotonic() - started:.2f} s after the reconfigure began ({how})")
         # told at the new slurmctld's 0 or its start, or both (whichever reads fell where): each time after a
         # list that had the feature gone (slurm.conf gives none)
@@ -97,7 +104,7 @@ async def test_a_restart_is_told_once_a_list_shows_what_it_forgot(slurm_sandbox:
         await settled(cache)
         seen = len(told)
         await asyncio.to_thread(slurm_sandbox.restart_slurmctld)
-        await wait_for(lambda: len(told) > seen, 30, what="the reload told")
+        await wait_for(lambda: len(told) > seen, DEADLINE_S, what="the reload told")
         assert all(features == set() for features in told[seen:]), told
 
 
@@ -111,7 +118,7 @@ async def test_an_unchanged_slurmctld_is_no_reload(slurm_sandbox: Sandbox) -> No
             slurm_sandbox.scontrol("update", f"nodename={NODE}", f"state={state}", *reason)
             await wait_for(
                 lambda: cache.nodes[NODE].drain_flag == (state == "drain"),  # noqa: B023
-                10, what=f"the {state} listed",
+                DEADLINE_S, what=f"the {state} listed",
             )  # fmt: skip
         assert cache.stats.reads["reload"] > reads
         assert cache.stats.reloads == reloads and len(told) == seen
@@ -127,7 +134,7 @@ async def test_a_cache_started_with_slurmctld_still_sees_the_next_reconfigure(sl
         await settled(cache)  # a first read of 0 is read again (without: never, on an idle cluster)
         seen = len(told)  # 0, or 1 when the first read was 0: a start after it may be a later slurmctld's
         await asyncio.to_thread(slurm_sandbox.scontrol, "reconfigure")
-        await wait_for(lambda: len(told) > seen, 10, what="the reconfigure told")
+        await wait_for(lambda: len(told) > seen, DEADLINE_S, what="the reconfigure told")
         assert all(features == set() for features in told[seen:]), told
 
 
@@ -145,6 +152,6 @@ async def test_a_cache_started_just_after_a_reconfigure_lists_once_and_tells_no_
         reads = cache.stats.reads["reload"]
         await wait_for(
             lambda: cache.stats.reads["reload"] > reads and cache.reload_watch.started != 0,
-            10, what="slurmctld's start read after the first list",
+            DEADLINE_S, what="slurmctld's start read after the first list",
         )  # fmt: skip
         assert cache.stats.reloads == 0 and told == [], cache.stats
