@@ -262,7 +262,7 @@ async def exercise_scheduler(rig: Rig, scheduler: str, namespace: str, index: in
             lambda: (condition(get("waits"), "PodScheduled") or {}).get("reason") == "SlurmJobPending",
             deadline_s=60, what=f"{namespace}/waits pending behind Slurm job {blocker}",
         )  # fmt: skip
-        assert not [c for c in rig.kube.faults.conflicts if f"/{namespace}/" in c[1]], (
+        assert not [c for c in rig.kube.faults.conflicts if f"/{namespace}/" in c.part], (
             "the conflict never met"
         )
         run("scancel", blocker)

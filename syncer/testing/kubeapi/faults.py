@@ -4,6 +4,30 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass
+class Rule(Generic[T]):
+    """Requests of `method` whose path contains `part` get `value`, for the next `left` of them."""
+
+    method: str
+    part: str
+    value: T
+    left: int
+
+
+def take(rules: list[Rule[T]], method: str, path: str) -> Rule[T] | None:
+    """The first rule this request meets, one of its `left` taken (the rule gone with its last)."""
+    for index, rule in enumerate(rules):
+        if method == rule.method and rule.part in path:
+            rule.left -= 1
+            if rule.left <= 0:
+                del rules[index]
+            return rule
+    return None
 
 
 @dataclass
@@ -14,12 +38,12 @@ class Faults:
     latency_s: float = 0.0
     requests_total: int = 0
     requests_failed: int = 0
-    # (method, path fragment, seconds, answers left): requests applied at once, answered late
-    late_answers: list[tuple[str, str, float, int]] = field(default_factory=list)
-    # (method, path fragment, answers left): requests refused with 409 Conflict, not applied
-    conflicts: list[tuple[str, str, int]] = field(default_factory=list)
-    # (method, path fragment, status, answers left): requests applied, then answered with that error
-    lost_answers: list[tuple[str, str, int, int]] = field(default_factory=list)
+    # seconds: requests applied at once, answered late
+    late_answers: list[Rule[float]] = field(default_factory=list)
+    # requests refused with 409 Conflict, not applied
+    conflicts: list[Rule[None]] = field(default_factory=list)
+    # status: requests applied, then answered with that error
+    lost_answers: list[Rule[int]] = field(default_factory=list)
     # (path fragment, field selector fragment): watches that send nothing until release_watches()
     held_watches: list[tuple[str, str]] = field(default_factory=list)
     _running: asyncio.Event = field(default_factory=asyncio.Event)
@@ -38,34 +62,21 @@ class Faults:
     def answer_late(self, method: str, path_part: str, seconds: float, count: int = 1) -> None:
         """The next `count` `method` requests whose path contains `path_part` are carried out when they
         arrive and answered `seconds` later: a server (or a network) slow on the way back."""
-        self.late_answers.append((method, path_part, seconds, count))
+        self.late_answers.append(Rule(method, path_part, seconds, count))
 
     def answer_delay(self, method: str, path: str) -> float:
         """Seconds to hold this request's answer (taking one from its rule), 0 for none."""
-        for index, (wanted, part, seconds, left) in enumerate(self.late_answers):
-            if method == wanted and part in path:
-                if left <= 1:
-                    del self.late_answers[index]
-                else:
-                    self.late_answers[index] = (wanted, part, seconds, left - 1)
-                return seconds
-        return 0.0
+        rule = take(self.late_answers, method, path)
+        return 0.0 if rule is None else rule.value
 
     def conflict_next(self, method: str, path_part: str, count: int = 1) -> None:
         """The next `count` `method` requests whose path contains `path_part` get 409 Conflict, as when
         another client wrote the object after this one read it (its resourceVersion is stale)."""
-        self.conflicts.append((method, path_part, count))
+        self.conflicts.append(Rule(method, path_part, None, count))
 
     def conflicting(self, method: str, path: str) -> bool:
         """Whether to refuse this request with a conflict (taking one from its rule)."""
-        for index, (wanted, part, left) in enumerate(self.conflicts):
-            if method == wanted and part in path:
-                if left <= 1:
-                    del self.conflicts[index]
-                else:
-                    self.conflicts[index] = (wanted, part, left - 1)
-                return True
-        return False
+        return take(self.conflicts, method, path) is not None
 
     def lose_answers(
         self, method: str, path_part: str, status: int = 504, count: int = 1, *, held: bool = False
@@ -73,7 +84,7 @@ class Faults:
         """The next `count` `method` requests whose path contains `path_part` are carried out, then answered
         with `status`: a gateway that timed out (504) after the API server did the write. `held`: that answer
         waits for release_answers() (the client still waiting while the test acts)."""
-        self.lost_answers.append((method, path_part, status, count))
+        self.lost_answers.append(Rule(method, path_part, status, count))
         if held:
             self._answers_free.clear()
 
@@ -86,14 +97,8 @@ class Faults:
     def lost_status(self, method: str, path: str) -> int:
         """The error status to answer this request with once carried out (taking one from its rule), 0 for
         none."""
-        for index, (wanted, part, status, left) in enumerate(self.lost_answers):
-            if method == wanted and part in path:
-                if left <= 1:
-                    del self.lost_answers[index]
-                else:
-                    self.lost_answers[index] = (wanted, part, status, left - 1)
-                return status
-        return 0
+        rule = take(self.lost_answers, method, path)
+        return 0 if rule is None else rule.value
 
     def hold_watches(self, path_part: str, selector_part: str = "") -> None:
         """Watch streams whose path contains `path_part` (and whose field selector contains `selector_part`)
