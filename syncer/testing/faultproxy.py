@@ -8,6 +8,8 @@ corrupted bodies. Tests and the fault benchmarks use it instead of a hand-writte
 `hold_next(method, path)` keeps the next such request until the test releases it: the test changes Slurm
 meanwhile (a job submitted between the syncer's read and its write), and slurmrestd answers for real.
 `failing[("GET", "/conf")] = 500` refuses every such request (counted in `failed`) until removed.
+`rewriting[("POST", "/partitions/")] = change` hands slurmrestd `change(body)` in place of each such request's
+body (counted in `rewritten`) until removed: a value Slurm refuses put into a write, answered by Slurm itself.
 """
 
 from __future__ import annotations
@@ -62,6 +64,10 @@ class FaultProxy:
         # counts them (one endpoint refused while the rest of slurmrestd answers)
         self.failing: dict[tuple[str, str], int] = {}
         self.failed: dict[tuple[str, str], int] = {}
+        # (method, path suffix) -> what slurmrestd gets in place of such a request's body; `writes` keeps
+        # what the client sent
+        self.rewriting: dict[tuple[str, str], Callable[[bytes], bytes]] = {}
+        self.rewritten: dict[tuple[str, str], int] = {}
         self._holds: list[Hold] = []
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -78,6 +84,7 @@ class FaultProxy:
     def clear_faults(self) -> None:
         self._fail.clear()
         self.failing.clear()
+        self.rewriting.clear()
         self.delay_s = self.answer_delay_s = 0.0
         self.truncate = self.corrupt = False
         self.gateway_status = 0
@@ -108,6 +115,11 @@ class FaultProxy:
             return web.json_response(
                 {"errors": [{"description": "injected fault"}]}, status=self._fail.pop(0)
             )
+        for (method, suffix), change in self.rewriting.items():
+            if request.method == method and request.path.endswith(suffix):
+                self.rewritten[(method, suffix)] = self.rewritten.get((method, suffix), 0) + 1
+                body = change(body)
+                break
         assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -23,6 +24,7 @@ from syncer.controllers.partitions.controller import (
 )
 from syncer.controllers.partitions.options import PartitionOptions
 from syncer.controllers.partitions.plan import CONFLICT, INVALID, PRECONDITION, READY, UNSUPPORTED
+from syncer.controllers.partitions.recheck import TELL_EVERY_S
 from syncer.kube.client import KubeClient
 from syncer.model.cluster import partition_finalizer
 from syncer.model.keys import Keys
@@ -498,27 +500,134 @@ async def test_an_upgrade_that_brings_partition_writes_is_followed_without_resta
 async def test_a_conf_read_refused_leaves_the_cr_waiting_and_it_is_made_by_itself_once_conf_answers(rig: Rig):
     """/conf refused (KeepPartInfo unknown): the CR is `KeepPartInfoMissing` "(could not be read)" and nothing
     is written; the controller reads /conf again by itself within 2 s, as no other change may come to start
-    a reconcile (no Slinky partition here, resyncs an hour apart), and makes the partition once it answers."""
+    a reconcile (no Slinky partition here, resyncs an hour apart), and makes the partition once it answers.
+    The log says so once when the failures start (at most once a minute while they last, not at each read)
+    and once when /conf answers again, with how many reads failed."""
     name, conf_read = "e2e-conf-retry", ("GET", "/conf")
+    conf_lines = (
+        "slurmctld's /conf not read: no partition created or changed",
+        "slurmctld's /conf read again",
+    )
     try:
-        async with keep_part_info(rig), FaultProxy(rig.sandbox.rest_url) as proxy:
-            proxy.failing[conf_read] = 500  # an answer the client does not retry: one per look
-            async with running_syncer(rig, slurm_url=proxy.url, partitions=ON, resync_s=3600.0) as service:
-                create_cr(rig, name, {"nodes": {"hosts": [rig.sandbox.real_node]}})
-                await wait_for(reason_is(rig, name, PRECONDITION), 10, what="KeepPartInfoMissing")
-                assert "could not be read" in ready(rig, name)["message"], ready(rig, name)
-                # more looks than the CR's arrival makes: the controller comes back by itself
-                asked = proxy.failed.get(conf_read, 0)
-                await wait_for(
-                    lambda: proxy.failed.get(conf_read, 0) >= asked + 2, 30, what="/conf asked again"
-                )
-                assert await partition(rig, name) is None and slurm_writes(service) == {}
-                del proxy.failing[conf_read]
-                await wait_for(reason_is(rig, name, READY), 30, what="Ready once /conf answers")
-                assert await partition(rig, name) is not None
-                assert EVENT_CREATED in reasons(rig, name)
+        with captured_logs() as logs:
+            async with keep_part_info(rig), FaultProxy(rig.sandbox.rest_url) as proxy:
+                proxy.failing[conf_read] = 500  # an answer the client does not retry: one per look
+                started = time.monotonic()  # before the first failed read
+                async with running_syncer(
+                    rig, slurm_url=proxy.url, partitions=ON, resync_s=3600.0
+                ) as service:
+                    create_cr(rig, name, {"nodes": {"hosts": [rig.sandbox.real_node]}})
+                    await wait_for(reason_is(rig, name, PRECONDITION), 10, what="KeepPartInfoMissing")
+                    assert "could not be read" in ready(rig, name)["message"], ready(rig, name)
+                    # more looks than the CR's arrival makes: the controller comes back by itself
+                    asked = proxy.failed.get(conf_read, 0)
+                    await wait_for(
+                        lambda: proxy.failed.get(conf_read, 0) >= asked + 2, 30, what="/conf asked again"
+                    )
+                    assert await partition(rig, name) is None and slurm_writes(service) == {}
+                    del proxy.failing[conf_read]
+                    failed, lasted = proxy.failed[conf_read], time.monotonic() - started
+                    await wait_for(reason_is(rig, name, READY), 30, what="Ready once /conf answers")
+                    assert await partition(rig, name) is not None
+                    assert EVENT_CREATED in reasons(rig, name)
+        told = [e for e in logs.entries if e["event"] in conf_lines]
+        warned = [e for e in told if e["log_level"] == "warning"]
+        assert warned and warned[0]["failures"] == 1 and "500" in warned[0]["error"], told
+        assert len(warned) <= 1 + lasted // TELL_EVERY_S < failed, (failed, lasted, told)
+        [again] = [e for e in told if e["log_level"] == "info"]
+        assert again["event"] == conf_lines[1] and again["failures"] == failed, (failed, told)
     finally:
         await cleanup(rig, [name], [name], [])
+
+
+def refused_oversubscribe(body: bytes) -> bytes:
+    """A partition write with an oversubscribe Slurm refuses (error 9001, nothing changed: measured,
+    docs/slurm-releases.md): Slurm's own refusal of a drain, which it never refuses for its own sake."""
+    sent = json.loads(body)
+    for entry in sent["partitions"]:
+        entry.setdefault("partition", {})["oversubscribe"] = "EXCLUSIVE"
+    return json.dumps(sent).encode()
+
+
+@needs_writes
+async def test_a_reconcile_that_stops_a_cr_while_conf_is_refused_comes_back_and_makes_the_waiting_cr(
+    rig: Rig,
+):
+    """A reconcile whose /conf read fails and that stops a CR (Slurm refused its partition's drain: the CR is
+    `Invalid`, the reconcile `Terminal`) comes back by itself within 2 s all the same, sends the refused drain
+    no more, and makes the CR that waited for /conf once it answers. With /conf read, a reconcile that stopped
+    a CR is not retried (the controller goes quiet). Slurm refuses for real: the proxy puts a value it refuses
+    into each partition write. A reload (it forgets what Slurm refused) makes the failed /conf read and the
+    refused drain meet in one reconcile, with nothing else to start another."""
+    real = rig.sandbox.real_node
+    draining, waiting, jobs = "e2e-conf-stop", "e2e-conf-wait", []
+    conf_read, post = ("GET", "/conf"), ("POST", "/partitions/")
+    try:
+        async with keep_part_info(rig), FaultProxy(rig.sandbox.rest_url) as proxy:
+            async with running_syncer(
+                rig, slurm_url=proxy.url, partitions=ON, resync_s=3600.0, jobs_poll_interval_s=0.3
+            ) as service:
+                controller = service.partitions
+                assert controller is not None
+                queue = controller.runner.queue
+
+                def quiet() -> bool:  # no reconcile queued, running or due later; every CR change seen
+                    latest = {n: (cr(rig, n) or {}).get("metadata", {}).get("resourceVersion") for n in names}
+                    seen = {n: o.resource_version for n, o in controller.informer.items.items()}
+                    return seen == latest and queue.depth == queue.in_flight == queue.delayed == 0
+
+                names = [draining]
+                create_cr(rig, draining, {"nodes": {"hosts": [real]}})
+                await wait_for(reason_is(rig, draining, READY), 10, what="the partition made")
+                with until_told(rig, draining) as (wrap, end_the_job):
+                    job, err = submit(rig, draining, 0, wrap=wrap)
+                    assert job, err
+                    jobs.append(job)
+                    counted = controller.context.jobs
+                    await wait_for(lambda: counted.counts.get((draining, "RUNNING")) == 1, 60,
+                                   what="its job running, as the job poll counts it")  # fmt: skip
+                    await wait_for(quiet, 10, what="the controller quiet")
+
+                    # /conf read: the deleted CR's drain and the new CR's create refused, and not retried
+                    proxy.rewriting[post] = refused_oversubscribe
+                    names.append(waiting)
+                    create_cr(rig, waiting, {"nodes": {"hosts": [real]}})
+                    delete_cr(rig, draining)
+                    for name in names:
+                        await wait_for(reason_is(rig, name, INVALID), 10, what=f"{name} refused by Slurm")
+                        assert "error 9001" in ready(rig, name)["message"], ready(rig, name)
+                    await wait_for(quiet, 10, what="quiet after a stop with /conf read: no retry")
+
+                    # /conf refused, then a reload: the drain is sent again and refused again in the
+                    # reconcile whose /conf read fails, the other CR waits for /conf
+                    refused = proxy.rewritten[post]
+                    proxy.failing[conf_read] = 500
+                    await asyncio.to_thread(rig.sandbox.scontrol, "reconfigure")
+                    await wait_for(
+                        lambda: "could not be read" in ready(rig, waiting).get("message", ""), 30,
+                        what=f"{waiting} waiting for /conf",
+                    )  # fmt: skip
+                    assert proxy.rewritten[post] == refused + 1, "the drain not sent again after the reload"
+                    assert reason_is(rig, draining, INVALID)()
+                    asked = proxy.failed[conf_read]
+                    await wait_for(lambda: proxy.failed[conf_read] >= asked + 2, 30,
+                                   what="/conf asked again after the stop")  # fmt: skip
+                    assert proxy.rewritten[post] == refused + 1, "the refused drain was sent again"
+                    del proxy.rewriting[post]
+                    del proxy.failing[conf_read]
+                    await wait_for(
+                        reason_is(rig, waiting, READY), 30, what=f"{waiting} made once /conf answers"
+                    )
+                    assert await partition(rig, waiting) is not None
+                    assert reason_is(rig, draining, INVALID)(), (
+                        "the refusal stands until the CR or Slurm changes"
+                    )
+                    kept = await partition(rig, draining)
+                    assert kept is not None and kept.settings.state == "UP"
+                    assert job_state(rig, job).startswith("RUNNING")
+                    end_the_job()
+    finally:
+        await cleanup(rig, [draining, waiting], [draining, waiting], jobs)
 
 
 async def test_check_fails_without_keep_part_info_naming_the_line_and_before_26_05_says_it_needs_26_05(

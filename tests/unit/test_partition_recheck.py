@@ -2,7 +2,7 @@
 again within 2 s whether or not Slinky declares partitions (no other change may come to start a reconcile);
 a Slinky partition told as kept unlike slurm.conf is read again within 10 s; else only on a change."""
 
-from syncer.controllers.partitions.controller import SLINKY_RECHECK_S, UNREACHABLE_RETRY_S, recheck_after
+from syncer.controllers.partitions.recheck import SLINKY_RECHECK_S, UNREACHABLE_RETRY_S, recheck_after
 
 
 def test_a_failed_conf_read_comes_back_within_the_unreachable_retry_whatever_else_holds():

@@ -4,7 +4,8 @@
 With `PartitionOptions.slinky` it also watches Slinky's NodeSets and Controllers (slinky.py)
 and writes none of the partitions they declare; where KeepPartInfo keeps one unlike its slurm.conf line, it
 says so (slinky_frozen.py) from the partitions each reconcile reads anyway (with no CR, read for that alone),
-and reads them again every `SLINKY_RECHECK_S` while one disagrees (an `scontrol update` starts no reconcile).
+and reads them again every `SLINKY_RECHECK_S` while one disagrees (an `scontrol update` starts no reconcile;
+recheck.py).
 
 One key for the whole cluster, like the maintenance reservations: one `GET /partitions/` decides every
 partition, and a name two CRs declare or two default partitions need every CR at once. A change is looked at
@@ -20,10 +21,11 @@ informer showed it defers it), delete (Slurm's 2075 "Partition is in use": retri
 `IN_USE_RETRY_S`) and release in the plan's order, then every create/update/drain in one `POST` (Slurm
 applies each entry it can; the refused ones are sent again alone, so that each CR gets its own error). A
 value Slurm refuses (2018 unknown node, 2066 unknown QOS, 9001) stops that CR with its condition, and is not
-sent again until the CR changes, what it would send changes, or slurmctld reloads; the others go on. Then each
-CR's status through /status and an Event whenever its Ready reason changes. A CR change that arrives while a
-reconcile writes leaves that reconcile's re-read and statuses to the next one, which starts at once and reads
-Slurm afresh: the change is not queued behind a status it makes stale (issue 47).
+sent again until the CR changes, what it would send changes, or slurmctld reloads; the others go on (the
+reconcile is not retried, except while /conf is unread: recheck.py). Then each CR's status through /status
+and an Event whenever its Ready reason changes. A CR change that arrives while a reconcile writes leaves that
+reconcile's re-read and statuses to the next one, which starts at once and reads Slurm afresh: the change is
+not queued behind a status it makes stale (issue 47).
 What starts a reconcile grows with changes, not with the cluster: a Node's change only when it moves a CR's
 selector (`SelectorIndex`), a slurmd pod's only on a Node some selector matches (or where a CR names
 NodeSets), a job poll only when a managed partition's counts moved, a Slurm node's change only when it is
@@ -61,6 +63,12 @@ from syncer.controllers.partitions.plan import (
     World,
     plan,
     records,
+)
+from syncer.controllers.partitions.recheck import (
+    UNREACHABLE_RETRY_S,
+    ConfFailures,
+    recheck_after,
+    stopped_recheck,
 )
 from syncer.controllers.partitions.slinky import SlinkyPartitions
 from syncer.controllers.partitions.slinky_frozen import FrozenPartitions
@@ -109,9 +117,7 @@ CONF_MAX_AGE_S = 60.0  # /conf (KeepPartInfo, preemption) read again after this,
 # slurmctld's metrics as the node cache's hint last read them (every 250 ms by default), no older than this:
 # job counts a second fresh at no request of ours, where the service's job poll is 30 s old
 HINT_COUNTS_MAX_AGE_S = 2.0
-SLINKY_RECHECK_S = 10.0  # Slinky's partitions read again this often while one is kept unlike slurm.conf
 IN_USE_RETRY_S = 5.0  # Slurm's 2075: a job arrived between our read and the DELETE
-UNREACHABLE_RETRY_S = 2.0  # slurmrestd did not answer: the next reconcile decides again from a fresh read
 # Slurm's "Invalid node name specified", "Invalid qos specification" (a QOS it does not know: measured on
 # 26.05.5) and its refusal of a value: input to fix, not retried
 REFUSED = (2018, 2066, 9001)
@@ -140,16 +146,6 @@ def _planned_part(body: Mapping[str, Any]) -> tuple[Any, ...]:
 def _sent(action: Action) -> tuple[Any, ...]:
     """What a write sends: a refused one is not sent again while this stays the same."""
     return action.kind, action.nodes, action.settings
-
-
-def recheck_after(after: float | None, *, conf_failed: bool, standing: bool) -> float | None:
-    """When the reconcile comes back (None: only when something changes): within UNREACHABLE_RETRY_S after a
-    failed /conf read, within SLINKY_RECHECK_S while a Slinky partition is told as kept unlike slurm.conf,
-    sooner if the reconcile asked for it (`after`)."""
-    within = UNREACHABLE_RETRY_S if conf_failed else SLINKY_RECHECK_S if standing else None
-    if within is None:
-        return after
-    return within if after is None else min(after, within)
 
 
 def _busy(state: frozenset[str]) -> bool:
@@ -212,8 +208,9 @@ class PartitionController(Controller):
         self.preempts = ""  # the last /conf read: how slurmctld preempts by partition priority, or ""
         self._conf_read_at = -float("inf")  # monotonic; -inf: read at the next reconcile
         # the last /conf read failed (an error, not an API version without /conf): nothing else may come to
-        # start the reconcile that reads it again, so it comes back within UNREACHABLE_RETRY_S
+        # start the reconcile that reads it again, so it comes back within UNREACHABLE_RETRY_S, stopped or not
         self._conf_failed = False
+        self._conf_failures = ConfFailures()  # in a row: what the log tells of them
         self.outcomes: dict[str, Outcome] = {}  # by CR: the last reconcile's (for the exporter, tests)
         self.slurm_states: dict[str, str] = {}  # by CR: its state in Slurm or ABSENT (exporter)
         self._claimed: dict[
@@ -387,11 +384,8 @@ class PartitionController(Controller):
         return self._recheck(DONE)
 
     def _recheck(self, result: Result) -> Result:
-        """While /conf could not be read (KeepPartInfo unknown: each CR `KeepPartInfoMissing`, Slinky's
-        partitions not compared): looked at again within UNREACHABLE_RETRY_S, as for slurmrestd unreachable
-        (no change of a CR's, Slinky's or Slurm's need come to start another reconcile). While one of Slinky's
-        partitions is kept unlike slurm.conf: within SLINKY_RECHECK_S (the `scontrol update` that fixes it
-        changes no node and starts no reconcile)."""
+        """Looked at again by itself while /conf could not be read or a Slinky partition is kept unlike
+        slurm.conf: nothing else may start a reconcile then (recheck.py)."""
         standing = self.frozen is not None and self.frozen.standing
         after = recheck_after(result.requeue_after, conf_failed=self._conf_failed, standing=standing)
         return result if after == result.requeue_after else Result(requeue_after=after)
@@ -463,7 +457,11 @@ class PartitionController(Controller):
             busy_ones = ", ".join(o.partition for o in in_use.values())
             raise RetryAfter(IN_USE_RETRY_S, f"partition(s) {busy_ones} in use: deleted after their jobs")
         if stopped:
-            raise Terminal("; ".join(f"SlurmPartition {n}: {o.message}" for n, o in sorted(stopped.items())))
+            why = "; ".join(f"SlurmPartition {n}: {o.message}" for n, o in sorted(stopped.items()))
+            again = stopped_recheck(conf_failed=self._conf_failed)
+            if again is not None:  # /conf unread: the CRs waiting for it are made once it answers
+                raise RetryAfter(again, f"{why}; /conf not read: looked at again in {again:.0f} s")
+            raise Terminal(why)
         busy = deferred or any(o.reason in BUSY for o in outcomes.values())
         return Result(requeue_after=BUSY_S) if busy else DONE
 
@@ -552,15 +550,22 @@ class PartitionController(Controller):
         slurm = self.context.slurm
         if not slurm.partition_writes:
             self._conf_failed = False  # no /conf to read (REST before v0.0.45): nothing to try again
+            self._conf_failures = ConfFailures()
             return
         if self.clock() - self._conf_read_at < CONF_MAX_AGE_S:
             return
         try:
             conf = await slurm.slurmctld_conf()
         except SlurmError as exc:
-            log.warning("slurmctld's /conf not read: no partition created or changed", error=str(exc))
+            failures = self._conf_failures
+            if failures.failed(self.clock()):  # the first in a row, then once a TELL_EVERY_S
+                log.warning("slurmctld's /conf not read: no partition created or changed",
+                            error=str(exc), failures=failures.count)  # fmt: skip
             self.keeps_partitions, self._conf_read_at, self._conf_failed = None, -float("inf"), True
             return
+        ended = self._conf_failures.answered(self.clock())
+        if ended is not None:
+            log.info("slurmctld's /conf read again", failures=ended[0], after_s=round(ended[1], 1))
         self._conf_failed = False  # read, or absent (None): either way nothing to try again soon
         self.keeps_partitions = conf.keeps_partitions if conf is not None else None
         self.preempts = conf.preempts_by_partition if conf is not None else ""

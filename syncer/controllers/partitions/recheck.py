@@ -1,0 +1,67 @@
+"""When a SlurmPartitions reconcile comes back by itself, and what failed `GET /conf` reads say in the log;
+pure (the controller reads /conf, keeps the clock and logs). docs/partitions.md, "The precondition".
+
+- A failed /conf read leaves KeepPartInfo unknown (each CR `KeepPartInfoMissing`, Slinky's partitions not
+  compared) and nothing else may come to start the reconcile that reads it again: it comes back within
+  UNREACHABLE_RETRY_S, as when slurmrestd does not answer, also when it stopped a CR (`Terminal`).
+- While a Slinky partition is told as kept unlike slurm.conf: within SLINKY_RECHECK_S (the `scontrol update`
+  that fixes it changes no node and starts no reconcile).
+- Failed reads in a row are one warning when they start, then at most one a TELL_EVERY_S, and one info line
+  once /conf answers (a read every 2 s would be a warning every 2 s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+UNREACHABLE_RETRY_S = 2.0  # slurmrestd did not answer, or /conf: the next reconcile decides from a fresh read
+SLINKY_RECHECK_S = 10.0  # Slinky's partitions read again this often while one is kept unlike slurm.conf
+TELL_EVERY_S = 60.0  # while /conf keeps failing, its warning at most this often
+
+
+def recheck_after(after: float | None, *, conf_failed: bool, standing: bool) -> float | None:
+    """When the reconcile comes back (None: only when something changes): within UNREACHABLE_RETRY_S after a
+    failed /conf read, within SLINKY_RECHECK_S while a Slinky partition is told as kept unlike slurm.conf,
+    sooner if the reconcile asked for it (`after`)."""
+    within = UNREACHABLE_RETRY_S if conf_failed else SLINKY_RECHECK_S if standing else None
+    if within is None:
+        return after
+    return within if after is None else min(after, within)
+
+
+def stopped_recheck(*, conf_failed: bool) -> float | None:
+    """When a reconcile that stopped a CR's writes (Slurm refused a value, a claim failed) comes back; None:
+    not retried (`Terminal`). After a failed /conf read within UNREACHABLE_RETRY_S all the same: its retry
+    sends nothing again (a refused value is remembered; no claim or create is planned while KeepPartInfo is
+    unknown, only drains and deletes). With /conf read, not: a failed claim is not remembered, and a recheck
+    would send it again each time."""
+    return UNREACHABLE_RETRY_S if conf_failed else None
+
+
+@dataclass
+class ConfFailures:
+    """Failed /conf reads in a row, for the log: the first is told, then at most one a TELL_EVERY_S."""
+
+    count: int = 0  # failed reads since the last that answered
+    started: float = 0.0  # when the first of them failed (clock seconds)
+    told: float = 0.0  # when one was told last
+
+    def failed(self, now: float) -> bool:
+        """One more failed read at `now`: True when it is to be told (the first, or TELL_EVERY_S after the
+        last told)."""
+        self.count += 1
+        if self.count == 1:
+            self.started = now
+        elif now - self.told < TELL_EVERY_S:
+            return False
+        self.told = now
+        return True
+
+    def answered(self, now: float) -> tuple[int, float] | None:
+        """/conf answered at `now`: (failed reads, seconds since the first) when it ends failures, else
+        None."""
+        if not self.count:
+            return None
+        ended = self.count, now - self.started
+        self.count = 0
+        return ended
