@@ -532,8 +532,9 @@ async def test_a_conf_read_refused_leaves_the_cr_waiting_and_it_is_made_by_itsel
                     assert EVENT_CREATED in reasons(rig, name)
         told = [e for e in logs.entries if e["event"] in conf_lines]
         warned = [e for e in told if e["log_level"] == "warning"]
-        assert warned and warned[0]["failures"] == 1 and "500" in warned[0]["error"], told
-        assert len(warned) <= 1 + lasted // TELL_EVERY_S < failed, (failed, lasted, told)
+        # one when the failures start, then one a minute at most: fewer than the failed reads
+        assert 1 <= len(warned) <= 1 + lasted // TELL_EVERY_S < failed, (failed, lasted, told)
+        assert warned[0]["failures"] == 1 and "500" in warned[0]["error"], told
         [again] = [e for e in told if e["log_level"] == "info"]
         assert again["event"] == conf_lines[1] and again["failures"] == failed, (failed, told)
     finally:
@@ -599,20 +600,27 @@ async def test_a_reconcile_that_stops_a_cr_while_conf_is_refused_comes_back_and_
                     await wait_for(quiet, 10, what="quiet after a stop with /conf read: no retry")
 
                     # /conf refused, then a reload: the drain is sent again and refused again in the
-                    # reconcile whose /conf read fails, the other CR waits for /conf
-                    refused = proxy.rewritten[post]
+                    # reconcile whose /conf read fails, the other CR waits for /conf (slurmctld's reconfigure
+                    # may be told as one reload or two: each lets the drain be sent once more)
+                    refused, reloads = proxy.rewritten[post], service.slurm_cache.stats.reloads
                     proxy.failing[conf_read] = 500
                     await asyncio.to_thread(rig.sandbox.scontrol, "reconfigure")
                     await wait_for(
                         lambda: "could not be read" in ready(rig, waiting).get("message", ""), 30,
                         what=f"{waiting} waiting for /conf",
                     )  # fmt: skip
-                    assert proxy.rewritten[post] == refused + 1, "the drain not sent again after the reload"
+                    assert proxy.rewritten[post] > refused, "the drain not sent again after the reload"
                     assert reason_is(rig, draining, INVALID)()
                     asked = proxy.failed[conf_read]
-                    await wait_for(lambda: proxy.failed[conf_read] >= asked + 2, 30,
+                    await wait_for(lambda: proxy.failed[conf_read] >= asked + 3, 30,
                                    what="/conf asked again after the stop")  # fmt: skip
-                    assert proxy.rewritten[post] == refused + 1, "the refused drain was sent again"
+                    resent, told = (
+                        proxy.rewritten[post] - refused,
+                        service.slurm_cache.stats.reloads - reloads,
+                    )
+                    assert resent <= told, (
+                        f"the refused drain sent {resent} times again over {told} reload(s)"
+                    )
                     del proxy.rewriting[post]
                     del proxy.failing[conf_read]
                     await wait_for(

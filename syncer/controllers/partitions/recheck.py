@@ -12,7 +12,7 @@ pure (the controller reads /conf, keeps the clock and logs). docs/partitions.md,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
 
 UNREACHABLE_RETRY_S = 2.0  # slurmrestd did not answer, or /conf: the next reconcile decides from a fresh read
 SLINKY_RECHECK_S = 10.0  # Slinky's partitions read again this often while one is kept unlike slurm.conf
@@ -38,30 +38,31 @@ def stopped_recheck(*, conf_failed: bool) -> float | None:
     return UNREACHABLE_RETRY_S if conf_failed else None
 
 
-@dataclass
 class ConfFailures:
     """Failed /conf reads in a row, for the log: the first is told, then at most one a TELL_EVERY_S."""
 
-    count: int = 0  # failed reads since the last that answered
-    started: float = 0.0  # when the first of them failed (clock seconds)
-    told: float = 0.0  # when one was told last
+    started: float  # when the first of them failed (clock seconds)
+
+    def __init__(self) -> None:
+        self.count = 0  # failed reads since the last that answered
+        self.told = -math.inf  # when one was told last (-inf: the next failure is told)
 
     def failed(self, now: float) -> bool:
-        """One more failed read at `now`: True when it is to be told (the first, or TELL_EVERY_S after the
-        last told)."""
-        self.count += 1
-        if self.count == 1:
+        """One more failed read at `now`: True when it is to be told (the first in a row, or TELL_EVERY_S
+        after the last told)."""
+        if not self.count:
             self.started = now
-        elif now - self.told < TELL_EVERY_S:
+        self.count += 1
+        if now - self.told < TELL_EVERY_S:
             return False
         self.told = now
         return True
 
     def answered(self, now: float) -> tuple[int, float] | None:
         """/conf answered at `now`: (failed reads, seconds since the first) when it ends failures, else
-        None."""
+        None. The next failure starts a new row, told at once."""
         if not self.count:
             return None
         ended = self.count, now - self.started
-        self.count = 0
+        self.count, self.told = 0, -math.inf
         return ended
