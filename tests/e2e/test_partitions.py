@@ -555,11 +555,12 @@ async def test_a_reconcile_that_stops_a_cr_while_conf_is_refused_comes_back_and_
     rig: Rig,
 ):
     """A reconcile whose /conf read fails and that stops a CR (Slurm refused its partition's drain: the CR is
-    `Invalid`, the reconcile `Terminal`) comes back by itself within 2 s all the same, sends the refused drain
-    no more, and makes the CR that waited for /conf once it answers. With /conf read, a reconcile that stopped
-    a CR is not retried (the controller goes quiet). Slurm refuses for real: the proxy puts a value it refuses
-    into each partition write. A reload (it forgets what Slurm refused) makes the failed /conf read and the
-    refused drain meet in one reconcile, with nothing else to start another."""
+    `Invalid`, which was `Terminal` for the reconcile) comes back by itself within 2 s all the same, sends the
+    refused drain no more, and makes the CR that waited for /conf once it answers. With /conf read, a
+    reconcile that stopped a CR is not retried (no retry counted, the controller quiet). Slurm refuses for
+    real: the proxy puts a value it refuses into each partition write. A reload (it forgets what Slurm
+    refused) makes the failed /conf read and the refused drain meet in one reconcile, with nothing else to
+    start another."""
     real = rig.sandbox.real_node
     draining, waiting, jobs = "e2e-conf-stop", "e2e-conf-wait", []
     conf_read, post = ("GET", "/conf"), ("POST", "/partitions/")
@@ -590,6 +591,7 @@ async def test_a_reconcile_that_stops_a_cr_while_conf_is_refused_comes_back_and_
                     await wait_for(quiet, 10, what="the controller quiet")
 
                     # /conf read: the deleted CR's drain and the new CR's create refused, and not retried
+                    retries = controller.runner.retries_total
                     proxy.rewriting[post] = refused_oversubscribe
                     names.append(waiting)
                     create_cr(rig, waiting, {"nodes": {"hosts": [real]}})
@@ -597,7 +599,8 @@ async def test_a_reconcile_that_stops_a_cr_while_conf_is_refused_comes_back_and_
                     for name in names:
                         await wait_for(reason_is(rig, name, INVALID), 10, what=f"{name} refused by Slurm")
                         assert "error 9001" in ready(rig, name)["message"], ready(rig, name)
-                    await wait_for(quiet, 10, what="quiet after a stop with /conf read: no retry")
+                    await wait_for(quiet, 10, what="quiet after a stop with /conf read")
+                    assert controller.runner.retries_total == retries, "a stop with /conf read was retried"
 
                     # /conf refused, then a reload: the drain is sent again and refused again in the
                     # reconcile whose /conf read fails, the other CR waits for /conf (slurmctld's reconfigure
