@@ -196,7 +196,47 @@ async def request_check_cost(sandbox: Sandbox, client: SlurmClient, requests: in
             for label, s in samples.items()
         }
     assert client._follow_version == real_follow
-    return {"alone_us_per_request": alone, "whole_requests_per_block_of_100": whole}
+    return {
+        "alone_us_per_request": alone,
+        "whole_requests_per_block_of_100": whole,
+        "client_only_us_per_request": await client_only(client, ping, short_circuited),
+    }
+
+
+async def client_only(
+    client: SlurmClient,
+    ping: bytes,
+    short_circuited: Callable[[bool], None],
+    blocks: int = 40,
+    per: int = 2000,
+) -> dict[str, Any]:
+    """`controllers()` with the transport answering the real ping bytes at once: the client's own work per
+    request (retry wrapper, the version steps, decode), without slurmrestd's noise."""
+
+    async def answer(
+        method: str, path: str, *, endpoint: str, params: dict[str, str] | None = None, body: Any = None
+    ) -> tuple[int, bytes]:
+        return 200, ping
+
+    client._send = answer  # type: ignore[method-assign]
+    took: dict[str, list[float]] = {"check in": [], "short-circuited": []}
+    try:
+        for block in range(blocks):
+            for on in (True, False) if block % 2 == 0 else (False, True):
+                short_circuited(on)
+                began = time.perf_counter()
+                for _ in range(per):
+                    await client.controllers()
+                took["check in" if on else "short-circuited"].append(
+                    (time.perf_counter() - began) / per * 1e6
+                )
+    finally:
+        short_circuited(True)
+        del client._send
+    return {
+        label: {"blocks": len(t), "median": round(statistics.median(t), 2), "min": round(min(t), 2)}
+        for label, t in took.items()
+    }
 
 
 async def run(release: str, n: int, rounds: int, requests: int) -> dict[str, Any]:

@@ -27,7 +27,8 @@ tried again `retry_s` later.
 The first and last events only say slurmrestd *may* have been replaced (a reconfigure restarts slurmctld
 too): `changed` stays False and the client first checks the version in use with a few small requests (its
 ping naming the release, the newer versions' pings answered as not served), reading the OpenAPI document
-only when that check fails. A path not served or another release answering is a known change: `changed`."""
+only when that check fails; a check counts as a negotiation for the rate limit. A path not served or another
+release answering is a known change: `changed`."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ class VersionFollow:
         self._tokens = float(burst)  # negotiations that may reach slurmrestd now
         self._counted_at = clock()
         self.release = ""  # the Slurm release the version in use was chosen under ("" not known yet)
-        self.negotiations = 0
+        self.negotiations = 0  # begun, checks included
 
     def owe(self, why: str, sent_at: float, *, changed: bool = False) -> None:
         """An event seen by a request sent at `sent_at` (clock()); ignored when sent before the last
