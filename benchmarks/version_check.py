@@ -12,7 +12,10 @@
 2. Per request: what the request path gained with version following (`_follow_version()` with nothing owed,
    `follow.answered_by`, `unserved`), timed alone in a tight loop over real answers, and whole requests
    (`controllers()`, i.e. ping, and `get_node`) through the client with those steps in vs short-circuited,
-   `--requests` each, in alternating blocks of 100: wall time and this process's CPU per request.
+   `--requests` each, in alternating blocks of 100: wall time and this process's CPU per request; and
+   `controllers()` with the transport stubbed (the real ping bytes answered at once), in vs short-circuited,
+   40 alternating blocks of 2,000: the client's own work per request without slurmrestd's noise.
+Figures: benchmarks/RESULTS.md, 2026-12-03.
 """
 
 from __future__ import annotations
