@@ -328,6 +328,7 @@ class SlurmClient:
                 kept = await self._version_stands(self.version)
                 if kept is not None:
                     self.follow.end("chosen", kept)
+                    self._not_chosen = ""
                     return
             chosen, release = await self._negotiate()
         except (SlurmConnectionError, SlurmTimeout):
