@@ -440,13 +440,13 @@ class SchedulerController(Controller):
         now = time.monotonic()
         for uid, made in list(self._binds.items()):
             ref = made.bind.pod
-            why = unshown_bind(made, self.pods.get(ref.namespace, ref.name), now)
+            why = unshown_bind(made, self.pods.get(ref.namespace, ref.name), now, self.options.bind_shows_s)
             if why:
                 del self._binds[uid]
             if why == "expired":
                 log.warning(
                     "bind not shown by the pod informer: forgotten", pod=f"{ref.namespace}/{ref.name}",
-                    node=made.bind.node, job_id=made.bind.job_id, after_s=BIND_SHOWS_S,
+                    node=made.bind.node, job_id=made.bind.job_id, after_s=self.options.bind_shows_s,
                 )  # fmt: skip
         ours = {pod.uid for pod in current.pods}
         for made in [made for uid, made in self._binds.items() if uid in ours and not made.answered]:
@@ -869,7 +869,7 @@ class MadeBind:
     answered: bool = True
 
 
-def unshown_bind(made: MadeBind, pod: SchedulerPod | None, now: float) -> str:
+def unshown_bind(made: MadeBind, pod: SchedulerPod | None, now: float, shows_s: float = BIND_SHOWS_S) -> str:
     """Why a bind of ours is forgotten now, as the pod informer shows its pod (`pod`: the informer's of that
     name); "" while it is kept (the plan counts the pod bound): "shown" (bound, there or elsewhere: the
     informer's word), "gone" (no pod of that UID), "expired" (not shown after BIND_SHOWS_S)."""
@@ -877,7 +877,7 @@ def unshown_bind(made: MadeBind, pod: SchedulerPod | None, now: float) -> str:
         return "gone"
     if pod.node_name:
         return "shown"
-    return "expired" if now - made.at > BIND_SHOWS_S else ""
+    return "expired" if now - made.at > shows_s else ""
 
 
 def bind_unanswered(exc: KubeError) -> bool:
