@@ -5,7 +5,8 @@ cancel its job for placement (then delete the bound pod as if Slurm had cancelle
 A bind is remembered until there is evidence, never for a time only (an informer can lag for longer than any
 bound chosen here: a watch held back, a slow relist, an API server under load):
 - the informer shows the pod bound, there or elsewhere (its word wins), or no pod of that UID (deleted or
-  made anew: nothing of ours to protect);
+  made anew: nothing of ours to protect; an informer drops a pod only on its deletion's event or on a fresh
+  list without it, and it showed the pod when the bind was planned);
 - a read of the pod from the API server (not the informer) shows it not on that Node: unbound (the bind was
   not made), gone, another UID, or bound elsewhere (the informer will show it).
 A bind whose answer was lost is read back before the gang is planned again; one the informer does not show
