@@ -837,3 +837,74 @@ async def test_allocate_at_once_keeps_slurms_order_and_a_lost_answer_makes_no_se
             assert view.job_of(later) == waiting and await view.jobs_named(f"{NS}/{later}") == [waiting]
             submits = [w for w in proxy.writes if w[2].endswith("/job/submit") and later.encode() in w[3]]
             assert len(submits) == 1, "the job of the submit answered 500 was adopted, not made again"
+
+
+def _copy_of(p: Pool, name: str, copy: str, *, same_node: bool) -> str:
+    """A copy of pod `name` as `kubectl debug NAME --copy-to=COPY` makes it: its annotations (the scheduler's
+    job-id annotation among them) and its spec, without spec.nodeName unless `--same-node`."""
+    pod = p.get(name)
+    assert pod is not None
+    spec = {k: v for k, v in pod["spec"].items() if same_node or k != "nodeName"}
+    annotations = dict(pod["metadata"].get("annotations") or {})
+    body = {"metadata": {"name": copy, "annotations": annotations}, "spec": spec}
+    p.rig.kube.create("", "v1", "pods", body, namespace=NS)
+    return copy
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
+async def test_a_copy_of_a_bound_pod_leaves_the_pod_and_its_job_alone(rig: Rig, view: Pool) -> None:
+    """The job-id annotation is written by the scheduler's binding, but a pod's author can write it too, and
+    `kubectl debug POD --copy-to=COPY` copies it (annotations and spec, nodeName cleared unless --same-node).
+    Only the job's marker names its pods: a copy is a pod of its own (its own job; bound by hand with
+    --same-node: someone else's), and neither the copy nor its deletion ends the pod it was copied from or
+    that pod's job (before the fix the copy joined the job's gang: 1 node for 2 pods, so the bound pod was
+    deleted for placement; a --same-node copy deleted took the pod with it as "a gang ends together")."""
+    node = view.names[0]
+    async with scheduler(rig, view) as service:
+        scheduler_ = service.scheduler
+        assert isinstance(scheduler_, SchedulerController)
+        original = view.pod("original", annotations={"slurm-syncer.dev/constraint": f"f{node}"})
+        await view.wait(lambda: view.node_of(original) == f"k8s-{node}", "the pod bound")
+        job = view.job_of(original)
+
+        async def settled(*pods: str) -> None:  # every gang of these pods planned once more
+            for pod in pods:
+                scheduler_.runner.queue.add(f"{NS}/pod/{pod}")
+            await asyncio.wait_for(scheduler_.runner.queue.wait_idle(), DEADLINE)
+
+        copy = _copy_of(view, original, "original-debug", same_node=False)
+        await view.wait(
+            lambda: bool(view.node_of(copy)) or view.deleting(original),
+            "the copy bound under a job of its own (or the original deleted)",
+        )
+        assert not view.deleting(original), "the copy of a bound pod ended that pod"
+        assert view.job_of(copy) != job, "the copy bound under the original's job"
+        await settled(original, copy)
+        assert not view.deleting(original) and view.node_of(original) == f"k8s-{node}"
+        assert await view.job_state(job) == "RUNNING"
+        await view.delete(copy)
+        await view.wait(lambda: view.get(copy) is None, "the copy gone")
+
+        # bound by hand beside it (--same-node), with a constraint the pod's Namespace lets it choose
+        same = _copy_of(view, original, "original-same", same_node=True)
+        await view.wait(lambda: scheduler_.pods.get(NS, same) is not None, "the scheduler sees the copy")
+        await settled(original, same)
+        rig.kube.kubelet.termination_s = 60.0  # the copy stops only when forced: it terminates meanwhile
+        await view.delete(same, grace=60)
+
+        def terminating() -> bool:
+            found = scheduler_.pods.get(NS, same)
+            return found is not None and found.terminating
+
+        await view.wait(terminating, "the scheduler sees the copy terminating")
+        await settled(original, same)
+        assert not view.deleting(original), "the --same-node copy's deletion ended the pod it copies"
+        assert await view.job_state(job) == "RUNNING"
+        await view.delete(same, grace=0)
+        await view.wait(lambda: scheduler_.pods.get(NS, same) is None, "the scheduler sees the copy gone")
+        await settled(original, same)
+        assert not view.deleting(original) and await view.job_state(job) == "RUNNING"
+        await view.delete(original)
+        await view.wait(lambda: _is(view.job_state(job), "GONE", "COMPLETED", "CANCELLED"), "its job ended")
