@@ -178,10 +178,13 @@ class Pool:
 
 @asynccontextmanager
 async def scheduler(
-    rig: Rig, pool_view: Pool, *, resync_s: float = FAST.resync_s, slurm_url: str = "", **options: Any
-) -> AsyncIterator[SyncerService]:
+    rig: Rig, pool_view: Pool, *, resync_s: float = FAST.resync_s, slurm_url: str = "",
+    namespaces: tuple[str, ...] = (NS,), **options: Any,
+) -> AsyncIterator[SyncerService]:  # fmt: skip
     config = FAST.replace(
-        scheduler=SchedulerOptions(name=pool_view.scheduler, namespaces=(NS,), retry_after_s=2.0, **options),
+        scheduler=SchedulerOptions(
+            name=pool_view.scheduler, namespaces=namespaces, retry_after_s=2.0, **options
+        ),
         lease_name=f"e2e-{pool_view.scheduler}",
         resync_s=resync_s,
     )
@@ -907,4 +910,30 @@ async def test_a_copy_of_a_bound_pod_leaves_the_pod_and_its_job_alone(rig: Rig, 
         await settled(original, same)
         assert not view.deleting(original) and await view.job_state(job) == "RUNNING"
         await view.delete(original)
+        await view.wait(lambda: _is(view.job_state(job), "GONE", "COMPLETED", "CANCELLED"), "its job ended")
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
+async def test_a_namespace_no_longer_served_keeps_its_pods_jobs(rig: Rig, view: Pool) -> None:
+    """The syncer restarted with a --scheduler-namespaces that leaves out a namespace where a pod of its runs
+    (its rights there withdrawn too, as the chart renders them): it cannot see that pod, so it must not take
+    the pod's absence for its deletion and cancel the job, which frees the node in Slurm under the running
+    pod (before the fix the job was cancelled, cause pod-deleted, at the first plan)."""
+    node = view.names[0]
+    async with scheduler(rig, view):
+        pod = view.pod("served", annotations={"slurm-syncer.dev/constraint": f"f{node}"})
+        await view.wait(lambda: view.node_of(pod) == f"k8s-{node}", "the pod bound")
+        job = view.job_of(pod)
+    async with scheduler(rig, view, namespaces=("elsewhere",)) as service:
+        await wait_for(
+            lambda: service.context.holds.settled, DEADLINE, what="the scheduler planned every gang"
+        )
+        assert isinstance(service.scheduler, SchedulerController)
+        await asyncio.wait_for(service.scheduler.runner.queue.wait_idle(), DEADLINE)
+        assert await view.job_state(job) == "RUNNING", "the job of a running pod cancelled"
+        assert view.node_of(pod) == f"k8s-{node}" and not view.deleting(pod)
+    async with scheduler(rig, view):
+        await view.delete(pod)
         await view.wait(lambda: _is(view.job_state(job), "GONE", "COMPLETED", "CANCELLED"), "its job ended")

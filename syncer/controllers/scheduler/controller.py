@@ -218,7 +218,7 @@ class SchedulerController(Controller):
                 self._mapped.pop(change.job_id, None)
             for job in (change.before, change.after):
                 read = marker.read(job.marker, self.release) if job is not None else None
-                if read is None:
+                if read is None or not self._serves(read.key):
                     continue
                 keys.add(read.key)
                 if change.kind == "removed":  # Slurm forgot it: so does this controller's bookkeeping
@@ -260,7 +260,7 @@ class SchedulerController(Controller):
         keys = {self._key_of(pod) for pod in list(self.pods.items.values())}
         for found in list(self.jobs.jobs.values()):
             read = marker.read(found.marker, self.release)
-            if read is not None:
+            if read is not None and self._serves(read.key):
                 keys.add(read.key)
         keys |= self.holds.holders()
         if self._settling is None and not self.holds.settled:
@@ -286,6 +286,13 @@ class SchedulerController(Controller):
                 ]
             )
             log.info("scheduler holds settled", held=len(self.holds))
+
+    def _serves(self, key: str) -> bool:
+        """A gang of a namespace served: a job of ours in another (the list narrowed since its submit) is left
+        alone, as its pods cannot be seen (their absence is no deletion: cancelling would free their nodes in
+        Slurm under them)."""
+        served = self.options.namespaces
+        return not served or key.split("/", 1)[0] in served
 
     @property
     def fresh(self) -> bool:
