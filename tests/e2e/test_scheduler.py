@@ -937,3 +937,39 @@ async def test_a_namespace_no_longer_served_keeps_its_pods_jobs(rig: Rig, view: 
     async with scheduler(rig, view):
         await view.delete(pod)
         await view.wait(lambda: _is(view.job_state(job), "GONE", "COMPLETED", "CANCELLED"), "its job ended")
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
+async def test_a_slurmctld_restart_costs_no_pod_and_no_job(rig: Rig, view: Pool) -> None:
+    """slurmctld stopped for a few seconds and started again from its saved state, a pod bound and another
+    pending behind a Slurm job: the syncer fails closed while it is away, and once its job reads answer again
+    the bound pod keeps its node and its job, the pending pod its job, and no second job is made."""
+    bound_node, busy = view.names[0], view.names[1]
+    async with scheduler(rig, view) as service:
+        scheduler_ = service.scheduler
+        assert isinstance(scheduler_, SchedulerController)
+        blocker = await view.sbatch(busy)
+        await view.wait(lambda: _is(view.job_state(blocker), "RUNNING"), "the blocking Slurm job running")
+        running = view.pod("ctld-running", annotations={"slurm-syncer.dev/constraint": f"f{bound_node}"})
+        waiting = view.pod("ctld-waiting", annotations={"slurm-syncer.dev/constraint": f"f{busy}"})
+        await view.wait(lambda: view.node_of(running) == f"k8s-{bound_node}", "one pod bound")
+        await view.wait(lambda: view.scheduled(waiting).get("reason") == "SlurmJobPending", "one pod pending")
+        jobs = {running: view.job_of(running), waiting: _job_id(view.scheduled(waiting)["message"])}
+        await asyncio.to_thread(rig.sandbox.restart_slurmctld, 3.0)
+        await scheduler_.jobs.resync()  # a whole list read from the new slurmctld
+        await wait_for(lambda: not scheduler_.jobs.stale and scheduler_.jobs.last_error == "", DEADLINE,
+                       what="the job cache current again")  # fmt: skip
+        for pod in (running, waiting):
+            scheduler_.runner.queue.add(f"{NS}/pod/{pod}")
+        await asyncio.wait_for(scheduler_.runner.queue.wait_idle(), DEADLINE)
+        assert view.node_of(running) == f"k8s-{bound_node}" and not view.deleting(running)
+        assert not view.deleting(waiting) and not view.node_of(waiting)
+        assert await view.job_state(jobs[running]) == "RUNNING"
+        assert await view.job_state(jobs[waiting]) == "PENDING"
+        for pod in (running, waiting):
+            assert await view.jobs_named(f"{NS}/{pod}") == [jobs[pod]], f"{pod}: one job, the one from before"
+        await view.sh("scancel", blocker)
+        await view.wait(lambda: view.node_of(waiting) == f"k8s-{busy}", "the pending pod bound once room frees")
+        assert view.job_of(waiting) == jobs[waiting]
