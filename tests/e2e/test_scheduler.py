@@ -971,5 +971,52 @@ async def test_a_slurmctld_restart_costs_no_pod_and_no_job(rig: Rig, view: Pool)
         for pod in (running, waiting):
             assert await view.jobs_named(f"{NS}/{pod}") == [jobs[pod]], f"{pod}: one job, the one from before"
         await view.sh("scancel", blocker)
-        await view.wait(lambda: view.node_of(waiting) == f"k8s-{busy}", "the pending pod bound once room frees")
+        await view.wait(lambda: view.node_of(waiting) == f"k8s-{busy}", "the pending pod bound at last")
         assert view.job_of(waiting) == jobs[waiting]
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
+async def test_a_new_leader_adopts_the_jobs_the_old_one_submitted(rig: Rig, view: Pool) -> None:
+    """Two replicas of one release (a rolling upgrade, a failover): the follower's job cache listed every job
+    at its start and lists again only every 10 minutes, so it does not know a job the leader submitted since.
+    Once it leads it reads every job before it plans: the pod pending under the old leader's job gets no
+    second job (before the fix it did, at the new leader's first plan) and is bound under the first."""
+    busy = view.names[1]
+
+    def replica(identity: str) -> Any:
+        config = FAST.replace(
+            scheduler=SchedulerOptions(name=view.scheduler, namespaces=(NS,), retry_after_s=2.0),
+            lease_name=f"e2e-{view.scheduler}", leader_election=True, identity=identity,
+            lease_duration_s=3.0, renew_deadline_s=2.0, retry_period_s=0.5,
+        )  # fmt: skip
+        return running_syncer(rig, config)
+
+    blocker = await view.sbatch(busy)
+    await view.wait(lambda: _is(view.job_state(blocker), "RUNNING"), "the blocking Slurm job running")
+    async with contextlib.AsyncExitStack() as stack:
+        first = await stack.enter_async_context(replica("first"))
+        await wait_for(lambda: first.gate.leading, DEADLINE, what="the first replica leads")
+        async with replica("second") as second:
+            scheduler_ = second.scheduler
+            assert isinstance(scheduler_, SchedulerController)
+            assert not second.gate.leading
+            await wait_for(lambda: scheduler_.jobs.synced, DEADLINE, what="the follower's jobs listed")
+            pod = view.pod("handed-over", annotations={"slurm-syncer.dev/constraint": f"f{busy}"})
+            await view.wait(lambda: view.scheduled(pod).get("reason") == "SlurmJobPending", "its job waits")
+            job = _job_id(view.scheduled(pod)["message"])
+            await stack.aclose()  # the leader stops (and gives its lease up)
+            await wait_for(lambda: second.gate.leading, DEADLINE, what="the second replica leads")
+            await wait_for(
+                lambda: scheduler_.runner.resync_pending == 0 and second.context.holds.settled, DEADLINE,
+                what="the new leader planned every gang",
+            )  # fmt: skip
+            scheduler_.runner.queue.add(f"{NS}/pod/{pod}")
+            await asyncio.wait_for(scheduler_.runner.queue.wait_idle(), DEADLINE)
+            assert await view.jobs_named(f"{NS}/{pod}") == [job], "a second job for a pod that had one"
+            await view.sh("scancel", blocker)
+            await view.wait(lambda: view.node_of(pod) == f"k8s-{busy}", "the pod bound once room frees")
+            assert view.job_of(pod) == job
+            await view.delete(pod)
+            await view.wait(lambda: _is(view.job_state(job), "GONE", "COMPLETED", "CANCELLED"), "job ended")

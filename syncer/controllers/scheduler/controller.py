@@ -24,6 +24,7 @@ once when the client's version changes to one with them (Slurm upgraded: syncer/
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import re
@@ -187,6 +188,9 @@ class SchedulerController(Controller):
         # job id -> (the cache's read of it, that read mapped, its namespace): `_jobs_of`
         self._mapped: dict[int, tuple[SlurmJob, Job | None, str]] = {}
         self._settling: set[str] | None = None  # keys still to plan once before the holds are settled
+        # leading anew: every job is listed before a gang is planned (`_list_after_election`)
+        self._relist = False
+        self._relisting = asyncio.Lock()
 
     # -- inputs ---------------------------------------------------------------------------------------
     def watches(self) -> Watches:
@@ -274,6 +278,7 @@ class SchedulerController(Controller):
         self.holds.settled = False
         self._settling = None
         self._submitted.clear()  # the job cache is the truth: a leader's submits show there by their marker
+        self._relist = True  # ... once it has listed them: a follower's cache lists only every 10 minutes
 
     def _settle_if_done(self) -> None:
         if self._settling is not None and not self._settling:
@@ -303,6 +308,8 @@ class SchedulerController(Controller):
         if not self.fresh:
             return Result(requeue_after=1.0)  # fail closed: nothing submitted, bound or deleted on stale data
         namespace = key.split("/", 1)[0]
+        if self._relist:
+            await self._list_after_election()
         if key in self._lost:
             await self._list_after_lost(key)
         await self._settle_cancels(key)
@@ -477,6 +484,19 @@ class SchedulerController(Controller):
             await self._said_bound(made.bind, read)
         else:
             del self._binds[ref.uid]
+
+    async def _list_after_election(self) -> None:
+        """Leading anew: a whole job list before any gang is planned. The cache of a follower lists every job
+        at its start and then every `list_interval_s` (10 minutes) only: a job the old leader submitted
+        since is unknown to it, and its pod would get a second job."""
+        async with self._relisting:
+            if not self._relist:
+                return  # listed by another reconcile meanwhile
+            try:
+                await self.jobs.resync()
+            except SlurmError as exc:
+                raise RetryAfter(1.0, f"leading now, and the job list cannot be read: {exc}") from exc
+            self._relist = False
 
     async def _list_after_lost(self, key: str) -> None:
         """A submit whose answer was lost may have made a job: a whole list finds it by its marker."""
