@@ -191,6 +191,7 @@ class SchedulerController(Controller):
         # leading anew: every job is listed before a gang is planned (`_list_after_election`)
         self._relist = False
         self._relisting = asyncio.Lock()
+        self._unserved: set[int] = set()  # jobs of namespaces not served, logged once (`_serves`)
 
     # -- inputs ---------------------------------------------------------------------------------------
     def watches(self) -> Watches:
@@ -266,6 +267,11 @@ class SchedulerController(Controller):
             read = marker.read(found.marker, self.release)
             if read is not None and self._serves(read.key):
                 keys.add(read.key)
+            elif read is not None and found.job_id not in self._unserved:
+                self._unserved.add(found.job_id)  # said once: it stays until served again or scancelled
+                log.warning(
+                    "slurm job of a namespace not served: left alone", job_id=found.job_id, key=read.key
+                )
         keys |= self.holds.holders()
         if self._settling is None and not self.holds.settled:
             self._settling = set(keys)
