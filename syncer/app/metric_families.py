@@ -299,7 +299,7 @@ COUNTERS: Final[dict[str, Family]] = {
     ),
     "slurm_syncer_node_attribute_writes": Family(
         "Slurm node updates from Node labels, by kind (features, topology) and result (ok, error, refused "
-        "by Slurm, dry-run).",
+        "by Slurm, dry_run: what --dry-run held back, as in slurm_syncer_actions_total).",
         ("kind", "result"),
     ),
     "slurm_syncer_feature_labels_refused": Family(

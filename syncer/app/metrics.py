@@ -436,7 +436,7 @@ class _StateCollector(Collector):
         controller = self.service.attributes
         stats = controller.stats if controller is not None else AttributeStats()  # zeros: panels stay whole
         writes = counter("slurm_syncer_node_attribute_writes")
-        kinds, results = ("features", "topology"), ("ok", "error", "refused", "dry-run")
+        kinds, results = ("features", "topology"), ("ok", "error", "refused", "dry_run")
         yield _rows(writes, (((k, r), stats.writes[k, r]) for k in kinds for r in results))
         refused = counter("slurm_syncer_feature_labels_refused")
         yield _rows(refused, _one(stats.refused_labels))

@@ -8,7 +8,8 @@
   requests, seconds and bytes per endpoint. URLs: http://, https://, unix:///path. The version is chosen
   again whenever slurmrestd may have been replaced (`version_follow`: seen away, a path answered as not
   served (`SlurmPathNotServed`), another release answering, `version_may_change(why)`: slurmctld started
-  anew); `subscribe_versions(callback())` tells of a change.
+  anew; seen away and slurmctld started anew are settled by a check under the version in use when it
+  still stands); `subscribe_versions(callback())` tells of a change.
   `slurmctld_conf()` (`GET /conf`, v0.0.45: SlurmctldPort, MetricsType, ReconfigFlags ->
   `keeps_partitions`, the power-saving Suspend*/Resume* settings; None before). Partitions:
   `partition_states()` (typed, any version), `put_partition(name, settings, nodes=)` and

@@ -90,7 +90,7 @@ from syncer.slurm.partitions import PartitionSettings, PartitionState, Partition
 from syncer.slurm.partitions import PartitionsResponse as PartitionDetails
 from syncer.slurm.updates import NodeUpdate
 from syncer.slurm.version_follow import VersionFollow, unserved
-from syncer.slurm.versions import VERSIONS, ApiVersion, choose
+from syncer.slurm.versions import PREFERENCE, VERSIONS, ApiVersion, choose
 
 log = structlog.get_logger("syncer.slurm")
 T = TypeVar("T", bound=Envelope)
@@ -318,10 +318,18 @@ class SlurmClient:
             log.warning("slurm_api_version_unverified", version=chosen.name)
         return chosen, release
 
-    async def _renegotiate(self, why: str) -> None:
-        """One negotiation (under `_negotiating`); the version in use stays when it fails (raised)."""
+    async def _renegotiate(self, why: str, *, check_first: bool = False) -> None:
+        """One negotiation (under `_negotiating`); the version in use stays when it fails (raised).
+        `check_first`: slurmrestd may only have been replaced, so the version in use is checked first and
+        the OpenAPI document read only if that check fails (version_follow.py)."""
         self.follow.begin()
         try:
+            if check_first and self.version is not None:
+                kept = await self._version_stands(self.version)
+                if kept is not None:
+                    self.follow.end("chosen", kept)
+                    self._not_chosen = ""
+                    return
             chosen, release = await self._negotiate()
         except (SlurmConnectionError, SlurmTimeout):
             self.follow.end("unreachable")
@@ -359,7 +367,7 @@ class SlurmClient:
                 return  # another caller just did it
             why = self.follow.why
             try:
-                await self._renegotiate(why)
+                await self._renegotiate(why, check_first=not self.follow.changed)
             except (SlurmConnectionError, SlurmTimeout):
                 raise
             except SlurmError as exc:
@@ -405,6 +413,22 @@ class SlurmClient:
 
     async def __aexit__(self, *_exc: object) -> None:
         await self.close()
+
+    async def _version_stands(self, version: ApiVersion) -> str | None:
+        """Slurm's release if `version` is what a negotiation would choose again, else None: its ping
+        answers 200 naming the release the version was chosen under (or any, where none was known) and, unless
+        pinned, every version preferred to it is answered as not served. A few requests of under 1 KB
+        each instead of the OpenAPI document (887 KB on 26.05.5; benchmarks/version_check.py)."""
+        status, payload = await self._send("GET", f"{version.prefix}/ping/", endpoint="version_check")
+        release = _release_of(payload) if status == 200 else ""
+        if not release or (self.follow.release and release != self.follow.release):
+            return None
+        if not self._pinned:
+            for name in PREFERENCE[: PREFERENCE.index(version.name)]:
+                status, payload = await self._send("GET", f"/slurm/{name}/ping/", endpoint="version_check")
+                if not unserved(status, payload):
+                    return None  # served (or not told): the OpenAPI document says which
+        return release
 
     async def served_versions(self) -> set[str]:
         return (await self._served())[0]
@@ -539,7 +563,7 @@ class SlurmClient:
                 self.release = decoded_release
                 self.follow.answered_by(decoded_release, started)
             if unserved(status, payload):
-                self.follow.owe(f"{prefix}/ answered as not served", started)
+                self.follow.owe(f"{prefix}/ answered as not served", started, changed=True)
                 raise SlurmPathNotServed(
                     f"slurmrestd at {self.url} does not serve {prefix}{path} (HTTP 404): its API versions "
                     "may have changed; the version is chosen again", endpoint=endpoint,

@@ -22,7 +22,13 @@ large (887 KB on 26.05.5 serving four versions, 663 KB on 24.11.5, measured), so
 slurmrestd are also rate-limited: `burst` at once (an upgrade: slurmctld restarted, then slurmrestd), then
 one every `refill_s`, whatever keeps owing (two slurmrestd of different releases behind one Service would
 otherwise take turns forever). A try that did not reach slurmrestd costs it nothing and is not counted:
-tried again `retry_s` later."""
+tried again `retry_s` later.
+
+The first and last events only say slurmrestd *may* have been replaced (a reconfigure restarts slurmctld
+too): `changed` stays False and the client first checks the version in use with a few small requests (its
+ping naming the release, the newer versions' pings answered as not served), reading the OpenAPI document
+only when that check fails; a check counts as a negotiation for the rate limit. A path not served or another
+release answering is a known change: `changed`."""
 
 from __future__ import annotations
 
@@ -62,19 +68,25 @@ class VersionFollow:
         self.retry_s = retry_s
         self._clock = clock
         self.why = ""  # the event that owes a negotiation; "" none
+        self.changed = False  # ... one that says slurmrestd changed (else a check may settle it)
         self.began = -math.inf  # clock() the last negotiation began
         self.ended = -math.inf  # ... and ended: events count from it
         self._reached = True  # ... and it reached slurmrestd (else tried again after retry_s)
         self._tokens = float(burst)  # negotiations that may reach slurmrestd now
         self._counted_at = clock()
         self.release = ""  # the Slurm release the version in use was chosen under ("" not known yet)
-        self.negotiations = 0
+        self.negotiations = 0  # begun, checks included
 
-    def owe(self, why: str, sent_at: float) -> None:
+    def owe(self, why: str, sent_at: float, *, changed: bool = False) -> None:
         """An event seen by a request sent at `sent_at` (clock()); ignored when sent before the last
-        negotiation ended (it tells of the slurmrestd that negotiation already met)."""
-        if sent_at >= self.ended and not self.why:
+        negotiation ended (it tells of the slurmrestd that negotiation already met). `changed`: it tells
+        that the version in use may no longer stand (a path not served, another release), not just that
+        slurmrestd may have been replaced: the OpenAPI document is read without a check first."""
+        if sent_at < self.ended:
+            return
+        if not self.why:
             self.why = why
+        self.changed = self.changed or changed
 
     def answered_by(self, release: str, sent_at: float) -> None:
         """An answer naming Slurm's `release`: another release than the version was chosen under owes."""
@@ -83,7 +95,7 @@ class VersionFollow:
         if not self.release:
             self.release = release
         elif release != self.release:
-            self.owe(f"slurmrestd's release changed from {self.release} to {release}", sent_at)
+            self.owe(f"slurmrestd's release changed from {self.release} to {release}", sent_at, changed=True)
 
     def _refill(self) -> float:
         now = self._clock()
@@ -115,12 +127,13 @@ class VersionFollow:
         self.negotiations += 1
 
     def end(self, outcome: Outcome, release: str = "") -> None:
-        """`chosen`: the event is settled; `refused` (slurmrestd answered, no version could be chosen) and
-        `unreachable` keep it owed. Both that reached slurmrestd spend one of the burst."""
+        """`chosen` (or the version in use checked and kept): the event is settled; `refused` (slurmrestd
+        answered, no version could be chosen) and `unreachable` keep it owed. Both that reached slurmrestd
+        spend one of the burst."""
         self._refill()
         self._reached = outcome != "unreachable"
         if self._reached:
             self._tokens -= 1.0
         self.ended = self._clock()
         if outcome == "chosen":
-            self.why, self.release = "", release
+            self.why, self.changed, self.release = "", False, release

@@ -385,7 +385,7 @@ async def test_dry_run_logs_the_update_and_writes_nothing(rig: Rig) -> None:
     async with running_syncer(rig, FAST.replace(attributes=ATTRIBUTES, dry_run=True)) as service:
         assert service.attributes is not None
         writes = service.attributes.stats.writes
-        await wait_for(lambda: writes["features", "dry-run"] >= 1, 10, what="the update it would send")
+        await wait_for(lambda: writes["features", "dry_run"] >= 1, 10, what="the update it would send")
         assert not writes["features", "ok"] and service.context.slurm_writer.bulk.stats.requests == 0
     assert "k8s.gpu:h100" not in (await rig.slurm(name)).features
 

@@ -1,7 +1,8 @@
 """A slurmrestd replaced by one serving other REST API versions (as an upgrade does; here the real slurmrestd
 restarted with `-d data_parser/...`, which limits the /slurm/vX/ paths it serves on both releases) is
 followed by the client and its node cache without a restart: the old version gone, at once; newer versions
-beside it, after slurmrestd was seen away or slurmctld started anew. One negotiation per replacement."""
+beside it, after slurmrestd was seen away or slurmctld started anew. One negotiation per replacement, and
+none for a reconfigure that left slurmrestd as it was (a check under the version in use settles it)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ from tests.helpers import captured_logs, wait_for
 
 pytestmark = pytest.mark.slurm
 OLDEST, NEWEST = API_VERSIONS[0], API_VERSIONS[-1]
+VERSIONS_NEWER_THAN = {
+    name: list(VERSIONS).index(name) for name in VERSIONS
+}  # the syncer knows, newest first
 BOUND_S = 15.0  # a version change followed within this (a poll, a negotiation; a busy machine)
 
 
@@ -50,6 +54,11 @@ async def polled(sandbox: Sandbox) -> AsyncIterator[tuple[SlurmClient, NodeCache
 
 def negotiations(client: SlurmClient) -> int:
     return client.stats.requests[("openapi", "200")]
+
+
+def checks(client: SlurmClient) -> int:
+    """Requests of version checks (the ping under the version in use, the newer versions' pings)."""
+    return sum(n for (endpoint, _), n in client.stats.requests.items() if endpoint == "version_check")
 
 
 def failed(client: SlurmClient) -> int:
@@ -133,3 +142,28 @@ async def test_newer_versions_are_taken_when_slurmctld_starts_anew(slurm_sandbox
             "slurmctld started anew"
         ]
         assert failed(client) == errors, "slurmrestd was never seen away"
+
+
+async def test_a_reconfigure_is_settled_by_a_check_without_the_openapi_document(
+    slurm_sandbox: Sandbox,
+) -> None:
+    """`scontrol reconfigure` starts slurmctld anew, which an upgrade does too: the version is checked again,
+    by pings under the version in use (and the newer versions', where the release serves fewer than the
+    syncer knows), not by the OpenAPI document (887 KB on 26.05.5, 663 KB on 24.11.5)."""
+    async with polled(slurm_sandbox) as (client, cache):
+        await wait_for(
+            lambda: cache.reload_watch.started != 0 and not cache.reloading, 10, what="slurmctld's start"
+        )
+        assert client.version is not None and client.version.name == NEWEST
+        before, reloads, checked = negotiations(client), cache.stats.reloads, client.follow.negotiations
+        with captured_logs() as logs:
+            await asyncio.to_thread(slurm_sandbox.scontrol, "reconfigure")
+            await wait_for(lambda: cache.stats.reloads > reloads, BOUND_S, what="the reconfigure seen")
+            await wait_for(
+                lambda: client.follow.negotiations > checked and not client.follow.why, BOUND_S,
+                what="the version checked again",
+            )  # fmt: skip
+        assert negotiations(client) == before, "no OpenAPI document read for a reconfigure"
+        # 26.05: v0.0.45's ping; 24.11: v0.0.42's, then v0.0.43-45 answered as not served
+        assert checks(client) >= 1 + VERSIONS_NEWER_THAN[NEWEST]
+        assert client.version.name == NEWEST and changes(logs.entries) == []

@@ -2,8 +2,8 @@
 pod's deletion rests on (the job cache's own read of the job's end if it is at most ENDED_READ_AGE_S old:
 an ended job stays ended; any other deletion reads the job now), which answers to an immediate
 allocation are Slurm's refusal (the job is then submitted) rather than a lost answer (the job may run: it is
-looked for), which jobs it cancelled the job cache shows from a read older than the cancel, and how long a
-bind of its own is remembered (until the pod informer shows it) and which failed binds are read back."""
+looked for), which jobs it cancelled the job cache shows from a read older than the cancel, and which failed
+binds are read back (how long a bind is remembered: test_scheduler_binds.py)."""
 
 from __future__ import annotations
 
@@ -11,21 +11,16 @@ import pytest
 
 from syncer.controllers.scheduler import marker
 from syncer.controllers.scheduler.controller import (
-    BIND_SHOWS_S,
     ENDED_READ_AGE_S,
     LIVE_INTERVAL_S,
-    MadeBind,
     allocation_refused,
     awaited_cancels,
     bind_unanswered,
     delete_read_age,
     submit_refused,
-    unshown_bind,
 )
-from syncer.controllers.scheduler.plan import Bind
 from syncer.controllers.scheduler.values import Job, PodRef
 from syncer.kube.errors import KubeConnectionError, KubeError
-from syncer.model.kube import SchedulerPod
 from syncer.slurm.errors import SlurmApiError, SlurmMessage
 
 RELEASE = "me:slurm-syncer"
@@ -126,26 +121,6 @@ def test_a_cancelled_job_is_awaited_while_the_cache_shows_it_from_a_read_sent_be
     assert awaited_cancels(cancels, live, {7: 100.1, 8: 99.9}.get) == {8}  # a later read shows 7 live
     ended = [job("CANCELLED", job_id=7), job("RUNNING", "COMPLETING", job_id=8)]
     assert awaited_cancels(cancels, ended, reads.get) == frozenset()  # shown ended, whenever read
-
-
-def test_a_bind_of_ours_is_kept_until_the_pod_informer_shows_the_pod_bound_or_gone_or_a_bound_passes() -> (
-    None
-):
-    """The plan counts the pod bound (`bound`) while the informer shows it unbound still; the informer's word
-    wins once it shows a bind (there or elsewhere); a pod gone, or another pod of that name (another UID),
-    ends the memory; so does BIND_SHOWS_S without the informer showing it (logged), so it cannot grow."""
-    made = MadeBind(Bind(pod=POD, node="k1", job_id=7, slurm_node="n1"), at=100.0)
-    unbound = SchedulerPod(namespace="ns", name="web-0", uid="u-1")
-    assert unshown_bind(made, unbound, 100.0) == ""
-    assert unshown_bind(made, unbound, 100.0 + BIND_SHOWS_S) == ""
-    assert unshown_bind(made, unbound, 100.0 + BIND_SHOWS_S + 0.01) == "expired"
-    assert unshown_bind(
-        made, SchedulerPod(namespace="ns", name="web-0", uid="u-1", node_name="k1"), 100.0
-    ) == ("shown")
-    elsewhere = SchedulerPod(namespace="ns", name="web-0", uid="u-1", node_name="k2")
-    assert unshown_bind(made, elsewhere, 100.0) == "shown"
-    assert unshown_bind(made, None, 100.0) == "gone"
-    assert unshown_bind(made, SchedulerPod(namespace="ns", name="web-0", uid="u-2"), 100.0) == "gone"
 
 
 @pytest.mark.parametrize(

@@ -261,12 +261,84 @@ async def test_past_the_burst_an_event_waits_for_the_rate_limit_and_is_then_serv
     slurm.follow.burst, slurm.follow.refill_s = 1, 3600.0  # one negotiation left after the start
     slurm.version_may_change("slurmctld started anew")  # e.g. a reconfigure: the same versions again
     assert await slurm.ping()
-    assert slurmrestd.openapi_reads() == 2 and changes == []
+    assert checks(slurm) == 4 and slurmrestd.openapi_reads() == 1 and changes == []
     slurmrestd.served = ("v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43")
     slurm.version_may_change("slurmctld started anew")
     for _ in range(5):
         assert await slurm.ping()
-    assert slurmrestd.openapi_reads() == 2, "not again within the rate limit"
+    assert checks(slurm) == 4 and slurmrestd.openapi_reads() == 1, "not again within the rate limit"
     slurm.follow.refill_s = 0.0
     assert await slurm.ping()
-    assert slurmrestd.openapi_reads() == 3 and changes == ["v0.0.43"]
+    assert slurmrestd.openapi_reads() == 2 and changes == ["v0.0.43"]
+
+
+# -- an event that only says slurmrestd may have been replaced: the version in use checked first ----------
+def checks(slurm: SlurmClient) -> int:
+    """The pings checks sent (the version in use's, then each newer one's), as the client counts them."""
+    return sum(n for (endpoint, _), n in slurm.stats.requests.items() if endpoint == "version_check")
+
+
+def test_a_path_not_served_or_another_release_is_a_change_a_reconfigure_is_not() -> None:
+    clock = Clock()
+    follow = VersionFollow(clock=clock)
+    follow.begin()
+    follow.end("chosen", "26.05.5")
+    follow.owe("slurmctld started anew", sent_at=clock.now)
+    assert follow.due() and not follow.changed, "a check may settle it"
+    follow.owe("/slurm/v0.0.45/ answered as not served", sent_at=clock.now, changed=True)
+    assert follow.changed and follow.why == "slurmctld started anew", "the first event names it"
+    follow.begin()
+    follow.end("chosen", "26.05.5")
+    assert not follow.why and not follow.changed
+    follow.answered_by("26.11.1", sent_at=clock.now)
+    assert follow.changed
+
+
+async def test_a_reconfigure_with_nothing_changed_costs_a_check_not_the_openapi_document(
+    slurmrestd: Slurmrestd, client: tuple[SlurmClient, list[str]]
+) -> None:
+    slurm, changes = client
+    slurm.version_may_change("slurmctld started anew")
+    assert await slurm.ping()
+    # v0.0.42's ping naming the release, then v0.0.45, v0.0.44, v0.0.43 answered as not served
+    assert checks(slurm) == 4 and slurmrestd.openapi_reads() == 1
+    assert not slurm.follow.why and changes == [] and slurm.stats.requests[("version_check", "404")] == 3
+
+
+async def test_a_newer_version_served_beside_the_one_in_use_fails_the_check_and_is_chosen(
+    slurmrestd: Slurmrestd, client: tuple[SlurmClient, list[str]]
+) -> None:
+    slurm, changes = client
+    slurmrestd.served = ("v0.0.42", "v0.0.44")
+    slurm.version_may_change("slurmctld started anew")
+    assert await slurm.ping()
+    assert slurmrestd.openapi_reads() == 2 and changes == ["v0.0.44"]
+
+
+async def test_another_release_behind_the_same_versions_fails_the_check(
+    slurmrestd: Slurmrestd, client: tuple[SlurmClient, list[str]]
+) -> None:
+    slurm, changes = client
+    slurmrestd.release = "24.11.6"
+    slurm.version_may_change("slurmctld started anew")
+    assert await slurm.ping()
+    assert slurmrestd.openapi_reads() == 2 and checks(slurm) == 1, "the release differs: no probes"
+    assert slurm.follow.release == "24.11.6" and changes == []
+
+
+async def test_a_known_change_reads_the_openapi_document_without_a_check(
+    slurmrestd: Slurmrestd, client: tuple[SlurmClient, list[str]]
+) -> None:
+    slurm, changes = client
+    slurmrestd.served = ("v0.0.43",)
+    assert await slurm.ping()  # v0.0.42 answered as not served: a change, the read goes on under v0.0.43
+    assert checks(slurm) == 0 and slurmrestd.openapi_reads() == 2 and changes == ["v0.0.43"]
+
+
+async def test_a_pinned_version_is_checked_by_its_own_ping_alone(slurmrestd: Slurmrestd) -> None:
+    async with SlurmClient(slurmrestd.url, StaticToken("t"), api_version="v0.0.41") as slurm:
+        slurmrestd.served = ("v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45")
+        slurm.version_may_change("slurmctld started anew")
+        assert await slurm.ping()
+        assert checks(slurm) == 1 and slurmrestd.openapi_reads() == 1
+        assert slurm.version is not None and slurm.version.name == "v0.0.41"

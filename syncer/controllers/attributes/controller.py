@@ -225,7 +225,7 @@ class AttributeController(Controller):
         finally:
             self._writing.discard((name, kind))
         if not written:
-            self.stats.writes[kind, "dry-run"] += 1
+            self.stats.writes[kind, "dry_run"] += 1
             return
         self.stats.writes[kind, "ok"] += 1
         self._written_at[name] = time.monotonic()

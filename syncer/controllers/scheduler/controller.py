@@ -13,13 +13,14 @@ Its memory is only what the plan takes: the jobs it submitted that the job cache
 it cancelled as they could not be placed until the pod cache shows its condition saying so, the jobs it
 cancelled until the job cache shows a read of them made after the cancel (the cache can show a job live from
 a read sent just before: never bound, nor its pods deleted, for a job ended here), the binds it made until
-the pod informer shows them (the informer can show a pod unbound just after the bind: never placed again, nor
-its job cancelled for placement; 30 s at most), and the nodes it holds (syncer/control/holds.py, shared with
-the sync engine, which drains them). Answers lost: a submit's blocks the gang until a whole job list has been
-read (the marker finds the job if it was made); a cancel that failed has its job read now, and a bind without
-an answer (or a 5xx) its pod, before the gang is planned again. Slurm refusing a submit is said on the pods
-and tried again after `retry_after_s`; a REST API without external jobs (24.11) every 5 minutes, and at
-once when the client's version changes to one with them (Slurm upgraded: syncer/slurm/version_follow.py).
+the pod informer shows them bound or gone, or the API server shows them not made (the informer can show a
+pod unbound after the bind for as long as it lags: never placed again, nor its job cancelled for placement;
+binds.py), and the nodes it holds (syncer/control/holds.py, shared with the sync engine, which drains them).
+Answers lost: a submit's blocks the gang until a whole job list has been read (the marker finds the job if
+it was made); a cancel that failed has its job read now, and a bind without an answer (or a 5xx) its pod,
+before the gang is planned again. Slurm refusing a submit is said on the pods and tried again after
+`retry_after_s`; a REST API without external jobs (24.11) every 5 minutes, and at once when the client's
+version changes to one with them (Slurm upgraded: syncer/slurm/version_follow.py).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from syncer.control.context import ControllerContext
 from syncer.control.holds import NodeHolds, held_in
 from syncer.control.registration import Registration
 from syncer.controllers.scheduler import allocate, edges, gang, marker
+from syncer.controllers.scheduler.binds import BindMemory, MadeBind
 from syncer.controllers.scheduler.options import OPTIONS, Options, SchedulerOptions, options_from
 from syncer.controllers.scheduler.plan import (
     PENDING,
@@ -95,8 +97,6 @@ ENDED_READ_AGE_S: Final = LIVE_INTERVAL_S
 # a job submitted is read whole again this long after (then at twice its age): Slurm's pending reason shows
 PENDING_FIRST_S: Final = 1.0
 CANCEL_SHOWS_S: Final = 1.0  # a gang whose job's cancel the job cache does not show yet: planned again after
-# a bind of ours the pod informer does not show after this is forgotten, logged (its lag is milliseconds)
-BIND_SHOWS_S: Final = 30.0
 SUBMIT_SHOWS_S: Final = 30.0  # a submitted job the job cache does not show after this: a whole list is read
 EVENT_SUBMITTED: Final = "SlurmJobSubmitted"
 EVENT_SUBMIT_FAILED: Final = "SlurmSubmitFailed"
@@ -183,7 +183,7 @@ class SchedulerController(Controller):
         # job id -> time.monotonic() its cancel was answered, until the job cache shows a later read (plan)
         self._cancelled: dict[int, float] = {}
         self._unanswered: set[int] = set()  # job ids whose cancel failed: read now before planning again
-        self._binds: dict[str, MadeBind] = {}  # pod UID -> our bind, until the pod informer shows it (plan)
+        self._binds = BindMemory(options.bind_shows_s)  # our binds the pod informer does not show (plan)
         self._adopted: set[int] = set()
         # job id -> (the cache's read of it, that read mapped, its namespace): `_jobs_of`
         self._mapped: dict[int, tuple[SlurmJob, Job | None, str]] = {}
@@ -454,42 +454,46 @@ class SchedulerController(Controller):
 
     async def _still_bound(self, current: gang.Gang) -> frozenset[Bind]:
         """The binds this controller made that the pod informer does not show yet, of the gang's pods (plan's
-        `bound`). A bind whose answer was lost is settled first by a read of its pod made now (the gang waits
-        while the pod cannot be read). A bind is forgotten once the informer shows the pod bound, once no pod
-        of that UID is there, or after BIND_SHOWS_S (logged)."""
+        `bound`), each kept until evidence ends it (binds.py), never for a time only. Those whose answer was
+        lost, and those the informer has not shown for another `bind_shows_s`, are read back from the API
+        server first; a bind unshown that long is warned of once."""
         now = time.monotonic()
-        for uid, made in list(self._binds.items()):
-            ref = made.bind.pod
-            why = unshown_bind(made, self.pods.get(ref.namespace, ref.name), now)
-            if why:
-                del self._binds[uid]
-            if why == "expired":
-                log.warning(
-                    "bind not shown by the pod informer: forgotten", pod=f"{ref.namespace}/{ref.name}",
-                    node=made.bind.node, job_id=made.bind.job_id, after_s=BIND_SHOWS_S,
-                )  # fmt: skip
+        ended, late = self._binds.sweep(self.pods.get, now)
+        for made in late:
+            log.warning(
+                "bind not shown by the pod informer: kept until it does, or the API server shows it unmade",
+                pod=_name(made), node=made.bind.node, job_id=made.bind.job_id, after_s=_age(made, now),
+            )  # fmt: skip
+        for made in ended:
+            log.info("bind shown by the pod informer at last", pod=_name(made), after_s=_age(made, now))
         ours = {pod.uid for pod in current.pods}
-        for made in [made for uid, made in self._binds.items() if uid in ours and not made.answered]:
+        for made in self._binds.due(ours, now):
             await self._settle_bind(made)
-        return frozenset(made.bind for uid, made in self._binds.items() if uid in ours)
+        return self._binds.of(ours)
 
     async def _settle_bind(self, made: MadeBind) -> None:
-        """A bind whose answer was lost, read back: the pod on that Node (it was bound: remembered as
-        answered), or anything else (not bound: the plan decides again; gone; or bound elsewhere, which the
-        informer shows)."""
+        """A bind read back from the API server: the pod on that Node, kept (a bind whose answer was lost is
+        then counted and told as made); anything else, forgotten (not bound: the plan decides again; gone; or
+        bound elsewhere, which the informer will show). A bind whose answer was lost holds the gang while its
+        pod cannot be read; one answered is kept as it is (read again at the next pass)."""
         ref = made.bind.pod
         try:
             read = await self.reads.pod(ref.namespace, ref.name)
         except KubeError as exc:
+            if made.answered:
+                log.info("a bind not shown by the pod informer cannot be read back: kept", pod=_name(made))
+                return
             raise RetryAfter(
                 1.0, f"a bind's answer was lost and pod {ref.namespace}/{ref.name} cannot be read: {exc}"
             ) from exc
-        if read is not None and read.uid == ref.uid and read.node_name == made.bind.node:
-            self._binds[ref.uid] = MadeBind(made.bind, time.monotonic())
-            log.info("a bind whose answer was lost was made", pod=f"{ref.namespace}/{ref.name}")
+        if not self._binds.settle(made, read, time.monotonic()):
+            if made.answered:
+                log.info(
+                    "bind not on its Node in the API server: forgotten", pod=_name(made), node=made.bind.node
+                )
+        elif not made.answered:
+            log.info("a bind whose answer was lost was made", pod=_name(made))
             await self._said_bound(made.bind, read)
-        else:
-            del self._binds[ref.uid]
 
     async def _list_after_election(self) -> None:
         """Leading anew: a whole job list before any gang is planned. The cache of a follower lists every job
@@ -609,6 +613,8 @@ class SchedulerController(Controller):
             elif isinstance(action, SetScheduled):
                 await self._set_scheduled(action, pods.get(action.pod.uid))
             elif isinstance(action, Bind):
+                if self._binds.full:  # the informer this far behind: no more binds (none is forgotten)
+                    raise RetryAfter(1.0, f"{len(self._binds.made)} binds not shown by the pod informer yet")
                 if not await self._same(action.job_id, jobs.get(action.job_id), max_age_s=BIND_READ_AGE_S):
                     return False
                 await self._bind(action, pods.get(action.pod.uid))
@@ -765,10 +771,10 @@ class SchedulerController(Controller):
             )  # fmt: skip
         except KubeError as exc:
             if bind_unanswered(exc):  # it may have bound the pod: read back before the gang is planned again
-                self._binds[ref.uid] = MadeBind(action, time.monotonic(), answered=False)
+                self._binds.add(action, time.monotonic(), answered=False)
             raise
         if outcome in (Outcome.DONE, Outcome.ALREADY):  # the pod informer may not show it yet
-            self._binds[ref.uid] = MadeBind(action, time.monotonic())
+            self._binds.add(action, time.monotonic())
         if outcome is Outcome.DONE:
             await self._said_bound(action, found)
 
@@ -892,31 +898,18 @@ def awaited_cancels(
     return frozenset(still)
 
 
-@dataclass(frozen=True)
-class MadeBind:
-    """A bind this controller made: `at` its answer (time.monotonic()); `answered` False when the answer was
-    lost (the pod may or may not be bound: read back before the gang is planned again)."""
-
-    bind: Bind
-    at: float
-    answered: bool = True
-
-
-def unshown_bind(made: MadeBind, pod: SchedulerPod | None, now: float) -> str:
-    """Why a bind of ours is forgotten now, as the pod informer shows its pod (`pod`: the informer's of that
-    name); "" while it is kept (the plan counts the pod bound): "shown" (bound, there or elsewhere: the
-    informer's word), "gone" (no pod of that UID), "expired" (not shown after BIND_SHOWS_S)."""
-    if pod is None or pod.uid != made.bind.pod.uid:
-        return "gone"
-    if pod.node_name:
-        return "shown"
-    return "expired" if now - made.at > BIND_SHOWS_S else ""
-
-
 def bind_unanswered(exc: KubeError) -> bool:
     """A bind that failed without saying it was not made: no answer (a lost connection, a timeout: status 0)
     or a 5xx (the API server may have written the pod before failing). A 4xx says it was not made."""
     return exc.status == 0 or exc.status >= 500
+
+
+def _name(made: MadeBind) -> str:
+    return f"{made.bind.pod.namespace}/{made.bind.pod.name}"
+
+
+def _age(made: MadeBind, now: float) -> float:
+    return round(now - made.at, 1)
 
 
 def delete_read_age(planned: Job | None) -> float:

@@ -32,6 +32,9 @@ class SchedulerOptions:
     allocate: bool = True  # allocate at once when the node cache shows room, else submit (allocate.py)
     gres: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_GRES))
     retry_after_s: float = 60.0
+    # a bind of ours the pod informer does not show after this is warned of (controller.py): no option, a
+    # test seam (an informer that lags this long, without waiting for it)
+    bind_shows_s: float = 30.0
 
     @property
     def enabled(self) -> bool:
