@@ -180,10 +180,13 @@ class Pool:
 
 @asynccontextmanager
 async def scheduler(
-    rig: Rig, pool_view: Pool, *, resync_s: float = FAST.resync_s, slurm_url: str = "", **options: Any
-) -> AsyncIterator[SyncerService]:
+    rig: Rig, pool_view: Pool, *, resync_s: float = FAST.resync_s, slurm_url: str = "",
+    namespaces: tuple[str, ...] = (NS,), **options: Any,
+) -> AsyncIterator[SyncerService]:  # fmt: skip
     config = FAST.replace(
-        scheduler=SchedulerOptions(name=pool_view.scheduler, namespaces=(NS,), retry_after_s=2.0, **options),
+        scheduler=SchedulerOptions(
+            name=pool_view.scheduler, namespaces=namespaces, retry_after_s=2.0, **options
+        ),
         lease_name=f"e2e-{pool_view.scheduler}",
         resync_s=resync_s,
     )
@@ -864,3 +867,183 @@ async def test_allocate_at_once_keeps_slurms_order_and_a_lost_answer_makes_no_se
             assert view.job_of(later) == waiting and await view.jobs_named(f"{NS}/{later}") == [waiting]
             submits = [w for w in proxy.writes if w[2].endswith("/job/submit") and later.encode() in w[3]]
             assert len(submits) == 1, "the job of the submit answered 500 was adopted, not made again"
+
+
+def _copy_of(p: Pool, name: str, copy: str, *, same_node: bool) -> str:
+    """A copy of pod `name` as `kubectl debug NAME --copy-to=COPY` makes it: its annotations (the scheduler's
+    job-id annotation among them) and its spec, without spec.nodeName unless `--same-node`."""
+    pod = p.get(name)
+    assert pod is not None
+    spec = {k: v for k, v in pod["spec"].items() if same_node or k != "nodeName"}
+    annotations = dict(pod["metadata"].get("annotations") or {})
+    body = {"metadata": {"name": copy, "annotations": annotations}, "spec": spec}
+    p.rig.kube.create("", "v1", "pods", body, namespace=NS)
+    return copy
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
+async def test_a_copy_of_a_bound_pod_leaves_the_pod_and_its_job_alone(rig: Rig, view: Pool) -> None:
+    """The job-id annotation is written by the scheduler's binding, but a pod's author can write it too, and
+    `kubectl debug POD --copy-to=COPY` copies it (annotations and spec, nodeName cleared unless --same-node).
+    Only the job's marker names its pods: a copy is a pod of its own (its own job; bound by hand with
+    --same-node: someone else's), and neither the copy nor its deletion ends the pod it was copied from or
+    that pod's job (before the fix the copy joined the job's gang: 1 node for 2 pods, so the bound pod was
+    deleted for placement; a --same-node copy deleted took the pod with it as "a gang ends together")."""
+    node = view.names[0]
+    async with scheduler(rig, view) as service:
+        scheduler_ = service.scheduler
+        assert isinstance(scheduler_, SchedulerController)
+        original = view.pod("original", annotations={"slurm-syncer.dev/constraint": f"f{node}"})
+        await view.wait(lambda: view.node_of(original) == f"k8s-{node}", "the pod bound")
+        job = view.job_of(original)
+
+        async def settled(*pods: str) -> None:  # every gang of these pods planned once more
+            for pod in pods:
+                scheduler_.runner.queue.add(f"{NS}/pod/{pod}")
+            await asyncio.wait_for(scheduler_.runner.queue.wait_idle(), DEADLINE)
+
+        copy = _copy_of(view, original, "original-debug", same_node=False)
+        await view.wait(
+            lambda: bool(view.node_of(copy)) or view.deleting(original),
+            "the copy bound under a job of its own (or the original deleted)",
+        )
+        assert not view.deleting(original), "the copy of a bound pod ended that pod"
+        assert view.job_of(copy) != job, "the copy bound under the original's job"
+        await settled(original, copy)
+        assert not view.deleting(original) and view.node_of(original) == f"k8s-{node}"
+        assert await view.job_state(job) == "RUNNING"
+        await view.delete(copy)
+        await view.wait(lambda: view.get(copy) is None, "the copy gone")
+
+        # bound by hand beside it (--same-node), with a constraint the pod's Namespace lets it choose
+        same = _copy_of(view, original, "original-same", same_node=True)
+        await view.wait(lambda: scheduler_.pods.get(NS, same) is not None, "the scheduler sees the copy")
+        await settled(original, same)
+        rig.kube.kubelet.termination_s = 60.0  # the copy stops only when forced: it terminates meanwhile
+        await view.delete(same, grace=60)
+
+        def terminating() -> bool:
+            found = scheduler_.pods.get(NS, same)
+            return found is not None and found.terminating
+
+        await view.wait(terminating, "the scheduler sees the copy terminating")
+        await settled(original, same)
+        assert not view.deleting(original), "the --same-node copy's deletion ended the pod it copies"
+        assert await view.job_state(job) == "RUNNING"
+        await view.delete(same, grace=0)
+        await view.wait(lambda: scheduler_.pods.get(NS, same) is None, "the scheduler sees the copy gone")
+        await settled(original, same)
+        assert not view.deleting(original) and await view.job_state(job) == "RUNNING"
+        await view.delete(original)
+        await view.wait(lambda: _is(view.job_state(job), "GONE", "COMPLETED", "CANCELLED"), "its job ended")
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
+async def test_a_namespace_no_longer_served_keeps_its_pods_jobs(rig: Rig, view: Pool) -> None:
+    """The syncer restarted with a --scheduler-namespaces that leaves out a namespace where a pod of its runs
+    (its rights there withdrawn too, as the chart renders them): it cannot see that pod, so it must not take
+    the pod's absence for its deletion and cancel the job, which frees the node in Slurm under the running
+    pod (before the fix the job was cancelled, cause pod-deleted, at the first plan)."""
+    node = view.names[0]
+    async with scheduler(rig, view):
+        pod = view.pod("served", annotations={"slurm-syncer.dev/constraint": f"f{node}"})
+        await view.wait(lambda: view.node_of(pod) == f"k8s-{node}", "the pod bound")
+        job = view.job_of(pod)
+    async with scheduler(rig, view, namespaces=("elsewhere",)) as service:
+        await wait_for(
+            lambda: service.context.holds.settled, DEADLINE, what="the scheduler planned every gang"
+        )
+        assert isinstance(service.scheduler, SchedulerController)
+        await asyncio.wait_for(service.scheduler.runner.queue.wait_idle(), DEADLINE)
+        assert await view.job_state(job) == "RUNNING", "the job of a running pod cancelled"
+        assert view.node_of(pod) == f"k8s-{node}" and not view.deleting(pod)
+    async with scheduler(rig, view):
+        await view.delete(pod)
+        await view.wait(lambda: _is(view.job_state(job), "GONE", "COMPLETED", "CANCELLED"), "its job ended")
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
+async def test_a_slurmctld_restart_costs_no_pod_and_no_job(rig: Rig, view: Pool) -> None:
+    """slurmctld stopped for a few seconds and started again from its saved state, a pod bound and another
+    pending behind a Slurm job: the syncer fails closed while it is away, and once its job reads answer again
+    the bound pod keeps its node and its job, the pending pod its job, and no second job is made."""
+    bound_node, busy = view.names[0], view.names[1]
+    async with scheduler(rig, view) as service:
+        scheduler_ = service.scheduler
+        assert isinstance(scheduler_, SchedulerController)
+        blocker = await view.sbatch(busy)
+        await view.wait(lambda: _is(view.job_state(blocker), "RUNNING"), "the blocking Slurm job running")
+        running = view.pod("ctld-running", annotations={"slurm-syncer.dev/constraint": f"f{bound_node}"})
+        waiting = view.pod("ctld-waiting", annotations={"slurm-syncer.dev/constraint": f"f{busy}"})
+        await view.wait(lambda: view.node_of(running) == f"k8s-{bound_node}", "one pod bound")
+        await view.wait(lambda: view.scheduled(waiting).get("reason") == "SlurmJobPending", "one pod pending")
+        jobs = {running: view.job_of(running), waiting: _job_id(view.scheduled(waiting)["message"])}
+        await asyncio.to_thread(rig.sandbox.restart_slurmctld, 3.0)
+        await scheduler_.jobs.resync()  # a whole list read from the new slurmctld
+        await wait_for(lambda: not scheduler_.jobs.stale and scheduler_.jobs.last_error == "", DEADLINE,
+                       what="the job cache current again")  # fmt: skip
+        for pod in (running, waiting):
+            scheduler_.runner.queue.add(f"{NS}/pod/{pod}")
+        await asyncio.wait_for(scheduler_.runner.queue.wait_idle(), DEADLINE)
+        assert view.node_of(running) == f"k8s-{bound_node}" and not view.deleting(running)
+        assert not view.deleting(waiting) and not view.node_of(waiting)
+        assert await view.job_state(jobs[running]) == "RUNNING"
+        assert await view.job_state(jobs[waiting]) == "PENDING"
+        for pod in (running, waiting):
+            assert await view.jobs_named(f"{NS}/{pod}") == [jobs[pod]], f"{pod}: one job, the one from before"
+        await view.sh("scancel", blocker)
+        await view.wait(lambda: view.node_of(waiting) == f"k8s-{busy}", "the pending pod bound at last")
+        assert view.job_of(waiting) == jobs[waiting]
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
+async def test_a_new_leader_adopts_the_jobs_the_old_one_submitted(rig: Rig, view: Pool) -> None:
+    """Two replicas of one release (a rolling upgrade, a failover): the follower's job cache listed every job
+    at its start and lists again only every 10 minutes, so it does not know a job the leader submitted since.
+    Once it leads it reads every job before it plans: the pod pending under the old leader's job gets no
+    second job (before the fix it did, at the new leader's first plan) and is bound under the first."""
+    busy = view.names[1]
+
+    def replica(identity: str) -> Any:
+        config = FAST.replace(
+            scheduler=SchedulerOptions(name=view.scheduler, namespaces=(NS,), retry_after_s=2.0),
+            lease_name=f"e2e-{view.scheduler}", leader_election=True, identity=identity,
+            lease_duration_s=3.0, renew_deadline_s=2.0, retry_period_s=0.5,
+        )  # fmt: skip
+        return running_syncer(rig, config)
+
+    blocker = await view.sbatch(busy)
+    await view.wait(lambda: _is(view.job_state(blocker), "RUNNING"), "the blocking Slurm job running")
+    async with contextlib.AsyncExitStack() as stack:
+        first = await stack.enter_async_context(replica("first"))
+        await wait_for(lambda: first.gate.leading, DEADLINE, what="the first replica leads")
+        async with replica("second") as second:
+            scheduler_ = second.scheduler
+            assert isinstance(scheduler_, SchedulerController)
+            assert not second.gate.leading
+            await wait_for(lambda: scheduler_.jobs.synced, DEADLINE, what="the follower's jobs listed")
+            pod = view.pod("handed-over", annotations={"slurm-syncer.dev/constraint": f"f{busy}"})
+            await view.wait(lambda: view.scheduled(pod).get("reason") == "SlurmJobPending", "its job waits")
+            job = _job_id(view.scheduled(pod)["message"])
+            await stack.aclose()  # the leader stops (and gives its lease up)
+            await wait_for(lambda: second.gate.leading, DEADLINE, what="the second replica leads")
+            await wait_for(
+                lambda: scheduler_.runner.resync_pending == 0 and second.context.holds.settled, DEADLINE,
+                what="the new leader planned every gang",
+            )  # fmt: skip
+            scheduler_.runner.queue.add(f"{NS}/pod/{pod}")
+            await asyncio.wait_for(scheduler_.runner.queue.wait_idle(), DEADLINE)
+            assert await view.jobs_named(f"{NS}/{pod}") == [job], "a second job for a pod that had one"
+            await view.sh("scancel", blocker)
+            await view.wait(lambda: view.node_of(pod) == f"k8s-{busy}", "the pod bound once room frees")
+            assert view.job_of(pod) == job
+            await view.delete(pod)
+            await view.wait(lambda: _is(view.job_state(job), "GONE", "COMPLETED", "CANCELLED"), "job ended")

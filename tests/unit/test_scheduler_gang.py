@@ -143,9 +143,11 @@ def test_ended_bound_and_claimed_pods_do_not_wait() -> None:
         [pod("a", group_="g"), pod("b", group_="g")], [job(7, "ns/group/g", "u-a")], {}, NS, OPTIONS
     )
     assert gangs["ns/group/g"].want == Waiting(message=ONE_OF_TWO)
-    bound = pod("b", group_="g", annotations={Keys.SCHEDULER_JOB_ID: "7"})
-    gangs = group([pod("a", group_="g"), bound], [job(7, "ns/group/x", "u-z")], {}, NS, OPTIONS)
-    assert gangs["ns/group/g"].want == Waiting(message=ONE_OF_TWO)
+    # an unbound pod's job-id annotation (a copy's: kubectl debug --copy-to) binds it to no job: it waits
+    copied = pod("b", group_="g", annotations={Keys.SCHEDULER_JOB_ID: "7"})
+    gangs = group([pod("a", group_="g"), copied], [job(7, "ns/group/x", "u-z")], {}, NS, OPTIONS)
+    assert isinstance(gangs["ns/group/g"].want, JobRequest)
+    assert gangs["ns/group/g"].want.pods == (pod("a").ref, copied.ref)
     # an ended job's pods wait again
     cancelled = job(7, "ns/group/g", "u-a", state="CANCELLED")
     gangs = group([pod("a", group_="g"), pod("b", group_="g")], [cancelled], {}, NS, OPTIONS)
@@ -160,7 +162,7 @@ def test_a_pod_follows_the_job_that_names_it() -> None:
     assert gangs["ns/group/g"].jobs == (job(5, "ns/group/g", "u-a"),)
     assert gangs["ns/group/g"].want is None
     # the job it is bound to first, then the oldest job naming it
-    bound = pod("a", annotations={Keys.SCHEDULER_JOB_ID: "9"})
+    bound = pod("a", node_name="k1", annotations={Keys.SCHEDULER_JOB_ID: "9"})
     jobs = [job(9, "ns/pod/x", "u-a", state="RUNNING"), job(5, "ns/pod/y", "u-a")]
     assert group([bound], jobs, {}, NS, OPTIONS)["ns/pod/x"].pods == (bound,)
     assert group([pod("a")], jobs, {}, NS, OPTIONS)["ns/pod/y"].pods == (pod("a"),)

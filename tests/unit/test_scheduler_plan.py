@@ -4,6 +4,7 @@ plain values; tests/unit/test_scheduler_plan_properties.py holds the invariants 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from syncer.controllers.scheduler.gang import group
@@ -387,6 +388,27 @@ def test_partly_bound_gang_that_cannot_finish_goes_whole() -> None:
         DeletePod(pod=ref("b"), grace_s=30, cause="placement", job_id=5,
                   message="Slurm job 5 cannot run where Slurm placed it: pod deleted (grace period 30 s)"),
     )  # fmt: skip
+
+
+def test_only_the_marker_makes_a_pod_the_jobs() -> None:
+    """A copy of a bound pod (kubectl debug --copy-to: its annotations, the job-id one too) is no pod of the
+    job: unbound, it is submitted on its own; bound by hand (--same-node), it is someone else's, and its end
+    ends neither the pod it copies nor the job."""
+    running = job(5, "a", nodes=("n1",))
+    original = pod("a", node_name="k1", job_id=5)
+    copy = pod("c", annotations={Keys.SCHEDULER_JOB_ID: "5"})
+    gangs = group([original, copy], [running], {}, {"ns": {}}, OPTIONS)
+    assert sorted(gangs) == ["ns/pod/a", "ns/pod/c"]
+    assert plan(gangs["ns/pod/a"], WORLD, OPTIONS).actions == ()
+    submitted = plan(gangs["ns/pod/c"], WORLD, OPTIONS).actions
+    assert [action.request.pods for action in submitted if isinstance(action, Submit)] == [(ref("c"),)]
+    for phase, deleting in (("Running", False), ("Running", True), ("Failed", False)):
+        beside = pod("c", node_name="k1", job_id=5, phase=phase, deleting=deleting)
+        assert run([original, beside], [running]).actions == (), (phase, deleting)
+        # its job ended: the pod of the job goes and its node is held; the copy is not ours to delete
+        ended = replace(running, state="CANCELLED")
+        deleted = [a.pod for a in run([original, beside], [ended]).actions if isinstance(a, DeletePod)]
+        assert deleted == [ref("a")]
 
 
 # --- Kubernetes ends it

@@ -265,8 +265,8 @@ def live_named(scene: Scene, uid: str) -> list[Job]:
 
 
 def holds_under(pod: Pod, job: Job) -> bool:
-    bound_to = pod.job_id == job.job_id or (pod.job_id is None and pod.uid in job.marker.uids)
-    return pod.holds and bound_to
+    """The job names the pod and its binding no other job (a copy with the annotation is not the job's)."""
+    return pod.holds and pod.uid in job.marker.uids and pod.job_id in (None, job.job_id)
 
 
 def check(scene: Scene, plans: dict[str, Plan]) -> None:
@@ -319,8 +319,8 @@ def check_held(scene: Scene) -> None:
         if not pod.holds or pod.job_id is None:
             continue
         job = scene.jobs.get(pod.job_id)
-        if job is not None and not job.ended:
-            continue
+        if job is not None and (not job.ended or pod.uid not in job.marker.uids):
+            continue  # running, or a copy's annotation: not the job's pod
         wanted = {
             node
             for node, kube in BINDINGS.items()

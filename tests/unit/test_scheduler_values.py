@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from syncer.controllers.scheduler.values import (
     Job,
     Marker,
@@ -37,11 +39,15 @@ def test_a_pod_holds_resources_while_bound_and_not_done() -> None:
 
 
 def test_the_job_a_pod_was_bound_for() -> None:
-    assert bound_job_id({Keys.SCHEDULER_JOB_ID: "42"}) == 42
+    assert bound_job_id({Keys.SCHEDULER_JOB_ID: "42"}, "k1") == 42
     for text in ("", "x", "-1", "4.2", "\uff14"):
-        assert bound_job_id({Keys.SCHEDULER_JOB_ID: text}) is None, text
-    assert bound_job_id({}) is None
-    assert Pod(namespace="n", name="p", uid="u", annotations={Keys.SCHEDULER_JOB_ID: "7"}).job_id == 7
+        assert bound_job_id({Keys.SCHEDULER_JOB_ID: text}, "k1") is None, text
+    assert bound_job_id({}, "k1") is None
+    # the annotation comes with the binding: on a pod not bound it is a copy's, not ours
+    assert bound_job_id({Keys.SCHEDULER_JOB_ID: "42"}, "") is None
+    annotated = Pod(namespace="n", name="p", uid="u", annotations={Keys.SCHEDULER_JOB_ID: "7"})
+    assert annotated.job_id is None
+    assert replace(annotated, node_name="k1").job_id == 7
 
 
 def test_a_job_ends_in_a_final_state_or_while_completing() -> None:

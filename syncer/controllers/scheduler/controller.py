@@ -25,6 +25,7 @@ version changes to one with them (Slurm upgraded: syncer/slurm/version_follow.py
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import re
@@ -187,6 +188,10 @@ class SchedulerController(Controller):
         # job id -> (the cache's read of it, that read mapped, its namespace): `_jobs_of`
         self._mapped: dict[int, tuple[SlurmJob, Job | None, str]] = {}
         self._settling: set[str] | None = None  # keys still to plan once before the holds are settled
+        # leading anew: every job is listed before a gang is planned (`_list_after_election`)
+        self._relist = False
+        self._relisting = asyncio.Lock()
+        self._unserved: set[int] = set()  # jobs of namespaces not served, logged once (`_serves`)
 
     # -- inputs ---------------------------------------------------------------------------------------
     def watches(self) -> Watches:
@@ -218,7 +223,7 @@ class SchedulerController(Controller):
                 self._mapped.pop(change.job_id, None)
             for job in (change.before, change.after):
                 read = marker.read(job.marker, self.release) if job is not None else None
-                if read is None:
+                if read is None or not self._serves(read.key):
                     continue
                 keys.add(read.key)
                 if change.kind == "removed":  # Slurm forgot it: so does this controller's bookkeeping
@@ -260,8 +265,13 @@ class SchedulerController(Controller):
         keys = {self._key_of(pod) for pod in list(self.pods.items.values())}
         for found in list(self.jobs.jobs.values()):
             read = marker.read(found.marker, self.release)
-            if read is not None:
+            if read is not None and self._serves(read.key):
                 keys.add(read.key)
+            elif read is not None and found.job_id not in self._unserved:
+                self._unserved.add(found.job_id)  # said once: it stays until served again or scancelled
+                log.warning(
+                    "slurm job of a namespace not served: left alone", job_id=found.job_id, key=read.key
+                )
         keys |= self.holds.holders()
         if self._settling is None and not self.holds.settled:
             self._settling = set(keys)
@@ -274,6 +284,7 @@ class SchedulerController(Controller):
         self.holds.settled = False
         self._settling = None
         self._submitted.clear()  # the job cache is the truth: a leader's submits show there by their marker
+        self._relist = True  # ... once it has listed them: a follower's cache lists only every 10 minutes
 
     def _settle_if_done(self) -> None:
         if self._settling is not None and not self._settling:
@@ -287,6 +298,13 @@ class SchedulerController(Controller):
             )
             log.info("scheduler holds settled", held=len(self.holds))
 
+    def _serves(self, key: str) -> bool:
+        """A gang of a namespace served: a job of ours in another (the list narrowed since its submit) is left
+        alone, as its pods cannot be seen (their absence is no deletion: cancelling would free their nodes in
+        Slurm under them)."""
+        served = self.options.namespaces
+        return not served or key.split("/", 1)[0] in served
+
     @property
     def fresh(self) -> bool:
         return self.context.kube_cache.synced and self.pods.synced and not self.jobs.stale
@@ -296,6 +314,8 @@ class SchedulerController(Controller):
         if not self.fresh:
             return Result(requeue_after=1.0)  # fail closed: nothing submitted, bound or deleted on stale data
         namespace = key.split("/", 1)[0]
+        if self._relist:
+            await self._list_after_election()
         if key in self._lost:
             await self._list_after_lost(key)
         await self._settle_cancels(key)
@@ -474,6 +494,19 @@ class SchedulerController(Controller):
         elif not made.answered:
             log.info("a bind whose answer was lost was made", pod=_name(made))
             await self._said_bound(made.bind, read)
+
+    async def _list_after_election(self) -> None:
+        """Leading anew: a whole job list before any gang is planned. The cache of a follower lists every job
+        at its start and then every `list_interval_s` (10 minutes) only: a job the old leader submitted
+        since is unknown to it, and its pod would get a second job."""
+        async with self._relisting:
+            if not self._relist:
+                return  # listed by another reconcile meanwhile
+            try:
+                await self.jobs.resync()
+            except SlurmError as exc:
+                raise RetryAfter(1.0, f"leading now, and the job list cannot be read: {exc}") from exc
+            self._relist = False
 
     async def _list_after_lost(self, key: str) -> None:
         """A submit whose answer was lost may have made a job: a whole list finds it by its marker."""

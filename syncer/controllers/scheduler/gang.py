@@ -101,7 +101,6 @@ def group(
         standing.setdefault(job.marker.key, []).append(job)
     live = [job for job in jobs if not job.ended]
     taken = frozenset().union(*(job.marker.uids for job in live))
-    taken_by = {job.job_id for job in live}
     return {
         key: Gang(
             key=key,
@@ -109,7 +108,7 @@ def group(
             jobs=tuple(standing.get(key, ())),
             want=want(
                 key,
-                [pod for pod in members.get(key, ()) if pod.uid not in taken and pod.job_id not in taken_by],
+                [pod for pod in members.get(key, ()) if pod.uid not in taken],
                 batch_jobs,
                 namespaces,
                 options,

@@ -233,12 +233,14 @@ def _as_bound(pod: Pod, bind: Bind | None) -> Pod:
 
 
 def _stands_for(job: Job, pod: Pod) -> bool:
-    return pod.uid in job.marker.uids or pod.job_id == job.job_id
+    """The job's marker names the pod: only the marker, as anyone may write the job-id annotation on a pod
+    (`kubectl debug --copy-to` copies it onto a copy; a copy bound by hand keeps it)."""
+    return pod.uid in job.marker.uids
 
 
 def _bound_to(job: Job, pod: Pod) -> bool:
-    """The pod holds resources under this job (its binding says so; without the annotation, its marker)."""
-    return pod.holds and (pod.job_id == job.job_id or (pod.job_id is None and pod.uid in job.marker.uids))
+    """The pod holds resources under this job: the job names it, and its binding names no other job."""
+    return pod.holds and pod.uid in job.marker.uids and pod.job_id in (None, job.job_id)
 
 
 def _rank(job: Job, pods: Sequence[Pod]) -> tuple[bool, int, bool, int]:
@@ -402,7 +404,10 @@ def _ran_under(pod: Pod, jobs: Sequence[Job]) -> tuple[Job | None, int | None]:
     """The job a bound pod runs under (its binding's annotation, else the last job naming it) and its id;
     (None, None) when none is known: not a pod of ours."""
     if pod.job_id is not None:
-        return next((job for job in jobs if job.job_id == pod.job_id), None), pod.job_id
+        job = next((job for job in jobs if job.job_id == pod.job_id), None)
+        if job is not None and pod.uid not in job.marker.uids:
+            return None, None  # a copy bound by hand: the annotation names a job that does not name it
+        return job, pod.job_id
     named = [job for job in jobs if pod.uid in job.marker.uids]
     return (named[-1], named[-1].job_id) if named else (None, None)
 

@@ -133,7 +133,7 @@ class Pod(Named):
 
     @property
     def job_id(self) -> int | None:
-        return bound_job_id(self.annotations)
+        return bound_job_id(self.annotations, self.node_name)
 
 
 # The logic of the values' properties, as functions (mutation testing reaches functions, not the methods of a
@@ -150,10 +150,12 @@ def pod_holds(node_name: str, phase: str) -> bool:
     return bool(node_name) and phase not in TERMINAL_PHASES
 
 
-def bound_job_id(annotations: Mapping[str, str]) -> int | None:
-    """The Slurm job the scheduler bound the pod for (the binding's annotation)."""
+def bound_job_id(annotations: Mapping[str, str], node_name: str) -> int | None:
+    """The Slurm job the scheduler bound the pod for (the binding's annotation). None on a pod not bound: the
+    annotation comes with the binding, so an unbound pod's is a copy's (`kubectl debug --copy-to` copies the
+    annotations) or its author's, never ours."""
     text = annotations.get(Keys.SCHEDULER_JOB_ID, "")
-    return int(text) if text.isascii() and text.isdecimal() else None
+    return int(text) if node_name and text.isascii() and text.isdecimal() else None
 
 
 def job_ended(state: str, flags: frozenset[str]) -> bool:
