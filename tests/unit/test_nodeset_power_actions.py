@@ -317,8 +317,8 @@ async def test_a_version_that_cannot_create_nodes_gets_no_intent_written_and_wai
     async def event(_type: str, reason: str, message: str) -> None:
         told.append(reason)
 
-    async def a_pass() -> None:
-        decision = PowerDecision(declare=["gpu-0", "gpu-1"])
+    async def a_pass(decision: PowerDecision | None = None) -> None:
+        decision = decision or PowerDecision(declare=["gpu-0", "gpu-1"])
         await actions.apply(NS, spec, decision, {}, {}, event, structlog.get_logger())
 
     for _ in range(2):
@@ -326,10 +326,16 @@ async def test_a_version_that_cannot_create_nodes_gets_no_intent_written_and_wai
     assert slurm.intents == [] and slurm.created == []
     assert "cannot create nodes" in actions.unsupported[NS.key] and not actions.progressed[NS.key]
     assert told == ["PowerSavingUnsupported"]
+    await a_pass(PowerDecision(fresh=False))  # planned on stale data: nothing to declare, as far as it knows
+    assert NS.key in actions.unsupported, "the reason stays until fresh data or another version"
     slurm.node_create = True
     await a_pass()
     assert slurm.intents == [["gpu-0", "gpu-1"]] and slurm.created == ["gpu-0", "gpu-1"]
     assert NS.key not in actions.unsupported and actions.progressed[NS.key]
+    slurm.node_create = False
+    await a_pass()
+    await a_pass(PowerDecision())  # fresh data, nothing to declare (named in slurm.conf meanwhile)
+    assert NS.key not in actions.unsupported
 
 
 async def test_a_record_whose_comment_failed_stays_in_the_intent() -> None:

@@ -437,7 +437,8 @@ class PowerActions:
                     f"comment of {name}", self.writes.slurm_writer.set_comment(name, mine), logger
                 ):
                     pending.add(name)
-        self.unsupported.pop(nodeset.key, None)
+        if sending or decision.fresh or self.slurm.node_create:  # stale data: still unknown, kept
+            self.unsupported.pop(nodeset.key, None)
         await self._refused(nodeset, refused, event)
         if declared:
             logger.info("declared members to Slurm as powered-down CLOUD nodes", count=len(declared))
