@@ -752,15 +752,19 @@ class SlurmClient:
         """This slurmrestd's API can create nodes (`POST /new/node/`, v0.0.44+)."""
         return self.version is not None and self.version.node_create
 
-    async def create_node(self, node_conf: str) -> bool:
-        """Create a node from a slurm.conf `NodeName=...` line (e.g. a powered-down CLOUD node); False when
-        a node of that name exists already. SlurmVersionError before v0.0.44 (24.11 has no such call)."""
+    def need_node_create(self) -> None:
+        """SlurmVersionError unless this slurmrestd's API can create nodes (v0.0.44+); no request."""
         if not self.node_create:
             raise SlurmVersionError(
                 f"REST API {self.version.name if self.version else '?'} cannot create nodes: "
                 "power-managed NodeSets need Slurm 25.11+ (REST v0.0.44) or their members in slurm.conf",
                 endpoint="node_create",
             )
+
+    async def create_node(self, node_conf: str) -> bool:
+        """Create a node from a slurm.conf `NodeName=...` line (e.g. a powered-down CLOUD node); False when
+        a node of that name exists already. SlurmVersionError before v0.0.44 (24.11 has no such call)."""
+        self.need_node_create()
         try:
             await self._call(
                 "POST", "/new/node/", Envelope, endpoint="node_create", body={"node_conf": node_conf},

@@ -38,7 +38,7 @@ from tests.e2e.test_nodeset import (
     ensure_pool,
     manifest,
 )
-from tests.fixtures.slurm import SELECTED
+from tests.fixtures.slurm import API_VERSIONS, SELECTED, served_only
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
@@ -544,6 +544,56 @@ async def test_slurm_24_11_reports_what_it_needs(power_rig: Rig) -> None:
         assert f"NodeName={nodeset.name}-[0-1] CPUs=1 RealMemory=400 State=CLOUD" in cond["message"]
         assert nodeset.pods() == {} and nodeset.slurm_names() == set()
         assert len(nodeset.events("PowerSavingUnsupported")) == 1
+
+
+@pytest.mark.only_where(
+    "v0.0.44" in API_VERSIONS,
+    "26.05's slurmrestd first serving v0.0.42-43 (no node creation), then all of its own",
+)
+async def test_members_no_version_could_declare_are_declared_once_slurmrestd_serves_one_that_can(
+    power_rig: Rig,
+) -> None:
+    """slurmrestd serving v0.0.42-43 only (as 25.05 and older: no `POST /new/node/`): the members cannot be
+    declared, PowerSaving says why and the NodeSet waits with no pass nor write (before, each pass wrote an
+    intent and cleared it, which woke the next: ~140 passes a second). Replaced by one that serves v0.0.44+
+    too (an upgrade): the syncer, not restarted, chose the version again and the NodeSet is looked at at
+    once; nothing else brings it back (no requeue while it waits, the resync an hour away). Its members are
+    declared, powered down, and PowerSaving turns True."""
+    rig, nodeset = power_rig, Set(power_rig, f"pw{next(_names)}")
+    writes: list[str] = []  # the NodeSet's writes (status) while it waits
+
+    def listen(change: Change) -> None:
+        if change.resource == (GROUP, "nodesets") and change.obj["metadata"]["name"] == nodeset.name:
+            writes.append(change.obj["metadata"]["resourceVersion"])
+
+    def power_saving(reason: str) -> Callable[[], bool]:
+        return lambda: (condition(nodeset.obj(), "PowerSaving") or {}).get("reason") == reason
+
+    ensure_pool(rig)
+    rig.kube.api.store.listeners.append(listen)
+    try:
+        async with served_only(rig.sandbox, ["v0.0.42", "v0.0.43"]), running_syncer(
+            rig, sync=sync(max_drain_fraction=1.0), resync_s=3600.0
+        ) as service:  # fmt: skip
+            assert service.nodesets is not None
+            body = power_body(nodeset.name, 2, ("upgraded",))
+            rig.kube.create(GROUP, VERSION, "nodesets", body, namespace=NAMESPACE)
+            await wait_for(power_saving("SlurmCannotCreateNodes"), 30, what="PowerSaving False")
+            refused = condition(nodeset.obj(), "PowerSaving") or {}
+            assert "REST API v0.0.43 cannot create nodes" in refused["message"], refused
+            key, stats = f"{NAMESPACE}/{nodeset.name}", service.nodesets.stats
+            passes, written = stats.passes[key], len(writes)
+            await asyncio.to_thread(rig.sandbox.stop_slurmrestd)
+            await wait_for(lambda: bool(service.slurm.follow.why), 10, what="slurmrestd seen away")
+            # at most the pass its own status write woke, which writes nothing
+            assert stats.passes[key] <= passes + 1 and len(writes) == written, (stats.passes[key], writes)
+            await asyncio.to_thread(rig.sandbox.start_slurmrestd)  # every version: node creation from v0.0.44
+            await declared(nodeset, 2)
+            await wait_for(power_saving("Active"), 30, what="PowerSaving True")
+            assert nodeset.pods() == {}
+    finally:
+        rig.kube.api.store.listeners.remove(listen)
+        delete_slurm_nodes(rig, nodeset.name + "-")
 
 
 @pytest.mark.only_where(SELECTED.name == "24.11")

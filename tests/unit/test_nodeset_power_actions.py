@@ -18,7 +18,7 @@ from syncer.controllers.nodeset.power_actions import PowerActions
 from syncer.kube.errors import KubeError
 from syncer.model.kube import Condition, KubeNode, KubePod
 from syncer.model.slurm import SlurmNode
-from syncer.slurm.errors import SlurmApiError, SlurmMessage, SlurmNotFound
+from syncer.slurm.errors import SlurmApiError, SlurmMessage, SlurmNotFound, SlurmVersionError
 from tests.unit.test_nodeset_plan import NOW, NS, pod
 from tests.unit.test_nodeset_power_plan import CONF_DOWN, DOWN, MINE, UP, power, rec
 
@@ -37,6 +37,7 @@ class Slurm:
         self.intents: list[list[str]] = []  # status.power.declaring written before the declares
         self.refuse_status = False  # the NodeSet's status write fails
         self.refuse_comment: set[str] = set()
+        self.node_create = True  # the REST version can create nodes (v0.0.44+)
 
     async def get_node(self, name: str) -> SlurmNode:
         if name not in self.nodes:
@@ -59,7 +60,12 @@ class Slurm:
         self.commented.append(name)
         return True
 
+    def need_node_create(self) -> None:
+        if not self.node_create:
+            raise SlurmVersionError("REST API v0.0.42 cannot create nodes", endpoint="node_create")
+
     async def create_node(self, name: str, node_conf: str) -> bool:
+        self.need_node_create()
         if name in self.refuse_create:
             raise self.refuse_create[name]
         self.created.append(name)
@@ -293,6 +299,43 @@ async def test_no_intent_recorded_no_declare() -> None:
     problems: list[str] = []
     await apply(slurm, PowerDecision(declare=["gpu-0"]), problems=problems)
     assert slurm.created == [] and problems and "status" in problems[0]
+
+
+async def test_a_version_that_cannot_create_nodes_gets_no_intent_written_and_waits_for_another() -> None:
+    """24.11's REST refuses every declare: no intent is written (written and cleared in each pass, it woke the
+    NodeSet again: ~140 passes a second, two status writes each, measured), the reason is kept for this
+    NodeSet's PowerSaving condition, one Warning Event, and the pass is no progress. Another version: the
+    members are declared and the reason is gone."""
+    slurm = Slurm()
+    slurm.node_create = False
+    context, writes, _ = parts(slurm, Kube([], []))
+    actions = PowerActions(context, writes, "k8s: ")
+    spec = power(2).power
+    assert spec is not None
+    told: list[str] = []
+
+    async def event(_type: str, reason: str, message: str) -> None:
+        told.append(reason)
+
+    async def a_pass(decision: PowerDecision | None = None) -> None:
+        decision = decision or PowerDecision(declare=["gpu-0", "gpu-1"])
+        await actions.apply(NS, spec, decision, {}, {}, event, structlog.get_logger())
+
+    for _ in range(2):
+        await a_pass()
+    assert slurm.intents == [] and slurm.created == []
+    assert "cannot create nodes" in actions.unsupported[NS.key] and not actions.progressed[NS.key]
+    assert told == ["PowerSavingUnsupported"]
+    await a_pass(PowerDecision(fresh=False))  # planned on stale data: nothing to declare, as far as it knows
+    assert NS.key in actions.unsupported, "the reason stays until fresh data or another version"
+    slurm.node_create = True
+    await a_pass()
+    assert slurm.intents == [["gpu-0", "gpu-1"]] and slurm.created == ["gpu-0", "gpu-1"]
+    assert NS.key not in actions.unsupported and actions.progressed[NS.key]
+    slurm.node_create = False
+    await a_pass()
+    await a_pass(PowerDecision())  # fresh data, nothing to declare (named in slurm.conf meanwhile)
+    assert NS.key not in actions.unsupported
 
 
 async def test_a_record_whose_comment_failed_stays_in_the_intent() -> None:

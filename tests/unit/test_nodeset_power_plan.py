@@ -401,6 +401,17 @@ def test_a_pass_declares_at_most_its_bound_and_looks_again_at_once() -> None:
     assert last.power is not None and len(last.power.declare) == DECLARES_PER_PASS and not last.power.more
 
 
+def test_a_plan_left_with_only_declares_is_idle_but_for_them() -> None:
+    """What a REST version that cannot create nodes leaves a NodeSet to do (the controller waits for another
+    version then, not for its requeue); a pod to create is more."""
+    only = run(power(DECLARES_PER_PASS + 1), [], [])
+    assert only.power is not None and only.power.declare and only.power.more
+    assert not only.idle and only.idle_but_declares
+    floor = run(power(2, floor=1), [], [rec("gpu-0", *DOWN)])
+    assert floor.create and floor.power is not None and floor.power.declare == ["gpu-1"]
+    assert not floor.idle_but_declares
+
+
 def test_stamps_and_deletes_are_bounded_per_pass_too() -> None:
     count = RECORD_WRITES_PER_PASS + 1
     unstamped = [rec(f"gpu-{i}", *DOWN, comment="") for i in range(count)]

@@ -129,7 +129,8 @@ class NodeSetController(Controller):
             Watch(self.context.slurm_cache.subscribe, self._slurm_keys),
             # a member Slurm starts powering up: its NodeSet ahead of other NodeSets' keys (a resync)
             Watch(self.context.slurm_cache.subscribe, self._power_up_keys, lane=Lane.URGENT),
-            # another REST API version (Slurm upgraded to 25.11+): members can be declared (`POST /new/node/`)
+            # another REST API version (Slurm upgraded to 25.11+): members can be declared (POST /new/node/);
+            # the only wake-up of a NodeSet left with only those to do (not requeued while it waits)
             Watch(self.context.slurm.subscribe_versions, lambda: list(self.informer.items)),
         )
 
@@ -320,7 +321,7 @@ class NodeSetController(Controller):
         status = compute_status(
             nodeset, spec, result, pods, self.context.slurm_cache.nodes,
             slurm_fresh=fresh, slurm_error=self.context.slurm_cache.cause, now=rfc3339(now) or "",
-            power_unsupported=self.power.unsupported,
+            power_unsupported=self.power.unsupported.get(nodeset.key, ""),
             declare_failed=self.power.declare_failed.get(nodeset.key, {}),
             declaring=self.power.declaring.get(nodeset.key, []),
         )  # fmt: skip
@@ -331,7 +332,10 @@ class NodeSetController(Controller):
         # caches usually trigger sooner; a pending drain timeout is checked on time without a change
         # records left by the per-pass bound: at once, unless this pass sent none (they wait for the cache)
         more = result.power is not None and result.power.more and self.power.progressed.get(nodeset.key, True)
-        delays = [d for d in (None if result.idle else self.requeue_s, timeout_check) if d is not None]
+        # members this REST version cannot declare wait for another version (the subscribe_versions Watch),
+        # not for requeue_s: nothing else lets them be declared
+        idle = result.idle_but_declares if nodeset.key in self.power.unsupported else result.idle
+        delays = [d for d in (None if idle else self.requeue_s, timeout_check) if d is not None]
         delays += [0.0] if more else []
         return Result(requeue_after=min(delays)) if delays else DONE
 

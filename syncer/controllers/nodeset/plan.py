@@ -57,6 +57,13 @@ class Plan:
     @property
     def idle(self) -> bool:
         power = self.power
+        return self.idle_but_declares and not (power is not None and (power.declare or power.more))
+
+    @property
+    def idle_but_declares(self) -> bool:
+        """Nothing to do but declare members (and the ones past the per-pass bound): all that a REST version
+        unable to create nodes leaves to do, and only another version can do it."""
+        power = self.power
         return not (
             self.create
             or self.mark_removal
@@ -66,14 +73,7 @@ class Plan:
             or self.draining
             or (
                 power is not None
-                and bool(
-                    power.declare
-                    or power.power_down_pods
-                    or power.undeclare
-                    or power.force_down
-                    or power.resume
-                    or power.more
-                )
+                and bool(power.power_down_pods or power.undeclare or power.force_down or power.resume)
             )
         )
 

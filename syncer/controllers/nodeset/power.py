@@ -159,6 +159,7 @@ class PowerDecision:
     resume: list[str] = field(default_factory=list)  # powered down after our failure: Slurm may try again
     counts: dict[str, int] = field(default_factory=dict)  # status: members by power state
     stale: bool = False  # something waits for fresh Slurm data
+    fresh: bool = True  # planned on fresh Slurm data (else none is declared: which are missing is unknown)
     more: bool = False  # records left for the next pass (the per-pass bound): look again at once
 
 
@@ -177,7 +178,7 @@ def decide_power(
 ) -> PowerDecision:
     """`in_flight`: members whose declare was sent a moment ago and that the Slurm data does not show yet:
     not declared again, so the per-pass bound takes the next ones."""
-    out = PowerDecision()
+    out = PowerDecision(fresh=slurm_fresh)
     by_name = {p.name: p for p in pods}
     mine = declared_stamp(removal_stamp)
     out.counts = dict.fromkeys(

@@ -114,7 +114,9 @@ class PowerActions:
         self.clock = context.clock
         self.owner_prefix = owner_prefix
         self.stats = PowerStats()
-        self.unsupported = ""  # why this Slurm cannot declare members (24.11), once seen
+        # NodeSet key -> why the REST version cannot declare its members (24.11), from its last pass that
+        # had members to declare; only another version lets them be (the controller waits for one)
+        self.unsupported: dict[str, str] = {}
         self._told: set[str] = set()  # NodeSet uids warned by an Event that this Slurm cannot declare
         self._conf_told: dict[str, set[str]] = {}  # NodeSet uid -> slurm.conf members above the ceiling told
         # NodeSet key -> member -> Slurm's refusal of its declare (this pass), for the DeclareFailed condition
@@ -354,6 +356,7 @@ class PowerActions:
         """The NodeSet is gone."""
         self.stats.by_state.pop(key, None)
         self.declare_failed.pop(key, None)
+        self.unsupported.pop(key, None)
         self._declare_told.pop(key, None)
         self._collision_told.pop(key, None)
         self.declaring.pop(key, None)
@@ -401,6 +404,13 @@ class PowerActions:
         sending = [n for n in decision.declare if n not in recent]
         self.progressed[nodeset.key] = bool(sending)
         if sending:
+            try:
+                # before the intent: a version that cannot create nodes refuses every declare, and an intent
+                # written and cleared in each pass woke the NodeSet again (~140 passes/s, 2 writes each)
+                self.slurm.need_node_create()
+            except SlurmVersionError as exc:
+                await self._cannot_declare(nodeset, exc, event, logger)
+                return
             intent = {"power": {"declaring": sorted({*decision.declare, *decision.stamp})}}
             if not await problems.done(
                 "status of the members being declared", self.writes.status(nodeset, intent), logger
@@ -411,15 +421,8 @@ class PowerActions:
             port = self._port(name)
             try:
                 created = await self.writes.slurm_writer.create_node(name, power.node.node_conf(name, port))
-            except SlurmVersionError as exc:
-                self.unsupported = str(exc)
-                if nodeset.uid not in self._told:
-                    self._told.add(nodeset.uid)
-                    logger.warning("Slurm cannot declare power-managed members", error=str(exc))
-                    await event(
-                        "Warning", "PowerSavingUnsupported",
-                        f"{exc}; name the members in slurm.conf (see the PowerSaving condition)",
-                    )  # fmt: skip
+            except SlurmVersionError as exc:  # the version changed since the check
+                await self._cannot_declare(nodeset, exc, event, logger)
                 return
             except (SlurmError, KubeError) as exc:  # e.g. MaxNodeCount reached: the next member may fit
                 refused[name] = str(exc)
@@ -434,7 +437,8 @@ class PowerActions:
                     f"comment of {name}", self.writes.slurm_writer.set_comment(name, mine), logger
                 ):
                     pending.add(name)
-        self.unsupported = ""
+        if sending or decision.fresh or self.slurm.node_create:  # stale data: still unknown, kept
+            self.unsupported.pop(nodeset.key, None)
         await self._refused(nodeset, refused, event)
         if declared:
             logger.info("declared members to Slurm as powered-down CLOUD nodes", count=len(declared))
@@ -442,6 +446,20 @@ class PowerActions:
                 "Normal", "Declared",
                 f"declared {len(declared)} powered-down member(s) to Slurm: {', '.join(declared[:10])}"
                 + (" ..." if len(declared) > 10 else ""),
+            )  # fmt: skip
+
+    async def _cannot_declare(
+        self, nodeset: KubeNodeSet, exc: SlurmVersionError, event: Event, logger: Any
+    ) -> None:
+        """The REST version cannot create nodes: the PowerSaving condition says so, a Warning Event once."""
+        self.unsupported[nodeset.key] = str(exc)
+        self.progressed[nodeset.key] = False  # nothing sent
+        if nodeset.uid not in self._told:
+            self._told.add(nodeset.uid)
+            logger.warning("Slurm cannot declare power-managed members", error=str(exc))
+            await event(
+                "Warning", "PowerSavingUnsupported",
+                f"{exc}; name the members in slurm.conf (see the PowerSaving condition)",
             )  # fmt: skip
 
     async def _collisions(
