@@ -52,21 +52,21 @@ class ApiVersion:
         return f"/slurm/{self.name}"
 
 
-def _slurm_25_05(name: str) -> ApiVersion:
-    """REST v0.0.43+ (Slurm 25.05+, verified on 26.05): node updates take topology_str, reservations can be
-    created and updated, jobs can be external."""
-    return ApiVersion(
-        name, True, conditional_nodes=True, verified_on=("26.05",), reservation_writes=True, topology=True,
-        external_jobs=True,
-    )  # fmt: skip
-
+# REST v0.0.43+ (Slurm 25.05+, verified on 26.05): node updates take topology_str, reservations can be
+# created and updated, jobs can be external. A value, not a function: the table is built once at import,
+# where a mutation run never sees a mutant (tests/unit/test_slurm_versions.py pins every version's
+# capabilities instead).
+_V0_0_43 = ApiVersion(
+    "v0.0.43", True, conditional_nodes=True, verified_on=("26.05",), reservation_writes=True, topology=True,
+    external_jobs=True,
+)  # fmt: skip
 
 VERSIONS: dict[str, ApiVersion] = {
     v.name: v
     for v in (
-        replace(_slurm_25_05("v0.0.45"), conf=True, partition_writes=True, node_create=True),
-        replace(_slurm_25_05("v0.0.44"), node_create=True),
-        _slurm_25_05("v0.0.43"),
+        replace(_V0_0_43, name="v0.0.45", conf=True, partition_writes=True, node_create=True),
+        replace(_V0_0_43, name="v0.0.44", node_create=True),
+        _V0_0_43,
         ApiVersion("v0.0.42", verified_live=True, conditional_nodes=True, verified_on=("24.11", "26.05")),
         ApiVersion("v0.0.41", verified_live=True, conditional_nodes=False, verified_on=("24.11",)),
         ApiVersion("v0.0.40", verified_live=True, conditional_nodes=False, verified_on=("24.11",)),

@@ -171,6 +171,13 @@ def test_spread_hands_a_share_per_tick_and_everything_by_its_end() -> None:
     assert spread.due(200.0) == []
 
 
+def test_a_spread_under_a_second_with_shorter_ticks_is_still_handed_over_by_its_share() -> None:
+    spread = Spread(over_s=0.5, tick_s=0.1)
+    spread.start([resync_key(i) for i in range(10)], now=0.0)
+    assert spread.due(0.0) == [resync_key(0), resync_key(1)], "the first tick's share: 10 x 0.1 / 0.5"
+    assert len(spread.due(0.4)) == 8 and spread.left == 0, "all by the last tick before 0.5 s"
+
+
 @given(
     size=st.integers(0, 3_000),
     over_s=st.floats(0.0, 120.0),

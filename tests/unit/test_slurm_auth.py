@@ -10,7 +10,6 @@ import pytest
 from syncer.slurm.auth import JwtKeyToken, NoToken, StaticToken, TokenFile
 from syncer.slurm.errors import SlurmAuthError
 from syncer.slurm.jwt import mint_token, token_expiry, token_problem
-from syncer.slurm.versions import VERSIONS, choose
 
 
 def test_minted_token_is_hs256_signed_with_the_claims_slurm_reads() -> None:
@@ -61,16 +60,6 @@ def test_reprs_never_show_secrets(tmp_path: Path) -> None:
     assert NoToken().headers() == {}
     with pytest.raises(SlurmAuthError, match="empty"):
         StaticToken("  ")
-
-
-def test_version_choice_prefers_the_newest_and_honours_pins() -> None:
-    served = {"v0.0.40", "v0.0.41", "v0.0.42"}
-    assert choose(served) == VERSIONS["v0.0.42"]
-    assert choose(served, "v0.0.40") == VERSIONS["v0.0.40"]
-    assert choose(served, "v0.0.44") is None
-    assert choose({"v0.0.39"}) is None
-    assert all(v.verified_live for v in VERSIONS.values())
-    assert VERSIONS["v0.0.42"].verified_on == ("24.11", "26.05")
 
 
 def test_each_token_source_reports_the_expiry_of_the_token_it_sends(tmp_path: Path) -> None:

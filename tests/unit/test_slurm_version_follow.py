@@ -16,7 +16,7 @@ import pytest
 from syncer.slurm.auth import StaticToken
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmConnectionError, SlurmNotFound, SlurmPathNotServed
-from syncer.slurm.version_follow import VersionFollow, unserved
+from syncer.slurm.version_follow import Outcome, VersionFollow, unserved
 
 UNSERVED_26_05 = (
     b"Unable to find requested URL endpoint. Please query the '/openapi/v3' endpoint or visit "
@@ -26,11 +26,15 @@ UNSERVED_24_11 = b"Unable find requested URL. Please view /openapi/v3 for API re
 
 
 class Clock:
+    """Moves when a test moves it, or by `step` at every read (a real clock moves between two reads)."""
+
     def __init__(self) -> None:
         self.now = 100.0
+        self.step = 0.0
 
     def __call__(self) -> float:
-        return self.now
+        now, self.now = self.now, self.now + self.step
+        return now
 
 
 # -- the rules ------------------------------------------------------------------------------------------
@@ -112,6 +116,94 @@ def test_another_release_answering_owes_the_same_does_not() -> None:
     clock.now += 60
     follow.answered_by("26.05.5", sent_at=clock.now)
     assert follow.due() and "24.11.5 to 26.05.5" in follow.why
+
+
+def test_unserved_skips_blanks_before_slurmrestds_words() -> None:
+    assert unserved(404, b"\r\n  " + UNSERVED_26_05) and unserved(404, b"\n" + UNSERVED_24_11)
+
+
+def test_unserved_looks_for_the_words_in_the_first_64_bytes_only() -> None:
+    """A bounded look at the head of an answer, never a scan of a large 404 body."""
+    assert unserved(404, b" " * 39 + UNSERVED_24_11), "its words end at byte 64"
+    assert not unserved(404, b" " * 40 + UNSERVED_24_11), "they end at byte 65"
+
+
+def test_every_negotiation_begun_is_counted_checks_and_tries_that_did_not_reach_slurmrestd_included() -> None:
+    clock = Clock()
+    follow = VersionFollow(clock=clock)
+    assert follow.negotiations == 0
+    outcomes: tuple[Outcome, ...] = ("unreachable", "refused", "chosen")
+    for outcome in outcomes:
+        follow.begin()
+        follow.end(outcome)
+    assert follow.negotiations == 3
+
+
+def test_until_a_release_is_known_the_first_answer_names_it_and_owes_nothing() -> None:
+    clock = Clock()
+    follow = VersionFollow(clock=clock)
+    follow.answered_by("26.05.5", sent_at=clock.now)  # before any negotiation ended
+    assert follow.release == "26.05.5" and not follow.why
+    follow.begin()
+    follow.end("chosen")  # an OpenAPI document naming no release: the release is not known again
+    clock.now += 1.0
+    follow.answered_by("24.11.5", sent_at=clock.now)
+    assert follow.release == "24.11.5" and not follow.why
+
+
+def test_an_answer_sent_before_the_last_negotiation_ended_neither_owes_nor_names_the_release() -> None:
+    clock = Clock()
+    follow = VersionFollow(clock=clock)
+    follow.begin()
+    clock.now += 0.5
+    follow.end("chosen")  # no release named
+    follow.answered_by("24.11.5", sent_at=clock.now - 0.2)  # in flight meanwhile: the old slurmrestd
+    assert follow.release == "" and not follow.why
+    follow.answered_by("26.05.5", sent_at=clock.now)
+    follow.answered_by("", sent_at=clock.now)  # an answer naming no release tells nothing
+    assert follow.release == "26.05.5" and not follow.why
+
+
+def test_an_event_owes_no_openapi_read_unless_it_says_slurmrestd_changed_from_the_start() -> None:
+    follow = VersionFollow(clock=Clock())
+    assert not follow.changed
+    follow.owe("slurmrestd could not be reached", sent_at=100.0)
+    assert follow.why and not follow.changed, "a check may settle it"
+
+
+def test_after_a_negotiation_that_reached_slurmrestd_only_the_rate_limit_spaces_the_next() -> None:
+    """retry_s spaces only tries that did not reach slurmrestd; a refill under a second still limits."""
+    clock = Clock()
+    follow = VersionFollow(burst=1, refill_s=0.5, retry_s=5.0, clock=clock)
+    follow.owe("slurmctld started anew", sent_at=clock.now)
+    follow.begin()
+    follow.end("refused")  # answered: owed still, the burst spent
+    assert not follow.due() and follow.wait_s() == 0.5
+    clock.now += 0.3
+    assert not follow.due() and follow.wait_s() == pytest.approx(0.2), "counts down to the token"
+    clock.now += 0.2
+    assert follow.due() and follow.wait_s() == 0.0
+
+
+def test_wait_s_is_zero_when_nothing_is_owed_or_a_negotiation_may_run_now() -> None:
+    clock = Clock()
+    follow = VersionFollow(burst=1, clock=clock)
+    assert follow.wait_s() == 0.0
+    follow.owe("slurmctld started anew", sent_at=clock.now)
+    assert follow.due() and follow.wait_s() == 0.0
+    follow.begin()
+    follow.end("chosen")
+    assert not follow.due() and follow.wait_s() == 0.0, "the burst spent, but nothing owed"
+
+
+def test_wait_s_is_never_negative_while_the_clock_moves_on_between_its_reads() -> None:
+    clock = Clock()
+    follow = VersionFollow(retry_s=1.0, clock=clock)
+    follow.owe("slurmrestd could not be reached", sent_at=clock.now)
+    follow.begin()
+    follow.end("unreachable")  # tried again at 101.0
+    clock.now, clock.step = 100.95, 0.1  # the retry instant passes while wait_s reads the clock
+    assert 0.0 <= follow.wait_s() <= 0.05
 
 
 # -- the client against a server that answers as slurmrestd ------------------------------------------------
