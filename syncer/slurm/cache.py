@@ -338,6 +338,7 @@ class NodeCache(Polled[NodeChange]):
         """A full list now, outside the duty limit: for rare decisions (which node to scale in) that
         must not rest on data a poll interval old."""
         await self._list()
+        self._tell_fresh()  # it may end a stale period as a poll would
 
     def _conditional(self) -> bool:
         version = self._client.version
