@@ -22,7 +22,9 @@
   `SlurmVersionError`, `SlurmPathNotServed`, `SlurmApiError` (carries Slurm's errors and warnings) >
   `SlurmNotFound`.
 - `cache.NodeCache(client, poll_interval_s=1, strategy="conditional"|"full", max_duty=0.25, stale_after_s=)`:
-  `run()` polls; `subscribe(callback(list[NodeChange]))`; `nodes`, `synced`, `stale`, `age_s`, `nudge()`.
+  `run()` polls; `subscribe(callback(list[NodeChange]))`; `nodes`, `synced`, `stale`, `age_s`, `nudge()`;
+  `subscribe_fresh(callback())`: once each time the data turns fresh after being stale (or before the first
+  answer), for decisions withheld on stale data (the JobCache has it too).
 - `cache.NodeCache(..., hint=MetricsReader(url), hint_floor_s=30)`: slurmctld's node-state counts decide
   when to list; a full check at least every `hint_floor_s`; a failing hint falls back to probes; while the
   counts keep moving, a list starts when they move again during one (`lists_in_flight=2`), half a list's

@@ -5,9 +5,11 @@
     task = asyncio.create_task(cache.run())
     cache.nodes["n1"], cache.synced, cache.stale, cache.age_s
     cache.nudge()                           # probe now (after the syncer wrote to Slurm)
+    cache.subscribe_fresh(lambda: ...)      # once each time the data turns fresh after being stale
 
 Fail closed: `stale` is True until the first full list and whenever the last successful poll is
-older than `stale_after_s`; consumers must not undrain, delete or scale in while it is True.
+older than `stale_after_s`; consumers must not undrain, delete or scale in while it is True. What they
+withheld meanwhile they decide again when `subscribe_fresh` calls them (no node may have changed).
 
 Never silent: every poll that fails, whatever raised, is counted and kept in `last_error` with its
 cause; a cache with no good answer for longer than `stale_after_s` reconnects its client. How the
@@ -338,6 +340,7 @@ class NodeCache(Polled[NodeChange]):
         """A full list now, outside the duty limit: for rare decisions (which node to scale in) that
         must not rest on data a poll interval old."""
         await self._list()
+        self._tell_fresh()  # it may end a stale period as a poll would
 
     def _conditional(self) -> bool:
         version = self._client.version

@@ -596,6 +596,55 @@ async def test_members_no_version_could_declare_are_declared_once_slurmrestd_ser
         delete_slurm_nodes(rig, nodeset.name + "-")
 
 
+@pytest.mark.only_where(
+    "v0.0.44" in API_VERSIONS, "members are declared over REST from v0.0.44 (26.05): 24.11 cannot"
+)
+async def test_members_withheld_while_slurm_data_was_stale_are_declared_once_it_is_fresh_again(
+    power_rig: Rig,
+) -> None:
+    """A power NodeSet made while slurmrestd is away past the stale window: its pass declares nothing (which
+    members are missing is unknown on stale data) and, nothing else to do, ends without a requeue. slurmrestd
+    back, no Slurm node changed and the REST version is the same: only the cache turning fresh again
+    brings the NodeSet back (the resync is an hour away), and its members are declared within seconds."""
+    rig, nodeset = power_rig, Set(power_rig, f"pw{next(_names)}")
+    ensure_pool(rig)
+    stopped = False
+    try:
+        async with running_syncer(
+            rig, sync=sync(max_drain_fraction=1.0), resync_s=3600.0, slurm_stale_after_s=2.0
+        ) as service:  # fmt: skip
+            assert service.nodesets is not None
+            cache, stats, key = service.slurm_cache, service.nodesets.stats, f"{NAMESPACE}/{nodeset.name}"
+            await asyncio.to_thread(rig.sandbox.stop_slurmrestd)
+            stopped = True
+            await wait_for(lambda: cache.stale, 30, what="the Slurm data stale")
+            rig.kube.create(
+                GROUP, VERSION, "nodesets", power_body(nodeset.name, 2, ("freshagain",)), namespace=NAMESPACE
+            )
+
+            def planned_on_stale_data() -> bool:
+                available = condition(nodeset.obj(), "SlurmAvailable") or {}
+                return stats.passes.get(key, 0) >= 1 and available.get("reason") == "Stale"
+
+            await wait_for(planned_on_stale_data, 30, what="a pass of the NodeSet on stale data")
+            assert nodeset.slurm_names() == set()
+            await asyncio.to_thread(rig.sandbox.start_slurmrestd)
+            stopped = False
+            await wait_for(lambda: not cache.stale, 30, what="the Slurm data fresh again")
+            # seconds, not the resync's hour: a busy machine's margin
+            await wait_slurm(
+                lambda: _declared(rig, nodeset.name, 2), deadline_s=20, what="2 members declared to Slurm"
+            )
+    finally:
+        if stopped:
+            await asyncio.to_thread(rig.sandbox.start_slurmrestd)
+        delete_slurm_nodes(rig, nodeset.name + "-")
+
+
+async def _declared(rig: Rig, name: str, count: int) -> bool:
+    return len(await slurm_states(rig, name + "-")) == count
+
+
 @pytest.mark.only_where(SELECTED.name == "24.11")
 async def test_slurm_24_11_a_powered_up_job_starts_by_its_prolog_and_without_the_syncer_nothing_hangs(
     power_rig: Rig,

@@ -132,6 +132,9 @@ class NodeSetController(Controller):
             # another REST API version (Slurm upgraded to 25.11+): members can be declared (POST /new/node/);
             # the only wake-up of a NodeSet left with only those to do (not requeued while it waits)
             Watch(self.context.slurm.subscribe_versions, lambda: list(self.informer.items)),
+            # Slurm data fresh again: what a pass on stale data withheld (declares, undeclares, deletes of
+            # records) while its plan was otherwise idle (DONE) has no node change to bring it back
+            Watch(self.context.slurm_cache.subscribe_fresh, lambda: list(self.informer.items)),
         )
 
     @property

@@ -75,6 +75,9 @@ class SyncController(Controller):
         # Slurm node -> why the one-pool scheduler holds it (a pod whose job ended still terminates there)
         self.holds = context.holds
         self._observed_at: dict[str, float] = {}  # monotonic time a change was first seen, per key
+        # bound nodes decided on stale Slurm data (an undrain, Kubernetes' view of Slurm withheld): looked at
+        # again once the data is fresh, whether or not the node changed meanwhile
+        self._decided_stale: set[str] = set()
         self.reader = Reader(
             context,
             written=self.written,
@@ -103,6 +106,7 @@ class SyncController(Controller):
             Watch(self.scale_in.subscribe, lambda name: self._seen((name,)), lane=Lane.FIRST),
             Watch(self.holds.subscribe, lambda name: self._seen((name,)), lane=Lane.FIRST),
             Watch(self.context.slurm_cache.subscribe, self._slurm_changed, lane=Lane.URGENT),
+            Watch(self.context.slurm_cache.subscribe_fresh, self._fresh_again),
         )
 
     def _seen(self, names: Iterable[str]) -> Iterable[str]:
@@ -116,6 +120,11 @@ class SyncController(Controller):
         for change in changes:  # a list asked for after our own write: decide from what it shows now
             self.slurm_writes.caught_up(change.name, self.context.slurm_cache.listed_at)
         return list(self._seen([change.name for change in changes]))
+
+    def _fresh_again(self) -> set[str]:
+        """The nodes decided on stale Slurm data since it was last fresh, to be decided again."""
+        names, self._decided_stale = self._decided_stale, set()
+        return names
 
     @property
     def queue(self) -> WorkQueue:
@@ -180,6 +189,10 @@ class SyncController(Controller):
         # drain never goes out after an uncordon that arrived meanwhile)
         for _pass in range(2):
             reading = await self.reader.read_node(name, after=caches)
+            if caches is None and reading.binding.bound and not reading.fresh:
+                # noted in the step that read `stale` (nothing awaited between): a fresh-again call that
+                # lands later finds it
+                self._decided_stale.add(name)
             if caches is None:
                 reported = await self.reports.report(reading)
                 if not reported.decide:
