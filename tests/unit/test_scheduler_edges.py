@@ -192,6 +192,21 @@ def test_a_slurm_job_of_ours() -> None:
     assert edges.job(SlurmJob(job_id=8, marker="an admin's note"), "r1") is None
 
 
+def test_another_releases_live_job_names_that_release() -> None:
+    """Two releases serving one scheduler name: the other's live job is its own to judge (plan's `foreign`);
+    an ended one, one of ours, or a job without a slurm-syncer marker (Slurm reused the id) is nobody's."""
+    running = SlurmJob(job_id=7, state=frozenset({"RUNNING"}), marker=MARKER)
+    assert edges.other_release(running, "r2") == "r1"
+    assert edges.other_release(running, "r1") == ""  # ours
+    pending = SlurmJob(job_id=7, state=frozenset({"PENDING"}), marker=MARKER)
+    assert edges.other_release(pending, "r2") == "r1"
+    for state in ({"CANCELLED"}, {"COMPLETED"}, {"RUNNING", "COMPLETING"}):
+        assert edges.other_release(SlurmJob(job_id=7, state=frozenset(state), marker=MARKER), "r2") == ""
+    for text in ("an admin's note", "", "slurm-syncer.dev/pods key=ns/pod/a pods=a:u-a"):
+        found = SlurmJob(job_id=7, state=frozenset({"RUNNING"}), marker=text)
+        assert edges.other_release(found, "r2") == "", text
+
+
 def test_a_job_state_the_core_does_not_know_stops_its_gang() -> None:
     newer = edges.job(SlurmJob(job_id=7, state=frozenset({"RESIZING", "HELD"}), marker=MARKER), "r1")
     assert newer is not None
