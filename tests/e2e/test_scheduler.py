@@ -1087,6 +1087,9 @@ async def test_two_releases_with_one_scheduler_name_leave_each_others_pods_alone
             assert await view.job_state(job) == "RUNNING"
             assert len(green.context.holds) == 0, "green held the node of blue's running job"
             assert len(view.events(pod, "SchedulerNameShared")) == 1, "said more than once"
+            found = await check_lines(green.slurm, view.client, view.scheduler, (NS,), False, s.release)
+            (said,) = [line for line in found if "another slurm-syncer release" in line[1]]
+            assert not said[0] and said[3] and f"-blue:{view.scheduler}: Slurm job(s) {job}" in said[1], said
             await stack.aclose()  # blue uninstalled: its pod and its job stay
             await view.sh("scancel", job)
             await view.wait(lambda: view.deleting(pod), "green deletes the pod once blue's job ended")

@@ -50,6 +50,14 @@ def release_of(text: str) -> str:
     return fields.get("release", "") if fields is not None else ""
 
 
+def named_uids(text: str) -> frozenset[str]:
+    """The pod UIDs a slurm-syncer marker names, whichever release's (none when `text` is no marker)."""
+    fields = _fields(text) or {}
+    return frozenset(
+        uid for _, _, uid in (e.partition(":") for e in fields.get("pods", "").split(",")) if uid
+    )
+
+
 def _fields(text: str) -> dict[str, str] | None:
     words = text.split()
     if not words or words[0] != PREFIX:
