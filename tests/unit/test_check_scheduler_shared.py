@@ -42,14 +42,3 @@ def test_ours_ended_or_naming_no_pod_of_ours_is_fine() -> None:
     ]
     assert shared(PODS, jobs, OURS) == (True, "scheduler: no other release's job names its pods", "", False)
     assert shared([], [job(7, "ns/blue:sched", "u-a")], OURS)[0]
-
-
-def test_a_marker_names_its_pods_whichever_release() -> None:
-    text = marker.write(
-        "ns/blue:sched", "ns/group/g", [PodRef(namespace="ns", name=n, uid=f"u-{n}") for n in "ab"]
-    )
-    assert marker.named_uids(text) == frozenset({"u-a", "u-b"})
-    assert marker.release_of(text) == "ns/blue:sched"
-    assert marker.named_uids("an admin's note") == frozenset()
-    assert marker.release_of("an admin's note pods=x:y release=z") == ""
-    assert marker.named_uids(f"{marker.PREFIX} release=r key=k pods=") == frozenset()

@@ -109,7 +109,7 @@ def other_release(found: SlurmJob, release: str) -> str:
     judge, never gone from Slurm (plan's `foreign`)."""
     theirs = marker.release_of(found.marker)
     ended = found.ended or "COMPLETING" in found.state  # as the core's job_ended reads it
-    return theirs if theirs not in ("", release) and not ended else ""
+    return theirs if theirs != release and not ended else ""  # theirs "": no marker, nobody's
 
 
 def room(node: SlurmNode) -> Room:
