@@ -15,7 +15,9 @@ cancelled until the job cache shows a read of them made after the cancel (the ca
 a read sent just before: never bound, nor its pods deleted, for a job ended here), the binds it made until
 the pod informer shows them bound or gone, or the API server shows them not made (the informer can show a
 pod unbound after the bind for as long as it lags: never placed again, nor its job cancelled for placement;
-binds.py), and the nodes it holds (syncer/control/holds.py, shared with the sync engine, which drains them).
+binds.py), the jobs bound pods name that a fresh read found live under another release's marker (two releases
+serving one scheduler name: those pods are left alone, said once, read again every FOREIGN_RECHECK_S), and the
+nodes it holds (syncer/control/holds.py, shared with the sync engine, which drains them).
 Answers lost: a submit's blocks the gang until a whole job list has been read (the marker finds the job if
 it was made); a cancel that failed has its job read now, and a bind without an answer (or a 5xx) its pod,
 before the gang is planned again. Slurm refusing a submit is said on the pods and tried again after
