@@ -548,6 +548,26 @@ def test_a_pod_bound_for_another_releases_live_job_is_left_alone() -> None:
     )  # a job of ours ended, not gone: no fresh read of another release's
 
 
+def test_a_job_of_ours_for_a_pod_another_release_bound_gives_way() -> None:
+    """Both releases submitted for a new pod and the other's job got it: ours never runs a pod, so it is
+    cancelled; its end (preemption, the time limit) never deletes the pod the other's job runs."""
+    bound = pod(node_name="k1", job_id=7)
+    said = "Slurm job 8 gives way to Slurm job 7, which pod ns/a runs under: cancelled"
+    cancel = Cancel(job_id=8, cause="duplicate", message=said)
+    for ours in (
+        job(8, "a", nodes=("n2",)),
+        job(8, "a", state="PENDING"),
+        job(8, "a", nodes=("n2",), preempt_time=990.0, end_time=1010.0),
+        job(8, "a", nodes=("n2",), end_time=1001.0),  # its time limit ahead
+        job(8, "a", state="SUSPENDED", nodes=("n2",)),
+    ):
+        assert run([bound], [ours], foreign=frozenset({7})).actions == (cancel,), ours
+    # a gang with a pod still to bind under it keeps it
+    gang = [pod("a", group_="g", node_name="k1", job_id=7), pod("b", group_="g")]
+    result = run(gang, [job(8, "a", "b", key="ns/group/g", state="PENDING")], foreign=frozenset({7}))
+    assert not any(isinstance(a, Cancel) for a in result.actions)
+
+
 def test_foreign_never_overrides_a_job_of_ours() -> None:
     """`foreign` speaks only of jobs we do not have: a job of ours with that id (ended) still ends the pod."""
     bound = pod(node_name="k1", job_id=5)

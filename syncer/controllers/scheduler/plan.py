@@ -22,6 +22,8 @@ release's marker). Rules:
 - Another release's pod is not ours to judge: a bound pod whose job-id names a job in `foreign` (two releases
   serve one scheduler name) is left alone: no deletion, no hold. A job the fresh read finds without any
   slurm-syncer marker is gone (Slurm lost its state and reused the id): the pod goes.
+- A live job of ours whose every pod is bound under another job (both releases submitted for a new pod, and
+  the other's bound it) is cancelled (`duplicate`): never its pods deleted for its end.
 - Fail closed: on stale data nothing at all; a job state it does not know stops the gang.
 """
 
@@ -306,6 +308,11 @@ def _deadline(job: Job, members: Sequence[Pod]) -> float | None:
 
 
 def _live(job: Job, members: Sequence[Pod], gang: Gang, out: _Out) -> None:
+    runs = _runs_elsewhere(job, members)
+    if runs is not None:  # none of its pods can run under it: it goes, and nothing of theirs is ours to end
+        said = f"gives way to Slurm job {runs.job_id}, which pod {runs.namespace}/{runs.name} runs under"
+        out.cancel(job, "duplicate", said=said)
+        return
     now = out.world.now
     end = _slurm_end(job, members, now)
     if end:  # the pods go (before the deadline, if there is one) and the job once none holds resources
@@ -342,6 +349,15 @@ def _live(job: Job, members: Sequence[Pod], gang: Gang, out: _Out) -> None:
             out.condition(pod, STARTING, f"Slurm job {job.job_id} is starting on {','.join(job.nodes)}")
         return
     _place(job, members, unbound, out)
+
+
+def _runs_elsewhere(job: Job, members: Sequence[Pod]) -> Pod | None:
+    """A pod of the job's, when every one is bound under another job (not ours to rank: another release's,
+    which submitted for the same pod, or one of ours that ended): the job never runs a pod, and its end or
+    its pods' are not its to act on (deleting them would end pods another job runs)."""
+    if all(pod.job_id not in (None, job.job_id) for pod in members):
+        return members[0] if members else None
+    return None
 
 
 def _over(job: Job, members: Sequence[Pod], gone: bool, out: _Out) -> None:
