@@ -1059,7 +1059,8 @@ async def test_two_releases_with_one_scheduler_name_leave_each_others_pods_alone
     green's job cache follows only its own jobs, so a pod blue bound names a job green does not have. The
     fresh read before the deletion finds it live under blue's marker: green leaves the pod, holds nothing and
     says so on the pod (before the fix green drained the node and deleted the pod as job-gone, then blue
-    cancelled its running job). Once blue is gone and Slurm ends the job, green deletes the pod after all."""
+    cancelled its running job). A new pod while both run may get a job from each: the one it does not run
+    under is cancelled by its release. Once blue is gone and Slurm ends the job, green deletes the pod."""
     node = view.names[0]
 
     def release(colour: str) -> Any:
@@ -1090,6 +1091,17 @@ async def test_two_releases_with_one_scheduler_name_leave_each_others_pods_alone
             found = await check_lines(green.slurm, view.client, view.scheduler, (NS,), False, s.release)
             (said,) = [line for line in found if "another slurm-syncer release" in line[1]]
             assert not said[0] and said[3] and f"-blue:{view.scheduler}: Slurm job(s) {job}" in said[1], said
+
+            # a new pod while both run: each may submit a job for it; the one it is not bound under goes
+            both = view.pod("both-pod")
+            await view.wait(lambda: bool(view.node_of(both)), "the new pod bound")
+            runs = view.job_of(both)
+
+            async def one_job() -> bool:
+                return await view.jobs_named(f"{NS}/{both}") == [runs]
+
+            await view.wait(one_job, "one job left for the new pod: the one it runs under")
+            assert not view.deleting(both) and await view.job_state(runs) == "RUNNING"
             await stack.aclose()  # blue uninstalled: its pod and its job stay
             await view.sh("scancel", job)
             await view.wait(lambda: view.deleting(pod), "green deletes the pod once blue's job ended")
