@@ -367,7 +367,10 @@ async def check_scheduler(settings: settings_mod.Settings, kube: KubeClient) -> 
         with contextlib.suppress(SlurmError):  # unreachable: check_slurm's item says so already
             if options.enabled:
                 await slurm.start()
-        found = await scheduler_lines(slurm, kube, options.name, options.namespaces, options.placeholder)
+        release = f"{settings.lease_namespace_resolved(os.environ)}/{settings.lease_name}:{options.name}"
+        found = await scheduler_lines(
+            slurm, kube, options.name, options.namespaces, options.placeholder, release
+        )
     finally:
         await slurm.close()
     return [Item(*line) for line in found]

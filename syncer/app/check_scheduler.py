@@ -11,9 +11,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from syncer.controllers.scheduler import marker
 from syncer.controllers.scheduler import settings as job_settings
 from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeError
+from syncer.model.jobs import SlurmJob
 from syncer.model.keys import Keys
 from syncer.slurm.client import SlurmClient
 from syncer.slurm.errors import SlurmError
@@ -257,8 +259,37 @@ async def scheduler_pods(kube: KubeClient, name: str, namespaces: Iterable[str])
     return found
 
 
+def shared(pods: Iterable[Mapping[str, Any]], jobs: Iterable[SlurmJob], release: str) -> Line:
+    """Live jobs under another release's marker naming pods of this scheduler name: two releases serve it
+    (docs/scheduler.md "Two releases, one schedulerName"). Each leaves the other's bound pods alone, but a new
+    pod may get a job from each."""
+    uids = {str((pod.get("metadata") or {}).get("uid") or "") for pod in pods} - {""}
+    others: dict[str, list[int]] = {}
+    for job in jobs:
+        other = marker.release_of(job.marker)
+        if other and other != release and not job.ended and marker.named_uids(job.marker) & uids:
+            others.setdefault(other, []).append(job.job_id)
+    if not others:
+        return True, "scheduler: no other release's job names its pods", "", False
+    said = "; ".join(
+        f"{other}: Slurm job(s) {', '.join(map(str, sorted(ids)))}" for other, ids in sorted(others.items())
+    )
+    return (
+        False,
+        f"scheduler: another slurm-syncer release serves this scheduler name too (this is {release}): {said}",
+        "run one release per --scheduler-name: uninstall the other (its bound pods are left to it), or give "
+        "one a name of its own",
+        True,
+    )
+
+
 async def lines(
-    slurm: SlurmClient, kube: KubeClient, name: str, namespaces: tuple[str, ...], placeholder: bool
+    slurm: SlurmClient,
+    kube: KubeClient,
+    name: str,
+    namespaces: tuple[str, ...],
+    placeholder: bool,
+    release: str = "",
 ) -> list[Line]:
     out = [switched(name, namespaces)]
     if not name:
@@ -273,5 +304,16 @@ async def lines(
     if slurm.version is not None:
         out.append(slurm_side(slurm, placeholder))
         out.append(await preemption_line(slurm, kube, namespaces, pods or []))
+        if pods and release:
+            out.append(await shared_line(slurm, pods, release))
     out.append(listed if pods is None else pending(pods))
     return out
+
+
+async def shared_line(slurm: SlurmClient, pods: Sequence[Mapping[str, Any]], release: str) -> Line:
+    """`shared` over one whole job list (only slurm-syncer markers decoded whole)."""
+    try:
+        listing = await slurm.list_job_details(keep=lambda text: text.startswith(marker.PREFIX))
+    except SlurmError as exc:
+        return False, f"scheduler: the job list cannot be read: {exc}", "see the Slurm items above", True
+    return shared(pods, listing.jobs if listing is not None else (), release)

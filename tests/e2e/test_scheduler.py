@@ -1047,3 +1047,62 @@ async def test_a_new_leader_adopts_the_jobs_the_old_one_submitted(rig: Rig, view
             assert view.job_of(pod) == job
             await view.delete(pod)
             await view.wait(lambda: _is(view.job_state(job), "GONE", "COMPLETED", "CANCELLED"), "job ended")
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
+async def test_two_releases_with_one_scheduler_name_leave_each_others_pods_alone(
+    rig: Rig, view: Pool
+) -> None:
+    """Two releases (their own Lease, so their own marker: a blue/green upgrade) serving one scheduler name:
+    green's job cache follows only its own jobs, so a pod blue bound names a job green does not have. The
+    fresh read before the deletion finds it live under blue's marker: green leaves the pod, holds nothing and
+    says so on the pod (before the fix green drained the node and deleted the pod as job-gone, then blue
+    cancelled its running job). A new pod while both run may get a job from each: the one it does not run
+    under is cancelled by its release. Once blue is gone and Slurm ends the job, green deletes the pod."""
+    node = view.names[0]
+
+    def release(colour: str) -> Any:
+        config = FAST.replace(
+            scheduler=SchedulerOptions(name=view.scheduler, namespaces=(NS,), retry_after_s=2.0),
+            lease_name=f"e2e-{view.scheduler}-{colour}",
+        )
+        return running_syncer(rig, config)
+
+    async with contextlib.AsyncExitStack() as stack:
+        await stack.enter_async_context(release("blue"))
+        pod = view.pod("blue-pod", annotations={"slurm-syncer.dev/constraint": f"f{node}"})
+        await view.wait(lambda: view.node_of(pod) == f"k8s-{node}", "bound by blue")
+        job = view.job_of(pod)
+        async with release("green") as green:
+            s = green.scheduler
+            assert isinstance(s, SchedulerController)
+            await wait_for(lambda: green.context.holds.settled, DEADLINE, what="green planned every gang")
+            shared = ("SchedulerNameShared", f"Slurm job {job} ", f"e2e-{view.scheduler}-blue")
+            await view.wait(lambda: view.told(pod, *shared) or view.deleting(pod), "green planned blue's pod")
+            assert not view.deleting(pod), "green deleted the pod blue bound"
+            s.runner.queue.add(f"{NS}/pod/{pod}")
+            await asyncio.wait_for(s.runner.queue.wait_idle(), DEADLINE)
+            assert not view.deleting(pod), "green deleted the pod blue bound"
+            assert await view.job_state(job) == "RUNNING"
+            assert len(green.context.holds) == 0, "green held the node of blue's running job"
+            assert len(view.events(pod, "SchedulerNameShared")) == 1, "said more than once"
+            found = await check_lines(green.slurm, view.client, view.scheduler, (NS,), False, s.release)
+            (said,) = [line for line in found if "another slurm-syncer release" in line[1]]
+            assert not said[0] and said[3] and f"-blue:{view.scheduler}: Slurm job(s) {job}" in said[1], said
+
+            # a new pod while both run: each may submit a job for it; the one it is not bound under goes
+            both = view.pod("both-pod")
+            await view.wait(lambda: bool(view.node_of(both)), "the new pod bound")
+            runs = view.job_of(both)
+
+            async def one_job() -> bool:
+                return await view.jobs_named(f"{NS}/{both}") == [runs]
+
+            await view.wait(one_job, "one job left for the new pod: the one it runs under")
+            assert not view.deleting(both) and await view.job_state(runs) == "RUNNING"
+            await stack.aclose()  # blue uninstalled: its pod and its job stay
+            await view.sh("scancel", job)
+            await view.wait(lambda: view.deleting(pod), "green deletes the pod once blue's job ended")
+            assert view.told(pod, "SlurmPodDeleted", f"Slurm job {job} is no longer in Slurm")

@@ -3,7 +3,7 @@ them, and a pod read by the Kubernetes edge carried through gangs and the plan t
 
 from __future__ import annotations
 
-from syncer.controllers.scheduler import edges, slurmtime
+from syncer.controllers.scheduler import edges, marker, slurmtime
 from syncer.controllers.scheduler.gang import Waiting, group
 from syncer.controllers.scheduler.options import Options
 from syncer.controllers.scheduler.plan import Submit, plan
@@ -190,6 +190,34 @@ def test_a_slurm_job_of_ours() -> None:
     )
     assert edges.job(found, "r2") is None  # another release's
     assert edges.job(SlurmJob(job_id=8, marker="an admin's note"), "r1") is None
+
+
+def test_another_releases_live_job_names_that_release() -> None:
+    """Two releases serving one scheduler name: the other's live job is its own to judge (plan's `foreign`);
+    an ended one, one of ours, or a job without a slurm-syncer marker (Slurm reused the id) is nobody's."""
+    running = SlurmJob(job_id=7, state=frozenset({"RUNNING"}), marker=MARKER)
+    assert edges.other_release(running, "r2") == "r1"
+    assert edges.other_release(running, "r1") == ""  # ours
+    pending = SlurmJob(job_id=7, state=frozenset({"PENDING"}), marker=MARKER)
+    assert edges.other_release(pending, "r2") == "r1"
+    for state in ({"CANCELLED"}, {"COMPLETED"}, {"RUNNING", "COMPLETING"}):
+        assert edges.other_release(SlurmJob(job_id=7, state=frozenset(state), marker=MARKER), "r2") == ""
+    for text in ("an admin's note", "", "slurm-syncer.dev/pods key=ns/pod/a pods=a:u-a"):
+        found = SlurmJob(job_id=7, state=frozenset({"RUNNING"}), marker=text)
+        assert edges.other_release(found, "r2") == "", text
+
+
+def test_a_marker_names_its_pods_whichever_release() -> None:
+    text = marker.write(
+        "ns/blue:sched", "ns/group/g", [PodRef(namespace="ns", name=n, uid=f"u-{n}") for n in "ab"]
+    )
+    assert marker.named_uids(text) == frozenset({"u-a", "u-b"})
+    assert marker.release_of(text) == "ns/blue:sched"
+    assert marker.named_uids("an admin's note") == frozenset()
+    assert marker.release_of("an admin's note pods=x:y release=z") == ""
+    assert marker.named_uids(f"{marker.PREFIX} release=r key=k pods=") == frozenset()
+    assert marker.named_uids(f"{marker.PREFIX} release=r pods=a:,b:u-b,c,d:u:d") == frozenset({"u-b", "u:d"})
+    assert marker.named_uids(f"x {marker.PREFIX} pods=a:u-a") == frozenset()
 
 
 def test_a_job_state_the_core_does_not_know_stops_its_gang() -> None:

@@ -514,12 +514,65 @@ def test_each_slurm_end_has_its_cause() -> None:
 
 
 def test_a_job_gone_from_slurm_leaves_no_pod() -> None:
+    # the hold names the job it rests on: the controller reads it fresh first (another release's?)
     result = run([pod(node_name="k1", job_id=5)])
     assert result.actions == (
-        Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 5 is no longer in Slurm"),
+        Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 5 is no longer in Slurm", gone=5),
         DeletePod(pod=ref(), grace_s=30, cause="job-gone", job_id=5,
                   message="Slurm job 5 is no longer in Slurm: pod deleted (grace period 30 s)"),
     )  # fmt: skip
+    # a job of another release's that is not this pod's makes no difference
+    assert run([pod(node_name="k1", job_id=5)], foreign=frozenset({6})) == result
+
+
+def test_a_pod_bound_for_another_releases_live_job_is_left_alone() -> None:
+    """Two releases serving one scheduler name: the pod's job is live under the other's marker (`foreign`),
+    so it is not gone: no deletion, no hold, and a node held for it before is released."""
+    bound = pod(node_name="k1", job_id=5)
+    assert run([bound], foreign=frozenset({5})) == Plan()
+    assert run([bound], foreign=frozenset({5}), held=frozenset({"n1"})).actions == (Release(slurm_node="n1"),)
+    # terminating: still not ours to hold
+    assert run([replace(bound, deleting=True)], foreign=frozenset({5})) == Plan()
+    # one of its gang bound for a job of ours that ended still goes
+    gang = [pod("a", group_="g", node_name="k1", job_id=5), pod("b", group_="g", node_name="k2", job_id=7)]
+    result = run(
+        gang, [job(7, "b", key="ns/group/g", state="CANCELLED", nodes=("n2",))], foreign=frozenset({5})
+    )
+    assert [(type(a), getattr(a, "slurm_node", "")) for a in result.actions] == [
+        (Hold, "n2"),
+        (DeletePod, ""),
+    ]
+    assert [a.pod.name for a in result.actions if isinstance(a, DeletePod)] == ["b"]
+    assert result.actions[0] == Hold(
+        slurm_node="n2", reason="pod ns/b still runs: Slurm job 7 was cancelled in Slurm"
+    )  # a job of ours ended, not gone: no fresh read of another release's
+
+
+def test_a_job_of_ours_for_a_pod_another_release_bound_gives_way() -> None:
+    """Both releases submitted for a new pod and the other's job got it: ours never runs a pod, so it is
+    cancelled; its end (preemption, the time limit) never deletes the pod the other's job runs."""
+    bound = pod(node_name="k1", job_id=7)
+    said = "Slurm job 8 gives way to Slurm job 7, which pod ns/a runs under: cancelled"
+    cancel = Cancel(job_id=8, cause="duplicate", message=said)
+    for ours in (
+        job(8, "a", nodes=("n2",)),
+        job(8, "a", state="PENDING"),
+        job(8, "a", nodes=("n2",), preempt_time=990.0, end_time=1010.0),
+        job(8, "a", nodes=("n2",), end_time=1001.0),  # its time limit ahead
+        job(8, "a", state="SUSPENDED", nodes=("n2",)),
+    ):
+        assert run([bound], [ours], foreign=frozenset({7})).actions == (cancel,), ours
+    # a gang with a pod still to bind under it keeps it
+    gang = [pod("a", group_="g", node_name="k1", job_id=7), pod("b", group_="g")]
+    result = run(gang, [job(8, "a", "b", key="ns/group/g", state="PENDING")], foreign=frozenset({7}))
+    assert not any(isinstance(a, Cancel) for a in result.actions)
+
+
+def test_foreign_never_overrides_a_job_of_ours() -> None:
+    """`foreign` speaks only of jobs we do not have: a job of ours with that id (ended) still ends the pod."""
+    bound = pod(node_name="k1", job_id=5)
+    result = run([bound], [job(5, "a", state="CANCELLED", nodes=("n1",))], foreign=frozenset({5}))
+    assert [type(a) for a in result.actions] == [Hold, DeletePod]
 
 
 def test_a_pod_bound_by_someone_else_is_left_alone() -> None:

@@ -67,6 +67,7 @@ class Scene:
     submitted: int | None = None
     cancelled: frozenset[int] = frozenset()  # cancelled by the controller, shown live still
     bound: frozenset[Bind] = frozenset()  # bound by the controller, shown unbound still
+    foreign: frozenset[int] = frozenset()  # live under another release's marker (not in `jobs`)
 
     def gangs(self) -> dict[str, Gang]:
         return group(self.pods.values(), self.jobs.values(), {}, {"ns": {}}, OPTIONS)
@@ -81,6 +82,7 @@ class Scene:
                 submitted=self.submitted,
                 cancelled=self.cancelled,
                 bound=self.bound,
+                foreign=self.foreign,
             )
             for key, gang in self.gangs().items()
         }
@@ -416,3 +418,19 @@ def test_one_gang_alone_is_the_gang_the_whole_grouping_makes(scene: Scene, extra
     for key in [*every, extra]:
         alone = group(scene.pods.values(), scene.jobs.values(), {}, {"ns": {}}, OPTIONS, only=key)
         assert alone == ({key: every[key]} if key in every else {})
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenes(), st.data())
+def test_a_job_of_another_release_is_never_taken_for_gone(scene: Scene, data: st.DataObject) -> None:
+    """Some jobs are another release's (two releases serve one scheduler name): our job cache does not have
+    them and a fresh read found them live (`foreign`). No pod is deleted, nor its node held, for their
+    absence (test_scheduler_plan.py: without `foreign` the same absence is job-gone)."""
+    ids = sorted(scene.jobs)
+    moved = frozenset(data.draw(st.lists(st.sampled_from(ids), unique=True)) if ids else ())
+    jobs = {job_id: job for job_id, job in scene.jobs.items() if job_id not in moved}
+    theirs = replace(scene, jobs=jobs, cancelled=scene.cancelled - moved, foreign=moved)
+    for result in theirs.plans().values():
+        for action in result.actions:
+            assert not (isinstance(action, DeletePod) and action.job_id in moved), action
+            assert not (isinstance(action, Hold) and action.gone in moved), action

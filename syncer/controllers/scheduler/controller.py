@@ -15,7 +15,9 @@ cancelled until the job cache shows a read of them made after the cancel (the ca
 a read sent just before: never bound, nor its pods deleted, for a job ended here), the binds it made until
 the pod informer shows them bound or gone, or the API server shows them not made (the informer can show a
 pod unbound after the bind for as long as it lags: never placed again, nor its job cancelled for placement;
-binds.py), and the nodes it holds (syncer/control/holds.py, shared with the sync engine, which drains them).
+binds.py), the jobs bound pods name that a fresh read found live under another release's marker (two releases
+serving one scheduler name: those pods are left alone, said once, read again every FOREIGN_RECHECK_S), and the
+nodes it holds (syncer/control/holds.py, shared with the sync engine, which drains them).
 Answers lost: a submit's blocks the gang until a whole job list has been read (the marker finds the job if
 it was made); a cancel that failed has its job read now, and a bind without an answer (or a 5xx) its pod,
 before the gang is planned again. Slurm refusing a submit is said on the pods and tried again after
@@ -61,7 +63,7 @@ from syncer.controllers.scheduler.plan import (
     shown_bound,
 )
 from syncer.controllers.scheduler.request import JobRequest
-from syncer.controllers.scheduler.values import Job, Node, World
+from syncer.controllers.scheduler.values import Job, Node, World, bound_job_id
 from syncer.kube.errors import KubeError
 from syncer.kube.events import ObjectRef
 from syncer.kube.scheduler_pods import SchedulerPods
@@ -103,6 +105,10 @@ EVENT_SUBMIT_FAILED: Final = "SlurmSubmitFailed"
 EVENT_BOUND: Final = "Scheduled"
 EVENT_CANCELLED: Final = "SlurmJobCancelled"
 EVENT_DELETED: Final = "SlurmPodDeleted"
+EVENT_SHARED: Final = "SchedulerNameShared"
+# A bound pod's job found live under another release's marker (plan's `foreign`) is read again this often:
+# once it ends (that release uninstalled, say) the pod goes as any whose job is gone.
+FOREIGN_RECHECK_S: Final = 10.0
 CAUSES: Final = (
     "cancelled", "time-limit", "preempted", "suspended", "requeued", "node-failure", "job-ended", "job-gone",
     "node-deleted", "duplicate", "placement", "pod-deleted", "pod-failed", "pod-succeeded",
@@ -192,6 +198,9 @@ class SchedulerController(Controller):
         self._relist = False
         self._relisting = asyncio.Lock()
         self._unserved: set[int] = set()  # jobs of namespaces not served, logged once (`_serves`)
+        # job id -> (the other release, time.monotonic() of the read that found it live): plan's `foreign`;
+        # kept (said once) while a pod names it, planned on for FOREIGN_RECHECK_S after each read
+        self._foreign: dict[int, tuple[str, float]] = {}
 
     # -- inputs ---------------------------------------------------------------------------------------
     def watches(self) -> Watches:
@@ -341,10 +350,11 @@ class SchedulerController(Controller):
         unplaced = self._still_unplaced(current)
         cancelled = self._still_cancelled(current)
         bound = await self._still_bound(current)
+        foreign = self._still_foreign(current)
         world = await self._world(shown_bound(current, bound))
         decided = plan(
             current, world, self.core, held=self.holds.of(key), submitted=submitted, unplaced=unplaced,
-            cancelled=cancelled, bound=bound,
+            cancelled=cancelled, bound=bound, foreign=foreign,
         )  # fmt: skip
         done = await self._carry_out(key, current, decided, found)
         if self._settling is not None:
@@ -355,11 +365,15 @@ class SchedulerController(Controller):
             return await self.reconcile(key)
         if decided.blocked:
             log.debug("gang waits", blocked=decided.blocked)
-        return self._next(decided, done, key, awaiting=bool(cancelled))
+        return self._next(decided, done, key, awaiting=bool(cancelled), foreign=bool(foreign))
 
-    def _next(self, decided: Plan, done: bool, key: str, *, awaiting: bool = False) -> Result:
+    def _next(
+        self, decided: Plan, done: bool, key: str, *, awaiting: bool = False, foreign: bool = False
+    ) -> Result:
         now = self.clock()
         waits = [decided.recheck_at - now] if decided.recheck_at is not None else []
+        if foreign:  # another release's job: read again then (`_still_foreign`)
+            waits.append(FOREIGN_RECHECK_S)
         if awaiting:  # a cancel the job cache does not show yet: its read moves no state if the cancel failed
             waits.append(CANCEL_SHOWS_S)
         if not done:
@@ -433,6 +447,22 @@ class SchedulerController(Controller):
             if job.job_id in self._cancelled and job.job_id not in still:
                 del self._cancelled[job.job_id]
         return still
+
+    def _still_foreign(self, current: gang.Gang) -> frozenset[int]:
+        """The jobs the gang's bound pods name that a read at most FOREIGN_RECHECK_S old found live under
+        another release's marker (plan's `foreign`); past that the plan decides without them and its hold's or
+        deletion's fresh read finds them again (`_same`). Forgotten once no pod names them."""
+        if not self._foreign:
+            return frozenset()
+        named = {bound_job_id(pod.annotations, pod.node_name) for pod in list(self.pods.items.values())}
+        for job_id in self._foreign.keys() - named:
+            del self._foreign[job_id]
+        now = time.monotonic()
+        return frozenset(
+            pod.job_id
+            for pod in current.pods
+            if pod.job_id in self._foreign and now - self._foreign[pod.job_id][1] < FOREIGN_RECHECK_S
+        )
 
     async def _settle_cancels(self, key: str) -> None:
         """A cancel of the gang's job that failed may have ended it all the same (its answer lost): the job
@@ -603,6 +633,8 @@ class SchedulerController(Controller):
         jobs = {job.job_id: job for job in current.jobs}
         for action in decided.actions:
             if isinstance(action, Hold):
+                if action.gone is not None and not await self._same(action.gone, None, current=current):
+                    return False
                 self.holds.hold(action.slurm_node, key, action.reason)
                 log.info("slurm node held", slurm_node=action.slurm_node, reason=action.reason)
             elif isinstance(action, Release):
@@ -622,20 +654,48 @@ class SchedulerController(Controller):
                 await self._cancel(action, current)
             elif isinstance(action, DeletePod):
                 planned = jobs.get(action.job_id)
-                if not await self._same(action.job_id, planned, max_age_s=delete_read_age(planned)):
+                age = delete_read_age(planned)
+                if not await self._same(action.job_id, planned, max_age_s=age, current=current):
                     return False
                 await self._delete(action, pods.get(action.pod.uid))
         return True
 
-    async def _same(self, job_id: int, planned: Job | None, *, max_age_s: float = 0.0) -> bool:
-        """The job read now (or at most `max_age_s` ago) is what the plan read (None: gone from Slurm).
-        Raises when Slurm cannot tell."""
+    async def _same(
+        self, job_id: int, planned: Job | None, *, max_age_s: float = 0.0, current: gang.Gang | None = None
+    ) -> bool:
+        """The job read now (or at most `max_age_s` ago) is what the plan read (None: gone from Slurm; not
+        when another release's marker names it, live: `_foreign`). Raises when Slurm cannot tell."""
         read = await self.jobs.fresh(job_id, max_age_s=max_age_s)
         now = edges.job(read, self.release) if read is not None else None
+        other = edges.other_release(read, self.release) if read is not None and planned is None else ""
+        if other:
+            await self._learned_foreign(job_id, other, current)
+            return False
+        self._foreign.pop(job_id, None)
         if now != planned:
             log.info("job changed since planned: planned again", job_id=job_id)
             return False
         return True
+
+    async def _learned_foreign(self, job_id: int, other: str, current: gang.Gang | None) -> None:
+        """A pod bound for a job another release runs: planned on as not ours (plan's `foreign`), said once
+        (a log line, a Warning Event on each pod naming it): two releases serve one scheduler name."""
+        told = job_id in self._foreign
+        self._foreign[job_id] = (other, time.monotonic())
+        if told:
+            return
+        log.warning(
+            "scheduler name shared with another release: its pod left alone",
+            job_id=job_id, other_release=other, release=self.release,
+        )  # fmt: skip
+        message = (
+            f"Slurm job {job_id} runs for slurm-syncer release {other}, which serves scheduler name "
+            f"{self.options.name} too: this release ({self.release}) leaves the pod alone; run one release "
+            "per scheduler name"
+        )
+        for pod in current.pods if current is not None else ():
+            if pod.job_id == job_id:
+                await self._event(pod.namespace, pod.name, pod.uid, "Warning", EVENT_SHARED, message)
 
     async def _submit(self, key: str, action: Submit, pods: Mapping[str, SchedulerPod]) -> None:
         request = action.request

@@ -103,6 +103,15 @@ def job(found: SlurmJob, release: str) -> Job | None:
     return None if refused_try(mapped) else mapped
 
 
+def other_release(found: SlurmJob, release: str) -> str:
+    """The release of another slurm-syncer whose live job this is ("" when it is not: ended, ours, or without
+    a slurm-syncer marker). Two releases serving one scheduler name: a pod bound for it is that release's to
+    judge, never gone from Slurm (plan's `foreign`)."""
+    theirs = marker.release_of(found.marker)
+    ended = found.ended or "COMPLETING" in found.state  # as the core's job_ended reads it
+    return theirs if theirs != release and not ended else ""  # theirs "": no marker, nobody's
+
+
 def room(node: SlurmNode) -> Room:
     """The node as allocate.could_start reads it: what is free on it now, as the node cache last read it."""
     return Room(

@@ -31,10 +31,9 @@ def via(text: str, how: str) -> str:
 
 def read(text: str, release: str) -> Marker | None:
     """The marker of a job of this release, or None (another release's, someone else's, or malformed)."""
-    words = text.split()
-    if not words or words[0] != PREFIX:
+    fields = _fields(text)
+    if fields is None:
         return None
-    fields = {name: value for name, _, value in (word.partition("=") for word in words[1:])}
     pods = tuple(
         (name, uid) for name, _, uid in (entry.partition(":") for entry in fields.get("pods", "").split(","))
     )
@@ -43,3 +42,24 @@ def read(text: str, release: str) -> Marker | None:
     if not all(name and uid for name, uid in pods):
         return None
     return Marker(release=release, key=fields["key"], pods=pods, via=fields.get("via", ""))
+
+
+def release_of(text: str) -> str:
+    """The release a slurm-syncer marker names ("" when `text` is none: an admin's comment, or no release)."""
+    fields = _fields(text)
+    return fields.get("release", "") if fields is not None else ""
+
+
+def named_uids(text: str) -> frozenset[str]:
+    """The pod UIDs a slurm-syncer marker names, whichever release's (none when `text` is no marker)."""
+    fields = _fields(text) or {}
+    return frozenset(
+        uid for _, _, uid in (e.partition(":") for e in fields.get("pods", "").split(",")) if uid
+    )
+
+
+def _fields(text: str) -> dict[str, str] | None:
+    words = text.split()
+    if not words or words[0] != PREFIX:
+        return None
+    return {name: value for name, _, value in (word.partition("=") for word in words[1:])}

@@ -6,7 +6,8 @@ only memory it takes is the controller's own (`held`: the nodes it holds for thi
 job it submitted that the job cache does not show yet; `unplaced`: jobs it cancelled as they could not be
 placed, whose pods' conditions the pod cache may not show yet; `cancelled`: jobs it cancelled that the job
 cache still shows live, from a read made before the cancel; `bound`: binds it made that the pod cache does not
-show yet). Rules:
+show yet; `foreign`: jobs named by a bound pod's job-id annotation that a fresh read found live under another
+release's marker). Rules:
 - One job per pod: a pod a live job stands for gets no other; a second live job for a pod is cancelled.
 - All or nothing: a gang's pods are bound together once every one passes kube-scheduler's checks, or
   none is and the job is cancelled (and submitted again after `retry_after_s`).
@@ -18,6 +19,11 @@ show yet). Rules:
   once the cache shows it ended the usual rules apply (a placement retry: submitted again later).
 - Our own bind is a bind: a pod in `bound` that the pod cache shows unbound is planned as bound there under
   that job (`shown_bound`): never placed again, its job never cancelled for placement, no condition on it.
+- Another release's pod is not ours to judge: a bound pod whose job-id names a job in `foreign` (two releases
+  serve one scheduler name) is left alone: no deletion, no hold. A job the fresh read finds without any
+  slurm-syncer marker is gone (Slurm lost its state and reused the id): the pod goes.
+- A live job of ours whose every pod is bound under another job (both releases submitted for a new pod, and
+  the other's bound it) is cancelled (`duplicate`): never its pods deleted for its end.
 - Fail closed: on stale data nothing at all; a job state it does not know stops the gang.
 """
 
@@ -119,10 +125,12 @@ class DeletePod(Teardown):
 
 @dataclass(frozen=True, kw_only=True)
 class Hold:
-    """Keep Slurm from starting jobs on this node (a drain with the owner prefix) while a pod still runs."""
+    """Keep Slurm from starting jobs on this node (a drain with the owner prefix) while a pod still runs;
+    `gone`: the job, absent from our jobs, the hold rests on (read it fresh first: another release's?)."""
 
     slurm_node: str
     reason: str
+    gone: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,7 +153,9 @@ class _Out:
     world: World
     options: Options
     actions: list[Action] = field(default_factory=list)
+    foreign: frozenset[int] = frozenset()  # plan's `foreign`
     holds: dict[str, str] = field(default_factory=dict)  # Slurm node -> why
+    gone: dict[str, int] = field(default_factory=dict)  # Slurm node -> the job gone from Slurm it is held for
     deleted: set[str] = field(default_factory=set)  # pod UIDs
     released: set[str] = field(default_factory=set)  # pod UIDs whose job we cancelled: their condition stays
     deferred: set[str] = field(default_factory=set)  # ... and not submitted again yet
@@ -181,6 +191,7 @@ def plan(
     unplaced: frozenset[int] = frozenset(),
     cancelled: frozenset[int] = frozenset(),
     bound: frozenset[Bind] = frozenset(),
+    foreign: frozenset[int] = frozenset(),
 ) -> Plan:
     if not world.fresh:
         return Plan(blocked=STALE)
@@ -189,7 +200,7 @@ def plan(
     if unknown:
         job = unknown[0]
         return Plan(blocked=f"Slurm job {job.job_id} is {job.state}, a state the scheduler does not know")
-    out = _Out(world=world, options=options)
+    out = _Out(world=world, options=options, foreign=foreign)
     claimed: dict[str, Job] = {}  # pod UID -> the best-ranked live job standing for it
     # a job we cancelled ranks last: it never makes a job that stands a duplicate
     live = sorted(
@@ -209,7 +220,11 @@ def plan(
             claimed.setdefault(pod.uid, job)
     _unclaimed(gang, set(claimed), submitted, unplaced, out)
     _holds(gang, out)
-    hold = [Hold(slurm_node=node, reason=why) for node, why in sorted(out.holds.items()) if node not in held]
+    hold = [
+        Hold(slurm_node=node, reason=why, gone=out.gone.get(node))
+        for node, why in sorted(out.holds.items())
+        if node not in held
+    ]
     release = [Release(slurm_node=node) for node in sorted(held - out.holds.keys())]
     return Plan(
         actions=(*hold, *out.actions, *release),
@@ -293,6 +308,11 @@ def _deadline(job: Job, members: Sequence[Pod]) -> float | None:
 
 
 def _live(job: Job, members: Sequence[Pod], gang: Gang, out: _Out) -> None:
+    runs = _runs_elsewhere(job, members)
+    if runs is not None:  # none of its pods can run under it: it goes, and nothing of theirs is ours to end
+        said = f"gives way to Slurm job {runs.job_id}, which pod {runs.namespace}/{runs.name} runs under"
+        out.cancel(job, "duplicate", said=said)
+        return
     now = out.world.now
     end = _slurm_end(job, members, now)
     if end:  # the pods go (before the deadline, if there is one) and the job once none holds resources
@@ -329,6 +349,15 @@ def _live(job: Job, members: Sequence[Pod], gang: Gang, out: _Out) -> None:
             out.condition(pod, STARTING, f"Slurm job {job.job_id} is starting on {','.join(job.nodes)}")
         return
     _place(job, members, unbound, out)
+
+
+def _runs_elsewhere(job: Job, members: Sequence[Pod]) -> Pod | None:
+    """A pod of the job's, when every one is bound under another job (not ours to rank: another release's,
+    which submitted for the same pod, or one of ours that ended): the job never runs a pod, and its end or
+    its pods' are not its to act on (deleting them would end pods another job runs)."""
+    if all(pod.job_id not in (None, job.job_id) for pod in members):
+        return members[0] if members else None
+    return None
 
 
 def _over(job: Job, members: Sequence[Pod], gone: bool, out: _Out) -> None:
@@ -400,13 +429,15 @@ def _released(pod: Pod, ended: Sequence[Job], unplaced: frozenset[int]) -> Job |
     return next((job for job in ended if match and job.job_id == int(match[1])), None)
 
 
-def _ran_under(pod: Pod, jobs: Sequence[Job]) -> tuple[Job | None, int | None]:
+def _ran_under(pod: Pod, jobs: Sequence[Job], foreign: frozenset[int]) -> tuple[Job | None, int | None]:
     """The job a bound pod runs under (its binding's annotation, else the last job naming it) and its id;
     (None, None) when none is known: not a pod of ours."""
     if pod.job_id is not None:
         job = next((job for job in jobs if job.job_id == pod.job_id), None)
         if job is not None and pod.uid not in job.marker.uids:
             return None, None  # a copy bound by hand: the annotation names a job that does not name it
+        if job is None and pod.job_id in foreign:
+            return None, None  # bound by another release for its live job: not gone, not ours
         return job, pod.job_id
     named = [job for job in jobs if pod.uid in job.marker.uids]
     return (named[-1], named[-1].job_id) if named else (None, None)
@@ -427,7 +458,7 @@ def _unclaimed(
         if pod.uid in claimed or pod.ended:
             continue
         if pod.node_name:
-            job, jid = _ran_under(pod, gang.jobs)
+            job, jid = _ran_under(pod, gang.jobs, out.foreign)
             if jid is not None:  # ours, and its job ended or is gone from Slurm
                 out.delete(pod, _cause(job), jid)
             continue
@@ -467,7 +498,7 @@ def _holds(gang: Gang, out: _Out) -> None:
     for pod in gang.pods:
         if not pod.holds:
             continue
-        job, jid = _ran_under(pod, gang.jobs)
+        job, jid = _ran_under(pod, gang.jobs, out.foreign)
         if jid is None:
             continue  # bound by someone else: not ours to hold
         if job is None or job.ended:
@@ -477,3 +508,5 @@ def _holds(gang: Gang, out: _Out) -> None:
         for node, kube in sorted(out.world.bindings.items()):
             if cause and kube == pod.node_name and (job is None or not job.nodes or node in job.nodes):
                 out.holds[node] = f"pod {pod.namespace}/{pod.name} still runs: Slurm job {jid} {SAID[cause]}"
+                if job is None:
+                    out.gone[node] = jid
