@@ -138,6 +138,16 @@ def test_oversubscribe_without_a_count_reads_as_zero_jobs(text, parsed):
     assert OverSubscribe.parse(text) == parsed
 
 
+@pytest.mark.parametrize(
+    ("over", "text"),
+    [(OverSubscribe("YES"), "YES"), (OverSubscribe("YES", 2), "YES:2"),
+     (OverSubscribe("FORCE", 4), "FORCE:4"), (OverSubscribe("NO", 3), "NO")],
+)  # fmt: skip
+def test_oversubscribe_is_sent_with_its_count_only_for_yes_and_force(over, text):
+    assert over.text == text
+    assert body("p", S(oversubscribe=over))["partition"] == {"oversubscribe": text}
+
+
 def test_a_refused_entry_keeps_its_errors_and_the_index_past_the_last_is_unknown():
     error = SlurmMessage("Failed to create partition x with description at index 1", 2018, "Invalid node")
     assert refused_entries(SlurmApiError("partition_update", status=422, errors=(error,)), 2) == {1: [error]}
