@@ -41,12 +41,18 @@ class OverSubscribe:
 
     @property
     def text(self) -> str:
-        return f"{self.mode}:{self.jobs}" if self.jobs and self.mode in ("YES", "FORCE") else self.mode
+        return oversubscribe_text(self.mode, self.jobs)
 
     @classmethod
     def parse(cls, text: str) -> OverSubscribe:
         mode, _, jobs = text.upper().partition(":")
         return cls(mode, int(jobs) if jobs.isdigit() else 0)
+
+
+# A plain function, not the property's body: mutmut 3 does not mutate decorated functions (scripts/mutation).
+def oversubscribe_text(mode: str, jobs: int) -> str:
+    """`YES:n` / `FORCE:n` with a count, the mode alone otherwise (a count means nothing to NO)."""
+    return f"{mode}:{jobs}" if jobs and mode in ("YES", "FORCE") else mode
 
 
 @dataclass(frozen=True)
