@@ -1163,3 +1163,46 @@ async def test_a_refusal_belongs_to_the_pods_it_was_made_for(rig: Rig, view: Poo
         assert len({view.job_of(first), view.job_of(second)}) == 1
         await view.delete(first)
         await view.wait(lambda: view.get(first) is None and view.get(second) is None, "the gang ended")
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
+async def test_a_pod_made_again_with_the_same_name_is_not_held_by_its_old_refusal(
+    rig: Rig, view: Pool
+) -> None:
+    """A pod alone whose job Slurm refused, deleted and made again with the same name and a constraint that
+    fits while the scheduler's pod informer lags (its watch held back): the informer shows the deletion and
+    the new pod together. The new pod's job is submitted at once (`retry_after_s` is 10 minutes here) and it
+    never shows the old refusal. Before the fix it waited out the old retry, showing its message, whenever the
+    informer handed both events on before the emptied gang was planned (2 runs of 2 here; the group story
+    above shows the defect with no such window)."""
+    node = view.names[2]
+    async with scheduler(rig, view, retry_after_s=600.0):
+        pod = view.pod("again", annotations={"slurm-syncer.dev/constraint": "nosuchfeature"})
+        await view.wait(lambda: view.told(pod, "SlurmSubmitFailed", "Slurm refused the job"), "refused")
+        refusal = view.scheduled(pod)
+        assert refusal.get("reason") == "SlurmRequestRefused", refusal
+        faults = view.rig.kube.faults
+        faults.hold_watches(f"/namespaces/{NS}/pods", f"spec.schedulerName={view.scheduler}")
+        try:
+            await view.delete(pod, grace=0)
+            await view.wait(lambda: view.get(pod) is None, "the refused pod gone")
+            view.pod(pod, annotations={"slurm-syncer.dev/constraint": f"f{node}"})
+        finally:
+            faults.release_watches()
+        shown: list[dict[str, Any]] = []
+
+        def bound() -> bool:
+            cond = view.scheduled(pod)
+            if cond and cond not in shown:
+                shown.append(cond)
+            return view.node_of(pod) == f"k8s-{node}"
+
+        try:
+            await view.wait(bound, "the new pod's job submitted at once and the pod bound")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the new pod showed {shown}") from None
+        assert not [c for c in shown if c.get("message") == refusal.get("message")], shown
+        await view.delete(pod)
+        await view.wait(lambda: view.get(pod) is None, "the pod gone")
