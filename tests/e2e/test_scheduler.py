@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -181,11 +182,11 @@ class Pool:
 @asynccontextmanager
 async def scheduler(
     rig: Rig, pool_view: Pool, *, resync_s: float = FAST.resync_s, slurm_url: str = "",
-    namespaces: tuple[str, ...] = (NS,), **options: Any,
+    namespaces: tuple[str, ...] = (NS,), retry_after_s: float = 2.0, **options: Any,
 ) -> AsyncIterator[SyncerService]:  # fmt: skip
     config = FAST.replace(
         scheduler=SchedulerOptions(
-            name=pool_view.scheduler, namespaces=namespaces, retry_after_s=2.0, **options
+            name=pool_view.scheduler, namespaces=namespaces, retry_after_s=retry_after_s, **options
         ),
         lease_name=f"e2e-{pool_view.scheduler}",
         resync_s=resync_s,
@@ -1106,3 +1107,102 @@ async def test_two_releases_with_one_scheduler_name_leave_each_others_pods_alone
             await view.sh("scancel", job)
             await view.wait(lambda: view.deleting(pod), "green deletes the pod once blue's job ended")
             assert view.told(pod, "SlurmPodDeleted", f"Slurm job {job} is no longer in Slurm")
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
+async def test_a_refusal_belongs_to_the_pods_it_was_made_for(rig: Rig, view: Pool) -> None:
+    """Slurm refused a gang's job (a constraint no node has); one of its pods is deleted and made again with
+    the same name and a constraint that fits, the other pod fixed likewise: the gang's pods changed, so its
+    job is submitted at once (not after `retry_after_s`, 10 minutes here) and the new pod never shows the old
+    refusal. The gang is never empty meanwhile (its other pod stays), so the old refusal is there to keep
+    whichever way the reconciles fall: before the fix the new pod waited out the old retry, showing its
+    message."""
+    a, b = view.names[0], view.names[1]
+    group = {"slurm-syncer.dev/group": "redo"}
+
+    def asks(constraint: str) -> dict[str, str]:
+        return {"slurm-syncer.dev/group-size": "2", "slurm-syncer.dev/constraint": constraint}
+
+    def uid(name: str) -> str:
+        return str(((view.get(name) or {}).get("metadata") or {}).get("uid", ""))
+
+    async with scheduler(rig, view, retry_after_s=600.0):
+        first = view.pod("redo-0", labels=group, annotations=asks("nosuchfeature"))
+        second = view.pod("redo-1", labels=group, annotations=asks("nosuchfeature"))
+        for pod in (first, second):
+            await view.wait(
+                functools.partial(view.told, pod, "SlurmSubmitFailed", "Slurm refused the job"),
+                f"Slurm refused {pod}'s job",
+            )
+        refusal = view.scheduled(first)
+        assert refusal.get("reason") == "SlurmRequestRefused", refusal
+        old_uid = uid(first)
+        await view.delete(first, grace=0)
+        await view.wait(lambda: view.get(first) is None, "the refused pod gone")
+        fixed = asks(f"f{a}|f{b}")
+        view.rig.kube.patch("", "v1", "pods", second, {"metadata": {"annotations": fixed}}, namespace=NS)
+        view.pod(first, labels=group, annotations=fixed)
+        new_uid = uid(first)
+        assert new_uid and new_uid != old_uid
+        shown: list[dict[str, Any]] = []
+
+        def bound() -> bool:  # every condition the new pod is seen with on the way
+            cond = view.scheduled(first)
+            if cond and cond not in shown:
+                shown.append(cond)
+            return bool(view.node_of(first) and view.node_of(second))
+
+        try:
+            await view.wait(bound, "the gang's job submitted at once and both pods bound")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the new pod showed {shown}") from None
+        assert uid(first) == new_uid
+        assert not [c for c in shown if c.get("message") == refusal.get("message")], shown
+        assert len({view.job_of(first), view.job_of(second)}) == 1
+        await view.delete(first)
+        await view.wait(lambda: view.get(first) is None and view.get(second) is None, "the gang ended")
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
+async def test_a_pod_made_again_with_the_same_name_is_not_held_by_its_old_refusal(
+    rig: Rig, view: Pool
+) -> None:
+    """A pod alone whose job Slurm refused, deleted and made again with the same name and a constraint that
+    fits while the scheduler's pod informer lags (its watch held back): the informer shows the deletion and
+    the new pod together. The new pod's job is submitted at once (`retry_after_s` is 10 minutes here) and it
+    never shows the old refusal. Before the fix it waited out the old retry, showing its message, whenever the
+    informer handed both events on before the emptied gang was planned (2 runs of 2 here; the group story
+    above shows the defect with no such window)."""
+    node = view.names[2]
+    async with scheduler(rig, view, retry_after_s=600.0):
+        pod = view.pod("again", annotations={"slurm-syncer.dev/constraint": "nosuchfeature"})
+        await view.wait(lambda: view.told(pod, "SlurmSubmitFailed", "Slurm refused the job"), "refused")
+        refusal = view.scheduled(pod)
+        assert refusal.get("reason") == "SlurmRequestRefused", refusal
+        faults = view.rig.kube.faults
+        faults.hold_watches(f"/namespaces/{NS}/pods", f"spec.schedulerName={view.scheduler}")
+        try:
+            await view.delete(pod, grace=0)
+            await view.wait(lambda: view.get(pod) is None, "the refused pod gone")
+            view.pod(pod, annotations={"slurm-syncer.dev/constraint": f"f{node}"})
+        finally:
+            faults.release_watches()
+        shown: list[dict[str, Any]] = []
+
+        def bound() -> bool:
+            cond = view.scheduled(pod)
+            if cond and cond not in shown:
+                shown.append(cond)
+            return view.node_of(pod) == f"k8s-{node}"
+
+        try:
+            await view.wait(bound, "the new pod's job submitted at once and the pod bound")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the new pod showed {shown}") from None
+        assert not [c for c in shown if c.get("message") == refusal.get("message")], shown
+        await view.delete(pod)
+        await view.wait(lambda: view.get(pod) is None, "the pod gone")

@@ -21,8 +21,9 @@ nodes it holds (syncer/control/holds.py, shared with the sync engine, which drai
 Answers lost: a submit's blocks the gang until a whole job list has been read (the marker finds the job if
 it was made); a cancel that failed has its job read now, and a bind without an answer (or a 5xx) its pod,
 before the gang is planned again. Slurm refusing a submit is said on the pods and tried again after
-`retry_after_s`; a REST API without external jobs (24.11) every 5 minutes, and at once when the client's
-version changes to one with them (Slurm upgraded: syncer/slurm/version_follow.py).
+`retry_after_s`, or at once when the gang's pods changed (refusals.py: one made again with the same name); a
+REST API without external jobs (24.11) every 5 minutes, and at once when the client's version changes to one
+with them (Slurm upgraded: syncer/slurm/version_follow.py).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from syncer.control.binding import resolve, slurm_nodes_on
 from syncer.control.context import ControllerContext
 from syncer.control.holds import NodeHolds, held_in
 from syncer.control.registration import Registration
-from syncer.controllers.scheduler import allocate, edges, gang, marker
+from syncer.controllers.scheduler import allocate, edges, gang, marker, refusals
 from syncer.controllers.scheduler.binds import BindMemory, MadeBind
 from syncer.controllers.scheduler.options import OPTIONS, Options, SchedulerOptions, options_from
 from syncer.controllers.scheduler.plan import (
@@ -63,7 +64,7 @@ from syncer.controllers.scheduler.plan import (
     shown_bound,
 )
 from syncer.controllers.scheduler.request import JobRequest
-from syncer.controllers.scheduler.values import Job, Node, World, bound_job_id
+from syncer.controllers.scheduler.values import Job, Node, PodRef, World, bound_job_id
 from syncer.kube.errors import KubeError
 from syncer.kube.events import ObjectRef
 from syncer.kube.scheduler_pods import SchedulerPods
@@ -181,7 +182,7 @@ class SchedulerController(Controller):
         self._lost: set[str] = set()  # gang keys whose submit answer was lost: a whole list first
         # gang keys whose job this pass allocated: planned again at once
         self._allocated_now: set[str] = set()
-        self._refused: dict[str, tuple[float, str]] = {}  # gang key -> (retry at, why) after Slurm refused
+        self._refused: dict[str, refusals.Refused] = {}  # gang key -> Slurm's refusal, for the pods it names
         # ... for want of external jobs: tried again at once when the API version has them (an upgrade)
         self._unsupported: set[str] = set()
         self._torn: set[int] = set()  # job ids whose tear-down was counted (once per job)
@@ -381,7 +382,7 @@ class SchedulerController(Controller):
         if key in self._submitted or key in self._lost:
             waits.append(1.0)
         if key in self._refused:
-            waits.append(self._refused[key][0] - now)
+            waits.append(self._refused[key].retry_at - now)
         if self.holds.of(key):
             waits.append(self.context.resync_s)
         return Result(requeue_after=max(0.05, min(waits))) if waits else DONE
@@ -700,13 +701,14 @@ class SchedulerController(Controller):
     async def _submit(self, key: str, action: Submit, pods: Mapping[str, SchedulerPod]) -> None:
         request = action.request
         now = self.clock()
-        retry_at, why = self._refused.get(key, (0.0, ""))
+        # a refusal holds back only the pods it was made for: a gang whose pods changed is submitted now
+        refused = refusals.standing(self._refused.get(key), (ref.uid for ref in request.pods), now)
         if key in self._unsupported and self.context.slurm.external_jobs:
-            retry_at = 0.0  # the API version in use has external jobs now (Slurm upgraded): submit
-        if now < retry_at:
+            refused = None  # the API version in use has external jobs now (Slurm upgraded): submit
+        if refused is not None:
             for ref in request.pods:
                 await self._set_scheduled(
-                    SetScheduled(pod=ref, reason=REFUSED, message=why), pods.get(ref.uid), event=False
+                    SetScheduled(pod=ref, reason=REFUSED, message=refused.why), pods.get(ref.uid), event=False
                 )
             return
         self._refused.pop(key, None)
@@ -797,9 +799,10 @@ class SchedulerController(Controller):
         return RetryAfter(1.0, f"{what} unanswered ({lost}): its job is looked for")
 
     async def _refuse(
-        self, key: str, refs: Iterable[Any], pods: Mapping[str, SchedulerPod], why: str, retry_s: float
+        self, key: str, refs: Iterable[PodRef], pods: Mapping[str, SchedulerPod], why: str, retry_s: float
     ) -> None:
-        self._refused[key] = (self.clock() + retry_s, why)
+        refs = tuple(refs)  # read twice
+        self._refused[key] = refusals.Refused(self.clock() + retry_s, why, frozenset(ref.uid for ref in refs))
         log.warning("slurm job not submitted", key=key, why=why)
         for ref in refs:
             await self._event(ref.namespace, ref.name, ref.uid, "Warning", EVENT_SUBMIT_FAILED, why)
