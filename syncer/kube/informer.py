@@ -1,7 +1,8 @@
 """List, then watch from the list's resourceVersion, forever: the informer pattern of client-go.
 
 Bookmarks keep the resume point fresh; a 410 (history compacted) or any other ERROR event means re-list;
-a silent stream is abandoned after `inactivity_timeout_s`; errors back off with jitter. From the end of a
+a silent stream is abandoned after `inactivity_timeout_s`; errors back off with jitter, longer with each
+failure in a row (a watch that delivered anything before it dropped starts a new run). From the end of a
 watch until the next one opens the store may be missing changes (`current` is False): a decision that a
 missed change would make wrong (a drain after an uncordon made meanwhile) waits for it.
 """
@@ -190,7 +191,7 @@ class Informer(Generic[T]):
             self.resource_version = obj.resource_version
 
     async def run(self) -> None:
-        failures = 0  # in a row; a watch that ends normally resets it
+        failures = 0  # in a row; a watch that ends normally, or said anything before it failed, resets it
         need_list = True
         while True:
             self._progress = False
@@ -207,6 +208,8 @@ class Informer(Generic[T]):
             except KubeError as exc:
                 self._gap()
                 self.stats.errors += 1
+                if self._progress:  # a watch that worked, then dropped: the first failure of a new run
+                    failures = 0
                 if exc.gone:
                     self.stats.relists_after_gone += 1
                     log.info("watch history expired, re-listing", kind=self.kind, rv=self.resource_version)
@@ -225,7 +228,7 @@ class Informer(Generic[T]):
             except Exception as exc:  # a bug or an odd body must not stop the informer for good
                 self._gap()
                 self.stats.errors += 1
-                failures += 1
+                failures = 1 if self._progress else failures + 1  # as above
                 log.exception("informer error, re-listing", kind=self.kind, error=str(exc))
                 need_list = True
                 await asyncio.sleep(self.backoff.delay(failures))
