@@ -2,7 +2,8 @@
 
 Bookmarks keep the resume point fresh; a 410 (history compacted) or any other ERROR event means re-list;
 a silent stream is abandoned after `inactivity_timeout_s`; errors back off with jitter, longer with each
-failure in a row (a watch that delivered anything before it dropped starts a new run). From the end of a
+failure in a row (a watch that delivered anything and stayed open as long as the next wait would be starts a
+new run: a flapping server is not hammered, a recovered one is back in the first wait). From the end of a
 watch until the next one opens the store may be missing changes (`current` is False): a decision that a
 missed change would make wrong (a drain after an uncordon made meanwhile) waits for it.
 """
@@ -190,15 +191,23 @@ class Informer(Generic[T]):
                 self._emit(previous, obj)
             self.resource_version = obj.resource_version
 
+    def _worked(self, opened: float, failures: int) -> bool:
+        """The watch that just failed delivered something and stayed open at least as long as the wait its
+        failure would add to the run (client-go keeps its backoff for 2 min instead: this recovers at once
+        from a burst of drops, yet a server dropping every watch after its first event is met ever later)."""
+        return self._progress and time.monotonic() - opened >= self.backoff.ceiling(failures + 1)
+
     async def run(self) -> None:
-        failures = 0  # in a row; a watch that ends normally, or said anything before it failed, resets it
+        failures = 0  # in a row; a watch that ends normally, or worked a while before it failed, resets it
         need_list = True
+        opened = time.monotonic()
         while True:
             self._progress = False
             try:
                 if need_list:
                     await self.list_once()
                     need_list = False
+                opened = time.monotonic()
                 await self.watch_once()
                 self._gap()
                 self.stats.watch_restarts += 1
@@ -208,7 +217,7 @@ class Informer(Generic[T]):
             except KubeError as exc:
                 self._gap()
                 self.stats.errors += 1
-                if self._progress:  # a watch that worked, then dropped: the first failure of a new run
+                if self._worked(opened, failures):  # then dropped: the first failure of a new run
                     failures = 0
                 if exc.gone:
                     self.stats.relists_after_gone += 1
@@ -228,7 +237,7 @@ class Informer(Generic[T]):
             except Exception as exc:  # a bug or an odd body must not stop the informer for good
                 self._gap()
                 self.stats.errors += 1
-                failures = 1 if self._progress else failures + 1  # as above
+                failures = 1 if self._worked(opened, failures) else failures + 1  # as above
                 log.exception("informer error, re-listing", kind=self.kind, error=str(exc))
                 need_list = True
                 await asyncio.sleep(self.backoff.delay(failures))

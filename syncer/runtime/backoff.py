@@ -16,7 +16,11 @@ class Backoff:
         if not 0 < self.base_s <= self.max_s:
             raise ValueError(f"backoff needs 0 < base_s <= max_s, got {self.base_s}, {self.max_s}")
 
+    def ceiling(self, attempt: int) -> float:
+        """The longest delay before retry number `attempt` (1, 2, ...)."""
+        return min(self.max_s, self.base_s * 2.0 ** min(max(attempt, 1) - 1, 64))
+
     def delay(self, attempt: int) -> float:
         """Delay before retry number `attempt` (1, 2, ...)."""
-        ceiling = min(self.max_s, self.base_s * 2.0 ** min(max(attempt, 1) - 1, 64))
+        ceiling = self.ceiling(attempt)
         return ceiling / 2 + random.uniform(0.0, ceiling / 2)

@@ -29,6 +29,7 @@ from syncer.kube.informer import Informer
 from syncer.kube.scheduler_pods import SchedulerPods
 from syncer.model.keys import Keys
 from syncer.model.kube import Condition, KubeNode
+from syncer.runtime.backoff import Backoff
 from syncer.runtime.tasks import cancel_and_wait
 from syncer.testing.kubeapi import KubeApiEmulator, SeedOptions
 from tests.helpers import wait_for
@@ -300,24 +301,26 @@ async def test_informer_backs_off_on_errors_and_recovers(kube_api: KubeApiEmulat
         await cache.stop()
 
 
-async def test_a_watch_that_worked_then_dropped_starts_its_backoff_anew(
+async def test_a_watch_that_worked_for_a_while_starts_its_backoff_anew(
     kube_api: KubeApiEmulator, kube_client: KubeClient
 ):
-    """Failed watches in a row back off more each time; one that delivered a change and then dropped is the
-    first failure of a new run, retried after the first delay. Counting every drop since the start on top
-    of the last (a flapping API server) kept a healthy informer away for seconds once the server was fine,
-    and drains wait for it: the fault benchmark's Kubernetes API scenario converged 6 s after its last
-    fault."""
+    """Failed watches in a row back off more each time. One that delivered a change and stayed open at least
+    as long as its failure's wait would be is the first failure of a new run, retried after the first delay:
+    counting every drop since the start kept a healthy informer away for seconds once the server was fine,
+    and drains wait for it (the fault benchmark's Kubernetes API scenario converged 6 s after its last
+    fault). One dropped as soon as it delivered (a flapping server) still counts in the run: not hammered."""
     kube_api.seed(SeedOptions(nodes=1))
     informer: Informer[KubeNode] = Informer(kube_client, "/api/v1/nodes", "Node", lambda node: node.name)
+    informer.backoff = Backoff(0.05, 2.0)  # ceilings 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0, ...
     task = asyncio.create_task(informer.run())
 
     def delays() -> list[float]:
         return [e["delay_s"] for e in logs if e["event"] == "kubernetes watch failed, retrying"]
 
-    async def through_the_watch(name: str) -> None:
+    async def through_the_watch(name: str) -> float:
         kube_api.create("", "v1", "nodes", {"metadata": {"name": name}})
         await wait_for(lambda: name in informer.items, what=f"{name} through the watch")
+        return time.monotonic()
 
     def watching_after(failures: int) -> Callable[[], bool]:
         return lambda: len(delays()) == failures and informer.current
@@ -325,15 +328,21 @@ async def test_a_watch_that_worked_then_dropped_starts_its_backoff_anew(
     try:
         with capture_logs() as logs:
             await through_the_watch("before-the-outage")
-            kube_api.faults.fail_next(3, 500)  # the next watches fail: no word from the server
+            kube_api.faults.fail_next(4, 500)  # the next watches fail: no word from the server
             kube_api.drop_watches()
-            await wait_for(watching_after(4), what="the outage over")
-            assert delays()[0] <= 0.2 and delays()[-1] >= 0.8, delays()  # 0.1-0.2 s, doubling: 0.8-1.6 s
-            for drops in range(5, 8):  # the server is fine again, then drops working watches
-                await through_the_watch(f"drop-{drops}")
-                kube_api.drop_watches()
-                await wait_for(watching_after(drops), what=f"watching after drop {drops}")
-                assert delays()[-1] <= 0.2, delays()
+            await wait_for(watching_after(5), what="the outage over")
+            assert delays()[0] <= 0.05 and delays()[-1] >= 0.4, delays()  # the 5th wait: 0.4-0.8 s
+            # flapping: dropped as soon as it delivered (open far less than the 6th wait's ceiling, 1.6 s)
+            await through_the_watch("flap")
+            kube_api.drop_watches()
+            await wait_for(watching_after(6), what="watching after the flap")
+            assert delays()[-1] >= 0.8, delays()
+            # fine again: a watch open longer than the 7th wait's ceiling (2 s), then dropped
+            seen = await through_the_watch("worked")
+            await wait_for(lambda: time.monotonic() - seen >= 2.0, 10, what="the watch open for 2 s")
+            kube_api.drop_watches()
+            await wait_for(watching_after(7), what="watching after a drop")
+            assert delays()[-1] <= 0.05, delays()
     finally:
         await cancel_and_wait([task])
 
