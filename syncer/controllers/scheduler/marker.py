@@ -34,9 +34,7 @@ def read(text: str, release: str) -> Marker | None:
     fields = _fields(text)
     if fields is None:
         return None
-    pods = tuple(
-        (name, uid) for name, _, uid in (entry.partition(":") for entry in fields.get("pods", "").split(","))
-    )
+    pods = _pods(fields)
     if fields.get("release") != release or not fields.get("key"):
         return None
     if not all(name and uid for name, uid in pods):
@@ -52,10 +50,7 @@ def release_of(text: str) -> str:
 
 def named_uids(text: str) -> frozenset[str]:
     """The pod UIDs a slurm-syncer marker names, whichever release's (none when `text` is no marker)."""
-    fields = _fields(text) or {}
-    return frozenset(
-        uid for _, _, uid in (e.partition(":") for e in fields.get("pods", "").split(",")) if uid
-    )
+    return frozenset(uid for _, uid in _pods(_fields(text) or {}) if uid)
 
 
 def _fields(text: str) -> dict[str, str] | None:
@@ -63,3 +58,10 @@ def _fields(text: str) -> dict[str, str] | None:
     if not words or words[0] != PREFIX:
         return None
     return {name: value for name, _, value in (word.partition("=") for word in words[1:])}
+
+
+def _pods(fields: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """(name, UID) of each entry of the marker's `pods=` field, as written (either may be empty)."""
+    return tuple(
+        (name, uid) for name, _, uid in (entry.partition(":") for entry in fields.get("pods", "").split(","))
+    )
