@@ -207,10 +207,7 @@ class PartitionController(Controller):
         self.keeps_partitions: bool | None = None  # the last /conf read; None: not read or failed
         self.preempts = ""  # the last /conf read: how slurmctld preempts by partition priority, or ""
         self._conf_read_at = -float("inf")  # monotonic; -inf: read at the next reconcile
-        # the last /conf read failed (an error, not an API version without /conf): nothing else may come to
-        # start the reconcile that reads it again, so it comes back within UNREACHABLE_RETRY_S, stopped or not
-        self._conf_failed = False
-        self._conf_failures = ConfFailures()  # in a row: what the log tells of them
+        self._conf_failures = ConfFailures()  # in a row: what the log tells of them (`_conf_failed`)
         self.outcomes: dict[str, Outcome] = {}  # by CR: the last reconcile's (for the exporter, tests)
         self.slurm_states: dict[str, str] = {}  # by CR: its state in Slurm or ABSENT (exporter)
         self._claimed: dict[
@@ -241,6 +238,13 @@ class PartitionController(Controller):
         self.frozen = FrozenPartitions(self.slinky, context.events) if self.slinky is not None else None
 
     # -- what names the key -----------------------------------------------------------------------
+    @property
+    def _conf_failed(self) -> bool:
+        """The last /conf read failed (an error, not an API version without /conf): nothing else may come
+        to start the reconcile that reads it again, so it comes back within UNREACHABLE_RETRY_S, stopped or
+        not."""
+        return self._conf_failures.count > 0
+
     def watches(self) -> Watches:
         """A CR's change is looked at at once (CR_BATCH_S); what moves nodes or jobs after BATCH_S (a
         relabelled rack: one POST); a slurmctld reload at once (one without KeepPartInfo forgot REST-made
@@ -549,7 +553,7 @@ class PartitionController(Controller):
     async def _read_conf(self) -> None:
         slurm = self.context.slurm
         if not slurm.partition_writes:
-            self._conf_failed = False  # no /conf to read (REST before v0.0.45): nothing to try again
+            # no /conf to read (REST before v0.0.45): nothing to try again
             self._conf_failures = ConfFailures()
             return
         if self.clock() - self._conf_read_at < CONF_MAX_AGE_S:
@@ -561,12 +565,11 @@ class PartitionController(Controller):
             if failures.failed(self.clock()):  # the first in a row, then once a TELL_EVERY_S
                 log.warning("slurmctld's /conf not read: no partition created or changed",
                             error=str(exc), failures=failures.count)  # fmt: skip
-            self.keeps_partitions, self._conf_read_at, self._conf_failed = None, -float("inf"), True
+            self.keeps_partitions, self._conf_read_at = None, -float("inf")
             return
         ended = self._conf_failures.answered(self.clock())
         if ended is not None:
             log.info("slurmctld's /conf read again", failures=ended[0], after_s=round(ended[1], 1))
-        self._conf_failed = False  # read, or absent (None): either way nothing to try again soon
         self.keeps_partitions = conf.keeps_partitions if conf is not None else None
         self.preempts = conf.preempts_by_partition if conf is not None else ""
         self._conf_read_at = self.clock()
