@@ -13,6 +13,7 @@ from typing import Any
 
 from syncer.controllers.scheduler import marker
 from syncer.controllers.scheduler import settings as job_settings
+from syncer.controllers.scheduler.edges import other_release
 from syncer.kube.client import KubeClient
 from syncer.kube.errors import KubeError
 from syncer.model.jobs import SlurmJob
@@ -262,12 +263,13 @@ async def scheduler_pods(kube: KubeClient, name: str, namespaces: Iterable[str])
 def shared(pods: Iterable[Mapping[str, Any]], jobs: Iterable[SlurmJob], release: str) -> Line:
     """Live jobs under another release's marker naming pods of this scheduler name: two releases serve it
     (docs/scheduler.md "Two releases, one schedulerName"). Each leaves the other's bound pods alone, but a new
-    pod may get a job from each."""
+    pod may get a job from each. "Live" as the controller judges it (`edges.other_release`: a COMPLETING job
+    has ended), so the check names exactly the jobs the controller leaves to another release."""
     uids = {str((pod.get("metadata") or {}).get("uid") or "") for pod in pods} - {""}
     others: dict[str, list[int]] = {}
     for job in jobs:
-        other = marker.release_of(job.marker)
-        if other and other != release and not job.ended and marker.named_uids(job.marker) & uids:
+        other = other_release(job, release)
+        if other and marker.named_uids(job.marker) & uids:
             others.setdefault(other, []).append(job.job_id)
     if not others:
         return True, "scheduler: no other release's job names its pods", "", False

@@ -37,6 +37,7 @@ def test_ours_ended_or_naming_no_pod_of_ours_is_fine() -> None:
     jobs = [
         job(1, OURS, "u-a"),  # ours
         job(2, "ns/blue:sched", "u-a", state="COMPLETED"),  # ended
+        job(5, "ns/blue:sched", "u-b", state="COMPLETING"),  # ending: the controller counts it ended too
         job(3, "ns/blue:other", "u-z"),  # another name's pods
         SlurmJob(job_id=4, state=frozenset({"RUNNING"}), marker="an admin's note u-a"),
     ]

@@ -131,15 +131,18 @@ class NodeSetController(Controller):
             Watch(self.context.slurm_cache.subscribe, self._power_up_keys, lane=Lane.URGENT),
             # another REST API version (Slurm upgraded to 25.11+): members can be declared (POST /new/node/);
             # the only wake-up of a NodeSet left with only those to do (not requeued while it waits)
-            Watch(self.context.slurm.subscribe_versions, lambda: list(self.informer.items)),
+            Watch(self.context.slurm.subscribe_versions, self._every_nodeset),
             # Slurm data fresh again: what a pass on stale data withheld (declares, undeclares, deletes of
             # records) while its plan was otherwise idle (DONE) has no node change to bring it back
-            Watch(self.context.slurm_cache.subscribe_fresh, lambda: list(self.informer.items)),
+            Watch(self.context.slurm_cache.subscribe_fresh, self._every_nodeset),
         )
 
     @property
     def queue(self) -> WorkQueue:
         return self.runner.queue
+
+    def _every_nodeset(self) -> list[str]:
+        return list(self.informer.items)
 
     def _pod_keys(self, old: KubePod | None, new: KubePod | None) -> list[str]:
         """The NodeSet a pod names by its label; the index of each NodeSet's pods kept on the way."""
