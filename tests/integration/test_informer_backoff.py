@@ -125,9 +125,9 @@ async def test_a_watch_the_server_ends_at_its_timeout_starts_the_backoff_anew(ri
             await wait_for(lambda: len(delays()) >= 5, 20, "five failed watches and the server's end")
     assert [w.how for w in rig.proxy.watches[:6]] == ["cut"] * 4 + ["server", "cut"]
     timed_out, following = rig.proxy.watches[4:6]
-    assert timed_out.opened is not None and timed_out.ended is not None
-    open_s = timed_out.ended - timed_out.opened
-    assert open_s >= 0.9, f"the server ended the watch after {open_s:.2f} s, not at its timeout (1 s)"
+    assert timed_out.ended is not None
+    open_s = timed_out.ended - timed_out.asked  # the server's clock starts after the proxy's
+    assert open_s >= 0.95, f"the server ended the watch after {open_s:.2f} s, not at its timeout (1 s)"
     assert following.resource_version == timed_out.resource_version == inf.resource_version
     assert rig.lists() == 1 and inf.stats.lists == 1, "no re-list: the version was still valid"
     assert inf.stats.watch_restarts >= 1 and inf.stats.relists_after_gone == 0
@@ -196,7 +196,8 @@ async def test_once_the_drops_stop_the_informer_is_back_within_the_backoff_ceili
             await wait_for(in_step, 20, "the informer equal to the server")
             converged_s = time.monotonic() - stopped
             failed = len(delays())
-            assert converged_s <= backoff.max_s + 1.0, f"{converged_s:.2f} s (one reconnect within the cap)"
+            # what was left of the wait (at most the cap), then one reconnect and the replay
+            assert converged_s <= backoff.max_s + 1.5, f"{converged_s:.2f} s"
             assert inf.current and rig.lists() == 1 and inf.stats.lists == 1
             # the healthy watch delivered the missed changes; open longer than the next wait, then dropped
             healthy = rig.proxy.watches[-1]
