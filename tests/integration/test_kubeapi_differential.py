@@ -9,14 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import re
+import time
+from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from syncer.kube.client import KubeClient
 from syncer.kube.informer import Informer
+from syncer.testing.kubeapi import KubeApiEmulator
+from syncer.testing.kubeapi_real import RealKubeApi
+from tests.fixtures.kube_real import started
 from tests.fixtures.kube_targets import NODESETS, WIDGETS, KubeTarget
 from tests.helpers import wait_for
 
@@ -424,6 +432,22 @@ async def test_410_after_compaction(compacting_target: KubeTarget):
     assert page.body["metadata"].get("continue"), "a fresh continue token to resume from"
 
 
+async def test_with_the_watch_cache_a_version_older_than_the_cache_is_410(real_kube_api: RealKubeApi):
+    """The real server only (the emulator has no watch cache that starts afresh): a watch cache starts at
+    the version of its first list, so a watch from an older one (a client's from before the API server
+    restarted) is 410 with no compaction at all, in the words the emulator uses after compaction."""
+    path = f"{real_kube_api.url}{NODESETS}/nodesets"
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=False)) as http:
+        params = {"watch": "1", "resourceVersion": "1", "timeoutSeconds": "1"}
+        async with http.get(path, params=params) as answer:
+            assert answer.status == 200, await answer.text()
+            events = [json.loads(line) async for line in answer.content if line.strip()]
+    assert [e["type"] for e in events] == ["ERROR"]
+    gone = events[0]["object"]
+    assert (gone["code"], gone["reason"]) == (410, "Expired")
+    assert re.fullmatch(r"too old resource version: 1 \(\d+\)", gone["message"]), gone["message"]
+
+
 async def test_nodeset_crd_defaults(kube_target: KubeTarget):
     body: dict[str, Any] = {
         "apiVersion": "slurm-syncer.dev/v1alpha1",
@@ -447,6 +471,56 @@ async def test_watch_timeout_ends_the_stream(kube_target: KubeTarget):
     started = asyncio.get_running_loop().time()
     await kube_target.watch(kube_target.path(WIDGETS, "widgets"), {"timeoutSeconds": "1"})
     assert asyncio.get_running_loop().time() - started < 5
+
+
+@pytest.fixture(params=["emulator", "real"])
+async def short_watches(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[str]:
+    """The URL of a server whose minimum request timeout is 1 s (a real one of its own: the session's
+    keeps 1800 s, as clusters do, for the tests that watch without a timeout)."""
+    if request.param == "emulator":
+        async with KubeApiEmulator(min_request_timeout_s=1.0) as emulator:
+            yield emulator.url
+    else:
+        real = started(tmp_path_factory, "kubeapi-real-short", watch_cache=True, min_request_timeout_s=1)
+        try:
+            yield real.url
+        finally:
+            real.stop()
+
+
+async def test_a_watch_ends_at_its_timeout_however_long_or_else_after_1_to_2_min_request_timeouts(
+    short_watches: str,
+):
+    """kube-apiserver (handlers/get.go) ends a watch at its `timeoutSeconds`, longer than the minimum
+    request timeout too; without one (or 0) after a random time between that minimum and twice it, so
+    watches opened together do not end together; a `timeoutSeconds` not a whole number is a 400. The
+    emulator ended those at exactly its 1800 s, cut longer `timeoutSeconds` to it and took any number."""
+    url = f"{short_watches}{NODESETS}/nodesets"
+
+    async def lasts(http: aiohttp.ClientSession, params: dict[str, str]) -> float:
+        started_at = time.monotonic()
+        async with http.get(url, params={"watch": "1", **params}) as answer:
+            assert answer.status == 200, await answer.text()
+            async for _ in answer.content:
+                pass
+        return time.monotonic() - started_at
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=False)) as http:
+        longer, *unbounded = await asyncio.gather(
+            lasts(http, {"timeoutSeconds": "3"}),
+            lasts(http, {"timeoutSeconds": "0"}),
+            *(lasts(http, {}) for _ in range(5)),
+        )
+        assert 2.9 <= longer < 5, longer
+        assert all(0.9 <= s < 3 for s in unbounded), unbounded
+        assert max(unbounded) - min(unbounded) > 0.05, f"six watches ended together: {unbounded}"
+        for odd in ("", "1.5"):  # whole seconds only: the query does not decode
+            async with http.get(url, params={"watch": "1", "timeoutSeconds": odd}) as refused:
+                body = await refused.json()
+                assert refused.status == 400, body
+                assert body["message"] == f'strconv.ParseInt: parsing "{odd}": invalid syntax', body
 
 
 def applied(name: str, spec: dict[str, Any], **labels: str) -> dict[str, Any]:

@@ -56,6 +56,7 @@ class KubeApiEmulator:
         token: str | None = None,  # the admin's bearer token; None: requests without one are the admin
         users: dict[str, str] | None = None,  # bearer token -> user name whose requests RBAC judges
         bookmark_interval_s: float = 60.0,  # as kube-apiserver; tests may ask for quicker ones
+        min_request_timeout_s: float = 1800.0,  # a watch without timeoutSeconds: 1-2 times this
         history_limit: int = 200_000,
         kubelet_termination_s: float = 0.5,
         with_crds: bool = True,
@@ -63,7 +64,12 @@ class KubeApiEmulator:
     ) -> None:
         self.api = Api(Store(history_limit=history_limit))
         self.faults = Faults()
-        self.server = KubeApiServer(self.api, self.faults, bookmark_interval_s=bookmark_interval_s)
+        self.server = KubeApiServer(
+            self.api,
+            self.faults,
+            bookmark_interval_s=bookmark_interval_s,
+            min_request_timeout_s=min_request_timeout_s,
+        )
         self.kubelet = FakeKubelet(
             self.api, termination_s=kubelet_termination_s, scheduler_names=scheduler_names
         )

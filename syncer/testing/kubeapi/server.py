@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import random
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -108,12 +110,16 @@ class KubeApiServer:
     """Routes every request path by hand: Kubernetes paths are too regular and too irregular for a router."""
 
     def __init__(
-        self, api: Api, faults: Faults, bookmark_interval_s: float = 60.0, max_watch_s: float = 1800.0
+        self,
+        api: Api,
+        faults: Faults,
+        bookmark_interval_s: float = 60.0,
+        min_request_timeout_s: float = 1800.0,  # kube-apiserver's --min-request-timeout
     ):
         self.api = api
         self.faults = faults
         self.bookmark_interval_s = bookmark_interval_s
-        self.max_watch_s = max_watch_s
+        self.min_request_timeout_s = min_request_timeout_s
         self.watch_tasks: set[asyncio.Task[Any]] = set()
         # (monotonic time, method, path+query) for tests and benchmarks that count calls
         self.requests: list[tuple[float, str, str]] = []
@@ -477,9 +483,7 @@ class KubeApiServer:
         queue = store.subscribe()  # before reading state, so nothing falls between the two
         response: web.StreamResponse | None = None
         try:
-            timeout_s = min(
-                float(query.get("timeoutSeconds", self.max_watch_s) or self.max_watch_s), self.max_watch_s
-            )
+            timeout_s = self._watch_timeout(query.get("timeoutSeconds"))
             start_rv = query.get("resourceVersion", "")
             initial: list[dict[str, Any]] = []
             replay: list[Change] = []
@@ -568,6 +572,15 @@ class KubeApiServer:
             type_, obj = event
             await self._send(watcher.response, self._event(type_, watcher.resource, obj, watcher.as_table))
             watcher.last_sent = change.rv
+
+    def _watch_timeout(self, asked: str | None) -> float:
+        """kube-apiserver's (handlers/get.go): `timeoutSeconds` as asked, however long; without it (or 0)
+        between --min-request-timeout and twice it, at random, so watches opened together end apart. Whole
+        seconds only: anything else (an empty value too) is a 400 from the query's decoding."""
+        if asked is not None and not re.fullmatch(r"[+-]?[0-9]+", asked):
+            raise ApiError.bad_request(f'strconv.ParseInt: parsing "{asked}": invalid syntax')
+        seconds = int(asked) if asked is not None else 0
+        return seconds if seconds > 0 else self.min_request_timeout_s * (1.0 + random.random())
 
     def _next_bookmark(self, now: float, deadline: float) -> float:
         """When kube-apiserver's watch cache sends the next bookmark: every `bookmark_interval_s` (a

@@ -60,11 +60,13 @@ class RealKubeApi:
         *,
         port: int = 0,
         watch_cache: bool = True,
+        min_request_timeout_s: int = 1800,  # a watch without timeoutSeconds ends after 1-2 times this
         binaries: Binaries | None = None,
     ) -> None:
         self.directory = directory
         self.port = port
         self.watch_cache = watch_cache
+        self.min_request_timeout_s = min_request_timeout_s
         self.binaries = binaries
         self.etcd_url = ""
         self.url = ""
@@ -130,6 +132,7 @@ class RealKubeApi:
                 "--bind-address", "127.0.0.1", "--secure-port", str(port),
                 "--cert-dir", str(self.directory / "certs"),
                 f"--watch-cache={str(self.watch_cache).lower()}",
+                f"--min-request-timeout={self.min_request_timeout_s}",
             ],
             log,
         )  # fmt: skip
@@ -194,7 +197,8 @@ class RealKubeApi:
         return revision
 
     def install_crds(self, crds: list[dict[str, Any]]) -> None:
-        """Create the CRDs (or leave them if present) and wait until each is Established."""
+        """Create the CRDs (or leave them if present) and wait until each is Established and its watch
+        cache has filled (until then watches are 429, Retry-After: 1)."""
         for crd in crds:
             status, body = self.request(
                 "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd
@@ -204,10 +208,20 @@ class RealKubeApi:
         deadline = time.monotonic() + CRD_TIMEOUT_S
         for crd in crds:
             name = crd["metadata"]["name"]
-            while not self._established(name):
+            while not (self._established(name) and self._watchable(crd)):
                 if time.monotonic() > deadline:
                     raise RealKubeApiError(f"the CRD {name} was not Established within {CRD_TIMEOUT_S:.0f} s")
                 time.sleep(0.05)  # polling the server's CRD controllers; bounded by the deadline
+
+    def _watchable(self, crd: dict[str, Any]) -> bool:
+        spec = crd["spec"]
+        version = next(v["name"] for v in spec["versions"] if v.get("storage"))
+        path = f"/apis/{spec['group']}/{version}/{spec['names']['plural']}?watch=1&timeoutSeconds=1"
+        try:  # only the answer's status: the stream is closed unread
+            with urllib.request.urlopen(self.url + path, context=_INSECURE, timeout=5) as answer:
+                return bool(answer.status == 200)
+        except (OSError, urllib.error.URLError):
+            return False
 
     def _established(self, name: str) -> bool:
         status, body = self.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
