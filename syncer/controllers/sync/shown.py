@@ -7,14 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
 
-from syncer.controllers.sync.reason import sanitise_capped
 from syncer.model import SlurmNode
+from syncer.model.reason import MAX_MESSAGE_BYTES, sanitise_capped
 from syncer.model.slurm import unhealthy_flags
 from syncer.model.times import rfc3339
-
-MAX_MESSAGE_BYTES: Final = 1024  # Kubernetes truncates longer event notes anyway
 
 
 @dataclass(frozen=True)
