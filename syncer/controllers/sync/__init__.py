@@ -13,7 +13,8 @@
   any `EXPLICIT` cause makes the drain an intent the valve never holds nor counts).
 - `shown`: `shown(slurm, node_slurm=None) -> {Slurm name: Shown(reason_at, faults, message)}` for `slurm`
   and each known Slurm node in `node_slurm` (`shown_of(node)` for one): the reason's time in RFC 3339 (None
-  without a reason or a time), `unhealthy_flags`, the reason sanitised and capped at `MAX_MESSAGE_BYTES`.
+  without a reason or a time), `unhealthy_flags`, and the node's `reason_message` (its reason sanitised and
+  capped at 1024 bytes once, when the node was read: syncer/model/slurm.py).
 - `plan`: `decide(slurm, pod, node, *, now, opts, slurm_fresh, scale_in_of=None, node_slurm=None,
   held=None) -> Decision` (`drain_causes`, `shown`, then `decide_with(slurm, pod, node, drain, facts, *,
   now, opts, slurm_fresh, node_slurm=None)` on them: the three steps the reconcile takes) with
