@@ -1,4 +1,6 @@
 import msgspec
+from hypothesis import given
+from hypothesis import strategies as st
 
 from syncer.model import SlurmNode
 from syncer.model.reason import MAX_MESSAGE_BYTES, sanitise_capped
@@ -101,3 +103,11 @@ def test_a_change_between_two_lists_names_slurms_fields_only() -> None:
     (change,) = diff({"n1": node("IDLE", reason="old")}, {"n1": node("IDLE", reason="new\nreason")})
     assert change.fields == ("reason",)
     assert "reason_message" not in NODE_FIELDS and "reason_message" in SlurmNode.__struct_fields__
+
+
+@given(st.text(alphabet=st.characters(exclude_categories=()), max_size=1500))
+def test_the_message_is_what_a_condition_showed_of_the_reason_before(reason: str) -> None:
+    """Byte for byte what `shown` computed on every reconcile before (the reason sanitised and capped at
+    1024 UTF-8 bytes), whatever Slurm sends, lone surrogates included."""
+    assert node("IDLE", reason=reason).reason_message == sanitise_capped(reason, MAX_MESSAGE_BYTES)
+    assert node("IDLE", reason=reason).reason == reason
