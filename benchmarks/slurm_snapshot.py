@@ -8,6 +8,9 @@ one running jobs (how often the "changed since?" probe says "changed", and the b
 node-state counts as the cache's change hint (`--slurm-metrics-url`, floor 30 s); its bytes include the
 metrics reads.
 
+--decode-only [--reasons TEXT ...] measures only the list and the syncer's decode of it, then again with every
+node's reason set to each TEXT in the list's body (the sandbox's idle nodes have none).
+
 "Busy" keeps short jobs starting and ending on the real node and three more real slurmd registered
 (their pings and the job churn move slurmctld's one global node timestamp, as on a live cluster).
 """
@@ -195,8 +198,22 @@ async def _polling_cost(sandbox: Sandbox, seconds: float, reader: MetricsReader 
         }
 
 
+def with_reason(body: bytes, reason: str) -> bytes:
+    """The list `body` with every node's reason set to `reason` (the sandbox's idle nodes have none)."""
+    listed = json.loads(body)
+    for node in listed["nodes"]:
+        node["reason"] = reason
+    return json.dumps(listed).encode()
+
+
 async def measure(
-    nodes: int, idle_seconds: float, repeats: int, release: str, hint: bool, decode_only: bool = False
+    nodes: int,
+    idle_seconds: float,
+    repeats: int,
+    release: str,
+    hint: bool,
+    decode_only: bool = False,
+    reasons: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="slurm-bench-") as tmp:
         sandbox = up(Path(tmp) / "sbx", nodes=nodes, slurm=release)
@@ -230,6 +247,14 @@ async def measure(
             }
             costs = decode_costs(body, max(15, repeats))
             result.update({f"decode_cpu_{kind}_s": value for kind, value in costs.items()})
+            for number, reason in enumerate(reasons):
+                reasoned = with_reason(body, reason)
+                costs = decode_costs(reasoned, max(15, repeats))
+                result[f"reason_{number}"] = {
+                    "reason": reason,
+                    "cache_mb": cache_memory_mb(reasoned),
+                    **{f"decode_cpu_{kind}_s": value for kind, value in costs.items()},
+                }
             result["load_decode"] = os.getloadavg()
             if decode_only:
                 return result
@@ -273,6 +298,13 @@ def main() -> None:
         "--decode-only",
         action="store_true",
         help="slurmrestd's list time and the decode's CPU, no polling windows",
+    )
+    parser.add_argument(
+        "--reasons",
+        nargs="+",
+        default=[],
+        help="with --decode-only: the decode's CPU and the cache's memory again with every node's reason "
+        "set to each of these texts in the list's body",
     )
     parser.add_argument("--out", type=Path, default=None, help="write DIR/results.json")
     args = parser.parse_args()
@@ -323,7 +355,9 @@ def decode_only(args: argparse.Namespace) -> None:
     print("slurm    nodes  list_s  decode CPU ms: before  after  all changed  | share of list: before  after")
     for release in args.slurm:
         for count in args.nodes:
-            r = asyncio.run(measure(count, 0, args.repeats, release, False, decode_only=True))
+            r = asyncio.run(
+                measure(count, 0, args.repeats, release, False, decode_only=True, reasons=tuple(args.reasons))
+            )
             rows.append(r)
             before, after, cpu = r["decode_cpu_before_s"], r["decode_cpu_after_s"], r["slurm_cpu_s"]
             print(
@@ -335,6 +369,16 @@ def decode_only(args: argparse.Namespace) -> None:
                 f"load {' '.join(f'{x:.2f}' for x in r['load_decode'])}",
                 flush=True,
             )
+            print(f"{'':<8} {'':>5}  cache MB {r['cache_mb']:.2f} (reason as listed)", flush=True)
+            for number in range(len(args.reasons)):
+                v = r[f"reason_{number}"]
+                print(
+                    f"{'':<8} {'':>5}  every reason {v['reason'][:40]!r} ({len(v['reason'].encode())} B): "
+                    f"decode CPU ms {v['decode_cpu_before_s'] * 1000:.2f} "
+                    f"{v['decode_cpu_after_s'] * 1000:.2f} {v['decode_cpu_after_all_changed_s'] * 1000:.2f}, "
+                    f"cache MB {v['cache_mb']:.2f}",
+                    flush=True,
+                )
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "results.json").write_text(json.dumps(rows, indent=1) + "\n")

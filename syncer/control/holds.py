@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
+from syncer.model.reason import SEPARATOR  # between the causes of one drain reason
 from syncer.model.slurm import SlurmNode
 
 HOLD_TAG: Final = "scheduler hold: "  # the drain cause's text starts so (after the owner prefix)
-SEPARATOR: Final = "; "  # between the causes of one drain reason (syncer/controllers/sync/reason.py)
 
 
 def hold_text(reason: str) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
+from syncer.model.reason import MAX_MESSAGE_BYTES, sanitise_capped
+
 # Base states are mutually exclusive; everything else in Slurm's state list is a flag.
 BASE_STATES: frozenset[str] = frozenset({"IDLE", "ALLOCATED", "MIXED", "DOWN", "ERROR", "FUTURE", "UNKNOWN"})
 DRAIN_FLAGS: frozenset[str] = frozenset({"DRAIN", "DRAINING", "DRAINED"})
@@ -52,6 +54,15 @@ class SlurmNode(msgspec.Struct, frozen=True, kw_only=True, gc=False):  # no cycl
     gres_used: str = ""
     boot_time: int = 0
     last_busy: int = 0
+    # Derived, never given: `reason` sanitised and capped at MAX_MESSAGE_BYTES, what a condition, an Event or
+    # a log may show of it, made safe once here where Slurm's text comes in. `__post_init__` sets it at every
+    # construction (the decoder's, a test's, `msgspec.structs.replace`), over whatever was passed, so it
+    # always follows `reason`, and equality and hash stay a function of Slurm's data. `reason` itself stays
+    # raw: it is compared with our own drain reasons, and a cleaned admin's reason could read as ours.
+    reason_message: str = ""
+
+    def __post_init__(self) -> None:
+        msgspec.structs.force_setattr(self, "reason_message", reason_message_of(self.reason))
 
     # The properties delegate to plain functions: mutmut 3 does not mutate decorated functions, so the
     # logic lives where scripts/mutation can measure its tests.
@@ -82,6 +93,15 @@ class SlurmNode(msgspec.Struct, frozen=True, kw_only=True, gc=False):  # no cycl
     def state_text(self) -> str:
         """`IDLE+DRAIN` style text, base state first, flags sorted: stable for annotations."""
         return state_text_of(self.state)
+
+
+def reason_message_of(reason: str) -> str:
+    """`reason` sanitised and capped at MAX_MESSAGE_BYTES: "" for no reason without any regex work, and a
+    clean reason is the same string (one copy kept per node, not two)."""
+    if not reason:
+        return ""
+    message = sanitise_capped(reason, MAX_MESSAGE_BYTES)
+    return reason if message == reason else message
 
 
 def base_state_of(state: frozenset[str]) -> str:

@@ -78,7 +78,8 @@ from syncer.slurm.reload import ReloadWatch
 
 log = structlog.get_logger("syncer.slurm.cache")
 Strategy = Literal["conditional", "full"]
-NODE_FIELDS: tuple[str, ...] = SlurmNode.__struct_fields__
+# Slurm's own fields: a change names those (the derived `reason_message` moves with `reason`)
+NODE_FIELDS: tuple[str, ...] = tuple(f for f in SlurmNode.__struct_fields__ if f != "reason_message")
 
 
 class NodeChange(Change[str, SlurmNode]):

@@ -295,6 +295,31 @@ async def test_slurm_drain_shows_in_kubernetes(rig: Rig):
         )
 
 
+async def test_an_admins_reason_shows_on_the_pod_made_safe_and_capped(rig: Rig):
+    """Slurm's reason is input from Slurm: an admin's reason with an escape, a tab, a bidi override and 1.6 KB
+    of two-byte letters is the drained condition's message sanitised and capped at 1024 UTF-8 bytes (no
+    letter cut in two), while Slurm keeps it as written and the syncer, which compares it raw, never lifts
+    it."""
+    (name,) = fresh_slurm_nodes(1)
+    rig.bind_pod(name)
+    admin = "bad\x1b[31m fan\tslot 3 \u202eevil " + "é" * 800
+    shown = "bad [31m fan slot 3 evil "  # controls and the override as spaces, runs of spaces as one
+    capped = shown + "é" * ((1024 - len(shown.encode())) // 2)
+    async with running_syncer(rig) as service:
+        rig.scontrol("update", f"nodename={name}", "state=drain", f"reason={admin}")
+
+        def message() -> str | None:
+            drained = condition(rig.pod_obj(name), Keys.CONDITION_DRAINED) or {}
+            return drained.get("message") if drained.get("status") == "True" else None
+
+        await wait_for(lambda: message() is not None, deadline_s=10, what="the drain shown on the pod")
+        assert message() == capped
+        assert (await rig.slurm(name)).reason == admin
+        await service.engine.runner.resync()
+        await service.engine.queue.wait_idle()
+        assert (await drained_reason(rig, name)) == admin, "an admin's drain is never ours to lift"
+
+
 async def test_cordon_on_slurm_drain_round_trip_without_echo(rig: Rig):
     (name,) = fresh_slurm_nodes(1)
     kube_node, _ = rig.bind_pod(name)

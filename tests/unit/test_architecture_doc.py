@@ -237,3 +237,15 @@ def test_the_walks_stays_are_functions_of_their_modules() -> None:
         modules.append(path)
     assert len(modules) >= 10
     assert all(before != after for before, after in itertools.pairwise(modules))
+
+
+def test_the_walk_enters_each_module_once_as_the_page_counts_it() -> None:
+    """The page's count of the walk ("enters N modules in N stays: each module once") is its table's: as many
+    rows as stays, each a module no other row names, none marked "(again)"."""
+    table = PAGE[PAGE.index("| # | module | stay |") :].split("\n\n")[0].splitlines()[2:]
+    modules = [ticked(row.strip("|").split("|")[1])[0] for row in table]
+    count = re.search(r"the name enters (\d+) modules in (\d+) stays: each module once", PAGE)
+    assert count is not None
+    assert (int(count[1]), int(count[2])) == (len(set(modules)), len(table))
+    assert len(set(modules)) == len(modules)
+    assert not [row for row in table if "(again)" in row]

@@ -6,9 +6,9 @@ import pytest
 
 from syncer.controllers.sync.causes import Cause, drain_causes, is_automatic
 from syncer.controllers.sync.options import SyncOptions
-from syncer.controllers.sync.reason import UNSAFE_CHARS
 from syncer.model import Condition, KubeNode, KubePod
 from syncer.model.keys import Keys, NVSentinel
+from syncer.model.reason import UNSAFE_CHARS
 
 NOW = 1_000_000.0
 OPTS = SyncOptions(drain_on_conditions=(("GpuUnhealthy", "True"),))

@@ -8,9 +8,9 @@ import math
 from syncer.controllers.nodeset.plan import member_name, plan, slurm_name
 from syncer.controllers.sync.causes import drain_causes
 from syncer.controllers.sync.options import SyncOptions
-from syncer.controllers.sync.reason import cap_utf8, compose
 from syncer.model import Condition, KubeNode
 from syncer.model.keys import Keys
+from syncer.model.reason import cap_utf8, compose
 from tests.unit.test_nodeset_plan import NS, make_spec, pod, run, slurm
 
 NOW = 1_700_000_000.0

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from syncer.controllers.sync.causes import is_automatic
 from syncer.controllers.sync.options import SyncOptions
 from syncer.controllers.sync.plan import Decision, EventSpec, SlurmAction, decide, drift, is_ours
-from syncer.controllers.sync.reason import UNSAFE_CHARS
 from syncer.model import Condition, KubeNode, KubePod, SlurmNode
 from syncer.model.keys import Keys
+from syncer.model.reason import UNSAFE_CHARS
 from syncer.model.slurm import BASE_STATES, DRAIN_FLAGS, UNHEALTHY_FLAGS
 
 NOW = 1_700_000_000.0

@@ -3,22 +3,18 @@
 - `options.SyncOptions(owner_prefix="k8s: ", ready_grace_s=60.0, drain_on_conditions=(),
   cordon_on_slurm_drain=False, max_reason_bytes=256)`: frozen; refuses an empty/control-laden prefix
   or a cap without room after it.
-- `reason`: `sanitise(text) -> str` (controls incl. newlines/tabs, bidi overrides, lone surrogates -> space,
-  whitespace collapsed, stripped); `cap_utf8(text, max_bytes) -> str`; `sanitise_capped(text, max_bytes)
-  -> str` (both at once, fast on megabytes); `distinct(found, max_bytes)` (each (key, raw, fallback) text
-  sanitised and capped, none twice); `compose(prefix, texts, max_bytes) -> str` (`<prefix><text>; <text>`,
-  capped in UTF-8 bytes, prefix included, never splitting a character); `UNSAFE_CHARS` (the pattern
-  sanitise replaces).
 - `causes`: `Cause(kind, text)` with kinds `cordon`, `not-ready`, `condition`, `drain-annotation`,
   `terminating`, `scale-in`, `scheduler-hold`; `drain_causes(pod, node, *, now, opts, scale_in_of=None,
-  held=None) -> Drain(causes, recheck_at, reason, automatic)` (stable order; `recheck_at` = when a pending
+  held=None) -> Drain(causes, recheck_at, reason, automatic)` (texts cleaned and composed by
+  syncer/model/reason.py: `distinct`, `compose`; stable order; `recheck_at` = when a pending
   Ready grace period ends, else None; `reason` = the Slurm reason they compose; `automatic` =
   `is_automatic(causes)`); `condition_text(cond)`;
   `is_automatic(causes)` (every cause in `AUTOMATIC` = not-ready, condition: the valve may hold it back;
   any `EXPLICIT` cause makes the drain an intent the valve never holds nor counts).
 - `shown`: `shown(slurm, node_slurm=None) -> {Slurm name: Shown(reason_at, faults, message)}` for `slurm`
   and each known Slurm node in `node_slurm` (`shown_of(node)` for one): the reason's time in RFC 3339 (None
-  without a reason or a time), `unhealthy_flags`, the reason sanitised and capped at `MAX_MESSAGE_BYTES`.
+  without a reason or a time), `unhealthy_flags`, and the node's `reason_message` (its reason sanitised and
+  capped at 1024 bytes once, when the node was read: syncer/model/slurm.py).
 - `plan`: `decide(slurm, pod, node, *, now, opts, slurm_fresh, scale_in_of=None, node_slurm=None,
   held=None) -> Decision` (`drain_causes`, `shown`, then `decide_with(slurm, pod, node, drain, facts, *,
   now, opts, slurm_fresh, node_slurm=None)` on them: the three steps the reconcile takes) with

@@ -1,5 +1,6 @@
 """Kubernetes -> Slurm: why a bound Slurm node should be drained, recomputed from current state, and the
-Slurm reason those causes compose: found here in order, their texts cleaned and composed by reason.py."""
+Slurm reason those causes compose: found here in order, their texts cleaned and composed by
+syncer/model/reason.py."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from syncer.controllers.sync.options import SyncOptions
-from syncer.controllers.sync.reason import compose, distinct
 from syncer.model import Condition, KubeNode, KubePod
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
+from syncer.model.reason import compose, distinct
 
 CORDON: Final = "cordon"
 # One text for every cordon without a reason annotation: a rack cordoned at once is one bulk drain in

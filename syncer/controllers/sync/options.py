@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from syncer.controllers.sync.reason import UNSAFE_CHARS
 from syncer.controllers.sync.valve import DrainValve
 from syncer.model.keys import DEFAULT_CORDON_REASON_ANNOTATIONS, DEFAULT_CORDON_REASON_LABELS
+from syncer.model.reason import UNSAFE_CHARS
 from syncer.runtime.options import Option, fraction, label_key, parse_bool, parse_duration, positive_int
 
 _VALVE = DrainValve()

@@ -12,10 +12,10 @@ from typing import Final, Literal
 
 from syncer.controllers.sync.causes import Cause, Drain, drain_causes
 from syncer.controllers.sync.options import SyncOptions
-from syncer.controllers.sync.reason import sanitise_capped
-from syncer.controllers.sync.shown import MAX_MESSAGE_BYTES, Shown, shown
+from syncer.controllers.sync.shown import Shown, shown
 from syncer.model import Condition, KubeNode, KubePod, SlurmNode
 from syncer.model.keys import CORDONED_BY_SLURM, Keys
+from syncer.model.reason import MAX_MESSAGE_BYTES, sanitise_capped
 from syncer.model.slurm import DRAIN_FLAGS, unhealthy_flags
 
 SlurmActionKind = Literal["drain", "undrain"]

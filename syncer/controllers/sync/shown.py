@@ -1,20 +1,16 @@
 """Slurm -> Kubernetes: the facts about a Slurm node that its pod or Node shows and that the Slurm node's
 own fields do not spell out, derived once, before the decision compares what they should show with what
-they show now (plan.py): its reason's time as Kubernetes writes times, its health faults, its reason made
-safe for a condition message."""
+they show now (plan.py): its reason's time as Kubernetes writes times, its health faults; beside them its
+reason as a condition's message says it, made safe once when the node was read (`reason_message`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
 
-from syncer.controllers.sync.reason import sanitise_capped
 from syncer.model import SlurmNode
 from syncer.model.slurm import unhealthy_flags
 from syncer.model.times import rfc3339
-
-MAX_MESSAGE_BYTES: Final = 1024  # Kubernetes truncates longer event notes anyway
 
 
 @dataclass(frozen=True)
@@ -23,7 +19,7 @@ class Shown:
 
     reason_at: str | None  # when its reason was set, RFC 3339 (None: no reason, or no time Slurm gave)
     faults: frozenset[str]  # DOWN, FAIL, NOT_RESPONDING as `unhealthy_flags` counts them
-    message: str  # its reason sanitised and capped at MAX_MESSAGE_BYTES: what a condition's message says
+    message: str  # what a condition's message says: the node's `reason_message` (sanitised, capped)
 
 
 def shown(
@@ -42,4 +38,4 @@ def shown(
 def shown_of(node: SlurmNode) -> Shown:
     """One Slurm node's facts."""
     reason_at = rfc3339(node.reason_changed_at) if node.reason and node.reason_changed_at > 0 else None
-    return Shown(reason_at, unhealthy_flags(node.state), sanitise_capped(node.reason, MAX_MESSAGE_BYTES))
+    return Shown(reason_at, unhealthy_flags(node.state), node.reason_message)

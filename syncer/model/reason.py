@@ -1,16 +1,18 @@
-"""Drain reason text: each cause's text sanitised and capped in UTF-8 bytes, none twice, then composed into
-one Slurm reason (no project imports: options, causes and the decision's messages use it)."""
+"""Reason text made safe: a text sanitised and capped in UTF-8 bytes; drain causes' texts, none twice,
+composed into one Slurm reason. A leaf (no project imports): a Slurm node's reason as it may be shown
+(model/slurm.py), the sync engine's options, causes and Event texts, the scheduler's holds use it."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TypeVar
+from typing import Final, TypeVar
 
 # C0/C1 controls (newlines and tabs too), line/paragraph separators, bidi overrides that could make a
 # reason read differently in `sinfo` than it is, and lone surrogates (not encodable in UTF-8).
 UNSAFE_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-SEPARATOR = "; "
+SEPARATOR: Final = "; "  # between the causes of one drain reason
+MAX_MESSAGE_BYTES: Final = 1024  # a condition's message, an Event's note: Kubernetes cuts longer notes
 K = TypeVar("K")
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from syncer.controllers.sync.causes import Cause
 from syncer.controllers.sync.options import SyncOptions
 from syncer.controllers.sync.plan import is_ours
-from syncer.controllers.sync.reason import UNSAFE_CHARS, cap_utf8, compose, sanitise, sanitise_capped
+from syncer.model.reason import UNSAFE_CHARS, cap_utf8, compose, sanitise, sanitise_capped
 
 OPTS = SyncOptions()
 OTHER_OPTS = SyncOptions(owner_prefix="mine> ")
