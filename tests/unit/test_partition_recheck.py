@@ -1,10 +1,12 @@
 """When the SlurmPartition controller comes back by itself (docs/partitions.md): a failed /conf read is tried
 again within 2 s whether or not Slinky declares partitions (no other change may come to start a reconcile),
-also after a reconcile that stopped a CR; a Slinky partition told as kept unlike slurm.conf is read again
-within 10 s; else only on a change. Failed /conf reads in a row are told once, then at most once a minute,
-and their end once."""
+also after a reconcile that stopped a CR or had a delete refused; a Slinky partition told as kept unlike
+slurm.conf is read again within 10 s; a delete Slurm refused (2075) within 5 s; always the soonest of the
+waits that apply; else only on a change. Failed /conf reads in a row are told once, then at most once a
+minute, and their end once."""
 
 from syncer.controllers.partitions.recheck import (
+    IN_USE_RETRY_S,
     SLINKY_RECHECK_S,
     TELL_EVERY_S,
     UNREACHABLE_RETRY_S,
@@ -36,8 +38,16 @@ def test_a_reconcile_that_stopped_a_cr_comes_back_only_while_conf_is_unread():
     """Unread: the CRs waiting for KeepPartInfo are made once it answers (nothing is sent twice meanwhile: a
     refused value is remembered, no claim is planned). Read: `Terminal`, not retried (a failed claim is not
     remembered, each recheck would send it again)."""
-    assert stopped_recheck(conf_failed=True) == UNREACHABLE_RETRY_S
-    assert stopped_recheck(conf_failed=False) is None
+    assert stopped_recheck(in_use=False, conf_failed=True) == UNREACHABLE_RETRY_S
+    assert stopped_recheck(in_use=False, conf_failed=False) is None
+
+
+def test_a_refused_delete_comes_back_within_its_wait_or_sooner_while_conf_is_unread():
+    """Slurm's 2075: back within IN_USE_RETRY_S (its retry drains the partition, the job counted); with /conf
+    unread within UNREACHABLE_RETRY_S, as every other reconcile then: the soonest wait, not the refusal's.
+    It was IN_USE_RETRY_S whatever /conf said (the refused delete's branch decided alone)."""
+    assert stopped_recheck(in_use=True, conf_failed=False) == IN_USE_RETRY_S == 5.0
+    assert stopped_recheck(in_use=True, conf_failed=True) == UNREACHABLE_RETRY_S
 
 
 def test_failed_conf_reads_in_a_row_are_told_at_the_first_then_once_a_minute():
