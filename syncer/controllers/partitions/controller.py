@@ -22,10 +22,10 @@ informer showed it defers it), delete (Slurm's 2075 "Partition is in use": retri
 applies each entry it can; the refused ones are sent again alone, so that each CR gets its own error). A
 value Slurm refuses (2018 unknown node, 2066 unknown QOS, 9001) stops that CR with its condition, and is not
 sent again until the CR changes, what it would send changes, or slurmctld reloads; the others go on (the
-reconcile is not retried, except while /conf is unread: recheck.py). Then each CR's status through /status
-and an Event whenever its Ready reason changes. A CR change that arrives while a reconcile writes leaves that
-reconcile's re-read and statuses to the next one, which starts at once and reads Slurm afresh: the change is
-not queued behind a status it makes stale (issue 47).
+reconcile is not retried, except while /conf is unread or a Slinky difference stands: recheck.py). Then each
+CR's status through /status and an Event whenever its Ready reason changes. A CR change that arrives while a
+reconcile writes leaves that reconcile's re-read and statuses to the next one, which starts at once and reads
+Slurm afresh: the change is not queued behind a status it makes stale (issue 47).
 What starts a reconcile grows with changes, not with the cluster: a Node's change only when it moves a CR's
 selector (`SelectorIndex`), a slurmd pod's only on a Node some selector matches (or where a CR names
 NodeSets), a job poll only when a managed partition's counts moved, a Slurm node's change only when it is
@@ -465,7 +465,8 @@ class PartitionController(Controller):
     def _stopped(self, stopped: Mapping[str, Outcome], in_use: Mapping[str, Outcome]) -> None:
         """Ends a reconcile that stopped CRs or had a delete refused: retried within the soonest of the waits
         that apply, as every other reconcile (recheck.py), else `Terminal`."""
-        again = stopped_recheck(in_use=bool(in_use), conf_failed=self._conf_failed)
+        standing = self.frozen is not None and self.frozen.standing
+        again = stopped_recheck(in_use=bool(in_use), conf_failed=self._conf_failed, standing=standing)
         said = [f"SlurmPartition {n}: {o.message}" for n, o in sorted(stopped.items())]
         if in_use:
             busy_ones = ", ".join(o.partition for o in in_use.values())
@@ -474,6 +475,7 @@ class PartitionController(Controller):
             raise Terminal("; ".join(said))
         # what else brings it back (the CRs waiting for /conf are made once it answers)
         waits = ["/conf not read"] if self._conf_failed else []
+        waits += ["a Slinky partition kept unlike slurm.conf"] if standing else []
         raise RetryAfter(again, "; ".join([*said, *waits]) + f": looked at again in {again:.0f} s")
 
     def _left_to_next(self, crs: Mapping[str, Mapping[str, Any]], released: set[str]) -> Result:

@@ -36,15 +36,16 @@ def recheck_after(after: float | None, *, conf_failed: bool, standing: bool) -> 
     return within if after is None else min(after, within)
 
 
-def stopped_recheck(*, in_use: bool, conf_failed: bool) -> float | None:
+def stopped_recheck(*, in_use: bool, conf_failed: bool, standing: bool) -> float | None:
     """When a reconcile that stopped a CR's writes (Slurm refused a value, a claim failed) or whose delete
     Slurm refused (`in_use`) comes back: as any other, within the soonest of the waits that apply (a refused
-    delete's IN_USE_RETRY_S among them: after a failed /conf read within UNREACHABLE_RETRY_S all the same);
-    None: not retried (`Terminal`), only a change brings it back. Its retry sends nothing again: a refused
-    value is remembered, a refused delete's partition is counted as holding a job (drained, not deleted
-    again), and no claim or create is planned while KeepPartInfo is unknown. With /conf read, a stop alone
-    is not retried: a failed claim is not remembered, and a recheck would send it again each time."""
-    return UNREACHABLE_RETRY_S if conf_failed else IN_USE_RETRY_S if in_use else None
+    delete's IN_USE_RETRY_S among them); None: not retried (`Terminal`), only a change brings it back.
+    Its retry sends nothing again but a failed claim: a refused value is remembered, a refused delete's
+    partition is counted as holding a job (drained, not deleted again), and no claim is planned while
+    KeepPartInfo is unknown. A failed claim is not remembered: while a Slinky difference stands it is sent
+    again at most once a SLINKY_RECHECK_S (as any reconcile of then would; a PATCH the API server failed is
+    not retried by the client), and with neither wait a stop alone is not retried."""
+    return recheck_after(IN_USE_RETRY_S if in_use else None, conf_failed=conf_failed, standing=standing)
 
 
 class ConfFailures:
