@@ -915,6 +915,38 @@ async def test_a_delete_refused_while_conf_is_refused_comes_back_within_the_conf
 
 
 @needs_writes
+async def test_a_claim_the_api_server_refuses_is_tried_again_by_itself(rig: Rig):
+    """A claim (the ownership record written on the CR before anything of it in Slurm) the API server
+    refuses (each of the writer's attempts a 409 here; a 5xx or a lost connection alike, which the client
+    does not retry for a PATCH) is the API server's failure, not the CR's: the reconcile is retried with the
+    runtime's back-off and the CR goes on once a claim goes through. It was `Terminal`: `ClaimFailed` until
+    the CR changed or the resync (an hour apart here), and a `created` claim left so makes a syncer started
+    meanwhile find its CR `Conflict`. The claim here adopts a foreign partition: the CR's own change starts
+    the reconcile, and no write of ours goes through to start another."""
+    name, real = "e2e-claim-retry", rig.sandbox.real_node
+    try:
+        async with keep_part_info(rig):
+            rig.scontrol("create", f"partitionname={name}", f"nodes={real}", "state=up")
+            async with running_syncer(rig, partitions=ON, resync_s=3600.0) as service:
+                controller = service.partitions
+                assert controller is not None
+                queue = controller.runner.queue
+                create_cr(rig, name, {"nodes": {"hosts": [real]}})
+                await wait_for(reason_is(rig, name, CONFLICT), 10, what="a foreign partition: Conflict")
+                await wait_for(lambda: queue.depth == queue.in_flight == queue.delayed == 0, 10,
+                               what="the controller quiet")  # fmt: skip
+                attempts = service.context.writer.max_attempts  # every one of them refused
+                rig.kube.faults.conflict_next("PATCH", f"/slurmpartitions/{name}", count=attempts)
+                patch_cr(rig, name, {"adopt": True})
+                await wait_for(lambda: not rig.kube.faults.conflicts, 10, what="the adopting claim refused")
+                await wait_for(reason_is(rig, name, READY), 10, what="adopted once a claim goes through")
+                meta = (cr(rig, name) or {}).get("metadata") or {}
+                assert (meta.get("annotations") or {}).get(Keys.PARTITION_OWNER) == "adopted", meta
+    finally:
+        await cleanup(rig, [name], [name], [])
+
+
+@needs_writes
 async def test_a_slurmd_pod_arriving_on_a_selected_node_joins_its_partition(rig: Rig):
     """The Slurm nodes bound to each selected Node are kept between plans (issue 47: resolving them per Node
     and plan was most of a reconcile at 1,000 nodes): a second slurmd pod arriving on a selected Node binds

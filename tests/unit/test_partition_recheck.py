@@ -38,8 +38,8 @@ def test_a_reconcile_that_stopped_a_cr_comes_back_only_while_conf_is_unread_or_a
     """Unread: the CRs waiting for KeepPartInfo are made once it answers (nothing is sent twice meanwhile: a
     refused value is remembered, no claim is planned). A Slinky difference standing: read again within its
     recheck, as by every other reconcile then (it was `Terminal`: an `scontrol update` that settles it starts
-    no reconcile, and the gauge stayed at 1). Neither: `Terminal`, not retried (a failed claim is not
-    remembered, each recheck would send it again)."""
+    no reconcile, and the gauge stayed at 1). Neither: no recheck (a refused value is `Terminal`; a failed
+    claim is retried with the runtime's back-off, the controller's choice)."""
     assert stopped_recheck(in_use=False, conf_failed=True, standing=False) == UNREACHABLE_RETRY_S
     assert stopped_recheck(in_use=False, conf_failed=True, standing=True) == UNREACHABLE_RETRY_S
     assert stopped_recheck(in_use=False, conf_failed=False, standing=True) == SLINKY_RECHECK_S

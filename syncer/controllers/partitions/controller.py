@@ -16,16 +16,17 @@ Each reconcile reads Slurm's partitions (again after a write, for the status), t
 from the service's one job poll (`context.jobs`: never a job list of its own, so its cost does not grow with
 the queue) and `GET /conf` (KeepPartInfo, preemption) at most once a `CONF_MAX_AGE_S` and after a slurmctld
 reload or an API version change, plans, and carries the actions out: claim (the ownership annotation and the
-finalizer on the CR, before anything is created; a failed claim stops that CR, a record that moved since the
-informer showed it defers it), delete (Slurm's 2075 "Partition is in use": retried within
-`IN_USE_RETRY_S`) and release in the plan's order, then every create/update/drain in one `POST` (Slurm
-applies each entry it can; the refused ones are sent again alone, so that each CR gets its own error). A
-value Slurm refuses (2018 unknown node, 2066 unknown QOS, 9001) stops that CR with its condition, and is not
-sent again until the CR changes, what it would send changes, or slurmctld reloads; the others go on (the
-reconcile is not retried, except while /conf is unread or a Slinky difference stands: recheck.py). Then each
-CR's status through /status and an Event whenever its Ready reason changes. A CR change that arrives while a
-reconcile writes leaves that reconcile's re-read and statuses to the next one, which starts at once and reads
-Slurm afresh: the change is not queued behind a status it makes stale (issue 47).
+finalizer on the CR, before anything is created; a failed claim stops that CR and is retried with the
+runtime's back-off, a record that moved since the informer showed it defers it), delete (Slurm's 2075
+"Partition is in use": retried within `IN_USE_RETRY_S`) and release in the plan's order, then every
+create/update/drain in one `POST` (Slurm applies each entry it can; the refused ones are sent again alone, so
+that each CR gets its own error). A value Slurm refuses (2018 unknown node, 2066 unknown QOS, 9001) stops that
+CR with its condition, and is not sent again until the CR changes, what it would send changes, or slurmctld
+reloads; the others go on (the reconcile is not retried, except while /conf is unread or a Slinky difference
+stands: recheck.py). Then each CR's status through /status and an Event whenever its Ready reason changes. A
+CR change that arrives while a reconcile writes leaves that reconcile's re-read and statuses to the next one,
+which starts at once and reads Slurm afresh: the change is not queued behind a status it makes stale (issue
+47).
 What starts a reconcile grows with changes, not with the cluster: a Node's change only when it moves a CR's
 selector (`SelectorIndex`), a slurmd pod's only on a Node some selector matches (or where a CR names
 NodeSets), a job poll only when a managed partition's counts moved, a Slurm node's change only when it is
@@ -158,6 +159,12 @@ class Stopped(Exception):
     def __init__(self, outcome: Outcome) -> None:
         super().__init__(outcome.message)
         self.outcome = outcome
+
+
+class ClaimNotWritten(Exception):
+    """A claim the API server refused or never answered (the client retries no PATCH on a 5xx): its failure,
+    not the CR's, so the reconcile is retried with the runtime's back-off, not `Terminal` (a `created` claim
+    left unwritten makes a syncer started meanwhile find its CR `Conflict`)."""
 
 
 def _settings_text(settings: PartitionSettings, before: PartitionSettings | None) -> str:
@@ -471,6 +478,8 @@ class PartitionController(Controller):
         if in_use:
             busy_ones = ", ".join(o.partition for o in in_use.values())
             said.append(f"partition(s) {busy_ones} in use, deleted after their jobs")
+        if again is None and any(o.reason == CLAIM_FAILED for o in stopped.values()):
+            raise ClaimNotWritten("; ".join(said))  # the runtime's back-off: the refused values stay told
         if again is None:
             raise Terminal("; ".join(said))
         # what else brings it back (the CRs waiting for /conf are made once it answers)

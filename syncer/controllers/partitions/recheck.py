@@ -43,8 +43,8 @@ def stopped_recheck(*, in_use: bool, conf_failed: bool, standing: bool) -> float
     Its retry sends nothing again but a failed claim: a refused value is remembered, a refused delete's
     partition is counted as holding a job (drained, not deleted again), and no claim is planned while
     KeepPartInfo is unknown. A failed claim is not remembered: while a Slinky difference stands it is sent
-    again at most once a SLINKY_RECHECK_S (as any reconcile of then would; a PATCH the API server failed is
-    not retried by the client), and with neither wait a stop alone is not retried."""
+    again at most once a SLINKY_RECHECK_S (as any reconcile of then would), and with neither wait the
+    controller retries it with the runtime's back-off (the API server's failure, not the CR's)."""
     return recheck_after(IN_USE_RETRY_S if in_use else None, conf_failed=conf_failed, standing=standing)
 
 
