@@ -37,7 +37,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import fields, replace
-from typing import Any
+from typing import Any, NoReturn
 
 import structlog
 
@@ -469,7 +469,7 @@ class PartitionController(Controller):
         busy = deferred or any(o.reason in BUSY for o in outcomes.values())
         return Result(requeue_after=BUSY_S) if busy else DONE
 
-    def _stopped(self, stopped: Mapping[str, Outcome], in_use: Mapping[str, Outcome]) -> None:
+    def _stopped(self, stopped: Mapping[str, Outcome], in_use: Mapping[str, Outcome]) -> NoReturn:
         """Ends a reconcile that stopped CRs or had a delete refused: retried within the soonest of the waits
         that apply, as every other reconcile (recheck.py), else `Terminal`."""
         standing = self.frozen is not None and self.frozen.standing
