@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, MutableMapping
 from typing import Any
 
 import pytest
@@ -24,7 +24,7 @@ from syncer.controllers.partitions.controller import (
 )
 from syncer.controllers.partitions.options import PartitionOptions
 from syncer.controllers.partitions.plan import CONFLICT, INVALID, PRECONDITION, READY, UNSUPPORTED
-from syncer.controllers.partitions.recheck import TELL_EVERY_S
+from syncer.controllers.partitions.recheck import TELL_EVERY_S, UNREACHABLE_RETRY_S
 from syncer.kube.client import KubeClient
 from syncer.model.cluster import partition_finalizer
 from syncer.model.keys import Keys
@@ -862,6 +862,88 @@ async def test_a_delete_slurm_refuses_for_a_job_that_came_in_meanwhile_keeps_the
                 assert await partition(rig, name) is None
     finally:
         await cleanup(rig, [name], [name], jobs)
+
+
+@needs_writes
+async def test_a_delete_refused_while_conf_is_refused_comes_back_within_the_conf_retry_and_drains(rig: Rig):
+    """A delete Slurm refuses (2075, a job came in) in a reconcile whose /conf read failed: the reconcile
+    comes back within 2 s, as every reconcile with /conf unread does, not after the 5 s a refused delete
+    alone waits (the soonest of the waits that apply, recheck.py; it was 5 s: the refused delete's branch
+    decided alone). Its retry sends the DELETE no more: it drains the partition (closing needs no
+    KeepPartInfo), and deletes it after the job, /conf refused all along. The race produced for real as in
+    the test above; a reload makes the syncer read /conf again, and the proxy refuses it."""
+    name, jobs = "e2e-inuse-conf", []
+    conf_read, delete = ("GET", "/conf"), ("DELETE", f"/partition/{name}")
+    try:
+        with captured_logs() as logs:
+            async with keep_part_info(rig), FaultProxy(rig.sandbox.rest_url) as proxy:
+                async with running_syncer(
+                    rig, slurm_url=proxy.url, partitions=ON, resync_s=3600.0, jobs_poll_interval_s=0.3
+                ):
+                    create_cr(rig, name, {"nodes": {"hosts": [rig.sandbox.real_node]}})
+                    await wait_for(reason_is(rig, name, READY), 10, what="the partition made")
+                    proxy.failing[conf_read] = 500  # an answer the client does not retry: one per look
+                    await asyncio.to_thread(rig.sandbox.scontrol, "reconfigure")
+                    await wait_for(lambda: proxy.failed.get(conf_read, 0) >= 1, 30,
+                                   what="/conf read again after the reload, and refused")  # fmt: skip
+                    hold = proxy.hold_next(*delete)
+                    delete_cr(rig, name)
+                    await wait_for(hold.arrived.is_set, 10, what="the syncer's DELETE of the empty partition")
+                    with until_told(rig, name) as (wrap, end_the_job):
+                        job, err = submit(rig, name, 0, wrap=wrap)
+                        assert job, err
+                        jobs.append(job)
+                        hold.release.set()
+
+                        def retried() -> list[MutableMapping[str, Any]]:
+                            return [e for e in logs.entries if e["event"] == "reconcile failed, retrying"
+                                    and e.get("controller") == "partitions"
+                                    and f"{name} in use" in e["error"]]  # fmt: skip
+
+                        await wait_for(lambda: bool(retried()), 10, what="the refused delete's retry")
+                        assert retried()[0]["retry_in_s"] == UNREACHABLE_RETRY_S, retried()[0]
+                        await wait_for(reason_is(rig, name, "Draining"), 10, what="drained, its job running")
+                        sent = [w for w in proxy.writes if w[1] == delete[0] and w[2].endswith(delete[1])]
+                        assert len(sent) == 1, "the refused DELETE sent again while its job runs"
+                        end_the_job()
+                        await wait_for(lambda: end_state(rig, job) != "", 60, what="the job to end")
+                    await wait_for(lambda: cr(rig, name) is None, 20, what="the CR gone after its partition")
+                    assert await partition(rig, name) is None
+                    assert proxy.failed[conf_read] >= 3, "/conf answered meanwhile"
+    finally:
+        await cleanup(rig, [name], [name], jobs)
+
+
+@needs_writes
+async def test_a_claim_the_api_server_refuses_is_tried_again_by_itself(rig: Rig):
+    """A claim (the ownership record written on the CR before anything of it in Slurm) the API server
+    refuses (each of the writer's attempts a 409 here; a 5xx or a lost connection alike, which the client
+    does not retry for a PATCH) is the API server's failure, not the CR's: the reconcile is retried with the
+    runtime's back-off and the CR goes on once a claim goes through. It was `Terminal`: `ClaimFailed` until
+    the CR changed or the resync (an hour apart here), and a `created` claim left so makes a syncer started
+    meanwhile find its CR `Conflict`. The claim here adopts a foreign partition: the CR's own change starts
+    the reconcile, and no write of ours goes through to start another."""
+    name, real = "e2e-claim-retry", rig.sandbox.real_node
+    try:
+        async with keep_part_info(rig):
+            rig.scontrol("create", f"partitionname={name}", f"nodes={real}", "state=up")
+            async with running_syncer(rig, partitions=ON, resync_s=3600.0) as service:
+                controller = service.partitions
+                assert controller is not None
+                queue = controller.runner.queue
+                create_cr(rig, name, {"nodes": {"hosts": [real]}})
+                await wait_for(reason_is(rig, name, CONFLICT), 10, what="a foreign partition: Conflict")
+                await wait_for(lambda: queue.depth == queue.in_flight == queue.delayed == 0, 10,
+                               what="the controller quiet")  # fmt: skip
+                attempts = service.context.writer.max_attempts  # every one of them refused
+                rig.kube.faults.conflict_next("PATCH", f"/slurmpartitions/{name}", count=attempts)
+                patch_cr(rig, name, {"adopt": True})
+                await wait_for(lambda: not rig.kube.faults.conflicts, 10, what="the adopting claim refused")
+                await wait_for(reason_is(rig, name, READY), 10, what="adopted once a claim goes through")
+                meta = (cr(rig, name) or {}).get("metadata") or {}
+                assert (meta.get("annotations") or {}).get(Keys.PARTITION_OWNER) == "adopted", meta
+    finally:
+        await cleanup(rig, [name], [name], [])
 
 
 @needs_writes

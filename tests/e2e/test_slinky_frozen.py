@@ -8,12 +8,14 @@ slurm.conf written and reconfigured as its operator does, its Controller's extra
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import pytest
 
 from syncer.app.service import SyncerService
+from syncer.controllers.partitions.plan import INVALID
+from syncer.controllers.partitions.recheck import SLINKY_RECHECK_S
 from syncer.controllers.partitions.slinky_frozen import REASON
 from syncer.testing.faultproxy import FaultProxy
 from syncer.testing.sandbox import SandboxError
@@ -21,14 +23,19 @@ from tests.e2e.rig import Rig, get, running_syncer, sample
 from tests.e2e.test_partitions import (
     KEEP_ONLY,
     SLINKY,
+    cleanup,
+    create_cr,
     keep_part_info,
     needs_writes,
     partition,
+    ready,
+    reason_is,
+    refused_oversubscribe,
     slinky_object,
     slinky_served,
     slurm_writes,
 )
-from tests.helpers import wait_for
+from tests.helpers import captured_logs, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kube]
 NAME = "e2e-sl-frozen"
@@ -149,3 +156,61 @@ async def test_a_conf_read_refused_is_tried_again_by_itself_and_the_kept_line_to
     finally:
         with contextlib.suppress(SandboxError):
             rig.scontrol("delete", f"partitionname={NAME}")
+
+
+@needs_writes
+async def test_a_reconcile_that_stops_a_cr_as_a_difference_is_told_still_reads_it_again(rig: Rig):
+    """A reconcile that tells a difference (gauge 1) and stops a CR with /conf read (Slurm refused its
+    partition's create again, the reload having let it be sent once more: `Invalid`) still comes back within
+    10 s, as every reconcile does while a difference stands, so the `scontrol update` the Event names clears
+    the gauge (it starts no reconcile; resyncs 600 s apart). It was `Terminal`, and with no recheck pending
+    (no difference stood before) the gauge stayed at 1. The rechecks send the refused create no more (Slurm's
+    refusal is remembered). Slurm refuses for real: the proxy puts a value it refuses into each partition
+    write. The reconfigure is Slinky's (slurm.conf changed): KeepPartInfo keeps what `scontrol update` set."""
+    real, ours = rig.sandbox.real_node, "e2e-sl-stopped"
+    post = ("POST", "/partitions/")
+    try:
+        async with keep_part_info(rig), FaultProxy(rig.sandbox.rest_url) as proxy:
+            rig.scontrol("create", f"partitionname={NAME}", f"nodes={real}", "maxtime=60", "state=up")
+            line = f"PartitionName={NAME} Nodes={real} MaxTime=60 State=UP"
+            with slinky_served(rig), captured_logs() as logs:
+                declared = {"extraConf": f"{KEEP_ONLY}\n{line}"}
+                slinky_object(rig, "controllers", "Controller", "slurm", declared)
+                async with running_syncer(
+                    rig, slurm_url=proxy.url, partitions=SLINKY, resync_s=600.0
+                ) as service:
+                    controller = service.partitions
+                    assert controller is not None
+                    queue = controller.runner.queue
+                    proxy.rewriting[post] = refused_oversubscribe
+                    create_cr(rig, ours, {"nodes": {"hosts": [real]}})
+                    await wait_for(reason_is(rig, ours, INVALID), 10, what=f"{ours} refused by Slurm")
+                    assert "error 9001" in ready(rig, ours)["message"], ready(rig, ours)
+                    await wait_for(lambda: queue.depth == queue.in_flight == queue.delayed == 0, 10,
+                                   what="the controller quiet: no difference, the refusal told")  # fmt: skip
+                    assert await drift(service) is None
+
+                    # kept unlike the Controller's line, told by the reconcile the reload starts, which sends
+                    # the refused create again (a reload may let Slurm take it) and stops the CR
+                    rig.scontrol("update", f"partitionname={NAME}", "maxtime=30")
+                    sent, reloads = proxy.rewritten[post], service.slurm_cache.stats.reloads
+                    rig.scontrol("reconfigure")
+                    await wait_for(drift_is(service, 1), 30, what="the drift gauge at 1")
+                    await wait_for(lambda: proxy.rewritten[post] > sent, 10, what="the create sent again")
+
+                    def retried() -> list[MutableMapping[str, Any]]:
+                        return [e for e in logs.entries if e["event"] == "reconcile failed, retrying"
+                                and e.get("controller") == "partitions" and ours in e["error"]]  # fmt: skip
+
+                    await wait_for(lambda: bool(retried()), 10, what="the stopped reconcile retried")
+                    assert retried()[0]["retry_in_s"] == SLINKY_RECHECK_S, retried()[0]
+                    rig.scontrol("update", f"partitionname={NAME}", "MaxTime=60")  # as the Event says
+                    await wait_for(drift_is(service, 0), 30, what="the drift gauge back at 0")
+                    resent = proxy.rewritten[post] - sent
+                    told = service.slurm_cache.stats.reloads - reloads  # a reconfigure: one reload or two
+                    assert resent <= told, f"the refused create sent {resent} times over {told} reload(s)"
+                    assert reason_is(rig, ours, INVALID)(), "the refusal stands until the CR or Slurm changes"
+    finally:
+        with contextlib.suppress(SandboxError):
+            rig.scontrol("delete", f"partitionname={NAME}")
+        await cleanup(rig, [ours], [ours], [])

@@ -1,10 +1,12 @@
 """When the SlurmPartition controller comes back by itself (docs/partitions.md): a failed /conf read is tried
 again within 2 s whether or not Slinky declares partitions (no other change may come to start a reconcile),
-also after a reconcile that stopped a CR; a Slinky partition told as kept unlike slurm.conf is read again
-within 10 s; else only on a change. Failed /conf reads in a row are told once, then at most once a minute,
-and their end once."""
+also after a reconcile that stopped a CR or had a delete refused; a Slinky partition told as kept unlike
+slurm.conf is read again within 10 s; a delete Slurm refused (2075) within 5 s; always the soonest of the
+waits that apply; else only on a change. Failed /conf reads in a row are told once, then at most once a
+minute, and their end once."""
 
 from syncer.controllers.partitions.recheck import (
+    IN_USE_RETRY_S,
     SLINKY_RECHECK_S,
     TELL_EVERY_S,
     UNREACHABLE_RETRY_S,
@@ -32,12 +34,26 @@ def test_a_sooner_requeue_of_the_reconcile_is_kept_and_nothing_to_wait_for_adds_
     assert recheck_after(5.0, conf_failed=False, standing=False) == 5.0
 
 
-def test_a_reconcile_that_stopped_a_cr_comes_back_only_while_conf_is_unread():
+def test_a_reconcile_that_stopped_a_cr_comes_back_only_while_conf_is_unread_or_a_difference_stands():
     """Unread: the CRs waiting for KeepPartInfo are made once it answers (nothing is sent twice meanwhile: a
-    refused value is remembered, no claim is planned). Read: `Terminal`, not retried (a failed claim is not
-    remembered, each recheck would send it again)."""
-    assert stopped_recheck(conf_failed=True) == UNREACHABLE_RETRY_S
-    assert stopped_recheck(conf_failed=False) is None
+    refused value is remembered, no claim is planned). A Slinky difference standing: read again within its
+    recheck, as by every other reconcile then (it was `Terminal`: an `scontrol update` that settles it starts
+    no reconcile, and the gauge stayed at 1). Neither: no recheck (a refused value is `Terminal`; a failed
+    claim is retried with the runtime's back-off, the controller's choice)."""
+    assert stopped_recheck(in_use=False, conf_failed=True, standing=False) == UNREACHABLE_RETRY_S
+    assert stopped_recheck(in_use=False, conf_failed=True, standing=True) == UNREACHABLE_RETRY_S
+    assert stopped_recheck(in_use=False, conf_failed=False, standing=True) == SLINKY_RECHECK_S
+    assert stopped_recheck(in_use=False, conf_failed=False, standing=False) is None
+
+
+def test_a_refused_delete_comes_back_within_its_wait_or_sooner_while_conf_is_unread():
+    """Slurm's 2075: back within IN_USE_RETRY_S (its retry drains the partition, the job counted); with /conf
+    unread within UNREACHABLE_RETRY_S, as every other reconcile then: the soonest wait, not the refusal's.
+    It was IN_USE_RETRY_S whatever /conf said (the refused delete's branch decided alone)."""
+    assert stopped_recheck(in_use=True, conf_failed=False, standing=False) == IN_USE_RETRY_S == 5.0
+    assert stopped_recheck(in_use=True, conf_failed=True, standing=False) == UNREACHABLE_RETRY_S
+    assert stopped_recheck(in_use=True, conf_failed=False, standing=True) == IN_USE_RETRY_S
+    assert stopped_recheck(in_use=True, conf_failed=True, standing=True) == UNREACHABLE_RETRY_S
 
 
 def test_failed_conf_reads_in_a_row_are_told_at_the_first_then_once_a_minute():

@@ -16,16 +16,17 @@ Each reconcile reads Slurm's partitions (again after a write, for the status), t
 from the service's one job poll (`context.jobs`: never a job list of its own, so its cost does not grow with
 the queue) and `GET /conf` (KeepPartInfo, preemption) at most once a `CONF_MAX_AGE_S` and after a slurmctld
 reload or an API version change, plans, and carries the actions out: claim (the ownership annotation and the
-finalizer on the CR, before anything is created; a failed claim stops that CR, a record that moved since the
-informer showed it defers it), delete (Slurm's 2075 "Partition is in use": retried after
-`IN_USE_RETRY_S`) and release in the plan's order, then every create/update/drain in one `POST` (Slurm
-applies each entry it can; the refused ones are sent again alone, so that each CR gets its own error). A
-value Slurm refuses (2018 unknown node, 2066 unknown QOS, 9001) stops that CR with its condition, and is not
-sent again until the CR changes, what it would send changes, or slurmctld reloads; the others go on (the
-reconcile is not retried, except while /conf is unread: recheck.py). Then each CR's status through /status
-and an Event whenever its Ready reason changes. A CR change that arrives while a reconcile writes leaves that
-reconcile's re-read and statuses to the next one, which starts at once and reads Slurm afresh: the change is
-not queued behind a status it makes stale (issue 47).
+finalizer on the CR, before anything is created; a failed claim stops that CR and is retried with the
+runtime's back-off, a record that moved since the informer showed it defers it), delete (Slurm's 2075
+"Partition is in use": retried within `IN_USE_RETRY_S`) and release in the plan's order, then every
+create/update/drain in one `POST` (Slurm applies each entry it can; the refused ones are sent again alone, so
+that each CR gets its own error). A value Slurm refuses (2018 unknown node, 2066 unknown QOS, 9001) stops that
+CR with its condition, and is not sent again until the CR changes, what it would send changes, or slurmctld
+reloads; the others go on (the reconcile is not retried, except while /conf is unread or a Slinky difference
+stands: recheck.py). Then each CR's status through /status and an Event whenever its Ready reason changes. A
+CR change that arrives while a reconcile writes leaves that reconcile's re-read and statuses to the next one,
+which starts at once and reads Slurm afresh: the change is not queued behind a status it makes stale (issue
+47).
 What starts a reconcile grows with changes, not with the cluster: a Node's change only when it moves a CR's
 selector (`SelectorIndex`), a slurmd pod's only on a Node some selector matches (or where a CR names
 NodeSets), a job poll only when a managed partition's counts moved, a Slurm node's change only when it is
@@ -36,7 +37,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import fields, replace
-from typing import Any
+from typing import Any, NoReturn
 
 import structlog
 
@@ -65,6 +66,7 @@ from syncer.controllers.partitions.plan import (
     records,
 )
 from syncer.controllers.partitions.recheck import (
+    IN_USE_RETRY_S,
     UNREACHABLE_RETRY_S,
     ConfFailures,
     recheck_after,
@@ -117,7 +119,6 @@ CONF_MAX_AGE_S = 60.0  # /conf (KeepPartInfo, preemption) read again after this,
 # slurmctld's metrics as the node cache's hint last read them (every 250 ms by default), no older than this:
 # job counts a second fresh at no request of ours, where the service's job poll is 30 s old
 HINT_COUNTS_MAX_AGE_S = 2.0
-IN_USE_RETRY_S = 5.0  # Slurm's 2075: a job arrived between our read and the DELETE
 # Slurm's "Invalid node name specified", "Invalid qos specification" (a QOS it does not know: measured on
 # 26.05.5) and its refusal of a value: input to fix, not retried
 REFUSED = (2018, 2066, 9001)
@@ -158,6 +159,12 @@ class Stopped(Exception):
     def __init__(self, outcome: Outcome) -> None:
         super().__init__(outcome.message)
         self.outcome = outcome
+
+
+class ClaimNotWritten(Exception):
+    """A claim the API server refused or never answered (the client retries no PATCH on a 5xx): its failure,
+    not the CR's, so the reconcile is retried with the runtime's back-off, not `Terminal` (a `created` claim
+    left unwritten makes a syncer started meanwhile find its CR `Conflict`)."""
 
 
 def _settings_text(settings: PartitionSettings, before: PartitionSettings | None) -> str:
@@ -457,17 +464,28 @@ class PartitionController(Controller):
         await self._tell_all(crs, outcomes, world, counts, released)
         if self.frozen is not None:
             await self.frozen.compare(self.keeps_partitions, world.present)
-        if in_use:
-            busy_ones = ", ".join(o.partition for o in in_use.values())
-            raise RetryAfter(IN_USE_RETRY_S, f"partition(s) {busy_ones} in use: deleted after their jobs")
-        if stopped:
-            why = "; ".join(f"SlurmPartition {n}: {o.message}" for n, o in sorted(stopped.items()))
-            again = stopped_recheck(conf_failed=self._conf_failed)
-            if again is not None:  # /conf unread: the CRs waiting for it are made once it answers
-                raise RetryAfter(again, f"{why}; /conf not read: looked at again in {again:.0f} s")
-            raise Terminal(why)
+        if in_use or stopped:
+            self._stopped(stopped, in_use)
         busy = deferred or any(o.reason in BUSY for o in outcomes.values())
         return Result(requeue_after=BUSY_S) if busy else DONE
+
+    def _stopped(self, stopped: Mapping[str, Outcome], in_use: Mapping[str, Outcome]) -> NoReturn:
+        """Ends a reconcile that stopped CRs or had a delete refused: retried within the soonest of the waits
+        that apply, as every other reconcile (recheck.py), else `Terminal`."""
+        standing = self.frozen is not None and self.frozen.standing
+        again = stopped_recheck(in_use=bool(in_use), conf_failed=self._conf_failed, standing=standing)
+        said = [f"SlurmPartition {n}: {o.message}" for n, o in sorted(stopped.items())]
+        if in_use:
+            busy_ones = ", ".join(o.partition for o in in_use.values())
+            said.append(f"partition(s) {busy_ones} in use, deleted after their jobs")
+        if again is None and any(o.reason == CLAIM_FAILED for o in stopped.values()):
+            raise ClaimNotWritten("; ".join(said))  # the runtime's back-off: the refused values stay told
+        if again is None:
+            raise Terminal("; ".join(said))
+        # what else brings it back (the CRs waiting for /conf are made once it answers)
+        waits = ["/conf not read"] if self._conf_failed else []
+        waits += ["a Slinky partition kept unlike slurm.conf"] if standing else []
+        raise RetryAfter(again, "; ".join([*said, *waits]) + f": looked at again in {again:.0f} s")
 
     def _left_to_next(self, crs: Mapping[str, Mapping[str, Any]], released: set[str]) -> Result:
         """A CR changed while this reconcile wrote: the next reconcile (queued, it starts at once) reads Slurm
@@ -714,7 +732,7 @@ class PartitionController(Controller):
         said = "; ".join(f"{e.error or e.description} (error {e.error_number})" for e in exc.errors)
         message = (
             f"Slurm refused to delete partition {action.partition}: {said}; a job came in after the check: "
-            f"it is drained and deleted once its jobs have ended (tried again in {IN_USE_RETRY_S:.0f} s)"
+            f"it is drained and deleted once its jobs have ended (tried again within {IN_USE_RETRY_S:.0f} s)"
         )
         log.warning("partition delete refused", partition=action.partition, cr=action.cr, error=said)
         self._in_use.add(action.partition)  # counted as holding a job until the job poll sees its jobs move

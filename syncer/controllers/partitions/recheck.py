@@ -3,11 +3,16 @@ pure (the controller reads /conf, keeps the clock and logs). docs/partitions.md,
 
 - A failed /conf read leaves KeepPartInfo unknown (each CR `KeepPartInfoMissing`, Slinky's partitions not
   compared) and nothing else may come to start the reconcile that reads it again: it comes back within
-  UNREACHABLE_RETRY_S, as when slurmrestd does not answer, also when it stopped a CR (`Terminal`).
+  UNREACHABLE_RETRY_S, as when slurmrestd does not answer.
 - While a Slinky partition is told as kept unlike slurm.conf: within SLINKY_RECHECK_S (the `scontrol update`
   that fixes it changes no node and starts no reconcile).
+- A delete Slurm refused (2075): within IN_USE_RETRY_S.
 - Failed reads in a row are one warning when they start, then at most one a TELL_EVERY_S, and one info line
   once /conf answers (a read every 2 s would be a warning every 2 s).
+
+One rule for every way a reconcile ends (done, requeued, a CR stopped, a delete refused): back within the
+soonest of the waits that apply. A stop adds none of its own (`Terminal` where none applies); a refused
+delete's is no floor: its retry drains the partition, it does not send the DELETE again.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import math
 UNREACHABLE_RETRY_S = 2.0  # slurmrestd did not answer, or /conf: the next reconcile decides from a fresh read
 SLINKY_RECHECK_S = 10.0  # Slinky's partitions read again this often while one is kept unlike slurm.conf
 TELL_EVERY_S = 60.0  # while /conf keeps failing, its warning at most this often
+# Slurm's 2075 (a job came in between our read and the DELETE): the retry counts the job and drains
+IN_USE_RETRY_S = 5.0
 
 
 def recheck_after(after: float | None, *, conf_failed: bool, standing: bool) -> float | None:
@@ -29,13 +36,16 @@ def recheck_after(after: float | None, *, conf_failed: bool, standing: bool) -> 
     return within if after is None else min(after, within)
 
 
-def stopped_recheck(*, conf_failed: bool) -> float | None:
-    """When a reconcile that stopped a CR's writes (Slurm refused a value, a claim failed) comes back; None:
-    not retried (`Terminal`). After a failed /conf read within UNREACHABLE_RETRY_S all the same: its retry
-    sends nothing again (a refused value is remembered; no claim or create is planned while KeepPartInfo is
-    unknown, only drains and deletes). With /conf read, not: a failed claim is not remembered, and a recheck
-    would send it again each time."""
-    return UNREACHABLE_RETRY_S if conf_failed else None
+def stopped_recheck(*, in_use: bool, conf_failed: bool, standing: bool) -> float | None:
+    """When a reconcile that stopped a CR's writes (Slurm refused a value, a claim failed) or whose delete
+    Slurm refused (`in_use`) comes back: as any other, within the soonest of the waits that apply (a refused
+    delete's IN_USE_RETRY_S among them); None: not retried (`Terminal`), only a change brings it back.
+    Its retry sends nothing again but a failed claim: a refused value is remembered, a refused delete's
+    partition is counted as holding a job (drained, not deleted again), and no claim is planned while
+    KeepPartInfo is unknown. A failed claim is not remembered: while a Slinky difference stands it is sent
+    again at most once a SLINKY_RECHECK_S (as any reconcile of then would), and with neither wait the
+    controller retries it with the runtime's back-off (the API server's failure, not the CR's)."""
+    return recheck_after(IN_USE_RETRY_S if in_use else None, conf_failed=conf_failed, standing=standing)
 
 
 class ConfFailures:
