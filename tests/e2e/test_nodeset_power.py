@@ -768,3 +768,49 @@ async def test_a_power_up_while_the_syncer_is_down_is_not_lost_nor_doubled(power
     finally:
         prolog.point(rig.sandbox.directory, "")
         delete_slurm_nodes(rig, name + "-")
+
+
+@pytest.mark.only_where(SELECTED.name == "26.05")
+async def test_a_member_whose_pod_is_deleted_while_up_runs_jobs_again(power_rig: Rig) -> None:
+    """review5: the pod of a member Slurm has up and idle is deleted by someone other than the NodeSet
+    (`kubectl delete`, or an eviction: `kubectl drain`, a cluster autoscaler; the busy PDB covers busy pods
+    only). The sync engine drains the node for the terminating pod; once the pod is gone the node is unbound
+    and nobody lifted that drain: Slurm never powered the member up again and a job needing it pended for
+    good. Now the member gets its pod again (or, powered down meanwhile, our drain is lifted) and runs it."""
+    rig = power_rig
+    async with power_set(rig, ceiling=1, features=("evicted",)) as (nodeset, _, _):
+        await declared(nodeset, 1)
+        member = nodeset.member(0)
+        # Slurm must not power the idle member down before the test deletes its pod (SuspendTime 6 s)
+        await run_scontrol(rig, "update", f"SuspendExcNodes+={member}")
+        try:
+            first = sbatch(rig, "-N", "1", "--constraint=evicted", "--wrap", "true")
+            await wait_slurm(lambda: job_is(rig, first, "COMPLETED"), deadline_s=SLOW_S, what="first job ran")
+            # the pod goes as a kubelet ends it: terminating (its grace period, held here), then gone
+            pods = rig.kube.api.resource("", "v1", "pods")
+            rig.kube.patch("", "v1", "pods", member, {"metadata": {"finalizers": ["test/hold"]}},
+                           namespace=NAMESPACE)  # fmt: skip
+            uid = nodeset.pods()[member]["metadata"]["uid"]
+            rig.kube.api.delete(pods, NAMESPACE, member)
+
+            async def drained() -> bool:
+                return "DRAIN" in await state_of(rig, member)
+
+            await wait_slurm(drained, deadline_s=SLOW_S, what="the member drained for its terminating pod")
+            rig.kube.patch("", "v1", "pods", member, {"metadata": {"finalizers": None}}, namespace=NAMESPACE)
+            await wait_for(
+                lambda: nodeset.pods().get(member, {}).get("metadata", {}).get("uid") != uid,
+                deadline_s=SLOW_S, what="the deleted pod gone",
+            )  # fmt: skip
+            second = sbatch(rig, "-N", "1", "--constraint=evicted", "--wrap", "true")
+            await wait_slurm(
+                lambda: job_is(rig, second, "COMPLETED"), deadline_s=SLOW_S, what="a job on the member again"
+            )
+            assert "DRAIN" not in await state_of(rig, member)
+            assert (condition(nodeset.obj(), "PowerUpFailed") or {}).get("status") == "False"
+        finally:
+            await run_scontrol(rig, "update", f"SuspendExcNodes-={member}")
+
+
+async def run_scontrol(rig: Rig, *argv: str) -> None:
+    await asyncio.to_thread(rig.sandbox.run, "scontrol", *argv, check=True)

@@ -505,3 +505,53 @@ def test_a_member_starting_to_power_up_names_its_nodeset_and_nothing_else_does()
     assert starts_powering_up("gpu-x", down, starting) is None, "no ordinal: no member of a NodeSet"
     assert starts_powering_up("-3", down, starting) is None, "no NodeSet name"
     assert starts_powering_up("gpu3", down, starting) is None, "no dash"
+
+
+# review5: a member's pod deleted by someone other than the NodeSet (kubectl delete, an eviction by kubectl
+# drain or a cluster autoscaler: the busy PDB covers only busy pods) while Slurm has the member up. The sync
+# engine drains the node for the terminating pod, and once the pod is gone the node is unbound: nobody lifted
+# that drain, and Slurm never powers a drained node up: the member was lost for good, PowerUpFailed naming it.
+GONE = "k8s: pod hpc/gpu-0 terminating"
+
+
+def test_a_member_up_in_slurm_whose_pod_was_deleted_gets_its_pod_again() -> None:
+    spec = power(3)
+    nodes = [
+        rec("gpu-0", "IDLE", "CLOUD", "DYNAMIC_NORM", "DRAIN", reason=GONE),  # idle: evicted, drained by us
+        rec("gpu-1", "IDLE", "CLOUD", "DYNAMIC_NORM", "NOT_RESPONDING"),  # deleted before any drain
+        rec("gpu-2", "IDLE", "CLOUD", "DYNAMIC_NORM", "POWER_UP"),  # a POWER_UP left on a registered member
+    ]
+    result = run(spec, [], nodes)
+    assert [m.name for m in result.create] == ["gpu-0", "gpu-1", "gpu-2"]
+    assert result.power is not None and result.power.powered_up == set()  # not a power-up: no PoweringUp
+    assert result.power.members == {"gpu-0": 0, "gpu-1": 1, "gpu-2": 2}
+    assert result.power.failed == {}, "our drain is not a failed power-up"
+    # on stale data Slurm may have powered it down meanwhile: nothing then
+    assert run(spec, [], nodes, fresh=False).create == []
+    # what Slurm powers, asks to power or has powered down, or took DOWN, gets none
+    for flags in (("IDLE", "POWER_DOWN"), ("IDLE", "POWERING_DOWN"), ("IDLE", "POWERED_DOWN"), ("DOWN",)):
+        down = rec("gpu-0", "CLOUD", "DYNAMIC_NORM", *flags, reason=GONE)
+        assert run(power(1), [], [down]).create == [], flags
+    # a terminating pod holds its name until it is gone
+    assert run(power(1), [pod("gpu-0", spec, terminating=True)], nodes[:1]).create == []
+
+
+def test_a_powered_down_member_left_drained_by_us_without_a_pod_is_undrained() -> None:
+    """The syncer was away while the pod went, or Slurm powered the drained member down first: lift our drain
+    so Slurm may power it up again. An admin's drain, a busy member, a record being removed (its own way),
+    one with a pod (the sync engine's), and stale data: nothing."""
+    spec = power(2)
+    drained = ("IDLE", "CLOUD", "DYNAMIC_NORM", "DRAIN", "POWERED_DOWN")
+    out = decide(spec, [], [rec("gpu-0", *drained, reason=GONE), rec("gpu-1", *drained, reason="bad dimm")])
+    assert out.undrain == ["gpu-0"] and out.create == [] and out.failed == {}
+    result = run(spec, [], [rec("gpu-0", *drained, reason=GONE)])
+    assert result.power is not None and result.power.undrain == ["gpu-0"] and not result.idle
+    assert not result.idle_but_declares
+    assert decide(spec, [], [rec("gpu-0", *drained, reason=GONE)], fresh=False).undrain == []
+    assert decide(spec, [pod("gpu-0", spec)], [rec("gpu-0", *drained, reason=GONE)]).undrain == []
+    busy = rec("gpu-0", "MIXED", "CLOUD", "DYNAMIC_NORM", "DRAIN", "POWERING_DOWN", reason=GONE)
+    assert decide(spec, [], [busy]).undrain == []
+    removed = rec("gpu-0", *drained, reason=GONE, comment=removal_stamp(NS))
+    assert decide(spec, [], [removed]).undrain == []
+    conf = rec("gpu-0", "IDLE", "CLOUD", "DRAIN", "POWERED_DOWN", reason=GONE, comment="")  # slurm.conf
+    assert decide(spec, [], [conf]).undrain == ["gpu-0"]

@@ -73,7 +73,13 @@ class Plan:
             or self.draining
             or (
                 power is not None
-                and bool(power.power_down_pods or power.undeclare or power.force_down or power.resume)
+                and bool(
+                    power.power_down_pods
+                    or power.undeclare
+                    or power.force_down
+                    or power.resume
+                    or power.undrain
+                )
             )
         )
 

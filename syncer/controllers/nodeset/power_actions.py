@@ -187,6 +187,8 @@ class PowerActions:
                 logger.info(
                     "member resumed after a failed power-up: Slurm may power it up again", slurm_node=name
                 )
+        for name in decision.undrain:
+            await problems.guard(f"undrain of {name}", self._undrain(name, by_name, event, logger), logger)
         await self._failures(nodeset, power, decision, by_name, slurm_nodes, forced, problems, event, logger)
         for name, why in sorted(decision.force_down.items()):
             await problems.guard(f"power-down of {name}", self._force_down(name, why, event, logger), logger)
@@ -321,6 +323,28 @@ class PowerActions:
                 f"({', '.join(sorted(names)[:10])}) are not powered down for a lost Node until the zone "
                 "recovers, as Kubernetes stops evicting in a disruption; jobs run on where slurmd answers",
             )  # fmt: skip
+
+    async def _undrain(self, name: str, by_name: dict[str, KubePod], event: Event, logger: Any) -> None:
+        """Lifts the drain the sync engine left on a powered-down member whose pod is gone (read again: the
+        cache may be a second old; an admin's drain, a job, or Slurm powering it up meanwhile stop it)."""
+        if name in by_name:
+            return
+        try:
+            current = await self.slurm.get_node(name)
+        except SlurmNotFound:
+            return
+        ours = current.drain_flag and current.reason.startswith(self.owner_prefix)
+        if not ours or current.busy or powering_up(current) or not powered_down(current):
+            return
+        reason = current.reason
+        if not await self.writes.slurm_writer.update(name, state=["UNDRAIN"]):
+            return
+        logger.info("member powered down with our drain and no pod: undrained", slurm_node=name)
+        await event(
+            "Normal", "MemberUndrained",
+            f"Slurm node {name} undrained ({reason}): its pod is gone and the drain would keep Slurm from "
+            "powering it up again",
+        )  # fmt: skip
 
     async def _still_powering_up(self, name: str, logger: Any) -> bool:
         """Read again before a ceiling's POWER_DOWN_FORCE: the plan's record may be a second old, and a
