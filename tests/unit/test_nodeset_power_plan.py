@@ -555,3 +555,31 @@ def test_a_powered_down_member_left_drained_by_us_without_a_pod_is_undrained() -
     assert decide(spec, [], [removed]).undrain == []
     conf = rec("gpu-0", "IDLE", "CLOUD", "DRAIN", "POWERED_DOWN", reason=GONE, comment="")  # slurm.conf
     assert decide(spec, [], [conf]).undrain == ["gpu-0"]
+
+
+def test_a_member_slurm_powers_up_again_under_a_pod_that_registered_it_gets_a_new_pod() -> None:
+    """review5: the syncer away longer than SuspendTime + SuspendTimeout: Slurm powered the idle member down
+    with its pod still running, then up again for a job. That pod's slurmd registered the member before
+    (Slurm's boot time of it, `slurmd -b`'s start, is not older than the pod): Slurm waits for a boot after
+    its request, which it never makes, and the job waited for ResumeTimeout (NODE_FAIL without requeue).
+    The pod is replaced. A pod made for this power-up (the boot time an older slurmd's, or none) is left."""
+    spec = power(2)
+    stale = msgspec.structs.replace(pod("gpu-0", spec), created=NOW - 100)
+    again = msgspec.structs.replace(rec("gpu-0", *UP), boot_time=int(NOW - 100))
+    out = decide(spec, [stale], [again])
+    assert out.replace == ["gpu-0"] and out.members == {"gpu-0": 0} and out.create == []
+    assert out.power_down_pods == [] and out.failed == {}
+    result = run(spec, [stale], [again])
+    assert result.power is not None and result.power.replace == ["gpu-0"] and not result.idle
+    assert not result.idle_but_declares and result.delete_pods == [] and result.mark_removal == {}
+    assert decide(spec, [stale], [again], fresh=False).replace == []
+    fresh = msgspec.structs.replace(pod("gpu-0", spec), created=NOW - 99)  # after the last registration
+    assert decide(spec, [fresh], [again]).replace == []
+    never = msgspec.structs.replace(rec("gpu-0", *UP), boot_time=0)  # never registered: no boot time
+    assert decide(spec, [stale], [never]).replace == []
+    unknown = pod("gpu-0", spec)  # no creation time known: left alone
+    assert decide(spec, [unknown], [msgspec.structs.replace(again, boot_time=1)]).replace == []
+    going = msgspec.structs.replace(stale, deletion_timestamp=NOW)  # on its way out already
+    assert decide(spec, [going], [again]).replace == []
+    registered = msgspec.structs.replace(again, state=frozenset({"IDLE", "CLOUD", "DYNAMIC_NORM"}))
+    assert decide(spec, [stale], [registered]).replace == []  # up: its slurmd answered this power-up

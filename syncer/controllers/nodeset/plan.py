@@ -75,6 +75,7 @@ class Plan:
                 power is not None
                 and bool(
                     power.power_down_pods
+                    or power.replace
                     or power.undeclare
                     or power.force_down
                     or power.resume

@@ -130,6 +130,14 @@ def up(slurm: SlurmNode) -> bool:
     return not slurm.state & {"POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN"} and slurm.base_state != "DOWN"
 
 
+def registered_before(slurm: SlurmNode, pod: KubePod) -> bool:
+    """The pod's slurmd registered the member already (Slurm's boot time of it, `slurmd -b`'s start, is not
+    older than the pod): while Slurm powers the member up again it waits for a boot after its request, which
+    that slurmd never makes. A pod made for this power-up has not registered (the record's boot time is an
+    older slurmd's, or none)."""
+    return bool(pod.created) and slurm.boot_time >= pod.created
+
+
 def wanted(
     index: int,
     power: PowerSpec,
@@ -161,6 +169,7 @@ class PowerDecision:
     unmark: list[str] = field(default_factory=list)  # scale-in cancelled: the ceiling went up again
     scale_in: list[str] = field(default_factory=list)  # pods above the ceiling, removed the scale-in way
     power_down_pods: list[str] = field(default_factory=list)  # pods of members Slurm powered down
+    replace: list[str] = field(default_factory=list)  # pods whose slurmd cannot answer Slurm's power-up
     undeclare: list[str] = field(default_factory=list)  # our records above the ceiling, no pod, idle
     conf_above: list[str] = field(default_factory=list)  # slurm.conf members above the ceiling: kept
     force_down: dict[str, str] = field(default_factory=dict)  # record -> reason of a POWER_DOWN_FORCE
@@ -233,6 +242,10 @@ def decide_power(
                 out.create.append(name)
                 if powering_up(slurm):
                     out.powered_up.add(name)
+            elif powering_up(slurm) and not pod.terminating and registered_before(slurm, pod) and slurm_fresh:
+                # Slurm powered it down and up again with its pod left running (the syncer away meanwhile):
+                # its job waited for ResumeTimeout (NODE_FAIL without requeue); a new pod registers it
+                out.replace.append(name)
         elif pod is None:
             # powered down with the drain its pod's end left (the sync engine's, the node unbound): lifted,
             # or Slurm never powers it up again. Not a record being removed: that goes its own way

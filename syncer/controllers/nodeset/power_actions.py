@@ -22,6 +22,7 @@ from syncer.controllers.nodeset.power import (
     name_collision_message,
     powered_down,
     powering_up,
+    registered_before,
     slurmd_silent,
 )
 from syncer.controllers.nodeset.spec import PowerSpec
@@ -175,6 +176,9 @@ class PowerActions:
         for name in decision.power_down_pods:
             step = self._power_down_pod(by_name[name], deleted, event, logger)
             await problems.guard(f"power-down of {name}", step, logger)
+        for name in decision.replace:
+            step = self._replace_pod(by_name[name], deleted, event, logger)
+            await problems.guard(f"replacement of pod {name}", step, logger)
         for name in decision.undeclare:
             await problems.guard(
                 f"delete of {name}",
@@ -553,6 +557,29 @@ class PowerActions:
         self.stats.power_downs += 1
         logger.info("Slurm powered the member down: pod deleted", pod=pod.name)
         await event("Normal", "PoweredDown", f"Slurm powered {pod.name} down: deleted its pod")
+
+    async def _replace_pod(self, pod: KubePod, deleted: set[str], event: Event, logger: Any) -> None:
+        """Deletes the pod of a member Slurm powers up again whose slurmd registered it before (read again
+        first): the next pass creates the pod that registers it. Marked as a power-down's, so the sync
+        engine does not drain the node as the pod terminates (the job waiting for it would wait on)."""
+        try:
+            current = await self.slurm.get_node(pod.name)
+        except SlurmNotFound:
+            return
+        if not powering_up(current) or not registered_before(current, pod) or pod.uid in deleted:
+            return
+        if Keys.POWER_DOWN not in pod.annotations:
+            await self.context.writer.set_annotations(
+                pod_path(pod.namespace, pod.name), {Keys.POWER_DOWN: current.state_text}, what="power-up"
+            )
+        if not await self.writes.delete_pod(pod):
+            return
+        deleted.add(pod.uid)
+        logger.info("Slurm powers the member up again: its old pod replaced", pod=pod.name)
+        await event(
+            "Normal", "PodReplaced",
+            f"Slurm powers {pod.name} up again and its pod's slurmd registered it before: replaced",
+        )  # fmt: skip
 
     async def _undeclare(
         self, name: str, stamps: tuple[str, str], by_name: dict[str, KubePod], event: Event,
