@@ -341,7 +341,10 @@ class PowerActions:
         if not ours or current.busy or powering_up(current) or not powered_down(current):
             return
         reason = current.reason
-        if not await self.writes.slurm_writer.update(name, state=["UNDRAIN"]):
+        try:
+            if not await self.writes.slurm_writer.update(name, state=["UNDRAIN"]):
+                return
+        except SlurmNotFound:  # deleted meanwhile: nothing to lift
             return
         logger.info("member powered down with our drain and no pod: undrained", slurm_node=name)
         await event(
