@@ -911,3 +911,41 @@ async def job_ends(rig: Rig, job: str, deadline_s: float) -> str:
 
     await wait_slurm(done, deadline_s=deadline_s, what=f"job {job} ended")
     return ended
+
+
+@pytest.mark.only_where(SELECTED.name == "26.05")
+async def test_a_member_that_recovered_from_a_forced_power_down_is_not_reported_failed_later(
+    power_rig: Rig,
+) -> None:
+    """review5 (sound): a member forced down for an unschedulable pod, then powered up again once capacity
+    appears, runs its job and is powered down by Slurm after SuspendTime: PowerUpFailed does not go on
+    naming the old failure (PowerUpFailed is read from the node's reason, which Slurm cleared)."""
+    rig = power_rig
+    async with power_set(rig, ceiling=1, features=("recovers",), pool="recovers", startTimeout="2s") as (
+        nodeset,
+        _,
+        _,
+    ):
+        await declared(nodeset, 1)
+        member = nodeset.member(0)
+        job = sbatch_requeue(rig, "-N", "1", "--constraint=recovers", "--wrap", "true")
+        prefix = f"k8s: pod {NAMESPACE}/{member} Unschedulable"
+        await wait_slurm(
+            lambda: asyncio.to_thread(lambda: bool(reason_set(rig, member, prefix))),
+            deadline_s=SLOW_S, what="member forced down for its unschedulable pod",
+        )  # fmt: skip
+        await wait_slurm(lambda: job_is(rig, job, "PENDING"), deadline_s=SLOW_S, what="the job requeued")
+        rig.sandbox.scontrol("update", f"jobid={job}", "starttime=now")
+        rig.kube.create("", "v1", "nodes", node_body("recovers-0", {"pool": "recovers"}))
+        await wait_slurm(lambda: job_is(rig, job, "COMPLETED"), deadline_s=240, what="the job ran")
+
+        async def powered_down_again() -> bool:
+            return "POWERED_DOWN" in await state_of(rig, member) and not nodeset.pods()
+
+        await wait_slurm(powered_down_again, deadline_s=SLOW_S, what="Slurm powering the idle member down")
+        # measured on 26.05.5: the node's reason is empty here (Slurm cleared the forced one at the power-up)
+
+        def not_failed() -> bool:
+            return (condition(nodeset.obj(), "PowerUpFailed") or {}).get("status") == "False"
+
+        await wait_for(not_failed, deadline_s=30, what="PowerUpFailed False once the member ran its job")
