@@ -28,7 +28,7 @@ from syncer.testing.kubeapi.store import Change
 from syncer.testing.sandbox import REAL_NODE, Sandbox, SandboxError, up
 from syncer.testing.sandbox.config import free_port_block
 from syncer.testing.sandbox.processes import wait_until
-from syncer.testing.slurmd_standin import SlurmdStandIn
+from syncer.testing.slurmd_standin import HANGS, SlurmdStandIn
 from tests.e2e.rig import NAMESPACE, Rig, condition, node_body, rig_over, running_syncer, sync
 from tests.e2e.test_nodeset import (
     GROUP,
@@ -949,3 +949,53 @@ async def test_a_member_that_recovered_from_a_forced_power_down_is_not_reported_
             return (condition(nodeset.obj(), "PowerUpFailed") or {}).get("status") == "False"
 
         await wait_for(not_failed, deadline_s=30, what="PowerUpFailed False once the member ran its job")
+
+
+@pytest.mark.only_where(SELECTED.name == "26.05")
+async def test_a_member_whose_pod_is_deleted_while_it_powers_up_runs_its_job(power_rig: Rig) -> None:
+    """review5: the pod of a member Slurm powers up for a --no-requeue job is deleted before its slurmd
+    registers. The sync engine drained the node for the terminating pod, and slurmctld answers a drain of a
+    node powering up for a job by requeuing it: `DRAIN/FAIL request for node ... allocated and being powered
+    up. Requeuing jobs`, the --no-requeue job ended NODE_FAIL (26.05.5, on main). Now the drain waits for a
+    registration, the member gets a new pod, and the job runs."""
+    rig = power_rig
+    async with power_set(rig, ceiling=1, features=("podgone",)) as (nodeset, service, _):
+        await declared(nodeset, 1)
+        member = nodeset.member(0)
+        # its first pod runs and turns Ready but starts no slurmd: the member stays POWERING_UP meanwhile
+        hangs = {"name": "slurmd", "image": f"{HANGS}slurmd"}
+        nodeset.patch_spec({"template": {"spec": {"containers": [hangs]}}})
+        await wait_for(
+            lambda: nodeset.status().get("observedGeneration") == nodeset.obj()["metadata"].get("generation"),
+            deadline_s=SLOW_S, what="the template change seen",
+        )  # fmt: skip
+        job = sbatch(rig, "-N", "1", "--constraint=podgone", "--wrap", "true")
+        await wait_for(
+            lambda: ready_pod(nodeset.pods().get(member)), deadline_s=SLOW_S, what="the member's pod Ready"
+        )
+        rig.kube.patch("", "v1", "pods", member, {"metadata": {"finalizers": ["test/hold"]}},
+                       namespace=NAMESPACE)  # fmt: skip
+        uid = nodeset.pods()[member]["metadata"]["uid"]
+        assert service.nodesets is not None
+        stats, key = service.nodesets.stats, f"{NAMESPACE}/{nodeset.name}"
+        since = service.nodesets.clock()
+        rig.kube.api.delete(rig.kube.api.resource("", "v1", "pods"), NAMESPACE, member)
+        # the pod held terminating (a kubelet's grace period) while the syncer looks at it: the NodeSet's
+        # passes and the sync engine's reconcile follow the same pod change
+        await wait_for(lambda: stats.pass_began.get(key, 0.0) > since, deadline_s=SLOW_S, what="a pass")
+        first = stats.passes.get(key, 0)
+        await wait_for(lambda: stats.passes.get(key, 0) >= first + 1, deadline_s=SLOW_S, what="2 passes")
+        nodeset.patch_spec({"template": {"spec": {"containers": [{"name": "slurmd", "image": "slurmd:1"}]}}})
+        rig.kube.patch("", "v1", "pods", member, {"metadata": {"finalizers": None}}, namespace=NAMESPACE)
+        await wait_for(
+            lambda: nodeset.pods().get(member, {}).get("metadata", {}).get("uid") not in (None, uid),
+            deadline_s=SLOW_S, what="a new pod for the member",
+        )  # fmt: skip
+        ended = await job_ends(rig, job, deadline_s=240)
+        assert ended == "COMPLETED", f"the job ended {ended}"
+
+
+def ready_pod(pod: dict[str, Any] | None) -> bool:
+    if pod is None or pod["metadata"].get("deletionTimestamp"):
+        return False
+    return (condition(pod, "Ready") or {}).get("status") == "True"

@@ -583,3 +583,15 @@ def test_a_member_slurm_powers_up_again_under_a_pod_that_registered_it_gets_a_ne
     assert decide(spec, [going], [again]).replace == []
     registered = msgspec.structs.replace(again, state=frozenset({"IDLE", "CLOUD", "DYNAMIC_NORM"}))
     assert decide(spec, [stale], [registered]).replace == []  # up: its slurmd answered this power-up
+
+
+def test_a_powered_down_member_whose_pod_goes_its_own_way_is_left_to_it() -> None:
+    """A pod already terminating, or being removed (scale-in, rolling update), is not deleted again for a
+    power-down, nor does it wait for fresh data; the plan says whether it was made on fresh data."""
+    spec = power(2)
+    going = pod("gpu-0", spec, terminating=True)
+    removing = pod("gpu-1", spec, removal="update")
+    nodes = [rec("gpu-0", *DOWN), rec("gpu-1", *DOWN)]
+    for fresh in (True, False):
+        out = decide(spec, [going, removing], nodes, fresh=fresh)
+        assert out.power_down_pods == [] and not out.stale and out.fresh is fresh

@@ -252,7 +252,7 @@ def decide_power(
             ours_drain = slurm.drain_flag and slurm.reason.startswith(owner_prefix)
             if ours_drain and slurm.comment != removal_stamp and not slurm.busy and slurm_fresh:
                 out.undrain.append(name)
-        elif pod is not None and not pod.terminating and not removal:
+        elif not pod.terminating and not removal:
             if not slurm_fresh:
                 out.stale = True
             elif not slurm.busy:
