@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -378,3 +380,18 @@ def test_a_member_without_a_slurm_record_does_not_stop_the_stamping_of_the_next(
     result = run(spec, pods, {"gpu-0": slurm("gpu-0", "ALLOCATED"), "gpu-2": slurm("gpu-2")})
     assert set(result.mark_removal) == {"gpu-1", "gpu-2"}
     assert result.stamp == ["gpu-2"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review5, left: a pod that ended (phase Failed, e.g. evicted by the kubelet for node pressure, "
+    "or Succeeded: slurmd exited under restartPolicy Never/OnFailure) stays a member for good: never deleted "
+    "nor replaced (a StatefulSet deletes and recreates it), its slurmd gone, the NodeSet Steady one short",
+)
+def test_a_pod_that_ended_is_replaced() -> None:
+    spec = make_spec(2)
+    ended = msgspec.structs.replace(pod("gpu-1", spec, ready=False), phase="Failed")
+    gone = slurm("gpu-1", "DOWN", "NOT_RESPONDING", reason="Not responding")
+    nodes = {"gpu-0": slurm("gpu-0"), "gpu-1": gone}
+    result = run(spec, [pod("gpu-0", spec), ended], nodes)
+    assert result.delete_pods == ["gpu-1"] and not result.idle

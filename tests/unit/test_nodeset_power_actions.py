@@ -38,6 +38,14 @@ class Slurm:
         self.refuse_status = False  # the NodeSet's status write fails
         self.refuse_comment: set[str] = set()
         self.node_create = True  # the REST version can create nodes (v0.0.44+)
+        self.updated: list[tuple[str, tuple[str, ...]]] = []  # node updates (state) through the writer
+        self.annotated: list[str] = []  # pods marked (power-down annotation) before their delete
+        self.pods_deleted: list[str] = []
+
+    async def update(self, name: str, *, state: list[str]) -> bool:
+        await self.get_node(name)  # gone: SlurmNotFound, as the writer raises
+        self.updated.append((name, tuple(state)))
+        return True
 
     async def get_node(self, name: str) -> SlurmNode:
         if name not in self.nodes:
@@ -89,11 +97,21 @@ class Kube:
 
 def parts(slurm: Slurm, kube: Kube) -> tuple[Any, Any, None]:
     """The context and the writes PowerActions is built from, over the recorders."""
+
+    async def set_annotations(path: str, wanted: dict[str, Any], what: str) -> bool:
+        slurm.annotated.append(path.rsplit("/", 1)[1])
+        return True
+
+    async def delete_pod(pod: KubePod) -> bool:
+        slurm.pods_deleted.append(pod.name)
+        return True
+
     context: Any = SimpleNamespace(
         slurm=slurm,
         clock=lambda: NOW,
         kube=kube,
         kube_cache=SimpleNamespace(nodes=SimpleNamespace(items=kube.nodes)),
+        writer=SimpleNamespace(set_annotations=set_annotations),
     )
 
     async def status(_nodeset: Any, status: dict[str, Any]) -> None:
@@ -101,7 +119,7 @@ def parts(slurm: Slurm, kube: Kube) -> tuple[Any, Any, None]:
             raise KubeError(500, "InternalError", "etcd unavailable")
         slurm.intents.append(status["power"]["declaring"])
 
-    writes: Any = SimpleNamespace(slurm_writer=slurm, status=status)
+    writes: Any = SimpleNamespace(slurm_writer=slurm, status=status, delete_pod=delete_pod)
     return context, writes, None
 
 
@@ -406,3 +424,42 @@ def test_in_flight_forgets_what_the_slurm_data_shows_and_what_is_old() -> None:
     assert actions.in_flight(NS.key, {"gpu-1": rec("gpu-1", *DOWN)}) == {"gpu-0"}
     clock[0] = NOW + 30
     assert actions.in_flight(NS.key, {}) == set()
+
+
+GONE = "k8s: pod hpc/gpu-0 terminating"
+DRAINED_DOWN = ("IDLE", "CLOUD", "DYNAMIC_NORM", "DRAIN", "POWERED_DOWN")
+
+
+async def test_our_drain_on_a_powered_down_member_without_a_pod_is_lifted_on_a_read_that_agrees() -> None:
+    """review5: the plan saw each powered down with our drain and no pod; Slurm now shows gpu-1 powering up,
+    gpu-2 an admin's drain, gpu-3 busy, gpu-4 gone, gpu-5 with a pod again: only gpu-0 is undrained."""
+    slurm = Slurm(
+        rec("gpu-0", *DRAINED_DOWN, reason=GONE),
+        rec("gpu-1", "IDLE", "CLOUD", "DYNAMIC_NORM", "DRAIN", "POWERING_UP", reason=GONE),
+        rec("gpu-2", *DRAINED_DOWN, reason="bad dimm"),
+        rec("gpu-3", "MIXED", "CLOUD", "DYNAMIC_NORM", "DRAIN", "POWERING_DOWN", reason=GONE),
+        rec("gpu-5", *DRAINED_DOWN, reason=GONE),
+        rec("gpu-6", "IDLE", "CLOUD", "DYNAMIC_NORM", "DRAIN", reason=GONE),  # up: its pod comes instead
+    )
+    kube = Kube([pod("gpu-5", power(7))], [])
+    names = ["gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-5", "gpu-6"]
+    problems: list[str] = []
+    events = await apply(slurm, PowerDecision(undrain=names), kube, problems=problems)
+    assert slurm.updated == [("gpu-0", ("UNDRAIN",))] and problems == []
+    assert [(r, m.split(" ")[2]) for _, r, m in events] == [("MemberUndrained", "gpu-0")]
+
+
+async def test_a_pod_that_registered_before_its_member_powers_up_again_is_replaced_on_a_fresh_read() -> None:
+    """review5: marked as a power-down's (no drain as it terminates), then deleted; not when Slurm now shows
+    the member registered (up), gone, or booted by a slurmd younger than the pod (this power-up's)."""
+    spec = power(4)
+    pods = [msgspec.structs.replace(pod(f"gpu-{i}", spec), created=NOW - 100) for i in range(4)]
+    again = msgspec.structs.replace(rec("gpu-0", *UP), boot_time=int(NOW - 100))
+    slurm = Slurm(
+        again,
+        msgspec.structs.replace(again, name="gpu-1", state=frozenset({"IDLE", "CLOUD", "DYNAMIC_NORM"})),
+        msgspec.structs.replace(again, name="gpu-3", boot_time=int(NOW - 200)),
+    )
+    events = await apply(slurm, PowerDecision(replace=["gpu-0", "gpu-1", "gpu-2", "gpu-3"]), Kube(pods, []))
+    assert slurm.annotated == ["gpu-0"] and slurm.pods_deleted == ["gpu-0"]
+    assert [(r, m.split(" ")[2]) for _, r, m in events] == [("PodReplaced", "gpu-0")]

@@ -505,3 +505,93 @@ def test_a_member_starting_to_power_up_names_its_nodeset_and_nothing_else_does()
     assert starts_powering_up("gpu-x", down, starting) is None, "no ordinal: no member of a NodeSet"
     assert starts_powering_up("-3", down, starting) is None, "no NodeSet name"
     assert starts_powering_up("gpu3", down, starting) is None, "no dash"
+
+
+# review5: a member's pod deleted by someone other than the NodeSet (kubectl delete, an eviction by kubectl
+# drain or a cluster autoscaler: the busy PDB covers only busy pods) while Slurm has the member up. The sync
+# engine drains the node for the terminating pod, and once the pod is gone the node is unbound: nobody lifted
+# that drain, and Slurm never powers a drained node up: the member was lost for good, PowerUpFailed naming it.
+GONE = "k8s: pod hpc/gpu-0 terminating"
+
+
+def test_a_member_up_in_slurm_whose_pod_was_deleted_gets_its_pod_again() -> None:
+    spec = power(3)
+    nodes = [
+        rec("gpu-0", "IDLE", "CLOUD", "DYNAMIC_NORM", "DRAIN", reason=GONE),  # idle: evicted, drained by us
+        rec("gpu-1", "IDLE", "CLOUD", "DYNAMIC_NORM", "NOT_RESPONDING"),  # deleted before any drain
+        rec("gpu-2", "IDLE", "CLOUD", "DYNAMIC_NORM", "POWER_UP"),  # a POWER_UP left on a registered member
+    ]
+    result = run(spec, [], nodes)
+    assert [m.name for m in result.create] == ["gpu-0", "gpu-1", "gpu-2"]
+    assert result.power is not None and result.power.powered_up == set()  # not a power-up: no PoweringUp
+    assert result.power.members == {"gpu-0": 0, "gpu-1": 1, "gpu-2": 2}
+    assert result.power.failed == {}, "our drain is not a failed power-up"
+    # on stale data Slurm may have powered it down meanwhile: nothing then
+    assert run(spec, [], nodes, fresh=False).create == []
+    # what Slurm powers, asks to power or has powered down, or took DOWN, gets none
+    for flags in (("IDLE", "POWER_DOWN"), ("IDLE", "POWERING_DOWN"), ("IDLE", "POWERED_DOWN"), ("DOWN",)):
+        down = rec("gpu-0", "CLOUD", "DYNAMIC_NORM", *flags, reason=GONE)
+        assert run(power(1), [], [down]).create == [], flags
+    # a terminating pod holds its name until it is gone
+    assert run(power(1), [pod("gpu-0", spec, terminating=True)], nodes[:1]).create == []
+
+
+def test_a_powered_down_member_left_drained_by_us_without_a_pod_is_undrained() -> None:
+    """The syncer was away while the pod went, or Slurm powered the drained member down first: lift our drain
+    so Slurm may power it up again. An admin's drain, a busy member, a record being removed (its own way),
+    one with a pod (the sync engine's), and stale data: nothing."""
+    spec = power(2)
+    drained = ("IDLE", "CLOUD", "DYNAMIC_NORM", "DRAIN", "POWERED_DOWN")
+    out = decide(spec, [], [rec("gpu-0", *drained, reason=GONE), rec("gpu-1", *drained, reason="bad dimm")])
+    assert out.undrain == ["gpu-0"] and out.create == [] and out.failed == {}
+    result = run(spec, [], [rec("gpu-0", *drained, reason=GONE)])
+    assert result.power is not None and result.power.undrain == ["gpu-0"] and not result.idle
+    assert not result.idle_but_declares
+    assert decide(spec, [], [rec("gpu-0", *drained, reason=GONE)], fresh=False).undrain == []
+    assert decide(spec, [pod("gpu-0", spec)], [rec("gpu-0", *drained, reason=GONE)]).undrain == []
+    busy = rec("gpu-0", "MIXED", "CLOUD", "DYNAMIC_NORM", "DRAIN", "POWERING_DOWN", reason=GONE)
+    assert decide(spec, [], [busy]).undrain == []
+    removed = rec("gpu-0", *drained, reason=GONE, comment=removal_stamp(NS))
+    assert decide(spec, [], [removed]).undrain == []
+    conf = rec("gpu-0", "IDLE", "CLOUD", "DRAIN", "POWERED_DOWN", reason=GONE, comment="")  # slurm.conf
+    assert decide(spec, [], [conf]).undrain == ["gpu-0"]
+
+
+def test_a_member_slurm_powers_up_again_under_a_pod_that_registered_it_gets_a_new_pod() -> None:
+    """review5: the syncer away longer than SuspendTime + SuspendTimeout: Slurm powered the idle member down
+    with its pod still running, then up again for a job. That pod's slurmd registered the member before
+    (Slurm's boot time of it, `slurmd -b`'s start, is not older than the pod): Slurm waits for a boot after
+    its request, which it never makes, and the job waited for ResumeTimeout (NODE_FAIL without requeue).
+    The pod is replaced. A pod made for this power-up (the boot time an older slurmd's, or none) is left."""
+    spec = power(2)
+    stale = msgspec.structs.replace(pod("gpu-0", spec), created=NOW - 100)
+    again = msgspec.structs.replace(rec("gpu-0", *UP), boot_time=int(NOW - 100))
+    out = decide(spec, [stale], [again])
+    assert out.replace == ["gpu-0"] and out.members == {"gpu-0": 0} and out.create == []
+    assert out.power_down_pods == [] and out.failed == {}
+    result = run(spec, [stale], [again])
+    assert result.power is not None and result.power.replace == ["gpu-0"] and not result.idle
+    assert not result.idle_but_declares and result.delete_pods == [] and result.mark_removal == {}
+    assert decide(spec, [stale], [again], fresh=False).replace == []
+    fresh = msgspec.structs.replace(pod("gpu-0", spec), created=NOW - 99)  # after the last registration
+    assert decide(spec, [fresh], [again]).replace == []
+    never = msgspec.structs.replace(rec("gpu-0", *UP), boot_time=0)  # never registered: no boot time
+    assert decide(spec, [stale], [never]).replace == []
+    unknown = pod("gpu-0", spec)  # no creation time known: left alone
+    assert decide(spec, [unknown], [msgspec.structs.replace(again, boot_time=1)]).replace == []
+    going = msgspec.structs.replace(stale, deletion_timestamp=NOW)  # on its way out already
+    assert decide(spec, [going], [again]).replace == []
+    registered = msgspec.structs.replace(again, state=frozenset({"IDLE", "CLOUD", "DYNAMIC_NORM"}))
+    assert decide(spec, [stale], [registered]).replace == []  # up: its slurmd answered this power-up
+
+
+def test_a_powered_down_member_whose_pod_goes_its_own_way_is_left_to_it() -> None:
+    """A pod already terminating, or being removed (scale-in, rolling update), is not deleted again for a
+    power-down, nor does it wait for fresh data; the plan says whether it was made on fresh data."""
+    spec = power(2)
+    going = pod("gpu-0", spec, terminating=True)
+    removing = pod("gpu-1", spec, removal="update")
+    nodes = [rec("gpu-0", *DOWN), rec("gpu-1", *DOWN)]
+    for fresh in (True, False):
+        out = decide(spec, [going, removing], nodes, fresh=fresh)
+        assert out.power_down_pods == [] and not out.stale and out.fresh is fresh

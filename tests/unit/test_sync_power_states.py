@@ -62,3 +62,18 @@ def test_a_pod_deleted_for_a_power_down_still_drains_for_its_other_causes() -> N
     decision = run(snode("IDLE", "CLOUD"), marked, knode(unschedulable=True))
     assert [c.kind for c in decision.causes] == ["cordon"]
     assert decision.slurm_action == SlurmAction("drain", "k8s: Node cordoned")
+
+
+def test_a_node_powering_up_for_a_job_is_drained_only_once_it_registered() -> None:
+    """review5: Slurm requeues the jobs of a node drained while it powers up for them (a --no-requeue job
+    ends NODE_FAIL, measured on 26.05.5): a cause (here the member's pod deleted) waits for the registration.
+    A node powering up with no job yet, or up and running its job, is drained at once."""
+    going = kpod(deletion_timestamp=NOW)
+    drain = SlurmAction("drain", "k8s: pod hpc/slurmd-0 terminating")
+    assert run(snode(*POWERING_UP), going, knode()).slurm_action is None
+    assert run(snode("MIXED", "CLOUD", "POWERING_UP"), going, knode()).slurm_action is None
+    assert run(snode("IDLE", "CLOUD", "NOT_RESPONDING", "POWERING_UP"), going, knode()).slurm_action == drain
+    assert run(snode("ALLOCATED", "CLOUD", "DYNAMIC_NORM"), going, knode()).slurm_action == drain
+    # a drain already there (placed before the power-up) is kept, and lifted as ever once no cause holds
+    drained = snode(*POWERING_UP, "DRAIN", reason="k8s: pod hpc/slurmd-0 terminating")
+    assert run(drained, going, knode()).slurm_action is None

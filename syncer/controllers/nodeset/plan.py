@@ -73,7 +73,14 @@ class Plan:
             or self.draining
             or (
                 power is not None
-                and bool(power.power_down_pods or power.undeclare or power.force_down or power.resume)
+                and bool(
+                    power.power_down_pods
+                    or power.replace
+                    or power.undeclare
+                    or power.force_down
+                    or power.resume
+                    or power.undrain
+                )
             )
         )
 

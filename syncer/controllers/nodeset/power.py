@@ -125,20 +125,38 @@ def ours(
     return not made_over_rest(slurm) or name in declaring or has_pod
 
 
+def up(slurm: SlurmNode) -> bool:
+    """Slurm has the member up: not powered down, powering down or asked to, and not DOWN."""
+    return not slurm.state & {"POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN"} and slurm.base_state != "DOWN"
+
+
+def registered_before(slurm: SlurmNode, pod: KubePod) -> bool:
+    """The pod's slurmd registered the member already (Slurm's boot time of it, `slurmd -b`'s start, is not
+    older than the pod): while Slurm powers the member up again it waits for a boot after its request, which
+    that slurmd never makes. A pod made for this power-up has not registered (the record's boot time is an
+    older slurmd's, or none)."""
+    return bool(pod.created) and slurm.boot_time >= pod.created
+
+
 def wanted(
     index: int,
     power: PowerSpec,
     pod: KubePod | None,
     slurm: SlurmNode,
     owner_prefix: str,
+    slurm_fresh: bool,
 ) -> bool:
     """Whether member `name` (declared, below the ceiling) should have a pod now."""
     if pod is None and held_by_admin(slurm, owner_prefix):
         return False
     if index < power.min_replicas or powering_up(slurm):
         return True
+    if pod is None:
+        # up in Slurm without a slurmd: its pod was deleted under it (kubectl delete, an eviction), and the
+        # sync engine's drain for the terminating pod would stay for good on the unbound node: its pod again
+        return slurm_fresh and up(slurm)
     # a running member stays until Slurm powers it down
-    return pod is not None and not powered_down(slurm)
+    return not powered_down(slurm)
 
 
 @dataclass
@@ -151,12 +169,14 @@ class PowerDecision:
     unmark: list[str] = field(default_factory=list)  # scale-in cancelled: the ceiling went up again
     scale_in: list[str] = field(default_factory=list)  # pods above the ceiling, removed the scale-in way
     power_down_pods: list[str] = field(default_factory=list)  # pods of members Slurm powered down
+    replace: list[str] = field(default_factory=list)  # pods whose slurmd cannot answer Slurm's power-up
     undeclare: list[str] = field(default_factory=list)  # our records above the ceiling, no pod, idle
     conf_above: list[str] = field(default_factory=list)  # slurm.conf members above the ceiling: kept
     force_down: dict[str, str] = field(default_factory=dict)  # record -> reason of a POWER_DOWN_FORCE
     foreign: list[str] = field(default_factory=list)  # member names whose record someone else commented
     failed: dict[str, str] = field(default_factory=dict)  # member -> our power-down reason (still DOWN)
     resume: list[str] = field(default_factory=list)  # powered down after our failure: Slurm may try again
+    undrain: list[str] = field(default_factory=list)  # powered down, no pod, the sync engine's drain left on
     counts: dict[str, int] = field(default_factory=dict)  # status: members by power state
     stale: bool = False  # something waits for fresh Slurm data
     fresh: bool = True  # planned on fresh Slurm data (else none is declared: which are missing is unknown)
@@ -204,7 +224,8 @@ def decide_power(
             continue
         out.counts["declared"] += 1
         out.counts[power_state(slurm, owner_prefix)] += 1
-        forced = slurm.reason.startswith(owner_prefix) and not powering_up(slurm)
+        # our reason without DRAIN: a POWER_DOWN_FORCE's (the sync engine's drains carry the DRAIN flag)
+        forced = slurm.reason.startswith(owner_prefix) and not powering_up(slurm) and not slurm.drain_flag
         if forced and (
             slurm.base_state == "DOWN" or slurm.state & {"POWER_DOWN", "POWERING_DOWN", "POWERED_DOWN"}
         ):
@@ -215,13 +236,23 @@ def decide_power(
                 out.resume.append(name)
         if not slurm.comment and slurm_fresh and made_over_rest(slurm):
             out.stamp.append(name)  # ours, the comment not written yet (a slurm.conf member: left unstamped)
-        if wanted(index, power, pod, slurm, owner_prefix):
+        if wanted(index, power, pod, slurm, owner_prefix, slurm_fresh):
             out.members[name] = index
             if pod is None:
                 out.create.append(name)
                 if powering_up(slurm):
                     out.powered_up.add(name)
-        elif pod is not None and not pod.terminating and not removal:
+            elif powering_up(slurm) and not pod.terminating and registered_before(slurm, pod) and slurm_fresh:
+                # Slurm powered it down and up again with its pod left running (the syncer away meanwhile):
+                # its job waited for ResumeTimeout (NODE_FAIL without requeue); a new pod registers it
+                out.replace.append(name)
+        elif pod is None:
+            # powered down with the drain its pod's end left (the sync engine's, the node unbound): lifted,
+            # or Slurm never powers it up again. Not a record being removed: that goes its own way
+            ours_drain = slurm.drain_flag and slurm.reason.startswith(owner_prefix)
+            if ours_drain and slurm.comment != removal_stamp and not slurm.busy and slurm_fresh:
+                out.undrain.append(name)
+        elif not pod.terminating and not removal:
             if not slurm_fresh:
                 out.stale = True
             elif not slurm.busy:

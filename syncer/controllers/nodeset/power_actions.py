@@ -22,6 +22,7 @@ from syncer.controllers.nodeset.power import (
     name_collision_message,
     powered_down,
     powering_up,
+    registered_before,
     slurmd_silent,
 )
 from syncer.controllers.nodeset.spec import PowerSpec
@@ -175,6 +176,9 @@ class PowerActions:
         for name in decision.power_down_pods:
             step = self._power_down_pod(by_name[name], deleted, event, logger)
             await problems.guard(f"power-down of {name}", step, logger)
+        for name in decision.replace:
+            step = self._replace_pod(by_name[name], deleted, event, logger)
+            await problems.guard(f"replacement of pod {name}", step, logger)
         for name in decision.undeclare:
             await problems.guard(
                 f"delete of {name}",
@@ -187,6 +191,8 @@ class PowerActions:
                 logger.info(
                     "member resumed after a failed power-up: Slurm may power it up again", slurm_node=name
                 )
+        for name in decision.undrain:
+            await problems.guard(f"undrain of {name}", self._undrain(name, by_name, event, logger), logger)
         await self._failures(nodeset, power, decision, by_name, slurm_nodes, forced, problems, event, logger)
         for name, why in sorted(decision.force_down.items()):
             await problems.guard(f"power-down of {name}", self._force_down(name, why, event, logger), logger)
@@ -321,6 +327,31 @@ class PowerActions:
                 f"({', '.join(sorted(names)[:10])}) are not powered down for a lost Node until the zone "
                 "recovers, as Kubernetes stops evicting in a disruption; jobs run on where slurmd answers",
             )  # fmt: skip
+
+    async def _undrain(self, name: str, by_name: dict[str, KubePod], event: Event, logger: Any) -> None:
+        """Lifts the drain the sync engine left on a powered-down member whose pod is gone (read again: the
+        cache may be a second old; an admin's drain, a job, or Slurm powering it up meanwhile stop it)."""
+        if name in by_name:
+            return
+        try:
+            current = await self.slurm.get_node(name)
+        except SlurmNotFound:
+            return
+        ours = current.drain_flag and current.reason.startswith(self.owner_prefix)
+        if not ours or current.busy or powering_up(current) or not powered_down(current):
+            return
+        reason = current.reason
+        try:
+            if not await self.writes.slurm_writer.update(name, state=["UNDRAIN"]):
+                return
+        except SlurmNotFound:  # deleted meanwhile: nothing to lift
+            return
+        logger.info("member powered down with our drain and no pod: undrained", slurm_node=name)
+        await event(
+            "Normal", "MemberUndrained",
+            f"Slurm node {name} undrained ({reason}): its pod is gone and the drain would keep Slurm from "
+            "powering it up again",
+        )  # fmt: skip
 
     async def _still_powering_up(self, name: str, logger: Any) -> bool:
         """Read again before a ceiling's POWER_DOWN_FORCE: the plan's record may be a second old, and a
@@ -529,6 +560,29 @@ class PowerActions:
         self.stats.power_downs += 1
         logger.info("Slurm powered the member down: pod deleted", pod=pod.name)
         await event("Normal", "PoweredDown", f"Slurm powered {pod.name} down: deleted its pod")
+
+    async def _replace_pod(self, pod: KubePod, deleted: set[str], event: Event, logger: Any) -> None:
+        """Deletes the pod of a member Slurm powers up again whose slurmd registered it before (read again
+        first): the next pass creates the pod that registers it. Marked as a power-down's, so the sync
+        engine does not drain the node as the pod terminates (the job waiting for it would wait on)."""
+        try:
+            current = await self.slurm.get_node(pod.name)
+        except SlurmNotFound:
+            return
+        if not powering_up(current) or not registered_before(current, pod) or pod.uid in deleted:
+            return
+        if Keys.POWER_DOWN not in pod.annotations:
+            await self.context.writer.set_annotations(
+                pod_path(pod.namespace, pod.name), {Keys.POWER_DOWN: current.state_text}, what="power-up"
+            )
+        if not await self.writes.delete_pod(pod):
+            return
+        deleted.add(pod.uid)
+        logger.info("Slurm powers the member up again: its old pod replaced", pod=pod.name)
+        await event(
+            "Normal", "PodReplaced",
+            f"Slurm powers {pod.name} up again and its pod's slurmd registered it before: replaced",
+        )  # fmt: skip
 
     async def _undeclare(
         self, name: str, stamps: tuple[str, str], by_name: dict[str, KubePod], event: Event,

@@ -142,6 +142,11 @@ def slurm_action(
         return None
     if slurm.reason and not ours:
         return None  # e.g. DOWN with an admin's reason: never overwritten; drained once it is cleared
+    if "POWERING_UP" in slurm.state and slurm.busy:
+        # Slurm requeues the jobs of a node drained while it powers up for them, and ends a --no-requeue job
+        # NODE_FAIL (26.05.5: "DRAIN/FAIL request for node ... allocated and being powered up. Requeuing
+        # jobs"): the drain waits for the registration, then stops new jobs as any drain does
+        return None
     return SlurmAction("drain", drain.reason)
 
 
