@@ -387,15 +387,49 @@ async def _true() -> bool:
 
 
 async def node_gone(p: Pool, node: str) -> None:
-    """The Kubernetes Node of a bound pod is deleted: the pod is deleted at once and its job ends."""
-    pod = p.pod("homeless", annotations={"slurm-syncer.dev/constraint": f"f{node}"})
+    """The Kubernetes Node of a bound pod is deleted (`kubectl delete node`) while its kubelet still runs the
+    pod: the pod is deleted with its own grace period, which its kubelet takes to stop it, and its job, which
+    holds the pod's CPUs in Slurm, ends only once the pod is gone; a Slurm job waiting for the node never
+    runs while the pod is there. (Before, the pod was deleted with grace 0: gone from the API at once, its job
+    cancelled, and the waiting job started while the kubelet could still be stopping its containers.)"""
+    p.rig.kube.kubelet.termination_s = 30.0  # pods take their grace period to stop (as in `scancel`)
+    grace = 10  # well past Slurm's start of the waiting job once the pod's is cancelled (0-4 s)
+    pod = p.pod("homeless", grace=grace, annotations={"slurm-syncer.dev/constraint": f"f{node}"})
     await p.wait(lambda: bool(p.node_of(pod)), "the pod bound")
     job = p.job_of(pod)
-    await p.client.delete(f"/api/v1/nodes/k8s-{node}")
-    await p.wait(lambda: p.deleting(pod), "the pod on the deleted Node deleted")
-    await p.wait(lambda: p.told(pod, "SlurmPodDeleted", "no longer exists"), "the deletion's Event")
-    await p.wait(lambda: p.get(pod) is None, "the pod gone (grace 0)")
+    waiting = await p.sbatch(node)
+    await p.wait(lambda: _is(p.job_state(waiting), "PENDING"), "a Slurm job waits behind the pod's")
+    seen: list[tuple[str, bool]] = []  # (the waiting job's state, the pod present), read in that order
+
+    async def watch() -> None:
+        while True:
+            state = await p.job_state(waiting)
+            seen.append((state, p.get(pod) is not None))
+            await asyncio.sleep(0.2)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        deleted_at = time.monotonic()
+        await p.client.delete(f"/api/v1/nodes/k8s-{node}")
+        await p.wait(lambda: p.deleting(pod), "the pod on the deleted Node deleted")
+        assert p.get(pod) is not None, "the pod gone at its deletion: its kubelet had no time to stop it"
+        await p.wait(lambda: p.told(pod, "SlurmPodDeleted", "no longer exists", f"grace period {grace} s"),
+                     "the deletion's Event, with the pod's grace period")  # fmt: skip
+        await p.wait(lambda: _is(p.job_state(waiting), "RUNNING"), "the waiting Slurm job runs")
+        ran_after = time.monotonic() - deleted_at
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    assert p.get(pod) is None, "the waiting Slurm job runs while the pod is there"
+    beside = [sample_ for sample_ in seen if sample_ == ("RUNNING", True)]
+    assert not beside, f"the waiting Slurm job ran while the pod was there: {beside}"
+    assert ran_after >= grace, (
+        f"the Slurm job waiting for the node ran {ran_after:.1f} s after the Node's deletion, within the "
+        f"pod's grace period of {grace} s: the pod's containers may still have run"
+    )
     await p.wait(lambda: _is(p.job_state(job), "GONE", "CANCELLED", "COMPLETED"), "its job ended")
+    await p.sh("scancel", waiting)
 
 
 async def drained(p: Pool, node: str) -> None:

@@ -464,12 +464,21 @@ def test_orphan_job_is_cancelled() -> None:
 
 
 def test_pod_on_a_deleted_node() -> None:
+    """Its Node object gone, its kubelet may still run it: deleted with its own grace period (the kubelet's
+    to take), and its job, which holds its CPUs in Slurm, ends only once the pod is gone (never a hold: the
+    job holds them)."""
     gone = World(bindings=WORLD.bindings, nodes={}, fresh=True, now=1000.0)
-    result = run([pod(node_name="k1", job_id=5)], [job(5, "a", nodes=("n1",))], world=gone)
+    result = run([pod(node_name="k1", job_id=5, grace_period_s=40)], [job(5, "a", nodes=("n1",))], world=gone)
     said = "has a pod on a Kubernetes Node that no longer exists"
-    message = f"Slurm job 5 {said}: pod deleted (grace period 0 s)"
+    message = f"Slurm job 5 {said}: pod deleted (grace period 40 s)"
     assert result.actions == (
-        DeletePod(pod=ref(), grace_s=0, cause="node-deleted", job_id=5, message=message),
+        DeletePod(pod=ref(), grace_s=40, cause="node-deleted", job_id=5, message=message),
+    )
+    stopping = run([pod(node_name="k1", job_id=5, deleting=True)], [job(5, "a", nodes=("n1",))], world=gone)
+    assert stopping.actions == ()
+    stopped = run([], [job(5, "a", nodes=("n1",))], world=gone, key="ns/pod/a")
+    assert stopped.actions == (
+        Cancel(job_id=5, cause="pod-deleted", message="Slurm job 5 lost a pod (deleted): cancelled"),
     )
 
 

@@ -338,9 +338,11 @@ def _live(job: Job, members: Sequence[Pod], gang: Gang, out: _Out) -> None:
         for pod in members:
             out.condition(pod, PENDING, f"Slurm job {job.job_id} is pending{reason}")
         return
+    # its Node object deleted, its kubelet may still run it: deleted with its own grace period (the kubelet's
+    # to take), and the job, holding its CPUs in Slurm, stays until it is gone (`_over`)
     lost = [pod for pod in members if pod.node_name and pod.node_name not in out.world.nodes]
     for pod in lost:
-        out.delete(pod, "node-deleted", job.job_id, grace=0)
+        out.delete(pod, "node-deleted", job.job_id)
     unbound = [pod for pod in members if not pod.node_name]
     if lost or not unbound:
         return
