@@ -432,6 +432,19 @@ async def node_gone(p: Pool, node: str) -> None:
     await p.sh("scancel", waiting)
 
 
+async def long_grace(p: Pool, node: str) -> None:
+    """A pod whose grace period (120 s) is longer than its job's time limit (1 minute) is bound and runs:
+    it stops over the second half of the run only (before, it was deleted as its job started, never bound,
+    and its job cancelled)."""
+    pod = p.pod("unhurried", grace=120, annotations={
+        "slurm-syncer.dev/constraint": f"f{node}", "slurm-syncer.dev/time-limit": "1",
+    })  # fmt: skip
+    await p.wait(lambda: bool(p.node_of(pod)) or p.deleting(pod), "the pod bound (or deleted)")
+    assert not p.deleting(pod), "deleted as its job started: its grace period is longer than the job's time"
+    assert p.node_of(pod) == f"k8s-{node}"
+    await p.delete(pod, grace=0)
+
+
 async def drained(p: Pool, node: str) -> None:
     """A node an admin drains in Slurm gets no new pod; undrained, it does."""
     await p.sh("scontrol", "update", f"nodename={node}", "state=drain", "reason=admin")
@@ -502,6 +515,7 @@ async def test_one_pool_stories(rig: Rig, view: Pool) -> None:
             refused(view),
             batch_job(view, n[5]),
             node_gone(view, n[6]),
+            long_grace(view, n[7]),
         )
         status, text = await get(service, "/metrics")
         assert status == 200

@@ -719,6 +719,46 @@ def test_time_limit_ahead() -> None:
     ]  # fmt: skip
 
 
+def test_a_grace_period_longer_than_half_the_run_is_cut_not_the_run() -> None:
+    """A pod whose grace period is longer than half its job's run (its time limit from its start) does not
+    stop for the time limit as the job starts (it would run nothing, and a Job's controller would make it
+    again for the same end): it is bound and runs the first half, and is deleted halfway with the other half
+    as its grace period, the Warning Event naming spec.terminationGracePeriodSeconds. Within half the run,
+    its full grace period stands (test_time_limit_ahead); without a start, the deadline is the end less it."""
+    started = job(5, "a", nodes=("n1",), start_time=1000.0, end_time=2800.0)  # 30 minutes
+    result = run([pod(grace_period_s=3600)], [started], world=at(1000.0))
+    assert result.actions == (Bind(pod=ref(), node="k1", job_id=5, slurm_node="n1"),)
+    assert result.recheck_at == 1900.0
+    bound = [pod(node_name="k1", job_id=5, grace_period_s=3600)]
+    assert run(bound, [started], world=at(1899.0)) == Plan(recheck_at=1900.0)
+    said = (
+        "Slurm job 5 reaches its time limit (spec.terminationGracePeriodSeconds 3600 s is more than half its "
+        "run of 1800 s: cut to the time left): pod deleted (grace period 900 s)"
+    )
+    assert run(bound, [started], world=at(1900.0)).actions == (
+        Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 5 reaches its time limit"),
+        DeletePod(pod=ref(), grace_s=900, cause="time-limit", job_id=5, message=said),
+    )
+    # half the run exactly: its grace period whole, nothing said
+    half = run([pod(node_name="k1", job_id=5, grace_period_s=900)], [started], world=at(1900.0))
+    assert [a.message for a in half.actions if isinstance(a, DeletePod)] == [
+        "Slurm job 5 reaches its time limit: pod deleted (grace period 900 s)"
+    ]
+    # a gang stops together, from the longest grace period its run allows
+    gang = [pod("a", group_="g", node_name="k1", job_id=5, grace_period_s=3600),
+            pod("b", group_="g", node_name="k2", job_id=5, grace_period_s=60)]  # fmt: skip
+    both = job(5, "a", "b", key="ns/group/g", nodes=("n1", "n2"), start_time=1000.0, end_time=2800.0)
+    assert run(gang, [both], world=at(1000.0)) == Plan(recheck_at=1900.0)
+    # preemption's deadline is Slurm's GraceTime: the pod's grace period capped, nothing cut to say
+    preempted = job(5, "a", nodes=("n1",), start_time=1000.0, end_time=1930.0, preempt_time=1900.0)
+    assert [
+        a.message for a in run(bound, [preempted], world=at(1900.0)).actions if isinstance(a, DeletePod)
+    ] == ["Slurm job 5 is being preempted: pod deleted (grace period 30 s)"]
+    # no start known: the end less the grace period (as before)
+    unknown = job(5, "a", nodes=("n1",), end_time=2800.0)
+    assert [type(a) for a in run(bound, [unknown], world=at(1000.0)).actions] == [Hold, DeletePod]
+
+
 def test_suspend_and_requeue_take_the_pod_away() -> None:
     suspended = run(
         [pod(node_name="k1", job_id=5)], [job(5, "a", state="SUSPENDED", nodes=("n1",), end_time=1010.0)]

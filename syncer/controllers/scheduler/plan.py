@@ -29,6 +29,7 @@ release's marker). Rules:
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -302,9 +303,27 @@ def _slurm_end(job: Job, members: Sequence[Pod], now: float) -> str:
 
 
 def _deadline(job: Job, members: Sequence[Pod]) -> float | None:
-    """When the pods must start stopping to be gone by the job's end (its time limit): None without one."""
+    """When the pods must start stopping to be gone by the job's end (its time limit): None without one. A
+    grace period longer than half the job's run is cut to that half: a pod is never stopped for the time
+    limit before it has run half of it (deleted as the job starts, it would run nothing)."""
     grace = max((pod.grace_period_s for pod in members), default=0)
-    return job.end_time - grace if job.end_time > 0 else None
+    return job.end_time - min(grace, _half_run(job)) if job.end_time > 0 else None
+
+
+def _half_run(job: Job) -> float:
+    """Half the job's run, start to end: the most of it its pods' stop takes (unbounded without a start)."""
+    return (job.end_time - job.start_time) / 2 if job.start_time > 0 else math.inf
+
+
+def _cut(job: Job, pod: Pod, end: str) -> str:
+    """What the deletion says when the pod's grace period was cut to half its job's run ("": it was not)."""
+    run = job.end_time - job.start_time
+    if end != "time-limit" or pod.grace_period_s <= _half_run(job):
+        return ""
+    return (
+        f"{SAID[end]} (spec.terminationGracePeriodSeconds {pod.grace_period_s} s is more than half its run "
+        f"of {run:g} s: cut to the time left)"
+    )
 
 
 def _live(job: Job, members: Sequence[Pod], gang: Gang, out: _Out) -> None:
@@ -321,7 +340,7 @@ def _live(job: Job, members: Sequence[Pod], gang: Gang, out: _Out) -> None:
         )
         for pod in members:
             if not pod.ended:
-                out.delete(pod, end, job.job_id, left)
+                out.delete(pod, end, job.job_id, left, said=_cut(job, pod, end))
         if not any(_bound_to(job, pod) for pod in members):
             out.cancel(job, end)
         return
