@@ -585,6 +585,11 @@ async def bound_unseen(
             await p.wait(lambda: p.told(pod, "Scheduled", job), "the bind told")
             overdue = time.monotonic() + scheduler_.options.bind_shows_s
             await p.wait(lambda: time.monotonic() > overdue, "the bind unshown for longer than bind_shows_s")
+            status, text = await get(service, "/metrics")  # the gauges show it between passes
+            assert status == 200
+            assert sample(text, "slurm_syncer_scheduler_unshown_binds") == 1
+            oldest = sample(text, "slurm_syncer_scheduler_unshown_bind_oldest_seconds") or 0
+            assert oldest > scheduler_.options.bind_shows_s
         # the gang planned again in the window (a resync, another event); with a lost answer, queued while
         # the reconcile that bound waits for it: planned again right after the bind failed
         faults.release_answers()
@@ -602,6 +607,10 @@ async def bound_unseen(
     scheduler_.runner.queue.add(key)
     await asyncio.wait_for(scheduler_.runner.queue.wait_idle(), DEADLINE)
     assert not p.deleting(pod) and await p.job_state(job) == "RUNNING", "the bound pod or its job was ended"
+    if late:
+        status, text = await get(service, "/metrics")
+        assert sample(text, "slurm_syncer_scheduler_unshown_binds") == 0
+        assert sample(text, "slurm_syncer_scheduler_unshown_bind_oldest_seconds") == 0
     await p.wait(
         lambda: p.told(pod, "Scheduled", job), "a Scheduled Event naming the job (answer lost or not)"
     )

@@ -904,6 +904,12 @@ class SchedulerController(Controller):
         await self.context.events.record(ObjectRef.pod(namespace, name, uid), type_, reason, message)
 
     # -- what status and the exporter show ------------------------------------------------------------
+    def unshown_binds(self) -> list[float]:
+        """How long ago each bind the pod informer does not show yet was made (s): the exporter's gauges. A
+        bind is read back and warned of only when its gang is planned; these show the lag between passes."""
+        now = time.monotonic()
+        return sorted(now - made.at for made in self._binds.unshown(self.pods.get))
+
     def pod_states(self) -> list[PodState]:
         now = time.time()
         states = []
