@@ -927,6 +927,53 @@ async def test_allocate_at_once_keeps_slurms_order_and_a_lost_answer_makes_no_se
             assert len(submits) == 1, "the job of the submit answered 500 was adopted, not made again"
 
 
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
+async def test_an_overwritten_job_id_annotation_ends_nothing(rig: Rig, view: Pool) -> None:
+    """Anyone who may patch a bound pod may overwrite its slurm-syncer.dev/job-id annotation: with a number
+    Slurm does not have, or with the job of another pod of ours, the pod keeps running under its job, which
+    is neither cancelled nor its node held (ours wins: the job's marker names the pod and the job runs on its
+    Node). Before, the first edit cancelled the pod's job as a duplicate of the number written, held the node
+    and deleted the pod as its job was gone; the second moved the pod to the other pod's gang, where its own
+    job saw it gone and was cancelled under it, with no hold."""
+    first, second = view.names[0], view.names[1]
+    async with scheduler(rig, view) as service:
+        scheduler_ = service.scheduler
+        assert isinstance(scheduler_, SchedulerController)
+        edited = view.pod("edited", annotations={"slurm-syncer.dev/constraint": f"f{first}"})
+        other = view.pod("other", annotations={"slurm-syncer.dev/constraint": f"f{second}"})
+        await view.wait(lambda: bool(view.node_of(edited) and view.node_of(other)), "both pods bound")
+        jobs = {pod: view.job_of(pod) for pod in (edited, other)}
+
+        async def held(node: str) -> bool:
+            return HOLD_TAG in (await rig.reader.get_node(node)).reason
+
+        for written in ("99999999", jobs[other]):
+            annotations = {Keys.SCHEDULER_JOB_ID: written}
+            rig.kube.patch("", "v1", "pods", edited, {"metadata": {"annotations": annotations}}, namespace=NS)
+
+            def shown(written: str = written) -> bool:
+                found = scheduler_.pods.get(NS, edited)
+                return found is not None and found.annotations.get(Keys.SCHEDULER_JOB_ID) == written
+
+            await view.wait(shown, f"the scheduler sees job-id {written} on the pod")
+            for _ in range(2):  # both gangs planned on it, twice
+                for pod in (edited, other):
+                    scheduler_.runner.queue.add(f"{NS}/pod/{pod}")
+                await asyncio.wait_for(scheduler_.runner.queue.wait_idle(), DEADLINE)
+            for pod, node in ((edited, first), (other, second)):
+                state = await view.job_state(jobs[pod])
+                assert state == "RUNNING", f"{pod}'s job {state} after job-id {written}"
+                assert not view.deleting(pod), f"{pod} deleted after job-id {written}"
+                assert not await held(node), f"{node} held after job-id {written}"
+        for pod in (edited, other):
+            await view.delete(pod)
+        await view.wait(
+            lambda: _is(view.job_state(jobs[edited]), "GONE", "COMPLETED", "CANCELLED"), "its job ended"
+        )
+
+
 def _copy_of(p: Pool, name: str, copy: str, *, same_node: bool) -> str:
     """A copy of pod `name` as `kubectl debug NAME --copy-to=COPY` makes it: its annotations (the scheduler's
     job-id annotation among them) and its spec, without spec.nodeName unless `--same-node`."""

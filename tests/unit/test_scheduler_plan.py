@@ -577,6 +577,48 @@ def test_a_job_of_ours_for_a_pod_another_release_bound_gives_way() -> None:
     assert not any(isinstance(a, Cancel) for a in result.actions)
 
 
+def test_ours_wins_over_an_edited_job_id_annotation() -> None:
+    """Anyone who may patch the pod may overwrite its job-id annotation: a bound pod whose annotation names no
+    job of the gang (a number Slurm does not have, a job of another gang), while a live job of ours names it
+    and runs on its Node, runs under that job: the job is never cancelled as a duplicate of the number
+    written, nor the node held, nor the pod deleted for it. Before, the job was cancelled ("gives way to Slurm
+    job 9") and the pod deleted as if its job were gone."""
+    running = job(5, "a", nodes=("n1",))
+    assert run([pod(node_name="k1", job_id=9)], [running]) == Plan()
+    # ... its end ends the pod as any job's would, named as the job it runs under
+    ending = job(5, "a", nodes=("n1",), preempt_time=990.0, end_time=1010.0)
+    assert run([pod(node_name="k1", job_id=9)], [ending]).actions == (
+        Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 5 is being preempted"),
+        DeletePod(pod=ref(), grace_s=10, cause="preempted", job_id=5,
+                  message="Slurm job 5 is being preempted: pod deleted (grace period 10 s)"),
+    )  # fmt: skip
+    # a job of another release's that the annotation names (`foreign`): the pod is that release's
+    said = "Slurm job 5 gives way to Slurm job 9, which pod ns/a runs under: cancelled"
+    cancel = Cancel(job_id=5, cause="duplicate", message=said)
+    assert run([pod(node_name="k1", job_id=9)], [running], foreign=frozenset({9})).actions == (cancel,)
+    # our job elsewhere (not on the pod's Node) does not run it: the annotation's word stands
+    elsewhere = run([pod(node_name="k1", job_id=9)], [job(5, "a", nodes=("n2",))])
+    assert elsewhere.actions == (
+        Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 9 is no longer in Slurm", gone=9),
+        cancel,
+    )
+    # ... and so does one naming a job of the gang: ended, its node is held (the pod goes once ours gave way)
+    earlier = job(4, "a", state="CANCELLED", nodes=("n1",))
+    assert [type(a) for a in run([pod(node_name="k1", job_id=4)], [earlier, running]).actions] == [
+        Hold,
+        Cancel,
+    ]
+    # overwritten with the job of another pod of ours: it stays in its own job's gang (before, it moved to the
+    # other's, and its own job, seeing it gone, was cancelled under it with no hold)
+    pods = [pod("a", node_name="k1", job_id=6), pod("b", node_name="k2", job_id=6)]
+    jobs = [running, job(6, "b", nodes=("n2",))]
+    assert run(pods, jobs, key="ns/pod/a") == Plan()
+    assert run(pods, jobs, key="ns/pod/b") == Plan()
+    # a copy beside it (`kubectl debug --copy-to --same-node`: the annotation copied) is still not ours
+    copy = pod("c", node_name="k1", job_id=5)
+    assert run([pod(node_name="k1", job_id=9), copy], [running]) == Plan()
+
+
 def test_foreign_never_overrides_a_job_of_ours() -> None:
     """`foreign` speaks only of jobs we do not have: a job of ours with that id (ended) still ends the pod."""
     bound = pod(node_name="k1", job_id=5)

@@ -19,6 +19,8 @@ release's marker). Rules:
   once the cache shows it ended the usual rules apply (a placement retry: submitted again later).
 - Our own bind is a bind: a pod in `bound` that the pod cache shows unbound is planned as bound there under
   that job (`shown_bound`): never placed again, its job never cancelled for placement, no condition on it.
+- Ours wins over an edited job-id annotation: a bound pod whose annotation names no job of the gang, nor one
+  in `foreign`, while a live job of ours names it and runs on its Node, runs under that job.
 - Another release's pod is not ours to judge: a bound pod whose job-id names a job in `foreign` (two releases
   serve one scheduler name) is left alone: no deletion, no hold. A job the fresh read finds without any
   slurm-syncer marker is gone (Slurm lost its state and reused the id): the pod goes.
@@ -196,7 +198,7 @@ def plan(
 ) -> Plan:
     if not world.fresh:
         return Plan(blocked=STALE)
-    gang = shown_bound(gang, bound)
+    gang = _ours_win(shown_bound(gang, bound), world, foreign)
     unknown = [job for job in gang.jobs if not job.known]
     if unknown:
         job = unknown[0]
@@ -246,6 +248,26 @@ def _as_bound(pod: Pod, bind: Bind | None) -> Pod:
         return pod
     annotations = {**pod.annotations, Keys.SCHEDULER_JOB_ID: str(bind.job_id)}
     return replace(pod, node_name=bind.node, annotations=annotations)
+
+
+def _ours_win(gang: Gang, world: World, foreign: frozenset[int]) -> Gang:
+    """The gang with each bound pod's job-id annotation as our bind wrote it, where someone overwrote it (any
+    who may patch the pod may): one naming no job of the gang (a number Slurm does not have, a job of another
+    gang) nor one another release runs (`foreign`: the controller reads such a job before it plans), while a
+    live job of ours names the pod and runs on its Node, is planned as naming that job: never that job
+    cancelled as a duplicate of the number written, nor the pod deleted for it. An annotation naming a job of
+    the gang is taken at its word (one that ended: the pod goes, its node held)."""
+    return replace(gang, pods=tuple(_vouched(pod, gang.jobs, world, foreign) for pod in gang.pods))
+
+
+def _vouched(pod: Pod, jobs: Sequence[Job], world: World, foreign: frozenset[int]) -> Pod:
+    if pod.job_id is None or pod.job_id in foreign or any(job.job_id == pod.job_id for job in jobs):
+        return pod  # unbound or no annotation (ours by the marker), another release's, or a job of the gang
+    live = [job for job in jobs if not job.ended and _stands_for(job, pod)]
+    runs = [job for job in live if any(world.bindings.get(node) == pod.node_name for node in job.nodes)]
+    if not runs:
+        return pod
+    return replace(pod, annotations={**pod.annotations, Keys.SCHEDULER_JOB_ID: str(runs[0].job_id)})
 
 
 def _stands_for(job: Job, pod: Pod) -> bool:
