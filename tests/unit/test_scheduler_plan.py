@@ -404,6 +404,8 @@ def test_only_the_marker_makes_a_pod_the_jobs() -> None:
     assert [action.request.pods for action in submitted if isinstance(action, Submit)] == [(ref("c"),)]
     for phase, deleting in (("Running", False), ("Running", True), ("Failed", False)):
         beside = pod("c", node_name="k1", job_id=5, phase=phase, deleting=deleting)
+        # planned beside the job it names, which does not name it (alone, it would look ours and gone)
+        assert sorted(group([original, beside], [running], {}, {"ns": {}}, OPTIONS)) == ["ns/pod/a"]
         assert run([original, beside], [running]).actions == (), (phase, deleting)
         # its job ended: the pod of the job goes and its node is held; the copy is not ours to delete
         ended = replace(running, state="CANCELLED")
@@ -614,6 +616,19 @@ def test_ours_wins_over_an_edited_job_id_annotation() -> None:
     jobs = [running, job(6, "b", nodes=("n2",))]
     assert run(pods, jobs, key="ns/pod/a") == Plan()
     assert run(pods, jobs, key="ns/pod/b") == Plan()
+    # two live jobs of ours naming it on its Node: the oldest is its job, the other a duplicate (never the pod
+    # taken for the duplicate's holder)
+    said = "Slurm job 6 gives way to Slurm job 5, which pod ns/a runs under: cancelled"
+    assert run([pod(node_name="k1", job_id=9)], [running, job(6, "a", nodes=("n1",))]).actions == (
+        Cancel(job_id=6, cause="duplicate", message=said),
+    )
+    # only a live job vouches for it: with the job naming it ended, the number written stands (read, held)
+    ended = run([pod(node_name="k1", job_id=9)], [job(4, "a", state="CANCELLED", nodes=("n1",))])
+    assert ended.actions == (
+        Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 9 is no longer in Slurm", gone=9),
+        DeletePod(pod=ref(), grace_s=30, cause="job-gone", job_id=9,
+                  message="Slurm job 9 is no longer in Slurm: pod deleted (grace period 30 s)"),
+    )  # fmt: skip
     # a copy beside it (`kubectl debug --copy-to --same-node`: the annotation copied) is still not ours
     copy = pod("c", node_name="k1", job_id=5)
     assert run([pod(node_name="k1", job_id=9), copy], [running]) == Plan()
@@ -796,6 +811,9 @@ def test_a_grace_period_longer_than_half_the_run_is_cut_not_the_run() -> None:
     assert [
         a.message for a in run(bound, [preempted], world=at(1900.0)).actions if isinstance(a, DeletePod)
     ] == ["Slurm job 5 is being preempted: pod deleted (grace period 30 s)"]
+    # any start counts (epoch seconds are never this small; the rule is "set")
+    tiny = job(5, "a", nodes=("n1",), start_time=1.0, end_time=1801.0)
+    assert run(bound, [tiny], world=at(1.0)) == Plan(recheck_at=901.0)
     # no start known: the end less the grace period (as before)
     unknown = job(5, "a", nodes=("n1",), end_time=2800.0)
     assert [type(a) for a in run(bound, [unknown], world=at(1000.0)).actions] == [Hold, DeletePod]
