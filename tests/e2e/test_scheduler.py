@@ -936,12 +936,17 @@ async def test_an_overwritten_job_id_annotation_ends_nothing(rig: Rig, view: Poo
     is neither cancelled nor its node held (ours wins: the job's marker names the pod and the job runs on its
     Node). Before, the first edit cancelled the pod's job as a duplicate of the number written, held the node
     and deleted the pod as its job was gone; the second moved the pod to the other pod's gang, where its own
-    job saw it gone and was cancelled under it, with no hold."""
+    job saw it gone and was cancelled under it, with no hold. Its job's end still ends it: the pod is deleted
+    and its node held for that job (read as the other pod's job, not the pod's, it was planned again every
+    0.05 s, its node never held)."""
     first, second = view.names[0], view.names[1]
     async with scheduler(rig, view) as service:
         scheduler_ = service.scheduler
         assert isinstance(scheduler_, SchedulerController)
-        edited = view.pod("edited", annotations={"slurm-syncer.dev/constraint": f"f{first}"})
+        rig.kube.kubelet.termination_s = (
+            30.0  # a deleted pod takes its grace period to stop: the hold's window
+        )
+        edited = view.pod("edited", grace=10, annotations={"slurm-syncer.dev/constraint": f"f{first}"})
         other = view.pod("other", annotations={"slurm-syncer.dev/constraint": f"f{second}"})
         await view.wait(lambda: bool(view.node_of(edited) and view.node_of(other)), "both pods bound")
         jobs = {pod: view.job_of(pod) for pod in (edited, other)}
@@ -967,11 +972,26 @@ async def test_an_overwritten_job_id_annotation_ends_nothing(rig: Rig, view: Poo
                 assert state == "RUNNING", f"{pod}'s job {state} after job-id {written}"
                 assert not view.deleting(pod), f"{pod} deleted after job-id {written}"
                 assert not await held(node), f"{node} held after job-id {written}"
-        for pod in (edited, other):
-            await view.delete(pod)
+        # its job ends in Slurm: the pod goes and its node is held for that job, not read as the other's
+        await view.sh("scancel", jobs[edited])
+        await view.wait(lambda: view.deleting(edited), "the pod deleted")
+        said = f"Slurm job {jobs[edited]} was cancelled"
         await view.wait(
-            lambda: _is(view.job_state(jobs[edited]), "GONE", "COMPLETED", "CANCELLED"), "its job ended"
+            lambda: view.told(edited, "SlurmPodDeleted", said), "the deletion's Event naming its job"
         )
+        await view.wait(lambda: held(first), "its node held while it stops")
+        assert view.get(edited) is not None, "the pod outlived its grace period's start"
+        assert await view.job_state(jobs[other]) == "RUNNING" and not view.deleting(other)
+        await view.delete(edited, grace=0)
+        await view.delete(other)
+        await view.wait(
+            lambda: _is(view.job_state(jobs[other]), "GONE", "COMPLETED", "CANCELLED"), "its job ended"
+        )
+
+        async def released() -> bool:
+            return not await held(first)
+
+        await view.wait(released, "the hold lifted once the pod is gone")
 
 
 def _copy_of(p: Pool, name: str, copy: str, *, same_node: bool) -> str:

@@ -622,13 +622,21 @@ def test_ours_wins_over_an_edited_job_id_annotation() -> None:
     assert run([pod(node_name="k1", job_id=9)], [running, job(6, "a", nodes=("n1",))]).actions == (
         Cancel(job_id=6, cause="duplicate", message=said),
     )
-    # only a live job vouches for it: with the job naming it ended, the number written stands (read, held)
-    ended = run([pod(node_name="k1", job_id=9)], [job(4, "a", state="CANCELLED", nodes=("n1",))])
-    assert ended.actions == (
-        Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 9 is no longer in Slurm", gone=9),
-        DeletePod(pod=ref(), grace_s=30, cause="job-gone", job_id=9,
-                  message="Slurm job 9 is no longer in Slurm: pod deleted (grace period 30 s)"),
-    )  # fmt: skip
+    # its job ended: the pod goes and its node is held for that job, the last of ours that ran there (the
+    # number written, another gang's job, would be read as not the pod's at every pass, its end missed)
+    ended = [
+        job(state, "a", state=name, nodes=("n1",)) for state, name in ((2, "CANCELLED"), (3, "NODE_FAIL"))
+    ]
+    ended.append(job(4, "a", state="TIMEOUT", nodes=("n1",)))
+    for edited in (9, 6):  # 6: the live job of another pod of ours
+        assert run([pod(node_name="k1", job_id=edited), pod("b", node_name="k2", job_id=6)],
+                   [*ended, job(6, "b", nodes=("n2",))], key="ns/pod/a").actions == (
+            Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 4 reaches its time limit"),
+            DeletePod(pod=ref(), grace_s=30, cause="time-limit", job_id=4,
+                      message="Slurm job 4 reaches its time limit: pod deleted (grace period 30 s)"),
+        ), edited  # fmt: skip
+    # ... and the live one before any that ended
+    assert run([pod(node_name="k1", job_id=9)], [*ended, running]) == Plan()
     # a copy beside it (`kubectl debug --copy-to --same-node`: the annotation copied) is still not ours
     copy = pod("c", node_name="k1", job_id=5)
     assert run([pod(node_name="k1", job_id=9), copy], [running]) == Plan()

@@ -467,15 +467,14 @@ class SchedulerController(Controller):
         )
 
     async def _read_named(self, current: gang.Gang) -> None:
-        """A bound pod whose job-id annotation names no job of the gang while a live job of ours names it (the
+        """A bound pod whose job-id annotation names no job of the gang while a job of ours names it (the
         annotation overwritten, or another release bound it): the plan takes our job over the annotation
         unless the job it names is another release's (`foreign`), so that job is read first, unless a read
         found it another release's less than FOREIGN_RECHECK_S ago."""
         ids = {job.job_id for job in current.jobs}
-        live = [job for job in current.jobs if not job.ended]
         for pod in current.pods:
             job_id = pod.job_id
-            if job_id is None or job_id in ids or not any(pod.uid in job.marker.uids for job in live):
+            if job_id is None or job_id in ids or not any(pod.uid in job.marker.uids for job in current.jobs):
                 continue
             seen = self._foreign.get(job_id)
             if seen is not None and time.monotonic() - seen[1] < FOREIGN_RECHECK_S:

@@ -20,7 +20,7 @@ release's marker). Rules:
 - Our own bind is a bind: a pod in `bound` that the pod cache shows unbound is planned as bound there under
   that job (`shown_bound`): never placed again, its job never cancelled for placement, no condition on it.
 - Ours wins over an edited job-id annotation: a bound pod whose annotation names no job of the gang, nor one
-  in `foreign`, while a live job of ours names it and runs on its Node, runs under that job.
+  in `foreign`, while a job of ours names it and ran on its Node, runs under that job (a live one first).
 - Another release's pod is not ours to judge: a bound pod whose job-id names a job in `foreign` (two releases
   serve one scheduler name) is left alone: no deletion, no hold. A job the fresh read finds without any
   slurm-syncer marker is gone (Slurm lost its state and reused the id): the pod goes.
@@ -254,20 +254,28 @@ def _ours_win(gang: Gang, world: World, foreign: frozenset[int]) -> Gang:
     """The gang with each bound pod's job-id annotation as our bind wrote it, where someone overwrote it (any
     who may patch the pod may): one naming no job of the gang (a number Slurm does not have, a job of another
     gang) nor one another release runs (`foreign`: the controller reads such a job before it plans), while a
-    live job of ours names the pod and runs on its Node, is planned as naming that job: never that job
-    cancelled as a duplicate of the number written, nor the pod deleted for it. An annotation naming a job of
-    the gang is taken at its word (one that ended: the pod goes, its node held)."""
+    job of ours names the pod and ran on its Node, is planned as naming that job (the oldest live one, else
+    the last that ended): never that job cancelled as a duplicate of the number written, nor the pod deleted
+    for it while it runs, nor its end missed (a hold and the pod's deletion for it, where the number written
+    would be read as the job of another gang, not the pod's, every pass). An annotation naming a job of the
+    gang is taken at its word (one that ended: the pod goes, its node held)."""
     return replace(gang, pods=tuple(_vouched(pod, gang.jobs, world, foreign) for pod in gang.pods))
 
 
 def _vouched(pod: Pod, jobs: Sequence[Job], world: World, foreign: frozenset[int]) -> Pod:
     if pod.job_id is None or pod.job_id in foreign or any(job.job_id == pod.job_id for job in jobs):
         return pod  # unbound or no annotation (ours by the marker), another release's, or a job of the gang
-    live = [job for job in jobs if not job.ended and _stands_for(job, pod)]
-    runs = [job for job in live if any(world.bindings.get(node) == pod.node_name for node in job.nodes)]
-    if not runs:
+    ran = [
+        job
+        for job in jobs
+        if _stands_for(job, pod) and any(world.bindings.get(node) == pod.node_name for node in job.nodes)
+    ]
+    if not ran:
         return pod
-    return replace(pod, annotations={**pod.annotations, Keys.SCHEDULER_JOB_ID: str(runs[0].job_id)})
+    # the oldest live one (another is a duplicate), else the last that ended (the pod goes, its node held)
+    live = [job for job in ran if not job.ended]
+    runs = live[0] if live else ran[-1]
+    return replace(pod, annotations={**pod.annotations, Keys.SCHEDULER_JOB_ID: str(runs.job_id)})
 
 
 def _stands_for(job: Job, pod: Pod) -> bool:
