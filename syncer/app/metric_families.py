@@ -165,6 +165,13 @@ GAUGES: Final[dict[str, Family]] = {
     "slurm_syncer_scheduler_held_nodes": Family(
         "Slurm nodes the scheduler holds (drained) while a pod whose job ended still terminates there.",
     ),
+    "slurm_syncer_scheduler_unshown_binds": Family(
+        "Binds the scheduler made that its pod informer does not show yet (counted as binds meanwhile; a "
+        "lasting count means the informer lags: a held watch, a slow relist).",
+    ),
+    "slurm_syncer_scheduler_unshown_bind_oldest_seconds": Family(
+        "Age of the oldest bind the scheduler's pod informer does not show yet (0 when none).",
+    ),
     "slurm_syncer_topology_unsupported": Family(
         "1 when topology from labels is configured but Slurm's REST API has no topology_str (needs Slurm "
         "25.05+, REST v0.0.43+): nothing is written.",

@@ -429,6 +429,11 @@ class _StateCollector(Collector):
         yield _rows(teardowns, _keyed(stats.teardowns))
         held = gauge("slurm_syncer_scheduler_held_nodes")
         yield _rows(held, _one(len(controller.holds)))
+        bind_ages = controller.unshown_binds()
+        unshown = gauge("slurm_syncer_scheduler_unshown_binds")
+        yield _rows(unshown, _one(len(bind_ages)))
+        oldest_bind = gauge("slurm_syncer_scheduler_unshown_bind_oldest_seconds")
+        yield _rows(oldest_bind, _one(max(bind_ages, default=0.0)))
         yield from controller.bind_latency.collect()
 
     def _attributes(self) -> Iterator[Metric]:

@@ -387,15 +387,62 @@ async def _true() -> bool:
 
 
 async def node_gone(p: Pool, node: str) -> None:
-    """The Kubernetes Node of a bound pod is deleted: the pod is deleted at once and its job ends."""
-    pod = p.pod("homeless", annotations={"slurm-syncer.dev/constraint": f"f{node}"})
+    """The Kubernetes Node of a bound pod is deleted (`kubectl delete node`) while its kubelet still runs the
+    pod: the pod is deleted with its own grace period, which its kubelet takes to stop it, and its job, which
+    holds the pod's CPUs in Slurm, ends only once the pod is gone; a Slurm job waiting for the node never
+    runs while the pod is there. (Before, the pod was deleted with grace 0: gone from the API at once, its job
+    cancelled, and the waiting job started while the kubelet could still be stopping its containers.)"""
+    p.rig.kube.kubelet.termination_s = 30.0  # pods take their grace period to stop (as in `scancel`)
+    grace = 10  # well past Slurm's start of the waiting job once the pod's is cancelled (0-4 s)
+    pod = p.pod("homeless", grace=grace, annotations={"slurm-syncer.dev/constraint": f"f{node}"})
     await p.wait(lambda: bool(p.node_of(pod)), "the pod bound")
     job = p.job_of(pod)
-    await p.client.delete(f"/api/v1/nodes/k8s-{node}")
-    await p.wait(lambda: p.deleting(pod), "the pod on the deleted Node deleted")
-    await p.wait(lambda: p.told(pod, "SlurmPodDeleted", "no longer exists"), "the deletion's Event")
-    await p.wait(lambda: p.get(pod) is None, "the pod gone (grace 0)")
+    waiting = await p.sbatch(node)
+    await p.wait(lambda: _is(p.job_state(waiting), "PENDING"), "a Slurm job waits behind the pod's")
+    seen: list[tuple[str, bool]] = []  # (the waiting job's state, the pod present), read in that order
+
+    async def watch() -> None:
+        while True:
+            state = await p.job_state(waiting)
+            seen.append((state, p.get(pod) is not None))
+            await asyncio.sleep(0.2)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        deleted_at = time.monotonic()
+        await p.client.delete(f"/api/v1/nodes/k8s-{node}")
+        await p.wait(lambda: p.deleting(pod), "the pod on the deleted Node deleted")
+        assert p.get(pod) is not None, "the pod gone at its deletion: its kubelet had no time to stop it"
+        await p.wait(lambda: p.told(pod, "SlurmPodDeleted", "no longer exists", f"grace period {grace} s"),
+                     "the deletion's Event, with the pod's grace period")  # fmt: skip
+        await p.wait(lambda: _is(p.job_state(waiting), "RUNNING"), "the waiting Slurm job runs")
+        ran_after = time.monotonic() - deleted_at
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    assert p.get(pod) is None, "the waiting Slurm job runs while the pod is there"
+    beside = [sample_ for sample_ in seen if sample_ == ("RUNNING", True)]
+    assert not beside, f"the waiting Slurm job ran while the pod was there: {beside}"
+    assert ran_after >= grace, (
+        f"the Slurm job waiting for the node ran {ran_after:.1f} s after the Node's deletion, within the "
+        f"pod's grace period of {grace} s: the pod's containers may still have run"
+    )
     await p.wait(lambda: _is(p.job_state(job), "GONE", "CANCELLED", "COMPLETED"), "its job ended")
+    await p.sh("scancel", waiting)
+
+
+async def long_grace(p: Pool, node: str) -> None:
+    """A pod whose grace period (120 s) is longer than its job's time limit (1 minute) is bound and runs:
+    it stops over the second half of the run only (before, it was deleted as its job started, never bound,
+    and its job cancelled)."""
+    pod = p.pod("unhurried", grace=120, annotations={
+        "slurm-syncer.dev/constraint": f"f{node}", "slurm-syncer.dev/time-limit": "1",
+    })  # fmt: skip
+    await p.wait(lambda: bool(p.node_of(pod)) or p.deleting(pod), "the pod bound (or deleted)")
+    assert not p.deleting(pod), "deleted as its job started: its grace period is longer than the job's time"
+    assert p.node_of(pod) == f"k8s-{node}"
+    await p.delete(pod, grace=0)
 
 
 async def drained(p: Pool, node: str) -> None:
@@ -468,6 +515,7 @@ async def test_one_pool_stories(rig: Rig, view: Pool) -> None:
             refused(view),
             batch_job(view, n[5]),
             node_gone(view, n[6]),
+            long_grace(view, n[7]),
         )
         status, text = await get(service, "/metrics")
         assert status == 200
@@ -537,6 +585,11 @@ async def bound_unseen(
             await p.wait(lambda: p.told(pod, "Scheduled", job), "the bind told")
             overdue = time.monotonic() + scheduler_.options.bind_shows_s
             await p.wait(lambda: time.monotonic() > overdue, "the bind unshown for longer than bind_shows_s")
+            status, text = await get(service, "/metrics")  # the gauges show it between passes
+            assert status == 200
+            assert sample(text, "slurm_syncer_scheduler_unshown_binds") == 1
+            oldest = sample(text, "slurm_syncer_scheduler_unshown_bind_oldest_seconds") or 0
+            assert oldest > scheduler_.options.bind_shows_s
         # the gang planned again in the window (a resync, another event); with a lost answer, queued while
         # the reconcile that bound waits for it: planned again right after the bind failed
         faults.release_answers()
@@ -554,6 +607,10 @@ async def bound_unseen(
     scheduler_.runner.queue.add(key)
     await asyncio.wait_for(scheduler_.runner.queue.wait_idle(), DEADLINE)
     assert not p.deleting(pod) and await p.job_state(job) == "RUNNING", "the bound pod or its job was ended"
+    if late:
+        status, text = await get(service, "/metrics")
+        assert sample(text, "slurm_syncer_scheduler_unshown_binds") == 0
+        assert sample(text, "slurm_syncer_scheduler_unshown_bind_oldest_seconds") == 0
     await p.wait(
         lambda: p.told(pod, "Scheduled", job), "a Scheduled Event naming the job (answer lost or not)"
     )
@@ -868,6 +925,73 @@ async def test_allocate_at_once_keeps_slurms_order_and_a_lost_answer_makes_no_se
             assert view.job_of(later) == waiting and await view.jobs_named(f"{NS}/{later}") == [waiting]
             submits = [w for w in proxy.writes if w[2].endswith("/job/submit") and later.encode() in w[3]]
             assert len(submits) == 1, "the job of the submit answered 500 was adopted, not made again"
+
+
+@pytest.mark.only_where(
+    EXTERNAL, "external jobs need Slurm 25.05+: see test_24_11_refuses_without_placeholder"
+)
+async def test_an_overwritten_job_id_annotation_ends_nothing(rig: Rig, view: Pool) -> None:
+    """Anyone who may patch a bound pod may overwrite its slurm-syncer.dev/job-id annotation: with a number
+    Slurm does not have, or with the job of another pod of ours, the pod keeps running under its job, which
+    is neither cancelled nor its node held (ours wins: the job's marker names the pod and the job runs on its
+    Node). Before, the first edit cancelled the pod's job as a duplicate of the number written, held the node
+    and deleted the pod as its job was gone; the second moved the pod to the other pod's gang, where its own
+    job saw it gone and was cancelled under it, with no hold. Its job's end still ends it: the pod is deleted
+    and its node held for that job (read as the other pod's job, not the pod's, it was planned again every
+    0.05 s, its node never held)."""
+    first, second = view.names[0], view.names[1]
+    async with scheduler(rig, view) as service:
+        scheduler_ = service.scheduler
+        assert isinstance(scheduler_, SchedulerController)
+        rig.kube.kubelet.termination_s = (
+            30.0  # a deleted pod takes its grace period to stop: the hold's window
+        )
+        edited = view.pod("edited", grace=10, annotations={"slurm-syncer.dev/constraint": f"f{first}"})
+        other = view.pod("other", annotations={"slurm-syncer.dev/constraint": f"f{second}"})
+        await view.wait(lambda: bool(view.node_of(edited) and view.node_of(other)), "both pods bound")
+        jobs = {pod: view.job_of(pod) for pod in (edited, other)}
+
+        async def held(node: str) -> bool:
+            return HOLD_TAG in (await rig.reader.get_node(node)).reason
+
+        for written in ("99999999", jobs[other]):
+            annotations = {Keys.SCHEDULER_JOB_ID: written}
+            rig.kube.patch("", "v1", "pods", edited, {"metadata": {"annotations": annotations}}, namespace=NS)
+
+            def shown(written: str = written) -> bool:
+                found = scheduler_.pods.get(NS, edited)
+                return found is not None and found.annotations.get(Keys.SCHEDULER_JOB_ID) == written
+
+            await view.wait(shown, f"the scheduler sees job-id {written} on the pod")
+            for _ in range(2):  # both gangs planned on it, twice
+                for pod in (edited, other):
+                    scheduler_.runner.queue.add(f"{NS}/pod/{pod}")
+                await asyncio.wait_for(scheduler_.runner.queue.wait_idle(), DEADLINE)
+            for pod, node in ((edited, first), (other, second)):
+                state = await view.job_state(jobs[pod])
+                assert state == "RUNNING", f"{pod}'s job {state} after job-id {written}"
+                assert not view.deleting(pod), f"{pod} deleted after job-id {written}"
+                assert not await held(node), f"{node} held after job-id {written}"
+        # its job ends in Slurm: the pod goes and its node is held for that job, not read as the other's
+        await view.sh("scancel", jobs[edited])
+        await view.wait(lambda: view.deleting(edited), "the pod deleted")
+        said = f"Slurm job {jobs[edited]} was cancelled"
+        await view.wait(
+            lambda: view.told(edited, "SlurmPodDeleted", said), "the deletion's Event naming its job"
+        )
+        await view.wait(lambda: held(first), "its node held while it stops")
+        assert view.get(edited) is not None, "the pod outlived its grace period's start"
+        assert await view.job_state(jobs[other]) == "RUNNING" and not view.deleting(other)
+        await view.delete(edited, grace=0)
+        await view.delete(other)
+        await view.wait(
+            lambda: _is(view.job_state(jobs[other]), "GONE", "COMPLETED", "CANCELLED"), "its job ended"
+        )
+
+        async def released() -> bool:
+            return not await held(first)
+
+        await view.wait(released, "the hold lifted once the pod is gone")
 
 
 def _copy_of(p: Pool, name: str, copy: str, *, same_node: bool) -> str:

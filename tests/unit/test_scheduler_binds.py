@@ -140,3 +140,22 @@ def test_the_memory_is_bounded_by_count(limit: int) -> None:
     assert not memory.full
     memory.add(bind("last", "last"), 100.0)
     assert memory.full
+
+
+def test_the_gauges_count_the_binds_unshown_now_forgetting_none() -> None:
+    """Between the passes that sweep, the gauges read the memory against the informer as it stands: a bind it
+    shows (or whose pod is gone) is not counted, yet stays until a sweep ends it."""
+    memory = BindMemory(SHOWS_S)
+    memory.add(bind("u-1", "web-0"), 100.0)
+    memory.add(bind("u-2", "web-1"), 101.0)
+    memory.add(bind("u-3", "web-2"), 102.0)
+    informer = {
+        ("ns", "web-0"): pod("u-1", name="web-0"),
+        ("ns", "web-1"): pod("u-2", node="k1", name="web-1"),
+    }
+
+    def shown(namespace: str, name: str) -> SchedulerPod | None:
+        return informer.get((namespace, name))
+
+    assert [made.bind for made in memory.unshown(shown)] == [bind("u-1", "web-0")]
+    assert len(memory.made) == 3

@@ -176,7 +176,7 @@ MARKER = "slurm-syncer.dev/pods release=r1 key=ns/pod/a pods=a:u-a"
 def test_a_slurm_job_of_ours() -> None:
     found = SlurmJob(
         job_id=7, state=frozenset({"RUNNING", "CONFIGURING"}), reason="Resources", marker=MARKER,
-        nodes=("n1", "n2"), end_time=1100, preempt_time=1000,
+        nodes=("n1", "n2"), start_time=900, end_time=1100, preempt_time=1000,
     )  # fmt: skip
     assert edges.job(found, "r1") == Job(
         job_id=7,
@@ -185,6 +185,7 @@ def test_a_slurm_job_of_ours() -> None:
         flags=frozenset({"CONFIGURING"}),
         reason="Resources",
         nodes=("n1", "n2"),
+        start_time=900.0,
         end_time=1100.0,
         preempt_time=1000.0,
     )

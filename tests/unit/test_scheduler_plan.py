@@ -404,6 +404,8 @@ def test_only_the_marker_makes_a_pod_the_jobs() -> None:
     assert [action.request.pods for action in submitted if isinstance(action, Submit)] == [(ref("c"),)]
     for phase, deleting in (("Running", False), ("Running", True), ("Failed", False)):
         beside = pod("c", node_name="k1", job_id=5, phase=phase, deleting=deleting)
+        # planned beside the job it names, which does not name it (alone, it would look ours and gone)
+        assert sorted(group([original, beside], [running], {}, {"ns": {}}, OPTIONS)) == ["ns/pod/a"]
         assert run([original, beside], [running]).actions == (), (phase, deleting)
         # its job ended: the pod of the job goes and its node is held; the copy is not ours to delete
         ended = replace(running, state="CANCELLED")
@@ -464,12 +466,21 @@ def test_orphan_job_is_cancelled() -> None:
 
 
 def test_pod_on_a_deleted_node() -> None:
+    """Its Node object gone, its kubelet may still run it: deleted with its own grace period (the kubelet's
+    to take), and its job, which holds its CPUs in Slurm, ends only once the pod is gone (never a hold: the
+    job holds them)."""
     gone = World(bindings=WORLD.bindings, nodes={}, fresh=True, now=1000.0)
-    result = run([pod(node_name="k1", job_id=5)], [job(5, "a", nodes=("n1",))], world=gone)
+    result = run([pod(node_name="k1", job_id=5, grace_period_s=40)], [job(5, "a", nodes=("n1",))], world=gone)
     said = "has a pod on a Kubernetes Node that no longer exists"
-    message = f"Slurm job 5 {said}: pod deleted (grace period 0 s)"
+    message = f"Slurm job 5 {said}: pod deleted (grace period 40 s)"
     assert result.actions == (
-        DeletePod(pod=ref(), grace_s=0, cause="node-deleted", job_id=5, message=message),
+        DeletePod(pod=ref(), grace_s=40, cause="node-deleted", job_id=5, message=message),
+    )
+    stopping = run([pod(node_name="k1", job_id=5, deleting=True)], [job(5, "a", nodes=("n1",))], world=gone)
+    assert stopping.actions == ()
+    stopped = run([], [job(5, "a", nodes=("n1",))], world=gone, key="ns/pod/a")
+    assert stopped.actions == (
+        Cancel(job_id=5, cause="pod-deleted", message="Slurm job 5 lost a pod (deleted): cancelled"),
     )
 
 
@@ -566,6 +577,69 @@ def test_a_job_of_ours_for_a_pod_another_release_bound_gives_way() -> None:
     gang = [pod("a", group_="g", node_name="k1", job_id=7), pod("b", group_="g")]
     result = run(gang, [job(8, "a", "b", key="ns/group/g", state="PENDING")], foreign=frozenset({7}))
     assert not any(isinstance(a, Cancel) for a in result.actions)
+
+
+def test_ours_wins_over_an_edited_job_id_annotation() -> None:
+    """Anyone who may patch the pod may overwrite its job-id annotation: a bound pod whose annotation names no
+    job of the gang (a number Slurm does not have, a job of another gang), while a live job of ours names it
+    and runs on its Node, runs under that job: the job is never cancelled as a duplicate of the number
+    written, nor the node held, nor the pod deleted for it. Before, the job was cancelled ("gives way to Slurm
+    job 9") and the pod deleted as if its job were gone."""
+    running = job(5, "a", nodes=("n1",))
+    assert run([pod(node_name="k1", job_id=9)], [running]) == Plan()
+    # ... its end ends the pod as any job's would, named as the job it runs under
+    ending = job(5, "a", nodes=("n1",), preempt_time=990.0, end_time=1010.0)
+    assert run([pod(node_name="k1", job_id=9)], [ending]).actions == (
+        Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 5 is being preempted"),
+        DeletePod(pod=ref(), grace_s=10, cause="preempted", job_id=5,
+                  message="Slurm job 5 is being preempted: pod deleted (grace period 10 s)"),
+    )  # fmt: skip
+    # a job of another release's that the annotation names (`foreign`): the pod is that release's
+    said = "Slurm job 5 gives way to Slurm job 9, which pod ns/a runs under: cancelled"
+    cancel = Cancel(job_id=5, cause="duplicate", message=said)
+    assert run([pod(node_name="k1", job_id=9)], [running], foreign=frozenset({9})).actions == (cancel,)
+    # our job elsewhere (not on the pod's Node) does not run it: the annotation's word stands
+    elsewhere = run([pod(node_name="k1", job_id=9)], [job(5, "a", nodes=("n2",))])
+    assert elsewhere.actions == (
+        Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 9 is no longer in Slurm", gone=9),
+        cancel,
+    )
+    # ... and so does one naming a job of the gang: ended, its node is held (the pod goes once ours gave way)
+    earlier = job(4, "a", state="CANCELLED", nodes=("n1",))
+    assert [type(a) for a in run([pod(node_name="k1", job_id=4)], [earlier, running]).actions] == [
+        Hold,
+        Cancel,
+    ]
+    # overwritten with the job of another pod of ours: it stays in its own job's gang (before, it moved to the
+    # other's, and its own job, seeing it gone, was cancelled under it with no hold)
+    pods = [pod("a", node_name="k1", job_id=6), pod("b", node_name="k2", job_id=6)]
+    jobs = [running, job(6, "b", nodes=("n2",))]
+    assert run(pods, jobs, key="ns/pod/a") == Plan()
+    assert run(pods, jobs, key="ns/pod/b") == Plan()
+    # two live jobs of ours naming it on its Node: the oldest is its job, the other a duplicate (never the pod
+    # taken for the duplicate's holder)
+    said = "Slurm job 6 gives way to Slurm job 5, which pod ns/a runs under: cancelled"
+    assert run([pod(node_name="k1", job_id=9)], [running, job(6, "a", nodes=("n1",))]).actions == (
+        Cancel(job_id=6, cause="duplicate", message=said),
+    )
+    # its job ended: the pod goes and its node is held for that job, the last of ours that ran there (the
+    # number written, another gang's job, would be read as not the pod's at every pass, its end missed)
+    ended = [
+        job(state, "a", state=name, nodes=("n1",)) for state, name in ((2, "CANCELLED"), (3, "NODE_FAIL"))
+    ]
+    ended.append(job(4, "a", state="TIMEOUT", nodes=("n1",)))
+    for edited in (9, 6):  # 6: the live job of another pod of ours
+        assert run([pod(node_name="k1", job_id=edited), pod("b", node_name="k2", job_id=6)],
+                   [*ended, job(6, "b", nodes=("n2",))], key="ns/pod/a").actions == (
+            Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 4 reaches its time limit"),
+            DeletePod(pod=ref(), grace_s=30, cause="time-limit", job_id=4,
+                      message="Slurm job 4 reaches its time limit: pod deleted (grace period 30 s)"),
+        ), edited  # fmt: skip
+    # ... and the live one before any that ended
+    assert run([pod(node_name="k1", job_id=9)], [*ended, running]) == Plan()
+    # a copy beside it (`kubectl debug --copy-to --same-node`: the annotation copied) is still not ours
+    copy = pod("c", node_name="k1", job_id=5)
+    assert run([pod(node_name="k1", job_id=9), copy], [running]) == Plan()
 
 
 def test_foreign_never_overrides_a_job_of_ours() -> None:
@@ -708,6 +782,49 @@ def test_time_limit_ahead() -> None:
     assert [type(a) for a in run([pod(node_name="k1", job_id=5)], [running], world=at(1070.0)).actions] == [
         Hold, DeletePod
     ]  # fmt: skip
+
+
+def test_a_grace_period_longer_than_half_the_run_is_cut_not_the_run() -> None:
+    """A pod whose grace period is longer than half its job's run (its time limit from its start) does not
+    stop for the time limit as the job starts (it would run nothing, and a Job's controller would make it
+    again for the same end): it is bound and runs the first half, and is deleted halfway with the other half
+    as its grace period, the Warning Event naming spec.terminationGracePeriodSeconds. Within half the run,
+    its full grace period stands (test_time_limit_ahead); without a start, the deadline is the end less it."""
+    started = job(5, "a", nodes=("n1",), start_time=1000.0, end_time=2800.0)  # 30 minutes
+    result = run([pod(grace_period_s=3600)], [started], world=at(1000.0))
+    assert result.actions == (Bind(pod=ref(), node="k1", job_id=5, slurm_node="n1"),)
+    assert result.recheck_at == 1900.0
+    bound = [pod(node_name="k1", job_id=5, grace_period_s=3600)]
+    assert run(bound, [started], world=at(1899.0)) == Plan(recheck_at=1900.0)
+    said = (
+        "Slurm job 5 reaches its time limit (spec.terminationGracePeriodSeconds 3600 s is more than half its "
+        "run of 1800 s: cut to the time left): pod deleted (grace period 900 s)"
+    )
+    assert run(bound, [started], world=at(1900.0)).actions == (
+        Hold(slurm_node="n1", reason="pod ns/a still runs: Slurm job 5 reaches its time limit"),
+        DeletePod(pod=ref(), grace_s=900, cause="time-limit", job_id=5, message=said),
+    )
+    # half the run exactly: its grace period whole, nothing said
+    half = run([pod(node_name="k1", job_id=5, grace_period_s=900)], [started], world=at(1900.0))
+    assert [a.message for a in half.actions if isinstance(a, DeletePod)] == [
+        "Slurm job 5 reaches its time limit: pod deleted (grace period 900 s)"
+    ]
+    # a gang stops together, from the longest grace period its run allows
+    gang = [pod("a", group_="g", node_name="k1", job_id=5, grace_period_s=3600),
+            pod("b", group_="g", node_name="k2", job_id=5, grace_period_s=60)]  # fmt: skip
+    both = job(5, "a", "b", key="ns/group/g", nodes=("n1", "n2"), start_time=1000.0, end_time=2800.0)
+    assert run(gang, [both], world=at(1000.0)) == Plan(recheck_at=1900.0)
+    # preemption's deadline is Slurm's GraceTime: the pod's grace period capped, nothing cut to say
+    preempted = job(5, "a", nodes=("n1",), start_time=1000.0, end_time=1930.0, preempt_time=1900.0)
+    assert [
+        a.message for a in run(bound, [preempted], world=at(1900.0)).actions if isinstance(a, DeletePod)
+    ] == ["Slurm job 5 is being preempted: pod deleted (grace period 30 s)"]
+    # any start counts (epoch seconds are never this small; the rule is "set")
+    tiny = job(5, "a", nodes=("n1",), start_time=1.0, end_time=1801.0)
+    assert run(bound, [tiny], world=at(1.0)) == Plan(recheck_at=901.0)
+    # no start known: the end less the grace period (as before)
+    unknown = job(5, "a", nodes=("n1",), end_time=2800.0)
+    assert [type(a) for a in run(bound, [unknown], world=at(1000.0)).actions] == [Hold, DeletePod]
 
 
 def test_suspend_and_requeue_take_the_pod_away() -> None:

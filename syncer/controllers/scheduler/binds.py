@@ -10,7 +10,8 @@ bound chosen here: a watch held back, a slow relist, an API server under load):
 - a read of the pod from the API server (not the informer) shows it not on that Node: unbound (the bind was
   not made), gone, another UID, or bound elsewhere (the informer will show it).
 A bind whose answer was lost is read back before the gang is planned again; one the informer does not show
-after `shows_s` is warned of once and read back again every `shows_s` while its gang is planned. The memory
+after `shows_s` is warned of once and read back again every `shows_s` while its gang is planned; the gauges
+`slurm_syncer_scheduler_unshown_binds` and `..._unshown_bind_oldest_seconds` show them at any time. The memory
 is at most the informer's unbound pods of ours (each entry names one: the rest are dropped every pass) and
 at most `limit`: the controller binds nothing more while it is full."""
 
@@ -55,6 +56,10 @@ def read_back(made: MadeBind, read: SchedulerPod | None) -> bool:
     return read is not None and read.uid == made.bind.pod.uid and read.node_name == made.bind.node
 
 
+def _named(made: MadeBind) -> tuple[str, str]:
+    return made.bind.pod.namespace, made.bind.pod.name
+
+
 class BindMemory:
     """Pod UID -> our bind until evidence ends it (times: time.monotonic(), given by the caller)."""
 
@@ -77,7 +82,7 @@ class BindMemory:
         ended: list[MadeBind] = []
         late: list[MadeBind] = []
         for uid, made in list(self.made.items()):
-            if unshown_bind(made, shown(made.bind.pod.namespace, made.bind.pod.name)):
+            if unshown_bind(made, shown(*_named(made))):
                 del self.made[uid]
                 if made.warned:
                     ended.append(made)
@@ -104,6 +109,11 @@ class BindMemory:
         if made_ and current is not None:
             self.made[uid] = replace(current, answered=True, read_at=now)
         return made_
+
+    def unshown(self, shown: Shown) -> list[MadeBind]:
+        """The binds the pod informer (`shown`, as for `sweep`) does not show yet as it stands now, forgetting
+        none: what the gauges count at a scrape, between the passes that sweep."""
+        return [made for made in list(self.made.values()) if not unshown_bind(made, shown(*_named(made)))]
 
     def of(self, uids: set[str]) -> frozenset[Bind]:
         """These pods' binds (plan's `bound`)."""

@@ -351,6 +351,7 @@ class SchedulerController(Controller):
         unplaced = self._still_unplaced(current)
         cancelled = self._still_cancelled(current)
         bound = await self._still_bound(current)
+        await self._read_named(current)
         foreign = self._still_foreign(current)
         world = await self._world(shown_bound(current, bound))
         decided = plan(
@@ -464,6 +465,30 @@ class SchedulerController(Controller):
             for pod in current.pods
             if pod.job_id in self._foreign and now - self._foreign[pod.job_id][1] < FOREIGN_RECHECK_S
         )
+
+    async def _read_named(self, current: gang.Gang) -> None:
+        """A bound pod whose job-id annotation names no job of the gang while a job of ours names it (the
+        annotation overwritten, or another release bound it): the plan takes our job over the annotation
+        unless the job it names is another release's (`foreign`), so that job is read first, unless a read
+        found it another release's less than FOREIGN_RECHECK_S ago."""
+        ids = {job.job_id for job in current.jobs}
+        for pod in current.pods:
+            job_id = pod.job_id
+            if job_id is None or job_id in ids or not any(pod.uid in job.marker.uids for job in current.jobs):
+                continue
+            seen = self._foreign.get(job_id)
+            if seen is not None and time.monotonic() - seen[1] < FOREIGN_RECHECK_S:
+                continue
+            try:
+                read = await self.jobs.fresh(job_id)
+            except SlurmError as exc:
+                why = f"pod {pod.namespace}/{pod.name} names Slurm job {job_id}, which cannot be read: {exc}"
+                raise RetryAfter(1.0, why) from exc
+            other = edges.other_release(read, self.release) if read is not None else ""
+            if other:
+                await self._learned_foreign(job_id, other, current)
+            else:
+                self._foreign.pop(job_id, None)
 
     async def _settle_cancels(self, key: str) -> None:
         """A cancel of the gang's job that failed may have ended it all the same (its answer lost): the job
@@ -904,6 +929,12 @@ class SchedulerController(Controller):
         await self.context.events.record(ObjectRef.pod(namespace, name, uid), type_, reason, message)
 
     # -- what status and the exporter show ------------------------------------------------------------
+    def unshown_binds(self) -> list[float]:
+        """How long ago each bind the pod informer does not show yet was made (s): the exporter's gauges. A
+        bind is read back and warned of only when its gang is planned; these show the lag between passes."""
+        now = time.monotonic()
+        return sorted(now - made.at for made in self._binds.unshown(self.pods.get))
+
     def pod_states(self) -> list[PodState]:
         now = time.time()
         states = []

@@ -97,6 +97,7 @@ def job(found: SlurmJob, release: str) -> Job | None:
         flags=found.state - BASE_STATES,
         reason=found.reason,
         nodes=found.nodes,
+        start_time=float(found.start_time),
         end_time=float(found.end_time),
         preempt_time=float(found.preempt_time),
     )

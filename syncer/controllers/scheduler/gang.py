@@ -93,8 +93,7 @@ def group(
         claimed.update(dict.fromkeys(job.marker.uids, job.marker.key))
     members: dict[str, list[Pod]] = {}
     for pod in pods:
-        bound = by_id.get(pod.job_id or 0)
-        key = bound.marker.key if bound else claimed.get(pod.uid) or key_of(pod, batch_jobs)
+        key = _key(pod, by_id.get(pod.job_id or 0), claimed) or key_of(pod, batch_jobs)
         members.setdefault(key, []).append(pod)
     standing: dict[str, list[Job]] = {}
     for job in jobs:
@@ -117,6 +116,16 @@ def group(
         for key in sorted(members.keys() | standing.keys())
         if only is None or key == only
     }
+
+
+def _key(pod: Pod, bound: Job | None, claimed: Mapping[str, str]) -> str:
+    """The gang of a pod a job of ours names or its job-id annotation names (`bound`): that job's if it names
+    the pod, else the first job's naming it (an annotation anyone may overwrite never takes a pod from its
+    job's gang: that job would see it gone and end under it), else the annotation's (a copy: planned beside
+    the job it names, which does not name it, so it is left alone); "" when none."""
+    if bound is not None and pod.uid in bound.marker.uids:
+        return bound.marker.key
+    return claimed.get(pod.uid) or (bound.marker.key if bound is not None else "")
 
 
 def want(

@@ -19,6 +19,8 @@ release's marker). Rules:
   once the cache shows it ended the usual rules apply (a placement retry: submitted again later).
 - Our own bind is a bind: a pod in `bound` that the pod cache shows unbound is planned as bound there under
   that job (`shown_bound`): never placed again, its job never cancelled for placement, no condition on it.
+- Ours wins over an edited job-id annotation: a bound pod whose annotation names no job of the gang, nor one
+  in `foreign`, while a job of ours names it and ran on its Node, runs under that job (a live one first).
 - Another release's pod is not ours to judge: a bound pod whose job-id names a job in `foreign` (two releases
   serve one scheduler name) is left alone: no deletion, no hold. A job the fresh read finds without any
   slurm-syncer marker is gone (Slurm lost its state and reused the id): the pod goes.
@@ -29,6 +31,7 @@ release's marker). Rules:
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -195,7 +198,7 @@ def plan(
 ) -> Plan:
     if not world.fresh:
         return Plan(blocked=STALE)
-    gang = shown_bound(gang, bound)
+    gang = _ours_win(shown_bound(gang, bound), world, foreign)
     unknown = [job for job in gang.jobs if not job.known]
     if unknown:
         job = unknown[0]
@@ -245,6 +248,34 @@ def _as_bound(pod: Pod, bind: Bind | None) -> Pod:
         return pod
     annotations = {**pod.annotations, Keys.SCHEDULER_JOB_ID: str(bind.job_id)}
     return replace(pod, node_name=bind.node, annotations=annotations)
+
+
+def _ours_win(gang: Gang, world: World, foreign: frozenset[int]) -> Gang:
+    """The gang with each bound pod's job-id annotation as our bind wrote it, where someone overwrote it (any
+    who may patch the pod may): one naming no job of the gang (a number Slurm does not have, a job of another
+    gang) nor one another release runs (`foreign`: the controller reads such a job before it plans), while a
+    job of ours names the pod and ran on its Node, is planned as naming that job (the oldest live one, else
+    the last that ended): never that job cancelled as a duplicate of the number written, nor the pod deleted
+    for it while it runs, nor its end missed (a hold and the pod's deletion for it, where the number written
+    would be read as the job of another gang, not the pod's, every pass). An annotation naming a job of the
+    gang is taken at its word (one that ended: the pod goes, its node held)."""
+    return replace(gang, pods=tuple(_vouched(pod, gang.jobs, world, foreign) for pod in gang.pods))
+
+
+def _vouched(pod: Pod, jobs: Sequence[Job], world: World, foreign: frozenset[int]) -> Pod:
+    if pod.job_id is None or pod.job_id in foreign or any(job.job_id == pod.job_id for job in jobs):
+        return pod  # unbound or no annotation (ours by the marker), another release's, or a job of the gang
+    ran = [
+        job
+        for job in jobs
+        if _stands_for(job, pod) and any(world.bindings.get(node) == pod.node_name for node in job.nodes)
+    ]
+    if not ran:
+        return pod
+    # the oldest live one (another is a duplicate), else the last that ended (the pod goes, its node held)
+    live = [job for job in ran if not job.ended]
+    runs = live[0] if live else ran[-1]
+    return replace(pod, annotations={**pod.annotations, Keys.SCHEDULER_JOB_ID: str(runs.job_id)})
 
 
 def _stands_for(job: Job, pod: Pod) -> bool:
@@ -302,9 +333,27 @@ def _slurm_end(job: Job, members: Sequence[Pod], now: float) -> str:
 
 
 def _deadline(job: Job, members: Sequence[Pod]) -> float | None:
-    """When the pods must start stopping to be gone by the job's end (its time limit): None without one."""
+    """When the pods must start stopping to be gone by the job's end (its time limit): None without one. A
+    grace period longer than half the job's run is cut to that half: a pod is never stopped for the time
+    limit before it has run half of it (deleted as the job starts, it would run nothing)."""
     grace = max((pod.grace_period_s for pod in members), default=0)
-    return job.end_time - grace if job.end_time > 0 else None
+    return job.end_time - min(grace, _half_run(job)) if job.end_time > 0 else None
+
+
+def _half_run(job: Job) -> float:
+    """Half the job's run, start to end: the most of it its pods' stop takes (unbounded without a start)."""
+    return (job.end_time - job.start_time) / 2 if job.start_time > 0 else math.inf
+
+
+def _cut(job: Job, pod: Pod, end: str) -> str:
+    """What the deletion says when the pod's grace period was cut to half its job's run ("": it was not)."""
+    run = job.end_time - job.start_time
+    if end != "time-limit" or pod.grace_period_s <= _half_run(job):
+        return ""
+    return (
+        f"{SAID[end]} (spec.terminationGracePeriodSeconds {pod.grace_period_s} s is more than half its run "
+        f"of {run:g} s: cut to the time left)"
+    )
 
 
 def _live(job: Job, members: Sequence[Pod], gang: Gang, out: _Out) -> None:
@@ -321,7 +370,7 @@ def _live(job: Job, members: Sequence[Pod], gang: Gang, out: _Out) -> None:
         )
         for pod in members:
             if not pod.ended:
-                out.delete(pod, end, job.job_id, left)
+                out.delete(pod, end, job.job_id, left, said=_cut(job, pod, end))
         if not any(_bound_to(job, pod) for pod in members):
             out.cancel(job, end)
         return
@@ -338,9 +387,11 @@ def _live(job: Job, members: Sequence[Pod], gang: Gang, out: _Out) -> None:
         for pod in members:
             out.condition(pod, PENDING, f"Slurm job {job.job_id} is pending{reason}")
         return
+    # its Node object deleted, its kubelet may still run it: deleted with its own grace period (the kubelet's
+    # to take), and the job, holding its CPUs in Slurm, stays until it is gone (`_over`)
     lost = [pod for pod in members if pod.node_name and pod.node_name not in out.world.nodes]
     for pod in lost:
-        out.delete(pod, "node-deleted", job.job_id, grace=0)
+        out.delete(pod, "node-deleted", job.job_id)
     unbound = [pod for pod in members if not pod.node_name]
     if lost or not unbound:
         return

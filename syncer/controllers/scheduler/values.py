@@ -187,6 +187,7 @@ class Job:
     flags: frozenset[str] = frozenset()  # CONFIGURING, COMPLETING, REQUEUED, ...
     reason: str = ""  # state_reason: Priority, Resources, ...
     nodes: tuple[str, ...] = ()  # the allocated Slurm nodes
+    start_time: float = 0.0  # running: when it started
     end_time: float = 0.0  # running: when Slurm ends it (time limit, or preempt_time + GraceTime)
     preempt_time: float = 0.0  # set when Slurm starts preempting it
 
