@@ -4,6 +4,7 @@ closed at once when leadership is lost or in doubt, and never open in dry-run mo
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from syncer.runtime.errors import NotLeader
 
@@ -11,17 +12,24 @@ __all__ = ["NotLeader", "WriteGate"]
 
 
 class WriteGate:
-    def __init__(self, *, dry_run: bool = False, always_leader: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        dry_run: bool = False,
+        always_leader: bool = False,
+        clock: Callable[[], float] = time.monotonic,  # the clock of grant's `since`
+    ) -> None:
         self.dry_run = dry_run
         self._always = always_leader
-        self._valid_until = 0.0  # monotonic deadline of the current term
+        self._clock = clock
+        self._valid_until = 0.0  # clock() deadline of the current term
         self._halted = False
         self.refused = 0
 
     def grant(self, valid_for_s: float, since: float | None = None) -> None:
         """Leadership confirmed and safe for `valid_for_s` (less than the lease duration) from `since`
         (the monotonic time the confirming renewal was sent; now when not given)."""
-        self._valid_until = (time.monotonic() if since is None else since) + valid_for_s
+        self._valid_until = (self._clock() if since is None else since) + valid_for_s
 
     def revoke(self) -> None:
         self._valid_until = 0.0
@@ -39,7 +47,7 @@ class WriteGate:
     def leading(self) -> bool:
         if self._halted:
             return False
-        return self._always or time.monotonic() < self._valid_until
+        return self._always or self._clock() < self._valid_until
 
     def check(self) -> bool:
         """True when a write may go out; False in dry-run (the caller logs what it would have done).

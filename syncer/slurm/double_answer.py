@@ -26,9 +26,11 @@ def recover(message: str) -> tuple[int, bytes] | None:
     if not is_double_answer(message):
         return None
     lines = (line.strip() for line in message.splitlines())
-    quoted = next((line for line in lines if line.startswith(("b'", 'b"'))), "")
+    quoted = next((line for line in lines if line.startswith(("b'", 'b"'))), None)
+    if quoted is None:
+        return None
     try:
-        data = ast.literal_eval(quoted) if quoted else b""
+        data = ast.literal_eval(quoted)
     except (ValueError, SyntaxError):
         return None
     if not isinstance(data, bytes):

@@ -206,6 +206,7 @@ def decode_jobs(raw: Sequence[msgspec.Raw], keep: Callable[[str], bool] | None) 
     return [decode_job(item) for item in wanted]
 
 
+# pragma: no mutate start (the one coroutine here: scripts/mutation measures the pure functions of this file)
 async def jobs_in_turns(
     raw: Sequence[msgspec.Raw], keep: Callable[[str], bool] | None
 ) -> tuple[SlurmJob, ...]:
@@ -218,6 +219,7 @@ async def jobs_in_turns(
     return tuple(jobs)
 
 
+# pragma: no mutate end
 def _number(value: int) -> dict[str, Any]:
     return {"set": True, "infinite": False, "number": value}
 

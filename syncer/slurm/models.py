@@ -215,13 +215,24 @@ class PingEntry(msgspec.Struct):
     mode: str = ""  # "primary" or "backup" (v0.0.42; v0.0.43+ has only `primary`)
     primary: bool | None = None
 
+    # The properties delegate to plain functions: mutmut 3 does not mutate decorated functions.
     @property
     def up(self) -> bool:
-        return self.responding if self.responding is not None else self.pinged.upper() == "UP"
+        return ping_up(self.responding, self.pinged)
 
     @property
     def is_primary(self) -> bool:
-        return self.primary if self.primary is not None else self.mode == "primary"
+        return ping_primary(self.primary, self.mode)
+
+
+def ping_up(responding: bool | None, pinged: str) -> bool:
+    """`responding` where the API gives it, else whether `pinged` says UP (before v0.0.42)."""
+    return responding if responding is not None else pinged.upper() == "UP"
+
+
+def ping_primary(primary: bool | None, mode: str) -> bool:
+    """`primary` where the API gives it, else whether `mode` says primary (v0.0.42)."""
+    return primary if primary is not None else mode == "primary"
 
 
 class PingResponse(Envelope):
@@ -264,16 +275,24 @@ class SlurmctldConf(msgspec.Struct):
 
     @property
     def keeps_partitions(self) -> bool:
-        return any(flag.lower() == "keeppartinfo" for flag in self.reconfig_flags)
+        return keeps_partitions(self.reconfig_flags)
 
     @property
     def preempts_by_partition(self) -> str:
         """How slurmctld preempts by partition priority ("PreemptType=..., PreemptMode=..."), or ""."""
-        listed = self.preempt_mode.split(",") if isinstance(self.preempt_mode, str) else self.preempt_mode
-        modes = [m.strip().upper() for m in listed if m.strip()]
-        if self.preempt_type != "preempt/partition_prio" or not modes or modes == ["OFF"]:
-            return ""
-        return f"PreemptType={self.preempt_type}, PreemptMode={','.join(modes)}"
+        return preempts_by_partition(self.preempt_type, self.preempt_mode)
+
+
+def keeps_partitions(reconfig_flags: list[str]) -> bool:
+    return any(flag.lower() == "keeppartinfo" for flag in reconfig_flags)
+
+
+def preempts_by_partition(preempt_type: str, preempt_mode: list[str] | str) -> str:
+    listed = preempt_mode.split(",") if isinstance(preempt_mode, str) else preempt_mode
+    modes = [m.strip().upper() for m in listed if m.strip()]
+    if preempt_type != "preempt/partition_prio" or not modes or modes == ["OFF"]:
+        return ""
+    return f"PreemptType={preempt_type}, PreemptMode={','.join(modes)}"
 
 
 class ConfResponse(Envelope):

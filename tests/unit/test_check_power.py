@@ -169,3 +169,146 @@ def test_a_prolog_timeout_within_the_prologs_wait_is_a_warning(timeout: int, war
 def test_without_conf_the_check_by_hand_names_the_prolog() -> None:
     [(_, _, fix, _)] = power_checks(None, [GPU], "API v0.0.42 (Slurm 24.11.5)")
     assert "grep PrologSlurmctld" in fix and "slurm-syncer-prolog" in fix
+
+
+# Each item's whole text as an administrator reads it, and the boundaries of each rule.
+CPU = PowerNodeSet("slurm", "cpu")
+FIX_RECONFIGURE = "then run `scontrol reconfigure`"
+
+
+def test_power_saving_off_says_what_is_missing_for_every_nodeset_named_and_how_to_add_it() -> None:
+    suspend, programs = power_checks(conf("power-off"), [GPU, CPU], "API v0.0.45")[:2]
+    assert suspend == (
+        False,
+        "SuspendTime is NONE: slurmctld never powers an idle node down, so NodeSet(s) slurm/gpu, slurm/cpu "
+        "never shrink (their idle members keep their pods)",
+        "add `SuspendTime=300` (idle seconds before a member's pod goes) to slurm.conf, "
+        f"{FIX_RECONFIGURE} (a partition's own SuspendTime also works: check does not read it)",
+        False,
+    )
+    assert programs == (
+        False,
+        "slurm.conf names no SuspendProgram and no ResumeProgram: slurmctld does not power nodes up or down "
+        "without both, so NodeSet(s) slurm/gpu, slurm/cpu get no pods for pending jobs",
+        "add `SuspendProgram=/bin/true` and `ResumeProgram=/bin/true` to slurm.conf (the syncer does the "
+        f"work; any program that exits 0 will do), {FIX_RECONFIGURE}",
+        False,
+    )
+
+
+def test_one_program_missing_names_only_that_one() -> None:
+    only_suspend = msgspec.structs.replace(conf("power-off"), suspend_program="/bin/true")
+    _, what, fix, _ = power_checks(only_suspend, [GPU], "")[1]
+    assert what.startswith("slurm.conf names no ResumeProgram: ")
+    assert fix.startswith("add `ResumeProgram=/bin/true` to slurm.conf")
+
+
+def test_the_items_that_pass_are_ok_with_no_fix_and_no_warning() -> None:
+    lines = power_checks(conf("power-on"), [GPU], "API v0.0.45")[:4]
+    assert [(ok, fix, warn) for ok, _, fix, warn in lines] == [(True, "", False)] * 4
+
+
+def test_suspend_time_of_one_second_is_on() -> None:
+    one = msgspec.structs.replace(conf("power-on"), suspend_time=1)
+    assert power_checks(one, [GPU], "")[0] == (
+        True,
+        "SuspendTime=1: slurmctld powers an idle member down after 1 s",
+        "",
+        False,
+    )
+
+
+@pytest.mark.parametrize(("seconds", "short"), [(299, True), (300, False), (900, False)])
+def test_a_resume_timeout_under_300_s_is_a_warning_saying_why(seconds: int, short: bool) -> None:
+    changed = msgspec.structs.replace(conf("power-on"), resume_timeout=seconds)
+    line = power_checks(changed, [GPU], "")[2]
+    what = f"ResumeTimeout={seconds}: a member's slurmd must register within {seconds} s of its power-up"
+    if not short:
+        assert line == (True, what, "", False)
+        return
+    assert line == (
+        True,
+        f"{what}, or slurmctld marks it DOWN and requeues its job; a pod that waits for a new machine or "
+        "pulls a large image takes longer",
+        "set `ResumeTimeout=900` (longer than your cluster autoscaler takes to add a machine, plus the image "
+        f"pull) in slurm.conf, {FIX_RECONFIGURE}",
+        True,
+    )
+
+
+def test_an_exclusion_fails_and_its_fix_says_which_members_may_stay_excluded() -> None:
+    excluded = msgspec.structs.replace(
+        conf("power-on"), suspend_exc_nodes=["gpu-[0-3]"], suspend_exc_parts=[], suspend_exc_states=[]
+    )
+    assert power_checks(excluded, [GPU], "")[3] == (
+        False,
+        "SuspendExcNodes entry gpu-[0-3] covers members of NodeSet slurm/gpu: slurmctld never powers them "
+        "down (nor up from powered down)",
+        "remove them from slurm.conf's SuspendExc* settings (members that must stay up: "
+        f"spec.power.minReplicas, whose members SuspendExcNodes may name), {FIX_RECONFIGURE}",
+        False,
+    )
+
+
+def test_an_exclusion_check_cannot_read_is_skipped_and_the_entries_after_it_still_count() -> None:
+    excluded = msgspec.structs.replace(
+        conf("power-on"), suspend_exc_nodes=["gpu-[1", "gpu-2"], suspend_exc_parts=[], suspend_exc_states=[]
+    )
+    assert power_checks(excluded, [GPU], "")[3][1].startswith("SuspendExcNodes entry gpu-2 covers")
+
+
+@pytest.mark.parametrize(
+    ("entry", "covers"),
+    [
+        ("gpu-1:2", True),  # a count: keep 2 of gpu-1 up
+        ("gpu-1:x", False),  # no count: the name is `gpu-1:x`, no member's
+        ("gpu-[1-2]:x:2", False),  # only the last `:N` is a count: the names are gpu-1:x and gpu-2:x
+    ],
+)
+def test_only_a_trailing_colon_and_digits_is_an_exclusions_count(entry: str, covers: bool) -> None:
+    excluded = msgspec.structs.replace(
+        conf("power-on"), suspend_exc_nodes=[entry], suspend_exc_parts=[], suspend_exc_states=[]
+    )
+    assert power_checks(excluded, [GPU], "")[3][0] is not covers
+
+
+def test_without_conf_the_warning_names_every_nodeset_and_what_is_not_known() -> None:
+    [line] = power_checks(None, [GPU, CPU], "API v0.0.42 (Slurm 24.11.5)")
+    assert line == (
+        True,
+        "power saving for NodeSet(s) slurm/gpu, slurm/cpu: not checked, API v0.0.42 (Slurm 24.11.5) has no "
+        "GET /conf (Slurm 26.05+): SuspendTime, ResumeTimeout, SuspendProgram, ResumeProgram and SuspendExc* "
+        "are unknown",
+        "check by hand: `scontrol show config | grep -E '^(Suspend|Resume)'` must show SuspendTime set (not "
+        "NONE), SuspendProgram and ResumeProgram named, and no SuspendExc* covering members; `scontrol show "
+        "config | grep PrologSlurmctld` should name slurm-syncer-prolog (jobs on powered-up members start "
+        "once they are ready, not at slurmctld's 30 s check)",
+        True,
+    )
+
+
+def test_a_nodeset_without_a_partition_reads_as_the_empty_partition() -> None:
+    listed = [{"metadata": {"namespace": "slurm", "name": "gpu"}, "spec": {"power": {}}}]
+    assert power_nodesets(listed) == [PowerNodeSet("slurm", "gpu", "", None, 0)]
+
+
+def test_the_prolog_is_recognised_by_its_file_name_with_or_without_a_directory() -> None:
+    bare = msgspec.structs.replace(conf("prolog"), prolog_slurmctld=["slurm-syncer-prolog"])
+    assert prolog_line(bare)[1].startswith("PrologSlurmctld=slurm-syncer-prolog: ")
+
+
+def test_other_prologs_are_all_named_when_none_is_ours() -> None:
+    others = msgspec.structs.replace(conf("prolog"), prolog_slurmctld=["/a/site", "/b/other"])
+    assert prolog_line(others)[1].startswith("PrologSlurmctld=/a/site,/b/other does not name slurm-syncer's")
+
+
+@pytest.mark.parametrize("timeout", [1, 300])
+def test_a_prolog_timeout_of_1_to_300_s_warns_that_a_longer_wait_requeues_the_job(timeout: int) -> None:
+    changed = msgspec.structs.replace(conf("prolog"), prolog_timeout=timeout)
+    assert prolog_line(changed) == (
+        True,
+        f"PrologSlurmctld=/sbx/etc/slurm-syncer-prolog, but PrologTimeout={timeout} s: a wait for a member "
+        "longer than that ends the prolog as failed and slurmctld requeues the job",
+        f"set SLURM_SYNCER_PROLOG_WAIT below {timeout} in slurm-syncer-prolog.env, or raise PrologTimeout",
+        True,
+    )

@@ -161,15 +161,6 @@ async def test_controller_runner_retries_requeues_and_counts() -> None:
     )
 
 
-def test_backoff_is_exponential_with_jitter_and_a_cap() -> None:
-    backoff = Backoff(0.1, 1.0)
-    for attempt, ceiling in ((1, 0.1), (2, 0.2), (3, 0.4), (10, 1.0)):
-        delays = {backoff.delay(attempt) for _ in range(20)}
-        assert all(ceiling / 2 <= d <= ceiling for d in delays)
-    with pytest.raises(ValueError, match="0 < base_s <= max_s"):
-        Backoff(2.0, 1.0)
-
-
 async def test_a_loop_that_swallows_its_cancellation_is_named_and_cancelled_again() -> None:
     manager = Manager(stop_grace_s=0.1)
     rounds: list[int] = []

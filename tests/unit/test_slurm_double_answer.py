@@ -102,3 +102,61 @@ async def test_an_unrecoverable_double_answer_is_still_a_slurm_error(replaying_s
     async with SlurmClient(replaying_server, StaticToken("t"), attempts=1) as client:
         with pytest.raises(SlurmApiError, match="not valid HTTP"):
             await client.list_jobs()
+
+
+# recover()'s rules one by one, on messages shaped as aiohttp writes them: the marker, a blank line, the
+# refused bytes as an indented bytes literal, then a caret line under them.
+def _message(quoted: str, marker: str = "Data after `Connection: close`:") -> str:
+    return f"{marker}\n\n  {quoted}\n  {' ' * len(quoted)}^"
+
+
+def test_only_a_message_that_starts_with_aiohttps_marker_is_a_double_answer() -> None:
+    quoted = "b'{}HTTP/1.1 503 Busy'"
+    assert recover(_message(quoted)) == (503, b"{}")
+    assert recover(_message(quoted, marker="Bad status line: Data after `Connection: close`:")) is None
+    assert recover(_message(quoted, marker="Data after Connection: close:")) is None
+
+
+def test_the_quoted_bytes_may_be_in_double_quotes_when_the_body_holds_a_single_quote() -> None:
+    body = b"it's gone"
+    quoted = repr(body + b"HTTP/1.1 404 Not Found")
+    assert quoted.startswith('b"')  # Python's own choice of quotes, as aiohttp's message shows it
+    assert recover(_message(quoted)) == (404, body)
+
+
+def test_the_first_quoted_line_is_read_and_lines_before_it_are_skipped() -> None:
+    message = (
+        "Data after `Connection: close`:\nsome words\n  b'first HTTP/1.1 500 X'\n  b'second HTTP/1.1 502 Y'"
+    )
+    assert recover(message) == (500, b"first ")
+
+
+def test_the_status_is_the_last_one_quoted_and_the_body_everything_before_it() -> None:
+    """A body may itself mention a status line: the second answer's own line comes last."""
+    quoted = repr(b'{"said": "HTTP/1.1 200 OK"}HTTP/1.1 511 Network Authentication Required')
+    assert recover(_message(quoted)) == (511, b'{"said": "HTTP/1.1 200 OK"}')
+
+
+def test_a_status_line_of_http_1_0_counts_too() -> None:
+    assert recover(_message("b'{}HTTP/1.0 422 Unprocessable'")) == (422, b"{}")
+
+
+def test_an_empty_first_body_is_recovered_as_empty() -> None:
+    assert recover(_message("b'HTTP/1.1 401 Unauthorized'")) == (401, b"")
+
+
+def test_only_http_1_x_status_lines_of_three_digits_count() -> None:
+    assert recover(_message("b'{}HTTP/2.0 503 Busy'")) is None
+    assert recover(_message("b'{}HTTP/1.1 50 Busy'")) is None
+
+
+@pytest.mark.parametrize(
+    "quoted",
+    [
+        "b'{}HTTP/1.1 503 Busy",  # cut off: a SyntaxError
+        "b'{}' + b'HTTP/1.1 503 Busy'",  # an expression, not a literal: a ValueError
+        "b'{}HTTP/1.1 503 Busy', 1",  # a literal, but a tuple, not bytes
+    ],
+)
+def test_a_quoted_line_that_is_not_one_bytes_literal_is_left_alone(quoted: str) -> None:
+    assert recover(_message(quoted)) is None

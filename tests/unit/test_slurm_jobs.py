@@ -16,6 +16,7 @@ from syncer.slurm.jobs import (
     MARKER_FIELD,
     PLACEHOLDER_SCRIPT,
     JobDetailsResponse,
+    allocate_body,
     decode_job,
     decode_jobs,
     submit_body,
@@ -142,3 +143,119 @@ def test_the_cache_tells_what_changed_in_a_job() -> None:
     assert (
         changed is not None and changed.kind == "changed" and changed.fields == ("state", "reason", "nodes")
     )
+
+
+# The decoder's and the bodies' rules one at a time (syncer/slurm/jobs.py).
+def _job(**fields: object) -> SlurmJob:
+    return decode_job(msgspec.json.encode({"job_id": 7, **fields}))
+
+
+def _number_of(value: int, *, set_: bool = True, infinite: bool = False) -> dict[str, object]:
+    return {"set": set_, "infinite": infinite, "number": value}
+
+
+def test_every_field_a_job_answer_gives_is_read_into_the_job() -> None:
+    job = _job(
+        name="pod-web-0", job_state=["running", "COMPLETING"], state_reason="Resources",
+        state_description="waiting", admin_comment=MARKER, partition="gpu", account="ml", qos="high",
+        user_name="alice", nodes="n[1-2]", flags=["EXTERNAL_JOB"], priority=_number_of(9), hold=True,
+        nice=3, requeue=True, restart_cnt=2, submit_time=_number_of(100), start_time=_number_of(200),
+        end_time=_number_of(300), preempt_time=_number_of(250), time_limit=_number_of(60),
+        job_resources={"nodes": {"allocation": [
+            {"name": "n1", "cpus": {"count": 4}, "memory": {"allocated": 1024}},
+            {"name": "n2", "cpus": {"count": 2}, "memory": {"allocated": 512}},
+        ]}},
+        gres_detail=["gpu:1(IDX:0)", "gpu:1(IDX:1)"],
+    )  # fmt: skip
+    assert job == SlurmJob(
+        job_id=7, name="pod-web-0", state=frozenset({"RUNNING", "COMPLETING"}), reason="Resources",
+        reason_detail="waiting", marker=MARKER, partition="gpu", account="ml", qos="high", user="alice",
+        nodes=("n1", "n2"),
+        allocation=(
+            NodeAllocation("n1", 4, 1024, "gpu:1(IDX:0)"), NodeAllocation("n2", 2, 512, "gpu:1(IDX:1)")
+        ),
+        external=True, priority=9, hold=True, nice=3, requeue=True, restart_count=2, submit_time=100,
+        start_time=200, end_time=300, preempt_time=250, time_limit_min=60,
+    )  # fmt: skip
+
+
+def test_a_job_that_says_only_its_id_reads_as_empty_fields_and_no_time_limit() -> None:
+    assert _job() == SlurmJob(job_id=7, time_limit_min=None)
+    assert _job(nice=None).nice == 0  # Slurm's null nice is no nice
+
+
+def test_a_job_state_given_as_one_word_is_one_state_in_upper_case() -> None:
+    assert _job(job_state="pending").state == frozenset({"PENDING"})
+
+
+def test_the_reason_none_is_no_reason_and_any_other_is_kept() -> None:
+    assert _job(state_reason="None").reason == ""
+    assert _job(state_reason="Priority").reason == "Priority"
+
+
+@pytest.mark.parametrize(
+    ("limit", "minutes"),
+    [(None, None), (30, 30), (_number_of(45), 45), (_number_of(45, set_=False), None),
+     (_number_of(45, infinite=True), None), (_number_of(0), 0)],
+)  # fmt: skip
+def test_a_time_limit_is_minutes_when_set_and_finite_else_no_limit(
+    limit: object, minutes: int | None
+) -> None:
+    assert _job(time_limit=limit).time_limit_min == minutes
+
+
+def test_no_job_resources_or_no_nodes_in_them_is_no_allocation() -> None:
+    assert _job(job_resources=None).allocation == ()
+    assert _job(job_resources={}).allocation == ()
+
+
+def test_gres_is_given_per_node_only_when_slurm_lists_one_per_allocated_node() -> None:
+    resources = {"nodes": {"allocation": [{"name": "n1"}, {"name": "n2"}]}}
+    uneven = _job(job_resources=resources, gres_detail=["gpu:1(IDX:0)"])
+    assert uneven.allocation == (NodeAllocation("n1", 0, 0, ""), NodeAllocation("n2", 0, 0, ""))
+    assert _job(job_resources=resources).allocation == (
+        NodeAllocation("n1", 0, 0),
+        NodeAllocation("n2", 0, 0),
+    )
+
+
+def test_a_job_answer_that_is_no_job_is_a_decode_error_of_the_job_endpoint() -> None:
+    with pytest.raises(SlurmDecodeError) as info:
+        decode_job(b'{"job_id": "7"}')
+    assert (info.value.endpoint, str(info.value)) == (
+        "job",
+        "job: a job that is not a job (Expected `int`, got `str` - at `$.job_id`)",
+    )
+
+
+def test_a_decode_error_says_at_most_200_characters_of_what_was_wrong() -> None:
+    """A hostlist Slurm should never send is quoted whole by the reader: the error keeps 200 characters."""
+    with pytest.raises(SlurmDecodeError) as info:
+        _job(nodes="n[" + "x" * 300)
+    assert str(info.value).startswith("job: a job that is not a job (not a hostlist: 'n[xxx")
+    assert len(str(info.value)) == len("job: ") + 200
+
+
+def test_a_listed_job_whose_marker_cannot_be_read_is_a_decode_error_of_the_list() -> None:
+    with pytest.raises(SlurmDecodeError) as info:
+        decode_jobs([msgspec.Raw(b'{"admin_comment": 1}')], lambda marker: True)
+    assert (info.value.endpoint, str(info.value)) == (
+        "jobs_detail",
+        "jobs_detail: a job that is not a job (Expected `str`, got `int` - at `$.admin_comment`)",
+    )
+
+
+def test_an_allocation_request_is_the_external_submission_answered_at_once() -> None:
+    given = submission(cpus_per_task=2, time_limit_min=5)
+    body = allocate_body(given)
+    assert body == {"job": {**submit_body(given, "external")["job"], "immediate": True}}
+
+
+def test_a_submission_without_time_limit_or_priority_asks_for_neither() -> None:
+    job = submit_body(submission(), "external")["job"]
+    assert "time_limit" not in job and "priority" not in job
+
+
+def test_an_empty_job_update_is_refused_saying_why() -> None:
+    with pytest.raises(ValueError, match=r"^a job update needs at least one field$"):
+        update_body(hold=None, priority=None, nice=None, time_limit_min=None)
