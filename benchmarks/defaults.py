@@ -15,7 +15,16 @@ sandbox's slurmctld does not listen on 6817). Measured, in this order:
 - storms as a user makes them: `--storm` cordons sent over HTTP from one process, the time from the last
   one answered until Slurm shows every drain; the uncordons right after (the mirror writes of the
   drains still owed), until Slurm shows every undrain; then as many Slurm drains until every pod and
-  Node shows them (bounded by the chart's 50 QPS: two writes per node).
+  Node shows them (bounded by the chart's 50 QPS: two writes per node) (`--storm 0`: none);
+- with `--outages N` (before the storms): N times slurmrestd unreachable (the relay refuses connections)
+  past the chart's 30 s staleness bound until the sync controller has decided every bound node on stale
+  data (a resync ran), then reachable: the burst of reconciles that follows (queue depth over time,
+  requests at the wire by endpoint, the syncer's CPU), cordons and uncordons made right after it beside
+  the same on the quiet cluster before, and every Slurm write judged against the cordons and admin drains
+  made meanwhile (OUTAGE_CLASSES):
+
+    python benchmarks/defaults.py --nodes 10000 --rounds 0 --idle-seconds 10 --storm 0 --outages 3 \\
+        --out benchmarks/results/defaults-10k-26.05-outage
 
 Writes DIR/results.json and prints a summary and the RESULTS.md rows.
 """
@@ -35,6 +44,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from importlib.machinery import SourceFileLoader
 from pathlib import Path
@@ -44,6 +54,7 @@ import aiohttp
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo root
+from benchmarks.faults import node_writes
 from benchmarks.run import (
     CLI,
     NAMESPACE,
@@ -347,6 +358,365 @@ async def storms(bench: Bench, handle: Syncer, size: int, deadline_s: float) -> 
     }
 
 
+# -- a long Slurm outage, then every bound node decided again at once ---------------------------------------
+
+STALE_AFTER_S = 30.0  # the chart's --slurm-stale-after
+OUTAGE_CLASSES = {
+    "quiet": "cordoned then uncordoned on a quiet cluster before the outage: the baseline latencies",
+    "burst_cordon": "cordoned right after Slurm is fresh again: must drain at once (the first lane)",
+    "burst_uncordon": "cordoned and drained before the outage, uncordoned right after Slurm is fresh again",
+    "undrain_owed": "cordoned before, uncordoned once Slurm is stale: undrained only once fresh",
+    "recordoned": "cordoned before, uncordoned and cordoned again while stale: never undrained",
+    "cordon_lifted": "cordoned and uncordoned early in the outage: no drain may reach Slurm after it",
+    "drain_owed": "cordoned early in the outage: drained once Slurm answers",
+    "admin": "drained by an admin (scontrol) during the outage: never undrained by the syncer",
+}
+
+
+def load_average() -> float:
+    """The machine's 1-minute load average (`uptime`'s first figure)."""
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def sync_figures(text: str) -> dict[str, float]:
+    """From the syncer's /metrics text: its queue, the Slurm cache's age, the sync controller's reconciles."""
+    out = {"depth": 0.0, "in_flight": 0.0, "age": math.inf, "sync_reconciles": 0.0}
+    for line in text.splitlines():
+        if line.startswith("slurm_syncer_queue_depth "):
+            out["depth"] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("slurm_syncer_queue_in_flight "):
+            out["in_flight"] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("slurm_syncer_slurm_snapshot_age_seconds "):
+            out["age"] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("slurm_syncer_reconcile_total{") and 'controller="sync"' in line:
+            out["sync_reconciles"] += float(line.rsplit(" ", 1)[1])
+    return out
+
+
+async def sync_state(http: aiohttp.ClientSession, handle: Syncer) -> dict[str, float]:
+    async with http.get(f"http://127.0.0.1:{handle.port}/metrics") as response:
+        figures = sync_figures(await response.text())
+    figures["t"] = time.monotonic()
+    figures["cpu"] = handle.cpu_seconds()
+    return figures
+
+
+def endpoint(method: str, path: str) -> str:
+    """A request as `METHOD /route` with the node's name and the API version taken out."""
+    route = path.split("?", 1)[0].rstrip("/")
+    parts = route.split("/")
+    if len(parts) > 3 and parts[1] in ("slurm", "slurmdb"):
+        parts = ["", parts[1], *parts[3:]]  # /slurm/v0.0.44/node/x -> /slurm/node/x
+    if len(parts) > 3 and parts[-2] == "node":
+        parts[-1] = "{name}"
+    return f"{method} {'/'.join(parts)}"
+
+
+class Timeline:
+    """Each node's cordons and uncordons and the admins' Slurm drains, by monotonic time: what a Slurm write
+    arriving at a given moment should have been."""
+
+    def __init__(self) -> None:
+        self.changes: dict[str, list[tuple[float, bool]]] = {}
+        self.admin_drained: dict[str, float] = {}
+
+    def cordon(self, bench: Bench, name: str, on: bool) -> float:
+        at = time.monotonic()
+        self.changes.setdefault(name, []).append((at, on))
+        bench.kube.patch("", "v1", "nodes", f"k8s-{name}", {"spec": {"unschedulable": True if on else None}})
+        return at
+
+    def cordoned(self, name: str, at: float) -> bool:
+        held = False
+        for when, on in self.changes.get(name, []):
+            if when <= at:
+                held = on
+        return held
+
+    def wrong(self, writes: list[tuple[float, str, str, bytes]]) -> tuple[int, list[str]]:
+        """Node writes judged at their arrival: a drain of a node not cordoned then, an undrain of one
+        cordoned then or drained by an admin (slurm writes only ever follow a cordon here)."""
+        actions, wrong = 0, []
+        for at, name, state, _body in node_writes(writes):
+            if state is None:
+                wrong.append(f"unreadable write to {name}")
+                continue
+            actions += 1
+            if "UNDRAIN" in state:
+                if self.cordoned(name, at):
+                    wrong.append(f"undrained {name} while cordoned")
+                elif self.admin_drained.get(name, math.inf) <= at:
+                    wrong.append(f"undrained {name}, drained by an admin")
+            elif "DRAIN" in state and not self.cordoned(name, at):
+                wrong.append(f"drained {name}, not cordoned")
+        return actions, wrong
+
+
+async def latency(bench: Bench, timeline: Timeline, name: str, on: bool, deadline_s: float) -> float:
+    """A cordon (or uncordon) made now in Kubernetes until slurmrestd shows the node drained (undrained)."""
+    started = timeline.cordon(bench, name, on)
+    try:
+        return await bench.slurm_shows(name, on, deadline_s) - started
+    except TimeoutError:
+        return math.inf
+
+
+async def spaced(
+    bench: Bench, timeline: Timeline, cordons: list[str], uncordons: list[str], spacing_s: float
+) -> dict[str, list[tuple[float, float]]]:
+    """Cordons and uncordons alternating, one every `spacing_s`, each timed: (sent at, seconds)."""
+    out: dict[str, list[tuple[float, float]]] = {"cordon": [], "uncordon": []}
+    tasks = []
+
+    async def one(kind: str, name: str, on: bool) -> None:
+        sent = time.monotonic()
+        out[kind].append((sent, await latency(bench, timeline, name, on, 60.0)))
+
+    for cordon, uncordon in zip(cordons, uncordons, strict=True):
+        tasks.append(asyncio.create_task(one("cordon", cordon, True)))
+        await asyncio.sleep(spacing_s / 2)  # the pace of the changes
+        tasks.append(asyncio.create_task(one("uncordon", uncordon, False)))
+        await asyncio.sleep(spacing_s / 2)
+    await asyncio.gather(*tasks)
+    return out
+
+
+async def until(check: Callable[[], Awaitable[bool]], deadline_s: float, what: str) -> None:
+    end = time.monotonic() + deadline_s
+    while not await check():
+        if time.monotonic() > end:
+            raise TimeoutError(f"{what}: not within {deadline_s:.0f} s")
+        await asyncio.sleep(0.2)  # condition poll
+
+
+async def slurm_states(bench: Bench, names: list[str]) -> dict[str, tuple[bool, str]]:
+    listing = await bench.reader.list_all_nodes()
+    wanted = set(names)
+    return {n.name: (n.drain_flag, n.reason) for n in listing.nodes if n.name in wanted}
+
+
+async def outage(
+    bench: Bench, handle: Syncer, wire: WireCounter, groups: dict[str, list[str]], samples: int
+) -> dict[str, Any]:
+    """One outage: the quiet baseline, slurmrestd unreachable until the cache is stale and the sync controller
+    has decided every bound node on stale data (a resync ran), then reachable again; the burst measured."""
+    timeline = Timeline()
+    loads: dict[str, float] = {"start": load_average()}
+    await settled(handle)
+    progress(f"outage: quiet baseline, {samples} cordons and uncordons (load {loads['start']:.2f})")
+    quiet = groups["quiet"]
+    cordon_s = []  # one at a time: then their uncordons, timing the undrain on a quiet cluster
+    for name in quiet:
+        cordon_s.append(await latency(bench, timeline, name, True, 60.0))
+        await asyncio.sleep(0.25)  # the pace of the changes
+    uncordon_s = []
+    for name in quiet:
+        uncordon_s.append(await latency(bench, timeline, name, False, 60.0))
+        await asyncio.sleep(0.25)
+    held = groups["burst_uncordon"] + groups["undrain_owed"] + groups["recordoned"]
+    for name in held:
+        timeline.cordon(bench, name, True)
+    before = await bench.drained_count()
+    await slurm_shows(bench, set(held), True, 120.0, None if before is None else before - len(held))
+    await settled(handle)
+    loads["outage"] = load_average()
+    async with aiohttp.ClientSession() as http:
+        progress(f"outage: slurmrestd unreachable (load {loads['outage']:.2f})")
+        cut_at = time.monotonic()
+        await wire.cut()
+        await asyncio.sleep(3.0)  # the outage's first seconds: changes the syncer cannot send yet
+        for name in groups["cordon_lifted"] + groups["drain_owed"]:
+            timeline.cordon(bench, name, True)
+        await asyncio.sleep(2.0)
+        admin = groups["admin"]
+        await asyncio.to_thread(
+            bench.sandbox.scontrol,
+            "update",
+            f"nodename={','.join(admin)}",
+            "state=drain",
+            "reason=outage admin",
+        )
+        for name in admin:
+            timeline.admin_drained[name] = time.monotonic()
+        await asyncio.sleep(3.0)
+        for name in groups["cordon_lifted"]:
+            timeline.cordon(bench, name, False)
+
+        async def stale() -> bool:
+            return (await sync_state(http, handle))["age"] > STALE_AFTER_S
+
+        await until(stale, 120.0, "the Slurm cache stale")
+        stale_at = time.monotonic()
+        at_stale = await sync_state(http, handle)
+        progress("outage: stale; changes made now, then until every bound node was decided on stale data")
+        await asyncio.sleep(2.0)
+        for name in groups["undrain_owed"] + groups["recordoned"]:
+            timeline.cordon(bench, name, False)
+        await asyncio.sleep(4.0)
+        for name in groups["recordoned"]:
+            timeline.cordon(bench, name, True)
+
+        async def all_decided_stale() -> bool:
+            now = await sync_state(http, handle)
+            return now["sync_reconciles"] - at_stale["sync_reconciles"] >= len(bench.names)
+
+        await until(all_decided_stale, 300.0, "every bound node reconciled while stale")
+        await until(lambda: _queue_empty(http, handle), 120.0, "the stale resync's reconciles done")
+        loads["restore"] = load_average()
+        trace: list[dict[str, float]] = []
+        fresh, drained, done = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        marks = {"fresh": math.inf, "drained": math.inf}
+
+        async def sample() -> None:
+            """The queue's depth over time; marks Slurm fresh again, then the queue drained (every bound
+            node reconciled since the restore, nothing queued or in flight)."""
+            while not done.is_set():
+                state = await sync_state(http, handle)
+                trace.append(state)
+                if not fresh.is_set() and state["age"] < STALE_AFTER_S:
+                    marks["fresh"] = state["t"]
+                    fresh.set()
+                reconciled = state["sync_reconciles"] - trace[0]["sync_reconciles"] >= len(bench.names)
+                idle = state["depth"] + state["in_flight"] == 0
+                if fresh.is_set() and not drained.is_set() and reconciled and idle:
+                    marks["drained"] = state["t"]
+                    drained.set()
+                await asyncio.sleep(0.2)  # the sampling interval
+
+        progress(f"outage: slurmrestd reachable again after {time.monotonic() - cut_at:.0f} s "
+                 f"(load {loads['restore']:.2f})")  # fmt: skip
+        writes_from = len(wire.requests)
+        restored_at = time.monotonic()
+        await wire.restore()
+        sampler = asyncio.create_task(sample())
+        await asyncio.wait_for(fresh.wait(), 120.0)
+        fresh_at = marks["fresh"]
+        # one every 0.1 s: most fall within the burst (1.6-3.9 s at 10,000 nodes)
+        changes = await spaced(bench, timeline, groups["burst_cordon"], groups["burst_uncordon"], 0.2)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(drained.wait(), 600.0)
+        drained_at = marks["drained"]
+        await asyncio.sleep(5.0)  # what the burst's last writes brought back, if anything
+        done.set()
+        await sampler
+    window = [r for r in wire.requests[writes_from:] if r[0] >= restored_at]
+    in_burst = [r for r in window if r[0] <= drained_at]
+    by_endpoint = Counter(endpoint(m, p) for _t, m, p, _b in in_burst)
+    per_second = Counter((endpoint(m, p), int(t - fresh_at)) for t, m, p, _b in in_burst)
+    peak = {e: max(n for (ep, _s), n in per_second.items() if ep == e) for e in by_endpoint}
+    actions, wrong = timeline.wrong(window)
+    states = await slurm_states(bench, [n for names in groups.values() for n in names])
+    expect = {"burst_cordon": True, "burst_uncordon": False, "undrain_owed": False, "recordoned": True,
+              "cordon_lifted": False, "drain_owed": True, "admin": True, "quiet": False}  # fmt: skip
+    lost = [
+        f"{group}: {name} {'not ' if want else ''}drained"
+        for group, want in expect.items() for name in groups[group] if states[name][0] != want
+    ]  # fmt: skip
+    burst_cpu = (
+        next(s["cpu"] for s in trace if s["t"] >= drained_at) - trace[0]["cpu"]
+        if drained_at != math.inf
+        else math.nan
+    )
+    result = {
+        "loads": loads,
+        "outage_s": round(restored_at - cut_at, 1),
+        "stale_after_cut_s": round(stale_at - cut_at, 1),
+        "fresh_after_restore_s": round(fresh_at - restored_at, 2),
+        "drained_after_fresh_s": round(drained_at - fresh_at, 2),
+        "peak_depth": max(s["depth"] for s in trace),
+        "depth_trace": [(round(s["t"] - fresh_at, 2), int(s["depth"]), int(s["in_flight"])) for s in trace],
+        "requests_in_burst": dict(by_endpoint),
+        "peak_requests_per_second": peak,
+        "syncer_cores_in_burst": round(burst_cpu / max(drained_at - trace[0]["t"], 1e-9), 2),
+        # from the sample that saw Slurm fresh to the one that saw the queue drained: the reconciles alone
+        "syncer_cores_fresh_to_drained": round(
+            (_at(trace, drained_at)["cpu"] - _at(trace, fresh_at)["cpu"]) / max(drained_at - fresh_at, 1e-9),
+            2,
+        ),
+        "queue_at_send": {
+            kind: [int(_before(trace, sent)["depth"]) for sent, _s in changes[kind]] for kind in changes
+        },
+        "quiet_cordon_s": cordon_s,
+        "quiet_uncordon_s": uncordon_s,
+        "burst_cordon": [(round(sent - fresh_at, 2), s) for sent, s in changes["cordon"]],
+        "burst_uncordon": [(round(sent - fresh_at, 2), s) for sent, s in changes["uncordon"]],
+        "actions_judged": actions,
+        "wrong_actions": wrong,
+        "changes_lost": lost,
+    }
+    progress(
+        f"outage: fresh {result['fresh_after_restore_s']} s after restore, queue (peak "
+        f"{result['peak_depth']:.0f}) drained {result['drained_after_fresh_s']} s after fresh; requests "
+        f"{dict(by_endpoint)}; cordons {[round(s, 2) for _t, s in changes['cordon']]}, uncordons "
+        f"{[round(s, 2) for _t, s in changes['uncordon']]}; wrong {len(wrong)}, lost {len(lost)}"
+    )
+    # back to a clean cluster for the next outage: nothing cordoned, nothing drained
+    for group in ("burst_cordon", "recordoned", "drain_owed"):
+        for name in groups[group]:
+            timeline.cordon(bench, name, False)
+    await asyncio.to_thread(
+        bench.sandbox.scontrol, "update", f"nodename={','.join(groups['admin'])}", "state=undrain"
+    )
+    all_names = {n for names in groups.values() for n in names}
+    await slurm_shows(bench, all_names, False, 120.0, None)
+    await settled(handle)
+    return result
+
+
+def _at(trace: list[dict[str, float]], at: float) -> dict[str, float]:
+    """The first sample taken at or after `at` (the last one if none)."""
+    return next((s for s in trace if s["t"] >= at), trace[-1])
+
+
+def _before(trace: list[dict[str, float]], at: float) -> dict[str, float]:
+    """The last sample taken at or before `at` (the first one if none)."""
+    return next((s for s in reversed(trace) if s["t"] <= at), trace[0])
+
+
+async def _queue_empty(http: aiohttp.ClientSession, handle: Syncer) -> bool:
+    state = await sync_state(http, handle)
+    return state["depth"] + state["in_flight"] == 0
+
+
+async def outages(
+    bench: Bench, handle: Syncer, wire: WireCounter, count: int, samples: int
+) -> dict[str, Any]:
+    """`count` outages, each over fresh nodes (`samples` per group of OUTAGE_CLASSES), and their medians."""
+    listing = await bench.reader.list_all_nodes()
+    clean = [
+        n.name for n in listing.nodes if not n.reason and not n.drain_flag and n.name in set(bench.names)
+    ]
+    runs = []
+    for number in range(count):
+        picked = clean[number * samples * len(OUTAGE_CLASSES) :]
+        groups = {group: picked[i * samples : (i + 1) * samples] for i, group in enumerate(OUTAGE_CLASSES)}
+        progress(f"outage {number + 1}/{count}")
+        runs.append(await outage(bench, handle, wire, groups, samples))
+    return {"classes": OUTAGE_CLASSES, "runs": runs, "medians": outage_medians(runs)}
+
+
+def outage_medians(runs: list[dict[str, Any]]) -> dict[str, float]:
+    def med(values: list[float]) -> float:
+        return float(statistics.median(values)) if values else math.nan
+
+    def pooled(key: str) -> list[float]:
+        return [v[1] if isinstance(v, list | tuple) else v for r in runs for v in r[key]]
+
+    quiet_c, quiet_u = med(pooled("quiet_cordon_s")), med(pooled("quiet_uncordon_s"))
+    burst_c, burst_u = med(pooled("burst_cordon")), med(pooled("burst_uncordon"))
+    return {
+        "drained_after_fresh_s": med([r["drained_after_fresh_s"] for r in runs]),
+        "peak_depth": med([r["peak_depth"] for r in runs]),
+        "syncer_cores_in_burst": med([r["syncer_cores_in_burst"] for r in runs]),
+        "quiet_cordon_p50_s": quiet_c, "burst_cordon_p50_s": burst_c, "cordon_ratio": burst_c / quiet_c,
+        "burst_cordon_max_s": max(pooled("burst_cordon"), default=math.nan),
+        "quiet_uncordon_p50_s": quiet_u, "burst_uncordon_p50_s": burst_u, "uncordon_ratio": burst_u / quiet_u,
+        "burst_uncordon_max_s": max(pooled("burst_uncordon"), default=math.nan),
+        "wrong_actions": sum(len(r["wrong_actions"]) for r in runs),
+        "changes_lost": sum(len(r["changes_lost"]) for r in runs),
+    }  # fmt: skip
+
+
 async def main_async(args: argparse.Namespace) -> int:
     out = Path(args.out)
     await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
@@ -371,7 +741,10 @@ async def main_async(args: argparse.Namespace) -> int:
                 "slurm_release": reader.release or sandbox.slurm_version,
                 "api_version": reader.version.name if reader.version else "", "job_churn_s": args.job_churn,
             }  # fmt: skip
-            async with WireCounter(sandbox.rest_url) as wire, job_churn(sandbox, args.job_churn) as jobs:
+            async with (
+                WireCounter(sandbox.rest_url, record=args.outages > 0) as wire,
+                job_churn(sandbox, args.job_churn) as jobs,
+            ):
                 port = free_port()
                 argv, env, replaced = chart_command(
                     slurm_url=wire.url, token_file=sandbox.token_file, kubeconfig=kubeconfig, port=port,
@@ -430,7 +803,13 @@ async def main_async(args: argparse.Namespace) -> int:
                     results["latency_spent"] = (await spent(handle, bench, figures))[1]
                     if profiler is not None:  # the latency rounds only: where the syncer's own time goes
                         results["profile_top"] = await stop_profiler(profiler, out)
+                    if args.outages:
+                        results["outages"] = await outages(
+                            bench, handle, wire, args.outages, args.outage_samples
+                        )
                     try:
+                        if not args.storm:
+                            raise TooFewCleanNodes("--storm 0")
                         results["storms"] = await storms(bench, handle, args.storm, args.storm_deadline)
                     except TooFewCleanNodes as exc:  # the rounds' figures are kept, the storm said why not
                         progress(f"storm skipped: {exc}")
@@ -489,6 +868,35 @@ def drain_target(r: dict[str, Any]) -> str:
     return f"one list + 1 s = {list_s + 1.0:.2f} s (a list: {list_s:.2f} s mean at slurmrestd in this run)"
 
 
+def outage_lines(outage: dict[str, Any]) -> list[str]:
+    """Each outage's figures, then the medians over them."""
+    lines = ["", "| outage | load (restore) | fresh -> queue drained | peak depth | requests in the burst | "
+             "syncer cores | cordon burst/quiet p50 | uncordon burst/quiet p50 | wrong | lost |",
+             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for number, run in enumerate(outage["runs"], 1):
+        c = statistics.median(s for _t, s in run["burst_cordon"])
+        u = statistics.median(s for _t, s in run["burst_uncordon"])
+        quiet_c, quiet_u = (
+            statistics.median(run["quiet_cordon_s"]),
+            statistics.median(run["quiet_uncordon_s"]),
+        )
+        lines.append(
+            f"| {number} ({run['outage_s']:.0f} s) | {run['loads'].get('restore', math.nan):.2f} | "
+            f"{run['drained_after_fresh_s']:.2f} s | {run['peak_depth']:.0f} | "
+            + ", ".join(f"{e} {n}" for e, n in sorted(run["requests_in_burst"].items()))
+            + f" | {run['syncer_cores_in_burst']:.2f} | {c:.3f} / {quiet_c:.3f} s | {u:.3f} / {quiet_u:.3f} s"
+            f" | {len(run['wrong_actions'])} | {len(run['changes_lost'])} |"
+        )
+    m = outage["medians"]
+    lines.append(
+        f"| median | | {m['drained_after_fresh_s']:.2f} s | {m['peak_depth']:.0f} | | "
+        f"{m['syncer_cores_in_burst']:.2f} | {m['burst_cordon_p50_s']:.3f} / {m['quiet_cordon_p50_s']:.3f} s "
+        f"(x {m['cordon_ratio']:.2f}) | {m['burst_uncordon_p50_s']:.3f} / {m['quiet_uncordon_p50_s']:.3f} s "
+        f"(x {m['uncordon_ratio']:.2f}) | {m['wrong_actions']} | {m['changes_lost']} |"
+    )
+    return lines
+
+
 def summary(r: dict[str, Any]) -> str:
     idle, storm, latency = r["idle_per_minute"], r["storms"], r["latency_s"]
     predicted = r.get("check_predicted_ratio")
@@ -512,6 +920,7 @@ def summary(r: dict[str, Any]) -> str:
         "",
         f"check: `{r['check_hint_line']}`; this machine's reference workload: "
         f"{r.get('machine_reference_s', math.nan):.2f} s (benchmarks/run.py `machine_reference_s`)",
+        *(outage_lines(r["outages"]) if "outages" in r else []),
     ]
     return "\n".join(lines)
 
@@ -533,6 +942,12 @@ def main() -> int:
     parser.add_argument(
         "--profile", action="store_true", help="py-spy samples the syncer in the latency rounds"
     )
+    parser.add_argument(
+        "--outages", type=int, default=0,
+        help="Slurm outages past the staleness bound, each until every bound node was decided on stale "
+        "data, then the burst measured (default 0: none)",
+    )  # fmt: skip
+    parser.add_argument("--outage-samples", type=int, default=10, help="nodes per group of an outage")
     parser.add_argument(
         "--set", action="append", default=[], metavar="VAR=VALUE",
         help="an experiment: this environment variable on top of the chart's (recorded in the results)",
