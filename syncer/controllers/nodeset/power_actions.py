@@ -549,17 +549,23 @@ class PowerActions:
             return  # powered up again meanwhile, or still finishing a job
         if pod.uid in deleted:
             return  # a graceful delete answers again until the cache shows the pod terminating
-        if Keys.POWER_DOWN not in pod.annotations:
-            # first the mark that keeps the sync engine from draining the node as the pod terminates
-            await self.context.writer.set_annotations(
-                pod_path(pod.namespace, pod.name), {Keys.POWER_DOWN: current.state_text}, what="power-down"
-            )
-        if not await self.writes.delete_pod(pod):
+        if not await self._delete_marked(pod, current, deleted, "power-down"):
             return
-        deleted.add(pod.uid)
         self.stats.power_downs += 1
         logger.info("Slurm powered the member down: pod deleted", pod=pod.name)
         await event("Normal", "PoweredDown", f"Slurm powered {pod.name} down: deleted its pod")
+
+    async def _delete_marked(self, pod: KubePod, current: SlurmNode, deleted: set[str], what: str) -> bool:
+        """Deletes the pod of a power action (True once deleted), first marked with the Slurm state, the mark
+        that keeps the sync engine from draining the node as the pod terminates."""
+        if Keys.POWER_DOWN not in pod.annotations:
+            await self.context.writer.set_annotations(
+                pod_path(pod.namespace, pod.name), {Keys.POWER_DOWN: current.state_text}, what=what
+            )
+        if not await self.writes.delete_pod(pod):
+            return False
+        deleted.add(pod.uid)
+        return True
 
     async def _replace_pod(self, pod: KubePod, deleted: set[str], event: Event, logger: Any) -> None:
         """Deletes the pod of a member Slurm powers up again whose slurmd registered it before (read again
@@ -571,13 +577,8 @@ class PowerActions:
             return
         if not powering_up(current) or not registered_before(current, pod) or pod.uid in deleted:
             return
-        if Keys.POWER_DOWN not in pod.annotations:
-            await self.context.writer.set_annotations(
-                pod_path(pod.namespace, pod.name), {Keys.POWER_DOWN: current.state_text}, what="power-up"
-            )
-        if not await self.writes.delete_pod(pod):
+        if not await self._delete_marked(pod, current, deleted, "power-up"):
             return
-        deleted.add(pod.uid)
         logger.info("Slurm powers the member up again: its old pod replaced", pod=pod.name)
         await event(
             "Normal", "PodReplaced",
