@@ -618,8 +618,9 @@ def test_a_pod_that_ended_is_deleted_and_a_member_slurm_has_up_gets_a_new_one() 
     assert result.create == [] and result.power.replace == [] and result.power.power_down_pods == []
     assert result.delete_pods == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
     assert result.ended == {"gpu-0": True, "gpu-1": True, "gpu-2": False, "gpu-3": False}
-    # above a lowered ceiling: deleted as ended, not scaled in nor powered down
-    pods = [pod("gpu-0", spec), ended("gpu-1", spec)]
-    above = run(power(1), pods, [rec("gpu-0", "IDLE"), rec("gpu-1", *DOWN)])
-    assert above.power is not None and above.power.scale_in == [] and above.power.power_down_pods == []
-    assert above.mark_removal == {} and above.delete_pods == ["gpu-1"] and above.ended == {"gpu-1": False}
+    # above a lowered ceiling: deleted as ended, not scaled in nor powered down (the next one is)
+    pods = [pod("gpu-0", spec), ended("gpu-1", spec), pod("gpu-2", spec)]
+    above = run(power(1), pods, [rec("gpu-0", "IDLE"), rec("gpu-1", *DOWN), rec("gpu-2", "IDLE")])
+    assert above.power is not None and above.power.scale_in == ["gpu-2"] and above.power.power_down_pods == []
+    assert above.mark_removal == {"gpu-2": SCALE_IN}
+    assert above.delete_pods == ["gpu-1"] and above.ended == {"gpu-1": False}
