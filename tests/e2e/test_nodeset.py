@@ -300,6 +300,9 @@ async def test_a_pod_evicted_by_its_kubelet_is_replaced(rig: Rig):
         await wait_registered(nodeset, 2)
         kept, evicted = nodeset.member(0), nodeset.member(1)
         job = nodeset.submit(kept, 300)
+        await wait_for(
+            lambda: nodeset.job_state(job) == "RUNNING", deadline_s=30, what="a job on the other member"
+        )
         old = nodeset.pods()[evicted]["metadata"]["uid"]
         status = {"phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory."}
         # the kubelet's eviction: the pod ends (its slurmd stops with it, the stand-in's rule)
@@ -312,8 +315,22 @@ async def test_a_pod_evicted_by_its_kubelet_is_replaced(rig: Rig):
             return pod is not None and pod["metadata"]["uid"] != old
 
         await wait_for(replaced, deadline_s=60, what="the evicted pod replaced under its name")
-        await wait_registered(nodeset, 2)
-        assert not (await rig.slurm(evicted)).drain_flag
+
+        async def back() -> bool:
+            # registered by the new slurmd, and the sync engine's drain for the terminating pod lifted
+            node = await rig.slurm(evicted)
+            pods = nodeset.pods()
+            return (
+                node.base_state == "IDLE"
+                and not node.drain_flag
+                and "NOT_RESPONDING" not in node.state
+                and all(ready(p) for p in pods.values())
+                and nodeset.status().get("readyReplicas") == 2
+            )
+
+        await wait_for(
+            back, deadline_s=90, what="the new pod's slurmd registered, the node idle and undrained"
+        )
         [told] = nodeset.events("PodEnded")
         assert told["type"] == "Warning"
         why = "Failed: Evicted: The node was low on resource: memory."
