@@ -484,6 +484,7 @@ class _StateCollector(Collector):
         done = {
             "pod_created": stats.pods_created, "pod_deleted": stats.pods_deleted,
             "removal_started": stats.removals_started, "slurm_node_deleted": stats.slurm_nodes_deleted,
+            "ended_pod_deleted": stats.ended_pods,
         }  # fmt: skip
         yield _rows(actions, _labelled(done))
         yield from _nodeset_power(reconciler.power)

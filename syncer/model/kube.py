@@ -88,6 +88,11 @@ class KubePod(Namespaced, frozen=True, kw_only=True):
     def terminating(self) -> bool:
         return self.deletion_timestamp is not None
 
+    @property
+    def ended(self) -> bool:
+        """Failed (evicted, its Node shut down) or Succeeded: every container has ended, for good."""
+        return self.phase in ("Succeeded", "Failed")
+
     def condition(self, type_: str) -> Condition | None:
         return find_condition(self.conditions, type_)
 

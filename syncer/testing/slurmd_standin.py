@@ -1,7 +1,7 @@
 """Stands in for the slurmd container of NodeSet pods in the emulator: when the fake kubelet runs a
 pod, a real slurmd registers the dynamic Slurm node it names (with the pod's SLURM_FEATURES); when
-the pod is deleted, that slurmd stops. The Slurm record itself is left to whoever deletes it (the
-syncer), as in a real cluster."""
+the pod is deleted or ends (phase Failed or Succeeded), that slurmd stops. The Slurm record itself is
+left to whoever deletes it (the syncer), as in a real cluster."""
 
 from __future__ import annotations
 
@@ -85,7 +85,9 @@ class SlurmdStandIn:
             return
         if any(_image(c).startswith(HANGS) for c in (pod.get("spec") or {}).get("containers") or []):
             return  # its entrypoint hangs before slurmd starts: the pod runs, Slurm hears nothing
-        gone = change.type == "DELETED" or bool(pod["metadata"].get("deletionTimestamp"))
+        # a pod that ended (Failed: evicted; Succeeded) has no container left running: its slurmd is gone
+        ended = (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
+        gone = change.type == "DELETED" or bool(pod["metadata"].get("deletionTimestamp")) or ended
         if gone:
             self._pending.put_nowait(("stop", name, ()))
         elif (pod.get("status") or {}).get("phase") == "Running":

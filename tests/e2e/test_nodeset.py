@@ -291,6 +291,58 @@ async def test_rolling_update_keeps_max_unavailable_at_every_instant(rig: Rig):
             assert not (await rig.slurm(nodeset.member(index))).drain_flag  # back in service
 
 
+async def test_a_pod_evicted_by_its_kubelet_is_replaced(rig: Rig):
+    """review5 #3: the kubelet's node-pressure eviction leaves the pod `Failed/Evicted` (its slurmd gone):
+    it stayed a member for good, the Slurm node not responding and the NodeSet Steady one short. It is
+    deleted, the member gets a new pod under its name, its slurmd registers, the sync engine's drain for the
+    terminating pod is lifted; an Event names the pod and why it ended. The other member's job runs on."""
+    async with nodeset_rig(rig, 2) as (nodeset, service, _):
+        await wait_registered(nodeset, 2)
+        kept, evicted = nodeset.member(0), nodeset.member(1)
+        job = nodeset.submit(kept, 300)
+        await wait_for(
+            lambda: nodeset.job_state(job) == "RUNNING", deadline_s=30, what="a job on the other member"
+        )
+        old = nodeset.pods()[evicted]["metadata"]["uid"]
+        status = {"phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory."}
+        # the kubelet's eviction: the pod ends (its slurmd stops with it, the stand-in's rule)
+        rig.kube.patch(
+            "", "v1", "pods", evicted, {"status": status}, namespace=NAMESPACE, subresource="status"
+        )
+
+        def replaced() -> bool:
+            pod = nodeset.pods().get(evicted)
+            return pod is not None and pod["metadata"]["uid"] != old
+
+        await wait_for(replaced, deadline_s=60, what="the evicted pod replaced under its name")
+
+        async def back() -> bool:
+            # registered by the new slurmd, and the sync engine's drain for the terminating pod lifted
+            node = await rig.slurm(evicted)
+            pods = nodeset.pods()
+            return (
+                node.base_state == "IDLE"
+                and not node.drain_flag
+                and "NOT_RESPONDING" not in node.state
+                and all(ready(p) for p in pods.values())
+                and nodeset.status().get("readyReplicas") == 2
+            )
+
+        await wait_for(
+            back, deadline_s=90, what="the new pod's slurmd registered, the node idle and undrained"
+        )
+        [told] = nodeset.events("PodEnded")
+        assert told["type"] == "Warning"
+        why = "Failed: Evicted: The node was low on resource: memory."
+        assert f"pod {evicted} ended ({why})" in told["message"]
+        assert "a new pod takes its place" in told["message"]
+        assert nodeset.job_state(job) == "RUNNING"
+        assert service.nodesets is not None and service.nodesets.stats.ended_pods == 1
+        await wait_for(
+            lambda: (condition(nodeset.obj(), "Progressing") or {}).get("reason") == "Steady", what="Steady"
+        )
+
+
 async def test_busy_slurmd_cannot_be_evicted(rig: Rig):
     async with nodeset_rig(rig, 1) as (nodeset, _, _):
         await wait_registered(nodeset, 1)

@@ -382,16 +382,63 @@ def test_a_member_without_a_slurm_record_does_not_stop_the_stamping_of_the_next(
     assert result.stamp == ["gpu-2"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review5, left: a pod that ended (phase Failed, e.g. evicted by the kubelet for node pressure, "
-    "or Succeeded: slurmd exited under restartPolicy Never/OnFailure) stays a member for good: never deleted "
-    "nor replaced (a StatefulSet deletes and recreates it), its slurmd gone, the NodeSet Steady one short",
-)
+def ended(name: str, spec: NodeSetSpec, phase: str = "Failed", **fields: Any) -> KubePod:
+    """A pod that ended: evicted by the kubelet (Failed), or slurmd exited for good (Succeeded)."""
+    return msgspec.structs.replace(pod(name, spec, ready=False, **fields), phase=phase)
+
+
 def test_a_pod_that_ended_is_replaced() -> None:
+    """review5 #3: an evicted pod (Failed) was a member for good, never deleted nor replaced. It is deleted
+    at once, without a drain, and its name is held (no second pod) until the old object is gone."""
     spec = make_spec(2)
-    ended = msgspec.structs.replace(pod("gpu-1", spec, ready=False), phase="Failed")
     gone = slurm("gpu-1", "DOWN", "NOT_RESPONDING", reason="Not responding")
     nodes = {"gpu-0": slurm("gpu-0"), "gpu-1": gone}
-    result = run(spec, [pod("gpu-0", spec), ended], nodes)
+    result = run(spec, [pod("gpu-0", spec), ended("gpu-1", spec)], nodes)
     assert result.delete_pods == ["gpu-1"] and not result.idle
+    assert result.ended == {"gpu-1": True}
+    assert result.create == [] and result.mark_removal == {} and result.draining == []
+    assert result.desired == 2
+    # once it is gone, the member's pod comes back under the same name
+    again = run(spec, [pod("gpu-0", spec)], nodes)
+    assert [m.name for m in again.create] == ["gpu-1"]
+
+
+@pytest.mark.parametrize("phase", ["Failed", "Succeeded"])
+@pytest.mark.parametrize("state", [("IDLE",), ("ALLOCATED",), ("IDLE", "DRAIN")])
+def test_an_ended_pod_goes_whatever_slurm_shows_and_on_stale_data(phase: str, state: tuple[str, ...]) -> None:
+    """Its containers ended: no job runs in it, so neither Slurm's view (slurmd gone before Slurm notices,
+    a job Slurm still counts) nor stale data keeps it."""
+    spec = make_spec(1)
+    for fresh in (True, False):
+        result = run(spec, [ended("gpu-0", spec, phase)], {"gpu-0": slurm("gpu-0", *state)}, fresh=fresh)
+        assert result.delete_pods == ["gpu-0"] and result.ended == {"gpu-0": True}
+        assert result.timed_out == [] and result.draining == []
+
+
+def test_a_pod_that_ended_and_terminates_is_left_to_terminate() -> None:
+    spec = make_spec(1)
+    result = run(spec, [ended("gpu-0", spec, terminating=True)], {"gpu-0": slurm("gpu-0")})
+    assert result.delete_pods == [] and result.ended == {} and result.create == [] and result.idle
+
+
+def test_an_ended_pod_being_removed_goes_at_once_and_is_not_replaced() -> None:
+    """Being scaled in (or marked in this pass): deleted without waiting for a drain, not a member."""
+    spec = make_spec(1)
+    busy = {"gpu-0": slurm("gpu-0"), "gpu-1": slurm("gpu-1", "ALLOCATED"), "gpu-2": slurm("gpu-2")}
+    pods = [pod("gpu-0", spec), ended("gpu-1", spec, removal=SCALE_IN, since=NOW - 10**6)]
+    result = run(spec, pods, busy)
+    assert result.delete_pods == ["gpu-1"] and result.ended == {"gpu-1": False}
+    assert result.draining == [] and result.timed_out == [] and result.create == []
+    assert result.scale_in_marks == {"gpu-1"}
+    # replicas lowered: the ended pod is the one chosen, and goes in the same pass
+    lowered = run(spec, [pod("gpu-0", spec), ended("gpu-2", spec)], busy)
+    assert lowered.mark_removal == {"gpu-2": SCALE_IN} and lowered.delete_pods == ["gpu-2"]
+    assert lowered.ended == {"gpu-2": False} and lowered.draining == []
+
+
+def test_daemonset_mode_replaces_an_ended_pod_too() -> None:
+    spec = make_spec(mode="DaemonSet", nodeSelector={"pool": "a"})
+    kube = [KubeNode(name="n1", labels={"pool": "a"})]
+    name = member_name("gpu", "n1")
+    result = run(spec, [ended(name, spec, "Succeeded")], {name: slurm(name)}, kube_nodes=kube)
+    assert result.delete_pods == [name] and result.ended == {name: True} and result.create == []

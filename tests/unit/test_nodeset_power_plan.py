@@ -23,7 +23,7 @@ from syncer.controllers.nodeset.power import (
     starts_powering_up,
 )
 from syncer.controllers.nodeset.spec import NodeSetSpec, parse
-from tests.unit.test_nodeset_plan import NOW, NS, REASON, pod, slurm
+from tests.unit.test_nodeset_plan import NOW, NS, REASON, ended, pod, slurm
 
 MINE = declared_stamp(removal_stamp(NS))
 TEMPLATE = {
@@ -595,3 +595,32 @@ def test_a_powered_down_member_whose_pod_goes_its_own_way_is_left_to_it() -> Non
     for fresh in (True, False):
         out = decide(spec, [going, removing], nodes, fresh=fresh)
         assert out.power_down_pods == [] and not out.stale and out.fresh is fresh
+
+
+def test_a_pod_that_ended_is_deleted_and_a_member_slurm_has_up_gets_a_new_one() -> None:
+    """review5 #3 for power members: an ended pod (evicted, or slurmd exited) stayed until Slurm powered the
+    member down, then DOWN for good. It is deleted (by the plan's rule for ended pods) and the member judged
+    as one without a pod: up in Slurm, or the floor, it keeps its name (a new pod once the old is gone);
+    powered down, or DOWN with Slurm's reason, it is not kept, nor deleted the power-down way. The
+    replacement rule (a pod that registered the member before) leaves it alone."""
+    spec = power(4, floor=1)
+    again = msgspec.structs.replace(rec("gpu-0", *UP), boot_time=int(NOW))
+    nodes = [
+        again,
+        rec("gpu-1", "IDLE", "CLOUD", "DYNAMIC_NORM", "NOT_RESPONDING"),
+        rec("gpu-2", *DOWN),
+        rec("gpu-3", "DOWN", "CLOUD", "DYNAMIC_NORM", "NOT_RESPONDING", reason="Not responding"),
+    ]
+    gone = [msgspec.structs.replace(ended(f"gpu-{i}", spec), created=NOW - 100) for i in range(4)]
+    result = run(spec, gone, nodes)
+    assert result.power is not None
+    assert result.power.members == {"gpu-0": 0, "gpu-1": 1}
+    assert result.create == [] and result.power.replace == [] and result.power.power_down_pods == []
+    assert result.delete_pods == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+    assert result.ended == {"gpu-0": True, "gpu-1": True, "gpu-2": False, "gpu-3": False}
+    # above a lowered ceiling: deleted as ended, not scaled in nor powered down (the next one is)
+    pods = [pod("gpu-0", spec), ended("gpu-1", spec), pod("gpu-2", spec)]
+    above = run(power(1), pods, [rec("gpu-0", "IDLE"), rec("gpu-1", *DOWN), rec("gpu-2", "IDLE")])
+    assert above.power is not None and above.power.scale_in == ["gpu-2"] and above.power.power_down_pods == []
+    assert above.mark_removal == {"gpu-2": SCALE_IN}
+    assert above.delete_pods == ["gpu-1"] and above.ended == {"gpu-1": False}

@@ -155,6 +155,17 @@ def test_progressing_says_what_this_round_does_and_what_blocks_it() -> None:
     assert conditions(status_of(Plan(unmark=["gpu-0"])))["Progressing"]["message"] == "converging"
 
 
+def test_a_member_whose_pod_ended_is_not_steady_and_the_message_names_it() -> None:
+    """review5 #3: a NodeSet one pod short (evicted, slurmd exited) said Steady. The ended pods are named
+    apart from the removals' deletes."""
+    ended = Plan(delete_pods=["gpu-0", "gpu-1", "gpu-7"], ended={"gpu-1": True, "gpu-7": False})
+    progressing = conditions(status_of(ended))["Progressing"]
+    assert (progressing["status"], progressing["reason"]) == ("True", "Reconciling")
+    assert progressing["message"] == "removing 1 pod(s); 2 pod(s) ended, deleted: gpu-1, gpu-7"
+    only = Plan(delete_pods=["gpu-1"], ended={"gpu-1": True})
+    assert conditions(status_of(only))["Progressing"]["message"] == "1 pod(s) ended, deleted: gpu-1"
+
+
 def test_an_invalid_spec_leaves_the_counts_and_says_why_alone() -> None:
     stored = {
         "replicas": 2,

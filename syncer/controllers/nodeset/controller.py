@@ -30,6 +30,7 @@ from syncer.controllers.nodeset.plan import (
     removed_by_us,
     slurm_name,
 )
+from syncer.controllers.nodeset.pod_failures import ended_text
 from syncer.controllers.nodeset.power import starts_powering_up
 from syncer.controllers.nodeset.power_actions import PassIncomplete, PowerActions, Problems
 from syncer.controllers.nodeset.spec import NodeSetSpec, SpecError, parse
@@ -37,6 +38,7 @@ from syncer.controllers.nodeset.status import compute_status, invalid_status, me
 from syncer.controllers.nodeset.writes import CREATED, DRY_RUN, NodeSetWrites
 from syncer.kube.errors import KubeError
 from syncer.kube.informer import Informer
+from syncer.kube.writer import pod_path
 from syncer.model import cluster
 from syncer.model.keys import Keys
 from syncer.model.kube import KubeNode, KubeNodeSet, KubePod
@@ -59,6 +61,7 @@ class NodeSetStats:
     reconciles: int = 0  # passes begun
     pods_created: int = 0  # member pods created
     pods_deleted: int = 0  # member pods deleted once removed from Slurm's work
+    ended_pods: int = 0  # member pods deleted because they ended (Failed, Succeeded)
     slurm_nodes_deleted: int = 0  # Slurm records deleted (nodeOnScaleIn: Delete)
     removals_started: int = 0  # members marked for removal (their drain asked for)
     node_events: int = 0  # Kubernetes Node changes seen
@@ -316,9 +319,13 @@ class NodeSetController(Controller):
             )
         # one member's failed write stops no other member's: each is listed, the pass raises at its end
         for name in result.delete_pods:
-            await problems.guard(
-                f"delete of pod {name}", self._delete_pod(nodeset, by_name[name], logger), logger
+            pod = by_name[name]
+            step = (
+                self._delete_ended_pod(nodeset, pod, result.ended[name], logger)
+                if name in result.ended
+                else self._delete_pod(nodeset, pod, logger)
             )
+            await problems.guard(f"delete of pod {name}", step, logger)
         for name in result.delete_slurm_nodes:
             await problems.guard(f"delete of {name}", self._delete_slurm_node(nodeset, name, logger), logger)
         rest = [m for m in result.create if m.name not in powered_up]
@@ -455,6 +462,27 @@ class NodeSetController(Controller):
         await self._event(
             nodeset, "Normal", "DeletedPod", f"deleted pod {pod.name}: Slurm node {name} drained"
         )
+
+    async def _delete_ended_pod(self, nodeset: KubeNodeSet, pod: KubePod, stays: bool, logger: Any) -> None:
+        """A pod that ended (Failed: evicted; Succeeded: slurmd exited) runs nothing, whatever Slurm shows:
+        deleted without a drain; `stays`: its member gets a new pod once it is gone. Read first for the
+        kubelet's reason, and so a pod already deleted (the cache lags) is not reported twice."""
+        try:
+            raw = await self.context.kube.get(pod_path(pod.namespace, pod.name))
+        except KubeError as exc:
+            if exc.status == 404:
+                return
+            raise
+        meta, status = raw.get("metadata") or {}, raw.get("status") or {}
+        why = ended_text(status)
+        if meta.get("uid") != pod.uid or meta.get("deletionTimestamp") or why is None:
+            return  # replaced, deleted already, or (never) running again
+        if not await self.writes.delete_pod(pod):
+            return
+        self.stats.ended_pods += 1
+        logger.warning("pod ended: deleted", pod=pod.name, why=why, replaced=stays)
+        then = "a new pod takes its place" if stays else "its member is not kept"
+        await self._event(nodeset, "Warning", "PodEnded", f"pod {pod.name} ended ({why}): deleted, {then}")
 
     async def _delete_slurm_node(self, nodeset: KubeNodeSet, name: str, logger: Any) -> None:
         try:

@@ -3,7 +3,9 @@ the Slurm nodes. No I/O: the reconciler carries the plan out and calls again.
 
 A pod's name is its Slurm node name. Removals (scale-in and rolling update) are recorded on the pod
 as an annotation, so a restarted syncer carries on where it stopped; the pod is deleted only once
-its Slurm node is drained with nothing running or completing, and only on fresh Slurm data.
+its Slurm node is drained with nothing running or completing, and only on fresh Slurm data. A pod that
+ended (phase Failed or Succeeded: evicted, or slurmd exited) runs nothing: it is deleted whatever Slurm
+shows, and its member, if it stays one, gets a new pod once the old one is gone (as a StatefulSet does).
 
 Ownership is by identity, never by name prefix or reason text: a pod is the NodeSet's when its
 controlling ownerReference carries the NodeSet's UID; a Slurm record is being removed by the
@@ -43,6 +45,7 @@ class Plan:
     mark_removal: dict[str, str] = field(default_factory=dict)  # pod -> SCALE_IN | UPDATE
     unmark: list[str] = field(default_factory=list)  # scale-in cancelled by a scale-out
     delete_pods: list[str] = field(default_factory=list)
+    ended: dict[str, bool] = field(default_factory=dict)  # of those, pods that ended -> their member stays
     delete_slurm_nodes: list[str] = field(default_factory=list)
     draining: list[str] = field(default_factory=list)  # being removed, waiting for Slurm to drain
     timed_out: list[str] = field(default_factory=list)  # draining for longer than drainTimeout
@@ -282,6 +285,7 @@ def plan(
         removing[name] = result.mark_removal[name]
     _stamps(seen, removing, result)
     _removals(seen, removing, now, result)
+    _ended(seen, members, result)
     if spec.node_on_scale_in == "Delete":
         _delete_records(seen, result)
     return result
@@ -325,8 +329,8 @@ def _removals(seen: _Seen, removing: dict[str, str], now: float, result: Plan) -
     for name in sorted(removing):
         pod = seen.by_name[name]
         result.scale_in_marks.add(slurm_name(pod))  # kept while terminating: the reason says why
-        if pod.terminating:
-            continue
+        if pod.terminating or pod.ended:
+            continue  # an ended pod goes at once (_ended)
         if name in result.mark_removal:
             result.draining.append(name)  # the drain is requested this round
             continue
@@ -342,6 +346,16 @@ def _removals(seen: _Seen, removing: dict[str, str], now: float, result: Plan) -
         since = float(pod.annotations.get(Keys.REMOVAL_SINCE, "0") or 0)
         if since and now - since > seen.spec.drain_timeout_s:
             result.timed_out.append(name)
+
+
+def _ended(seen: _Seen, members: list[str], result: Plan) -> None:
+    """Pods that ended (phase Failed or Succeeded, not yet deleted): their containers ended, so no job runs
+    there whatever Slurm shows; each is deleted now, and a member that stays gets its pod back once it is
+    gone (its name is held until then, as a terminating pod's is)."""
+    for name, pod in sorted(seen.by_name.items()):
+        if pod.ended and not pod.terminating:
+            result.delete_pods.append(name)
+            result.ended[name] = name in members
 
 
 def _delete_records(seen: _Seen, result: Plan) -> None:

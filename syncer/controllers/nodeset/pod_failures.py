@@ -68,7 +68,7 @@ def start_failure(
     if node_name:
         why = _node_lost(node_name, node, now, node_lost_after_s)
     if why is None and not meta.get("deletionTimestamp"):
-        why = _ended(status) or _container_failure(pod)
+        why = ended_text(status) or _container_failure(pod)
         if why is None and not node_name:
             why = _unscheduled(meta, status, now, unschedulable_after_s)
     return None if why is None else _one_line(f"{who} {why}")
@@ -104,7 +104,8 @@ def _node_lost(node_name: str, node: dict[str, Any] | None, now: float, after_s:
     return f"lost its Node {node_name}{NODE_NOT_READY}{detail})"
 
 
-def _ended(status: dict[str, Any]) -> str | None:
+def ended_text(status: dict[str, Any]) -> str | None:
+    """`Failed: Evicted: The node was low on resource: memory.` for a pod that ended; None while it runs."""
     phase = status.get("phase")
     if phase not in ("Failed", "Succeeded"):
         return None

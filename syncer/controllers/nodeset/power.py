@@ -236,13 +236,19 @@ def decide_power(
                 out.resume.append(name)
         if not slurm.comment and slurm_fresh and made_over_rest(slurm):
             out.stamp.append(name)  # ours, the comment not written yet (a slurm.conf member: left unstamped)
-        if wanted(index, power, pod, slurm, owner_prefix, slurm_fresh):
+        # a pod that ended is as good as gone (the plan deletes it): the member is judged as one without a
+        # pod, and gets one once the ended pod is gone
+        ended = pod is not None and pod.ended and not pod.terminating
+        if wanted(index, power, None if ended else pod, slurm, owner_prefix, slurm_fresh):
             out.members[name] = index
             if pod is None:
                 out.create.append(name)
                 if powering_up(slurm):
                     out.powered_up.add(name)
-            elif powering_up(slurm) and not pod.terminating and registered_before(slurm, pod) and slurm_fresh:
+            elif (
+                powering_up(slurm) and not (pod.terminating or ended) and registered_before(slurm, pod)
+                and slurm_fresh
+            ):  # fmt: skip
                 # Slurm powered it down and up again with its pod left running (the syncer away meanwhile):
                 # its job waited for ResumeTimeout (NODE_FAIL without requeue); a new pod registers it
                 out.replace.append(name)
@@ -252,7 +258,7 @@ def decide_power(
             ours_drain = slurm.drain_flag and slurm.reason.startswith(owner_prefix)
             if ours_drain and slurm.comment != removal_stamp and not slurm.busy and slurm_fresh:
                 out.undrain.append(name)
-        elif not pod.terminating and not removal:
+        elif not pod.terminating and not removal and not ended:
             if not slurm_fresh:
                 out.stale = True
             elif not slurm.busy:
@@ -277,6 +283,8 @@ def _above_ceiling(
         index = ordinal(pod.name)
         if 0 <= index < power.max_replicas or pod.terminating or pod.annotations.get(Keys.REMOVAL):
             continue
+        if pod.ended:
+            continue  # the plan deletes it, no drain needed
         slurm = slurm_nodes.get(pod.name)
         if slurm is not None and powered_down(slurm) and not slurm.busy and slurm_fresh:
             out.power_down_pods.append(pod.name)  # idle and powered down: no drain needed

@@ -143,8 +143,11 @@ def _progress_message(result: Plan) -> str:
         parts.append(f"creating {len(result.create)}")
     if result.draining:
         parts.append(f"draining {len(result.draining)}: {', '.join(sorted(result.draining)[:10])}")
-    if result.delete_pods:
-        parts.append(f"removing {len(result.delete_pods)} pod(s)")
+    removing = [n for n in result.delete_pods if n not in result.ended]
+    if removing:
+        parts.append(f"removing {len(removing)} pod(s)")
+    if result.ended:
+        parts.append(f"{len(result.ended)} pod(s) ended, deleted: {', '.join(sorted(result.ended)[:10])}")
     if result.delete_slurm_nodes:
         parts.append(f"deleting {len(result.delete_slurm_nodes)} Slurm node(s)")
     if result.blocked:
