@@ -6,7 +6,7 @@ counts it all (metrics: power-ups, power-downs, failures, POWERING_UP -> slurmd 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -297,9 +297,8 @@ class PowerActions:
     async def _slurm_agrees(self, name: str, logger: Any) -> bool:
         """Read again before forcing a member down for a NotReady Node: only while slurmctld still cannot
         reach its slurmd (the cache may be a second old; a slurmd that answers runs its jobs on)."""
-        try:
-            current = await self.slurm.get_node(name)
-        except SlurmNotFound:
+        current = await self._read_again(name)
+        if current is None:
             return False
         if slurmd_silent(current) and current.base_state != "DOWN" and not powered_down(current):
             return True
@@ -333,9 +332,8 @@ class PowerActions:
         cache may be a second old; an admin's drain, a job, or Slurm powering it up meanwhile stop it)."""
         if name in by_name:
             return
-        try:
-            current = await self.slurm.get_node(name)
-        except SlurmNotFound:
+        current = await self._read_again(name)
+        if current is None:
             return
         ours = current.drain_flag and current.reason.startswith(self.owner_prefix)
         if not ours or current.busy or powering_up(current) or not powered_down(current):
@@ -357,9 +355,8 @@ class PowerActions:
         """Read again before a ceiling's POWER_DOWN_FORCE: the plan's record may be a second old, and a
         member whose job started meanwhile would have it ended NODE_FAIL (a --no-requeue job). While
         POWERING_UP its job only waits (CONFIGURING); once up it goes the way of any busy member."""
-        try:
-            current = await self.slurm.get_node(name)
-        except SlurmNotFound:
+        current = await self._read_again(name)
+        if current is None:
             return False
         if powering_up(current):
             return True
@@ -385,20 +382,13 @@ class PowerActions:
 
     def forget(self, key: str) -> None:
         """The NodeSet is gone."""
-        self.stats.by_state.pop(key, None)
-        self.declare_failed.pop(key, None)
-        self.unsupported.pop(key, None)
-        self._declare_told.pop(key, None)
-        self._collision_told.pop(key, None)
-        self.declaring.pop(key, None)
-        self.stats.pod_reads.pop(key, None)
-        self.progressed.pop(key, None)
-        self.intent_written.pop(key, None)
-        self._declared_at.pop(key, None)
-        self.held.pop(key, None)
-        self._disruption_told.pop(key, None)
-        self._forced.pop(key, None)
-        self._deleted.pop(key, None)
+        per_nodeset: tuple[MutableMapping[str, Any], ...] = (
+            self.stats.by_state, self.declare_failed, self.unsupported, self._declare_told,
+            self._collision_told, self.declaring, self.stats.pod_reads, self.progressed, self.intent_written,
+            self._declared_at, self.held, self._disruption_told, self._forced, self._deleted,
+        )  # fmt: skip
+        for table in per_nodeset:
+            table.pop(key, None)
         self._conf_told.clear()  # keyed by uid; a NodeSet is seldom deleted, a second Event is harmless
 
     def powering_up(self, name: str) -> None:
@@ -541,9 +531,8 @@ class PowerActions:
             )  # fmt: skip
 
     async def _power_down_pod(self, pod: KubePod, deleted: set[str], event: Event, logger: Any) -> None:
-        try:
-            current = await self.slurm.get_node(pod.name)  # the cache may be a second old
-        except SlurmNotFound:
+        current = await self._read_again(pod.name)  # the cache may be a second old
+        if current is None:
             return
         if not powered_down(current) or current.busy:
             return  # powered up again meanwhile, or still finishing a job
@@ -554,6 +543,14 @@ class PowerActions:
         self.stats.power_downs += 1
         logger.info("Slurm powered the member down: pod deleted", pod=pod.name)
         await event("Normal", "PoweredDown", f"Slurm powered {pod.name} down: deleted its pod")
+
+    async def _read_again(self, name: str) -> SlurmNode | None:
+        """The Slurm node read now, before a power action (the cache may be a second old); None: Slurm has
+        no such node (nothing to act on)."""
+        try:
+            return await self.slurm.get_node(name)
+        except SlurmNotFound:
+            return None
 
     async def _delete_marked(self, pod: KubePod, current: SlurmNode, deleted: set[str], what: str) -> bool:
         """Deletes the pod of a power action (True once deleted), first marked with the Slurm state, the mark
@@ -571,9 +568,8 @@ class PowerActions:
         """Deletes the pod of a member Slurm powers up again whose slurmd registered it before (read again
         first): the next pass creates the pod that registers it. Marked as a power-down's, so the sync
         engine does not drain the node as the pod terminates (the job waiting for it would wait on)."""
-        try:
-            current = await self.slurm.get_node(pod.name)
-        except SlurmNotFound:
+        current = await self._read_again(pod.name)
+        if current is None:
             return
         if not powering_up(current) or not registered_before(current, pod) or pod.uid in deleted:
             return
@@ -592,9 +588,8 @@ class PowerActions:
         """`stamps`: ours by the declared or the removal stamp, as decided (power.py `_above_ceiling`)."""
         if name in by_name:
             return
-        try:
-            current = await self.slurm.get_node(name)
-        except SlurmNotFound:
+        current = await self._read_again(name)
+        if current is None:
             return
         if (
             current.comment not in stamps
